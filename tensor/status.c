@@ -1,0 +1,206 @@
+/* status.c: what every module shares: status strings, the per-thread error message, the
+ * allocator hook and the thread policy for OpenMP and OpenBLAS. */
+#include "tensor_impl.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <unistd.h>
+
+static const char *const status_msgs[] = {
+#define X(name, msg) msg,
+#include "sx_status.def"
+#undef X
+};
+_Static_assert(sizeof status_msgs / sizeof status_msgs[0] == SX_STATUS_COUNT,
+               "one message per status");
+
+const char *sx_status_str(sx_status s)
+{
+    if ((unsigned)s >= SX_STATUS_COUNT)
+        return "unknown status";
+    return status_msgs[s];
+}
+
+static _Thread_local char last_error[512];
+
+const char *sx_last_error(void)
+{
+    return last_error;
+}
+
+void sx_error_clear(void)
+{
+    last_error[0] = '\0';
+}
+
+sx_status sx_error(sx_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ---------------------------------------------------------------- allocator hook */
+
+static void *default_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return malloc(n);
+}
+
+static void *default_realloc(void *ctx, void *p, size_t n)
+{
+    (void)ctx;
+    return realloc(p, n);
+}
+
+static void default_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static sx_allocator allocator = {default_alloc, default_realloc, default_free, NULL};
+
+void sx_allocator_set(const sx_allocator *a)
+{
+    if (a == NULL || a->alloc == NULL || a->realloc == NULL || a->free == NULL)
+        allocator = (sx_allocator){default_alloc, default_realloc, default_free, NULL};
+    else
+        allocator = *a;
+}
+
+sx_allocator sx_allocator_get(void)
+{
+    return allocator;
+}
+
+void *sx_alloc(size_t bytes)
+{
+    void *p = allocator.alloc(allocator.ctx, bytes ? bytes : 1);
+    if (p == NULL)
+        sx_error(SX_E_NOMEM, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *sx_calloc(size_t count, size_t size)
+{
+    if (size != 0 && count > SIZE_MAX / size) {
+        sx_error(SX_E_NOMEM, "out of memory: %zu x %zu bytes overflows", count, size);
+        return NULL;
+    }
+    void *p = sx_alloc(count * size);
+    if (p != NULL)
+        memset(p, 0, count * size > 0 ? count * size : 1);
+    return p;
+}
+
+void *sx_realloc(void *p, size_t bytes)
+{
+    void *q = allocator.realloc(allocator.ctx, p, bytes ? bytes : 1);
+    if (q == NULL)
+        sx_error(SX_E_NOMEM, "out of memory reallocating to %zu bytes", bytes);
+    return q;
+}
+
+void sx_free(void *p)
+{
+    if (p != NULL)
+        allocator.free(allocator.ctx, p);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+static int n_threads; /* 0 until first use */
+
+static int cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+static void apply_threads(int n)
+{
+    n_threads = n;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    openblas_set_num_threads(n);
+}
+
+sx_status sx_threads_set(int n)
+{
+    if (n < 0 || n > 1024)
+        return sx_error(SX_E_ARG, "sx_threads_set: %d threads (want 0..1024)", n);
+    apply_threads(n == 0 ? cores() : n);
+    return SX_OK;
+}
+
+int sx_threads_get(void)
+{
+    if (n_threads == 0) {
+        int n = cores();
+        const char *env = getenv("SX_THREADS");
+        if (env != NULL && atoi(env) > 0 && atoi(env) <= 1024)
+            n = atoi(env);
+        apply_threads(n);
+    }
+    return n_threads;
+}
+
+/* ---------------------------------------------------------------- checks (tensor_impl.h) */
+
+sx_status sx__check_tensor(const char *who, const char *name, const sx_tensor *t)
+{
+    if (t == NULL)
+        return sx_error(SX_E_ARG, "%s: %s is NULL", who, name);
+    if ((t->dtype != SX_F32 && t->dtype != SX_F64) || t->rank < 0 || t->rank > SX_MAX_RANK)
+        return sx_error(SX_E_ARG, "%s: %s is not a valid tensor", who, name);
+    if (t->data == NULL && t->size > 0)
+        return sx_error(SX_E_ARG, "%s: %s has no data", who, name);
+    return SX_OK;
+}
+
+sx_status sx__check_same_dtype(const char *who, const sx_tensor *a, const sx_tensor *b)
+{
+    if (a->dtype != b->dtype)
+        return sx_error(SX_E_DTYPE, "%s: dtypes %s and %s differ", who, sx_dtype_name(a->dtype),
+                        sx_dtype_name(b->dtype));
+    return SX_OK;
+}
+
+sx_status sx__check_out(const char *who, const sx_tensor *out, sx_dtype dtype, int rank,
+                        const int64_t *shape)
+{
+    SX_TRY(sx__check_tensor(who, "out", out));
+    if (out->dtype != dtype)
+        return sx_error(SX_E_DTYPE, "%s: out is %s, result is %s", who, sx_dtype_name(out->dtype),
+                        sx_dtype_name(dtype));
+    if (!sx_shape_equal(out->rank, out->shape, rank, shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: out has shape %s, result has shape %s", who,
+                        sx_shape_str(out->rank, out->shape, a, sizeof a),
+                        sx_shape_str(rank, shape, b, sizeof b));
+    }
+    return SX_OK;
+}
+
+sx_status sx__axis(const char *who, int axis, int rank, int *out)
+{
+    int a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return sx_error(SX_E_AXIS, "%s: axis %d out of range for rank %d", who, axis, rank);
+    *out = a;
+    return SX_OK;
+}
+
+sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
+{
+    return sx_tensor_new(dtype, rank, shape, out);
+}

@@ -1,0 +1,464 @@
+/* sx_tensor.h: dense n-d arrays and every numerical kernel of strix.
+ *
+ * This is the bottom layer. It also holds what every module above shares: the status list
+ * (sx_status.def), the per-thread error message, the allocator hook and the thread policy.
+ *
+ * Conventions that hold for every function below
+ * ----------------------------------------------
+ * - Errors are values. A function that can fail returns sx_status; on failure it returns a code
+ *   other than SX_OK, sets a one-line message readable with sx_last_error() ("sx_tensor_binary_out:
+ *   shapes (3,4) and (5,4) do not broadcast"), and leaves its outputs unchanged unless the
+ *   function says otherwise. Bad user input never aborts the process.
+ * - Tensors are row-major and contiguous, of dtype f32 or f64, rank 0..SX_MAX_RANK. A rank-0
+ *   tensor is a scalar with one element. Shapes may contain 0 (empty tensors); kernels accept
+ *   them and do nothing (folds of an empty set give the identity of the fold, or an error where
+ *   there is none: max/min/argmax/argmin of nothing is SX_E_SHAPE).
+ * - All inputs and outputs of one call have the same dtype (SX_E_DTYPE otherwise); convert with
+ *   sx_tensor_cast_out.
+ * - `_out` functions write into a caller-provided tensor whose shape and dtype must already be
+ *   the result's (SX_E_SHAPE / SX_E_DTYPE otherwise). They never allocate unless the comment
+ *   says so; kernels that need scratch memory take it as an explicit workspace. Element-wise
+ *   kernels (map, binary, fma, cast, copy) may be called in place: `out` may be the same memory
+ *   as an input of the same shape. Other kernels require `out` not to overlap any input.
+ * - Functions without `_out` allocate their result through the allocator hook and hand it to
+ *   the caller, who frees it with sx_tensor_free. On failure *out is set to NULL.
+ * - Axes sets are bit masks: bit i set means axis i (SX_AXIS(i)); SX_AXES_ALL means every axis.
+ *
+ * Threads: strix runs OpenMP loops above a size threshold and calls OpenBLAS. It never calls
+ * BLAS from inside an OpenMP parallel region, so the two never nest: each uses
+ * sx_threads_get() threads, set for both at once by sx_threads_set().
+ */
+#ifndef SX_TENSOR_H
+#define SX_TENSOR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SX_NODISCARD __attribute__((warn_unused_result))
+#define SX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SX_NODISCARD
+#define SX_PRINTF(f, a)
+#endif
+
+/* ---------------------------------------------------------------- status and errors */
+
+typedef enum {
+#define X(name, msg) name,
+#include "sx_status.def"
+#undef X
+    SX_STATUS_COUNT
+} sx_status;
+
+/* The fixed message of a status ("shape mismatch"); never NULL. */
+const char *sx_status_str(sx_status s);
+
+/* The message of the last error set on this thread, or "" if none. The buffer stays valid
+ * until the next error on the same thread. */
+const char *sx_last_error(void);
+
+/* Record an error for this thread and return `s`; for modules built on strix. The message is
+ * formatted like printf and truncated to 511 bytes. */
+sx_status sx_error(sx_status s, const char *fmt, ...) SX_PRINTF(2, 3);
+
+/* Forget the last error of this thread. */
+void sx_error_clear(void);
+
+/* ---------------------------------------------------------------- allocation */
+
+/* The allocator hook: every allocation strix makes, in every module, goes through it.
+ * The functions have malloc/realloc/free semantics (realloc(ctx, NULL, n) is alloc; free(ctx,
+ * NULL) does nothing). Tests replace it to fail the k-th allocation. */
+typedef struct sx_allocator {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void *(*realloc)(void *ctx, void *p, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void *ctx;
+} sx_allocator;
+
+/* Install `a` (copied) as the allocator for the whole process; NULL restores the default
+ * (malloc). Not thread-safe: call it while no strix call runs. */
+void sx_allocator_set(const sx_allocator *a);
+/* The allocator in use (to chain to it from a wrapper). */
+sx_allocator sx_allocator_get(void);
+
+/* Allocate through the hook. Return NULL and set SX_E_NOMEM on failure (also for 0 bytes
+ * never: a request of 0 bytes is served as 1). */
+void *sx_alloc(size_t bytes);
+void *sx_calloc(size_t count, size_t size); /* zeroed; overflow of count*size -> NULL */
+void *sx_realloc(void *p, size_t bytes);    /* on failure p is untouched */
+void sx_free(void *p);                      /* NULL is fine */
+
+/* ---------------------------------------------------------------- threads */
+
+/* Set the number of threads for OpenMP loops and OpenBLAS together (n >= 1; n = 0 means the
+ * number of cores). The default is the number of cores, or $SX_THREADS when set. */
+sx_status sx_threads_set(int n) SX_NODISCARD;
+int sx_threads_get(void);
+
+/* ---------------------------------------------------------------- random numbers */
+
+/* A seeded random-number generator (xoshiro256**, seeded by splitmix64). There is no global
+ * generator: every random draw in strix names the generator it uses. The struct is open so it
+ * can live on the stack; treat the fields as private. */
+typedef struct sx_rng {
+    uint64_t s[4];
+} sx_rng;
+
+void sx_rng_seed(sx_rng *r, uint64_t seed);
+uint64_t sx_rng_u64(sx_rng *r);
+double sx_rng_uniform(sx_rng *r); /* in [0, 1), 53 random bits */
+double sx_rng_normal(sx_rng *r);  /* standard normal (Box-Muller; no cached second value) */
+/* A uniform integer in [0, n), n > 0, without modulo bias. */
+uint64_t sx_rng_below(sx_rng *r, uint64_t n);
+
+/* ---------------------------------------------------------------- tensors */
+
+#define SX_MAX_RANK 8
+#define SX_AXIS(i) (1u << (i))
+#define SX_AXES_ALL 0xFFu
+
+typedef enum { SX_F32 = 0, SX_F64 = 1 } sx_dtype;
+
+/* Bytes of one element (4 or 8) and the name ("f32", "f64"). */
+size_t sx_dtype_size(sx_dtype d);
+const char *sx_dtype_name(sx_dtype d);
+
+/* A dense row-major tensor. The descriptor is open so that kernels and the graph engine can make
+ * views on the stack (sx_tensor_view) with no allocation.
+ * Ownership: when `owns` is true, `data` was allocated by strix and sx_tensor_free releases it;
+ * when false, the data is borrowed and the caller keeps it alive and frees it.
+ * Descriptors from sx_tensor_new/_wrap/_zeros/... are heap-allocated and released by
+ * sx_tensor_free; descriptors from sx_tensor_view are values and are never passed to it. */
+typedef struct sx_tensor {
+    sx_dtype dtype;
+    int rank;                   /* 0..SX_MAX_RANK */
+    int64_t shape[SX_MAX_RANK]; /* shape[i] for i < rank; entries past rank are 1 */
+    int64_t size;               /* product of shape (1 for rank 0) */
+    void *data;                 /* size * sx_dtype_size(dtype) bytes, row-major */
+    bool owns;                  /* data is released by sx_tensor_free */
+} sx_tensor;
+
+/* Element accessors for code that knows the dtype. */
+#define SX_F32P(t) ((float *)(t)->data)
+#define SX_F64P(t) ((double *)(t)->data)
+
+/* Check a shape: 0 <= rank <= SX_MAX_RANK, every dim >= 0, the element count fits in int64.
+ * `who` names the caller in the message. */
+sx_status sx_shape_check(const char *who, int rank, const int64_t *shape) SX_NODISCARD;
+/* Product of the dims (1 for rank 0). The shape must have passed sx_shape_check. */
+int64_t sx_shape_size(int rank, const int64_t *shape);
+/* "(3,4)" into buf (at most n bytes, always terminated); returns buf. "()" for rank 0. */
+char *sx_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
+/* NumPy broadcasting of two shapes into out_shape (rank max(ra, rb)); SX_E_SHAPE with both
+ * shapes named when they do not broadcast. */
+sx_status sx_shape_broadcast(const char *who, int ra, const int64_t *sa, int rb, const int64_t *sb,
+                             int *out_rank, int64_t *out_shape) SX_NODISCARD;
+bool sx_shape_equal(int ra, const int64_t *sa, int rb, const int64_t *sb);
+
+/* A stack descriptor over borrowed memory (owns = false). The shape must be valid. */
+sx_tensor sx_tensor_view(sx_dtype dtype, int rank, const int64_t *shape, void *data);
+
+/* New tensor with owned, uninitialised data. */
+sx_status sx_tensor_new(sx_dtype dtype, int rank, const int64_t *shape,
+                        sx_tensor **out) SX_NODISCARD;
+/* New descriptor over borrowed `data` (not copied, not freed by strix). */
+sx_status sx_tensor_wrap(sx_dtype dtype, int rank, const int64_t *shape, void *data,
+                         sx_tensor **out) SX_NODISCARD;
+sx_status sx_tensor_zeros(sx_dtype dtype, int rank, const int64_t *shape,
+                          sx_tensor **out) SX_NODISCARD;
+sx_status sx_tensor_ones(sx_dtype dtype, int rank, const int64_t *shape,
+                         sx_tensor **out) SX_NODISCARD;
+sx_status sx_tensor_full(sx_dtype dtype, int rank, const int64_t *shape, double value,
+                         sx_tensor **out) SX_NODISCARD;
+/* A rank-0 tensor holding `value`. */
+sx_status sx_tensor_scalar(sx_dtype dtype, double value, sx_tensor **out) SX_NODISCARD;
+/* New tensor from `count` doubles (converted to dtype); count must equal the shape's size. */
+sx_status sx_tensor_from_doubles(sx_dtype dtype, int rank, const int64_t *shape,
+                                 const double *values, int64_t count, sx_tensor **out) SX_NODISCARD;
+/* A deep copy with owned data. */
+sx_status sx_tensor_clone(const sx_tensor *x, sx_tensor **out) SX_NODISCARD;
+/* Release the descriptor and, when owned, the data. NULL is fine. */
+void sx_tensor_free(sx_tensor *t);
+
+/* Change the shape of `t` in place without copying; the element count must stay the same. */
+sx_status sx_tensor_reshape(sx_tensor *t, int rank, const int64_t *shape) SX_NODISCARD;
+
+/* Element i (flat, row-major) as a double, and set it. No bounds check beyond an assert. */
+double sx_tensor_get(const sx_tensor *t, int64_t i);
+void sx_tensor_set(sx_tensor *t, int64_t i, double v);
+
+/* Fill helpers (in place). arange: out[i] = start + i*step; linspace: n = size points from
+ * `lo` to `hi` inclusive (size 1 gives lo). */
+sx_status sx_tensor_fill(sx_tensor *out, double value) SX_NODISCARD;
+sx_status sx_tensor_arange(sx_tensor *out, double start, double step) SX_NODISCARD;
+sx_status sx_tensor_linspace(sx_tensor *out, double lo, double hi) SX_NODISCARD;
+/* Random fills from an explicit generator; same seed, same values, whatever the thread count. */
+sx_status sx_tensor_rand_uniform(sx_tensor *out, sx_rng *rng, double lo, double hi) SX_NODISCARD;
+sx_status sx_tensor_rand_normal(sx_tensor *out, sx_rng *rng, double mean, double std) SX_NODISCARD;
+
+/* Copy values (same dtype, same size; shapes may differ, as in a reshape). */
+sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+/* Convert between dtypes (same shape). */
+sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+
+/* Print like NumPy: shape and dtype, then the values; more than 1000 elements are summarised
+ * with "..." (the first and last three along each axis). */
+void sx_tensor_print(const sx_tensor *t, FILE *f);
+
+/* Largest |a[i] - b[i]| over two tensors of equal size (any dtypes); +inf if either holds a NaN
+ * where the other does not. For tests and tools. */
+double sx_tensor_max_abs_diff(const sx_tensor *a, const sx_tensor *b);
+
+/* ---------------------------------------------------------------- map: y = f(x) */
+
+typedef enum {
+#define X(name, str, expr) SX_MAP_##name,
+#include "sx_map.def"
+#undef X
+    SX_MAP_COUNT
+} sx_map_op;
+
+const char *sx_map_name(sx_map_op op);
+/* out[i] = f(x[i]); `alpha` is the op parameter (leaky_relu slope, elu alpha). In place ok. */
+sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x,
+                            sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,
+                        sx_tensor **out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- binary: z = a op b */
+
+typedef enum {
+#define X(name, str, expr) SX_BINARY_##name,
+#include "sx_binary.def"
+#undef X
+    SX_BINARY_COUNT
+} sx_binary_op;
+
+const char *sx_binary_name(sx_binary_op op);
+/* out = a op b with NumPy broadcasting; out has the broadcast shape. In place ok when out has
+ * the shape of the input it overlaps. */
+sx_status sx_tensor_binary_out(sx_binary_op op, const sx_tensor *a, const sx_tensor *b,
+                               sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_binary(sx_binary_op op, const sx_tensor *a, const sx_tensor *b,
+                           sx_tensor **out) SX_NODISCARD;
+/* out = a op s (tensor, scalar) and out = s op b (scalar, tensor). */
+sx_status sx_tensor_binary_scalar_out(sx_binary_op op, const sx_tensor *a, double s,
+                                      sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_scalar_binary_out(sx_binary_op op, double s, const sx_tensor *b,
+                                      sx_tensor *out) SX_NODISCARD;
+/* out = a * b + c, all three broadcast together. */
+sx_status sx_tensor_fma_out(const sx_tensor *a, const sx_tensor *b, const sx_tensor *c,
+                            sx_tensor *out) SX_NODISCARD;
+/* out = x broadcast to out's shape (NumPy broadcast_to, materialised). */
+sx_status sx_tensor_broadcast_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- fold: reductions */
+
+typedef enum {
+#define X(name, str) SX_FOLD_##name,
+#include "sx_fold.def"
+#undef X
+    SX_FOLD_COUNT
+} sx_fold_op;
+
+const char *sx_fold_name(sx_fold_op op);
+/* Reduce x over the axes in `axes` (bit mask; bits >= x->rank are SX_E_AXIS; 0 means no axis:
+ * the result equals x for sum/mean/prod/max/min, |x| for the norms, x for logsumexp, 0 for
+ * argmax/argmin), in one pass with adjacent axes merged.
+ *   sum, mean, prod, max, min: as named (max/min propagate NaN);
+ *   argmax, argmin: the flat row-major index within the reduced axes of the first extreme
+ *     element, stored as a value of the dtype;
+ *   l1norm = sum |x|;  l2norm = sqrt(sum x^2);  logsumexp = m + log(sum exp(x - m)), m = max.
+ * With keepdims the reduced axes stay as size 1; otherwise they are removed. */
+sx_status sx_tensor_fold_out(sx_fold_op op, const sx_tensor *x, unsigned axes, bool keepdims,
+                             sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_fold(sx_fold_op op, const sx_tensor *x, unsigned axes, bool keepdims,
+                         sx_tensor **out) SX_NODISCARD;
+/* The result shape of a fold (for callers that allocate). */
+sx_status sx_fold_shape(const char *who, int rank, const int64_t *shape, unsigned axes,
+                        bool keepdims, int *out_rank, int64_t *out_shape) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- repeat, tile, layout */
+
+/* repeat: each element repeated reps[i] times along axis i (NumPy repeat on every axis at once:
+ * [a b] x2 -> [a a b b]); tile: the whole tensor repeated reps[i] times along axis i
+ * ([a b] x2 -> [a b a b]). reps has x->rank entries, each >= 0. One pass over the output. */
+sx_status sx_tensor_repeat_out(const sx_tensor *x, const int64_t *reps,
+                               sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_tile_out(const sx_tensor *x, const int64_t *reps, sx_tensor *out) SX_NODISCARD;
+
+/* One axis of a slice, Python semantics: negative start/stop count from the end, and are
+ * clamped to the axis; step != 0 (negative steps walk backwards). SX_SLICE_ALL takes the whole
+ * axis. */
+typedef struct sx_slice {
+    int64_t start, stop, step;
+} sx_slice;
+#define SX_SLICE_END INT64_MAX
+#define SX_SLICE_ALL ((sx_slice){0, SX_SLICE_END, 1})
+
+/* Resolve slices (one per axis) against a shape: the result shape, and the normalised first
+ * index of each axis. */
+sx_status sx_slice_shape(const char *who, int rank, const int64_t *shape, const sx_slice *s,
+                         int64_t *out_shape, int64_t *first) SX_NODISCARD;
+/* out = x[s0, s1, ...]. */
+sx_status sx_tensor_slice_out(const sx_tensor *x, const sx_slice *s, sx_tensor *out) SX_NODISCARD;
+/* The adjoint of slice: out is set to zero, then out[s0, s1, ...] = g (out has the full shape). */
+sx_status sx_tensor_unslice_out(const sx_tensor *g, const sx_slice *s, sx_tensor *out) SX_NODISCARD;
+/* Join n >= 1 tensors along `axis`; all other dims must agree. */
+sx_status sx_tensor_concat_out(int n, const sx_tensor *const *xs, int axis,
+                               sx_tensor *out) SX_NODISCARD;
+/* The inverse of concat: outs[i] receives the next outs[i]->shape[axis] entries along axis;
+ * their sizes along `axis` must add up to x's. */
+sx_status sx_tensor_split_out(const sx_tensor *x, int axis, int n,
+                              sx_tensor *const *outs) SX_NODISCARD;
+/* out axis i = x axis perm[i] (perm is a permutation of 0..rank-1). */
+sx_status sx_tensor_permute_out(const sx_tensor *x, const int *perm, sx_tensor *out) SX_NODISCARD;
+/* Swap the last two axes (rank >= 2). */
+sx_status sx_tensor_transpose_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+/* Constant padding: before[i] and after[i] (>= 0) elements of `value` around axis i. */
+sx_status sx_tensor_pad_out(const sx_tensor *x, const int64_t *before, const int64_t *after,
+                            double value, sx_tensor *out) SX_NODISCARD;
+/* out (idx shape + [depth]) = 1 where the last index equals idx, else 0. idx holds integral
+ * values in [0, depth) (SX_E_RANGE otherwise, out unchanged). */
+sx_status sx_tensor_one_hot_out(const sx_tensor *idx, int64_t depth, sx_tensor *out) SX_NODISCARD;
+/* Rows of x: out[i, ...] = x[idx[i], ...]; idx rank 1 of integral values in [0, x->shape[0]). */
+sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx,
+                               sx_tensor *out) SX_NODISCARD;
+/* The adjoint of gather: out is set to zero, then out[idx[i], ...] += g[i, ...]. */
+sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
+                                    sx_tensor *out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- matmul */
+
+/* out = alpha * op(a) @ op(b) + beta * out, op(m) = m or its transpose (of the last two axes).
+ * a, b of rank >= 2; leading (batch) axes broadcast (NumPy matmul); a rank-2 operand is shared
+ * by every batch. beta = 0 ignores out's old contents (even NaN). One cblas ?gemm per batch. */
+sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
+                               double alpha, double beta, sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_matmul(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
+                           sx_tensor **out) SX_NODISCARD;
+/* The result shape of a matmul. */
+sx_status sx_matmul_shape(const char *who, const sx_tensor *a, const sx_tensor *b, bool trans_a,
+                          bool trans_b, int *out_rank, int64_t *out_shape) SX_NODISCARD;
+/* Inner product of two vectors of equal size; out is rank 0. */
+sx_status sx_tensor_dot_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- convolution and pooling */
+
+typedef enum { SX_PAD_VALID = 0, SX_PAD_SAME = 1 } sx_padding;
+
+/* 2-d convolution (cross-correlation, as in every DL framework) of an NHWC input x (n,h,w,c)
+ * with a kernel k (kh,kw,c,f) giving y (n,oh,ow,f). VALID: oh = (h - kh) / sh + 1; SAME:
+ * oh = ceil(h / sh), with the padding split as TensorFlow does (the extra one after). */
+typedef struct sx_conv2d_params {
+    int stride_h, stride_w; /* >= 1 */
+    sx_padding padding;
+} sx_conv2d_params;
+
+sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
+                          const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
+/* Scratch bytes the three conv kernels use for the fastest path (im2col of the whole batch,
+ * capped at a block size: larger inputs run the blocked path, which never materialises the
+ * whole im2col matrix). Any workspace of at least sx_conv2d_workspace_min bytes works. */
+size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
+                           const sx_conv2d_params *p);
+size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
+                               const sx_conv2d_params *p);
+/* y = conv2d(x, k). ws/ws_bytes: scratch memory (SX_E_ARG if below the minimum). */
+sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
+                               void *ws, size_t ws_bytes, sx_tensor *y) SX_NODISCARD;
+/* dx = dL/dx given dy = dL/dy and the kernel; dx's shape is x's. */
+sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tensor *dy,
+                                              const sx_conv2d_params *p, void *ws, size_t ws_bytes,
+                                              sx_tensor *dx) SX_NODISCARD;
+/* dk = dL/dk given x and dy; dk's shape is k's. */
+sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tensor *dy,
+                                               const sx_conv2d_params *p, void *ws, size_t ws_bytes,
+                                               sx_tensor *dk) SX_NODISCARD;
+/* Allocating form of the forward pass (allocates its own workspace). */
+sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
+                           sx_tensor **y) SX_NODISCARD;
+
+/* 2-d pooling over NHWC (n,h,w,c) -> (n,oh,ow,c), output sizes as for conv2d. Max pooling
+ * ignores padded cells; average pooling divides by the number of real (unpadded) cells. */
+typedef struct sx_pool2d_params {
+    int kernel_h, kernel_w; /* >= 1 */
+    int stride_h, stride_w; /* >= 1 */
+    sx_padding padding;
+} sx_pool2d_params;
+
+sx_status sx_pool2d_shape(const char *who, const sx_tensor *x, const sx_pool2d_params *p,
+                          int64_t out_shape[4]) SX_NODISCARD;
+sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
+                                  sx_tensor *y) SX_NODISCARD;
+/* dx (x's shape) = the gradient routed to the first maximum of each window (accumulated where
+ * windows overlap). */
+sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
+                                           const sx_pool2d_params *p, sx_tensor *dx) SX_NODISCARD;
+sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
+                                  sx_tensor *y) SX_NODISCARD;
+sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_params *p,
+                                           sx_tensor *dx) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- softmax, losses, dropout */
+
+/* Numerically stable softmax and log-softmax along `axis`. */
+sx_status sx_tensor_softmax_out(const sx_tensor *x, int axis, sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_log_softmax_out(const sx_tensor *x, int axis, sx_tensor *out) SX_NODISCARD;
+/* Backward passes from the forward result y: softmax dx = y * (dy - sum(dy * y));
+ * log-softmax dx = dy - exp(y) * sum(dy) (sums along axis). */
+sx_status sx_tensor_softmax_backward_out(const sx_tensor *y, const sx_tensor *dy, int axis,
+                                         sx_tensor *dx) SX_NODISCARD;
+sx_status sx_tensor_log_softmax_backward_out(const sx_tensor *y, const sx_tensor *dy, int axis,
+                                             sx_tensor *dx) SX_NODISCARD;
+/* Cross-entropy with softmax folded in, per row: logits and target (n,k) (target rows are
+ * probabilities, e.g. one-hot) -> out (n): -sum_j target[i,j] * log_softmax(logits)[i,j].
+ * Backward: dlogits = dout[i] * (softmax(logits) - target). */
+sx_status sx_tensor_softmax_xent_out(const sx_tensor *logits, const sx_tensor *target,
+                                     sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_tensor *target,
+                                              const sx_tensor *dout,
+                                              sx_tensor *dlogits) SX_NODISCARD;
+/* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. Draws one
+ * uniform per element from rng in row-major order (reproducible for a seed). */
+sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- linear algebra (LAPACKE) */
+
+/* Square matrices are rank 2 (n,n). These call LAPACKE, which allocates its own scratch memory
+ * (outside the hook); strix's own copies go through the hook. A singular matrix gives
+ * SX_E_SINGULAR, a non-positive-definite one (cholesky) SX_E_NOT_PD. */
+sx_status sx_tensor_inv_out(const sx_tensor *a, sx_tensor *out) SX_NODISCARD;
+/* x = solve(a, b): a (n,n), b (n,) or (n,m); out has b's shape. */
+sx_status sx_tensor_solve_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out) SX_NODISCARD;
+/* det (rank 0); logdet = log|det| (rank 0), with the sign of det in *sign when not NULL
+ * (0 and -inf for a singular matrix: not an error). */
+sx_status sx_tensor_det_out(const sx_tensor *a, sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_logdet_out(const sx_tensor *a, sx_tensor *out, double *sign) SX_NODISCARD;
+/* Lower-triangular l with l @ l^T = a (a symmetric positive definite; its upper triangle is
+ * not read). */
+sx_status sx_tensor_cholesky_out(const sx_tensor *a, sx_tensor *l) SX_NODISCARD;
+/* Reduced QR of a (m,n): q (m,k), r (k,n), k = min(m,n); r upper triangular. */
+sx_status sx_tensor_qr_out(const sx_tensor *a, sx_tensor *q, sx_tensor *r) SX_NODISCARD;
+/* Thin SVD of a (m,n): u (m,k), s (k) descending, vt (k,n), k = min(m,n). u and vt may be
+ * NULL when only the singular values are wanted. */
+sx_status sx_tensor_svd_out(const sx_tensor *a, sx_tensor *u, sx_tensor *s,
+                            sx_tensor *vt) SX_NODISCARD;
+/* Symmetric eigen-decomposition (lower triangle read): w (n) ascending, v (n,n) with the
+ * eigenvectors in columns (a = v diag(w) v^T); v may be NULL. */
+sx_status sx_tensor_eigh_out(const sx_tensor *a, sx_tensor *w, sx_tensor *v) SX_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SX_TENSOR_H */

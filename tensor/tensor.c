@@ -1,0 +1,404 @@
+/* tensor.c: the tensor descriptor: shapes, construction, ownership, fills, copies, printing.
+ * A tensor is a small open descriptor over row-major data that it owns or borrows. */
+#include "tensor_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+size_t sx_dtype_size(sx_dtype d)
+{
+    return d == SX_F64 ? 8 : 4;
+}
+
+const char *sx_dtype_name(sx_dtype d)
+{
+    return d == SX_F64 ? "f64" : d == SX_F32 ? "f32" : "bad-dtype";
+}
+
+/* ---------------------------------------------------------------- shapes */
+
+sx_status sx_shape_check(const char *who, int rank, const int64_t *shape)
+{
+    if (rank < 0 || rank > SX_MAX_RANK)
+        return sx_error(SX_E_RANK, "%s: rank %d (want 0..%d)", who, rank, SX_MAX_RANK);
+    if (rank > 0 && shape == NULL)
+        return sx_error(SX_E_ARG, "%s: shape is NULL", who);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 0)
+            return sx_error(SX_E_SHAPE, "%s: dimension %d is negative (%lld)", who, i,
+                            (long long)shape[i]);
+        if (shape[i] > 0 && n > INT64_MAX / 8 / shape[i])
+            return sx_error(SX_E_SHAPE, "%s: shape too large (element count overflows)", who);
+        n *= shape[i];
+    }
+    return SX_OK;
+}
+
+int64_t sx_shape_size(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    return n;
+}
+
+char *sx_shape_str(int rank, const int64_t *shape, char *buf, size_t n)
+{
+    size_t used = 0;
+    if (n == 0)
+        return buf;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < rank && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (used < n)
+        snprintf(buf + used, n - used, ")");
+    return buf;
+}
+
+bool sx_shape_equal(int ra, const int64_t *sa, int rb, const int64_t *sb)
+{
+    if (ra != rb)
+        return false;
+    for (int i = 0; i < ra; i++)
+        if (sa[i] != sb[i])
+            return false;
+    return true;
+}
+
+sx_status sx_shape_broadcast(const char *who, int ra, const int64_t *sa, int rb, const int64_t *sb,
+                             int *out_rank, int64_t *out_shape)
+{
+    int r = ra > rb ? ra : rb;
+    int64_t tmp[SX_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - ra), ib = i - (r - rb);
+        int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: shapes %s and %s do not broadcast", who,
+                            sx_shape_str(ra, sa, a, sizeof a), sx_shape_str(rb, sb, b, sizeof b));
+        }
+        tmp[i] = da == 1 ? db : da;
+    }
+    *out_rank = r;
+    for (int i = 0; i < r; i++)
+        out_shape[i] = tmp[i];
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- construction */
+
+sx_tensor sx_tensor_view(sx_dtype dtype, int rank, const int64_t *shape, void *data)
+{
+    sx_tensor t;
+    memset(&t, 0, sizeof t);
+    assert(rank >= 0 && rank <= SX_MAX_RANK);
+    t.dtype = dtype;
+    t.rank = rank;
+    for (int i = 0; i < SX_MAX_RANK; i++)
+        t.shape[i] = i < rank ? shape[i] : 1;
+    t.size = sx_shape_size(rank, shape);
+    t.data = data;
+    t.owns = false;
+    return t;
+}
+
+static sx_status make(const char *who, sx_dtype dtype, int rank, const int64_t *shape, void *data,
+                      sx_tensor **out)
+{
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "%s: out is NULL", who);
+    *out = NULL;
+    if (dtype != SX_F32 && dtype != SX_F64)
+        return sx_error(SX_E_DTYPE, "%s: unknown dtype %d", who, (int)dtype);
+    SX_TRY(sx_shape_check(who, rank, shape));
+    sx_tensor *t = sx_alloc(sizeof *t);
+    if (t == NULL)
+        return SX_E_NOMEM;
+    *t = sx_tensor_view(dtype, rank, shape, data);
+    if (data == NULL) {
+        t->data = sx_alloc((size_t)t->size * sx_dtype_size(dtype));
+        if (t->data == NULL) {
+            sx_free(t);
+            return SX_E_NOMEM;
+        }
+        t->owns = true;
+    }
+    *out = t;
+    return SX_OK;
+}
+
+sx_status sx_tensor_new(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
+{
+    return make("sx_tensor_new", dtype, rank, shape, NULL, out);
+}
+
+sx_status sx_tensor_wrap(sx_dtype dtype, int rank, const int64_t *shape, void *data,
+                         sx_tensor **out)
+{
+    if (data == NULL) {
+        if (out != NULL)
+            *out = NULL;
+        return sx_error(SX_E_ARG, "sx_tensor_wrap: data is NULL");
+    }
+    return make("sx_tensor_wrap", dtype, rank, shape, data, out);
+}
+
+sx_status sx_tensor_full(sx_dtype dtype, int rank, const int64_t *shape, double value,
+                         sx_tensor **out)
+{
+    SX_TRY(make("sx_tensor_full", dtype, rank, shape, NULL, out));
+    return sx_tensor_fill(*out, value);
+}
+
+sx_status sx_tensor_zeros(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
+{
+    return sx_tensor_full(dtype, rank, shape, 0.0, out);
+}
+
+sx_status sx_tensor_ones(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
+{
+    return sx_tensor_full(dtype, rank, shape, 1.0, out);
+}
+
+sx_status sx_tensor_scalar(sx_dtype dtype, double value, sx_tensor **out)
+{
+    return sx_tensor_full(dtype, 0, NULL, value, out);
+}
+
+sx_status sx_tensor_from_doubles(sx_dtype dtype, int rank, const int64_t *shape,
+                                 const double *values, int64_t count, sx_tensor **out)
+{
+    const char *who = "sx_tensor_from_doubles";
+    if (out != NULL)
+        *out = NULL;
+    SX_TRY(sx_shape_check(who, rank, shape));
+    if (count != sx_shape_size(rank, shape) || (count > 0 && values == NULL))
+        return sx_error(SX_E_SHAPE, "%s: %lld values for %lld elements", who, (long long)count,
+                        (long long)sx_shape_size(rank, shape));
+    SX_TRY(make(who, dtype, rank, shape, NULL, out));
+    for (int64_t i = 0; i < count; i++)
+        sx_tensor_set(*out, i, values[i]);
+    return SX_OK;
+}
+
+sx_status sx_tensor_clone(const sx_tensor *x, sx_tensor **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    SX_TRY(sx__check_tensor("sx_tensor_clone", "x", x));
+    SX_TRY(make("sx_tensor_clone", x->dtype, x->rank, x->shape, NULL, out));
+    if (x->size > 0)
+        memcpy((*out)->data, x->data, (size_t)x->size * sx_dtype_size(x->dtype));
+    return SX_OK;
+}
+
+void sx_tensor_free(sx_tensor *t)
+{
+    if (t == NULL)
+        return;
+    if (t->owns)
+        sx_free(t->data);
+    sx_free(t);
+}
+
+sx_status sx_tensor_reshape(sx_tensor *t, int rank, const int64_t *shape)
+{
+    const char *who = "sx_tensor_reshape";
+    SX_TRY(sx__check_tensor(who, "t", t));
+    SX_TRY(sx_shape_check(who, rank, shape));
+    if (sx_shape_size(rank, shape) != t->size) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: cannot reshape %s to %s", who,
+                        sx_shape_str(t->rank, t->shape, a, sizeof a),
+                        sx_shape_str(rank, shape, b, sizeof b));
+    }
+    int64_t s[SX_MAX_RANK];
+    memcpy(s, shape, (size_t)rank * sizeof *s);
+    t->rank = rank;
+    for (int i = 0; i < SX_MAX_RANK; i++)
+        t->shape[i] = i < rank ? s[i] : 1;
+    return SX_OK;
+}
+
+double sx_tensor_get(const sx_tensor *t, int64_t i)
+{
+    assert(i >= 0 && i < t->size);
+    return t->dtype == SX_F32 ? (double)SX_F32P(t)[i] : SX_F64P(t)[i];
+}
+
+void sx_tensor_set(sx_tensor *t, int64_t i, double v)
+{
+    assert(i >= 0 && i < t->size);
+    if (t->dtype == SX_F32)
+        SX_F32P(t)[i] = (float)v;
+    else
+        SX_F64P(t)[i] = v;
+}
+
+/* ---------------------------------------------------------------- fills */
+
+sx_status sx_tensor_fill(sx_tensor *out, double value)
+{
+    SX_TRY(sx__check_tensor("sx_tensor_fill", "out", out));
+    int64_t n = out->size;
+#define FILL(T)                                                                                    \
+    T *p = (T *)out->data;                                                                         \
+    T v = (T)value;                                                                                \
+    _Pragma("omp parallel for simd if (n >= SX_OMP_MIN)") for (int64_t i = 0; i < n; i++) p[i] = v
+    SX_DISPATCH(out->dtype, FILL);
+#undef FILL
+    return SX_OK;
+}
+
+sx_status sx_tensor_arange(sx_tensor *out, double start, double step)
+{
+    SX_TRY(sx__check_tensor("sx_tensor_arange", "out", out));
+    for (int64_t i = 0; i < out->size; i++)
+        sx_tensor_set(out, i, start + (double)i * step);
+    return SX_OK;
+}
+
+sx_status sx_tensor_linspace(sx_tensor *out, double lo, double hi)
+{
+    SX_TRY(sx__check_tensor("sx_tensor_linspace", "out", out));
+    int64_t n = out->size;
+    for (int64_t i = 0; i < n; i++)
+        sx_tensor_set(out, i, n == 1 ? lo : lo + (hi - lo) * (double)i / (double)(n - 1));
+    return SX_OK;
+}
+
+sx_status sx_tensor_rand_uniform(sx_tensor *out, sx_rng *rng, double lo, double hi)
+{
+    SX_TRY(sx__check_tensor("sx_tensor_rand_uniform", "out", out));
+    if (rng == NULL)
+        return sx_error(SX_E_ARG, "sx_tensor_rand_uniform: rng is NULL");
+    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
+        return sx_error(SX_E_ARG, "sx_tensor_rand_uniform: bad range [%g, %g)", lo, hi);
+    for (int64_t i = 0; i < out->size; i++)
+        sx_tensor_set(out, i, lo + (hi - lo) * sx_rng_uniform(rng));
+    return SX_OK;
+}
+
+sx_status sx_tensor_rand_normal(sx_tensor *out, sx_rng *rng, double mean, double std)
+{
+    SX_TRY(sx__check_tensor("sx_tensor_rand_normal", "out", out));
+    if (rng == NULL)
+        return sx_error(SX_E_ARG, "sx_tensor_rand_normal: rng is NULL");
+    if (!(std >= 0) || !isfinite(mean) || !isfinite(std))
+        return sx_error(SX_E_ARG, "sx_tensor_rand_normal: bad mean %g / std %g", mean, std);
+    for (int64_t i = 0; i < out->size; i++)
+        sx_tensor_set(out, i, mean + std * sx_rng_normal(rng));
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- copies */
+
+sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out)
+{
+    const char *who = "sx_tensor_copy_out";
+    SX_TRY(sx__check_tensor(who, "x", x));
+    SX_TRY(sx__check_tensor(who, "out", out));
+    SX_TRY(sx__check_same_dtype(who, x, out));
+    if (x->size != out->size)
+        return sx_error(SX_E_SHAPE, "%s: %lld elements into %lld", who, (long long)x->size,
+                        (long long)out->size);
+    if (x->data != out->data && x->size > 0)
+        memmove(out->data, x->data, (size_t)x->size * sx_dtype_size(x->dtype));
+    return SX_OK;
+}
+
+sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out)
+{
+    const char *who = "sx_tensor_cast_out";
+    SX_TRY(sx__check_tensor(who, "x", x));
+    SX_TRY(sx__check_out(who, out, out ? out->dtype : SX_F32, x->rank, x->shape));
+    int64_t n = x->size;
+    if (x->dtype == out->dtype)
+        return sx_tensor_copy_out(x, out);
+    if (x->dtype == SX_F32) {
+        const float *s = SX_F32P(x);
+        double *d = SX_F64P(out);
+#pragma omp parallel for simd if (n >= SX_OMP_MIN)
+        for (int64_t i = 0; i < n; i++)
+            d[i] = (double)s[i];
+    } else {
+        const double *s = SX_F64P(x);
+        float *d = SX_F32P(out);
+#pragma omp parallel for simd if (n >= SX_OMP_MIN)
+        for (int64_t i = 0; i < n; i++)
+            d[i] = (float)s[i];
+    }
+    return SX_OK;
+}
+
+double sx_tensor_max_abs_diff(const sx_tensor *a, const sx_tensor *b)
+{
+    if (a == NULL || b == NULL || a->size != b->size)
+        return INFINITY;
+    double m = 0;
+    for (int64_t i = 0; i < a->size; i++) {
+        double x = sx_tensor_get(a, i), y = sx_tensor_get(b, i);
+        if (isnan(x) || isnan(y)) {
+            if (isnan(x) != isnan(y))
+                return INFINITY;
+            continue;
+        }
+        if (x == y) /* equal infinities */
+            continue;
+        double d = fabs(x - y);
+        if (!(d <= m))
+            m = d;
+    }
+    return m;
+}
+
+/* ---------------------------------------------------------------- printing */
+
+static void print_rec(const sx_tensor *t, FILE *f, int axis, int64_t offset, int64_t stride,
+                      bool summarise, int indent)
+{
+    int64_t n = t->shape[axis];
+    int64_t inner = stride / (n ? n : 1);
+    fputc('[', f);
+    for (int64_t i = 0; i < n; i++) {
+        if (summarise && n > 6 && i == 3) {
+            fputs(axis == t->rank - 1 ? "..., " : "...,\n", f);
+            if (axis != t->rank - 1)
+                fprintf(f, "%*s", indent + 1, "");
+            i = n - 4;
+            continue;
+        }
+        if (axis == t->rank - 1)
+            fprintf(f, "%.6g", sx_tensor_get(t, offset + i));
+        else
+            print_rec(t, f, axis + 1, offset + i * inner, inner, summarise, indent + 1);
+        if (i + 1 < n) {
+            if (axis == t->rank - 1) {
+                fputs(", ", f);
+            } else {
+                fputs(",\n", f);
+                fprintf(f, "%*s", indent + 1, "");
+            }
+        }
+    }
+    fputc(']', f);
+}
+
+void sx_tensor_print(const sx_tensor *t, FILE *f)
+{
+    char s[128];
+    if (t == NULL) {
+        fputs("tensor(NULL)\n", f);
+        return;
+    }
+    fprintf(f, "tensor %s %s\n", sx_dtype_name(t->dtype),
+            sx_shape_str(t->rank, t->shape, s, sizeof s));
+    if (t->rank == 0)
+        fprintf(f, "%.6g", sx_tensor_get(t, 0));
+    else
+        print_rec(t, f, 0, 0, t->size, t->size > 1000, 0);
+    fputc('\n', f);
+}

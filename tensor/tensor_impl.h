@@ -1,0 +1,51 @@
+/* tensor_impl.h: helpers shared by the kernel files of tensor/ (never installed).
+ * Argument checks that produce strix's error messages, the OpenMP threshold, and the macro
+ * that instantiates a kernel body once per dtype (seed 002's template approach). */
+#ifndef SX_TENSOR_IMPL_H
+#define SX_TENSOR_IMPL_H
+
+#include "sx_tensor.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* Loops over at least this many elements run with OpenMP (cheap element-wise work); expensive
+ * per-element work (transcendentals) uses the lower threshold. */
+#define SX_OMP_MIN 32768
+#define SX_OMP_MIN_HEAVY 4096
+
+/* Instantiate `BODY(T)` for the dtype of `dt`: `SX_DISPATCH(x->dtype, MY_BODY)` expands to a
+ * switch whose cases run MY_BODY(float) and MY_BODY(double). */
+#define SX_DISPATCH(dt, BODY)                                                                      \
+    do {                                                                                           \
+        switch (dt) {                                                                              \
+        case SX_F32: {                                                                             \
+            BODY(float);                                                                           \
+            break;                                                                                 \
+        }                                                                                          \
+        case SX_F64: {                                                                             \
+            BODY(double);                                                                          \
+            break;                                                                                 \
+        }                                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* NULL and dtype checks: SX_E_ARG naming the argument / SX_E_DTYPE naming both dtypes. */
+sx_status sx__check_tensor(const char *who, const char *name, const sx_tensor *t);
+sx_status sx__check_same_dtype(const char *who, const sx_tensor *a, const sx_tensor *b);
+/* `out` must exist, have x's dtype and exactly the given shape (SX_E_SHAPE naming both). */
+sx_status sx__check_out(const char *who, const sx_tensor *out, sx_dtype dtype, int rank,
+                        const int64_t *shape);
+/* Resolve a possibly negative axis against rank (SX_E_AXIS naming it). */
+sx_status sx__axis(const char *who, int axis, int rank, int *out);
+/* Allocate a tensor of the given shape for an allocating wrapper. */
+sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
+
+#define SX_TRY(expr)                                                                               \
+    do {                                                                                           \
+        sx_status sx__s = (expr);                                                                  \
+        if (sx__s != SX_OK)                                                                        \
+            return sx__s;                                                                          \
+    } while (0)
+
+#endif
