@@ -4,6 +4,10 @@
 function(strix_module name)
     cmake_parse_arguments(M "" "" "HEADERS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
     file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.c)
+    if(NOT srcs)
+        message(STATUS "strix: module ${name} has no sources yet; skipped")
+        return()
+    endif()
     add_library(strix_${name} ${srcs})
     add_library(strix::${name} ALIAS strix_${name})
     target_include_directories(strix_${name} PUBLIC
