@@ -1,0 +1,318 @@
+/* exec.c: evaluation. Need-based recomputation (seed 003): nodes carry a valid flag, changes
+ * invalidate only dependents, and sx_cg_eval computes the invalid nodes the requested ones need,
+ * in a topological order where every other reader of a parameter runs before an assign to it.
+ * Freezing fixes that order and the storage once, so later evaluations allocate nothing. */
+#include "cgraph_impl.h"
+
+#include <string.h>
+
+enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
+
+/* ---------------------------------------------------------------- storage and compute */
+
+sx_status cg_workspace(sx_cg_graph *g, size_t bytes, void **ws)
+{
+    if (bytes > g->ws_bytes) {
+        if (g->frozen)
+            return sx_error(SX_E_STATE, "cgraph: frozen graph needs %zu scratch bytes, has %zu",
+                            bytes, g->ws_bytes);
+        void *p = sx_alloc(bytes);
+        if (p == NULL)
+            return SX_E_NOMEM;
+        sx_free(g->ws);
+        g->ws = p;
+        g->ws_bytes = bytes;
+    }
+    *ws = g->ws;
+    return SX_OK;
+}
+
+sx_status cg_storage(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    if (n->value.data != NULL || (sx_cg_ops[n->op].flags & SX_OPF_VIEW))
+        return SX_OK;
+    size_t bytes = (size_t)n->value.size * sx_dtype_size(n->value.dtype);
+    n->own = sx_alloc(bytes);
+    if (n->own == NULL)
+        return SX_E_NOMEM;
+    n->value.data = n->own;
+    return SX_OK;
+}
+
+sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n)
+{
+    if (sx_cg_ops[n->op].flags & SX_OPF_LEAF) {
+        if (n->op == SX_OP_INPUT && !n->valid)
+            return sx_error(SX_E_STATE, "sx_cg_eval: input %lld '%s' has no value",
+                            (long long)n->id, sx_cg_node_name(n));
+        return SX_OK;
+    }
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i]->value.data == NULL && n->in[i]->value.size > 0)
+            return sx_error(SX_E_STATE, "%s: input %d (node %lld) has not been computed", cg_who(n),
+                            i, (long long)n->in[i]->id);
+    SX_TRY(cg_storage(g, n));
+    SX_TRY(sx_cg_ops[n->op].eval(g, n));
+    g->kernel_calls++;
+    n->valid = true;
+    if (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) {
+        /* the parameter (input 0) changed: its readers, other than n, are now stale */
+        sx_cg_node *p = n->in[0];
+        for (int i = 0; i < p->n_users; i++)
+            if (p->users[i] != n)
+                cg_invalidate(g, p->users[i]);
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- invalidation */
+
+sx_status cg_reserve_stack(sx_cg_graph *g, int64_t need)
+{
+    if (need <= g->cap_stack)
+        return SX_OK;
+    int64_t cap = g->cap_stack ? g->cap_stack : 64;
+    while (cap < need)
+        cap *= 2;
+    sx_cg_node **s = sx_realloc(g->stack, (size_t)cap * sizeof *s);
+    if (s == NULL)
+        return SX_E_NOMEM;
+    g->stack = s;
+    g->cap_stack = cap;
+    return SX_OK;
+}
+
+/* Iterative, with the graph's stack (kept at least as large as the graph by node_link), so it
+ * cannot fail. A node is pushed once: it is marked invalid when pushed. */
+void cg_invalidate(sx_cg_graph *g, sx_cg_node *n)
+{
+    if (!n->valid || n->dead)
+        return;
+    int64_t top = 0;
+    if (sx_cg_ops[n->op].flags & SX_OPF_LEAF) {
+        /* a leaf stays valid (its value is what was set): only its readers go stale */
+        for (int i = 0; i < n->n_users; i++)
+            if (n->users[i]->valid) {
+                n->users[i]->valid = false;
+                g->stack[top++] = n->users[i];
+            }
+    } else {
+        n->valid = false;
+        g->stack[top++] = n;
+    }
+    while (top > 0) {
+        sx_cg_node *x = g->stack[--top];
+        for (int i = 0; i < x->n_users; i++)
+            if (x->users[i]->valid) {
+                x->users[i]->valid = false;
+                g->stack[top++] = x->users[i];
+            }
+    }
+}
+
+sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node)
+{
+    if (g == NULL || node == NULL || node->graph != g)
+        return sx_error(SX_E_ARG, "sx_cg_invalidate: NULL argument or foreign node");
+    cg_invalidate(g, node);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- ordering */
+
+/* The dependencies of n that must run before it in this traversal: its inputs, and for a
+ * mutating node the other readers of the parameter it writes (only those in the current set,
+ * i.e. marked with this epoch). Calls visit(dep) for each. */
+#define FOR_EACH_DEP(g, n, dep, BODY)                                                              \
+    do {                                                                                           \
+        for (int di_ = 0; di_ < (n)->n_in; di_++) {                                                \
+            sx_cg_node *dep = (n)->in[di_];                                                        \
+            BODY;                                                                                  \
+        }                                                                                          \
+        if (sx_cg_ops[(n)->op].flags & SX_OPF_MUTATES) {                                           \
+            sx_cg_node *p_ = (n)->in[0];                                                           \
+            for (int di_ = 0; di_ < p_->n_users; di_++) {                                          \
+                sx_cg_node *dep = p_->users[di_];                                                  \
+                if (dep == (n) || (sx_cg_ops[dep->op].flags & SX_OPF_MUTATES) ||                   \
+                    dep->mark != (g)->epoch)                                                       \
+                    continue;                                                                      \
+                BODY;                                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* Mark (with a new epoch) every node the roots need: all ancestors when `all`, otherwise only
+ * invalid ones (valid nodes are not entered). Returns how many were marked. */
+static sx_status mark_needed(sx_cg_graph *g, int n, sx_cg_node *const *roots, bool all,
+                             int64_t *count)
+{
+    g->epoch++;
+    SX_TRY(cg_reserve_stack(g, g->n_nodes + n));
+    int64_t top = 0, marked = 0;
+    for (int i = 0; i < n; i++) {
+        sx_cg_node *r = roots[i];
+        if ((all || !r->valid) && r->mark != g->epoch) {
+            r->mark = g->epoch;
+            g->stack[top++] = r;
+        }
+    }
+    while (top > 0) {
+        sx_cg_node *x = g->stack[--top];
+        x->state = ST_NONE;
+        marked++;
+        for (int i = 0; i < x->n_in; i++) {
+            sx_cg_node *d = x->in[i];
+            if ((all || !d->valid) && d->mark != g->epoch) {
+                d->mark = g->epoch;
+                g->stack[top++] = d;
+            }
+        }
+    }
+    *count = marked;
+    return SX_OK;
+}
+
+/* Post-order DFS over the marked set, honouring the extra dependencies of mutating nodes.
+ * Writes the order into out (room for `count` nodes). Uses g->stack as the DFS stack. */
+static sx_status topo_order(sx_cg_graph *g, int n, sx_cg_node *const *roots, int64_t count,
+                            sx_cg_node **out, int64_t *n_out)
+{
+    SX_TRY(cg_reserve_stack(g, count + 1));
+    int64_t len = 0;
+    /* roots first in the order given; every marked node is reachable from a root */
+    for (int r = 0; r < n; r++) {
+        sx_cg_node *root = roots[r];
+        if (root->mark != g->epoch || root->state != ST_NONE)
+            continue;
+        int64_t top = 0;
+        g->stack[top++] = root;
+        root->state = ST_OPEN;
+        while (top > 0) {
+            sx_cg_node *x = g->stack[top - 1];
+            sx_cg_node *next = NULL;
+            FOR_EACH_DEP(g, x, dep, {
+                if (next == NULL && dep->mark == g->epoch) {
+                    if (dep->state == ST_OPEN)
+                        return sx_error(SX_E_STATE,
+                                        "sx_cg_eval: cycle through node %lld (%s): a node reads "
+                                        "both a parameter and an assign to it",
+                                        (long long)dep->id, sx_cg_op_name(dep->op));
+                    if (dep->state == ST_NONE)
+                        next = dep;
+                }
+            });
+            if (next != NULL) {
+                next->state = ST_OPEN;
+                g->stack[top++] = next;
+            } else {
+                x->state = ST_DONE;
+                out[len++] = x;
+                top--;
+            }
+        }
+    }
+    *n_out = len;
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+static sx_status check_request(const char *who, sx_cg_graph *g, int n, sx_cg_node *const *nodes)
+{
+    if (g == NULL)
+        return sx_error(SX_E_ARG, "%s: graph is NULL", who);
+    if (n < 0 || (n > 0 && nodes == NULL))
+        return sx_error(SX_E_ARG, "%s: bad node list", who);
+    for (int i = 0; i < n; i++) {
+        if (nodes[i] == NULL || nodes[i]->graph != g || nodes[i]->dead)
+            return sx_error(SX_E_ARG, "%s: node %d is NULL, removed or of another graph", who, i);
+    }
+    return SX_OK;
+}
+
+static sx_status run_order(sx_cg_graph *g, sx_cg_node *const *order, int64_t len)
+{
+    for (int64_t i = 0; i < len; i++) {
+        sx_cg_node *x = order[i];
+        if (!x->valid)
+            SX_TRY(cg_compute(g, x));
+    }
+    return SX_OK;
+}
+
+sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
+{
+    SX_TRY(check_request("sx_cg_eval", g, n, nodes));
+    bool all_valid = true;
+    for (int i = 0; i < n && all_valid; i++)
+        all_valid = nodes[i]->valid;
+    if (all_valid)
+        return SX_OK;
+
+    if (g->frozen) {
+        for (int i = 0; i < n; i++)
+            if (!nodes[i]->frozen_member)
+                return sx_error(SX_E_STATE,
+                                "sx_cg_eval: node %lld is not needed by the frozen outputs",
+                                (long long)nodes[i]->id);
+        return run_order(g, g->order, g->n_order);
+    }
+
+    int64_t count = 0, len = 0;
+    SX_TRY(mark_needed(g, n, nodes, false, &count));
+    sx_cg_node **order = sx_alloc((size_t)count * sizeof *order);
+    if (order == NULL)
+        return SX_E_NOMEM;
+    sx_status s = topo_order(g, n, nodes, count, order, &len);
+    if (s == SX_OK)
+        s = run_order(g, order, len);
+    sx_free(order);
+    return s;
+}
+
+/* ---------------------------------------------------------------- freezing */
+
+sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
+{
+    SX_TRY(check_request("sx_cg_freeze", g, n, outputs));
+    if (g->frozen)
+        return sx_error(SX_E_STATE, "sx_cg_freeze: the graph is already frozen");
+    if (n == 0)
+        return sx_error(SX_E_ARG, "sx_cg_freeze: no outputs");
+    int64_t count = 0, len = 0;
+    SX_TRY(mark_needed(g, n, outputs, true, &count));
+    sx_cg_node **order = sx_alloc((size_t)count * sizeof *order);
+    sx_cg_node **outs = sx_alloc((size_t)n * sizeof *outs);
+    sx_status s = order && outs ? SX_OK : SX_E_NOMEM;
+    if (s == SX_OK)
+        s = topo_order(g, n, outputs, count, order, &len);
+    size_t ws = 0;
+    for (int64_t i = 0; s == SX_OK && i < len; i++) {
+        s = cg_storage(g, order[i]);
+        if (order[i]->ws_bytes > ws)
+            ws = order[i]->ws_bytes;
+    }
+    void *wsp = NULL;
+    if (s == SX_OK && ws > 0)
+        s = cg_workspace(g, ws, &wsp);
+    if (s != SX_OK) {
+        sx_free(order);
+        sx_free(outs);
+        return s;
+    }
+    for (int64_t i = 0; i < len; i++)
+        order[i]->frozen_member = true;
+    memcpy(outs, outputs, (size_t)n * sizeof *outs);
+    g->order = order;
+    g->n_order = len;
+    g->outputs = outs;
+    g->n_outputs = n;
+    g->frozen = true;
+    return SX_OK;
+}
+
+bool sx_cg_frozen(const sx_cg_graph *g)
+{
+    return g != NULL && g->frozen;
+}

@@ -1,0 +1,621 @@
+/* graph.c: graphs and nodes: the op table, construction with shape inference and structural
+ * hashing, leaves, accessors and statistics. A node is linked into the graph only after every
+ * check and allocation has succeeded, so a failed constructor leaves the graph unchanged. */
+#include "cgraph_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const cg_op_info sx_cg_ops[SX_OP_COUNT] = {
+#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+    [SX_OP_##NAME] = {#name, arity, cg_##shape, cg_##eval, flags, kernel},
+#include "sx_ops.def"
+#undef X
+};
+
+static const char *const op_who[SX_OP_COUNT] = {
+#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = "sx_cg_" #name,
+#include "sx_ops.def"
+#undef X
+};
+
+const char *sx_cg_op_name(sx_cg_op op)
+{
+    return (unsigned)op < SX_OP_COUNT ? sx_cg_ops[op].name : "bad-op";
+}
+
+int sx_cg_op_arity(sx_cg_op op)
+{
+    return (unsigned)op < SX_OP_COUNT ? sx_cg_ops[op].arity : 0;
+}
+
+unsigned sx_cg_op_flags(sx_cg_op op)
+{
+    return (unsigned)op < SX_OP_COUNT ? sx_cg_ops[op].flags : 0;
+}
+
+const char *cg_who(const sx_cg_node *n)
+{
+    return op_who[n->op];
+}
+
+sx_cg_attr sx_cg_attr_default(void)
+{
+    sx_cg_attr a;
+    memset(&a, 0, sizeof a); /* padding too: attributes are hashed and compared bytewise */
+    return a;
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+sx_status sx_cg_graph_new(sx_cg_mode mode, sx_dtype dtype, sx_cg_graph **out)
+{
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "sx_cg_graph_new: out is NULL");
+    *out = NULL;
+    if (mode != SX_CG_LAZY && mode != SX_CG_EAGER)
+        return sx_error(SX_E_ARG, "sx_cg_graph_new: unknown mode %d", (int)mode);
+    if (dtype != SX_F32 && dtype != SX_F64)
+        return sx_error(SX_E_DTYPE, "sx_cg_graph_new: unknown dtype %d", (int)dtype);
+    sx_cg_graph *g = sx_calloc(1, sizeof *g);
+    if (g == NULL)
+        return SX_E_NOMEM;
+    g->mode = mode;
+    g->dtype = dtype;
+    *out = g;
+    return SX_OK;
+}
+
+static void node_free(sx_cg_node *n)
+{
+    if (n->in != n->inline_in)
+        sx_free(n->in);
+    sx_free(n->own);
+    sx_free(n->name);
+    sx_free(n->users);
+    sx_free(n);
+}
+
+void sx_cg_graph_free(sx_cg_graph *g)
+{
+    if (g == NULL)
+        return;
+    for (int64_t i = 0; i < g->n_nodes; i++)
+        node_free(g->nodes[i]);
+    sx_free(g->nodes);
+    sx_free(g->htab);
+    sx_free(g->rngs);
+    sx_free(g->ws);
+    sx_free(g->order);
+    sx_free(g->outputs);
+    sx_free(g->stack);
+    sx_free(g);
+}
+
+sx_cg_mode sx_cg_graph_mode(const sx_cg_graph *g)
+{
+    return g->mode;
+}
+
+sx_dtype sx_cg_graph_dtype(const sx_cg_graph *g)
+{
+    return g->dtype;
+}
+
+sx_status sx_cg_graph_status(const sx_cg_graph *g)
+{
+    return g == NULL ? SX_E_ARG : g->status;
+}
+
+void sx_cg_graph_status_clear(sx_cg_graph *g)
+{
+    if (g != NULL)
+        g->status = SX_OK;
+}
+
+sx_status cg_fail(sx_cg_graph *g, sx_status s)
+{
+    if (g != NULL && g->status == SX_OK)
+        g->status = s;
+    return s;
+}
+
+int64_t sx_cg_graph_size(const sx_cg_graph *g)
+{
+    return g->n_nodes;
+}
+
+sx_cg_node *sx_cg_graph_node(const sx_cg_graph *g, int64_t i)
+{
+    if (i < 0 || i >= g->n_nodes || g->nodes[i]->dead)
+        return NULL;
+    return g->nodes[i];
+}
+
+sx_cg_stats sx_cg_graph_stats(const sx_cg_graph *g)
+{
+    sx_cg_stats s = {0, 0, 0, g->kernel_calls};
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        const sx_cg_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        s.nodes++;
+        s.edges += n->n_in;
+        if (n->own != NULL)
+            s.bytes += (int64_t)((size_t)n->value.size * sx_dtype_size(n->value.dtype));
+    }
+    s.bytes += (int64_t)g->ws_bytes;
+    return s;
+}
+
+/* ---------------------------------------------------------------- structural hashing */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdULL;
+}
+
+static uint64_t node_hash(sx_cg_op op, int n_in, sx_cg_node *const *in, const sx_cg_attr *attr)
+{
+    uint64_t h = mix(0x12345, (uint64_t)op);
+    for (int i = 0; i < n_in; i++)
+        h = mix(h, (uint64_t)in[i]->id);
+    const unsigned char *p = (const unsigned char *)attr;
+    for (size_t i = 0; i < sizeof *attr; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, sizeof *attr - i < 8 ? sizeof *attr - i : 8);
+        h = mix(h, w);
+    }
+    return h;
+}
+
+static bool hashable(sx_cg_op op)
+{
+    return !(sx_cg_ops[op].flags & (SX_OPF_LEAF | SX_OPF_RANDOM | SX_OPF_MUTATES));
+}
+
+static sx_cg_node *hash_find(sx_cg_graph *g, uint64_t h, sx_cg_op op, int n_in,
+                             sx_cg_node *const *in, const sx_cg_attr *attr)
+{
+    if (g->hcap == 0)
+        return NULL;
+    for (int64_t i = (int64_t)(h & (uint64_t)(g->hcap - 1));; i = (i + 1) & (g->hcap - 1)) {
+        int64_t id = g->htab[i];
+        if (id == 0)
+            return NULL;
+        sx_cg_node *n = g->nodes[id - 1];
+        if (n->hash == h && n->op == op && n->n_in == n_in && !n->dead &&
+            memcmp(&n->attr, attr, sizeof *attr) == 0) {
+            bool same = true;
+            for (int k = 0; k < n_in && same; k++)
+                same = n->in[k] == in[k];
+            if (same)
+                return n;
+        }
+    }
+}
+
+/* Make room for one more entry (load <= 1/2); on failure the table is unchanged. */
+static sx_status hash_reserve(sx_cg_graph *g)
+{
+    if ((g->hcount + 1) * 2 <= g->hcap)
+        return SX_OK;
+    int64_t cap = g->hcap ? g->hcap * 2 : 64;
+    int64_t *t = sx_calloc((size_t)cap, sizeof *t);
+    if (t == NULL)
+        return SX_E_NOMEM;
+    for (int64_t i = 0; i < g->hcap; i++) {
+        int64_t id = g->htab[i];
+        if (id == 0)
+            continue;
+        int64_t j = (int64_t)(g->nodes[id - 1]->hash & (uint64_t)(cap - 1));
+        while (t[j] != 0)
+            j = (j + 1) & (cap - 1);
+        t[j] = id;
+    }
+    sx_free(g->htab);
+    g->htab = t;
+    g->hcap = cap;
+    return SX_OK;
+}
+
+static void hash_insert(sx_cg_graph *g, sx_cg_node *n)
+{
+    int64_t j = (int64_t)(n->hash & (uint64_t)(g->hcap - 1));
+    while (g->htab[j] != 0)
+        j = (j + 1) & (g->hcap - 1);
+    g->htab[j] = n->id + 1;
+    g->hcount++;
+}
+
+/* ---------------------------------------------------------------- construction */
+
+static sx_status reserve_users(sx_cg_node *n)
+{
+    if (n->n_users < n->cap_users)
+        return SX_OK;
+    int cap = n->cap_users ? n->cap_users * 2 : 4;
+    sx_cg_node **u = sx_realloc(n->users, (size_t)cap * sizeof *u);
+    if (u == NULL)
+        return SX_E_NOMEM;
+    n->users = u;
+    n->cap_users = cap;
+    return SX_OK;
+}
+
+/* Allocate a node for op with inputs and attributes, run its shape rule; not yet linked. */
+static sx_status node_make(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
+                           const sx_cg_attr *attr, sx_cg_node **out)
+{
+    *out = NULL;
+    sx_cg_node *n = sx_calloc(1, sizeof *n);
+    if (n == NULL)
+        return SX_E_NOMEM;
+    n->graph = g;
+    n->op = op;
+    n->n_in = n_in;
+    n->in = n->inline_in;
+    if (n_in > SX_CG_INLINE_INPUTS) {
+        n->in = sx_alloc((size_t)n_in * sizeof *n->in);
+        if (n->in == NULL) {
+            sx_free(n);
+            return SX_E_NOMEM;
+        }
+    }
+    for (int i = 0; i < n_in; i++)
+        n->in[i] = in[i];
+    n->attr = attr ? *attr : sx_cg_attr_default();
+    n->value.dtype = g->dtype;
+    sx_status s = sx_cg_ops[op].shape(n);
+    if (s != SX_OK) {
+        node_free(n);
+        return s;
+    }
+    for (int i = n->value.rank; i < SX_MAX_RANK; i++)
+        n->value.shape[i] = 1;
+    n->value.size = sx_shape_size(n->value.rank, n->value.shape);
+    *out = n;
+    return SX_OK;
+}
+
+/* Link a made node into the graph: every allocation first, then the changes. */
+static sx_status node_link(sx_cg_graph *g, sx_cg_node *n, bool hash)
+{
+    if (g->n_nodes == g->cap_nodes) {
+        int64_t cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        sx_cg_node **a = sx_realloc(g->nodes, (size_t)cap * sizeof *a);
+        if (a == NULL)
+            return SX_E_NOMEM;
+        g->nodes = a;
+        g->cap_nodes = cap;
+    }
+    for (int i = 0; i < n->n_in; i++)
+        SX_TRY(reserve_users(n->in[i]));
+    if (hash)
+        SX_TRY(hash_reserve(g));
+    SX_TRY(cg_reserve_stack(g, g->n_nodes + 1)); /* invalidation must never allocate */
+    n->id = g->n_nodes;
+    g->nodes[g->n_nodes++] = n;
+    for (int i = 0; i < n->n_in; i++)
+        n->in[i]->users[n->in[i]->n_users++] = n;
+    if (hash)
+        hash_insert(g, n);
+    return SX_OK;
+}
+
+static bool check_inputs(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in)
+{
+    if (g == NULL)
+        return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] == NULL) {
+            cg_fail(g, g->status != SX_OK ? g->status : SX_E_ARG);
+            return false;
+        }
+    const char *who = op_who[op];
+    if (g->frozen) {
+        cg_fail(g, sx_error(SX_E_STATE, "%s: the graph is frozen", who));
+        return false;
+    }
+    int arity = sx_cg_ops[op].arity;
+    if ((arity >= 0 && n_in != arity) || (arity < 0 && n_in < 1)) {
+        cg_fail(g, sx_error(SX_E_ARG, "%s: %d inputs (want %d)", who, n_in, arity));
+        return false;
+    }
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->graph != g || in[i]->dead) {
+            cg_fail(g, sx_error(SX_E_ARG, "%s: input %d belongs to another graph or was removed",
+                                who, i));
+            return false;
+        }
+    return true;
+}
+
+sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
+                         const sx_cg_attr *attr)
+{
+    if (g == NULL)
+        return NULL;
+    if ((unsigned)op >= SX_OP_COUNT || (sx_cg_ops[op].flags & SX_OPF_LEAF)) {
+        cg_fail(g, sx_error(SX_E_ARG, "sx_cg_op_new: op %d is not an operation", (int)op));
+        return NULL;
+    }
+    if (n_in < 0 || (n_in > 0 && in == NULL)) {
+        cg_fail(g, sx_error(SX_E_ARG, "sx_cg_op_new: bad inputs"));
+        return NULL;
+    }
+    if (!check_inputs(g, op, n_in, in))
+        return NULL;
+    sx_cg_attr a = attr ? *attr : sx_cg_attr_default();
+    bool hash = hashable(op);
+    uint64_t h = hash ? node_hash(op, n_in, in, &a) : 0;
+    if (hash) {
+        sx_cg_node *same = hash_find(g, h, op, n_in, in, &a);
+        if (same != NULL)
+            return same;
+    }
+    sx_cg_node *n = NULL;
+    sx_status s = node_make(g, op, n_in, in, &a, &n);
+    if (s != SX_OK) {
+        cg_fail(g, s);
+        return NULL;
+    }
+    n->hash = h;
+    if (g->mode == SX_CG_EAGER) {
+        s = cg_compute(g, n);
+        if (s == SX_OK)
+            s = node_link(g, n, hash);
+    } else {
+        s = node_link(g, n, hash);
+    }
+    if (s != SX_OK) {
+        node_free(n);
+        cg_fail(g, s);
+        return NULL;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- leaves */
+
+static sx_cg_node *leaf_new(sx_cg_graph *g, sx_cg_op op, const char *who, const char *name,
+                            sx_dtype dtype, int rank, const int64_t *shape, const void *data)
+{
+    if (g == NULL)
+        return NULL;
+    if (g->frozen) {
+        cg_fail(g, sx_error(SX_E_STATE, "%s: the graph is frozen", who));
+        return NULL;
+    }
+    if (dtype != SX_F32 && dtype != SX_F64) {
+        cg_fail(g, sx_error(SX_E_DTYPE, "%s: unknown dtype %d", who, (int)dtype));
+        return NULL;
+    }
+    sx_status s = sx_shape_check(who, rank, shape);
+    if (s != SX_OK) {
+        cg_fail(g, s);
+        return NULL;
+    }
+    sx_cg_node *n = sx_calloc(1, sizeof *n);
+    if (n == NULL) {
+        cg_fail(g, SX_E_NOMEM);
+        return NULL;
+    }
+    n->graph = g;
+    n->op = op;
+    n->in = n->inline_in;
+    n->attr = sx_cg_attr_default();
+    n->value = sx_tensor_view(dtype, rank, shape, NULL);
+    size_t bytes = (size_t)n->value.size * sx_dtype_size(dtype);
+    n->own = sx_alloc(bytes);
+    if (n->own == NULL)
+        goto fail;
+    n->value.data = n->own;
+    if (data != NULL && bytes > 0)
+        memcpy(n->own, data, bytes);
+    if (name != NULL && name[0] != '\0') {
+        n->name = sx_alloc(strlen(name) + 1);
+        if (n->name == NULL)
+            goto fail;
+        strcpy(n->name, name);
+    }
+    n->valid = op != SX_OP_INPUT; /* an input is invalid until it is given a value */
+    if (node_link(g, n, false) != SX_OK)
+        goto fail;
+    return n;
+fail:
+    node_free(n);
+    cg_fail(g, SX_E_NOMEM);
+    return NULL;
+}
+
+sx_cg_node *sx_cg_const(sx_cg_graph *g, const sx_tensor *value)
+{
+    sx_status s = sx__check_tensor("sx_cg_const", "value", value);
+    if (s != SX_OK) {
+        cg_fail(g, s);
+        return NULL;
+    }
+    return leaf_new(g, SX_OP_CONST, "sx_cg_const", NULL, value->dtype, value->rank, value->shape,
+                    value->data);
+}
+
+sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value)
+{
+    if (g == NULL)
+        return NULL;
+    float f = (float)value;
+    const void *p = g->dtype == SX_F32 ? (const void *)&f : (const void *)&value;
+    return leaf_new(g, SX_OP_CONST, "sx_cg_scalar", NULL, g->dtype, 0, NULL, p);
+}
+
+sx_cg_node *sx_cg_input(sx_cg_graph *g, const char *name, sx_dtype dtype, int rank,
+                        const int64_t *shape)
+{
+    return leaf_new(g, SX_OP_INPUT, "sx_cg_input", name, dtype, rank, shape, NULL);
+}
+
+sx_cg_node *sx_cg_param(sx_cg_graph *g, const char *name, const sx_tensor *init)
+{
+    sx_status s = sx__check_tensor("sx_cg_param", "init", init);
+    if (s != SX_OK) {
+        cg_fail(g, s);
+        return NULL;
+    }
+    return leaf_new(g, SX_OP_PARAM, "sx_cg_param", name, init->dtype, init->rank, init->shape,
+                    init->data);
+}
+
+static sx_status check_leaf_value(const char *who, const sx_cg_node *leaf, const sx_tensor *v)
+{
+    SX_TRY(sx__check_tensor(who, "value", v));
+    if (v->dtype != leaf->value.dtype)
+        return sx_error(SX_E_DTYPE, "%s: value is %s, node '%s' is %s", who,
+                        sx_dtype_name(v->dtype), sx_cg_node_name(leaf),
+                        sx_dtype_name(leaf->value.dtype));
+    if (!sx_shape_equal(v->rank, v->shape, leaf->value.rank, leaf->value.shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: value has shape %s, node '%s' has shape %s", who,
+                        sx_shape_str(v->rank, v->shape, a, sizeof a), sx_cg_node_name(leaf),
+                        sx_shape_str(leaf->value.rank, leaf->value.shape, b, sizeof b));
+    }
+    return SX_OK;
+}
+
+sx_status sx_cg_input_set(sx_cg_graph *g, sx_cg_node *input, const sx_tensor *value,
+                          sx_cg_ownership how)
+{
+    const char *who = "sx_cg_input_set";
+    if (g == NULL || input == NULL || input->graph != g)
+        return sx_error(SX_E_ARG, "%s: NULL graph or node, or a node of another graph", who);
+    if (input->op != SX_OP_INPUT)
+        return sx_error(SX_E_ARG, "%s: node %lld is a %s, not an input", who, (long long)input->id,
+                        sx_cg_op_name(input->op));
+    if (how != SX_CG_COPY && how != SX_CG_BORROW)
+        return sx_error(SX_E_ARG, "%s: unknown ownership %d", who, (int)how);
+    SX_TRY(check_leaf_value(who, input, value));
+    cg_invalidate(g, input);
+    if (how == SX_CG_BORROW) {
+        input->value.data = value->data;
+        input->borrowed = true;
+    } else {
+        input->value.data = input->own;
+        input->borrowed = false;
+        if (value->size > 0 && value->data != input->own)
+            memcpy(input->own, value->data, (size_t)value->size * sx_dtype_size(value->dtype));
+    }
+    input->valid = true;
+    return SX_OK;
+}
+
+sx_status sx_cg_leaf_set(sx_cg_graph *g, sx_cg_node *leaf, const sx_tensor *value)
+{
+    const char *who = "sx_cg_leaf_set";
+    if (g == NULL || leaf == NULL || leaf->graph != g)
+        return sx_error(SX_E_ARG, "%s: NULL graph or node, or a node of another graph", who);
+    if (leaf->op != SX_OP_PARAM && leaf->op != SX_OP_CONST)
+        return sx_error(SX_E_ARG, "%s: node %lld is a %s, not a parameter or constant", who,
+                        (long long)leaf->id, sx_cg_op_name(leaf->op));
+    SX_TRY(check_leaf_value(who, leaf, value));
+    cg_invalidate(g, leaf);
+    if (value->size > 0 && value->data != leaf->value.data)
+        memcpy(leaf->value.data, value->data, (size_t)value->size * sx_dtype_size(value->dtype));
+    leaf->valid = true;
+    return SX_OK;
+}
+
+sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id)
+{
+    if (g == NULL || id == NULL)
+        return sx_error(SX_E_ARG, "sx_cg_rng_new: NULL argument");
+    sx_rng *r = sx_realloc(g->rngs, (size_t)(g->n_rngs + 1) * sizeof *r);
+    if (r == NULL)
+        return SX_E_NOMEM;
+    g->rngs = r;
+    sx_rng_seed(&g->rngs[g->n_rngs], seed);
+    *id = g->n_rngs++;
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+sx_cg_op sx_cg_node_op(const sx_cg_node *n)
+{
+    return n->op;
+}
+
+int64_t sx_cg_node_id(const sx_cg_node *n)
+{
+    return n->id;
+}
+
+const char *sx_cg_node_name(const sx_cg_node *n)
+{
+    return n->name ? n->name : "";
+}
+
+sx_status sx_cg_node_set_name(sx_cg_graph *g, sx_cg_node *n, const char *name)
+{
+    if (g == NULL || n == NULL || n->graph != g || name == NULL)
+        return sx_error(SX_E_ARG, "sx_cg_node_set_name: NULL argument or foreign node");
+    char *s = sx_alloc(strlen(name) + 1);
+    if (s == NULL)
+        return SX_E_NOMEM;
+    strcpy(s, name);
+    sx_free(n->name);
+    n->name = s;
+    return SX_OK;
+}
+
+sx_dtype sx_cg_node_dtype(const sx_cg_node *n)
+{
+    return n->value.dtype;
+}
+
+int sx_cg_node_rank(const sx_cg_node *n)
+{
+    return n->value.rank;
+}
+
+const int64_t *sx_cg_node_shape(const sx_cg_node *n)
+{
+    return n->value.shape;
+}
+
+int64_t sx_cg_node_size(const sx_cg_node *n)
+{
+    return n->value.size;
+}
+
+int sx_cg_node_n_inputs(const sx_cg_node *n)
+{
+    return n->n_in;
+}
+
+sx_cg_node *sx_cg_node_input(const sx_cg_node *n, int i)
+{
+    return i >= 0 && i < n->n_in ? n->in[i] : NULL;
+}
+
+const sx_cg_attr *sx_cg_node_attr(const sx_cg_node *n)
+{
+    return &n->attr;
+}
+
+int sx_cg_node_n_users(const sx_cg_node *n)
+{
+    return n->n_users;
+}
+
+const sx_tensor *sx_cg_value(const sx_cg_node *node)
+{
+    if (node == NULL || node->value.data == NULL)
+        return NULL;
+    return &node->value;
+}
+
+bool sx_cg_valid(const sx_cg_node *node)
+{
+    return node != NULL && node->valid;
+}

@@ -1,0 +1,325 @@
+/* sx_cgraph.h: the lazy computation graph (seed 000), with need-based re-evaluation (seed 003)
+ * and structural hashing (seed 004).
+ *
+ * A graph owns its nodes. A node is a leaf (constant, input, parameter) or an op applied to
+ * other nodes of the same graph; its dtype and shape are inferred when it is made. In LAZY mode
+ * nothing is computed until sx_cg_eval asks for a node; in EAGER mode every node is computed
+ * when it is made (same API: for debugging, and the baseline the compiled path is measured
+ * against).
+ *
+ * Errors. Node constructors return the new node, or NULL on error: the message is in
+ * sx_last_error() ("sx_cg_add: shapes (3,4) and (5,4) do not broadcast"), the graph is left
+ * unchanged, and the graph remembers its first error (sx_cg_graph_status). A NULL input makes a
+ * constructor return NULL without a new message, so an expression can be built in one go and
+ * checked once. Functions that return sx_status follow the tensor layer's conventions.
+ *
+ * Ownership. The graph owns every node, every node's value and the names; sx_cg_graph_free
+ * releases them all. Pointers returned by sx_cg_value stay valid until the node is evaluated
+ * again or the graph is freed. Constants and parameters copy their initial tensor. Inputs take
+ * their value by copy (SX_CG_COPY: the graph keeps its own buffer) or by borrowing
+ * (SX_CG_BORROW: the caller's memory is read at every evaluation and must stay alive and
+ * unchanged until the next sx_cg_input_set or sx_cg_graph_free; changing it behind the graph's
+ * back is not seen as a change).
+ *
+ * Evaluation. Every node carries a valid flag. Setting an input, or an assign writing a
+ * parameter, invalidates exactly the nodes that depend on it; sx_cg_eval recomputes only invalid
+ * nodes that the requested ones need. Re-evaluating with nothing changed costs a few loads.
+ *
+ * Mutation. sx_cg_assign(param, value) writes value into the parameter's storage. Within one
+ * evaluation, every other reader of the parameter runs before the assign, so all of them see the
+ * old value; afterwards they are invalid (they depend on a changed parameter).
+ */
+#ifndef SX_CGRAPH_H
+#define SX_CGRAPH_H
+
+#include "sx_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sx_cg_graph sx_cg_graph;
+typedef struct sx_cg_node sx_cg_node;
+
+/* ---------------------------------------------------------------- the op table */
+
+/* Op flags (the `flags` column of sx_ops.def). */
+enum {
+    SX_OPF_LEAF = 1 << 0,     /* constant, input or parameter */
+    SX_OPF_ELEMWISE = 1 << 1, /* out[i] depends on in[i] only (after broadcasting) */
+    SX_OPF_INPLACE = 1 << 2,  /* the result may be written over input 0 (or any input of the
+                                 result's shape) when nothing else reads it afterwards */
+    SX_OPF_VIEW = 1 << 3,     /* the result is its input's memory (reshape, identity) */
+    SX_OPF_RANDOM = 1 << 4,   /* draws random numbers: never merged by structural hashing */
+    SX_OPF_MUTATES = 1 << 5,  /* writes a parameter (assign, fused updates) */
+};
+
+typedef enum {
+#define X(NAME, name, arity, shape, eval, flags, kernel) SX_OP_##NAME,
+#include "sx_ops.def"
+#undef X
+    SX_OP_COUNT
+} sx_cg_op;
+
+const char *sx_cg_op_name(sx_cg_op op); /* "add" */
+int sx_cg_op_arity(sx_cg_op op);        /* -1 = variadic */
+unsigned sx_cg_op_flags(sx_cg_op op);
+
+/* Op attributes. One flat struct for every op (unused fields stay zero), so that generic code
+ * (structural hashing, autodiff, the optimiser, save/load) handles every op alike. Which fields
+ * an op reads is said in sx_ops.def. Always start from sx_cg_attr_default(). */
+typedef struct sx_cg_attr {
+    double alpha, beta;    /* map parameter; matmul alpha/beta; pad value; dropout p */
+    unsigned axes;         /* reductions: bit mask of axes */
+    bool keepdims;         /* reductions */
+    bool trans_a, trans_b; /* matmul */
+    int axis;              /* softmax family, concat */
+    int rank;              /* target shape: reshape, broadcast, unslice, bwd ops, dropout mask */
+    int64_t shape[SX_MAX_RANK];
+    int64_t ints[SX_MAX_RANK];  /* repeat/tile reps, permute perm, pad before, one_hot depth */
+    int64_t ints2[SX_MAX_RANK]; /* pad after */
+    sx_slice slice[SX_MAX_RANK];
+    sx_conv2d_params conv;
+    sx_pool2d_params pool;
+    int rng_id; /* dropout mask: which generator of the graph */
+} sx_cg_attr;
+
+sx_cg_attr sx_cg_attr_default(void); /* all zero; alpha = 1 for matmul use is set by callers */
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef enum { SX_CG_LAZY = 0, SX_CG_EAGER = 1 } sx_cg_mode;
+
+/* A new empty graph. `dtype` is the dtype of scalars made by sx_cg_scalar. */
+sx_status sx_cg_graph_new(sx_cg_mode mode, sx_dtype dtype, sx_cg_graph **out) SX_NODISCARD;
+void sx_cg_graph_free(sx_cg_graph *g); /* NULL is fine */
+sx_cg_mode sx_cg_graph_mode(const sx_cg_graph *g);
+sx_dtype sx_cg_graph_dtype(const sx_cg_graph *g);
+/* The first error of a node constructor since the graph was made or the status cleared. */
+sx_status sx_cg_graph_status(const sx_cg_graph *g);
+void sx_cg_graph_status_clear(sx_cg_graph *g);
+
+/* Counts and memory: live nodes, edges (input references), bytes of node values and leaf
+ * storage currently held, and how many kernels evaluation has run (for tests and benchmarks). */
+typedef struct sx_cg_stats {
+    int64_t nodes, edges;
+    int64_t bytes;
+    int64_t kernel_calls;
+} sx_cg_stats;
+sx_cg_stats sx_cg_graph_stats(const sx_cg_graph *g);
+
+/* Nodes in creation order (a topological order): node i for 0 <= i < sx_cg_graph_size(g);
+ * removed nodes (by the optimiser) are skipped by returning NULL. */
+int64_t sx_cg_graph_size(const sx_cg_graph *g);
+sx_cg_node *sx_cg_graph_node(const sx_cg_graph *g, int64_t i);
+
+/* ---------------------------------------------------------------- leaves */
+
+/* A constant holding a copy of `value`. */
+sx_cg_node *sx_cg_const(sx_cg_graph *g, const sx_tensor *value);
+/* A rank-0 constant of the graph's dtype. */
+sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value);
+/* An input of the given dtype and shape, given a value later by sx_cg_input_set. */
+sx_cg_node *sx_cg_input(sx_cg_graph *g, const char *name, sx_dtype dtype, int rank,
+                        const int64_t *shape);
+/* A parameter: persistent storage initialised with a copy of `init`, updated by assign. */
+sx_cg_node *sx_cg_param(sx_cg_graph *g, const char *name, const sx_tensor *init);
+
+typedef enum { SX_CG_COPY = 0, SX_CG_BORROW = 1 } sx_cg_ownership;
+/* Give an input a value (dtype and shape must match the input's). Invalidates the input's
+ * dependents. */
+sx_status sx_cg_input_set(sx_cg_graph *g, sx_cg_node *input, const sx_tensor *value,
+                          sx_cg_ownership how) SX_NODISCARD;
+/* Overwrite a parameter's or constant's value (a copy; same dtype and shape). Invalidates its
+ * dependents. */
+sx_status sx_cg_leaf_set(sx_cg_graph *g, sx_cg_node *leaf, const sx_tensor *value) SX_NODISCARD;
+/* Mark a node (and its dependents) for recomputation, e.g. a dropout mask at each step. */
+sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- evaluation */
+
+/* Compute the requested nodes (and whatever invalid nodes they need). */
+sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes) SX_NODISCARD;
+/* The node's current value: NULL if it has never been computed. */
+const sx_tensor *sx_cg_value(const sx_cg_node *node);
+bool sx_cg_valid(const sx_cg_node *node);
+
+/* ---------------------------------------------------------------- node properties */
+
+sx_cg_op sx_cg_node_op(const sx_cg_node *n);
+int64_t sx_cg_node_id(const sx_cg_node *n);
+const char *sx_cg_node_name(const sx_cg_node *n); /* "" when unnamed */
+sx_status sx_cg_node_set_name(sx_cg_graph *g, sx_cg_node *n, const char *name) SX_NODISCARD;
+sx_dtype sx_cg_node_dtype(const sx_cg_node *n);
+int sx_cg_node_rank(const sx_cg_node *n);
+const int64_t *sx_cg_node_shape(const sx_cg_node *n); /* rank entries */
+int64_t sx_cg_node_size(const sx_cg_node *n);
+int sx_cg_node_n_inputs(const sx_cg_node *n);
+sx_cg_node *sx_cg_node_input(const sx_cg_node *n, int i);
+const sx_cg_attr *sx_cg_node_attr(const sx_cg_node *n);
+int sx_cg_node_n_users(const sx_cg_node *n); /* live nodes that read it */
+
+/* ---------------------------------------------------------------- building ops */
+
+/* The generic constructor every named one below goes through: op, inputs, attributes. Used by
+ * autodiff, the optimiser and load. Structural hashing: when a live node with the same op,
+ * inputs and attributes exists (and the op is not random or mutating), it is returned. */
+sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
+                         const sx_cg_attr *attr);
+
+/* Unary element-wise: sx_cg_neg(g, x), sx_cg_sin(g, x), ... one per map row of sx_ops.def. */
+#define SX_CG_DECL_UNARY(name) sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x);
+SX_CG_DECL_UNARY(neg)
+SX_CG_DECL_UNARY(abs)
+SX_CG_DECL_UNARY(sign)
+SX_CG_DECL_UNARY(sqr)
+SX_CG_DECL_UNARY(sqrt)
+SX_CG_DECL_UNARY(rsqrt)
+SX_CG_DECL_UNARY(exp)
+SX_CG_DECL_UNARY(log)
+SX_CG_DECL_UNARY(log1p)
+SX_CG_DECL_UNARY(expm1)
+SX_CG_DECL_UNARY(sin)
+SX_CG_DECL_UNARY(cos)
+SX_CG_DECL_UNARY(tan)
+SX_CG_DECL_UNARY(tanh)
+SX_CG_DECL_UNARY(sigmoid)
+SX_CG_DECL_UNARY(relu)
+SX_CG_DECL_UNARY(softplus)
+SX_CG_DECL_UNARY(floor)
+SX_CG_DECL_UNARY(ceil)
+SX_CG_DECL_UNARY(round)
+SX_CG_DECL_UNARY(reciprocal)
+SX_CG_DECL_UNARY(erf)
+#undef SX_CG_DECL_UNARY
+sx_cg_node *sx_cg_leaky_relu(sx_cg_graph *g, sx_cg_node *x, double slope);
+sx_cg_node *sx_cg_elu(sx_cg_graph *g, sx_cg_node *x, double alpha);
+
+/* Binary element-wise with NumPy broadcasting; comparisons give 1/0. */
+#define SX_CG_DECL_BINARY(name)                                                                    \
+    sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
+SX_CG_DECL_BINARY(add)
+SX_CG_DECL_BINARY(sub)
+SX_CG_DECL_BINARY(mul)
+SX_CG_DECL_BINARY(div)
+SX_CG_DECL_BINARY(pow)
+SX_CG_DECL_BINARY(min)
+SX_CG_DECL_BINARY(max)
+SX_CG_DECL_BINARY(atan2)
+SX_CG_DECL_BINARY(eq)
+SX_CG_DECL_BINARY(ne)
+SX_CG_DECL_BINARY(lt)
+SX_CG_DECL_BINARY(le)
+SX_CG_DECL_BINARY(gt)
+SX_CG_DECL_BINARY(ge)
+#undef SX_CG_DECL_BINARY
+/* a op scalar, made with a rank-0 constant of a's dtype: sx_cg_add_scalar(g, x, 1.0). */
+sx_cg_node *sx_cg_add_scalar(sx_cg_graph *g, sx_cg_node *a, double s);
+sx_cg_node *sx_cg_mul_scalar(sx_cg_graph *g, sx_cg_node *a, double s);
+sx_cg_node *sx_cg_fma(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, sx_cg_node *c);
+sx_cg_node *sx_cg_where(sx_cg_graph *g, sx_cg_node *cond, sx_cg_node *a, sx_cg_node *b);
+
+/* Reductions over an axes mask (SX_AXIS(i) | ..., SX_AXES_ALL), as sx_tensor_fold_out. */
+#define SX_CG_DECL_FOLD(name)                                                                      \
+    sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x, unsigned axes, bool keepdims);
+SX_CG_DECL_FOLD(sum)
+SX_CG_DECL_FOLD(mean)
+SX_CG_DECL_FOLD(prod)
+SX_CG_DECL_FOLD(reduce_max)
+SX_CG_DECL_FOLD(reduce_min)
+SX_CG_DECL_FOLD(argmax)
+SX_CG_DECL_FOLD(argmin)
+SX_CG_DECL_FOLD(l1norm)
+SX_CG_DECL_FOLD(l2norm)
+SX_CG_DECL_FOLD(logsumexp)
+#undef SX_CG_DECL_FOLD
+
+/* Layout (see the tensor kernels of the same names). */
+sx_cg_node *sx_cg_repeat(sx_cg_graph *g, sx_cg_node *x, const int64_t *reps);
+sx_cg_node *sx_cg_tile(sx_cg_graph *g, sx_cg_node *x, const int64_t *reps);
+sx_cg_node *sx_cg_broadcast(sx_cg_graph *g, sx_cg_node *x, int rank, const int64_t *shape);
+sx_cg_node *sx_cg_reshape(sx_cg_graph *g, sx_cg_node *x, int rank, const int64_t *shape);
+sx_cg_node *sx_cg_slice(sx_cg_graph *g, sx_cg_node *x, const sx_slice *s);
+/* Zeros of `shape` with g placed at the slice s (the adjoint of slice). */
+sx_cg_node *sx_cg_unslice(sx_cg_graph *g, sx_cg_node *x, const sx_slice *s, int rank,
+                          const int64_t *shape);
+sx_cg_node *sx_cg_concat(sx_cg_graph *g, int n, sx_cg_node *const *xs, int axis);
+sx_cg_node *sx_cg_permute(sx_cg_graph *g, sx_cg_node *x, const int *perm);
+sx_cg_node *sx_cg_transpose(sx_cg_graph *g, sx_cg_node *x); /* swap the last two axes */
+sx_cg_node *sx_cg_pad(sx_cg_graph *g, sx_cg_node *x, const int64_t *before, const int64_t *after,
+                      double value);
+sx_cg_node *sx_cg_one_hot(sx_cg_graph *g, sx_cg_node *idx, int64_t depth);
+sx_cg_node *sx_cg_gather(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *idx);
+/* Zeros of x_rows rows with g's rows added at idx (the adjoint of gather). */
+sx_cg_node *sx_cg_scatter_add(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t x_rows);
+
+/* alpha * op(a) @ op(b) (+ beta * c when c is not NULL; c has the result's shape). */
+sx_cg_node *sx_cg_matmul(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, bool trans_a, bool trans_b);
+sx_cg_node *sx_cg_gemm(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, bool trans_a, bool trans_b,
+                       double alpha, sx_cg_node *c, double beta);
+sx_cg_node *sx_cg_dot(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
+
+sx_cg_node *sx_cg_conv2d(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *k, const sx_conv2d_params *p);
+/* dL/dx of conv2d from the kernel and dy; x_shape is the input's shape (n,h,w,c). */
+sx_cg_node *sx_cg_conv2d_bwd_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
+                                   const sx_conv2d_params *p, const int64_t x_shape[4]);
+/* dL/dk of conv2d from x and dy; k_shape is the kernel's shape (kh,kw,c,f). */
+sx_cg_node *sx_cg_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                    const sx_conv2d_params *p, const int64_t k_shape[4]);
+sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
+sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                const sx_pool2d_params *p);
+sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
+sx_cg_node *sx_cg_avgpool2d_bwd(sx_cg_graph *g, sx_cg_node *dy, const sx_pool2d_params *p,
+                                const int64_t x_shape[4]);
+
+sx_cg_node *sx_cg_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
+sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
+sx_cg_node *sx_cg_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
+sx_cg_node *sx_cg_log_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
+/* Per-row cross-entropy of softmax(logits) against target, both (n,k) -> (n). */
+sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target);
+sx_cg_node *sx_cg_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
+                                   sx_cg_node *dout);
+
+/* Random generators owned by the graph, named by an id; a dropout mask draws from one. */
+sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id) SX_NODISCARD;
+sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank,
+                               const int64_t *shape);
+
+sx_cg_node *sx_cg_inv(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_solve(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
+sx_cg_node *sx_cg_det(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_logdet(sx_cg_graph *g, sx_cg_node *a); /* log|det a| */
+sx_cg_node *sx_cg_cholesky(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_qr_q(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_qr_r(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_svd_s(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_eigh_w(sx_cg_graph *g, sx_cg_node *a);
+sx_cg_node *sx_cg_eigh_v(sx_cg_graph *g, sx_cg_node *a);
+
+/* Write value into param (same dtype and shape) when evaluated. */
+sx_cg_node *sx_cg_assign(sx_cg_graph *g, sx_cg_node *param, sx_cg_node *value);
+
+/* ---------------------------------------------------------------- freezing */
+
+/* Freeze the graph for the given outputs: fix an evaluation order of everything they need and
+ * give every node its storage once; later evaluations of these outputs allocate nothing.
+ * Building new nodes after freezing is an error (SX_E_STATE); sx_cg_eval may then only ask for
+ * frozen outputs or nodes they need. */
+sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs) SX_NODISCARD;
+bool sx_cg_frozen(const sx_cg_graph *g);
+
+/* ---------------------------------------------------------------- export */
+
+/* Write the graph as Graphviz DOT: one box per node with its index, op, name, number of users
+ * and shape; inputs, parameters and constants are drawn in distinct shapes and colours. */
+sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f) SX_NODISCARD;
+/* The same into a file, written to a temporary name then renamed. */
+sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path) SX_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SX_CGRAPH_H */
