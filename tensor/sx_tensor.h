@@ -72,6 +72,14 @@ sx_status sx_error(sx_status s, const char *fmt, ...) SX_PRINTF(2, 3);
 /* Forget the last error of this thread. */
 void sx_error_clear(void);
 
+/* Return from the calling function when `expr` (an sx_status) is not SX_OK. */
+#define SX_TRY(expr)                                                                               \
+    do {                                                                                           \
+        sx_status sx_try_s_ = (expr);                                                              \
+        if (sx_try_s_ != SX_OK)                                                                    \
+            return sx_try_s_;                                                                      \
+    } while (0)
+
 /* ---------------------------------------------------------------- allocation */
 
 /* The allocator hook: every allocation strix makes, in every module, goes through it.

@@ -41,11 +41,4 @@ sx_status sx__axis(const char *who, int axis, int rank, int *out);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
 sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
 
-#define SX_TRY(expr)                                                                               \
-    do {                                                                                           \
-        sx_status sx__s = (expr);                                                                  \
-        if (sx__s != SX_OK)                                                                        \
-            return sx__s;                                                                          \
-    } while (0)
-
 #endif

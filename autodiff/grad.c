@@ -1,0 +1,267 @@
+/* grad.c: reverse mode as a graph transformation. Node ids are a topological order, so one
+ * backward sweep over ids from the output down to the earliest requested node visits every node
+ * after all its readers: each on-path node's adjoint is complete when its rule runs. Only nodes
+ * that depend on a requested node and that the output depends on are visited. */
+#include "autodiff_impl.h"
+
+#include <string.h>
+
+static const ad_rule rules[SX_OP_COUNT] = {
+#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = grad_##name,
+#include "sx_ops.def"
+#undef X
+};
+
+sx_status ad_status(sx_cg_graph *g)
+{
+    sx_status s = sx_cg_graph_status(g);
+    return s != SX_OK ? s : sx_error(SX_E_STATE, "autodiff: a gradient node could not be made");
+}
+
+sx_cg_node *ad_full(sx_cg_graph *g, const sx_cg_node *like, int rank, const int64_t *shape,
+                    double v)
+{
+    if (like == NULL)
+        return NULL;
+    sx_tensor *t = NULL;
+    if (sx_tensor_full(sx_cg_node_dtype(like), rank, shape, v, &t) != SX_OK)
+        return NULL;
+    sx_cg_node *c = sx_cg_const(g, t);
+    sx_tensor_free(t);
+    return c;
+}
+
+sx_cg_node *ad_scalar(sx_cg_graph *g, const sx_cg_node *like, double v)
+{
+    return ad_full(g, like, 0, NULL, v);
+}
+
+sx_cg_node *ad_unbroadcast(sx_cg_graph *g, sx_cg_node *grad, const sx_cg_node *x)
+{
+    if (grad == NULL || x == NULL)
+        return NULL;
+    int gr = sx_cg_node_rank(grad), xr = sx_cg_node_rank(x);
+    const int64_t *gs = sx_cg_node_shape(grad), *xs = sx_cg_node_shape(x);
+    if (sx_shape_equal(gr, gs, xr, xs))
+        return grad;
+    unsigned axes = 0;
+    for (int i = 0; i < gr; i++) {
+        int xi = i - (gr - xr);
+        if (xi < 0 || (xs[xi] == 1 && gs[i] != 1))
+            axes |= SX_AXIS(i);
+    }
+    sx_cg_node *s = axes ? sx_cg_sum(g, grad, axes, false) : grad;
+    if (s != NULL && !sx_shape_equal(sx_cg_node_rank(s), sx_cg_node_shape(s), xr, xs))
+        s = sx_cg_reshape(g, s, xr, xs);
+    return s;
+}
+
+static sx_status check_args(const char *who, sx_cg_graph *g, sx_cg_node *y, int n,
+                            sx_cg_node *const *xs, sx_cg_node **grads)
+{
+    if (g == NULL || y == NULL || grads == NULL || n < 0 || (n > 0 && xs == NULL))
+        return sx_error(SX_E_ARG, "%s: NULL or bad argument", who);
+    for (int i = 0; i < n; i++)
+        grads[i] = NULL;
+    if (sx_cg_graph_node(g, sx_cg_node_id(y)) != y)
+        return sx_error(SX_E_ARG, "%s: y is not a live node of this graph", who);
+    for (int i = 0; i < n; i++)
+        if (xs[i] == NULL || sx_cg_graph_node(g, sx_cg_node_id(xs[i])) != xs[i])
+            return sx_error(SX_E_ARG, "%s: xs[%d] is not a live node of this graph", who, i);
+    return SX_OK;
+}
+
+static sx_cg_node *accumulate(sx_cg_graph *g, sx_cg_node *acc, sx_cg_node *term)
+{
+    return acc == NULL ? term : sx_cg_add(g, acc, term);
+}
+
+sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_cg_node *const *xs,
+                    sx_cg_node **grads)
+{
+    const char *who = "sx_ad_vjp";
+    SX_TRY(check_args(who, g, y, n, xs, grads));
+    if (seed == NULL || sx_cg_graph_node(g, sx_cg_node_id(seed)) != seed)
+        return sx_error(SX_E_ARG, "%s: seed is not a live node of this graph", who);
+    if (!sx_shape_equal(sx_cg_node_rank(seed), sx_cg_node_shape(seed), sx_cg_node_rank(y),
+                        sx_cg_node_shape(y))) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: seed has shape %s, y has shape %s", who,
+                        sx_shape_str(sx_cg_node_rank(seed), sx_cg_node_shape(seed), a, sizeof a),
+                        sx_shape_str(sx_cg_node_rank(y), sx_cg_node_shape(y), b, sizeof b));
+    }
+    if (sx_cg_node_dtype(seed) != sx_cg_node_dtype(y))
+        return sx_error(SX_E_DTYPE, "%s: seed and y have different dtypes", who);
+
+    int64_t top = sx_cg_node_id(y), low = top + 1;
+    for (int i = 0; i < n; i++)
+        if (sx_cg_node_id(xs[i]) < low)
+            low = sx_cg_node_id(xs[i]);
+    int64_t span = top + 1;
+    bool *dep = sx_calloc((size_t)span, sizeof *dep);
+    sx_cg_node **adj = sx_calloc((size_t)span, sizeof *adj);
+    if (dep == NULL || adj == NULL) {
+        sx_free(dep);
+        sx_free(adj);
+        return SX_E_NOMEM;
+    }
+    /* forward: which nodes depend on a requested node */
+    for (int i = 0; i < n; i++)
+        if (sx_cg_node_id(xs[i]) <= top)
+            dep[sx_cg_node_id(xs[i])] = true;
+    for (int64_t id = low; id <= top; id++) {
+        sx_cg_node *v = sx_cg_graph_node(g, id);
+        if (v == NULL || dep[id])
+            continue;
+        for (int k = 0; k < sx_cg_node_n_inputs(v) && !dep[id]; k++)
+            dep[id] = dep[sx_cg_node_id(sx_cg_node_input(v, k))];
+    }
+    /* backward: adjoints from y down */
+    sx_status s = SX_OK;
+    if (dep[top])
+        adj[top] = seed;
+    for (int64_t id = top; id >= low && s == SX_OK; id--) {
+        sx_cg_node *v = sx_cg_graph_node(g, id);
+        if (v == NULL || adj[id] == NULL || !dep[id])
+            continue;
+        int m = sx_cg_node_n_inputs(v);
+        if (m == 0)
+            continue;
+        bool need_buf[8], *need = need_buf;
+        sx_cg_node *gin_buf[8], **gin = gin_buf;
+        if (m > 8) {
+            need = sx_calloc((size_t)m, sizeof *need);
+            gin = sx_calloc((size_t)m, sizeof *gin);
+            if (need == NULL || gin == NULL) {
+                s = SX_E_NOMEM;
+                goto next;
+            }
+        }
+        bool any = false;
+        for (int k = 0; k < m; k++) {
+            need[k] = dep[sx_cg_node_id(sx_cg_node_input(v, k))];
+            any |= need[k];
+            gin[k] = NULL;
+        }
+        if (!any)
+            goto next;
+        s = rules[sx_cg_node_op(v)](g, v, adj[id], need, gin);
+        for (int k = 0; k < m && s == SX_OK; k++) {
+            if (!need[k] || gin[k] == NULL)
+                continue;
+            int64_t in = sx_cg_node_id(sx_cg_node_input(v, k));
+            adj[in] = accumulate(g, adj[in], gin[k]);
+            if (adj[in] == NULL)
+                s = ad_status(g);
+        }
+    next:
+        if (need != need_buf) {
+            sx_free(need);
+            sx_free(gin);
+        }
+    }
+    for (int i = 0; i < n && s == SX_OK; i++) {
+        int64_t id = sx_cg_node_id(xs[i]);
+        grads[i] = id <= top ? adj[id] : NULL;
+        if (grads[i] == NULL) /* the output does not depend on xs[i] */
+            grads[i] = ad_full(g, xs[i], sx_cg_node_rank(xs[i]), sx_cg_node_shape(xs[i]), 0);
+        if (grads[i] == NULL)
+            s = ad_status(g);
+    }
+    if (s != SX_OK)
+        for (int i = 0; i < n; i++)
+            grads[i] = NULL;
+    sx_free(dep);
+    sx_free(adj);
+    return s;
+}
+
+sx_status sx_ad_grad(sx_cg_graph *g, sx_cg_node *y, int n, sx_cg_node *const *xs,
+                     sx_cg_node **grads)
+{
+    SX_TRY(check_args("sx_ad_grad", g, y, n, xs, grads));
+    if (sx_cg_node_size(y) != 1) {
+        char s[128];
+        return sx_error(SX_E_SHAPE,
+                        "sx_ad_grad: y has shape %s; differentiate a scalar, or use sx_ad_vjp",
+                        sx_shape_str(sx_cg_node_rank(y), sx_cg_node_shape(y), s, sizeof s));
+    }
+    sx_cg_node *one = ad_full(g, y, sx_cg_node_rank(y), sx_cg_node_shape(y), 1.0);
+    if (one == NULL)
+        return ad_status(g);
+    return sx_ad_vjp(g, y, one, n, xs, grads);
+}
+
+/* Join rows along axis 0 in groups (concat evaluates at most 64 inputs at once). */
+static sx_cg_node *concat_rows(sx_cg_graph *g, sx_cg_node **rows, int64_t m)
+{
+    while (m > 1) {
+        int64_t out = 0;
+        for (int64_t i = 0; i < m; i += 64) {
+            int k = (int)(m - i < 64 ? m - i : 64);
+            rows[out++] = k == 1 ? rows[i] : sx_cg_concat(g, k, rows + i, 0);
+            if (rows[out - 1] == NULL)
+                return NULL;
+        }
+        m = out;
+    }
+    return rows[0];
+}
+
+sx_status sx_ad_jacobian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node **jac)
+{
+    sx_cg_node *xs[1] = {x};
+    SX_TRY(check_args("sx_ad_jacobian", g, y, 1, xs, jac));
+    *jac = NULL;
+    int64_t m = sx_cg_node_size(y), k = sx_cg_node_size(x);
+    if (m < 1 || k < 1)
+        return sx_error(SX_E_SHAPE, "sx_ad_jacobian: empty y or x");
+    sx_cg_node **rows = sx_calloc((size_t)m, sizeof *rows);
+    sx_tensor *e = NULL;
+    if (rows == NULL)
+        return SX_E_NOMEM;
+    sx_status s = sx_tensor_zeros(sx_cg_node_dtype(y), sx_cg_node_rank(y), sx_cg_node_shape(y), &e);
+    int64_t row_shape[2] = {1, k};
+    for (int64_t i = 0; i < m && s == SX_OK; i++) {
+        sx_tensor_set(e, i, 1.0);
+        sx_cg_node *seed = sx_cg_const(g, e);
+        sx_tensor_set(e, i, 0.0);
+        sx_cg_node *gi = NULL;
+        s = seed ? sx_ad_vjp(g, y, seed, 1, xs, &gi) : ad_status(g);
+        if (s == SX_OK) {
+            rows[i] = sx_cg_reshape(g, gi, 2, row_shape);
+            if (rows[i] == NULL)
+                s = ad_status(g);
+        }
+    }
+    if (s == SX_OK) {
+        *jac = concat_rows(g, rows, m);
+        if (*jac == NULL)
+            s = ad_status(g);
+    }
+    sx_tensor_free(e);
+    sx_free(rows);
+    return s;
+}
+
+sx_status sx_ad_hvp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node *v, sx_cg_node **hv)
+{
+    sx_cg_node *xs[1] = {x}, *gx = NULL;
+    SX_TRY(check_args("sx_ad_hvp", g, y, 1, xs, hv));
+    if (v == NULL || !sx_shape_equal(sx_cg_node_rank(v), sx_cg_node_shape(v), sx_cg_node_rank(x),
+                                     sx_cg_node_shape(x)))
+        return sx_error(SX_E_SHAPE, "sx_ad_hvp: v must have x's shape");
+    SX_TRY(sx_ad_grad(g, y, 1, xs, &gx));
+    sx_cg_node *inner = sx_cg_sum(g, sx_cg_mul(g, gx, v), SX_AXES_ALL, false);
+    if (inner == NULL)
+        return ad_status(g);
+    return sx_ad_grad(g, inner, 1, xs, hv);
+}
+
+sx_status sx_ad_hessian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node **hess)
+{
+    sx_cg_node *xs[1] = {x}, *gx = NULL;
+    SX_TRY(check_args("sx_ad_hessian", g, y, 1, xs, hess));
+    SX_TRY(sx_ad_grad(g, y, 1, xs, &gx));
+    return sx_ad_jacobian(g, gx, x, hess);
+}

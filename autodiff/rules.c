@@ -1,0 +1,642 @@
+/* rules.c: one gradient rule per op of cgraph/sx_ops.def (grad_<name>), each with its formula.
+ * Rules use ordinary graph ops, so gradients of gradients work wherever those ops have rules.
+ * y is the node, x_i = y's inputs, G = gy is the adjoint of y. */
+#include "autodiff_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define IN(i) sx_cg_node_input(y, i)
+#define ATTR (sx_cg_node_attr(y))
+/* Finish a rule: a NULL among the needed gradients means a constructor failed. */
+#define DONE()                                                                                     \
+    do {                                                                                           \
+        for (int k_ = 0; k_ < sx_cg_node_n_inputs(y); k_++)                                        \
+            if (need[k_] && gin[k_] == NULL && sx_cg_graph_status(g) != SX_OK)                     \
+                return ad_status(g);                                                               \
+        return SX_OK;                                                                              \
+    } while (0)
+
+static sx_cg_node *scale(sx_cg_graph *g, sx_cg_node *x, double s)
+{
+    return sx_cg_mul(g, x, ad_scalar(g, x, s));
+}
+
+/* Rules for ops with no gradient (piecewise constant, index-valued or leaves). */
+#define NO_GRAD(name)                                                                              \
+    sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
+                          sx_cg_node **gin)                                                        \
+    {                                                                                              \
+        (void)g, (void)y, (void)gy, (void)need, (void)gin;                                         \
+        return SX_OK;                                                                              \
+    }
+NO_GRAD(const)
+NO_GRAD(input)
+NO_GRAD(param)
+NO_GRAD(sign)
+NO_GRAD(floor)
+NO_GRAD(ceil)
+NO_GRAD(round)
+NO_GRAD(eq)
+NO_GRAD(ne)
+NO_GRAD(lt)
+NO_GRAD(le)
+NO_GRAD(gt)
+NO_GRAD(ge)
+NO_GRAD(argmax)
+NO_GRAD(argmin)
+NO_GRAD(one_hot)
+NO_GRAD(dropout_mask)
+#undef NO_GRAD
+
+/* Element-wise unary rules: gin[0] = G * f'(x), written with y = f(x) where that is cheaper. */
+#define UNARY_RULE(name, expr)                                                                     \
+    sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
+                          sx_cg_node **gin)                                                        \
+    {                                                                                              \
+        sx_cg_node *x = IN(0);                                                                     \
+        (void)x;                                                                                   \
+        gin[0] = (expr);                                                                           \
+        DONE();                                                                                    \
+    }
+
+/* -x */
+UNARY_RULE(neg, sx_cg_neg(g, gy))
+/* |x|: sign(x) (0 at 0) */
+UNARY_RULE(abs, sx_cg_mul(g, gy, sx_cg_sign(g, x)))
+/* x^2: 2x */
+UNARY_RULE(sqr, sx_cg_mul(g, gy, scale(g, x, 2.0)))
+/* sqrt x: 1 / (2 y) */
+UNARY_RULE(sqrt, sx_cg_div(g, gy, scale(g, y, 2.0)))
+/* x^-1/2: -y / (2x) */
+UNARY_RULE(rsqrt, sx_cg_mul(g, gy, sx_cg_div(g, scale(g, y, -0.5), x)))
+/* e^x: y */
+UNARY_RULE(exp, sx_cg_mul(g, gy, y))
+/* log x: 1/x */
+UNARY_RULE(log, sx_cg_div(g, gy, x))
+/* log(1+x): 1/(1+x) */
+UNARY_RULE(log1p, sx_cg_div(g, gy, sx_cg_add_scalar(g, x, 1.0)))
+/* e^x - 1: y + 1 */
+UNARY_RULE(expm1, sx_cg_mul(g, gy, sx_cg_add_scalar(g, y, 1.0)))
+/* sin: cos x */
+UNARY_RULE(sin, sx_cg_mul(g, gy, sx_cg_cos(g, x)))
+/* cos: -sin x */
+UNARY_RULE(cos, sx_cg_mul(g, gy, sx_cg_neg(g, sx_cg_sin(g, x))))
+/* tan: 1 + y^2 */
+UNARY_RULE(tan, sx_cg_mul(g, gy, sx_cg_add_scalar(g, sx_cg_sqr(g, y), 1.0)))
+/* tanh: 1 - y^2 */
+UNARY_RULE(tanh, sx_cg_mul(g, gy, sx_cg_sub(g, ad_scalar(g, y, 1.0), sx_cg_sqr(g, y))))
+/* sigmoid: y (1 - y) */
+UNARY_RULE(sigmoid, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, ad_scalar(g, y, 1.0), y))))
+/* relu: 1 where x > 0, else 0 (relu'(0) = 0) */
+UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, x, ad_scalar(g, x, 0.0))))
+/* leaky_relu: 1 where x > 0, else slope */
+UNARY_RULE(leaky_relu,
+           sx_cg_where(g, sx_cg_gt(g, x, ad_scalar(g, x, 0.0)), gy, scale(g, gy, ATTR->alpha)))
+/* elu: 1 where x > 0, else alpha e^x = y + alpha */
+UNARY_RULE(elu, sx_cg_where(g, sx_cg_gt(g, x, ad_scalar(g, x, 0.0)), gy,
+                            sx_cg_mul(g, gy, sx_cg_add_scalar(g, y, ATTR->alpha))))
+/* softplus: sigmoid x */
+UNARY_RULE(softplus, sx_cg_mul(g, gy, sx_cg_sigmoid(g, x)))
+/* 1/x: -y^2 */
+UNARY_RULE(reciprocal, sx_cg_neg(g, sx_cg_mul(g, gy, sx_cg_sqr(g, y))))
+/* erf: 2/sqrt(pi) e^(-x^2) */
+UNARY_RULE(erf, sx_cg_mul(g, gy,
+                          scale(g, sx_cg_exp(g, sx_cg_neg(g, sx_cg_sqr(g, x))),
+                                1.1283791670955125738961589031215452)))
+#undef UNARY_RULE
+
+/* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */
+#define BINARY_RULE(name, ga, gb)                                                                  \
+    sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
+                          sx_cg_node **gin)                                                        \
+    {                                                                                              \
+        sx_cg_node *a = IN(0), *b = IN(1);                                                         \
+        (void)a, (void)b;                                                                          \
+        if (need[0])                                                                               \
+            gin[0] = ad_unbroadcast(g, (ga), a);                                                   \
+        if (need[1])                                                                               \
+            gin[1] = ad_unbroadcast(g, (gb), b);                                                   \
+        DONE();                                                                                    \
+    }
+
+/* a + b */
+BINARY_RULE(add, gy, gy)
+/* a - b */
+BINARY_RULE(sub, gy, sx_cg_neg(g, gy))
+/* a b */
+BINARY_RULE(mul, sx_cg_mul(g, gy, b), sx_cg_mul(g, gy, a))
+/* a / b: 1/b and -a/b^2 = -y/b */
+BINARY_RULE(div, sx_cg_div(g, gy, b), sx_cg_neg(g, sx_cg_div(g, sx_cg_mul(g, gy, y), b)))
+/* a^b: b a^(b-1) and y log a */
+BINARY_RULE(pow, sx_cg_mul(g, gy, sx_cg_mul(g, b, sx_cg_pow(g, a, sx_cg_add_scalar(g, b, -1.0)))),
+            sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, a))))
+/* min(a, b): a where a <= b (ties go to a), else b */
+BINARY_RULE(min, sx_cg_mul(g, gy, sx_cg_le(g, a, b)), sx_cg_mul(g, gy, sx_cg_gt(g, a, b)))
+/* max(a, b): a where a >= b (ties go to a), else b */
+BINARY_RULE(max, sx_cg_mul(g, gy, sx_cg_ge(g, a, b)), sx_cg_mul(g, gy, sx_cg_lt(g, a, b)))
+/* atan2(a, b): b / (a^2 + b^2) and -a / (a^2 + b^2) */
+BINARY_RULE(atan2,
+            sx_cg_div(g, sx_cg_mul(g, gy, b), sx_cg_add(g, sx_cg_sqr(g, a), sx_cg_sqr(g, b))),
+            sx_cg_neg(g, sx_cg_div(g, sx_cg_mul(g, gy, a),
+                                   sx_cg_add(g, sx_cg_sqr(g, a), sx_cg_sqr(g, b)))))
+#undef BINARY_RULE
+
+/* fma(a, b, c) = a b + c */
+sx_status grad_fma(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                   sx_cg_node **gin)
+{
+    if (need[0])
+        gin[0] = ad_unbroadcast(g, sx_cg_mul(g, gy, IN(1)), IN(0));
+    if (need[1])
+        gin[1] = ad_unbroadcast(g, sx_cg_mul(g, gy, IN(0)), IN(1));
+    if (need[2])
+        gin[2] = ad_unbroadcast(g, gy, IN(2));
+    DONE();
+}
+
+/* where(c, a, b): G to a where c != 0, to b elsewhere; the condition has no gradient */
+sx_status grad_where(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                     sx_cg_node **gin)
+{
+    sx_cg_node *zero = ad_scalar(g, gy, 0.0);
+    if (need[1])
+        gin[1] = ad_unbroadcast(g, sx_cg_where(g, IN(0), gy, zero), IN(1));
+    if (need[2])
+        gin[2] = ad_unbroadcast(g, sx_cg_where(g, IN(0), zero, gy), IN(2));
+    DONE();
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+/* A reduction's adjoint (or result) brought back to the input's shape: reshape to keepdims
+ * form, then broadcast. */
+static sx_cg_node *expand(sx_cg_graph *g, sx_cg_node *r, sx_cg_node *y, const sx_cg_node *x)
+{
+    int xr = sx_cg_node_rank(x);
+    const int64_t *xs = sx_cg_node_shape(x);
+    unsigned axes = sx_cg_node_attr(y)->axes;
+    int64_t kd[SX_MAX_RANK];
+    for (int i = 0; i < xr; i++)
+        kd[i] = (axes & SX_AXIS(i)) ? 1 : xs[i];
+    sx_cg_node *k = r;
+    if (!sx_shape_equal(sx_cg_node_rank(r), sx_cg_node_shape(r), xr, kd))
+        k = sx_cg_reshape(g, r, xr, kd);
+    if (k != NULL && sx_shape_equal(xr, kd, xr, xs))
+        return k;
+    return sx_cg_broadcast(g, k, xr, xs);
+}
+
+static double reduced_count(const sx_cg_node *y, const sx_cg_node *x)
+{
+    double c = 1;
+    for (int i = 0; i < sx_cg_node_rank(x); i++)
+        if (sx_cg_node_attr(y)->axes & SX_AXIS(i))
+            c *= (double)sx_cg_node_shape(x)[i];
+    return c;
+}
+
+#define FOLD_RULE(name, expr)                                                                      \
+    sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
+                          sx_cg_node **gin)                                                        \
+    {                                                                                              \
+        sx_cg_node *x = IN(0);                                                                     \
+        sx_cg_node *G = expand(g, gy, y, x);                                                       \
+        (void)need;                                                                                \
+        gin[0] = (expr);                                                                           \
+        DONE();                                                                                    \
+    }
+/* sum: G broadcast */
+FOLD_RULE(sum, G)
+/* mean: G / count */
+FOLD_RULE(mean, scale(g, G, 1.0 / reduced_count(y, x)))
+/* prod: G y / x (inputs away from 0) */
+FOLD_RULE(prod, sx_cg_div(g, sx_cg_mul(g, G, expand(g, y, y, x)), x))
+/* max/min: G split evenly among the elements equal to the extreme (as torch.amax) */
+FOLD_RULE(reduce_max, sx_cg_mul(g, G,
+                                sx_cg_div(g, sx_cg_eq(g, x, expand(g, y, y, x)),
+                                          expand(g,
+                                                 sx_cg_sum(g, sx_cg_eq(g, x, expand(g, y, y, x)),
+                                                           ATTR->axes, ATTR->keepdims),
+                                                 y, x))))
+FOLD_RULE(reduce_min, sx_cg_mul(g, G,
+                                sx_cg_div(g, sx_cg_eq(g, x, expand(g, y, y, x)),
+                                          expand(g,
+                                                 sx_cg_sum(g, sx_cg_eq(g, x, expand(g, y, y, x)),
+                                                           ATTR->axes, ATTR->keepdims),
+                                                 y, x))))
+/* l1norm = sum |x|: G sign x */
+FOLD_RULE(l1norm, sx_cg_mul(g, G, sx_cg_sign(g, x)))
+/* l2norm = sqrt(sum x^2): G x / y */
+FOLD_RULE(l2norm, sx_cg_div(g, sx_cg_mul(g, G, x), expand(g, y, y, x)))
+/* logsumexp: G exp(x - y) */
+FOLD_RULE(logsumexp, sx_cg_mul(g, G, sx_cg_exp(g, sx_cg_sub(g, x, expand(g, y, y, x)))))
+#undef FOLD_RULE
+
+/* ---------------------------------------------------------------- layout */
+
+/* Sum G of shape (.., a*b, ..) over the factor `b` (inner) or `a` (outer) of axis i: reshape
+ * to (pre, a, b, post) and sum one of the middle axes. */
+static sx_cg_node *fold_axis(sx_cg_graph *g, sx_cg_node *G, int axis, int64_t outer, int64_t inner,
+                             bool sum_inner)
+{
+    int r = sx_cg_node_rank(G);
+    const int64_t *s = sx_cg_node_shape(G);
+    int64_t pre = 1, post = 1;
+    for (int i = 0; i < axis; i++)
+        pre *= s[i];
+    for (int i = axis + 1; i < r; i++)
+        post *= s[i];
+    int64_t four[4] = {pre, outer, inner, post};
+    sx_cg_node *t = sx_cg_sum(g, sx_cg_reshape(g, G, 4, four), SX_AXIS(sum_inner ? 2 : 1), false);
+    int64_t back[SX_MAX_RANK];
+    memcpy(back, s, (size_t)r * sizeof *back);
+    back[axis] = sum_inner ? outer : inner;
+    return sx_cg_reshape(g, t, r, back);
+}
+
+/* repeat: each element was copied reps[i] times in place: sum the copies (inner factor) */
+sx_status grad_repeat(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                      sx_cg_node **gin)
+{
+    (void)need;
+    sx_cg_node *G = gy, *x = IN(0);
+    for (int i = 0; i < sx_cg_node_rank(x) && G != NULL; i++)
+        if (ATTR->ints[i] != 1)
+            G = fold_axis(g, G, i, sx_cg_node_shape(x)[i], ATTR->ints[i], true);
+    gin[0] = G;
+    DONE();
+}
+
+/* tile: the whole tensor was copied reps[i] times: sum the copies (outer factor) */
+sx_status grad_tile(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                    sx_cg_node **gin)
+{
+    (void)need;
+    sx_cg_node *G = gy, *x = IN(0);
+    for (int i = 0; i < sx_cg_node_rank(x) && G != NULL; i++)
+        if (ATTR->ints[i] != 1)
+            G = fold_axis(g, G, i, ATTR->ints[i], sx_cg_node_shape(x)[i], false);
+    gin[0] = G;
+    DONE();
+}
+
+/* broadcast: sum over the broadcast axes */
+sx_status grad_broadcast(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                         sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = ad_unbroadcast(g, gy, IN(0));
+    DONE();
+}
+
+/* reshape: G in the input's shape */
+sx_status grad_reshape(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                       sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_reshape(g, gy, sx_cg_node_rank(IN(0)), sx_cg_node_shape(IN(0)));
+    DONE();
+}
+
+sx_status grad_identity(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                        sx_cg_node **gin)
+{
+    (void)g, (void)y, (void)need;
+    gin[0] = gy;
+    return SX_OK;
+}
+
+/* slice: G placed back into zeros of the input's shape */
+sx_status grad_slice(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                     sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_unslice(g, gy, ATTR->slice, sx_cg_node_rank(IN(0)), sx_cg_node_shape(IN(0)));
+    DONE();
+}
+
+/* unslice: the slice of G */
+sx_status grad_unslice(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                       sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_slice(g, gy, ATTR->slice);
+    DONE();
+}
+
+/* concat: each input gets its slab of G */
+sx_status grad_concat(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                      sx_cg_node **gin)
+{
+    int axis = ATTR->axis, r = sx_cg_node_rank(y);
+    int64_t at = 0;
+    for (int i = 0; i < sx_cg_node_n_inputs(y); i++) {
+        int64_t len = sx_cg_node_shape(IN(i))[axis];
+        if (need[i]) {
+            sx_slice s[SX_MAX_RANK];
+            for (int d = 0; d < r; d++)
+                s[d] = SX_SLICE_ALL;
+            s[axis] = (sx_slice){at, at + len, 1};
+            gin[i] = sx_cg_slice(g, gy, s);
+        }
+        at += len;
+    }
+    DONE();
+}
+
+/* permute: G permuted back by the inverse permutation */
+sx_status grad_permute(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                       sx_cg_node **gin)
+{
+    (void)need;
+    int inv[SX_MAX_RANK];
+    for (int i = 0; i < sx_cg_node_rank(y); i++)
+        inv[ATTR->ints[i]] = i;
+    gin[0] = sx_cg_permute(g, gy, inv);
+    DONE();
+}
+
+/* pad: the interior of G */
+sx_status grad_pad(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                   sx_cg_node **gin)
+{
+    (void)need;
+    sx_slice s[SX_MAX_RANK];
+    for (int i = 0; i < sx_cg_node_rank(y); i++)
+        s[i] = (sx_slice){ATTR->ints[i], ATTR->ints[i] + sx_cg_node_shape(IN(0))[i], 1};
+    gin[0] = sx_cg_slice(g, gy, s);
+    DONE();
+}
+
+/* gather(x, idx): rows of G added back at idx; the index has no gradient */
+sx_status grad_gather(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                      sx_cg_node **gin)
+{
+    if (need[0])
+        gin[0] = sx_cg_scatter_add(g, gy, IN(1), sx_cg_node_shape(IN(0))[0]);
+    DONE();
+}
+
+/* scatter_add(h, idx): the rows of G at idx */
+sx_status grad_scatter_add(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                           sx_cg_node **gin)
+{
+    if (need[0])
+        gin[0] = sx_cg_gather(g, gy, IN(1));
+    DONE();
+}
+
+/* ---------------------------------------------------------------- products */
+
+/* y = alpha op(a) op(b) (+ beta c). With op(a) = A, op(b) = B: dA = alpha G B^T, dB = alpha
+ * A^T G, written with transpose flags so no transpose is materialised; batch axes that were
+ * broadcast are summed back. */
+sx_status grad_matmul(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                      sx_cg_node **gin)
+{
+    sx_cg_node *a = IN(0), *b = IN(1);
+    bool ta = ATTR->trans_a, tb = ATTR->trans_b;
+    double alpha = ATTR->alpha;
+    if (need[0]) {
+        /* da = alpha G B^T (ta = 0) or alpha B G^T (ta = 1) */
+        sx_cg_node *d = ta ? sx_cg_gemm(g, b, gy, tb, true, alpha, NULL, 0)
+                           : sx_cg_gemm(g, gy, b, false, !tb, alpha, NULL, 0);
+        gin[0] = ad_unbroadcast(g, d, a);
+    }
+    if (need[1]) {
+        /* db = alpha A^T G (tb = 0) or alpha G^T A (tb = 1) */
+        sx_cg_node *d = tb ? sx_cg_gemm(g, gy, a, true, ta, alpha, NULL, 0)
+                           : sx_cg_gemm(g, a, gy, !ta, false, alpha, NULL, 0);
+        gin[1] = ad_unbroadcast(g, d, b);
+    }
+    if (sx_cg_node_n_inputs(y) == 3 && need[2])
+        gin[2] = scale(g, gy, ATTR->beta);
+    DONE();
+}
+
+/* dot(a, b) = sum a b: G b and G a (in each other's shapes) */
+sx_status grad_dot(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                   sx_cg_node **gin)
+{
+    sx_cg_node *a = IN(0), *b = IN(1);
+    if (need[0])
+        gin[0] = sx_cg_mul(g, gy, sx_cg_reshape(g, b, sx_cg_node_rank(a), sx_cg_node_shape(a)));
+    if (need[1])
+        gin[1] = sx_cg_mul(g, gy, sx_cg_reshape(g, a, sx_cg_node_rank(b), sx_cg_node_shape(b)));
+    DONE();
+}
+
+/* conv2d(x, k): dx = conv2d_bwd_input(k, G), dk = conv2d_bwd_kernel(x, G) */
+sx_status grad_conv2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                      sx_cg_node **gin)
+{
+    const sx_conv2d_params *p = &ATTR->conv;
+    if (need[0])
+        gin[0] = sx_cg_conv2d_bwd_input(g, IN(1), gy, p, sx_cg_node_shape(IN(0)));
+    if (need[1])
+        gin[1] = sx_cg_conv2d_bwd_kernel(g, IN(0), gy, p, sx_cg_node_shape(IN(1)));
+    DONE();
+}
+
+/* conv2d_bwd_input(k, dy) is bilinear: <bwd_input(k, dy), G> = <conv2d(G, k), dy>, so
+ * d(dy) = conv2d(G, k) and dk = conv2d_bwd_kernel(G, dy). */
+sx_status grad_conv2d_bwd_input(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                sx_cg_node **gin)
+{
+    const sx_conv2d_params *p = &ATTR->conv;
+    if (need[0])
+        gin[0] = sx_cg_conv2d_bwd_kernel(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
+    if (need[1])
+        gin[1] = sx_cg_conv2d(g, gy, IN(0), p);
+    DONE();
+}
+
+/* conv2d_bwd_kernel(x, dy): <bwd_kernel(x, dy), G> = <conv2d(x, G), dy>, so
+ * d(dy) = conv2d(x, G) and dx = conv2d_bwd_input(G, dy). */
+sx_status grad_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                 sx_cg_node **gin)
+{
+    const sx_conv2d_params *p = &ATTR->conv;
+    if (need[0])
+        gin[0] = sx_cg_conv2d_bwd_input(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
+    if (need[1])
+        gin[1] = sx_cg_conv2d(g, IN(0), gy, p);
+    DONE();
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+/* maxpool: G routed to the first maximum of each window */
+sx_status grad_maxpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                         sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_maxpool2d_bwd(g, IN(0), gy, &ATTR->pool);
+    DONE();
+}
+
+/* maxpool_bwd(x, dy) is piecewise constant in x and linear in dy; its dy-adjoint (G read at
+ * each window's maximum) has no op yet. */
+sx_status grad_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                             sx_cg_node **gin)
+{
+    (void)g, (void)y, (void)gy, (void)gin;
+    if (need[1])
+        return sx_error(SX_E_UNSUPPORTED,
+                        "sx_ad_grad: the gradient of maxpool2d_bwd with respect to dy (a "
+                        "third-order term of max pooling) is not implemented");
+    return SX_OK;
+}
+
+/* avgpool: G spread evenly over each window */
+sx_status grad_avgpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                         sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_avgpool2d_bwd(g, gy, &ATTR->pool, sx_cg_node_shape(IN(0)));
+    DONE();
+}
+
+/* avgpool_bwd is linear and the adjoint of avgpool: its adjoint is avgpool */
+sx_status grad_avgpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                             sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_avgpool2d(g, gy, &ATTR->pool);
+    DONE();
+}
+
+/* ---------------------------------------------------------------- softmax family */
+
+static sx_cg_node *sum_axis(sx_cg_graph *g, sx_cg_node *x, int axis)
+{
+    return sx_cg_sum(g, x, SX_AXIS(axis), true);
+}
+
+/* softmax: dx = y (G - sum(G y)) */
+sx_status grad_softmax(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                       sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_softmax_bwd(g, y, gy, ATTR->axis);
+    DONE();
+}
+
+/* log_softmax: dx = G - exp(y) sum(G) */
+sx_status grad_log_softmax(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                           sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_log_softmax_bwd(g, y, gy, ATTR->axis);
+    DONE();
+}
+
+/* out = s (d - <d, s>) with s = softmax output, d = dy; t = <G, s>:
+ * d(d) = s (G - t) = softmax_bwd(s, G); d(s) = G (d - <d, s>) - t d */
+sx_status grad_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                           sx_cg_node **gin)
+{
+    sx_cg_node *s = IN(0), *d = IN(1);
+    int axis = ATTR->axis;
+    if (need[0]) {
+        sx_cg_node *ds = sum_axis(g, sx_cg_mul(g, d, s), axis);
+        sx_cg_node *t = sum_axis(g, sx_cg_mul(g, gy, s), axis);
+        gin[0] = sx_cg_sub(g, sx_cg_mul(g, gy, sx_cg_sub(g, d, ds)), sx_cg_mul(g, t, d));
+    }
+    if (need[1])
+        gin[1] = sx_cg_softmax_bwd(g, s, gy, axis);
+    DONE();
+}
+
+/* out = d - exp(l) sum(d) with l = log-softmax output:
+ * d(d) = G - sum(G exp(l)); d(l) = -G exp(l) sum(d) */
+sx_status grad_log_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                               sx_cg_node **gin)
+{
+    sx_cg_node *l = IN(0), *d = IN(1);
+    int axis = ATTR->axis;
+    sx_cg_node *e = sx_cg_exp(g, l);
+    if (need[0])
+        gin[0] = sx_cg_neg(g, sx_cg_mul(g, sx_cg_mul(g, gy, e), sum_axis(g, d, axis)));
+    if (need[1])
+        gin[1] = sx_cg_sub(g, gy, sum_axis(g, sx_cg_mul(g, gy, e), axis));
+    DONE();
+}
+
+/* Per-row G (n) as an (n,1) column that broadcasts over the classes. */
+static sx_cg_node *column(sx_cg_graph *g, sx_cg_node *v)
+{
+    int64_t s[2] = {sx_cg_node_shape(v)[0], 1};
+    return sx_cg_reshape(g, v, 2, s);
+}
+
+/* loss_i = -sum_j t_ij log_softmax(l)_ij: dl = G_i (softmax(l) - t), dt = -G_i log_softmax(l) */
+sx_status grad_softmax_xent(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                            sx_cg_node **gin)
+{
+    if (need[0])
+        gin[0] = sx_cg_softmax_xent_bwd(g, IN(0), IN(1), gy);
+    if (need[1])
+        gin[1] = sx_cg_neg(g, sx_cg_mul(g, column(g, gy), sx_cg_log_softmax(g, IN(0), 1)));
+    DONE();
+}
+
+/* out = d_i (s - t), s = softmax(l): d(d)_i = sum_j G_ij (s - t)_ij; dt = -G d_i;
+ * dl = softmax_bwd(s, G d_i) */
+sx_status grad_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                sx_cg_node **gin)
+{
+    sx_cg_node *l = IN(0), *t = IN(1), *d = column(g, IN(2));
+    sx_cg_node *s = sx_cg_softmax(g, l, 1);
+    if (need[0])
+        gin[0] = sx_cg_softmax_bwd(g, s, sx_cg_mul(g, gy, d), 1);
+    if (need[1])
+        gin[1] = sx_cg_neg(g, sx_cg_mul(g, gy, d));
+    if (need[2])
+        gin[2] = sx_cg_sum(g, sx_cg_mul(g, gy, sx_cg_sub(g, s, t)), SX_AXIS(1), false);
+    DONE();
+}
+
+/* ---------------------------------------------------------------- mutation */
+
+sx_status grad_assign(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                      sx_cg_node **gin)
+{
+    (void)g, (void)y, (void)gy, (void)need, (void)gin;
+    return sx_error(SX_E_UNSUPPORTED, "sx_ad_grad: cannot differentiate through an assign");
+}
+
+bool sx_ad_differentiable(sx_cg_op op, int input)
+{
+    switch (op) {
+    case SX_OP_CONST:
+    case SX_OP_INPUT:
+    case SX_OP_PARAM:
+    case SX_OP_SIGN:
+    case SX_OP_FLOOR:
+    case SX_OP_CEIL:
+    case SX_OP_ROUND:
+    case SX_OP_EQ:
+    case SX_OP_NE:
+    case SX_OP_LT:
+    case SX_OP_LE:
+    case SX_OP_GT:
+    case SX_OP_GE:
+    case SX_OP_ARGMAX:
+    case SX_OP_ARGMIN:
+    case SX_OP_ONE_HOT:
+    case SX_OP_DROPOUT_MASK:
+    case SX_OP_ASSIGN:
+        return false;
+    case SX_OP_WHERE:
+        return input != 0;
+    case SX_OP_GATHER:
+    case SX_OP_SCATTER_ADD:
+        return input == 0;
+    case SX_OP_MAXPOOL2D_BWD:
+        return false;
+    default:
+        return (unsigned)op < SX_OP_COUNT;
+    }
+}

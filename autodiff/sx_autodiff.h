@@ -1,0 +1,65 @@
+/* sx_autodiff.h: reverse-mode automatic differentiation as a graph transformation.
+ *
+ * Differentiating adds gradient nodes to the same graph, built with the ordinary cgraph
+ * constructors: a gradient is again a graph that can be optimised, frozen, evaluated and
+ * differentiated again (higher order). In an eager graph the gradient nodes are computed as
+ * they are made; in a lazy graph they are symbols like any other node.
+ *
+ * Only nodes on a path from the differentiated node to the requested nodes get gradient
+ * nodes; unused branches cost nothing. A requested node that the output does not depend on gets
+ * a zero constant of its shape.
+ *
+ * Conventions at non-differentiable points (as in PyTorch and TensorFlow):
+ *   relu'(0) = 0, leaky_relu'(0) = slope, elu'(0) = alpha... (the left derivative) except
+ *   relu; abs'(0) = 0, sign' = floor' = ceil' = round' = 0; max/min of two equal values send
+ *   the gradient to the first argument; reduce_max/reduce_min and max pooling send it to the
+ *   first maximum in row-major order; comparisons, argmax/argmin, one_hot and the index input of
+ *   gather/scatter_add have no gradient (zero); sqrt'(0) = +inf as in IEEE arithmetic.
+ *
+ * Errors follow cgraph: status values with a message in sx_last_error(); on failure the
+ * out-parameters are NULL, and nodes made before the failure stay in the graph (unused).
+ */
+#ifndef SX_AUTODIFF_H
+#define SX_AUTODIFF_H
+
+#include "sx_cgraph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Gradients of the scalar (rank-0 or single-element) node y with respect to each of xs[0..n):
+ * grads[i] has the shape of xs[i]. Any node may be differentiated against (inputs, parameters,
+ * intermediate nodes). */
+sx_status sx_ad_grad(sx_cg_graph *g, sx_cg_node *y, int n, sx_cg_node *const *xs,
+                     sx_cg_node **grads) SX_NODISCARD;
+
+/* Vector-Jacobian product: the gradient of sum(y * seed) (seed has y's shape), i.e. reverse
+ * mode seeded with `seed` instead of 1. */
+sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_cg_node *const *xs,
+                    sx_cg_node **grads) SX_NODISCARD;
+
+/* Dense Jacobian of y (any shape, m elements) with respect to x (k elements), as an (m, k)
+ * node built from m vector-Jacobian products: for small functions. */
+sx_status sx_ad_jacobian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x,
+                         sx_cg_node **jac) SX_NODISCARD;
+
+/* Hessian-vector product of the scalar y at x along v (v has x's shape): the gradient of
+ * <grad(y, x), v>, built from grad of grad. */
+sx_status sx_ad_hvp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node *v,
+                    sx_cg_node **hv) SX_NODISCARD;
+
+/* Full Hessian of the scalar y with respect to x (k elements) as a (k, k) node: k Hessian-vector
+ * products with the unit vectors. For small inputs. */
+sx_status sx_ad_hessian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x,
+                        sx_cg_node **hess) SX_NODISCARD;
+
+/* Does the op have a gradient rule that produces a non-zero gradient for input i? (false for
+ * comparisons, argmax, index inputs, ...). */
+bool sx_ad_differentiable(sx_cg_op op, int input);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SX_AUTODIFF_H */
