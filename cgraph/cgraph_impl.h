@@ -27,8 +27,18 @@ struct sx_cg_node {
     bool dead;          /* removed by the optimiser: skipped everywhere */
     bool borrowed;      /* input whose value.data is the caller's memory */
     bool frozen_member; /* in the frozen evaluation order */
-    uint8_t state;      /* traversal scratch: DFS state */
+    bool pinned;        /* a requested output of the optimiser: its handle and value must stay */
+    int state;          /* traversal scratch: DFS state or input cursor */
     uint32_t mark;      /* traversal scratch: epoch number */
+    uint32_t ran;      /* the evaluation (graph->run_epoch) that last computed it */
+    /* memory plan (plan.c), set when the graph is frozen with plan_memory */
+    bool planned;         /* value.data is a block of the graph's arena, shared over time */
+    bool transient;       /* planned, or a view of a planned node: the value is not kept
+                             between evaluations (recomputed when a reader needs it) */
+    bool plan_need;       /* scratch of a planned evaluation: a running reader reads it */
+    int64_t step;         /* position in the frozen order (scratch while planning) */
+    size_t plan_offset;   /* planned: byte offset of the block in the arena */
+    sx_cg_node *plan_from; /* planned in place: the dying input whose block it took */
 };
 
 struct sx_cg_graph {
@@ -43,6 +53,7 @@ struct sx_cg_graph {
     int n_rngs;
     int64_t kernel_calls;
     uint32_t epoch; /* traversal marks */
+    uint32_t run_epoch; /* evaluations so far (node->ran) */
     void *ws;       /* shared kernel scratch */
     size_t ws_bytes;
     /* frozen state */
@@ -51,6 +62,11 @@ struct sx_cg_graph {
     int64_t n_order;
     sx_cg_node **outputs;
     int n_outputs;
+    /* memory plan (plan.c) */
+    void *arena_raw;    /* the arena's allocation (freed with the graph) */
+    char *arena;        /* its 64-byte aligned start: planned values live here */
+    size_t arena_bytes;
+    int64_t n_planned;  /* nodes placed in the arena */
     /* scratch arrays for traversals, grown as needed */
     sx_cg_node **stack;
     int64_t cap_stack;
@@ -79,6 +95,22 @@ extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
 #include "sx_ops.def"
 #undef X
 
+/* How many leading inputs a node writes in place (the kernel column of mutating ops; 0 for
+ * every other op). */
+static inline int cg_mutated(const sx_cg_node *n)
+{
+    return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) ? sx_cg_ops[n->op].kernel : 0;
+}
+
+/* Does n read m directly? */
+static inline bool cg_reads(const sx_cg_node *n, const sx_cg_node *m)
+{
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] == m)
+            return true;
+    return false;
+}
+
 /* Record a constructor error on the graph (first one wins) and return NULL-friendly status. */
 sx_status cg_fail(sx_cg_graph *g, sx_status s);
 /* The scratch buffer of at least `bytes` (grown when not frozen; SX_E_STATE if a frozen graph
@@ -88,11 +120,47 @@ sx_status cg_workspace(sx_cg_graph *g, size_t bytes, void **ws);
 sx_status cg_storage(sx_cg_graph *g, sx_cg_node *n);
 /* Compute one node whose inputs are valid; marks it valid and counts the kernel call. */
 sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n);
+/* Make room for `extra` more users of n. */
+sx_status cg_reserve_users(sx_cg_node *n, int extra);
+/* Rebuild the structural-hash table; find a live twin of n (NULL if none). */
+sx_status cg_rehash(sx_cg_graph *g);
+sx_cg_node *cg_hash_twin(sx_cg_graph *g, sx_cg_node *n);
 /* Grow the graph's traversal stack to hold `need` nodes. */
 sx_status cg_reserve_stack(sx_cg_graph *g, int64_t need);
+/* After an evaluation that ran the nodes of order[0..len): invalidate what read a parameter
+ * that one of them wrote (exec.c). */
+void cg_finish_run(sx_cg_graph *g, sx_cg_node *const *order, int64_t len);
 /* Mark n and everything depending on it invalid (stops at nodes already invalid). */
 void cg_invalidate(sx_cg_graph *g, sx_cg_node *n);
 /* "sx_cg_<op>" for messages. */
 const char *cg_who(const sx_cg_node *n);
+
+/* Memory planning (plan.c). A plan of a frozen order is made before anything in the graph
+ * changes, so that freezing can fail cleanly, then committed (which cannot fail). */
+typedef struct cg_plan {
+    struct cg_plan_slot *slots; /* per position of the order */
+    void *arena_raw;            /* the arena allocation (plan_memory), NULL when empty */
+    char *arena;                /* its 64-byte aligned start */
+    size_t arena_bytes;
+    bool place;                 /* plan_memory: planned nodes get arena blocks */
+    sx_cg_plan_report report;   /* all but workspace_bytes and seconds */
+} cg_plan;
+/* Plan the storage of the `len` nodes of a frozen order for the requested outputs and allocate
+ * the arena. Sets each order node's `step`. On failure nothing is left allocated. */
+sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
+                       sx_cg_node *const *outs, const sx_cg_freeze_params *p, cg_plan *plan);
+/* Does the plan place the node at position i in the arena? (Such nodes need no own storage.) */
+bool cg_plan_planned(const cg_plan *plan, int64_t i);
+/* Install the plan: the graph takes the arena, planned nodes drop any own buffer and point into
+ * it, views are re-pointed. The plan is emptied. */
+void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_plan *plan);
+/* Free a plan that was not committed. */
+void cg_plan_discard(cg_plan *plan);
+/* Evaluate a frozen graph with planned nodes: invalid kept nodes run in the frozen order, and
+ * the transient (planned) nodes they read, which are recomputed whenever read since their
+ * blocks are reused. Requests for transient nodes are an error (SX_E_STATE). */
+sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
+/* Monotonic seconds. */
+double cg_now(void);
 
 #endif

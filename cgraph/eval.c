@@ -8,6 +8,9 @@
 #define IN(i) (&n->in[i]->value)
 #define OUT (&n->value)
 #define KERNEL (sx_cg_ops[n->op].kernel)
+/* The parameters a mutating node writes (its leading inputs' storage). */
+#define OUT0(n) (&(n)->in[0]->value)
+#define MUT(n, i) (&(n)->in[i]->value)
 
 sx_status cg_eval_leaf(sx_cg_graph *g, sx_cg_node *n)
 {
@@ -152,17 +155,22 @@ sx_status cg_eval_matmul(sx_cg_graph *g, sx_cg_node *n)
     (void)g;
     double beta = 0;
     if (n->n_in == 3) {
-        SX_TRY(sx_tensor_copy_out(IN(2), OUT)); /* no-op when planned in place */
+        if (IN(2)->data != OUT->data) /* planned in place: already there */
+            SX_TRY(sx_tensor_broadcast_out(IN(2), OUT));
         beta = n->attr.beta;
     }
     return sx_tensor_matmul_out(IN(0), IN(1), n->attr.trans_a, n->attr.trans_b, n->attr.alpha, beta,
                                 OUT);
 }
 
+/* dot takes any two tensors of one size (the shape rule); the kernel takes vectors: flat views. */
 sx_status cg_eval_dot(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_dot_out(IN(0), IN(1), OUT);
+    int64_t na = IN(0)->size, nb = IN(1)->size;
+    sx_tensor a = sx_tensor_view(IN(0)->dtype, 1, &na, IN(0)->data);
+    sx_tensor b = sx_tensor_view(IN(1)->dtype, 1, &nb, IN(1)->data);
+    return sx_tensor_dot_out(&a, &b, OUT);
 }
 
 sx_status cg_eval_conv2d(sx_cg_graph *g, sx_cg_node *n)
@@ -331,4 +339,46 @@ sx_status cg_eval_assign(sx_cg_graph *g, sx_cg_node *n)
     SX_TRY(sx_tensor_copy_out(IN(1), IN(0)));
     OUT->data = IN(0)->data;
     return SX_OK;
+}
+
+sx_status cg_eval_fused(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    const sx_tensor *in[64];
+    if (n->n_in > 64)
+        return sx_error(SX_E_UNSUPPORTED, "%s: more than 64 inputs", cg_who(n));
+    for (int i = 0; i < n->n_in; i++)
+        in[i] = IN(i);
+    return sx_tensor_fused_out(&n->attr.prog, n->n_in, in, OUT);
+}
+
+/* The fused optimiser steps; the node's value is the parameter (a view). */
+sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    const double *c = n->attr.coef;
+    double lr = sx_tensor_get(IN(n->n_in - 1), 0);
+    sx_status s;
+    switch (n->op) {
+    case SX_OP_SGD_UPDATE:
+        s = sx_tensor_sgd_step(OUT0(n), IN(1), lr);
+        break;
+    case SX_OP_MOMENTUM_UPDATE:
+        s = sx_tensor_momentum_step(OUT0(n), MUT(n, 1), IN(2), lr, c[0], n->attr.keepdims);
+        break;
+    case SX_OP_ADAGRAD_UPDATE:
+        s = sx_tensor_adagrad_step(OUT0(n), MUT(n, 1), IN(2), lr, c[0]);
+        break;
+    case SX_OP_RMSPROP_UPDATE:
+        s = sx_tensor_rmsprop_step(OUT0(n), MUT(n, 1), IN(2), lr, c[0], c[1], c[2]);
+        break;
+    case SX_OP_ADAM_UPDATE:
+        s = sx_tensor_adam_step(OUT0(n), MUT(n, 1), MUT(n, 2), IN(3), lr, c[0], c[1], c[2], c[3],
+                                c[4]);
+        break;
+    default:
+        return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
+    }
+    OUT->data = IN(0)->data;
+    return s;
 }

@@ -86,6 +86,7 @@ void sx_cg_graph_free(sx_cg_graph *g)
     sx_free(g->htab);
     sx_free(g->rngs);
     sx_free(g->ws);
+    sx_free(g->arena_raw);
     sx_free(g->order);
     sx_free(g->outputs);
     sx_free(g->stack);
@@ -231,11 +232,13 @@ static void hash_insert(sx_cg_graph *g, sx_cg_node *n)
 
 /* ---------------------------------------------------------------- construction */
 
-static sx_status reserve_users(sx_cg_node *n)
+sx_status cg_reserve_users(sx_cg_node *n, int extra)
 {
-    if (n->n_users < n->cap_users)
+    if (n->n_users + extra <= n->cap_users)
         return SX_OK;
     int cap = n->cap_users ? n->cap_users * 2 : 4;
+    while (cap < n->n_users + extra)
+        cap *= 2;
     sx_cg_node **u = sx_realloc(n->users, (size_t)cap * sizeof *u);
     if (u == NULL)
         return SX_E_NOMEM;
@@ -291,7 +294,7 @@ static sx_status node_link(sx_cg_graph *g, sx_cg_node *n, bool hash)
         g->cap_nodes = cap;
     }
     for (int i = 0; i < n->n_in; i++)
-        SX_TRY(reserve_users(n->in[i]));
+        SX_TRY(cg_reserve_users(n->in[i], n->n_in)); /* an input may appear twice */
     if (hash)
         SX_TRY(hash_reserve(g));
     SX_TRY(cg_reserve_stack(g, g->n_nodes + 1)); /* invalidation must never allocate */
@@ -363,9 +366,12 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
     }
     n->hash = h;
     if (g->mode == SX_CG_EAGER) {
+        g->run_epoch++;
         s = cg_compute(g, n);
         if (s == SX_OK)
             s = node_link(g, n, hash);
+        if (s == SX_OK)
+            cg_finish_run(g, &n, 1);
     } else {
         s = node_link(g, n, hash);
     }
@@ -618,4 +624,38 @@ const sx_tensor *sx_cg_value(const sx_cg_node *node)
 bool sx_cg_valid(const sx_cg_node *node)
 {
     return node != NULL && node->valid;
+}
+
+/* Rebuild the structural-hash table from the live nodes (after the optimiser rewrote some). */
+sx_status cg_rehash(sx_cg_graph *g)
+{
+    int64_t cap = 64;
+    while (cap < 2 * (g->n_nodes + 1))
+        cap *= 2;
+    int64_t *t = sx_calloc((size_t)cap, sizeof *t);
+    if (t == NULL)
+        return SX_E_NOMEM;
+    sx_free(g->htab);
+    g->htab = t;
+    g->hcap = cap;
+    g->hcount = 0;
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (n->dead || !hashable(n->op))
+            continue;
+        n->hash = node_hash(n->op, n->n_in, n->in, &n->attr);
+        if (hash_find(g, n->hash, n->op, n->n_in, n->in, &n->attr) == NULL)
+            hash_insert(g, n);
+    }
+    return SX_OK;
+}
+
+/* The structurally equal live node of n (same op, inputs, attributes), or NULL. */
+sx_cg_node *cg_hash_twin(sx_cg_graph *g, sx_cg_node *n)
+{
+    if (!hashable(n->op))
+        return NULL;
+    uint64_t h = node_hash(n->op, n->n_in, n->in, &n->attr);
+    sx_cg_node *t = hash_find(g, h, n->op, n->n_in, n->in, &n->attr);
+    return t == n ? NULL : t;
 }

@@ -49,6 +49,18 @@ static sx_status want_same_shape(sx_cg_node *n, int i, int j)
     return SX_OK;
 }
 
+/* The tensor layer's shape functions check their arguments as kernels do, including that a
+ * non-empty tensor has data; in a lazy graph an input not yet computed has none. They get a
+ * descriptor of the same dtype and shape over a dummy address, which they never read. */
+static sx_tensor shape_view(const sx_tensor *t)
+{
+    static char dummy[sizeof(double)];
+    sx_tensor v = *t;
+    if (v.data == NULL)
+        v.data = dummy;
+    return v;
+}
+
 /* Attribute shape (reshape, broadcast, unslice, backward ops, dropout masks). */
 static sx_status attr_shape(sx_cg_node *n)
 {
@@ -311,13 +323,20 @@ sx_status cg_shape_matmul(sx_cg_node *n)
     SX_TRY(same_dtypes(n));
     int r;
     int64_t s[SX_MAX_RANK];
-    SX_TRY(sx_matmul_shape(cg_who(n), IN(0), IN(1), n->attr.trans_a, n->attr.trans_b, &r, s));
+    sx_tensor va = shape_view(IN(0)), vb = shape_view(IN(1));
+    SX_TRY(sx_matmul_shape(cg_who(n), &va, &vb, n->attr.trans_a, n->attr.trans_b, &r, s));
     set_shape(n, r, s);
-    if (n->n_in == 3 && !sx_shape_equal(r, s, IN(2)->rank, IN(2)->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: addend has shape %s, the product %s", cg_who(n),
-                        sx_shape_str(IN(2)->rank, IN(2)->shape, a, sizeof a),
-                        sx_shape_str(r, s, b, sizeof b));
+    if (n->n_in == 3) {
+        /* the addend broadcasts to the product's shape */
+        int rb;
+        int64_t sb[SX_MAX_RANK];
+        SX_TRY(sx_shape_broadcast(cg_who(n), r, s, IN(2)->rank, IN(2)->shape, &rb, sb));
+        if (!sx_shape_equal(r, s, rb, sb)) {
+            char s1[128], s2[128];
+            return sx_error(SX_E_SHAPE, "%s: addend of shape %s does not fit the product %s",
+                            cg_who(n), sx_shape_str(IN(2)->rank, IN(2)->shape, s1, sizeof s1),
+                            sx_shape_str(r, s, s2, sizeof s2));
+        }
     }
     return SX_OK;
 }
@@ -336,7 +355,8 @@ sx_status cg_shape_conv2d(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
     int64_t s[4];
-    SX_TRY(sx_conv2d_shape(cg_who(n), IN(0), IN(1), &n->attr.conv, s));
+    sx_tensor x = shape_view(IN(0)), k = shape_view(IN(1));
+    SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, s));
     set_shape(n, 4, s);
     n->ws_bytes = sx_conv2d_workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
     return SX_OK;
@@ -351,8 +371,9 @@ sx_status cg_shape_conv2d_bwd(sx_cg_node *n)
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
     bool bwd_input = n->op == SX_OP_CONV2D_BWD_INPUT;
-    sx_tensor x = bwd_input ? sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL) : *IN(0);
-    sx_tensor k = bwd_input ? *IN(0) : sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
+    sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
+    sx_tensor x = shape_view(bwd_input ? &attr : IN(0));
+    sx_tensor k = shape_view(bwd_input ? IN(0) : &attr);
     int64_t y[4];
     SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, y));
     if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
@@ -369,7 +390,8 @@ sx_status cg_shape_pool2d(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
     int64_t s[4];
-    SX_TRY(sx_pool2d_shape(cg_who(n), IN(0), &n->attr.pool, s));
+    sx_tensor x = shape_view(IN(0));
+    SX_TRY(sx_pool2d_shape(cg_who(n), &x, &n->attr.pool, s));
     set_shape(n, 4, s);
     return SX_OK;
 }
@@ -377,7 +399,8 @@ sx_status cg_shape_pool2d(sx_cg_node *n)
 static sx_status pool_bwd_check(sx_cg_node *n, const sx_tensor *x, const sx_tensor *dy)
 {
     int64_t s[4];
-    SX_TRY(sx_pool2d_shape(cg_who(n), x, &n->attr.pool, s));
+    sx_tensor xv = shape_view(x);
+    SX_TRY(sx_pool2d_shape(cg_who(n), &xv, &n->attr.pool, s));
     if (!sx_shape_equal(4, s, dy->rank, dy->shape)) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the pooling gives %s", cg_who(n),
@@ -519,6 +542,44 @@ sx_status cg_shape_assign(sx_cg_node *n)
                         (long long)n->in[0]->id, sx_cg_op_name(n->in[0]->op));
     SX_TRY(same_dtypes(n));
     SX_TRY(want_same_shape(n, 0, 1));
+    set_shape(n, IN(0)->rank, IN(0)->shape);
+    return SX_OK;
+}
+
+sx_status cg_shape_seq(sx_cg_node *n)
+{
+    OUT->dtype = IN(0)->dtype;
+    set_shape(n, IN(0)->rank, IN(0)->shape);
+    return SX_OK;
+}
+
+sx_status cg_shape_fused(sx_cg_node *n)
+{
+    SX_TRY(same_dtypes(n));
+    SX_TRY(attr_shape(n));
+    int64_t size = sx_shape_size(n->attr.rank, n->attr.shape);
+    for (int i = 0; i < n->n_in; i++)
+        if (IN(i)->size != size && IN(i)->size != 1)
+            return sx_error(SX_E_SHAPE, "%s: input %d has %lld elements, the result %lld",
+                            cg_who(n), i, (long long)IN(i)->size, (long long)size);
+    return SX_OK;
+}
+
+/* update(p, states..., g, lr): every tensor has p's shape, lr is a single element, and the
+ * parameter and states are parameters (they are written in place). */
+sx_status cg_shape_update(sx_cg_node *n)
+{
+    SX_TRY(same_dtypes(n));
+    int last = n->n_in - 1, mutated = sx_cg_ops[n->op].kernel;
+    for (int i = 0; i < mutated; i++)
+        if (n->in[i]->op != SX_OP_PARAM)
+            return sx_error(SX_E_ARG, "%s: input %d is a %s, not a parameter", cg_who(n), i,
+                            sx_cg_op_name(n->in[i]->op));
+    for (int i = 1; i < last; i++)
+        SX_TRY(want_same_shape(n, 0, i));
+    if (IN(last)->size != 1)
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)",
+                        cg_who(n), (long long)IN(last)->size);
     set_shape(n, IN(0)->rank, IN(0)->shape);
     return SX_OK;
 }

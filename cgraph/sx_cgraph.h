@@ -52,6 +52,9 @@ enum {
     SX_OPF_VIEW = 1 << 3,     /* the result is its input's memory (reshape, identity) */
     SX_OPF_RANDOM = 1 << 4,   /* draws random numbers: never merged by structural hashing */
     SX_OPF_MUTATES = 1 << 5,  /* writes a parameter (assign, fused updates) */
+    /* the result may be written over input 2 (matmul's addend c) when nothing else reads it
+     * afterwards; never over inputs 0 and 1 */
+    SX_OPF_INPLACE_ADDEND = 1 << 6,
 };
 
 typedef enum {
@@ -81,7 +84,9 @@ typedef struct sx_cg_attr {
     sx_slice slice[SX_MAX_RANK];
     sx_conv2d_params conv;
     sx_pool2d_params pool;
-    int rng_id; /* dropout mask: which generator of the graph */
+    int rng_id;         /* dropout mask: which generator of the graph */
+    double coef[6];     /* fused optimiser updates: their coefficients */
+    sx_fused_prog prog; /* fused element-wise chains: their program */
 } sx_cg_attr;
 
 sx_cg_attr sx_cg_attr_default(void); /* all zero; alpha = 1 for matmul use is set by callers */
@@ -309,6 +314,79 @@ sx_cg_node *sx_cg_assign(sx_cg_graph *g, sx_cg_node *param, sx_cg_node *value);
  * frozen outputs or nodes they need. */
 sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs) SX_NODISCARD;
 bool sx_cg_frozen(const sx_cg_graph *g);
+
+/* Memory planning at freeze time (seed 000's pebble game). The order is fixed, each node's
+ * readers are counted, a node's block is released when its last reader has run and the next
+ * node takes the released block of closest size that fits (best fit), else new space; an
+ * element-wise op may write over an input that nothing reads afterwards. Parameters,
+ * constants, inputs and the requested outputs are never shared. All planned blocks live in one
+ * arena allocated once. */
+typedef struct sx_cg_freeze_params {
+    bool plan_memory; /* share storage between nodes whose lifetimes do not overlap */
+    bool inplace;     /* let ops flagged SX_OPF_INPLACE write over a dying input */
+} sx_cg_freeze_params;
+sx_cg_freeze_params sx_cg_freeze_params_default(void); /* both true */
+
+typedef struct sx_cg_plan_report {
+    size_t arena_bytes;     /* the planned arena */
+    size_t naive_bytes;     /* one buffer per planned node: the sum of their sizes */
+    size_t peak_live_bytes; /* most bytes live at once in this order: a bound no plan beats */
+    size_t workspace_bytes; /* kernel scratch, shared by all nodes, not in the above */
+    int64_t planned_nodes;  /* nodes placed in the arena */
+    int64_t inplace_nodes;  /* nodes written over an input */
+    double seconds;         /* time spent planning */
+} sx_cg_plan_report;
+
+/* sx_cg_freeze with options; `report` may be NULL. sx_cg_freeze uses the defaults. */
+sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                          const sx_cg_freeze_params *p, sx_cg_plan_report *report) SX_NODISCARD;
+/* Check a frozen graph's plan: SX_OK when no two nodes whose lifetimes overlap share bytes,
+ * else SX_E_STATE naming the two nodes. For tests. */
+sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- optimiser */
+
+/* Graph-to-graph passes that keep every requested output's value (bit for bit: no pass
+ * reassociates arithmetic; see each pass for what it assumes). Passes rewrite the graph in
+ * place: handles to the requested outputs stay valid (an output that a pass replaces becomes
+ * a view of its replacement); other nodes may be removed (sx_cg_graph_node returns NULL for
+ * them). Run to a fixed point; running it again changes nothing. Only lazy, unfrozen graphs. */
+typedef enum {
+    SX_PASS_DCE,            /* remove nodes no output needs */
+    SX_PASS_CSE,            /* merge nodes with the same op, inputs and attributes */
+    SX_PASS_CONST_FOLD,     /* compute subgraphs of constants once, at compile time */
+    SX_PASS_SIMPLIFY,       /* x+0, x*1, x*0 (assumes x finite), x/1, --x, x^1, reshape of
+                               reshape, permute of permute, sum over size-1 axes, log(exp x),
+                               exp(log x) for x >= 0 */
+    SX_PASS_BROADCAST,      /* drop broadcast/repeat/tile feeding an op that broadcasts */
+    SX_PASS_UPDATE_FUSION,  /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
+    SX_PASS_GEMM_FOLD,      /* transposes, scalar factors and addends into the matmul call */
+    SX_PASS_FMA,            /* a*b + c -> fma(a, b, c) */
+    SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
+    SX_PASS_COUNT
+} sx_cg_pass;
+
+const char *sx_cg_pass_name(sx_cg_pass p);
+
+typedef struct sx_cg_opt_params {
+    bool enable[SX_PASS_COUNT]; /* all true by default */
+    int max_rounds;             /* fixed-point iterations (default 8) */
+} sx_cg_opt_params;
+sx_cg_opt_params sx_cg_opt_params_default(void);
+
+typedef struct sx_cg_opt_report {
+    int64_t nodes_before, edges_before, nodes_after, edges_after;
+    int64_t changed[SX_PASS_COUNT]; /* nodes removed, merged or fused, per pass */
+    double pass_seconds[SX_PASS_COUNT];
+    double seconds;
+    int rounds;
+} sx_cg_opt_report;
+
+/* Optimise the graph for the given outputs. `p` and `report` may be NULL. */
+sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                         const sx_cg_opt_params *p, sx_cg_opt_report *report) SX_NODISCARD;
+/* Print a report as a small table (one row per pass). */
+void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f);
 
 /* ---------------------------------------------------------------- export */
 

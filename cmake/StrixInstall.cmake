@@ -22,5 +22,7 @@ set(STRIX_PC_LIBS "")
 foreach(m IN LISTS STRIX_MODULES)
     string(APPEND STRIX_PC_LIBS " -l${m}")
 endforeach()
+# The prefix relative to the .pc file, so the installed tree can be moved.
+file(RELATIVE_PATH STRIX_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)
 configure_file(cmake/strix.pc.in ${CMAKE_CURRENT_BINARY_DIR}/strix.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/strix.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

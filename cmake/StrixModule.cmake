@@ -14,6 +14,7 @@ function(strix_module name)
         $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}>
         $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/strix>)
     target_link_libraries(strix_${name} PUBLIC ${M_PUBLIC_DEPS} PRIVATE strix_flags ${M_PRIVATE_DEPS})
+    list(TRANSFORM M_HEADERS PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
     set_target_properties(strix_${name} PROPERTIES PUBLIC_HEADER "${M_HEADERS}"
                           OUTPUT_NAME strix_${name})
     # Modules are listed top layer first, the order a static link needs.

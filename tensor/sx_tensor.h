@@ -440,6 +440,48 @@ sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_
  * uniform per element from rng in row-major order (reproducible for a seed). */
 sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODISCARD;
 
+/* ---------------------------------------------------------------- fused kernels */
+
+/* Optimiser steps in one pass over memory, in place. Each computes exactly what the unfused
+ * graph of optim/ computes, in the same order of operations (same results bit for bit), for
+ * every element i; lr is the (scheduled) learning rate of this step:
+ *   sgd:      p -= lr * g
+ *   momentum: v = mu * v + g;  p -= lr * v                      (nesterov: p -= lr * (g + mu * v))
+ *   adagrad:  a = a + g * g;  p -= lr * (g / (sqrt(a) + eps))
+ *   rmsprop:  a = rho * a + c * (g * g);  p -= lr * (g / (sqrt(a) + eps))     (c = 1 - rho)
+ *   adam:     m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);  p -= lr * (m / (sqrt(v) + eps))
+ *             (c1 = 1 - b1, c2 = 1 - b2; lr already holds Adam's bias correction)
+ * All tensors have p's shape and dtype. OpenMP-parallel above a threshold. */
+sx_status sx_tensor_sgd_step(sx_tensor *p, const sx_tensor *g, double lr) SX_NODISCARD;
+sx_status sx_tensor_momentum_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g, double lr,
+                                  double mu, bool nesterov) SX_NODISCARD;
+sx_status sx_tensor_adagrad_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g, double lr,
+                                 double eps) SX_NODISCARD;
+sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g, double lr,
+                                 double rho, double c, double eps) SX_NODISCARD;
+sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx_tensor *g,
+                              double lr, double b1, double c1, double b2, double c2, double eps)
+    SX_NODISCARD;
+
+/* A short element-wise program run as one loop over blocks of elements, with no temporaries
+ * in memory (element-wise chain fusion). Instruction k computes register k from its sources:
+ * a source s >= 0 is operand s, s < 0 is register -1-s (an earlier instruction). The result
+ * is the last register. Operands have the output's size or a single element (broadcast). */
+#define SX_FUSED_MAX 16
+typedef enum { SX_FUSED_MAP, SX_FUSED_BINARY, SX_FUSED_FMA, SX_FUSED_WHERE } sx_fused_kind;
+typedef struct sx_fused_instr {
+    uint8_t kind;     /* sx_fused_kind */
+    uint8_t op;       /* sx_map_op or sx_binary_op */
+    int16_t a, b, c;  /* sources (b, c unused by maps; c by binaries) */
+    double alpha;     /* map parameter */
+} sx_fused_instr;
+typedef struct sx_fused_prog {
+    int n;            /* 1..SX_FUSED_MAX instructions */
+    sx_fused_instr ins[SX_FUSED_MAX];
+} sx_fused_prog;
+sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tensor *const *in,
+                              sx_tensor *out) SX_NODISCARD;
+
 /* ---------------------------------------------------------------- linear algebra (LAPACKE) */
 
 /* Square matrices are rank 2 (n,n). These call LAPACKE, which allocates its own scratch memory

@@ -1,0 +1,731 @@
+/* opt.c: the graph optimiser (seed 000's "Optimiser"): passes that rewrite the graph in place
+ * and keep every requested output's value. Rewrites go through three primitives (set a node's
+ * inputs, replace a node by another everywhere, remove a node), after which the node array is
+ * renumbered into a topological order again. The fusion passes live in opt_fuse.c. */
+#include "opt_impl.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const pass_names[SX_PASS_COUNT] = {
+    "dead code",     "common subexpr", "constant fold", "simplify",          "broadcast",
+    "update fusion", "gemm fold",      "fma",           "elementwise fusion"};
+
+const char *sx_cg_pass_name(sx_cg_pass p)
+{
+    return (unsigned)p < SX_PASS_COUNT ? pass_names[p] : "bad-pass";
+}
+
+sx_cg_opt_params sx_cg_opt_params_default(void)
+{
+    sx_cg_opt_params p;
+    for (int i = 0; i < SX_PASS_COUNT; i++)
+        p.enable[i] = true;
+    p.max_rounds = 8;
+    return p;
+}
+
+/* ---------------------------------------------------------------- rewrite primitives */
+
+static void users_del(sx_cg_node *in, const sx_cg_node *n)
+{
+    for (int i = 0; i < in->n_users; i++)
+        if (in->users[i] == n) {
+            in->users[i] = in->users[--in->n_users];
+            return;
+        }
+}
+
+sx_status opt_set_inputs(sx_cg_node *n, int k, sx_cg_node *const *ins)
+{
+    for (int i = 0; i < k; i++)
+        SX_TRY(cg_reserve_users(ins[i], k));
+    sx_cg_node **arr = n->inline_in;
+    if (k > SX_CG_INLINE_INPUTS) {
+        arr = sx_alloc((size_t)k * sizeof *arr);
+        if (arr == NULL)
+            return SX_E_NOMEM;
+    }
+    sx_cg_node *tmp[64];
+    int kk = k < 64 ? k : 64;
+    memcpy(tmp, ins, (size_t)kk * sizeof *tmp); /* ins may alias n->in */
+    for (int i = 0; i < n->n_in; i++)
+        users_del(n->in[i], n);
+    if (n->in != n->inline_in && n->in != arr)
+        sx_free(n->in);
+    n->in = arr;
+    n->n_in = k;
+    for (int i = 0; i < k; i++) {
+        n->in[i] = i < 64 ? tmp[i] : ins[i];
+        n->in[i]->users[n->in[i]->n_users++] = n;
+    }
+    return SX_OK;
+}
+
+void opt_kill(sx_cg_node *n)
+{
+    for (int i = 0; i < n->n_in; i++)
+        users_del(n->in[i], n);
+    n->n_in = 0;
+    n->dead = true;
+    n->valid = false;
+}
+
+/* Turn n into a view of `to` (its value stays the same: `to` computes it). */
+static sx_status become_identity(sx_cg_node *n, sx_cg_node *to)
+{
+    SX_TRY(opt_set_inputs(n, 1, &to));
+    n->op = SX_OP_IDENTITY;
+    n->attr = sx_cg_attr_default();
+    if (n->own != NULL) {
+        sx_free(n->own);
+        n->own = NULL;
+    }
+    n->value.data = NULL;
+    n->valid = false;
+    return SX_OK;
+}
+
+sx_status opt_replace(sx_cg_node *old, sx_cg_node *to)
+{
+    if (old == to)
+        return SX_OK;
+    SX_TRY(cg_reserve_users(to, old->n_users));
+    while (old->n_users > 0) {
+        sx_cg_node *u = old->users[--old->n_users];
+        for (int i = 0; i < u->n_in; i++)
+            if (u->in[i] == old) {
+                u->in[i] = to;
+                to->users[to->n_users++] = u;
+                /* u appears once in old->users per slot: the loop pops it again if needed */
+                break;
+            }
+    }
+    if (old->pinned)
+        return become_identity(old, to);
+    opt_kill(old);
+    return SX_OK;
+}
+
+/* Renumber the live nodes into a topological order (inputs first; ties by old id), dead
+ * nodes after them. */
+static sx_status renumber(sx_cg_graph *g)
+{
+    int64_t n = g->n_nodes;
+    sx_cg_node **order = sx_alloc((size_t)(n ? n : 1) * sizeof *order);
+    if (order == NULL)
+        return SX_E_NOMEM;
+    SX_TRY(cg_reserve_stack(g, n + 1));
+    g->epoch++;
+    int64_t len = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sx_cg_node *root = g->nodes[i];
+        if (root->dead || root->mark == g->epoch)
+            continue;
+        int64_t top = 0;
+        g->stack[top++] = root;
+        root->mark = g->epoch;
+        root->state = 0;
+        while (top > 0) {
+            sx_cg_node *x = g->stack[top - 1];
+            if (x->state < x->n_in) {
+                sx_cg_node *d = x->in[x->state++];
+                if (d->mark != g->epoch) {
+                    d->mark = g->epoch;
+                    d->state = 0;
+                    g->stack[top++] = d;
+                }
+            } else {
+                order[len++] = x;
+                top--;
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (g->nodes[i]->dead)
+            order[len++] = g->nodes[i];
+    for (int64_t i = 0; i < n; i++) {
+        g->nodes[i] = order[i];
+        g->nodes[i]->id = i;
+    }
+    sx_free(order);
+    return cg_rehash(g);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+bool opt_is_const(const sx_cg_node *n)
+{
+    return n->op == SX_OP_CONST;
+}
+
+/* A constant whose elements all equal v. */
+bool opt_const_all(const sx_cg_node *n, double v)
+{
+    if (!opt_is_const(n) || n->value.data == NULL)
+        return false;
+    for (int64_t i = 0; i < n->value.size; i++)
+        if (sx_tensor_get(&n->value, i) != v)
+            return false;
+    return true;
+}
+
+bool opt_same_shape(const sx_cg_node *a, const sx_cg_node *b)
+{
+    return sx_shape_equal(a->value.rank, a->value.shape, b->value.rank, b->value.shape) &&
+           a->value.dtype == b->value.dtype;
+}
+
+static bool live_op(const sx_cg_node *n)
+{
+    return !n->dead && !(sx_cg_ops[n->op].flags & SX_OPF_LEAF);
+}
+
+/* ---------------------------------------------------------------- dead-code elimination */
+
+/* Keep what the outputs need; inputs and parameters always stay (the user holds them). */
+static sx_status pass_dce(sx_cg_graph *g, int n_out, sx_cg_node *const *outs, int64_t *changed)
+{
+    SX_TRY(cg_reserve_stack(g, g->n_nodes + n_out));
+    g->epoch++;
+    int64_t top = 0;
+    for (int i = 0; i < n_out; i++)
+        if (outs[i]->mark != g->epoch) {
+            outs[i]->mark = g->epoch;
+            g->stack[top++] = outs[i];
+        }
+    while (top > 0) {
+        sx_cg_node *x = g->stack[--top];
+        for (int i = 0; i < x->n_in; i++)
+            if (x->in[i]->mark != g->epoch) {
+                x->in[i]->mark = g->epoch;
+                g->stack[top++] = x->in[i];
+            }
+    }
+    /* kill from the top down so users go before their inputs */
+    for (int64_t i = g->n_nodes - 1; i >= 0; i--) {
+        sx_cg_node *n = g->nodes[i];
+        if (n->dead || n->mark == g->epoch || n->op == SX_OP_INPUT || n->op == SX_OP_PARAM)
+            continue;
+        opt_kill(n);
+        (*changed)++;
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- common subexpressions */
+
+static bool const_equal(const sx_cg_node *a, const sx_cg_node *b)
+{
+    return opt_same_shape(a, b) && a->value.data && b->value.data &&
+           memcmp(a->value.data, b->value.data,
+                  (size_t)a->value.size * sx_dtype_size(a->value.dtype)) == 0;
+}
+
+static sx_status pass_cse(sx_cg_graph *g, int64_t *changed)
+{
+    /* small constants with equal contents: keep the first (a quadratic scan over the few
+     * small constants; large constants are left alone) */
+    sx_cg_node *smalls[256];
+    int n_small = 0;
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (n->dead || !opt_is_const(n) || n->value.size > 16)
+            continue;
+        sx_cg_node *twin = NULL;
+        for (int k = 0; k < n_small && twin == NULL; k++)
+            if (const_equal(smalls[k], n))
+                twin = smalls[k];
+        if (twin != NULL) {
+            SX_TRY(opt_replace(n, twin));
+            (*changed)++;
+        } else if (n_small < 256) {
+            smalls[n_small++] = n;
+        }
+    }
+    SX_TRY(cg_rehash(g));
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n))
+            continue;
+        sx_cg_node *twin = cg_hash_twin(g, n);
+        if (twin != NULL && twin->id < n->id) {
+            SX_TRY(opt_replace(n, twin));
+            (*changed)++;
+        }
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- constant folding */
+
+/* Fold results up to this many elements, or no larger than their inputs together: folding a
+ * broadcast of a scalar into a huge constant would cost memory, not save time. */
+#define FOLD_MAX_ELEMS 65536
+
+static sx_status fold_one(sx_cg_graph *g, sx_cg_node *n)
+{
+    size_t bytes = (size_t)n->value.size * sx_dtype_size(n->value.dtype);
+    void *buf = sx_alloc(bytes);
+    if (buf == NULL)
+        return SX_E_NOMEM;
+    if (sx_cg_ops[n->op].flags & SX_OPF_VIEW) {
+        if (bytes > 0)
+            memcpy(buf, n->in[0]->value.data, bytes);
+    } else {
+        void *old = n->value.data;
+        n->value.data = buf;
+        sx_status s = sx_cg_ops[n->op].eval(g, n);
+        if (s != SX_OK) {
+            n->value.data = old;
+            sx_free(buf);
+            return s;
+        }
+    }
+    sx_status s = opt_set_inputs(n, 0, NULL);
+    if (s != SX_OK) {
+        sx_free(buf);
+        return s;
+    }
+    sx_free(n->own);
+    n->own = buf;
+    n->value.data = buf;
+    n->op = SX_OP_CONST;
+    n->attr = sx_cg_attr_default();
+    n->ws_bytes = 0;
+    n->valid = true;
+    return SX_OK;
+}
+
+static sx_status pass_const_fold(sx_cg_graph *g, int64_t *changed)
+{
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        unsigned f = sx_cg_ops[n->op].flags;
+        if (!live_op(n) || (f & (SX_OPF_RANDOM | SX_OPF_MUTATES)) || n->n_in == 0)
+            continue;
+        int64_t in_elems = 0;
+        bool all = true;
+        for (int k = 0; k < n->n_in && all; k++) {
+            all = opt_is_const(n->in[k]);
+            in_elems += n->in[k]->value.size;
+        }
+        if (!all || (n->value.size > FOLD_MAX_ELEMS && n->value.size > in_elems))
+            continue;
+        /* a kernel that fails on these constants (a singular matrix...) is left to fail at run
+         * time with its own message */
+        if (fold_one(g, n) == SX_OK)
+            (*changed)++;
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- algebraic simplification */
+
+/* x known to be >= 0 (so exp(log x) = x, with log 0 = -inf and exp(-inf) = 0). */
+static bool nonneg(const sx_cg_node *x)
+{
+    switch (x->op) {
+    case SX_OP_EXP:
+    case SX_OP_SQR:
+    case SX_OP_SQRT:
+    case SX_OP_ABS:
+    case SX_OP_RELU:
+    case SX_OP_SIGMOID:
+    case SX_OP_SOFTPLUS:
+    case SX_OP_SOFTMAX:
+        return true;
+    default:
+        if (!opt_is_const(x) || x->value.data == NULL)
+            return false;
+        for (int64_t i = 0; i < x->value.size; i++)
+            if (!(sx_tensor_get(&x->value, i) >= 0))
+                return false;
+        return true;
+    }
+}
+
+/* What n simplifies to (an existing node), or NULL. */
+static sx_cg_node *simpler(sx_cg_node *n)
+{
+    sx_cg_node *a = n->n_in > 0 ? n->in[0] : NULL, *b = n->n_in > 1 ? n->in[1] : NULL;
+    switch (n->op) {
+    case SX_OP_ADD:
+        if (opt_const_all(b, 0) && opt_same_shape(a, n))
+            return a;
+        if (opt_const_all(a, 0) && opt_same_shape(b, n))
+            return b;
+        return NULL;
+    case SX_OP_SUB:
+        return opt_const_all(b, 0) && opt_same_shape(a, n) ? a : NULL;
+    case SX_OP_MUL:
+        if (opt_const_all(b, 1) && opt_same_shape(a, n))
+            return a;
+        if (opt_const_all(a, 1) && opt_same_shape(b, n))
+            return b;
+        return NULL;
+    case SX_OP_DIV:
+    case SX_OP_POW:
+        return opt_const_all(b, 1) && opt_same_shape(a, n) ? a : NULL;
+    case SX_OP_NEG:
+        return a->op == SX_OP_NEG ? a->in[0] : NULL;
+    case SX_OP_LOG:
+        return a->op == SX_OP_EXP ? a->in[0] : NULL;
+    case SX_OP_EXP:
+        return a->op == SX_OP_LOG && nonneg(a->in[0]) ? a->in[0] : NULL;
+    case SX_OP_RESHAPE:
+    case SX_OP_BROADCAST:
+        return opt_same_shape(a, n) ? a : NULL;
+    case SX_OP_IDENTITY:
+        return n->pinned ? NULL : a;
+    case SX_OP_PERMUTE: {
+        for (int i = 0; i < n->value.rank; i++)
+            if (n->attr.ints[i] != i)
+                return NULL;
+        return a;
+    }
+    case SX_OP_SUM:
+    case SX_OP_MEAN:
+    case SX_OP_PROD:
+    case SX_OP_REDUCE_MAX:
+    case SX_OP_REDUCE_MIN:
+        return opt_same_shape(a, n) ? a : NULL; /* every reduced axis had size 1, keepdims */
+    default:
+        return NULL;
+    }
+}
+
+static sx_status pass_simplify(sx_cg_graph *g, int64_t *changed)
+{
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n))
+            continue;
+        sx_cg_node *to = simpler(n);
+        if (to != NULL) {
+            SX_TRY(opt_replace(n, to));
+            (*changed)++;
+            continue;
+        }
+        sx_cg_node *a = n->n_in > 0 ? n->in[0] : NULL;
+        /* x * 0 -> zeros of the result's shape (x assumed finite) */
+        if (n->op == SX_OP_MUL && (opt_const_all(n->in[0], 0) || opt_const_all(n->in[1], 0)) &&
+            n->value.size <= FOLD_MAX_ELEMS) {
+            sx_tensor *z = NULL;
+            SX_TRY(sx_tensor_zeros(n->value.dtype, n->value.rank, n->value.shape, &z));
+            sx_cg_node *c = sx_cg_const(g, z);
+            sx_tensor_free(z);
+            if (c == NULL)
+                return sx_cg_graph_status(g);
+            SX_TRY(opt_replace(n, c));
+            (*changed)++;
+            continue;
+        }
+        /* a reduction over size-1 axes only is a reshape */
+        if ((n->op == SX_OP_SUM || n->op == SX_OP_MEAN || n->op == SX_OP_PROD ||
+             n->op == SX_OP_REDUCE_MAX || n->op == SX_OP_REDUCE_MIN) &&
+            a->value.size == n->value.size && !n->attr.keepdims) {
+            n->op = SX_OP_RESHAPE;
+            n->attr.rank = n->value.rank;
+            memcpy(n->attr.shape, n->value.shape, sizeof n->attr.shape);
+            n->attr.axes = 0;
+            if (n->own) {
+                sx_free(n->own);
+                n->own = NULL;
+                n->value.data = NULL;
+            }
+            (*changed)++;
+            continue;
+        }
+        /* reshape of reshape -> one reshape; permute of permute -> one permute */
+        if (n->op == SX_OP_RESHAPE && (a->op == SX_OP_RESHAPE || a->op == SX_OP_IDENTITY)) {
+            SX_TRY(opt_set_inputs(n, 1, &a->in[0]));
+            (*changed)++;
+        } else if (n->op == SX_OP_PERMUTE && a->op == SX_OP_PERMUTE) {
+            int64_t perm[SX_MAX_RANK];
+            for (int k = 0; k < n->value.rank; k++)
+                perm[k] = a->attr.ints[n->attr.ints[k]];
+            memcpy(n->attr.ints, perm, (size_t)n->value.rank * sizeof *perm);
+            SX_TRY(opt_set_inputs(n, 1, &a->in[0]));
+            (*changed)++;
+        }
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- broadcast removal */
+
+/* The source x of a broadcast-like node b when b's values are x broadcast (NumPy), or NULL. */
+static sx_cg_node *broadcast_source(const sx_cg_node *b)
+{
+    if (b->op == SX_OP_BROADCAST)
+        return b->in[0];
+    if (b->op == SX_OP_REPEAT || b->op == SX_OP_TILE) {
+        const sx_cg_node *x = b->in[0];
+        for (int i = 0; i < x->value.rank; i++)
+            if (b->attr.ints[i] != 1 && x->value.shape[i] != 1)
+                return NULL;
+        return b->in[0];
+    }
+    return NULL;
+}
+
+static bool broadcasts_itself(const sx_cg_node *n)
+{
+    return sx_cg_ops[n->op].shape == cg_shape_broadcast || n->op == SX_OP_WHERE;
+}
+
+static sx_status pass_broadcast(sx_cg_graph *g, int64_t *changed)
+{
+    (void)g;
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n) || !broadcasts_itself(n))
+            continue;
+        for (int k = 0; k < n->n_in; k++) {
+            sx_cg_node *src = broadcast_source(n->in[k]);
+            if (src == NULL)
+                continue;
+            /* the result's shape must not change without the explicit broadcast */
+            int r = 0;
+            int64_t s[SX_MAX_RANK];
+            bool ok = true;
+            for (int j = 0; j < n->n_in && ok; j++) {
+                const sx_cg_node *x = j == k ? src : n->in[j];
+                if (j == 0) {
+                    r = x->value.rank;
+                    memcpy(s, x->value.shape, sizeof s);
+                } else {
+                    ok = sx_shape_broadcast("opt", r, s, x->value.rank, x->value.shape, &r, s) ==
+                         SX_OK;
+                }
+            }
+            if (!ok || !sx_shape_equal(r, s, n->value.rank, n->value.shape))
+                continue;
+            sx_cg_node *ins[64];
+            memcpy(ins, n->in, (size_t)n->n_in * sizeof *ins);
+            ins[k] = src;
+            SX_TRY(opt_set_inputs(n, n->n_in, ins));
+            (*changed)++;
+        }
+    }
+    sx_error_clear();
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- fma and gemm folding */
+
+static bool single_use(const sx_cg_node *n, const sx_cg_node *user)
+{
+    return n->n_users == 1 && n->users[0] == user && !n->pinned;
+}
+
+static sx_status pass_fma(sx_cg_graph *g, int64_t *changed)
+{
+    (void)g;
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n) || n->op != SX_OP_ADD)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            sx_cg_node *m = n->in[k], *c = n->in[1 - k];
+            if (m->op != SX_OP_MUL || m == c || !single_use(m, n))
+                continue;
+            sx_cg_node *ins[3] = {m->in[0], m->in[1], c};
+            SX_TRY(opt_set_inputs(n, 3, ins));
+            n->op = SX_OP_FMA;
+            opt_kill(m);
+            (*changed)++;
+            break;
+        }
+    }
+    return SX_OK;
+}
+
+/* permute that swaps the last two axes and keeps the others */
+static bool is_transpose(const sx_cg_node *p)
+{
+    int r = p->value.rank;
+    if (p->op != SX_OP_PERMUTE || r < 2)
+        return false;
+    for (int i = 0; i < r - 2; i++)
+        if (p->attr.ints[i] != i)
+            return false;
+    return p->attr.ints[r - 2] == r - 1 && p->attr.ints[r - 1] == r - 2;
+}
+
+static double scalar_value(const sx_cg_node *c)
+{
+    return opt_is_const(c) && c->value.size == 1 && c->value.data ? sx_tensor_get(&c->value, 0)
+                                                                  : (double)NAN;
+}
+
+static sx_status pass_gemm_fold(sx_cg_graph *g, int64_t *changed)
+{
+    (void)g;
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n))
+            continue;
+        if (n->op == SX_OP_MATMUL) {
+            /* transposes into the flags */
+            for (int k = 0; k < 2; k++) {
+                sx_cg_node *t = n->in[k];
+                if (!is_transpose(t))
+                    continue;
+                sx_cg_node *ins[3] = {n->in[0], n->in[1], n->n_in == 3 ? n->in[2] : NULL};
+                ins[k] = t->in[0];
+                SX_TRY(opt_set_inputs(n, n->n_in, ins));
+                if (k == 0)
+                    n->attr.trans_a = !n->attr.trans_a;
+                else
+                    n->attr.trans_b = !n->attr.trans_b;
+                (*changed)++;
+            }
+            continue;
+        }
+        if (n->op != SX_OP_MUL && n->op != SX_OP_ADD)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            sx_cg_node *m = n->in[k], *o = n->in[1 - k];
+            if (m->op != SX_OP_MATMUL || !single_use(m, n) || !opt_same_shape(m, n))
+                continue;
+            if (n->op == SX_OP_MUL) {
+                /* s * (alpha A B + beta C) = (s alpha) A B + (s beta) C */
+                double s = scalar_value(o);
+                if (isnan(s))
+                    continue;
+                m->attr.alpha *= s;
+                m->attr.beta *= s;
+            } else {
+                /* alpha A B + C: C becomes the addend (broadcast into the output first) */
+                if (m->n_in != 2 || o == m)
+                    continue;
+                sx_cg_node *ins[3] = {m->in[0], m->in[1], o};
+                SX_TRY(opt_set_inputs(m, 3, ins));
+                m->attr.beta = 1.0;
+            }
+            SX_TRY(opt_replace(n, m));
+            (*changed)++;
+            break;
+        }
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- driver */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void count(const sx_cg_graph *g, int64_t *nodes, int64_t *edges)
+{
+    sx_cg_stats s = sx_cg_graph_stats(g);
+    *nodes = s.nodes;
+    *edges = s.edges;
+}
+
+sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                         const sx_cg_opt_params *p, sx_cg_opt_report *report)
+{
+    const char *who = "sx_cg_optimise";
+    if (g == NULL || n < 1 || outputs == NULL)
+        return sx_error(SX_E_ARG, "%s: a graph and at least one output are needed", who);
+    if (g->frozen || g->mode != SX_CG_LAZY)
+        return sx_error(SX_E_STATE, "%s: only lazy graphs that are not frozen", who);
+    for (int i = 0; i < n; i++)
+        if (outputs[i] == NULL || outputs[i]->graph != g || outputs[i]->dead)
+            return sx_error(SX_E_ARG, "%s: output %d is NULL, removed or of another graph", who, i);
+    sx_cg_opt_params params = p ? *p : sx_cg_opt_params_default();
+    sx_cg_opt_report r;
+    memset(&r, 0, sizeof r);
+    double t0 = now();
+    count(g, &r.nodes_before, &r.edges_before);
+    for (int i = 0; i < n; i++)
+        outputs[i]->pinned = true;
+
+    sx_status s = SX_OK;
+    for (int round = 0; round < params.max_rounds && s == SX_OK; round++) {
+        int64_t total = 0;
+        for (int ps = 0; ps < SX_PASS_COUNT && s == SX_OK; ps++) {
+            if (!params.enable[ps])
+                continue;
+            double t = now();
+            int64_t c = 0;
+            switch ((sx_cg_pass)ps) {
+            case SX_PASS_DCE:
+                s = pass_dce(g, n, outputs, &c);
+                break;
+            case SX_PASS_CSE:
+                s = pass_cse(g, &c);
+                break;
+            case SX_PASS_CONST_FOLD:
+                s = pass_const_fold(g, &c);
+                break;
+            case SX_PASS_SIMPLIFY:
+                s = pass_simplify(g, &c);
+                break;
+            case SX_PASS_BROADCAST:
+                s = pass_broadcast(g, &c);
+                break;
+            case SX_PASS_UPDATE_FUSION:
+                s = opt_pass_update_fusion(g, &c);
+                break;
+            case SX_PASS_GEMM_FOLD:
+                s = pass_gemm_fold(g, &c);
+                break;
+            case SX_PASS_FMA:
+                s = pass_fma(g, &c);
+                break;
+            case SX_PASS_ELEMWISE_FUSION:
+                s = opt_pass_elemwise_fusion(g, &c);
+                break;
+            case SX_PASS_COUNT:
+                break;
+            }
+            if (s == SX_OK && c > 0)
+                s = renumber(g);
+            r.changed[ps] += c;
+            r.pass_seconds[ps] += now() - t;
+            total += c;
+        }
+        r.rounds = round + 1;
+        if (total == 0)
+            break;
+    }
+    /* unused leaves made by the passes (constants) go too */
+    if (s == SX_OK && params.enable[SX_PASS_DCE]) {
+        int64_t c = 0;
+        s = pass_dce(g, n, outputs, &c);
+        if (s == SX_OK && c > 0)
+            s = renumber(g);
+        r.changed[SX_PASS_DCE] += c;
+    }
+    /* rewritten nodes hold no value yet: everything computed is recomputed on demand */
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i]->pinned = false;
+        if (live_op(g->nodes[i]))
+            g->nodes[i]->valid = false;
+    }
+    count(g, &r.nodes_after, &r.edges_after);
+    r.seconds = now() - t0;
+    if (report != NULL)
+        *report = r;
+    return s;
+}
+
+void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f)
+{
+    fprintf(f, "%-20s %8s %10s\n", "pass", "changed", "ms");
+    for (int i = 0; i < SX_PASS_COUNT; i++)
+        fprintf(f, "%-20s %8lld %10.3f\n", pass_names[i], (long long)r->changed[i],
+                1e3 * r->pass_seconds[i]);
+    fprintf(f, "nodes %lld -> %lld, edges %lld -> %lld, %d rounds, %.3f ms\n",
+            (long long)r->nodes_before, (long long)r->nodes_after, (long long)r->edges_before,
+            (long long)r->edges_after, r->rounds, 1e3 * r->seconds);
+}

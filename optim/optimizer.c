@@ -1,0 +1,168 @@
+/* optimizer.c: the optimisers as graph builders. Each writes its update in one canonical form
+ * (the forms documented in sx_optim.h and recognised by cgraph's update fusion): scalar
+ * coefficients are rank-0 constants on the left of a product, g*g is mul(g, g). */
+#include "sx_optim.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names[SX_OPTIM_COUNT] = {"sgd",     "momentum", "nesterov",
+                                                  "adagrad", "rmsprop",  "adam"};
+
+const char *sx_optim_name(sx_optim_kind k)
+{
+    return (unsigned)k < SX_OPTIM_COUNT ? names[k] : "bad-optimiser";
+}
+
+sx_status sx_optim_parse(const char *s, sx_optim_kind *out)
+{
+    for (int k = 0; s != NULL && k < SX_OPTIM_COUNT; k++)
+        if (strcmp(s, names[k]) == 0) {
+            *out = (sx_optim_kind)k;
+            return SX_OK;
+        }
+    return sx_error(SX_E_ARG,
+                    "unknown optimiser '%s' (want sgd, momentum, nesterov, adagrad, rmsprop or "
+                    "adam)",
+                    s ? s : "(null)");
+}
+
+sx_optim_params sx_optim_params_default(sx_optim_kind kind)
+{
+    sx_optim_params p = {kind, 0.01, 0.9, 0.99, 0.9, 0.999, 1e-8};
+    if (kind == SX_OPTIM_ADAM)
+        p.lr = 0.001;
+    if (kind == SX_OPTIM_ADAGRAD)
+        p.eps = 1e-10;
+    return p;
+}
+
+/* A rank-0 constant of x's dtype. */
+static sx_cg_node *scalar(sx_cg_graph *g, sx_cg_node *x, double v)
+{
+    sx_tensor t;
+    double d = v;
+    float f = (float)v;
+    t = sx_tensor_view(sx_cg_node_dtype(x), 0, NULL,
+                       sx_cg_node_dtype(x) == SX_F32 ? (void *)&f : (void *)&d);
+    return sx_cg_const(g, &t);
+}
+
+/* A zero-initialised state parameter shaped like p, named "<p>.<what>". */
+static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, const char *what)
+{
+    sx_tensor *z = NULL;
+    if (sx_tensor_zeros(sx_cg_node_dtype(p), sx_cg_node_rank(p), sx_cg_node_shape(p), &z) != SX_OK)
+        return NULL;
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", sx_cg_node_name(p), what);
+    sx_cg_node *s = sx_cg_param(g, name, z);
+    sx_tensor_free(z);
+    return s;
+}
+
+/* p <- p - lr * step */
+static sx_cg_node *descend(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *lr, sx_cg_node *step)
+{
+    return sx_cg_assign(g, p, sx_cg_sub(g, p, sx_cg_mul(g, lr, step)));
+}
+
+/* g / (sqrt(a) + eps) */
+static sx_cg_node *scaled(sx_cg_graph *g, sx_cg_node *num, sx_cg_node *a, double eps)
+{
+    return sx_cg_div(g, num, sx_cg_add(g, sx_cg_sqrt(g, a), scalar(g, a, eps)));
+}
+
+static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
+                       sx_cg_node *lr, sx_cg_node *step)
+{
+    const char *who = "sx_optim_update";
+    if (p == NULL || param == NULL || grad == NULL || lr == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL argument", who);
+    if ((unsigned)p->kind >= SX_OPTIM_COUNT)
+        return sx_error(SX_E_ARG, "%s: unknown optimiser %d", who, (int)p->kind);
+    if (sx_cg_node_op(param) != SX_OP_PARAM)
+        return sx_error(SX_E_ARG, "%s: node %lld is a %s, not a parameter", who,
+                        (long long)sx_cg_node_id(param), sx_cg_op_name(sx_cg_node_op(param)));
+    if (sx_cg_node_size(lr) != 1 || (step != NULL && sx_cg_node_size(step) != 1))
+        return sx_error(SX_E_SHAPE, "%s: lr and step must hold one element", who);
+    if (p->kind == SX_OPTIM_ADAM && step == NULL)
+        return sx_error(SX_E_ARG, "%s: adam needs the step node for its bias correction", who);
+    if (!(p->eps >= 0) || !(p->momentum >= 0 && p->momentum < 1) || !(p->rho >= 0 && p->rho < 1) ||
+        !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
+        return sx_error(SX_E_ARG, "%s: hyper-parameter out of range", who);
+    return SX_OK;
+}
+
+sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
+                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step, sx_cg_node **updates,
+                          int *n)
+{
+    if (g == NULL || updates == NULL || n == NULL)
+        return sx_error(SX_E_ARG, "sx_optim_update: NULL argument");
+    *n = 0;
+    SX_TRY(check(p, param, grad, lr, step));
+    sx_cg_node *out[3] = {NULL, NULL, NULL};
+    int k = 0;
+    switch (p->kind) {
+    case SX_OPTIM_SGD:
+        out[k++] = descend(g, param, lr, grad);
+        break;
+    case SX_OPTIM_MOMENTUM:
+    case SX_OPTIM_NESTEROV: {
+        sx_cg_node *v = state(g, param, "velocity");
+        sx_cg_node *mu = scalar(g, grad, p->momentum);
+        sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, v), grad);
+        out[k++] = sx_cg_assign(g, v, vn);
+        sx_cg_node *dir =
+            p->kind == SX_OPTIM_NESTEROV ? sx_cg_add(g, grad, sx_cg_mul(g, mu, vn)) : vn;
+        out[k++] = descend(g, param, lr, dir);
+        break;
+    }
+    case SX_OPTIM_ADAGRAD: {
+        sx_cg_node *a = state(g, param, "sum_sq");
+        sx_cg_node *an = sx_cg_add(g, a, sx_cg_mul(g, grad, grad));
+        out[k++] = sx_cg_assign(g, a, an);
+        out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
+        break;
+    }
+    case SX_OPTIM_RMSPROP: {
+        sx_cg_node *a = state(g, param, "mean_sq");
+        sx_cg_node *an =
+            sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->rho), a),
+                      sx_cg_mul(g, scalar(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
+        out[k++] = sx_cg_assign(g, a, an);
+        out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
+        break;
+    }
+    case SX_OPTIM_ADAM: {
+        sx_cg_node *m = state(g, param, "m"), *v = state(g, param, "v");
+        sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->beta1), m),
+                                   sx_cg_mul(g, scalar(g, grad, 1 - p->beta1), grad));
+        sx_cg_node *vn =
+            sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->beta2), v),
+                      sx_cg_mul(g, scalar(g, grad, 1 - p->beta2), sx_cg_mul(g, grad, grad)));
+        /* lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) */
+        sx_cg_node *one = scalar(g, lr, 1.0);
+        sx_cg_node *c2 =
+            sx_cg_sqrt(g, sx_cg_sub(g, one, sx_cg_pow(g, scalar(g, lr, p->beta2), step)));
+        sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, scalar(g, lr, p->beta1), step));
+        sx_cg_node *lrt = sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
+        out[k++] = sx_cg_assign(g, m, mn);
+        out[k++] = sx_cg_assign(g, v, vn);
+        out[k++] = descend(g, param, lrt, scaled(g, mn, vn, p->eps));
+        break;
+    }
+    case SX_OPTIM_COUNT:
+        break;
+    }
+    for (int i = 0; i < k; i++)
+        if (out[i] == NULL) {
+            sx_status s = sx_cg_graph_status(g);
+            return s != SX_OK ? s : sx_error(SX_E_STATE, "sx_optim_update: a node failed");
+        }
+    for (int i = 0; i < k; i++)
+        updates[i] = out[i];
+    *n = k;
+    return SX_OK;
+}

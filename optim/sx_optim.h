@@ -1,0 +1,64 @@
+/* sx_optim.h: losses and optimisers as graph builders. This layer knows graphs, not networks:
+ * an optimiser turns (parameter, gradient) into update nodes of the same graph; the graph
+ * optimiser then fuses each update into one pass over memory (cgraph's update fusion
+ * recognises exactly the forms built here).
+ *
+ * Errors follow cgraph: status values, a message in sx_last_error(), out-parameters NULL. */
+#ifndef SX_OPTIM_H
+#define SX_OPTIM_H
+
+#include "sx_cgraph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    SX_OPTIM_SGD,
+    SX_OPTIM_MOMENTUM,
+    SX_OPTIM_NESTEROV,
+    SX_OPTIM_ADAGRAD,
+    SX_OPTIM_RMSPROP,
+    SX_OPTIM_ADAM,
+    SX_OPTIM_COUNT
+} sx_optim_kind;
+
+const char *sx_optim_name(sx_optim_kind k); /* "adagrad" */
+/* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam"). */
+sx_status sx_optim_parse(const char *s, sx_optim_kind *out) SX_NODISCARD;
+
+/* Hyper-parameters (those a kind does not use are ignored). */
+typedef struct sx_optim_params {
+    sx_optim_kind kind;
+    double lr;           /* base learning rate (a schedule may scale it per step) */
+    double momentum;     /* momentum, nesterov: mu */
+    double rho;          /* rmsprop: decay of the squared-gradient average */
+    double beta1, beta2; /* adam */
+    double eps;          /* adagrad, rmsprop, adam: added to the root in the denominator */
+} sx_optim_params;
+
+/* Defaults as in PyTorch: lr 0.01 (adam 0.001), momentum 0.9, rho 0.99, betas 0.9/0.999,
+ * eps 1e-10 for adagrad and 1e-8 otherwise. */
+sx_optim_params sx_optim_params_default(sx_optim_kind kind);
+
+/* Build the update of one parameter: creates the optimiser's state (zero-initialised
+ * parameters named "<param name>.<state>") and one assign per written tensor, which it stores
+ * in updates[0..*n) (at most 3; the parameter's own assign last). `lr` is a single-element
+ * node holding this step's learning rate (an input fed every step, so schedules advance in a
+ * compiled graph); `step` is a single-element node holding the 1-based step number, used by
+ * Adam's bias correction (may be NULL for the other kinds).
+ *   sgd:      p <- p - lr g
+ *   momentum: v <- mu v + g;  p <- p - lr v            nesterov: p <- p - lr (g + mu v)
+ *   adagrad:  a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
+ *   rmsprop:  a <- rho a + (1 - rho) g g;  p <- p - lr (g / (sqrt(a) + eps))
+ *   adam:     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g g;
+ *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) */
+sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
+                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step, sx_cg_node **updates,
+                          int *n) SX_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SX_OPTIM_H */

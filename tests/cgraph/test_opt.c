@@ -1,0 +1,489 @@
+/* The graph optimiser: each pass on graphs built to trigger it and on graphs where it must not
+ * fire, random graphs with every pass on, off and alone (results equal), the fixed point, and
+ * the update fusion of every optimiser of optim/ (one node per parameter, same results). */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <sx_autodiff.h>
+#include <sx_optim.h>
+
+static sx_cg_graph *lazy(void)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g), SX_OK);
+    return g;
+}
+
+static sx_cg_node *rand_input(sx_cg_graph *g, sx_rng *r, const char *name, int rank,
+                              const int64_t *shape, double lo, double hi)
+{
+    sx_cg_node *x = sx_cg_input(g, name, SX_F64, rank, shape);
+    sx_tensor *v = tu_rand(r, SX_F64, rank, shape, lo, hi);
+    cr_assert_eq(sx_cg_input_set(g, x, v, SX_CG_COPY), SX_OK);
+    sx_tensor_free(v);
+    return x;
+}
+
+static sx_cg_node *constant(sx_cg_graph *g, int rank, const int64_t *shape, double v)
+{
+    sx_tensor *t = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F64, rank, shape, v, &t), SX_OK);
+    sx_cg_node *c = sx_cg_const(g, t);
+    sx_tensor_free(t);
+    return c;
+}
+
+static int64_t count_op(sx_cg_graph *g, sx_cg_op op)
+{
+    int64_t c = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        c += n != NULL && sx_cg_node_op(n) == op;
+    }
+    return c;
+}
+
+static sx_cg_opt_params only(sx_cg_pass p)
+{
+    sx_cg_opt_params o = sx_cg_opt_params_default();
+    for (int i = 0; i < SX_PASS_COUNT; i++)
+        o.enable[i] = i == (int)p;
+    return o;
+}
+
+/* Optimise with `p`, then check that outputs evaluate to the values they had before. */
+static void optimise_and_compare(sx_cg_graph *g, int n, sx_cg_node **outs,
+                                 const sx_cg_opt_params *p, double rtol, sx_cg_opt_report *rep)
+{
+    cr_assert_eq(sx_cg_eval(g, n, outs), SX_OK, "%s", sx_last_error());
+    sx_tensor *before[16];
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(sx_tensor_clone(sx_cg_value(outs[i]), &before[i]), SX_OK);
+    sx_cg_opt_report r;
+    cr_assert_eq(sx_cg_optimise(g, n, outs, p, &r), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < n; i++)
+        cr_assert_not_null(outs[i]);
+    cr_assert_eq(sx_cg_eval(g, n, outs), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < n; i++) {
+        cr_assert(tu_close(sx_cg_value(outs[i]), before[i], rtol, 0), "output %d differs", i);
+        sx_tensor_free(before[i]);
+    }
+    if (rep != NULL)
+        *rep = r;
+}
+
+Test(cgraph_opt, dce_removes_what_no_output_needs)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 1);
+    int64_t s[1] = {6};
+    sx_cg_node *x = rand_input(g, &r, "x", 1, s, -1, 1);
+    sx_cg_node *keep = sx_cg_sin(g, x);
+    sx_cg_node *unused = sx_cg_exp(g, sx_cg_cos(g, x));
+    cr_assert_not_null(unused);
+    sx_cg_opt_params p = only(SX_PASS_DCE);
+    sx_cg_opt_report rep;
+    optimise_and_compare(g, 1, &keep, &p, 0, &rep);
+    cr_assert_eq(rep.changed[SX_PASS_DCE], 2);
+    cr_assert_eq(rep.nodes_after, 2);
+    cr_assert_eq(count_op(g, SX_OP_EXP), 0);
+    cr_assert_eq(count_op(g, SX_OP_INPUT), 1, "inputs stay: the user holds them");
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, simplify_identities)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 2);
+    int64_t s[2] = {3, 4}, flat[1] = {12}, t[2] = {4, 3};
+    sx_cg_node *x = rand_input(g, &r, "x", 2, s, 0.5, 2);
+    sx_cg_node *zero = constant(g, 2, s, 0), *one = constant(g, 0, NULL, 1);
+    sx_cg_node *outs[8];
+    outs[0] = sx_cg_add(g, sx_cg_add(g, x, zero), sx_cg_sub(g, x, zero)); /* x + x */
+    outs[1] = sx_cg_div(g, sx_cg_mul(g, one, x), one);                    /* x */
+    outs[2] = sx_cg_neg(g, sx_cg_neg(g, sx_cg_pow(g, x, one)));           /* x */
+    outs[3] = sx_cg_reshape(g, sx_cg_reshape(g, x, 1, flat), 2, t);       /* one reshape */
+    outs[4] = sx_cg_transpose(g, sx_cg_transpose(g, sx_cg_exp(g, x)));    /* exp x */
+    outs[5] = sx_cg_exp(g, sx_cg_log(g, sx_cg_exp(g, x)));                /* exp x */
+    outs[6] = sx_cg_sum(g, sx_cg_reshape(g, x, 2, (int64_t[]){1, 12}), SX_AXIS(0), false);
+    outs[7] = sx_cg_mul(g, sx_cg_sin(g, x), zero); /* zeros (x assumed finite) */
+    sx_cg_opt_params p = only(SX_PASS_SIMPLIFY);
+    p.enable[SX_PASS_DCE] = true;
+    sx_cg_opt_report rep;
+    optimise_and_compare(g, 8, outs, &p, 0, &rep);
+    cr_assert_gt(rep.changed[SX_PASS_SIMPLIFY], 8);
+    cr_assert_eq(count_op(g, SX_OP_NEG), 0);
+    cr_assert_eq(count_op(g, SX_OP_POW), 0);
+    cr_assert_eq(count_op(g, SX_OP_DIV), 0);
+    cr_assert_eq(count_op(g, SX_OP_LOG), 0);
+    cr_assert_eq(count_op(g, SX_OP_PERMUTE), 0);
+    cr_assert_eq(count_op(g, SX_OP_SIN), 0, "x * 0 no longer needs x");
+    cr_assert_eq(count_op(g, SX_OP_SUM), 0, "a sum over a size-1 axis is a reshape");
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, simplify_keeps_what_is_not_an_identity)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 3);
+    int64_t s[2] = {3, 4}, row[1] = {4};
+    sx_cg_node *x = rand_input(g, &r, "x", 1, row, -2, 2);
+    /* x + 0 where 0 is (3,4): broadcasting grows x, so the add stays */
+    sx_cg_node *grown = sx_cg_add(g, x, constant(g, 2, s, 0));
+    /* exp(log x) for x that may be negative stays (log of a negative is NaN) */
+    sx_cg_node *e = sx_cg_exp(g, sx_cg_log(g, x));
+    sx_cg_node *outs[2] = {grown, e};
+    sx_cg_opt_params p = only(SX_PASS_SIMPLIFY);
+    optimise_and_compare(g, 2, outs, &p, 0, NULL);
+    cr_assert_eq(count_op(g, SX_OP_ADD), 1);
+    cr_assert_eq(count_op(g, SX_OP_LOG), 1);
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, constant_folding_and_cse)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 4);
+    int64_t s[1] = {5};
+    sx_cg_node *x = rand_input(g, &r, "x", 1, s, -1, 1);
+    sx_cg_node *c = sx_cg_exp(g, sx_cg_add(g, constant(g, 1, s, 1.5), constant(g, 0, NULL, 2)));
+    sx_cg_node *a = sx_cg_mul(g, x, c);
+    /* after simplification exp(x * 1) is exp(x): a duplicate that CSE merges */
+    sx_cg_node *d1 = sx_cg_exp(g, x);
+    sx_cg_node *d2 = sx_cg_exp(g, sx_cg_mul(g, x, constant(g, 0, NULL, 1)));
+    sx_cg_node *outs[2] = {a, sx_cg_add(g, d1, d2)};
+    sx_cg_opt_report rep;
+    sx_cg_opt_params p = sx_cg_opt_params_default();
+    p.enable[SX_PASS_ELEMWISE_FUSION] = false;
+    p.enable[SX_PASS_FMA] = false;
+    optimise_and_compare(g, 2, outs, &p, 0, &rep);
+    cr_assert_geq(rep.changed[SX_PASS_CONST_FOLD], 2);
+    cr_assert_geq(rep.changed[SX_PASS_CSE], 1);
+    cr_assert_eq(count_op(g, SX_OP_EXP), 1, "one exp of x left, the constant exp folded");
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, broadcast_feeding_a_broadcasting_op_is_dropped)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 5);
+    int64_t s[2] = {4, 5}, b[1] = {5}, col[2] = {4, 1};
+    sx_cg_node *x = rand_input(g, &r, "x", 2, s, -1, 1);
+    sx_cg_node *bias = rand_input(g, &r, "b", 1, b, -1, 1);
+    sx_cg_node *c = rand_input(g, &r, "c", 2, col, -1, 1);
+    sx_cg_node *y1 = sx_cg_add(g, x, sx_cg_broadcast(g, bias, 2, s));
+    sx_cg_node *y2 = sx_cg_mul(g, x, sx_cg_repeat(g, c, (int64_t[]){1, 5}));
+    /* a repeat of a non-size-1 axis is real data movement: it stays */
+    sx_cg_node *y3 =
+        sx_cg_add(g, sx_cg_tile(g, x, (int64_t[]){2, 1}), sx_cg_tile(g, x, (int64_t[]){2, 1}));
+    sx_cg_node *outs[3] = {y1, y2, y3};
+    sx_cg_opt_params p = only(SX_PASS_BROADCAST);
+    p.enable[SX_PASS_DCE] = true;
+    optimise_and_compare(g, 3, outs, &p, 0, NULL);
+    cr_assert_eq(count_op(g, SX_OP_BROADCAST), 0);
+    cr_assert_eq(count_op(g, SX_OP_REPEAT), 0);
+    cr_assert_eq(count_op(g, SX_OP_TILE), 1);
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, fma_fusion_only_when_the_product_is_private)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 6);
+    int64_t s[2] = {3, 3};
+    sx_cg_node *a = rand_input(g, &r, "a", 2, s, -1, 1);
+    sx_cg_node *b = rand_input(g, &r, "b", 2, s, -1, 1);
+    sx_cg_node *c = rand_input(g, &r, "c", 2, s, -1, 1);
+    sx_cg_node *fused = sx_cg_add(g, c, sx_cg_mul(g, a, b));
+    sx_cg_node *shared = sx_cg_mul(g, a, c);
+    sx_cg_node *not_fused = sx_cg_add(g, shared, b);
+    sx_cg_node *outs[3] = {fused, not_fused, sx_cg_sin(g, shared)};
+    sx_cg_opt_params p = only(SX_PASS_FMA);
+    optimise_and_compare(g, 3, outs, &p, 0, NULL);
+    cr_assert_eq(sx_cg_node_op(fused), SX_OP_FMA);
+    cr_assert_eq(sx_cg_node_op(not_fused), SX_OP_ADD, "the product has another reader");
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, gemm_folding)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 7);
+    int64_t sa[2] = {6, 4}, sb[2] = {6, 5}, sc[2] = {4, 5}, bias[1] = {5};
+    sx_cg_node *a = rand_input(g, &r, "a", 2, sa, -1, 1);
+    sx_cg_node *b = rand_input(g, &r, "b", 2, sb, -1, 1);
+    sx_cg_node *c = rand_input(g, &r, "c", 2, sc, -1, 1);
+    sx_cg_node *bv = rand_input(g, &r, "bias", 1, bias, -1, 1);
+    /* 3 * (a^T b) + c and (a^T b) + bias: one matmul call each */
+    sx_cg_node *y1 = sx_cg_add(g,
+                               sx_cg_mul(g, sx_cg_matmul(g, sx_cg_transpose(g, a), b, false, false),
+                                         constant(g, 0, NULL, 3)),
+                               c);
+    sx_cg_node *y2 = sx_cg_add(g, sx_cg_matmul(g, a, b, true, false), bv);
+    sx_cg_node *outs[2] = {y1, y2};
+    sx_cg_opt_params p = only(SX_PASS_GEMM_FOLD);
+    p.enable[SX_PASS_DCE] = true;
+    optimise_and_compare(g, 2, outs, &p, 1e-13, NULL); /* BLAS may add in another order */
+    cr_assert_eq(count_op(g, SX_OP_PERMUTE), 0);
+    cr_assert_eq(count_op(g, SX_OP_MUL), 0);
+    cr_assert_eq(count_op(g, SX_OP_ADD), 0);
+    cr_assert_eq(count_op(g, SX_OP_MATMUL), 2);
+    sx_cg_graph_free(g);
+}
+
+Test(cgraph_opt, elementwise_chain_runs_as_one_node)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 8);
+    int64_t s[2] = {37, 129};
+    sx_cg_node *x = rand_input(g, &r, "x", 2, s, -1, 1);
+    sx_cg_node *y = rand_input(g, &r, "y", 2, s, -1, 1);
+    /* tanh(exp(x) * y - 0.5) + relu(x) * 2 */
+    sx_cg_node *z =
+        sx_cg_add(g, sx_cg_tanh(g, sx_cg_add_scalar(g, sx_cg_mul(g, sx_cg_exp(g, x), y), -0.5)),
+                  sx_cg_mul_scalar(g, sx_cg_relu(g, x), 2));
+    sx_cg_opt_params p = only(SX_PASS_ELEMWISE_FUSION);
+    sx_cg_opt_report rep;
+    optimise_and_compare(g, 1, &z, &p, 0, &rep);
+    cr_assert_eq(sx_cg_node_op(z), SX_OP_FUSED);
+    cr_assert_eq(rep.changed[SX_PASS_ELEMWISE_FUSION], 6);
+    cr_assert_eq(rep.nodes_after, 5, "x, y, two scalars and the fused node");
+    sx_cg_graph_free(g);
+}
+
+/* ---------------------------------------------------------------- update fusion */
+
+/* One parameter trained for three steps with optimiser `k`, fused or not. Returns the final
+ * parameter and states concatenated. */
+static sx_tensor *train(sx_optim_kind k, bool fused, sx_dtype dt, int64_t *n_updates)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &g), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, 99);
+    int64_t s[2] = {7, 9};
+    sx_tensor *w0 = tu_rand(&r, dt, 2, s, -1, 1);
+    sx_cg_node *w = sx_cg_param(g, "w", w0);
+    sx_cg_node *x = sx_cg_input(g, "x", dt, 2, s);
+    sx_cg_node *lr = sx_cg_input(g, "lr", dt, 0, NULL);
+    sx_cg_node *step = sx_cg_input(g, "step", dt, 0, NULL);
+    sx_cg_node *loss =
+        sx_cg_sum(g, sx_cg_sqr(g, sx_cg_sub(g, sx_cg_tanh(g, w), x)), SX_AXES_ALL, false);
+    sx_cg_node *gw = NULL;
+    cr_assert_eq(sx_ad_grad(g, loss, 1, &w, &gw), SX_OK, "%s", sx_last_error());
+    sx_optim_params op = sx_optim_params_default(k);
+    op.lr = 0.05;
+    sx_cg_node *outs[4] = {loss};
+    int n = 0;
+    cr_assert_eq(sx_optim_update(g, &op, w, gw, lr, step, outs + 1, &n), SX_OK, "%s",
+                 sx_last_error());
+    if (fused) {
+        sx_cg_opt_report rep;
+        cr_assert_eq(sx_cg_optimise(g, n + 1, outs, NULL, &rep), SX_OK, "%s", sx_last_error());
+        *n_updates = count_op(g, SX_OP_SGD_UPDATE) + count_op(g, SX_OP_MOMENTUM_UPDATE) +
+                     count_op(g, SX_OP_ADAGRAD_UPDATE) + count_op(g, SX_OP_RMSPROP_UPDATE) +
+                     count_op(g, SX_OP_ADAM_UPDATE);
+        cr_assert_eq(count_op(g, SX_OP_ASSIGN), 0, "%s: every assign fused", sx_optim_name(k));
+    }
+    sx_tensor *xv = tu_rand(&r, dt, 2, s, -0.5, 0.5);
+    cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
+    for (int it = 1; it <= 3; it++) {
+        sx_tensor *lv = NULL, *sv = NULL;
+        cr_assert_eq(sx_tensor_scalar(dt, op.lr / it, &lv), SX_OK); /* a decaying schedule */
+        cr_assert_eq(sx_tensor_scalar(dt, it, &sv), SX_OK);
+        cr_assert_eq(sx_cg_input_set(g, lr, lv, SX_CG_COPY), SX_OK);
+        cr_assert_eq(sx_cg_input_set(g, step, sv, SX_CG_COPY), SX_OK);
+        cr_assert_eq(sx_cg_eval(g, n + 1, outs), SX_OK, "%s", sx_last_error());
+        sx_tensor_free(lv);
+        sx_tensor_free(sv);
+    }
+    /* collect w and every state parameter */
+    int64_t total = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            total += sx_cg_node_size(nd);
+    }
+    sx_tensor *all = NULL;
+    cr_assert_eq(sx_tensor_new(dt, 1, &total, &all), SX_OK);
+    int64_t at = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM) {
+            const sx_tensor *v = sx_cg_value(nd);
+            for (int64_t j = 0; j < v->size; j++)
+                sx_tensor_set(all, at++, sx_tensor_get(v, j));
+        }
+    }
+    sx_tensor_free(w0);
+    sx_tensor_free(xv);
+    sx_cg_graph_free(g);
+    return all;
+}
+
+Test(cgraph_opt, every_optimiser_update_fuses_to_one_node_with_equal_results)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+            int64_t nu = 0, unused = 0;
+            sx_tensor *plain = train((sx_optim_kind)k, false, (sx_dtype)dt, &unused);
+            sx_tensor *fused = train((sx_optim_kind)k, true, (sx_dtype)dt, &nu);
+            cr_assert_eq(nu, 1, "%s: %lld fused update nodes", sx_optim_name(k), (long long)nu);
+            cr_assert_eq(plain->size, fused->size);
+            cr_assert_eq(
+                memcmp(plain->data, fused->data, (size_t)plain->size * sx_dtype_size(plain->dtype)),
+                0, "%s %s: fused and unfused steps differ", sx_optim_name(k), sx_dtype_name(dt));
+            sx_tensor_free(plain);
+            sx_tensor_free(fused);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- random graphs */
+
+/* A random graph of mixed ops over (4,5) tensors, built the same way for a given seed. */
+static int build_random(sx_cg_graph *g, uint64_t seed, sx_cg_node **outs)
+{
+    sx_rng r;
+    sx_rng_seed(&r, seed);
+    int64_t s[2] = {4, 5}, row[1] = {5}, sq[2] = {5, 5};
+    sx_cg_node *pool[64];
+    int n = 0;
+    pool[n++] = rand_input(g, &r, "x", 2, s, 0.2, 1);
+    pool[n++] = rand_input(g, &r, "y", 2, s, -1, 1);
+    sx_cg_node *b = rand_input(g, &r, "b", 1, row, -1, 1);
+    sx_cg_node *w = rand_input(g, &r, "w", 2, sq, -0.5, 0.5);
+    sx_cg_node *zero = constant(g, 2, s, 0), *one = constant(g, 0, NULL, 1);
+    sx_cg_node *two = constant(g, 0, NULL, 2);
+    for (int step = 0; step < 24; step++) {
+        sx_cg_node *a = pool[sx_rng_below(&r, (uint64_t)n)];
+        sx_cg_node *c = pool[sx_rng_below(&r, (uint64_t)n)];
+        sx_cg_node *y = NULL;
+        switch (sx_rng_below(&r, 14)) {
+        case 0:
+            y = sx_cg_add(g, a, c);
+            break;
+        case 1:
+            y = sx_cg_mul(g, a, c);
+            break;
+        case 2:
+            y = sx_cg_sub(g, sx_cg_tanh(g, a), c);
+            break;
+        case 3:
+            y = sx_cg_add(g, sx_cg_mul(g, a, c), pool[0]);
+            break;
+        case 4:
+            y = sx_cg_add(g, a, zero);
+            break;
+        case 5:
+            y = sx_cg_mul(g, sx_cg_mul(g, a, one), two);
+            break;
+        case 6:
+            y = sx_cg_add(g, a, sx_cg_broadcast(g, b, 2, s));
+            break;
+        case 7:
+            y = sx_cg_add(g, sx_cg_mul(g, sx_cg_matmul(g, a, w, false, false), two), c);
+            break;
+        case 8:
+            y = sx_cg_matmul(g, sx_cg_transpose(g, sx_cg_transpose(g, a)), w, false, true);
+            break;
+        case 9:
+            y = sx_cg_sin(g, sx_cg_neg(g, sx_cg_neg(g, a)));
+            break;
+        case 10:
+            y = sx_cg_sum(g, sx_cg_mul(g, a, c), SX_AXIS(1), true);
+            break;
+        case 11:
+            y = sx_cg_exp(g, sx_cg_log(g, sx_cg_sqr(g, a)));
+            break;
+        case 12:
+            y = sx_cg_relu(g, sx_cg_sub(g, a, sx_cg_add(g, one, one)));
+            break;
+        default:
+            y = sx_cg_reshape(
+                g, sx_cg_reshape(g, sx_cg_sqrt(g, sx_cg_abs(g, a)), 1, (int64_t[]){20}), 2, s);
+            break;
+        }
+        cr_assert_not_null(y, "%s", sx_last_error());
+        if (sx_cg_node_size(y) == 20 && sx_cg_node_rank(y) == 2)
+            pool[n++] = y;
+        else
+            pool[n++] = sx_cg_add(g, sx_cg_broadcast(g, y, 2, s), zero);
+    }
+    outs[0] = pool[n - 1];
+    outs[1] = pool[n - 2];
+    outs[2] = pool[2 + sx_rng_below(&r, (uint64_t)(n - 2))];
+    return 3;
+}
+
+Test(cgraph_opt, random_graphs_same_results_with_any_passes)
+{
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        /* reference: no optimisation */
+        sx_cg_graph *g0 = lazy();
+        sx_cg_node *o0[3];
+        int n = build_random(g0, seed, o0);
+        cr_assert_eq(sx_cg_eval(g0, n, o0), SX_OK, "%s", sx_last_error());
+        for (int cfg = -2; cfg < SX_PASS_COUNT; cfg++) {
+            sx_cg_opt_params p = cfg == -2 ? sx_cg_opt_params_default() : only((sx_cg_pass)cfg);
+            if (cfg == -1)
+                for (int i = 0; i < SX_PASS_COUNT; i++)
+                    p.enable[i] = false;
+            sx_cg_graph *g = lazy();
+            sx_cg_node *o[3];
+            build_random(g, seed, o);
+            sx_cg_opt_report rep;
+            cr_assert_eq(sx_cg_optimise(g, n, o, &p, &rep), SX_OK, "seed %llu cfg %d: %s",
+                         (unsigned long long)seed, cfg, sx_last_error());
+            cr_assert_eq(sx_cg_eval(g, n, o), SX_OK, "%s", sx_last_error());
+            /* gemm folding lets BLAS add in its own order, and exp(log x) -> x is more exact
+               than the two roundings it replaces: those compare within 1e-12 */
+            bool gemm = cfg == -2 || cfg == SX_PASS_GEMM_FOLD || cfg == SX_PASS_SIMPLIFY;
+            for (int i = 0; i < n; i++)
+                cr_assert(tu_close(sx_cg_value(o[i]), sx_cg_value(o0[i]), gemm ? 1e-12 : 0,
+                                   gemm ? 1e-12 : 0),
+                          "seed %llu pass %s output %d", (unsigned long long)seed,
+                          cfg < 0 ? "all/none" : sx_cg_pass_name(cfg), i);
+            if (cfg == -2) {
+                /* a second run finds nothing more to do */
+                sx_cg_opt_report again;
+                cr_assert_eq(sx_cg_optimise(g, n, o, NULL, &again), SX_OK);
+                for (int ps = 0; ps < SX_PASS_COUNT; ps++)
+                    cr_assert_eq(again.changed[ps], 0, "seed %llu: pass %s changed %lld again",
+                                 (unsigned long long)seed, sx_cg_pass_name(ps),
+                                 (long long)again.changed[ps]);
+                cr_assert_leq(rep.nodes_after, rep.nodes_before);
+            }
+            sx_cg_graph_free(g);
+        }
+        sx_cg_graph_free(g0);
+    }
+}
+
+Test(cgraph_opt, errors)
+{
+    sx_cg_graph *g = lazy();
+    int64_t s[1] = {3};
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F64, 1, s);
+    sx_cg_node *y = sx_cg_exp(g, x);
+    cr_assert_eq(sx_cg_optimise(g, 0, &y, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_cg_optimise(NULL, 1, &y, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_cg_freeze(g, 1, &y), SX_OK);
+    cr_assert_eq(sx_cg_optimise(g, 1, &y, NULL, NULL), SX_E_STATE);
+    sx_cg_graph *e = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_EAGER, SX_F64, &e), SX_OK);
+    sx_cg_node *z = sx_cg_scalar(e, 1);
+    cr_assert_eq(sx_cg_optimise(e, 1, &z, NULL, NULL), SX_E_STATE);
+    sx_cg_graph_free(g);
+    sx_cg_graph_free(e);
+}
