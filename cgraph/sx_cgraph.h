@@ -129,6 +129,9 @@ sx_cg_node *sx_cg_input(sx_cg_graph *g, const char *name, sx_dtype dtype, int ra
                         const int64_t *shape);
 /* A parameter: persistent storage initialised with a copy of `init`, updated by assign. */
 sx_cg_node *sx_cg_param(sx_cg_graph *g, const char *name, const sx_tensor *init);
+/* A parameter over the caller's memory (not copied): updates write into `t`'s data, which must
+ * outlive the graph. Several graphs can share one set of weights this way. */
+sx_cg_node *sx_cg_param_borrow(sx_cg_graph *g, const char *name, sx_tensor *t);
 
 typedef enum { SX_CG_COPY = 0, SX_CG_BORROW = 1 } sx_cg_ownership;
 /* Give an input a value (dtype and shape must match the input's). Invalidates the input's
@@ -243,6 +246,8 @@ SX_CG_DECL_FOLD(logsumexp)
 sx_cg_node *sx_cg_repeat(sx_cg_graph *g, sx_cg_node *x, const int64_t *reps);
 sx_cg_node *sx_cg_tile(sx_cg_graph *g, sx_cg_node *x, const int64_t *reps);
 sx_cg_node *sx_cg_broadcast(sx_cg_graph *g, sx_cg_node *x, int rank, const int64_t *shape);
+/* One entry of shape may be -1: it takes what the element count leaves (as in NumPy), so a
+ * reshape like (-1, 6272) keeps working when the batch size changes. */
 sx_cg_node *sx_cg_reshape(sx_cg_graph *g, sx_cg_node *x, int rank, const int64_t *shape);
 sx_cg_node *sx_cg_slice(sx_cg_graph *g, sx_cg_node *x, const sx_slice *s);
 /* Zeros of `shape` with g placed at the slice s (the adjoint of slice). */
@@ -287,8 +292,10 @@ sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *t
 sx_cg_node *sx_cg_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
                                    sx_cg_node *dout);
 
-/* Random generators owned by the graph, named by an id; a dropout mask draws from one. */
+/* Random generators owned by the graph, named by an id; a dropout mask draws from one.
+ * sx_cg_rng gives access to a generator's state (to save or restore it), NULL for a bad id. */
 sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id) SX_NODISCARD;
+sx_rng *sx_cg_rng(sx_cg_graph *g, int id);
 sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank,
                                const int64_t *shape);
 
@@ -305,6 +312,15 @@ sx_cg_node *sx_cg_eigh_v(sx_cg_graph *g, sx_cg_node *a);
 
 /* Write value into param (same dtype and shape) when evaluated. */
 sx_cg_node *sx_cg_assign(sx_cg_graph *g, sx_cg_node *param, sx_cg_node *value);
+
+/* A copy of what outs[0..n) need, as a new lazy graph (*out, owned by the caller), with every
+ * input's first axis set to `batch` when batch > 0 (shapes are inferred again, so a graph
+ * built for one batch size runs another); constants and parameters are copied with their
+ * values, generators with their states. new_outs[i] is the copy of outs[i].
+ * Errors (*out = NULL): SX_E_ARG, SX_E_SHAPE and the like when a shape no longer fits (a
+ * reshape to a fixed batch size), SX_E_NOMEM. */
+sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs, int64_t batch,
+                           sx_cg_graph **out, sx_cg_node **new_outs) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- freezing */
 
@@ -395,6 +411,84 @@ void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f);
 sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f) SX_NODISCARD;
 /* The same into a file, written to a temporary name then renamed. */
 sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- save and load */
+
+/* Model files and checkpoints. One file holds up to three parts, each optional:
+ *   - a graph: the nodes some outputs need, constants and parameter values inline, so that a
+ *     program that never saw the code that built it can load it and run it;
+ *   - named tensors (weights, optimiser state, whatever the caller must restore);
+ *   - metadata: key/value strings (epoch, step, generator states, a network description).
+ * Files are little-endian on every host, versioned, and end with a CRC-32 of their contents
+ * (the format is described byte by byte at the top of cgraph/serial.c). Loading checks
+ * everything before it hands anything out and never trusts a size it has not checked against
+ * the bytes really there: a truncated, corrupt or hostile file is an error, never a crash or a
+ * huge allocation. */
+typedef struct sx_cg_file sx_cg_file;
+
+/* Write a file at `path` atomically: the bytes go to a new file next to it (path.tmpXXXXXX),
+ * which is flushed, synced and renamed over `path`; on any failure `path` is left as it was and
+ * the temporary file is removed.
+ * Graph: the nodes that outs[0..n_out) need, inputs before their readers, with the graph's
+ * random generators in their current states; outs[i] is stored under out_names[i]. Constants
+ * and parameters are stored with their current values; inputs with their dtype and shape only
+ * (list inputs among the outputs to find them by name after loading). n_out == 0 writes no
+ * graph, and g may then be NULL.
+ * Tensors: tensors[i] under tensor_names[i] (any dtype and shape, empty ones too).
+ * Metadata: values[i] under keys[i].
+ * Names and keys are non-empty and distinct within their part; strings are stored as their
+ * bytes (UTF-8 by convention). Nothing the caller passes is modified.
+ * Errors: SX_E_ARG (NULL or negative arguments, an empty or repeated name, a node of another
+ * graph or removed by the optimiser), SX_E_IO (cannot create, write, sync or rename; the
+ * message carries the system's reason), SX_E_NOMEM. */
+sx_status sx_cg_save(const sx_cg_graph *g, int n_out, sx_cg_node *const *outs,
+                     const char *const *out_names, int n_tensors, const char *const *tensor_names,
+                     const sx_tensor *const *tensors, int n_meta, const char *const *keys,
+                     const char *const *values, const char *path) SX_NODISCARD;
+
+/* Read and validate a whole file: magic, version, the section lengths against the file size,
+ * the checksum, then every field (op names, arity, input indices, attributes, dtypes, shapes,
+ * names distinct, no byte left over), and finally every node is rebuilt through sx_cg_op_new,
+ * so the op's shape rule judges it, and compared with its stored dtype and shape. On success
+ * *out owns everything read (the file on disk is no longer needed; free with sx_cg_file_free).
+ * Errors (*out = NULL, nothing allocated):
+ *   SX_E_IO           cannot open or read the file (with the system's reason), or it is not a
+ *                     regular file
+ *   SX_E_FORMAT       not a strix file (bad magic), truncated, or corrupt:
+ *                     "model.sxm: truncated in section GRPH (...)",
+ *                     "model.sxm: checksum mismatch (file corrupt)", or a field that fails
+ *                     validation, named with its section and node
+ *   SX_E_UNSUPPORTED  "model.sxm: written by a newer strix (format 2, this reads 1)"
+ *   SX_E_NOMEM, SX_E_ARG (NULL argument) */
+sx_status sx_cg_file_read(const char *path, sx_cg_file **out) SX_NODISCARD;
+void sx_cg_file_free(sx_cg_file *f); /* NULL is fine */
+
+/* The graph's outputs in the order they were saved: how many (0 when the file holds no graph)
+ * and the i-th name (NULL when i is out of range). */
+int sx_cg_file_n_outputs(const sx_cg_file *f);
+const char *sx_cg_file_output_name(const sx_cg_file *f, int i);
+/* Build the stored graph as a new lazy graph: constants and parameters hold the saved values,
+ * generators their saved states, inputs have no value yet. Then outs[i] = the node saved under
+ * names[i], for i < n (n may be 0, with names and outs NULL). The caller owns *g
+ * (sx_cg_graph_free); the file is unchanged and can build more graphs. The graph is always
+ * lazy: an eager one would compute each node as it is built, before inputs have values.
+ * Errors (*g = NULL, outs untouched): SX_E_ARG (the file holds no graph, no output has one of
+ * the names, NULL arguments), SX_E_NOMEM. */
+sx_status sx_cg_file_graph(const sx_cg_file *f, int n, const char *const *names, sx_cg_graph **g,
+                           sx_cg_node **outs) SX_NODISCARD;
+
+/* Named tensors: how many, the i-th name (NULL out of range), and the tensor saved under
+ * `name` (NULL if there is none). Tensors belong to the file and stay valid until
+ * sx_cg_file_free: read them, or copy them (sx_tensor_clone, sx_cg_leaf_set). */
+int sx_cg_file_n_tensors(const sx_cg_file *f);
+const char *sx_cg_file_tensor_name(const sx_cg_file *f, int i);
+const sx_tensor *sx_cg_file_tensor(const sx_cg_file *f, const char *name);
+
+/* Metadata: how many entries, the i-th key (NULL out of range), and the value saved under
+ * `key` (NULL if there is none); strings owned by the file. */
+int sx_cg_file_n_meta(const sx_cg_file *f);
+const char *sx_cg_file_meta_key(const sx_cg_file *f, int i);
+const char *sx_cg_file_meta(const sx_cg_file *f, const char *key);
 
 #ifdef __cplusplus
 }

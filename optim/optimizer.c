@@ -48,9 +48,35 @@ static sx_cg_node *scalar(sx_cg_graph *g, sx_cg_node *x, double v)
     return sx_cg_const(g, &t);
 }
 
-/* A zero-initialised state parameter shaped like p, named "<p>.<what>". */
-static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, const char *what)
+int sx_optim_n_states(sx_optim_kind k)
 {
+    return k == SX_OPTIM_SGD ? 0 : k == SX_OPTIM_ADAM ? 2 : (unsigned)k < SX_OPTIM_COUNT ? 1 : 0;
+}
+
+const char *sx_optim_state_name(sx_optim_kind k, int i)
+{
+    switch (k) {
+    case SX_OPTIM_MOMENTUM:
+    case SX_OPTIM_NESTEROV:
+        return i == 0 ? "velocity" : "";
+    case SX_OPTIM_ADAGRAD:
+        return i == 0 ? "sum_sq" : "";
+    case SX_OPTIM_RMSPROP:
+        return i == 0 ? "mean_sq" : "";
+    case SX_OPTIM_ADAM:
+        return i == 0 ? "m" : i == 1 ? "v" : "";
+    default:
+        return "";
+    }
+}
+
+/* State i: the caller's, or a new zero-initialised parameter shaped like p, "<p>.<name>". */
+static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *const *given,
+                         sx_optim_kind k, int i)
+{
+    if (given != NULL)
+        return given[i];
+    const char *what = sx_optim_state_name(k, i);
     sx_tensor *z = NULL;
     if (sx_tensor_zeros(sx_cg_node_dtype(p), sx_cg_node_rank(p), sx_cg_node_shape(p), &z) != SX_OK)
         return NULL;
@@ -95,8 +121,8 @@ static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *
 }
 
 sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
-                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step, sx_cg_node **updates,
-                          int *n)
+                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
+                          sx_cg_node *const *states, sx_cg_node **updates, int *n)
 {
     if (g == NULL || updates == NULL || n == NULL)
         return sx_error(SX_E_ARG, "sx_optim_update: NULL argument");
@@ -110,7 +136,7 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     case SX_OPTIM_MOMENTUM:
     case SX_OPTIM_NESTEROV: {
-        sx_cg_node *v = state(g, param, "velocity");
+        sx_cg_node *v = state(g, param, states, p->kind, 0);
         sx_cg_node *mu = scalar(g, grad, p->momentum);
         sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, v), grad);
         out[k++] = sx_cg_assign(g, v, vn);
@@ -120,14 +146,14 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     }
     case SX_OPTIM_ADAGRAD: {
-        sx_cg_node *a = state(g, param, "sum_sq");
+        sx_cg_node *a = state(g, param, states, p->kind, 0);
         sx_cg_node *an = sx_cg_add(g, a, sx_cg_mul(g, grad, grad));
         out[k++] = sx_cg_assign(g, a, an);
         out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
         break;
     }
     case SX_OPTIM_RMSPROP: {
-        sx_cg_node *a = state(g, param, "mean_sq");
+        sx_cg_node *a = state(g, param, states, p->kind, 0);
         sx_cg_node *an =
             sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->rho), a),
                       sx_cg_mul(g, scalar(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
@@ -136,7 +162,8 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     }
     case SX_OPTIM_ADAM: {
-        sx_cg_node *m = state(g, param, "m"), *v = state(g, param, "v");
+        sx_cg_node *m = state(g, param, states, p->kind, 0);
+        sx_cg_node *v = state(g, param, states, p->kind, 1);
         sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->beta1), m),
                                    sx_cg_mul(g, scalar(g, grad, 1 - p->beta1), grad));
         sx_cg_node *vn =

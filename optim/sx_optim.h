@@ -41,9 +41,16 @@ typedef struct sx_optim_params {
  * eps 1e-10 for adagrad and 1e-8 otherwise. */
 sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 
-/* Build the update of one parameter: creates the optimiser's state (zero-initialised
- * parameters named "<param name>.<state>") and one assign per written tensor, which it stores
- * in updates[0..*n) (at most 3; the parameter's own assign last). `lr` is a single-element
+/* How many state tensors (each shaped like the parameter) a kind keeps: sgd 0, momentum,
+ * nesterov, adagrad and rmsprop 1, adam 2; and the name of state i ("velocity", "sum_sq",
+ * "mean_sq", "m", "v"). */
+int sx_optim_n_states(sx_optim_kind k);
+const char *sx_optim_state_name(sx_optim_kind k, int i);
+
+/* Build the update of one parameter and one assign per written tensor, which it stores in
+ * updates[0..*n) (at most 3; the parameter's own assign last). `states` holds the optimiser's
+ * state parameters (sx_optim_n_states of them, shaped like the parameter, zero at the start);
+ * NULL makes new zero-initialised ones named "<param name>.<state name>". `lr` is a single-element
  * node holding this step's learning rate (an input fed every step, so schedules advance in a
  * compiled graph); `step` is a single-element node holding the 1-based step number, used by
  * Adam's bias correction (may be NULL for the other kinds).
@@ -54,8 +61,8 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind);
  *   adam:     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g g;
  *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) */
 sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
-                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step, sx_cg_node **updates,
-                          int *n) SX_NODISCARD;
+                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
+                          sx_cg_node *const *states, sx_cg_node **updates, int *n) SX_NODISCARD;
 
 #ifdef __cplusplus
 }

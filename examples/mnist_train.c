@@ -1,0 +1,204 @@
+/* mnist_train: train the reference CNN (Owl's lazy_mnist) on MNIST read straight from the
+ * compressed IDX files, then report test accuracy, speed and memory in one line.
+ *
+ *   input 28x28x1 -> lambda x/256 -> conv2d 5x5, 32 filters, SAME, relu -> max_pool 2x2
+ *   -> dropout 0.1 -> fully_connected 1024 relu -> linear 10 softmax
+ *   cross-entropy, Adagrad lr 0.005, minibatch 100, f32
+ *
+ * Options: --data DIR --epochs N --limit N --batch B --optimiser NAME --lr X --seed S
+ *          --threads T --save PATH --eager --dot PATH --checkpoint PATH --quiet
+ *          --no-optimise --no-plan (to measure what the graph optimiser and planner buy)
+ * Ends with: result: test_accuracy=A train_seconds=S images_per_second=R peak_rss_mb=M
+ *            nodes_before=N1 nodes_after=N2 planned_mb=P naive_mb=Q */
+#include <sx_nn.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#ifndef STRIX_DATA_DIR
+#define STRIX_DATA_DIR "data/mnist"
+#endif
+
+static int die(const char *what)
+{
+    fprintf(stderr, "mnist_train: %s\n", what);
+    return 1;
+}
+
+static int die_sx(const char *what)
+{
+    fprintf(stderr, "mnist_train: %s: %s\n", what, sx_last_error());
+    return 1;
+}
+
+/* x / 256: the network scales raw pixel values itself (a lambda only builds graph nodes, so a
+ * saved model keeps it). */
+static sx_cg_node *scale_input(sx_cg_graph *g, sx_cg_node *x, void *ctx)
+{
+    (void)ctx;
+    return sx_cg_mul_scalar(g, x, 1.0 / 256.0);
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end = NULL;
+    double v = s ? strtod(s, &end) : 0;
+    if (s == NULL || *s == '\0' || *end != '\0' || !isfinite(v) || v <= 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: mnist_train [--data DIR] [--epochs N] [--limit N] [--batch B]\n"
+               "                   [--optimiser adagrad|sgd|momentum|nesterov|rmsprop|adam]\n"
+               "                   [--lr X] [--seed S] [--threads T] [--save PATH] [--eager]\n"
+               "                   [--dot PATH] [--checkpoint PATH] [--quiet]\n"
+               "                   [--no-optimise] [--no-plan]\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = STRIX_DATA_DIR, *save = NULL, *dot = NULL, *ckpt = NULL;
+    long epochs = 1, limit = 0, batch = 100, seed = 42, threads = 0;
+    double lr = -1;
+    bool eager = false, quiet = false, no_opt = false, no_plan = false;
+    sx_optim_kind opt = SX_OPTIM_ADAGRAD;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (strcmp(a, "--data") == 0)
+            ok = v != NULL, data = v;
+        else if (strcmp(a, "--epochs") == 0)
+            ok = parse_long(v, 1, 1000, &epochs);
+        else if (strcmp(a, "--limit") == 0)
+            ok = parse_long(v, 1, 60000, &limit);
+        else if (strcmp(a, "--batch") == 0)
+            ok = parse_long(v, 1, 60000, &batch);
+        else if (strcmp(a, "--seed") == 0)
+            ok = parse_long(v, 0, 2147483647L, &seed);
+        else if (strcmp(a, "--threads") == 0)
+            ok = parse_long(v, 1, 1024, &threads);
+        else if (strcmp(a, "--lr") == 0)
+            ok = parse_double(v, &lr);
+        else if (strcmp(a, "--optimiser") == 0 || strcmp(a, "--optimizer") == 0)
+            ok = v != NULL && sx_optim_parse(v, &opt) == SX_OK;
+        else if (strcmp(a, "--save") == 0)
+            ok = v != NULL, save = v;
+        else if (strcmp(a, "--dot") == 0)
+            ok = v != NULL, dot = v;
+        else if (strcmp(a, "--checkpoint") == 0)
+            ok = v != NULL, ckpt = v;
+        else if (strcmp(a, "--eager") == 0)
+            eager = true, takes = false;
+        else if (strcmp(a, "--quiet") == 0)
+            quiet = true, takes = false;
+        else if (strcmp(a, "--no-optimise") == 0)
+            no_opt = true, takes = false;
+        else if (strcmp(a, "--no-plan") == 0)
+            no_plan = true, takes = false;
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "mnist_train: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "mnist_train: bad or missing value for %s%s%s\n", a, v ? ": " : "",
+                    v ? v : "");
+            return 2;
+        }
+        i += takes;
+    }
+    if (threads > 0 && sx_threads_set((int)threads) != SX_OK)
+        return die_sx("--threads");
+
+    /* data: the four *-ubyte.gz files, kept as bytes and converted per batch */
+    sx_ds_images *train = NULL, *test = NULL;
+    if (sx_ds_mnist_load(data, SX_DS_TRAIN, limit, &train) != SX_OK ||
+        sx_ds_mnist_load(data, SX_DS_TEST, 0, &test) != SX_OK) {
+        fprintf(stderr, "mnist_train: %s\n(run scripts/fetch_mnist to get the data)\n",
+                sx_last_error());
+        return 1;
+    }
+
+    /* the reference network */
+    sx_nn_net *net = NULL;
+    if (sx_nn_net_new("lazy_mnist", SX_F32, (uint64_t)seed, &net) != SX_OK)
+        return die_sx("network");
+    sx_nn_net_set_input_scale(net, 1.0); /* raw pixel values; the lambda scales them */
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
+    x = sx_nn_lambda(net, x, scale_input, NULL, "x/256");
+    x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = sx_nn_dropout(net, x, 0.1);
+    x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
+    x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
+    if (sx_nn_net_status(net) != SX_OK)
+        return die_sx("network");
+    if (!quiet)
+        sx_nn_net_print(net, stderr);
+
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.epochs = (int)epochs;
+    p.batch = (int)batch;
+    p.optim = sx_optim_params_default(opt);
+    p.optim.lr = lr > 0 ? lr : opt == SX_OPTIM_ADAGRAD ? 0.005 : p.optim.lr;
+    p.eager = eager;
+    p.optimise = !no_opt;
+    p.plan_memory = !no_plan;
+    p.verbose = quiet ? 0 : 1;
+    p.checkpoint_path = ckpt;
+
+    if (dot != NULL) {
+        sx_nn_model *m = NULL;
+        if (sx_nn_compile_train(net, &p, batch, &m) != SX_OK ||
+            sx_cg_dot_save(sx_nn_model_graph(m), dot) != SX_OK)
+            return die_sx("--dot");
+        sx_nn_model_free(m);
+    }
+
+    sx_nn_train_report r;
+    sx_status s = sx_nn_train(net, &p, train, test, &r);
+    if (s == SX_E_INTERRUPTED) {
+        fprintf(stderr, "mnist_train: %s\n", sx_last_error());
+        return 130;
+    }
+    if (s != SX_OK)
+        return die_sx("training");
+    if (save != NULL && sx_nn_save(net, save) != SX_OK)
+        return die_sx("--save");
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    int64_t images = r.steps > 0 ? (int64_t)train->n * epochs : 0;
+    printf("result: test_accuracy=%.4f train_seconds=%.2f images_per_second=%.0f "
+           "peak_rss_mb=%.0f nodes_before=%lld nodes_after=%lld planned_mb=%.1f naive_mb=%.1f\n",
+           r.test_accuracy, r.train_seconds,
+           r.train_seconds > 0 ? (double)images / r.train_seconds : 0, (double)ru.ru_maxrss / 1024,
+           (long long)r.compile.nodes_before, (long long)r.compile.nodes_after,
+           (double)r.compile.planned_bytes / 1048576, (double)r.compile.naive_bytes / 1048576);
+    sx_nn_net_free(net);
+    sx_ds_images_free(train);
+    sx_ds_images_free(test);
+    (void)die;
+    return 0;
+}

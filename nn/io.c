@@ -1,0 +1,374 @@
+/* io.c: model files and checkpoints, both in cgraph's checksummed file format (sx_cg_save).
+ * A model file holds the inference graph itself (lambda nodes included) with the weights
+ * inline, so a program that never saw the network runs it. A checkpoint holds the weights,
+ * optimiser state, step counters and the dropout generator: resuming repeats the same run. */
+#include "nn_impl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- checkpoints */
+
+typedef struct named {
+    const char **names;
+    const sx_tensor **tensors;
+    char (*buf)[128];
+    int n, cap;
+} named;
+
+static sx_status named_add(named *t, const char *name, const sx_tensor *v)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 32;
+        const char **a = sx_realloc(t->names, (size_t)cap * sizeof *a);
+        if (a == NULL)
+            return SX_E_NOMEM;
+        t->names = a;
+        const sx_tensor **b = sx_realloc(t->tensors, (size_t)cap * sizeof *b);
+        if (b == NULL)
+            return SX_E_NOMEM;
+        t->tensors = b;
+        char(*c)[128] = sx_realloc(t->buf, (size_t)cap * sizeof *c);
+        if (c == NULL)
+            return SX_E_NOMEM;
+        t->buf = c;
+        t->cap = cap;
+    }
+    snprintf(t->buf[t->n], sizeof t->buf[t->n], "%s", name);
+    t->tensors[t->n] = v;
+    t->n++;
+    return SX_OK;
+}
+
+static void named_free(named *t)
+{
+    sx_free(t->names);
+    sx_free(t->tensors);
+    sx_free(t->buf);
+}
+
+sx_status nn_checkpoint_save(sx_nn_net *net, const char *path)
+{
+    named t = {0};
+    sx_status s = SX_OK;
+    sx_optim_kind kind = SX_OPTIM_COUNT;
+    for (int i = 0; s == SX_OK && i < net->n_layers; i++) {
+        for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
+            nn_param *p = &net->layers[i]->params[k];
+            s = named_add(&t, p->name, p->value);
+            for (int j = 0; s == SX_OK && j < NN_MAX_STATES; j++) {
+                if (p->state[j] == NULL)
+                    continue;
+                char name[128];
+                snprintf(name, sizeof name, "%s.%s", p->name,
+                         sx_optim_state_name(p->state_kind, j));
+                s = named_add(&t, name, p->state[j]);
+                kind = p->state_kind;
+            }
+        }
+    }
+    for (int i = 0; i < t.n; i++)
+        t.names[i] = t.buf[i];
+    char step[32], epoch[32], rng[80];
+    snprintf(step, sizeof step, "%" PRId64, net->step);
+    snprintf(epoch, sizeof epoch, "%" PRId64, net->epoch);
+    snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+             net->dropout_rng.s[0], net->dropout_rng.s[1], net->dropout_rng.s[2],
+             net->dropout_rng.s[3]);
+    const char *keys[6] = {"strix.kind", "network", "step", "epoch", "dropout_rng", "optimiser"};
+    const char *vals[6] = {"checkpoint", net->name,
+                           step,         epoch,
+                           rng,          kind == SX_OPTIM_COUNT ? "none" : sx_optim_name(kind)};
+    if (s == SX_OK)
+        s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, 6, keys, vals, path);
+    named_free(&t);
+    return s;
+}
+
+static sx_status copy_into(const char *path, const char *name, const sx_tensor *from, sx_tensor *to)
+{
+    if (from == NULL)
+        return sx_error(SX_E_FORMAT, "%s: no tensor %s (another network?)", path, name);
+    if (from->dtype != to->dtype || !sx_shape_equal(from->rank, from->shape, to->rank, to->shape)) {
+        char a[96], b[96];
+        return sx_error(SX_E_FORMAT, "%s: %s has shape %s %s, the network %s %s", path, name,
+                        sx_shape_str(from->rank, from->shape, a, sizeof a),
+                        sx_dtype_name(from->dtype), sx_shape_str(to->rank, to->shape, b, sizeof b),
+                        sx_dtype_name(to->dtype));
+    }
+    return sx_tensor_copy_out(from, to);
+}
+
+static sx_status parse_i64(const char *path, const char *key, const char *v, int64_t *out)
+{
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (v == NULL || end == v || *end != '\0' || x < 0)
+        return sx_error(SX_E_FORMAT, "%s: bad or missing '%s'", path, key);
+    *out = x;
+    return SX_OK;
+}
+
+sx_status nn_checkpoint_load(sx_nn_net *net, const char *path)
+{
+    sx_cg_file *f = NULL;
+    SX_TRY(sx_cg_file_read(path, &f));
+    sx_status s = SX_OK;
+    const char *kind = sx_cg_file_meta(f, "strix.kind");
+    const char *opt = sx_cg_file_meta(f, "optimiser");
+    if (kind == NULL || strcmp(kind, "checkpoint") != 0)
+        s = sx_error(SX_E_FORMAT, "%s: not a strix checkpoint", path);
+    int64_t step = 0, epoch = 0;
+    if (s == SX_OK)
+        s = parse_i64(path, "step", sx_cg_file_meta(f, "step"), &step);
+    if (s == SX_OK)
+        s = parse_i64(path, "epoch", sx_cg_file_meta(f, "epoch"), &epoch);
+    sx_rng rng;
+    const char *r = sx_cg_file_meta(f, "dropout_rng");
+    if (s == SX_OK && (r == NULL || strlen(r) != 64))
+        s = sx_error(SX_E_FORMAT, "%s: bad or missing 'dropout_rng'", path);
+    for (int i = 0; s == SX_OK && i < 4; i++) {
+        char part[17];
+        memcpy(part, r + 16 * i, 16);
+        part[16] = '\0';
+        char *end = NULL;
+        rng.s[i] = strtoull(part, &end, 16);
+        if (end != part + 16)
+            s = sx_error(SX_E_FORMAT, "%s: bad 'dropout_rng'", path);
+    }
+    sx_optim_kind ok = SX_OPTIM_COUNT;
+    if (s == SX_OK && opt != NULL && strcmp(opt, "none") != 0)
+        s = sx_optim_parse(opt, &ok);
+    /* check every tensor before changing anything */
+    for (int i = 0; s == SX_OK && i < net->n_layers; i++)
+        for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
+            nn_param *p = &net->layers[i]->params[k];
+            const sx_tensor *v = sx_cg_file_tensor(f, p->name);
+            if (v == NULL || v->dtype != p->value->dtype ||
+                !sx_shape_equal(v->rank, v->shape, p->value->rank, p->value->shape))
+                s = copy_into(path, p->name, v, p->value); /* reports the mismatch */
+        }
+    for (int i = 0; s == SX_OK && i < net->n_layers; i++)
+        for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
+            nn_param *p = &net->layers[i]->params[k];
+            s = copy_into(path, p->name, sx_cg_file_tensor(f, p->name), p->value);
+            if (s != SX_OK || ok == SX_OPTIM_COUNT || !p->trainable)
+                continue;
+            int ns = sx_optim_n_states(ok);
+            for (int j = 0; s == SX_OK && j < ns; j++) {
+                char name[128];
+                snprintf(name, sizeof name, "%s.%s", p->name, sx_optim_state_name(ok, j));
+                if (p->state_kind != ok || p->state[j] == NULL) {
+                    for (int q = 0; q < NN_MAX_STATES; q++) {
+                        sx_tensor_free(p->state[q]);
+                        p->state[q] = NULL;
+                    }
+                    p->state_kind = ok;
+                    for (int q = 0; s == SX_OK && q < ns; q++)
+                        s = sx_tensor_zeros(net->dtype, p->value->rank, p->value->shape,
+                                            &p->state[q]);
+                }
+                if (s == SX_OK)
+                    s = copy_into(path, name, sx_cg_file_tensor(f, name), p->state[j]);
+            }
+        }
+    if (s == SX_OK) {
+        net->step = step;
+        net->epoch = epoch;
+        net->dropout_rng = rng;
+    }
+    sx_cg_file_free(f);
+    return s;
+}
+
+/* ---------------------------------------------------------------- model files */
+
+sx_status sx_nn_save(sx_nn_net *net, const char *path)
+{
+    if (net == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_save: NULL argument");
+    /* the plain (unoptimised) inference graph, with batch 1: the loader rebuilds it for the
+     * batch size it wants and optimises and plans it there */
+    nn_build b;
+    memset(&b, 0, sizeof b);
+    sx_cg_graph *g = NULL;
+    sx_status s = sx_cg_graph_new(SX_CG_LAZY, net->dtype, &g);
+    sx_cg_node *x = NULL, *out = NULL, *logits = NULL;
+    if (s == SX_OK) {
+        b.g = g;
+        b.mode = NN_INFER;
+        s = sx_cg_rng_new(g, 0, &b.rng_id);
+    }
+    sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    if (s == SX_OK) {
+        int64_t xs[SX_MAX_RANK];
+        xs[0] = 1;
+        memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
+        x = sx_cg_input(g, "x", net->dtype, in->rank + 1, xs);
+        s = x ? nn_forward(net, &b, x, &out, &logits) : sx_cg_graph_status(g);
+    }
+    char scale[40], classes[32];
+    snprintf(scale, sizeof scale, "%.17g", net->input_scale);
+    snprintf(classes, sizeof classes, "%" PRId64, last ? last->shape[0] : 0);
+    const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
+    const char *vals[4] = {"model", net->name, scale, classes};
+    sx_cg_node *outs[2] = {x, out};
+    const char *names[2] = {"x", "y"};
+    if (s == SX_OK)
+        s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path);
+    nn_build_free(&b);
+    sx_cg_graph_free(g);
+    return s;
+}
+
+#define LOADED_CACHE 4
+
+struct sx_nn_loaded {
+    sx_cg_file *file;
+    int64_t batch;
+    int rank;
+    int64_t shape[SX_MAX_RANK]; /* input without the batch axis */
+    int64_t classes;
+    double input_scale;
+    struct {
+        int64_t batch;
+        sx_cg_graph *g;
+        sx_cg_node *x, *y;
+    } graphs[LOADED_CACHE];
+};
+
+/* A frozen graph of the file for batches of n. */
+static sx_status loaded_graph(sx_nn_loaded *m, int64_t n, int *slot)
+{
+    for (int i = 0; i < LOADED_CACHE; i++)
+        if (m->graphs[i].g != NULL && m->graphs[i].batch == n) {
+            *slot = i;
+            return SX_OK;
+        }
+    int k = 0;
+    for (int i = 0; i < LOADED_CACHE; i++)
+        if (m->graphs[i].g == NULL) {
+            k = i;
+            break;
+        }
+    sx_cg_graph_free(m->graphs[k].g);
+    m->graphs[k].g = NULL;
+    const char *names[2] = {"x", "y"};
+    sx_cg_node *outs[2];
+    sx_cg_graph *saved = NULL, *g = NULL;
+    SX_TRY(sx_cg_file_graph(m->file, 2, names, &saved, outs));
+    sx_status s = sx_cg_graph_copy(saved, 2, outs, n, &g, outs);
+    sx_cg_graph_free(saved);
+    if (s != SX_OK)
+        return s;
+    s = sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
+    if (s == SX_OK)
+        s = sx_cg_freeze(g, 1, &outs[1]);
+    if (s != SX_OK) {
+        sx_cg_graph_free(g);
+        return s;
+    }
+    m->graphs[k].g = g;
+    m->graphs[k].batch = n;
+    m->graphs[k].x = outs[0];
+    m->graphs[k].y = outs[1];
+    *slot = k;
+    return SX_OK;
+}
+
+void sx_nn_loaded_free(sx_nn_loaded *m)
+{
+    if (m == NULL)
+        return;
+    for (int i = 0; i < LOADED_CACHE; i++)
+        sx_cg_graph_free(m->graphs[i].g);
+    sx_cg_file_free(m->file);
+    sx_free(m);
+}
+
+sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
+{
+    if (out == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_load: NULL argument");
+    *out = NULL;
+    if (batch < 1)
+        return sx_error(SX_E_ARG, "sx_nn_load: batch %lld (want >= 1)", (long long)batch);
+    sx_nn_loaded *m = sx_calloc(1, sizeof *m);
+    if (m == NULL)
+        return SX_E_NOMEM;
+    m->batch = batch;
+    sx_status s = sx_cg_file_read(path, &m->file);
+    const char *kind = s == SX_OK ? sx_cg_file_meta(m->file, "strix.kind") : NULL;
+    if (s == SX_OK && (kind == NULL || strcmp(kind, "model") != 0))
+        s = sx_error(SX_E_FORMAT, "%s: not a strix model file%s", path,
+                     kind && strcmp(kind, "checkpoint") == 0 ? " (a checkpoint)" : "");
+    if (s == SX_OK) {
+        const char *sc = sx_cg_file_meta(m->file, "input_scale");
+        const char *cl = sx_cg_file_meta(m->file, "classes");
+        char *e1 = NULL, *e2 = NULL;
+        m->input_scale = sc ? strtod(sc, &e1) : 0;
+        m->classes = cl ? strtoll(cl, &e2, 10) : 0;
+        if (sc == NULL || cl == NULL || *e1 != '\0' || *e2 != '\0' || m->classes < 1)
+            s = sx_error(SX_E_FORMAT, "%s: bad or missing model metadata", path);
+    }
+    int slot = 0;
+    if (s == SX_OK)
+        s = loaded_graph(m, batch, &slot);
+    if (s == SX_OK) {
+        const sx_cg_node *x = m->graphs[slot].x, *y = m->graphs[slot].y;
+        m->rank = sx_cg_node_rank(x) - 1;
+        memcpy(m->shape, sx_cg_node_shape(x) + 1, (size_t)m->rank * sizeof *m->shape);
+        if (sx_cg_node_op(x) != SX_OP_INPUT || sx_cg_node_rank(y) != 2 ||
+            sx_cg_node_shape(y)[1] != m->classes)
+            s = sx_error(SX_E_FORMAT, "%s: the graph's input or output is not as a model's", path);
+    }
+    if (s != SX_OK) {
+        sx_nn_loaded_free(m);
+        return s;
+    }
+    *out = m;
+    return SX_OK;
+}
+
+int sx_nn_loaded_input_rank(const sx_nn_loaded *m)
+{
+    return m->rank;
+}
+
+const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m)
+{
+    return m->shape;
+}
+
+int64_t sx_nn_loaded_classes(const sx_nn_loaded *m)
+{
+    return m->classes;
+}
+
+double sx_nn_loaded_input_scale(const sx_nn_loaded *m)
+{
+    return m->input_scale;
+}
+
+sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out)
+{
+    const char *who = "sx_nn_loaded_predict";
+    if (m == NULL || x == NULL || out == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL argument", who);
+    int64_t n = x->rank > 0 ? x->shape[0] : 0;
+    if (n < 1 || n > m->batch)
+        return sx_error(SX_E_SHAPE, "%s: %lld examples (want 1..%lld)", who, (long long)n,
+                        (long long)m->batch);
+    int slot = 0;
+    SX_TRY(loaded_graph(m, n, &slot));
+    sx_cg_graph *g = m->graphs[slot].g;
+    SX_TRY(sx_cg_input_set(g, m->graphs[slot].x, x, SX_CG_BORROW));
+    SX_TRY(sx_cg_eval(g, 1, &m->graphs[slot].y));
+    const sx_tensor *y = sx_cg_value(m->graphs[slot].y);
+    if (out->size != y->size || out->dtype != y->dtype)
+        return sx_error(SX_E_SHAPE, "%s: out has %lld elements, the result %lld", who,
+                        (long long)out->size, (long long)y->size);
+    return sx_tensor_copy_out(y, out);
+}

@@ -1,0 +1,512 @@
+/* model.c: the neural compiler. Forward pass, loss, gradients (autodiff), clipping and every
+ * optimiser update are traced into one graph, optimised (the updates fuse into one node per
+ * parameter) and frozen with a memory plan; a step then only points the inputs at the batch
+ * and runs the frozen order, with no allocation. The eager path builds the same graph in eager
+ * mode at every step (each node computed as it is made), for comparison and debugging. */
+#include "nn_impl.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+struct sx_nn_model {
+    sx_nn_net *net;
+    bool train;
+    int64_t batch;
+    sx_nn_train_params params;
+    sx_cg_graph *g;
+    nn_build b;
+    sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
+    sx_cg_node **outs;
+    int n_outs;
+    sx_nn_compile_report report;
+    sx_nn_model *smaller[4]; /* inference graphs for smaller batches, made on demand */
+};
+
+/* Values of the inputs, for eager graphs (which compute while they are built). */
+typedef struct feed {
+    const sx_tensor *x, *y;
+    double lr;
+    int64_t step;
+} feed;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+sx_nn_train_params sx_nn_train_params_default(void)
+{
+    sx_nn_train_params p;
+    memset(&p, 0, sizeof p);
+    p.epochs = 1;
+    p.batch = 100;
+    p.loss = SX_LOSS_CROSS_ENTROPY;
+    p.optim = sx_optim_params_default(SX_OPTIM_ADAGRAD);
+    p.optim.lr = 0.005;
+    p.schedule.kind = SX_SCHED_CONSTANT;
+    p.shuffle = true;
+    p.verbose = 1;
+    p.progress_every = 100;
+    p.optimise = true;
+    p.plan_memory = true;
+    return p;
+}
+
+static sx_cg_node *scalar(sx_cg_graph *g, sx_dtype dt, double v)
+{
+    sx_tensor t;
+    double d = v;
+    float f = (float)v;
+    t = sx_tensor_view(dt, 0, NULL, dt == SX_F32 ? (void *)&f : (void *)&d);
+    return sx_cg_const(g, &t);
+}
+
+static sx_status set_scalar(sx_cg_graph *g, sx_cg_node *in, double v)
+{
+    double d = v;
+    float f = (float)v;
+    sx_dtype dt = sx_cg_node_dtype(in);
+    sx_tensor t = sx_tensor_view(dt, 0, NULL, dt == SX_F32 ? (void *)&f : (void *)&d);
+    return sx_cg_input_set(g, in, &t, SX_CG_COPY);
+}
+
+static sx_status graph_status(sx_cg_graph *g)
+{
+    sx_status s = sx_cg_graph_status(g);
+    return s != SX_OK ? s : sx_error(SX_E_STATE, "nn: a graph node could not be made");
+}
+
+/* The mean loss of the batch from the network's outputs (logits for cross-entropy: the
+ * softmax is folded into the loss). */
+static sx_cg_node *loss_node(sx_cg_graph *g, sx_nn_loss kind, sx_cg_node *out, sx_cg_node *logits,
+                             sx_cg_node *y)
+{
+    sx_dtype dt = sx_cg_node_dtype(out);
+    switch (kind) {
+    case SX_LOSS_CROSS_ENTROPY:
+        return sx_cg_mean(g, sx_cg_softmax_xent(g, logits, y), SX_AXES_ALL, false);
+    case SX_LOSS_MSE:
+        return sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
+    case SX_LOSS_L1:
+        return sx_cg_mean(g, sx_cg_abs(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
+    case SX_LOSS_HINGE: {
+        /* targets t in {0, 1} (one-hot) as s = 2t - 1: mean(max(0, 1 - s * out)) */
+        sx_cg_node *sgn = sx_cg_sub(g, sx_cg_mul(g, y, scalar(g, dt, 2)), scalar(g, dt, 1));
+        return sx_cg_mean(g, sx_cg_relu(g, sx_cg_sub(g, scalar(g, dt, 1), sx_cg_mul(g, sgn, out))),
+                          SX_AXES_ALL, false);
+    }
+    }
+    sx_error(SX_E_ARG, "nn: unknown loss %d", (int)kind);
+    return NULL;
+}
+
+void sx_nn_model_free(sx_nn_model *m)
+{
+    if (m == NULL)
+        return;
+    for (int i = 0; i < 4; i++)
+        sx_nn_model_free(m->smaller[i]);
+    nn_build_free(&m->b);
+    sx_cg_graph_free(m->g);
+    sx_free(m->outs);
+    sx_free(m);
+}
+
+sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m)
+{
+    return m->report;
+}
+
+sx_cg_graph *sx_nn_model_graph(sx_nn_model *m)
+{
+    return m->g;
+}
+
+/* The optimiser state tensors of a parameter, made (zero) when missing or of another kind. */
+static sx_status ensure_states(sx_nn_net *net, nn_param *p, sx_optim_kind kind)
+{
+    int ns = sx_optim_n_states(kind);
+    bool fresh = p->state_kind != kind;
+    for (int k = 0; k < NN_MAX_STATES; k++) {
+        if ((fresh || k >= ns) && p->state[k] != NULL) {
+            sx_tensor_free(p->state[k]);
+            p->state[k] = NULL;
+        }
+        if (k < ns && p->state[k] == NULL)
+            SX_TRY(sx_tensor_zeros(net->dtype, p->value->rank, p->value->shape, &p->state[k]));
+    }
+    p->state_kind = kind;
+    return SX_OK;
+}
+
+static sx_status add_out(sx_nn_model *m, sx_cg_node *n)
+{
+    if (n == NULL)
+        return graph_status(m->g);
+    sx_cg_node **a = sx_realloc(m->outs, (size_t)(m->n_outs + 1) * sizeof *a);
+    if (a == NULL)
+        return SX_E_NOMEM;
+    m->outs = a;
+    m->outs[m->n_outs++] = n;
+    return SX_OK;
+}
+
+/* Gradient clipping over the list of gradients (in place in the array). */
+static sx_status clip(sx_cg_graph *g, const sx_nn_train_params *p, sx_dtype dt, int n,
+                      sx_cg_node **grads)
+{
+    if (p->clip_value > 0)
+        for (int i = 0; i < n; i++)
+            grads[i] = sx_cg_max(g, sx_cg_min(g, grads[i], scalar(g, dt, p->clip_value)),
+                                 scalar(g, dt, -p->clip_value));
+    if (p->clip_norm > 0) {
+        /* scale = c / max(||g||, c): 1 while the global norm is within c */
+        sx_cg_node *sq = NULL;
+        for (int i = 0; i < n; i++) {
+            sx_cg_node *t = sx_cg_sum(g, sx_cg_sqr(g, grads[i]), SX_AXES_ALL, false);
+            sq = sq == NULL ? t : sx_cg_add(g, sq, t);
+        }
+        sx_cg_node *c = scalar(g, dt, p->clip_norm);
+        sx_cg_node *scale = sx_cg_div(g, c, sx_cg_max(g, sx_cg_sqrt(g, sq), c));
+        for (int i = 0; i < n; i++)
+            grads[i] = sx_cg_mul(g, grads[i], scale);
+    }
+    for (int i = 0; i < n; i++)
+        if (grads[i] == NULL)
+            return graph_status(g);
+    return SX_OK;
+}
+
+/* Loss, regularisation, gradients, clipping and the updates of every trainable parameter. */
+static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *f)
+{
+    sx_nn_net *net = m->net;
+    sx_cg_graph *g = m->g;
+    const sx_nn_train_params *p = &m->params;
+    sx_dtype dt = net->dtype;
+    int64_t ys[2] = {m->batch, nn_output_layer(net)->shape[0]};
+    m->y = sx_cg_input(g, "y", dt, 2, ys);
+    m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
+    m->step = sx_cg_input(g, "step", dt, 0, NULL);
+    if (m->y == NULL || m->lr == NULL || m->step == NULL)
+        return graph_status(g);
+    if (f != NULL) {
+        SX_TRY(sx_cg_input_set(g, m->y, f->y, SX_CG_BORROW));
+        SX_TRY(set_scalar(g, m->lr, f->lr));
+        SX_TRY(set_scalar(g, m->step, (double)f->step));
+    }
+    sx_cg_node *loss = loss_node(g, p->loss, m->out, logits, m->y);
+    if (loss == NULL)
+        return graph_status(g);
+
+    /* the trainable parameters, and regularisation of the weights */
+    int n = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        n += net->layers[i]->n_params;
+    sx_cg_node **ps = sx_calloc((size_t)n + 1, sizeof *ps);
+    sx_cg_node **grads = sx_calloc((size_t)n + 1, sizeof *grads);
+    nn_param **meta = sx_calloc((size_t)n + 1, sizeof *meta);
+    sx_status s = ps && grads && meta ? SX_OK : SX_E_NOMEM;
+    int np = 0;
+    for (int i = 0; s == SX_OK && i < net->n_layers; i++) {
+        for (int k = 0; k < net->layers[i]->n_params; k++) {
+            nn_param *pr = &net->layers[i]->params[k];
+            sx_cg_node *node = nn_param_node(&m->b, net, i, k);
+            if (!pr->trainable || node == NULL)
+                continue;
+            if (pr->regularised && p->l2 > 0)
+                loss = sx_cg_add(g, loss,
+                                 sx_cg_mul(g, scalar(g, dt, p->l2),
+                                           sx_cg_sum(g, sx_cg_sqr(g, node), SX_AXES_ALL, false)));
+            if (pr->regularised && p->l1 > 0)
+                loss = sx_cg_add(g, loss,
+                                 sx_cg_mul(g, scalar(g, dt, p->l1),
+                                           sx_cg_sum(g, sx_cg_abs(g, node), SX_AXES_ALL, false)));
+            ps[np] = node;
+            meta[np] = pr;
+            np++;
+        }
+    }
+    m->loss = loss;
+    if (s == SX_OK && loss == NULL)
+        s = graph_status(g);
+    if (s == SX_OK)
+        s = add_out(m, loss);
+    /* correct predictions: argmax of the outputs against argmax of the targets */
+    if (s == SX_OK) {
+        m->correct = sx_cg_sum(g,
+                               sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(1), false),
+                                        sx_cg_argmax(g, m->y, SX_AXIS(1), false)),
+                               SX_AXES_ALL, false);
+        s = add_out(m, m->correct);
+    }
+    if (s == SX_OK)
+        s = sx_ad_grad(g, loss, np, ps, grads);
+    if (s == SX_OK)
+        s = clip(g, p, dt, np, grads);
+    for (int i = 0; s == SX_OK && i < np; i++) {
+        s = ensure_states(net, meta[i], p->optim.kind);
+        sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
+        int ns = sx_optim_n_states(p->optim.kind);
+        for (int k = 0; s == SX_OK && k < ns; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s.%s", meta[i]->name,
+                     sx_optim_state_name(p->optim.kind, k));
+            states[k] = sx_cg_param_borrow(g, name, meta[i]->state[k]);
+            if (states[k] == NULL)
+                s = graph_status(g);
+        }
+        sx_cg_node *ups[3];
+        int nu = 0;
+        if (s == SX_OK)
+            s = sx_optim_update(g, &p->optim, ps[i], grads[i], m->lr, m->step, states, ups, &nu);
+        for (int k = 0; s == SX_OK && k < nu; k++)
+            s = add_out(m, ups[k]);
+    }
+    for (int i = 0; s == SX_OK && i < m->b.n_updates; i++) /* batch-norm running statistics */
+        s = add_out(m, m->b.updates[i]);
+    sx_free(ps);
+    sx_free(grads);
+    sx_free(meta);
+    return s;
+}
+
+/* Build a model's graph. f != NULL: an eager graph computed with these input values. */
+static sx_status build(sx_nn_model *m, const feed *f)
+{
+    sx_nn_net *net = m->net;
+    SX_TRY(sx_cg_graph_new(f ? SX_CG_EAGER : SX_CG_LAZY, net->dtype, &m->g));
+    sx_cg_graph *g = m->g;
+    m->b.g = g;
+    m->b.mode = m->train ? NN_TRAIN : NN_INFER;
+    SX_TRY(sx_cg_rng_new(g, 0, &m->b.rng_id));
+    *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
+
+    sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    if (net->status != SX_OK)
+        return sx_error(net->status, "network %s has an error: fix its first failing layer",
+                        net->name);
+    if (in == NULL || last == NULL)
+        return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
+    if (last->rank != 1)
+        return sx_error(SX_E_SHAPE, "network %s: the output must be (batch, classes), not rank %d",
+                        net->name, last->rank + 1);
+    int64_t xs[SX_MAX_RANK];
+    xs[0] = m->batch;
+    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
+    m->x = sx_cg_input(g, "x", net->dtype, in->rank + 1, xs);
+    if (m->x == NULL)
+        return graph_status(g);
+    if (f != NULL)
+        SX_TRY(sx_cg_input_set(g, m->x, f->x, SX_CG_BORROW));
+    sx_cg_node *logits = NULL;
+    SX_TRY(nn_forward(net, &m->b, m->x, &m->out, &logits));
+    if (!m->train)
+        return add_out(m, m->out);
+    return build_training(m, logits, f);
+}
+
+/* Optimise and freeze a lazy model graph, filling the report. */
+static sx_status compile(sx_nn_model *m)
+{
+    double t0 = now();
+    sx_cg_stats st = sx_cg_graph_stats(m->g);
+    m->report.nodes_before = m->report.nodes_after = st.nodes;
+    m->report.edges_before = m->report.edges_after = st.edges;
+    if (m->params.optimise) {
+        sx_cg_opt_report r;
+        SX_TRY(sx_cg_optimise(m->g, m->n_outs, m->outs, NULL, &r));
+        m->report.nodes_after = r.nodes_after;
+        m->report.edges_after = r.edges_after;
+        m->report.optimise_seconds = r.seconds;
+    }
+    sx_cg_freeze_params fp = sx_cg_freeze_params_default();
+    fp.plan_memory = m->params.plan_memory;
+    sx_cg_plan_report pr;
+    SX_TRY(sx_cg_freeze_ex(m->g, m->n_outs, m->outs, &fp, &pr));
+    m->report.planned_bytes = pr.arena_bytes;
+    m->report.naive_bytes = pr.naive_bytes;
+    m->report.peak_live_bytes = pr.peak_live_bytes;
+    m->report.plan_seconds = pr.seconds;
+    m->report.compile_seconds = now() - t0;
+    return SX_OK;
+}
+
+static sx_status model_new(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch, bool train,
+                           sx_nn_model **out)
+{
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_compile: out is NULL");
+    *out = NULL;
+    if (net == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_compile: net is NULL");
+    if (batch < 1)
+        return sx_error(SX_E_ARG, "sx_nn_compile: batch %lld (want >= 1)", (long long)batch);
+    sx_nn_model *m = sx_calloc(1, sizeof *m);
+    if (m == NULL)
+        return SX_E_NOMEM;
+    m->net = net;
+    m->train = train;
+    m->batch = batch;
+    m->params = p ? *p : sx_nn_train_params_default();
+    *out = m;
+    return SX_OK;
+}
+
+sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch,
+                              sx_nn_model **out)
+{
+    SX_TRY(model_new(net, p, batch, true, out));
+    sx_nn_model *m = *out;
+    double t0 = now();
+    sx_status s = build(m, NULL);
+    if (s == SX_OK)
+        s = compile(m);
+    if (s != SX_OK) {
+        sx_nn_model_free(m);
+        *out = NULL;
+        return s;
+    }
+    m->report.compile_seconds = now() - t0;
+    return SX_OK;
+}
+
+sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out)
+{
+    SX_TRY(model_new(net, NULL, batch, false, out));
+    sx_nn_model *m = *out;
+    double t0 = now();
+    sx_status s = build(m, NULL);
+    if (s == SX_OK)
+        s = compile(m);
+    if (s != SX_OK) {
+        sx_nn_model_free(m);
+        *out = NULL;
+        return s;
+    }
+    m->report.compile_seconds = now() - t0;
+    return SX_OK;
+}
+
+static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
+                             const int64_t *shape, int64_t rows)
+{
+    if (t == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL tensor", who);
+    if (t->dtype != m->net->dtype)
+        return sx_error(SX_E_DTYPE, "%s: the batch is %s, the network %s", who,
+                        sx_dtype_name(t->dtype), sx_dtype_name(m->net->dtype));
+    bool ok = t->rank == rank && t->shape[0] == rows;
+    for (int i = 1; ok && i < rank; i++)
+        ok = t->shape[i] == shape[i];
+    if (!ok) {
+        char a[128], b[128];
+        int64_t want[SX_MAX_RANK];
+        memcpy(want, shape, (size_t)rank * sizeof *want);
+        want[0] = rows;
+        return sx_error(SX_E_SHAPE, "%s: batch of shape %s, want %s", who,
+                        sx_shape_str(t->rank, t->shape, a, sizeof a),
+                        sx_shape_str(rank, want, b, sizeof b));
+    }
+    return SX_OK;
+}
+
+/* Weights may have changed since the last run (another model sharing them trained, or a
+ * checkpoint was loaded): what depends on them is recomputed. */
+static sx_status invalidate_params(sx_nn_model *m)
+{
+    int n = m->net->n_layers * NN_MAX_PARAMS;
+    for (int i = 0; m->b.param_nodes != NULL && i < n; i++)
+        if (m->b.param_nodes[i] != NULL)
+            SX_TRY(sx_cg_invalidate(m->g, m->b.param_nodes[i]));
+    return SX_OK;
+}
+
+static sx_status read_results(sx_nn_model *m, double *loss, int64_t *correct)
+{
+    if (loss != NULL)
+        *loss = sx_tensor_get(sx_cg_value(m->loss), 0);
+    if (correct != NULL)
+        *correct = (int64_t)sx_tensor_get(sx_cg_value(m->correct), 0);
+    return SX_OK;
+}
+
+sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
+                           int64_t step, double *loss, int64_t *correct)
+{
+    const char *who = "sx_nn_model_step";
+    if (m == NULL || !m->train)
+        return sx_error(SX_E_ARG, "%s: not a training model", who);
+    SX_TRY(check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
+    SX_TRY(check_batch(who, m, y, 2, sx_cg_node_shape(m->y), m->batch));
+    sx_nn_net *net = m->net;
+    sx_cg_graph *g = m->g;
+    SX_TRY(sx_cg_input_set(g, m->x, x, SX_CG_BORROW));
+    SX_TRY(sx_cg_input_set(g, m->y, y, SX_CG_BORROW));
+    SX_TRY(set_scalar(g, m->lr, lr));
+    SX_TRY(set_scalar(g, m->step, (double)step));
+    for (int i = 0; i < m->b.n_masks; i++) /* a new dropout mask every step */
+        SX_TRY(sx_cg_invalidate(g, m->b.masks[i]));
+    SX_TRY(invalidate_params(m));
+    *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
+    SX_TRY(sx_cg_eval(g, m->n_outs, m->outs));
+    net->dropout_rng = *sx_cg_rng(g, m->b.rng_id);
+    return read_results(m, loss, correct);
+}
+
+/* One eager step: the whole graph is built, and so computed, with the batch's values. */
+sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_tensor *x,
+                        const sx_tensor *y, double lr, int64_t step, double *loss, int64_t *correct)
+{
+    sx_nn_model *m = NULL;
+    SX_TRY(model_new(net, p, x->shape[0], true, &m));
+    feed f = {x, y, lr, step};
+    sx_status s = build(m, &f);
+    if (s == SX_OK) {
+        read_results(m, loss, correct);
+        net->dropout_rng = *sx_cg_rng(m->g, m->b.rng_id);
+    }
+    sx_nn_model_free(m);
+    return s;
+}
+
+sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out)
+{
+    const char *who = "sx_nn_model_predict";
+    if (m == NULL || x == NULL || out == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL argument", who);
+    int64_t n = x->rank > 0 ? x->shape[0] : 0;
+    if (n < 1 || n > m->batch)
+        return sx_error(SX_E_SHAPE, "%s: %lld examples (want 1..%lld)", who, (long long)n,
+                        (long long)m->batch);
+    if (m->train)
+        return sx_error(SX_E_ARG, "%s: a training model (compile for inference)", who);
+    if (n < m->batch) {
+        /* a graph for this batch size, kept for the next call (the last batch of a set) */
+        int slot = -1;
+        for (int i = 0; i < 4 && slot < 0; i++)
+            if (m->smaller[i] != NULL && m->smaller[i]->batch == n)
+                slot = i;
+        if (slot < 0) {
+            slot = 0;
+            for (int i = 0; i < 4; i++)
+                if (m->smaller[i] == NULL) {
+                    slot = i;
+                    break;
+                }
+            sx_nn_model_free(m->smaller[slot]);
+            m->smaller[slot] = NULL;
+            SX_TRY(sx_nn_compile_infer(m->net, n, &m->smaller[slot]));
+        }
+        return sx_nn_model_predict(m->smaller[slot], x, out);
+    }
+    SX_TRY(check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
+    SX_TRY(check_batch(who, m, out, 2, sx_cg_node_shape(m->out), m->batch));
+    SX_TRY(sx_cg_input_set(m->g, m->x, x, SX_CG_BORROW));
+    SX_TRY(invalidate_params(m));
+    SX_TRY(sx_cg_eval(m->g, 1, &m->out));
+    return sx_tensor_copy_out(sx_cg_value(m->out), out);
+}

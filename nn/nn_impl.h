@@ -1,0 +1,117 @@
+/* nn_impl.h: the inside of networks and compiled models (never installed). */
+#ifndef SX_NN_IMPL_H
+#define SX_NN_IMPL_H
+
+#include "sx_nn.h"
+
+#define NN_MAX_IN 16    /* inputs of a merge layer */
+#define NN_MAX_PARAMS 4 /* tensors a layer keeps: weight, bias / gamma, beta, running stats */
+#define NN_MAX_STATES 2 /* optimiser states per parameter */
+
+typedef enum {
+    L_INPUT,
+    L_CONV2D,
+    L_MAXPOOL,
+    L_AVGPOOL,
+    L_GMAXPOOL,
+    L_GAVGPOOL,
+    L_DROPOUT,
+    L_DENSE,
+    L_ACT,
+    L_BATCHNORM,
+    L_RESHAPE,
+    L_PAD2D,
+    L_UPSAMPLE,
+    L_LAMBDA,
+    L_ADD,
+    L_MUL,
+    L_MAX,
+    L_AVERAGE,
+    L_CONCAT,
+    L_KIND_COUNT
+} nn_kind;
+
+/* A layer's stored tensors: trainable parameters (weight, bias, gamma, beta) and state updated
+ * by the forward pass itself (batch norm's running statistics). */
+typedef struct nn_param {
+    sx_tensor *value;
+    char name[96];
+    bool trainable;
+    bool regularised;                /* weights, not biases */
+    sx_tensor *state[NN_MAX_STATES]; /* optimiser state, created at compile time */
+    sx_optim_kind state_kind;        /* which optimiser the state belongs to */
+} nn_param;
+
+struct sx_nn_layer {
+    nn_kind kind;
+    char name[64];
+    int n_in;
+    sx_nn_layer *in[NN_MAX_IN];
+    int rank; /* output shape without the batch axis */
+    int64_t shape[SX_MAX_RANK];
+    sx_nn_act act;
+    double act_param;
+    int kh, kw, stride;
+    sx_padding padding;
+    double rate, momentum, eps;
+    bool flatten; /* dense over the flattened input */
+    int pads[4];  /* top, bottom, left, right */
+    int up[2];
+    sx_nn_lambda_fn fn;
+    void *ctx;
+    int n_params;
+    nn_param params[NN_MAX_PARAMS];
+};
+
+struct sx_nn_net {
+    char name[64];
+    sx_dtype dtype;
+    uint64_t seed;
+    sx_rng init_rng;    /* weight initialisation */
+    sx_rng dropout_rng; /* dropout masks: carried from step to step and into checkpoints */
+    sx_status status;
+    sx_nn_layer **layers;
+    int n_layers, cap_layers;
+    int counters[L_KIND_COUNT];
+    sx_nn_init init;
+    double input_scale; /* pixel byte -> input value */
+    int64_t step;       /* training steps done (1-based step of the next one is step + 1) */
+    int64_t epoch;      /* epochs done */
+};
+
+/* Graph building (forward.c). */
+typedef enum { NN_TRAIN, NN_INFER } nn_mode;
+typedef struct nn_build {
+    sx_cg_graph *g;
+    nn_mode mode;
+    int rng_id;         /* dropout generator of the graph */
+    sx_cg_node **masks; /* dropout mask nodes made (invalidated every step) */
+    int n_masks, cap_masks;
+    sx_cg_node **updates; /* running-statistics assigns made in training */
+    int n_updates, cap_updates;
+    sx_cg_node *
+        *param_nodes; /* the graph node of each (layer, param): [layer * NN_MAX_PARAMS + i] */
+} nn_build;
+
+/* Build the forward graph from input node x (batch, input shape). *out: the network's output;
+ * *logits: the last layer's value before a final softmax (== *out otherwise). The param nodes
+ * borrow the network's tensors. */
+sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **out,
+                     sx_cg_node **logits);
+/* The graph node of a layer's parameter in this build (NULL before it is made). */
+sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int param);
+void nn_build_free(nn_build *b);
+
+/* One training step without the compiler (model.c). */
+sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_tensor *x,
+                        const sx_tensor *y, double lr, int64_t step, double *loss,
+                        int64_t *correct);
+
+/* Checkpoints (io.c): weights, optimiser state, step, epoch and the dropout generator. */
+sx_status nn_checkpoint_save(sx_nn_net *net, const char *path);
+sx_status nn_checkpoint_load(sx_nn_net *net, const char *path);
+
+sx_nn_layer *nn_input_layer(const sx_nn_net *net);
+sx_nn_layer *nn_output_layer(const sx_nn_net *net);
+
+#endif

@@ -1,0 +1,263 @@
+/* sx_nn.h: networks, the neural compiler, training and inference.
+ *
+ * A network is built by calls that read like its layer list and owns its weights:
+ *
+ *     sx_nn_net *net = NULL;
+ *     sx_nn_net_new("mnist", SX_F32, 42, &net);           // name, dtype, seed of every draw
+ *     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
+ *     x = sx_nn_lambda(net, x, scale_by_1_256, NULL, "x/256");
+ *     x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
+ *     x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+ *     x = sx_nn_dropout(net, x, 0.1);
+ *     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
+ *     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
+ *     if (sx_nn_net_status(net) != SX_OK) ... // one check for the whole list
+ *
+ * Layers take the batch axis implicitly: shapes given and reported exclude it; images are NHWC.
+ * Layer constructors return NULL on error (message in sx_last_error(), the net remembers its
+ * first error, a NULL input propagates), like cgraph's node constructors. The network owns its
+ * layers, weights, optimiser state and running statistics; every compiled graph borrows them,
+ * so training, inference and checkpoints always see one set of weights.
+ *
+ * The neural compiler (sx_nn_compile) traces forward pass, loss, backward pass and the update
+ * of every parameter into ONE static graph, optimises it (the whole optimiser update fused into
+ * one pass per parameter), plans its memory into one arena, and re-runs it every step without
+ * allocating.
+ */
+#ifndef SX_NN_H
+#define SX_NN_H
+
+#include "sx_autodiff.h"
+#include "sx_datasets.h"
+#include "sx_optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sx_nn_net sx_nn_net;
+typedef struct sx_nn_layer sx_nn_layer;
+
+/* ---------------------------------------------------------------- activations, initialisers */
+
+typedef enum {
+    SX_ACT_NONE,
+    SX_ACT_RELU,
+    SX_ACT_RELU6,
+    SX_ACT_LEAKY_RELU, /* slope 0.01 (sx_nn_activation_ex for another) */
+    SX_ACT_ELU,        /* alpha 1 */
+    SX_ACT_SIGMOID,
+    SX_ACT_HARD_SIGMOID, /* clip(0.2 x + 0.5, 0, 1) */
+    SX_ACT_TANH,
+    SX_ACT_SOFTPLUS,
+    SX_ACT_SOFTSIGN, /* x / (1 + |x|) */
+    SX_ACT_SOFTMAX,  /* over the last axis */
+    SX_ACT_COUNT
+} sx_nn_act;
+
+const char *sx_nn_act_name(sx_nn_act a);
+
+typedef enum {
+    SX_INIT_DEFAULT, /* the layer's own choice: Glorot uniform for weights, 0 for biases */
+    SX_INIT_ZEROS,
+    SX_INIT_UNIFORM,        /* U(a, b) */
+    SX_INIT_GAUSSIAN,       /* N(a, b^2) */
+    SX_INIT_GLOROT_UNIFORM, /* U(-l, l), l = sqrt(6 / (fan_in + fan_out)) */
+    SX_INIT_GLOROT_NORMAL,  /* N(0, 2 / (fan_in + fan_out)) */
+    SX_INIT_LECUN_NORMAL,   /* N(0, 1 / fan_in) */
+    SX_INIT_HE_NORMAL,      /* N(0, 2 / fan_in) */
+    SX_INIT_CUSTOM          /* fn(w, fan_in, fan_out, rng, ctx) */
+} sx_nn_init_kind;
+
+typedef struct sx_nn_init {
+    sx_nn_init_kind kind;
+    double a, b;
+    sx_status (*fn)(sx_tensor *w, int64_t fan_in, int64_t fan_out, sx_rng *rng, void *ctx);
+    void *ctx;
+} sx_nn_init;
+
+/* ---------------------------------------------------------------- networks */
+
+/* A new empty network. Every random draw (initialisation, dropout, shuffling) derives from
+ * `seed`, so the same seed gives the same network and the same training run. */
+sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed,
+                        sx_nn_net **out) SX_NODISCARD;
+void sx_nn_net_free(sx_nn_net *net); /* NULL is fine; compiled models must be freed first */
+sx_status sx_nn_net_status(const sx_nn_net *net);
+const char *sx_nn_net_name(const sx_nn_net *net);
+/* The initialiser used by the weight layers added from now on (default: SX_INIT_DEFAULT). */
+void sx_nn_net_set_init(sx_nn_net *net, sx_nn_init init);
+/* The factor from stored pixel bytes to the network's input values (default 1/255; 1 for a
+ * network that scales its input itself, e.g. with a lambda x / 256). Saved with the model. */
+void sx_nn_net_set_input_scale(sx_nn_net *net, double scale);
+double sx_nn_net_input_scale(const sx_nn_net *net);
+/* Total number of trainable parameters. */
+int64_t sx_nn_net_param_count(const sx_nn_net *net);
+/* One line per layer: name, output shape, parameters; then the total. */
+void sx_nn_net_print(const sx_nn_net *net, FILE *f);
+
+/* Layer accessors: name ("conv2d_1"), output shape without the batch axis. */
+const char *sx_nn_layer_name(const sx_nn_layer *l);
+int sx_nn_layer_rank(const sx_nn_layer *l);
+const int64_t *sx_nn_layer_shape(const sx_nn_layer *l);
+
+/* ---------------------------------------------------------------- layers */
+
+sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape);
+/* kernel kh x kw, `filters` output channels, stride in both directions, SAME or VALID */
+sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int filters, int stride,
+                          sx_padding padding, sx_nn_act act);
+sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int stride,
+                              sx_padding padding);
+sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int stride,
+                              sx_padding padding);
+sx_nn_layer *sx_nn_global_max_pool(sx_nn_net *net, sx_nn_layer *in); /* (h,w,c) -> (c) */
+sx_nn_layer *sx_nn_global_avg_pool(sx_nn_net *net, sx_nn_layer *in);
+/* Inverted dropout in training (drop with probability rate, scale the rest), identity at
+ * inference. */
+sx_nn_layer *sx_nn_dropout(sx_nn_net *net, sx_nn_layer *in, double rate);
+/* A dense layer over the flattened input, then the activation. */
+sx_nn_layer *sx_nn_fully_connected(sx_nn_net *net, sx_nn_layer *in, int64_t units, sx_nn_act act);
+/* A dense layer over the last axis (x W + b), then the activation; _nobias has no b. */
+sx_nn_layer *sx_nn_linear(sx_nn_net *net, sx_nn_layer *in, int64_t units, sx_nn_act act);
+sx_nn_layer *sx_nn_linear_nobias(sx_nn_net *net, sx_nn_layer *in, int64_t units, sx_nn_act act);
+sx_nn_layer *sx_nn_activation(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act);
+/* act with its parameter: the slope of leaky_relu, the alpha of elu */
+sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act, double param);
+/* Batch normalisation over every axis but the last (channels): in training, batch statistics,
+ * with running averages (momentum m: r <- m r + (1 - m) batch) kept in the network; at
+ * inference the running averages. */
+sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, double momentum, double eps);
+sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in);
+sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape);
+/* zero padding of the two spatial axes of (h,w,c): top, bottom, left, right */
+sx_nn_layer *sx_nn_padding2d(sx_nn_net *net, sx_nn_layer *in, int top, int bottom, int left,
+                             int right);
+/* nearest-neighbour upsampling of (h,w,c) by integer factors */
+sx_nn_layer *sx_nn_upsampling2d(sx_nn_net *net, sx_nn_layer *in, int fh, int fw);
+/* A user function that builds graph nodes from the layer's input node (batch axis included),
+ * e.g. x / 256. The saved model holds the nodes it built, so a model with lambdas can be loaded
+ * by a program that never saw the function. */
+typedef sx_cg_node *(*sx_nn_lambda_fn)(sx_cg_graph *g, sx_cg_node *x, void *ctx);
+sx_nn_layer *sx_nn_lambda(sx_nn_net *net, sx_nn_layer *in, sx_nn_lambda_fn fn, void *ctx,
+                          const char *name);
+/* Merges of n >= 2 layers of equal shapes (concatenate: equal but for the last axis). */
+sx_nn_layer *sx_nn_add(sx_nn_net *net, int n, sx_nn_layer *const *in);
+sx_nn_layer *sx_nn_mul(sx_nn_net *net, int n, sx_nn_layer *const *in);
+sx_nn_layer *sx_nn_max(sx_nn_net *net, int n, sx_nn_layer *const *in);
+sx_nn_layer *sx_nn_average(sx_nn_net *net, int n, sx_nn_layer *const *in);
+sx_nn_layer *sx_nn_concatenate(sx_nn_net *net, int n, sx_nn_layer *const *in);
+
+/* ---------------------------------------------------------------- training parameters */
+
+typedef enum { SX_LOSS_CROSS_ENTROPY, SX_LOSS_MSE, SX_LOSS_L1, SX_LOSS_HINGE } sx_nn_loss;
+
+typedef enum {
+    SX_SCHED_CONSTANT,    /* lr */
+    SX_SCHED_STEP,        /* lr * gamma^floor(step / step_size) */
+    SX_SCHED_EXPONENTIAL, /* lr * gamma^step */
+    SX_SCHED_EXPLICIT     /* values[min(epoch, n_values - 1)] */
+} sx_nn_schedule_kind;
+
+typedef struct sx_nn_schedule {
+    sx_nn_schedule_kind kind;
+    double gamma;
+    int64_t step_size;
+    const double *values;
+    int n_values;
+} sx_nn_schedule;
+
+typedef struct sx_nn_train_params {
+    int epochs;                  /* 1 */
+    int batch;                   /* 100 */
+    sx_nn_loss loss;             /* cross-entropy (softmax folded in when the last layer has it) */
+    sx_optim_params optim;       /* Adagrad, lr 0.005 */
+    sx_nn_schedule schedule;     /* constant */
+    double l1, l2;               /* regularisation of the weights (not biases), 0 */
+    double clip_value;           /* clip each gradient element to [-v, v]; 0 = off */
+    double clip_norm;            /* scale all gradients so their global L2 norm <= n; 0 = off */
+    int64_t checkpoint_every;    /* write a checkpoint every N steps; 0 = at the end of each epoch
+                                    when checkpoint_path is set */
+    const char *checkpoint_path; /* NULL = no checkpoints */
+    bool shuffle;                /* true */
+    int verbose;                 /* 0 silent, 1 progress (bar on a terminal, lines otherwise) */
+    int64_t progress_every;      /* plain progress line every N steps when not a terminal (100) */
+    bool eager;                  /* train without the compiler (each step builds an eager graph) */
+    bool optimise;               /* run the graph optimiser (true) */
+    bool plan_memory;            /* plan the graph's memory (true) */
+} sx_nn_train_params;
+
+sx_nn_train_params sx_nn_train_params_default(void);
+
+/* ---------------------------------------------------------------- the neural compiler */
+
+typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network */
+
+typedef struct sx_nn_compile_report {
+    int64_t nodes_before, nodes_after, edges_before, edges_after;
+    size_t planned_bytes, naive_bytes, peak_live_bytes;
+    double optimise_seconds, plan_seconds, compile_seconds;
+} sx_nn_compile_report;
+
+/* The training graph of `net` for batches of `batch` examples: forward pass, loss, backward
+ * pass, and the update of every parameter and optimiser state, optimised and planned once. The
+ * model borrows the network: free the model before the network. */
+sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch,
+                              sx_nn_model **out) SX_NODISCARD;
+/* The inference graph: forward pass only, dropout off, batch norm with running statistics;
+ * runs any batch of up to `batch` examples. */
+sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out) SX_NODISCARD;
+void sx_nn_model_free(sx_nn_model *m);
+sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m);
+sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
+
+/* One training step on a batch: x (n, input shape), y (n, classes) one-hot or targets, with
+ * n == the compiled batch; lr is this step's learning rate, step the 1-based step number.
+ * Writes the batch loss and the number of correct predictions (argmax) when not NULL. */
+sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
+                           int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
+/* Outputs (n, classes) for x (n, input shape), n <= the compiled batch. */
+sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- training loop */
+
+typedef struct sx_nn_train_report {
+    int64_t steps;
+    double train_seconds; /* the loop alone: no loading, no testing */
+    double last_loss;     /* mean loss of the last epoch */
+    double test_accuracy; /* after the last epoch, when a test set is given; else -1 */
+    sx_nn_compile_report compile;
+} sx_nn_train_report;
+
+/* Train on (train_x u8 images, labels) for p->epochs; evaluate on the test set after each
+ * epoch when it is not NULL. Stops cleanly (writing a checkpoint when a path is set) on SIGINT
+ * and returns SX_E_INTERRUPTED. Resumes from p->checkpoint_path when that file exists and
+ * matches the network. */
+sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *p, const sx_ds_images *train,
+                      const sx_ds_images *test, sx_nn_train_report *report) SX_NODISCARD;
+/* Accuracy of the network on a labelled image set. */
+sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
+                         double *accuracy) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- files */
+
+/* Save the network for inference: its inference graph (lambda nodes included), its weights and
+ * running statistics, in a versioned, checksummed file written atomically. */
+sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
+/* A saved model, loaded without the network definition. */
+typedef struct sx_nn_loaded sx_nn_loaded;
+sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out) SX_NODISCARD;
+void sx_nn_loaded_free(sx_nn_loaded *m);
+/* Input shape (without batch) and number of outputs of a loaded model. */
+int sx_nn_loaded_input_rank(const sx_nn_loaded *m);
+const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m);
+int64_t sx_nn_loaded_classes(const sx_nn_loaded *m);
+double sx_nn_loaded_input_scale(const sx_nn_loaded *m);
+/* Outputs (n, classes) for x (n, input shape), n <= the batch given to sx_nn_load. */
+sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SX_NN_H */

@@ -1,0 +1,359 @@
+/* Unary element-wise kernels (map): every op of sx_map.def in f32 and f64 against a reference
+ * written in double with libm, on inputs drawn from each op's domain; in-place use; the alpha
+ * of leaky_relu and elu; special values; large sizes on the OpenMP path; every error path. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const sx_map_op all_ops[] = {
+#define X(name, str, expr) SX_MAP_##name,
+#include "sx_map.def"
+#undef X
+};
+#define N_OPS ((int)(sizeof all_ops / sizeof all_ops[0]))
+
+/* The op in double, written from its mathematical definition (not from sx_map.def). */
+static double ref_op(sx_map_op op, double x, double a)
+{
+    switch (op) {
+    case SX_MAP_NEG:
+        return -x;
+    case SX_MAP_ABS:
+        return fabs(x);
+    case SX_MAP_SIGN:
+        return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case SX_MAP_SQR:
+        return x * x;
+    case SX_MAP_SQRT:
+        return sqrt(x);
+    case SX_MAP_RSQRT:
+        return 1 / sqrt(x);
+    case SX_MAP_EXP:
+        return exp(x);
+    case SX_MAP_LOG:
+        return log(x);
+    case SX_MAP_LOG1P:
+        return log1p(x);
+    case SX_MAP_EXPM1:
+        return expm1(x);
+    case SX_MAP_SIN:
+        return sin(x);
+    case SX_MAP_COS:
+        return cos(x);
+    case SX_MAP_TAN:
+        return tan(x);
+    case SX_MAP_TANH:
+        return tanh(x);
+    case SX_MAP_SIGMOID:
+        return 1 / (1 + exp(-x));
+    case SX_MAP_RELU:
+        return x > 0 ? x : 0;
+    case SX_MAP_LEAKY_RELU:
+        return x > 0 ? x : a * x;
+    case SX_MAP_ELU:
+        return x > 0 ? x : a * (exp(x) - 1);
+    case SX_MAP_SOFTPLUS:
+        return x > 30 ? x : log(1 + exp(x));
+    case SX_MAP_FLOOR:
+        return floor(x);
+    case SX_MAP_CEIL:
+        return ceil(x);
+    case SX_MAP_ROUND:
+        return round(x);
+    case SX_MAP_RECIPROCAL:
+        return 1 / x;
+    case SX_MAP_ERF:
+        return erf(x);
+    case SX_MAP_COUNT:
+        break;
+    }
+    return (double)NAN;
+}
+
+/* An input from op's domain, u uniform in [0, 1). */
+static double domain(sx_map_op op, double u)
+{
+    switch (op) {
+    case SX_MAP_SQRT:
+    case SX_MAP_RSQRT:
+    case SX_MAP_LOG:
+        return 0.01 + 20 * u;
+    case SX_MAP_LOG1P:
+        return -0.9 + 10 * u;
+    case SX_MAP_TAN:
+        return -1.3 + 2.6 * u;
+    case SX_MAP_EXP:
+    case SX_MAP_EXPM1:
+        return -20 + 40 * u;
+    case SX_MAP_RECIPROCAL: /* |x| in [0.05, 5) */
+        return (u < 0.5 ? -1 : 1) * (0.05 + 9.9 * fabs(u - 0.5));
+    case SX_MAP_SOFTPLUS:
+    case SX_MAP_SIGMOID:
+        return -60 + 120 * u;
+    case SX_MAP_FLOOR:
+    case SX_MAP_CEIL:
+    case SX_MAP_ROUND: /* include exact halves and integers */
+        return u < 0.3 ? floor(u * 60) / 2 - 4.5 : -8 + 16 * u;
+    default:
+        return -6 + 12 * u;
+    }
+}
+
+/* f32 results are one libm call in float (a few ulps); f64 the same libm call or a formula
+ * within a couple of ulps of the reference. */
+static double rel_tol(sx_dtype dt)
+{
+    return dt == SX_F32 ? 4e-6 : 1e-14;
+}
+
+static double abs_tol(sx_dtype dt)
+{
+    return dt == SX_F32 ? 1e-6 : 1e-15;
+}
+
+/* x filled from op's domain and the reference want (f64) of op over x. */
+static sx_tensor *make_input(sx_rng *rng, sx_map_op op, sx_dtype dt, int rank, const int64_t *shape)
+{
+    sx_tensor *x = tu_zeros(dt, rank, shape);
+    for (int64_t i = 0; i < x->size; i++)
+        sx_tensor_set(x, i, domain(op, sx_rng_uniform(rng)));
+    return x;
+}
+
+static sx_tensor *reference(sx_map_op op, double alpha, const sx_tensor *x)
+{
+    sx_tensor *want = tu_zeros(SX_F64, x->rank, x->shape);
+    /* the op parameter is converted to the dtype first */
+    double a = x->dtype == SX_F32 ? (double)(float)alpha : alpha;
+    for (int64_t i = 0; i < x->size; i++)
+        sx_tensor_set(want, i, ref_op(op, sx_tensor_get(x, i), a));
+    return want;
+}
+
+Test(tensor_map, names)
+{
+    cr_assert_str_eq(sx_map_name(SX_MAP_NEG), "neg");
+    cr_assert_str_eq(sx_map_name(SX_MAP_LEAKY_RELU), "leaky_relu");
+    cr_assert_str_eq(sx_map_name(SX_MAP_ERF), "erf");
+    cr_assert_str_eq(sx_map_name(SX_MAP_COUNT), "bad-map-op");
+    cr_assert_str_eq(sx_map_name((sx_map_op)-1), "bad-map-op");
+    for (int i = 0; i < N_OPS; i++)
+        for (int j = i + 1; j < N_OPS; j++)
+            cr_assert_str_neq(sx_map_name(all_ops[i]), sx_map_name(all_ops[j]));
+}
+
+Test(tensor_map, every_op_against_libm)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 31);
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < N_OPS; k++)
+            for (int trial = 0; trial < 6; trial++) {
+                sx_map_op op = all_ops[k];
+                int64_t shape[4];
+                int rank = tu_rand_shape(&rng, 0, 4, 9, shape);
+                sx_tensor *x = make_input(&rng, op, (sx_dtype)dt, rank, shape);
+                sx_tensor *want = reference(op, 0.1, x), *y = NULL;
+                sx_tensor *out = tu_zeros((sx_dtype)dt, rank, shape);
+                cr_assert_eq(sx_tensor_map_out(op, 0.1, x, out), SX_OK, "%s", sx_last_error());
+                cr_assert(tu_close(out, want, rel_tol(x->dtype), abs_tol(x->dtype)), "%s %s",
+                          sx_dtype_name(x->dtype), sx_map_name(op));
+                cr_assert_eq(sx_tensor_map(op, 0.1, x, &y), SX_OK, "%s", sx_last_error());
+                cr_assert(sx_shape_equal(y->rank, y->shape, rank, shape));
+                cr_assert_eq(y->dtype, x->dtype);
+                cr_assert(tu_close(y, want, rel_tol(x->dtype), abs_tol(x->dtype)));
+                sx_tensor_free(y);
+                sx_tensor_free(out);
+                sx_tensor_free(want);
+                sx_tensor_free(x);
+            }
+}
+
+Test(tensor_map, in_place)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 37);
+    int64_t shape[2] = {7, 13};
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < N_OPS; k++) {
+            sx_tensor *x = make_input(&rng, all_ops[k], (sx_dtype)dt, 2, shape);
+            sx_tensor *want = reference(all_ops[k], 0.3, x);
+            cr_assert_eq(sx_tensor_map_out(all_ops[k], 0.3, x, x), SX_OK);
+            cr_assert(tu_close(x, want, rel_tol(x->dtype), abs_tol(x->dtype)), "%s in place",
+                      sx_map_name(all_ops[k]));
+            sx_tensor_free(want);
+            sx_tensor_free(x);
+        }
+}
+
+Test(tensor_map, alpha_of_leaky_relu_and_elu)
+{
+    double v[6] = {-3, -1, -0.25, 0, 0.5, 2};
+    int64_t six = 6;
+    double alphas[4] = {0.01, 0.2, 1.0, 1.7};
+    for (int dt = 0; dt < 2; dt++)
+        for (int i = 0; i < 4; i++) {
+            sx_tensor *x = NULL, *y = NULL;
+            cr_assert_eq(sx_tensor_from_doubles((sx_dtype)dt, 1, &six, v, 6, &x), SX_OK);
+            double a = dt == SX_F32 ? (double)(float)alphas[i] : alphas[i];
+            cr_assert_eq(sx_tensor_map(SX_MAP_LEAKY_RELU, alphas[i], x, &y), SX_OK);
+            for (int j = 0; j < 6; j++) {
+                double want = v[j] > 0 ? v[j] : a * v[j];
+                cr_assert(fabs(sx_tensor_get(y, j) - want) <= 1e-6 * fabs(want), "leaky %g",
+                          alphas[i]);
+            }
+            sx_tensor_free(y);
+            cr_assert_eq(sx_tensor_map(SX_MAP_ELU, alphas[i], x, &y), SX_OK);
+            for (int j = 0; j < 6; j++) {
+                double want = v[j] > 0 ? v[j] : a * expm1(v[j]);
+                cr_assert(fabs(sx_tensor_get(y, j) - want) <= 2e-6 * fabs(want), "elu %g",
+                          alphas[i]);
+            }
+            sx_tensor_free(y);
+            /* other ops ignore alpha */
+            sx_tensor *y2 = NULL;
+            cr_assert_eq(sx_tensor_map(SX_MAP_TANH, alphas[i], x, &y), SX_OK);
+            cr_assert_eq(sx_tensor_map(SX_MAP_TANH, 0, x, &y2), SX_OK);
+            cr_assert(tu_close(y, y2, 0, 0));
+            sx_tensor_free(y);
+            sx_tensor_free(y2);
+            sx_tensor_free(x);
+        }
+}
+
+Test(tensor_map, special_values)
+{
+    /* Values at the edges of the domains: NaN passes through the smooth functions; the stable
+     * forms of sigmoid and softplus neither overflow nor lose the tails. */
+    double v[8] = {0, -0.0, 1, -1, (double)INFINITY, -(double)INFINITY, (double)NAN, 1e30};
+    int64_t eight = 8;
+    for (int dt = 0; dt < 2; dt++) {
+        sx_tensor *x = NULL, *y = NULL;
+        cr_assert_eq(sx_tensor_from_doubles((sx_dtype)dt, 1, &eight, v, 8, &x), SX_OK);
+        sx_map_op ops[] = {SX_MAP_NEG,     SX_MAP_ABS,      SX_MAP_SQRT,      SX_MAP_EXP,
+                           SX_MAP_LOG,     SX_MAP_TANH,     SX_MAP_FLOOR,     SX_MAP_ERF,
+                           SX_MAP_SIGMOID, SX_MAP_SOFTPLUS, SX_MAP_RECIPROCAL};
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            cr_assert_eq(sx_tensor_map(ops[k], 0, x, &y), SX_OK);
+            for (int j = 0; j < 8; j++) {
+                double xv = sx_tensor_get(x, j), g = sx_tensor_get(y, j), w = ref_op(ops[k], xv, 0);
+                if (dt == SX_F32)
+                    w = (double)(float)w;
+                cr_assert((isnan(g) && isnan(w)) || g == w || fabs(g - w) <= 4e-6 * fabs(w),
+                          "%s(%g) = %g, want %g", sx_map_name(ops[k]), xv, g, w);
+            }
+            sx_tensor_free(y);
+        }
+        /* the far tails of sigmoid and softplus, where a naive formula overflows */
+        double t[4] = {-100, 100, -700, 700};
+        int64_t four = 4;
+        sx_tensor *z = NULL;
+        cr_assert_eq(sx_tensor_from_doubles(SX_F64, 1, &four, t, 4, &z), SX_OK);
+        cr_assert_eq(sx_tensor_map(SX_MAP_SIGMOID, 0, z, &y), SX_OK);
+        cr_assert(fabs(sx_tensor_get(y, 0) - exp(-100.0)) <= 1e-14 * exp(-100.0));
+        cr_assert_eq(sx_tensor_get(y, 1), 1);
+        cr_assert(sx_tensor_get(y, 2) > 0 && sx_tensor_get(y, 3) == 1);
+        sx_tensor_free(y);
+        cr_assert_eq(sx_tensor_map(SX_MAP_SOFTPLUS, 0, z, &y), SX_OK);
+        cr_assert(fabs(sx_tensor_get(y, 0) - exp(-100.0)) <= 1e-14 * exp(-100.0));
+        cr_assert_eq(sx_tensor_get(y, 1), 100);
+        cr_assert_eq(sx_tensor_get(y, 3), 700);
+        sx_tensor_free(y);
+        sx_tensor_free(z);
+        sx_tensor_free(x);
+    }
+}
+
+Test(tensor_map, empty_and_scalar)
+{
+    int64_t zero[2] = {3, 0};
+    sx_tensor *e = tu_zeros(SX_F32, 2, zero), *y = NULL, *s = NULL;
+    for (int k = 0; k < N_OPS; k++) {
+        cr_assert_eq(sx_tensor_map_out(all_ops[k], 0.1, e, e), SX_OK);
+        cr_assert_eq(sx_tensor_map(all_ops[k], 0.1, e, &y), SX_OK);
+        cr_assert_eq(y->size, 0);
+        sx_tensor_free(y);
+    }
+    cr_assert_eq(sx_tensor_scalar(SX_F64, 0.5, &s), SX_OK);
+    cr_assert_eq(sx_tensor_map(SX_MAP_EXP, 0, s, &y), SX_OK);
+    cr_assert_eq(y->rank, 0);
+    cr_assert_eq(sx_tensor_get(y, 0), exp(0.5));
+    sx_tensor_free(y);
+    sx_tensor_free(s);
+    sx_tensor_free(e);
+}
+
+/* Above the OpenMP thresholds (cheap and transcendental ops alike), out of place and in place,
+ * and the same bits with 1 and 2 threads. */
+Test(tensor_map, large_parallel)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 41);
+    int64_t n = 40000 + 3;
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < N_OPS; k++) {
+            sx_map_op op = all_ops[k];
+            sx_tensor *x = make_input(&rng, op, (sx_dtype)dt, 1, &n);
+            sx_tensor *want = reference(op, 0.05, x), *y1 = NULL, *y2 = NULL;
+            cr_assert_eq(sx_threads_set(1), SX_OK);
+            cr_assert_eq(sx_tensor_map(op, 0.05, x, &y1), SX_OK);
+            cr_assert_eq(sx_threads_set(2), SX_OK);
+            cr_assert_eq(sx_tensor_map(op, 0.05, x, &y2), SX_OK);
+            cr_assert(tu_close(y2, want, rel_tol(x->dtype), abs_tol(x->dtype)), "%s large",
+                      sx_map_name(op));
+            cr_assert_eq(memcmp(y1->data, y2->data, (size_t)n * sx_dtype_size(x->dtype)), 0);
+            cr_assert_eq(sx_tensor_map_out(op, 0.05, x, x), SX_OK);
+            cr_assert(tu_close(x, want, rel_tol(x->dtype), abs_tol(x->dtype)), "%s in place",
+                      sx_map_name(op));
+            sx_tensor_free(y1);
+            sx_tensor_free(y2);
+            sx_tensor_free(want);
+            sx_tensor_free(x);
+        }
+}
+
+Test(tensor_map, errors_leave_out_unchanged)
+{
+    int64_t s34[2] = {3, 4}, s43[2] = {4, 3}, s12[1] = {12};
+    sx_tensor *x = tu_zeros(SX_F32, 2, s34), *o43 = tu_zeros(SX_F32, 2, s43);
+    sx_tensor *o12 = tu_zeros(SX_F32, 1, s12), *od = tu_zeros(SX_F64, 2, s34);
+    cr_assert_eq(sx_tensor_fill(o43, 4), SX_OK);
+    cr_assert_eq(sx_tensor_fill(o12, 4), SX_OK);
+    cr_assert_eq(sx_tensor_fill(od, 4), SX_OK);
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_EXP, 0, x, o43), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "(4,3)") && strstr(sx_last_error(), "(3,4)"), "%s",
+              sx_last_error());
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_EXP, 0, x, o12), SX_E_SHAPE, "same size, other shape");
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_EXP, 0, x, od), SX_E_DTYPE);
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_EXP, 0, NULL, o43), SX_E_ARG);
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_EXP, 0, x, NULL), SX_E_ARG);
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_COUNT, 0, x, x), SX_E_ARG);
+    cr_assert_eq(sx_tensor_map_out((sx_map_op)-1, 0, x, x), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "unknown op") != NULL, "%s", sx_last_error());
+    for (int64_t i = 0; i < 12; i++) {
+        cr_assert_eq(sx_tensor_get(o43, i), 4);
+        cr_assert_eq(sx_tensor_get(o12, i), 4);
+        cr_assert_eq(sx_tensor_get(od, i), 4);
+    }
+    sx_tensor *y = (sx_tensor *)1;
+    cr_assert_eq(sx_tensor_map(SX_MAP_EXP, 0, NULL, &y), SX_E_ARG);
+    cr_assert_null(y);
+    y = (sx_tensor *)1;
+    cr_assert_eq(sx_tensor_map(SX_MAP_COUNT, 0, x, &y), SX_E_ARG);
+    cr_assert_null(y);
+    cr_assert_eq(sx_tensor_map(SX_MAP_EXP, 0, x, NULL), SX_E_ARG);
+    for (long k = 0; k < 2; k++) { /* each allocation of the allocating form fails in turn */
+        tu_fail_after(k);
+        y = (sx_tensor *)1;
+        cr_assert_eq(sx_tensor_map(SX_MAP_EXP, 0, x, &y), SX_E_NOMEM);
+        cr_assert_null(y);
+        cr_assert_eq(tu_live_allocs(), 0);
+        tu_fail_reset();
+    }
+    sx_tensor_free(x);
+    sx_tensor_free(o43);
+    sx_tensor_free(o12);
+    sx_tensor_free(od);
+}
