@@ -322,6 +322,7 @@ static sx_status compile(sx_nn_model *m)
         m->report.nodes_after = r.nodes_after;
         m->report.edges_after = r.edges_after;
         m->report.optimise_seconds = r.seconds;
+        m->report.opt = r;
     }
     sx_cg_freeze_params fp = sx_cg_freeze_params_default();
     fp.plan_memory = m->params.plan_memory;
@@ -331,6 +332,7 @@ static sx_status compile(sx_nn_model *m)
     m->report.naive_bytes = pr.naive_bytes;
     m->report.peak_live_bytes = pr.peak_live_bytes;
     m->report.plan_seconds = pr.seconds;
+    m->report.plan = pr;
     m->report.compile_seconds = now() - t0;
     return SX_OK;
 }

@@ -179,6 +179,14 @@ static sx_nn_layer *begin(sx_nn_net *net, nn_kind kind, int n_in, sx_nn_layer *c
         if (in == NULL || in[i] == NULL)
             return fail(net, net->status != SX_OK ? net->status
                                                   : sx_error(SX_E_ARG, "%s: input is NULL", who));
+    for (int i = 0; i < n_in; i++) {
+        bool mine = false;
+        for (int k = net->n_layers - 1; k >= 0 && !mine; k--)
+            mine = net->layers[k] == in[i];
+        if (!mine)
+            return fail(net, sx_error(SX_E_ARG, "%s: input %d (%s) is not a layer of network %s",
+                                      who, i, in[i]->name, net->name));
+    }
     if (kind == L_INPUT && net->n_layers > 0)
         return fail(net, sx_error(SX_E_STATE, "input: the network already has an input"));
     if (kind != L_INPUT && net->n_layers == 0)
@@ -219,10 +227,6 @@ static sx_nn_layer *finish(sx_nn_net *net, sx_nn_layer *l, sx_status s)
     net->layers[net->n_layers++] = l;
     return l;
 }
-
-/* Shape functions of the tensor layer check descriptors like any tensor argument: give the
- * shape-only views they are called with a non-NULL (never read) data pointer. */
-static double shape_only[1];
 
 static int64_t prod(int rank, const int64_t *shape)
 {
@@ -282,6 +286,12 @@ static bool act_ok(sx_nn_act act)
     return (unsigned)act < SX_ACT_COUNT;
 }
 
+/* The parameter an activation takes when none is given: leaky_relu's slope, elu's alpha. */
+static double act_default_param(sx_nn_act act)
+{
+    return act == SX_ACT_LEAKY_RELU ? 0.01 : act == SX_ACT_ELU ? 1.0 : 0.0;
+}
+
 sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape)
 {
     sx_nn_layer *l = begin(net, L_INPUT, 0, NULL);
@@ -316,12 +326,13 @@ sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int f
     if (s == SX_OK) {
         int64_t xs[4] = {1, in->shape[0], in->shape[1], in->shape[2]};
         int64_t ks[4] = {kh, kw, in->shape[2], filters}, ys[4];
-        sx_tensor xv = sx_tensor_view(net->dtype, 4, xs, shape_only);
-        sx_tensor kv = sx_tensor_view(net->dtype, 4, ks, shape_only);
+        sx_tensor xv = sx_tensor_view(net->dtype, 4, xs, NULL);
+        sx_tensor kv = sx_tensor_view(net->dtype, 4, ks, NULL);
         sx_conv2d_params cp = {stride, stride, padding};
         s = sx_conv2d_shape(l->name, &xv, &kv, &cp, ys);
         if (s == SX_OK) {
             l->kh = kh, l->kw = kw, l->stride = stride, l->padding = padding, l->act = act;
+            l->act_param = act_default_param(act);
             l->rank = 3;
             l->shape[0] = ys[1], l->shape[1] = ys[2], l->shape[2] = ys[3];
             int64_t fan_in = (int64_t)kh * kw * in->shape[2], fan_out = (int64_t)kh * kw * filters;
@@ -345,7 +356,7 @@ static sx_nn_layer *pool(sx_nn_net *net, nn_kind kind, sx_nn_layer *in, int kh, 
         s = sx_error(SX_E_RANK, "%s: input has rank %d, want (h,w,c)", l->name, in->rank);
     if (s == SX_OK) {
         int64_t xs[4] = {1, in->shape[0], in->shape[1], in->shape[2]}, ys[4];
-        sx_tensor xv = sx_tensor_view(net->dtype, 4, xs, shape_only);
+        sx_tensor xv = sx_tensor_view(net->dtype, 4, xs, NULL);
         sx_pool2d_params pp = {kh, kw, stride, stride, padding};
         s = sx_pool2d_shape(l->name, &xv, &pp, ys);
         if (s == SX_OK) {
@@ -416,6 +427,7 @@ static sx_nn_layer *dense(sx_nn_net *net, sx_nn_layer *in, int64_t units, sx_nn_
     if (s == SX_OK) {
         l->flatten = flatten;
         l->act = act;
+        l->act_param = act_default_param(act);
         if (flatten) {
             l->rank = 1;
             l->shape[0] = units;
@@ -458,8 +470,7 @@ sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act,
 
 sx_nn_layer *sx_nn_activation(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act)
 {
-    double param = act == SX_ACT_LEAKY_RELU ? 0.01 : act == SX_ACT_ELU ? 1.0 : 0.0;
-    return sx_nn_activation_ex(net, in, act, param);
+    return sx_nn_activation_ex(net, in, act, act_default_param(act));
 }
 
 sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, double momentum, double eps)

@@ -197,6 +197,8 @@ typedef struct sx_nn_compile_report {
     int64_t nodes_before, nodes_after, edges_before, edges_after;
     size_t planned_bytes, naive_bytes, peak_live_bytes;
     double optimise_seconds, plan_seconds, compile_seconds;
+    sx_cg_opt_report opt;   /* per pass (zero when not optimised) */
+    sx_cg_plan_report plan; /* the memory plan */
 } sx_nn_compile_report;
 
 /* The training graph of `net` for batches of `batch` examples: forward pass, loss, backward

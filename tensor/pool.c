@@ -135,7 +135,7 @@ sx_status sx_pool2d_shape(const char *who, const sx_tensor *x, const sx_pool2d_p
 {
     if (who == NULL)
         who = "sx_pool2d_shape";
-    SX_TRY(sx__check_tensor(who, "x", x));
+    SX_TRY(sx__check_desc(who, "x", x)); /* shapes only: data may be absent */
     if (out_shape == NULL)
         return sx_error(SX_E_ARG, "%s: out_shape is NULL", who);
     pool_geom g = {0};

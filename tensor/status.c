@@ -156,12 +156,18 @@ int sx_threads_get(void)
 
 /* ---------------------------------------------------------------- checks (tensor_impl.h) */
 
-sx_status sx__check_tensor(const char *who, const char *name, const sx_tensor *t)
+sx_status sx__check_desc(const char *who, const char *name, const sx_tensor *t)
 {
     if (t == NULL)
         return sx_error(SX_E_ARG, "%s: %s is NULL", who, name);
     if ((t->dtype != SX_F32 && t->dtype != SX_F64) || t->rank < 0 || t->rank > SX_MAX_RANK)
         return sx_error(SX_E_ARG, "%s: %s is not a valid tensor", who, name);
+    return SX_OK;
+}
+
+sx_status sx__check_tensor(const char *who, const char *name, const sx_tensor *t)
+{
+    SX_TRY(sx__check_desc(who, name, t));
     if (t->data == NULL && t->size > 0)
         return sx_error(SX_E_ARG, "%s: %s has no data", who, name);
     return SX_OK;
