@@ -56,6 +56,10 @@ struct sx_cg_graph {
     uint32_t run_epoch; /* evaluations so far (node->ran) */
     void *ws;       /* shared kernel scratch */
     size_t ws_bytes;
+    /* profiling (sx_cg_profile_enable) */
+    bool profile;
+    double prof_seconds[SX_OP_COUNT];
+    int64_t prof_calls[SX_OP_COUNT];
     /* frozen state */
     bool frozen;
     sx_cg_node **order; /* evaluation order of everything the frozen outputs need */
@@ -110,6 +114,9 @@ static inline bool cg_reads(const sx_cg_node *n, const sx_cg_node *m)
             return true;
     return false;
 }
+
+/* Monotonic seconds (exec.c). */
+double cg_seconds(void);
 
 /* Record a constructor error on the graph (first one wins) and return NULL-friendly status. */
 sx_status cg_fail(sx_cg_graph *g, sx_status s);

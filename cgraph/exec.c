@@ -5,8 +5,53 @@
 #include "cgraph_impl.h"
 
 #include <string.h>
+#include <time.h>
 
 enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
+
+double cg_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void sx_cg_profile_enable(sx_cg_graph *g, bool on)
+{
+    if (g != NULL)
+        g->profile = on;
+}
+
+void sx_cg_profile_reset(sx_cg_graph *g)
+{
+    if (g == NULL)
+        return;
+    memset(g->prof_seconds, 0, sizeof g->prof_seconds);
+    memset(g->prof_calls, 0, sizeof g->prof_calls);
+}
+
+void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
+{
+    int idx[SX_OP_COUNT], n = 0;
+    double total = 0;
+    for (int i = 0; i < SX_OP_COUNT; i++)
+        if (g->prof_calls[i] > 0) {
+            idx[n++] = i;
+            total += g->prof_seconds[i];
+        }
+    for (int i = 1; i < n; i++) /* by time, descending */
+        for (int j = i; j > 0 && g->prof_seconds[idx[j]] > g->prof_seconds[idx[j - 1]]; j--) {
+            int t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    fprintf(f, "%-20s %10s %12s %7s\n", "op", "calls", "ms", "share");
+    for (int i = 0; i < n && (top <= 0 || i < top); i++)
+        fprintf(f, "%-20s %10lld %12.1f %6.1f%%\n", sx_cg_op_name((sx_cg_op)idx[i]),
+                (long long)g->prof_calls[idx[i]], 1e3 * g->prof_seconds[idx[i]],
+                total > 0 ? 100 * g->prof_seconds[idx[i]] / total : 0);
+    fprintf(f, "%-20s %10s %12.1f\n", "total", "", 1e3 * total);
+}
 
 /* ---------------------------------------------------------------- storage and compute */
 
@@ -53,17 +98,39 @@ sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n)
             return sx_error(SX_E_STATE, "%s: input %d (node %lld) has not been computed", cg_who(n),
                             i, (long long)n->in[i]->id);
     SX_TRY(cg_storage(g, n));
-    SX_TRY(sx_cg_ops[n->op].eval(g, n));
+    if (g->profile) {
+        double t0 = cg_seconds();
+        SX_TRY(sx_cg_ops[n->op].eval(g, n));
+        g->prof_seconds[n->op] += cg_seconds() - t0;
+        g->prof_calls[n->op]++;
+    } else {
+        SX_TRY(sx_cg_ops[n->op].eval(g, n));
+    }
     g->kernel_calls++;
     n->valid = true;
-    if (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) {
-        /* the parameter (input 0) changed: its readers, other than n, are now stale */
-        sx_cg_node *p = n->in[0];
-        for (int i = 0; i < p->n_users; i++)
-            if (p->users[i] != n)
-                cg_invalidate(g, p->users[i]);
-    }
+    n->ran = g->run_epoch;
     return SX_OK;
+}
+
+/* After an evaluation: what read a parameter that a mutating node wrote during it is stale.
+ * Done at the end, not when the mutation runs, so that everything computed in one evaluation
+ * sees the state from before its mutations, and valid nodes only ever read valid ones. A fused
+ * update reads the tensors it writes, so it is stale itself; an assign only writes. */
+void cg_finish_run(sx_cg_graph *g, sx_cg_node *const *order, int64_t len)
+{
+    for (int64_t i = 0; i < len; i++) {
+        sx_cg_node *x = order[i];
+        if (x->ran != g->run_epoch || cg_mutated(x) == 0)
+            continue;
+        for (int k = 0; k < cg_mutated(x); k++) {
+            sx_cg_node *p = x->in[k];
+            for (int u = 0; u < p->n_users; u++)
+                if (p->users[u] != x)
+                    cg_invalidate(g, p->users[u]);
+        }
+        if (x->op != SX_OP_ASSIGN)
+            cg_invalidate(g, x);
+    }
 }
 
 /* ---------------------------------------------------------------- invalidation */
@@ -122,20 +189,21 @@ sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node)
 /* ---------------------------------------------------------------- ordering */
 
 /* The dependencies of n that must run before it in this traversal: its inputs, and for a
- * mutating node the other readers of the parameter it writes (only those in the current set,
- * i.e. marked with this epoch). Calls visit(dep) for each. */
+ * mutating node the other readers of the parameters it writes (only those in the current set,
+ * i.e. marked with this epoch; a reader that reads the mutating node itself, like seq, sees the
+ * new value by definition). Runs BODY with `dep` bound to each. */
 #define FOR_EACH_DEP(g, n, dep, BODY)                                                              \
     do {                                                                                           \
         for (int di_ = 0; di_ < (n)->n_in; di_++) {                                                \
             sx_cg_node *dep = (n)->in[di_];                                                        \
             BODY;                                                                                  \
         }                                                                                          \
-        if (sx_cg_ops[(n)->op].flags & SX_OPF_MUTATES) {                                           \
-            sx_cg_node *p_ = (n)->in[0];                                                           \
+        for (int mi_ = 0; mi_ < cg_mutated(n); mi_++) {                                            \
+            sx_cg_node *p_ = (n)->in[mi_];                                                         \
             for (int di_ = 0; di_ < p_->n_users; di_++) {                                          \
                 sx_cg_node *dep = p_->users[di_];                                                  \
-                if (dep == (n) || (sx_cg_ops[dep->op].flags & SX_OPF_MUTATES) ||                   \
-                    dep->mark != (g)->epoch)                                                       \
+                if (dep == (n) || cg_mutated(dep) > 0 || dep->mark != (g)->epoch ||                \
+                    cg_reads(dep, (n)))                                                            \
                     continue;                                                                      \
                 BODY;                                                                              \
             }                                                                                      \
@@ -256,7 +324,11 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
                 return sx_error(SX_E_STATE,
                                 "sx_cg_eval: node %lld is not needed by the frozen outputs",
                                 (long long)nodes[i]->id);
-        return run_order(g, g->order, g->n_order);
+        g->run_epoch++;
+        sx_status s =
+            g->n_planned > 0 ? cg_plan_run(g, n, nodes) : run_order(g, g->order, g->n_order);
+        cg_finish_run(g, g->order, g->n_order);
+        return s;
     }
 
     int64_t count = 0, len = 0;
@@ -264,32 +336,59 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
     sx_cg_node **order = sx_alloc((size_t)count * sizeof *order);
     if (order == NULL)
         return SX_E_NOMEM;
+    g->run_epoch++;
     sx_status s = topo_order(g, n, nodes, count, order, &len);
     if (s == SX_OK)
         s = run_order(g, order, len);
+    cg_finish_run(g, order, len);
     sx_free(order);
     return s;
 }
 
 /* ---------------------------------------------------------------- freezing */
 
+sx_cg_freeze_params sx_cg_freeze_params_default(void)
+{
+    sx_cg_freeze_params p = {true, true};
+    return p;
+}
+
 sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
 {
+    sx_cg_freeze_params p = sx_cg_freeze_params_default();
+    return sx_cg_freeze_ex(g, n, outputs, &p, NULL);
+}
+
+/* Order, plan (plan.c), then every allocation (arena, own buffers of the kept nodes, scratch);
+ * the graph changes only once all of them succeeded. Own buffers made before a failure stay
+ * with their nodes (as after a lazy evaluation) and are freed with the graph. */
+sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                          const sx_cg_freeze_params *p, sx_cg_plan_report *report)
+{
+    double t0 = cg_seconds();
     SX_TRY(check_request("sx_cg_freeze", g, n, outputs));
     if (g->frozen)
         return sx_error(SX_E_STATE, "sx_cg_freeze: the graph is already frozen");
     if (n == 0)
         return sx_error(SX_E_ARG, "sx_cg_freeze: no outputs");
+    sx_cg_freeze_params def = sx_cg_freeze_params_default();
+    if (p == NULL)
+        p = &def;
     int64_t count = 0, len = 0;
     SX_TRY(mark_needed(g, n, outputs, true, &count));
     sx_cg_node **order = sx_alloc((size_t)count * sizeof *order);
     sx_cg_node **outs = sx_alloc((size_t)n * sizeof *outs);
+    cg_plan plan;
+    memset(&plan, 0, sizeof plan);
     sx_status s = order && outs ? SX_OK : SX_E_NOMEM;
     if (s == SX_OK)
         s = topo_order(g, n, outputs, count, order, &len);
+    if (s == SX_OK)
+        s = cg_plan_make(g, order, len, n, outputs, p, &plan);
     size_t ws = 0;
     for (int64_t i = 0; s == SX_OK && i < len; i++) {
-        s = cg_storage(g, order[i]);
+        if (!cg_plan_planned(&plan, i))
+            s = cg_storage(g, order[i]);
         if (order[i]->ws_bytes > ws)
             ws = order[i]->ws_bytes;
     }
@@ -297,10 +396,13 @@ sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
     if (s == SX_OK && ws > 0)
         s = cg_workspace(g, ws, &wsp);
     if (s != SX_OK) {
+        cg_plan_discard(&plan);
         sx_free(order);
         sx_free(outs);
         return s;
     }
+    sx_cg_plan_report rep = plan.report;
+    cg_plan_commit(g, order, len, &plan);
     for (int64_t i = 0; i < len; i++)
         order[i]->frozen_member = true;
     memcpy(outs, outputs, (size_t)n * sizeof *outs);
@@ -309,6 +411,11 @@ sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
     g->outputs = outs;
     g->n_outputs = n;
     g->frozen = true;
+    if (report != NULL) {
+        rep.workspace_bytes = g->ws_bytes;
+        rep.seconds = cg_seconds() - t0;
+        *report = rep;
+    }
     return SX_OK;
 }
 

@@ -152,6 +152,12 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes) SX_NODISCA
 const sx_tensor *sx_cg_value(const sx_cg_node *node);
 bool sx_cg_valid(const sx_cg_node *node);
 
+/* Profiling: while enabled, every kernel run is timed per op kind. The report lists the op
+ * kinds by total time (count, ms, share), at most `top` rows (0 = all). */
+void sx_cg_profile_enable(sx_cg_graph *g, bool on);
+void sx_cg_profile_reset(sx_cg_graph *g);
+void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f);
+
 /* ---------------------------------------------------------------- node properties */
 
 sx_cg_op sx_cg_node_op(const sx_cg_node *n);

@@ -8,6 +8,7 @@
  * Options: --data DIR --epochs N --limit N --batch B --optimiser NAME --lr X --seed S
  *          --threads T --save PATH --eager --dot PATH --checkpoint PATH --quiet
  *          --no-optimise --no-plan (to measure what the graph optimiser and planner buy)
+ *          --profile (time per op kind of the compiled training graph)
  * Ends with: result: test_accuracy=A train_seconds=S images_per_second=R peak_rss_mb=M
  *            nodes_before=N1 nodes_after=N2 planned_mb=P naive_mb=Q */
 #include <sx_nn.h>
@@ -70,7 +71,7 @@ static void usage(FILE *f)
                "                   [--optimiser adagrad|sgd|momentum|nesterov|rmsprop|adam]\n"
                "                   [--lr X] [--seed S] [--threads T] [--save PATH] [--eager]\n"
                "                   [--dot PATH] [--checkpoint PATH] [--quiet]\n"
-               "                   [--no-optimise] [--no-plan]\n");
+               "                   [--no-optimise] [--no-plan] [--profile]\n");
 }
 
 int main(int argc, char **argv)
@@ -78,7 +79,7 @@ int main(int argc, char **argv)
     const char *data = STRIX_DATA_DIR, *save = NULL, *dot = NULL, *ckpt = NULL;
     long epochs = 1, limit = 0, batch = 100, seed = 42, threads = 0;
     double lr = -1;
-    bool eager = false, quiet = false, no_opt = false, no_plan = false;
+    bool eager = false, quiet = false, no_opt = false, no_plan = false, profile = false;
     sx_optim_kind opt = SX_OPTIM_ADAGRAD;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -113,6 +114,8 @@ int main(int argc, char **argv)
             no_opt = true, takes = false;
         else if (strcmp(a, "--no-plan") == 0)
             no_plan = true, takes = false;
+        else if (strcmp(a, "--profile") == 0)
+            profile = true, takes = false;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -165,6 +168,7 @@ int main(int argc, char **argv)
     p.eager = eager;
     p.optimise = !no_opt;
     p.plan_memory = !no_plan;
+    p.profile = profile;
     p.verbose = quiet ? 0 : 1;
     p.checkpoint_path = ckpt;
 

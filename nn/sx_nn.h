@@ -185,6 +185,7 @@ typedef struct sx_nn_train_params {
     bool eager;                  /* train without the compiler (each step builds an eager graph) */
     bool optimise;               /* run the graph optimiser (true) */
     bool plan_memory;            /* plan the graph's memory (true) */
+    bool profile;                /* time every op kind; print the top 10 at the end (stderr) */
 } sx_nn_train_params;
 
 sx_nn_train_params sx_nn_train_params_default(void);

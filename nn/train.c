@@ -198,6 +198,8 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
         s = sx_nn_compile_train(net, &p, B, &model);
         if (s == SX_OK)
             rep.compile = sx_nn_model_report(model);
+        if (s == SX_OK && p.profile)
+            sx_cg_profile_enable(sx_nn_model_graph(model), true);
     }
     struct sigaction old, sa;
     memset(&sa, 0, sizeof sa);
@@ -280,6 +282,10 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
         }
     }
     sigaction(SIGINT, &old, NULL);
+    if (model != NULL && p.profile) {
+        fprintf(stderr, "time per op kind (compiled training graph):\n");
+        sx_cg_profile_print(sx_nn_model_graph(model), 10, stderr);
+    }
     rep.train_seconds = train_time;
     if (report != NULL)
         *report = rep;
