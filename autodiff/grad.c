@@ -24,8 +24,11 @@ sx_cg_node *ad_full(sx_cg_graph *g, const sx_cg_node *like, int rank, const int6
     if (like == NULL)
         return NULL;
     sx_tensor *t = NULL;
-    if (sx_tensor_full(sx_cg_node_dtype(like), rank, shape, v, &t) != SX_OK)
+    sx_status s = sx_tensor_full(sx_cg_node_dtype(like), rank, shape, v, &t);
+    if (s != SX_OK) {
+        sx_cg_graph_fail(g, s);
         return NULL;
+    }
     sx_cg_node *c = sx_cg_const(g, t);
     sx_tensor_free(t);
     return c;

@@ -212,19 +212,6 @@ FOLD_RULE(sum, G)
 FOLD_RULE(mean, scale(g, G, 1.0 / reduced_count(y, x)))
 /* prod: G y / x (inputs away from 0) */
 FOLD_RULE(prod, sx_cg_div(g, sx_cg_mul(g, G, expand(g, y, y, x)), x))
-/* max/min: G split evenly among the elements equal to the extreme (as torch.amax) */
-FOLD_RULE(reduce_max, sx_cg_mul(g, G,
-                                sx_cg_div(g, sx_cg_eq(g, x, expand(g, y, y, x)),
-                                          expand(g,
-                                                 sx_cg_sum(g, sx_cg_eq(g, x, expand(g, y, y, x)),
-                                                           ATTR->axes, ATTR->keepdims),
-                                                 y, x))))
-FOLD_RULE(reduce_min, sx_cg_mul(g, G,
-                                sx_cg_div(g, sx_cg_eq(g, x, expand(g, y, y, x)),
-                                          expand(g,
-                                                 sx_cg_sum(g, sx_cg_eq(g, x, expand(g, y, y, x)),
-                                                           ATTR->axes, ATTR->keepdims),
-                                                 y, x))))
 /* l1norm = sum |x|: G sign x */
 FOLD_RULE(l1norm, sx_cg_mul(g, G, sx_cg_sign(g, x)))
 /* l2norm = sqrt(sum x^2): G x / y */
@@ -232,6 +219,57 @@ FOLD_RULE(l2norm, sx_cg_div(g, sx_cg_mul(g, G, x), expand(g, y, y, x)))
 /* logsumexp: G exp(x - y) */
 FOLD_RULE(logsumexp, sx_cg_mul(g, G, sx_cg_exp(g, sx_cg_sub(g, x, expand(g, y, y, x)))))
 #undef FOLD_RULE
+
+/* reduce_max/reduce_min: G goes to the first extreme element of each reduced group, in
+ * row-major order within the reduced axes (the header's convention, and argmax's): with the
+ * reduced axes moved last and flattened to R entries, the mask is one_hot(argmax(x), R). */
+static sx_status first_extreme(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                               sx_cg_node **gin, bool is_max)
+{
+    sx_cg_node *x = IN(0);
+    int r = sx_cg_node_rank(x), nk = 0, perm[SX_MAX_RANK], inv[SX_MAX_RANK];
+    const int64_t *xs = sx_cg_node_shape(x);
+    int64_t kept[SX_MAX_RANK + 1], moved[SX_MAX_RANK], groups = 1;
+    for (int i = 0; i < r; i++)
+        if (!(ATTR->axes & SX_AXIS(i))) {
+            kept[nk] = xs[i];
+            perm[nk++] = i;
+        }
+    for (int i = 0, k = nk; i < r; i++)
+        if (ATTR->axes & SX_AXIS(i)) {
+            groups *= xs[i];
+            perm[k++] = i;
+        }
+    if (nk == r) { /* nothing reduced: every element is its own extreme */
+        gin[0] = sx_cg_reshape(g, gy, r, xs);
+        DONE();
+    }
+    bool identity = true;
+    for (int i = 0; i < r; i++) {
+        moved[i] = xs[perm[i]];
+        inv[perm[i]] = i;
+        identity &= perm[i] == i;
+    }
+    sx_cg_node *idx =
+        is_max ? sx_cg_argmax(g, x, ATTR->axes, false) : sx_cg_argmin(g, x, ATTR->axes, false);
+    kept[nk] = 1;
+    sx_cg_node *t = sx_cg_mul(g, sx_cg_one_hot(g, idx, groups), sx_cg_reshape(g, gy, nk + 1, kept));
+    t = sx_cg_reshape(g, t, r, moved);
+    gin[0] = identity ? t : sx_cg_permute(g, t, inv);
+    DONE();
+}
+
+sx_status grad_reduce_max(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                          sx_cg_node **gin)
+{
+    return first_extreme(g, y, gy, need, gin, true);
+}
+
+sx_status grad_reduce_min(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                          sx_cg_node **gin)
+{
+    return first_extreme(g, y, gy, need, gin, false);
+}
 
 /* ---------------------------------------------------------------- layout */
 
@@ -476,17 +514,67 @@ sx_status grad_maxpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
     DONE();
 }
 
-/* maxpool_bwd(x, dy) is piecewise constant in x and linear in dy; its dy-adjoint (G read at
- * each window's maximum) has no op yet. */
+/* Stack the kh*kw strided views of a padded (n, h', w', c) tensor, one per window offset in
+ * row-major order, along a new last axis: (n, oh, ow, c, kh*kw). Concat joins at most 64 inputs
+ * per node, so larger windows are joined in groups. */
+static sx_cg_node *window_stack(sx_cg_graph *g, sx_cg_node *xp, const sx_pool2d_params *p,
+                                int64_t oh, int64_t ow)
+{
+    int64_t k = (int64_t)p->kernel_h * p->kernel_w, s5[5];
+    memcpy(s5, sx_cg_node_shape(xp), 4 * sizeof *s5);
+    s5[1] = oh, s5[2] = ow, s5[4] = 1;
+    sx_cg_node **parts = sx_calloc((size_t)k, sizeof *parts);
+    if (parts == NULL)
+        return NULL;
+    for (int64_t i = 0; i < k; i++) {
+        int64_t di = i / p->kernel_w, dj = i % p->kernel_w;
+        sx_slice sl[4] = {SX_SLICE_ALL,
+                          {di, di + (oh - 1) * p->stride_h + 1, p->stride_h},
+                          {dj, dj + (ow - 1) * p->stride_w + 1, p->stride_w},
+                          SX_SLICE_ALL};
+        parts[i] = sx_cg_reshape(g, sx_cg_slice(g, xp, sl), 5, s5);
+    }
+    int64_t m = k;
+    while (m > 1) {
+        int64_t out = 0;
+        for (int64_t i = 0; i < m; i += 64) {
+            int n = (int)(m - i < 64 ? m - i : 64);
+            parts[out++] = n == 1 ? parts[i] : sx_cg_concat(g, n, parts + i, 4);
+        }
+        m = out;
+    }
+    sx_cg_node *r = parts[0];
+    sx_free(parts);
+    return r;
+}
+
+/* maxpool_bwd(x, dy) = P^T dy, where P (x-dependent, piecewise constant) picks each window's
+ * first maximum. The x-gradient is zero (almost everywhere); the dy-gradient is P G: G read at
+ * each window's first maximum. Built from ops that have rules: pad x with -inf and G with 0 to
+ * the windows' extent (SAME padding, TensorFlow's split), stack the kh*kw window offsets along
+ * a new axis, take argmax (the first maximum in the window's row-major order, as the kernel),
+ * and sum G's stack against one_hot(argmax). */
 sx_status grad_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                              sx_cg_node **gin)
 {
-    (void)g, (void)y, (void)gy, (void)gin;
-    if (need[1])
-        return sx_error(SX_E_UNSUPPORTED,
-                        "sx_ad_grad: the gradient of maxpool2d_bwd with respect to dy (a "
-                        "third-order term of max pooling) is not implemented");
-    return SX_OK;
+    if (!need[1])
+        return SX_OK;
+    const sx_pool2d_params *p = &ATTR->pool;
+    sx_cg_node *x = IN(0);
+    const int64_t *xs = sx_cg_node_shape(x), *ys = sx_cg_node_shape(IN(1));
+    int64_t oh = ys[1], ow = ys[2], before[4] = {0}, after[4] = {0};
+    int64_t k[2] = {p->kernel_h, p->kernel_w}, st[2] = {p->stride_h, p->stride_w};
+    for (int a = 0; a < 2; a++) {
+        int64_t o = a == 0 ? oh : ow, size = xs[1 + a];
+        int64_t total = (o - 1) * st[a] + k[a] - size;
+        before[1 + a] = p->padding == SX_PAD_SAME && total > 0 ? total / 2 : 0;
+        after[1 + a] = total - before[1 + a] > 0 ? total - before[1 + a] : 0;
+    }
+    sx_cg_node *xw = window_stack(g, sx_cg_pad(g, x, before, after, -INFINITY), p, oh, ow);
+    sx_cg_node *gw = window_stack(g, sx_cg_pad(g, gy, before, after, 0.0), p, oh, ow);
+    sx_cg_node *pick = sx_cg_one_hot(g, sx_cg_argmax(g, xw, SX_AXIS(4), false), k[0] * k[1]);
+    gin[1] = sx_cg_sum(g, sx_cg_mul(g, pick, gw), SX_AXIS(4), false);
+    DONE();
 }
 
 /* avgpool: G spread evenly over each window */
@@ -582,19 +670,22 @@ sx_status grad_softmax_xent(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const
     DONE();
 }
 
-/* out = d_i (s - t), s = softmax(l): d(d)_i = sum_j G_ij (s - t)_ij; dt = -G d_i;
- * dl = softmax_bwd(s, G d_i) */
+/* out = d_i (s T_i - t), s = softmax(l), T_i = sum_j t_ij (the exact gradient of the loss for
+ * targets that need not sum to 1, as the kernel computes it):
+ * d(d)_i = sum_j G_ij (s_ij T_i - t_ij); dt_ij = d_i (sum_k G_ik s_ik - G_ij);
+ * dl = softmax_bwd(s, G d_i T_i) */
 sx_status grad_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                                 sx_cg_node **gin)
 {
     sx_cg_node *l = IN(0), *t = IN(1), *d = column(g, IN(2));
-    sx_cg_node *s = sx_cg_softmax(g, l, 1);
+    sx_cg_node *s = sx_cg_softmax(g, l, 1), *tsum = sum_axis(g, t, 1);
     if (need[0])
-        gin[0] = sx_cg_softmax_bwd(g, s, sx_cg_mul(g, gy, d), 1);
+        gin[0] = sx_cg_softmax_bwd(g, s, sx_cg_mul(g, gy, sx_cg_mul(g, d, tsum)), 1);
     if (need[1])
-        gin[1] = sx_cg_neg(g, sx_cg_mul(g, gy, d));
+        gin[1] = sx_cg_mul(g, d, sx_cg_sub(g, sum_axis(g, sx_cg_mul(g, gy, s), 1), gy));
     if (need[2])
-        gin[2] = sx_cg_sum(g, sx_cg_mul(g, gy, sx_cg_sub(g, s, t)), SX_AXIS(1), false);
+        gin[2] = sx_cg_sum(g, sx_cg_mul(g, gy, sx_cg_sub(g, sx_cg_mul(g, s, tsum), t)), SX_AXIS(1),
+                           false);
     DONE();
 }
 
@@ -634,7 +725,16 @@ bool sx_ad_differentiable(sx_cg_op op, int input)
     case SX_OP_GATHER:
     case SX_OP_SCATTER_ADD:
         return input == 0;
-    case SX_OP_MAXPOOL2D_BWD:
+    case SX_OP_MAXPOOL2D_BWD: /* piecewise constant in x, linear in dy */
+        return input == 1;
+    case SX_OP_SEQ: /* x itself, merely ordered after its second input */
+        return input == 0;
+    case SX_OP_FUSED: /* made by the optimiser after differentiation: no rules */
+    case SX_OP_SGD_UPDATE:
+    case SX_OP_MOMENTUM_UPDATE:
+    case SX_OP_ADAGRAD_UPDATE:
+    case SX_OP_RMSPROP_UPDATE:
+    case SX_OP_ADAM_UPDATE:
         return false;
     default:
         return (unsigned)op < SX_OP_COUNT;

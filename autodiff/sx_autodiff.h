@@ -16,6 +16,12 @@
  *   first maximum in row-major order; comparisons, argmax/argmin, one_hot and the index input of
  *   gather/scatter_add have no gradient (zero); sqrt'(0) = +inf as in IEEE arithmetic.
  *
+ * Linear algebra: cholesky, eigh_w and eigh_v read only the lower triangle, so their gradients
+ * are zero above the diagonal. eigh_v needs distinct eigenvalues; svd_s needs distinct non-zero
+ * singular values (its gradient uses eigh_v of A^T A or A A^T). inv, det, logdet and solve need
+ * an invertible matrix, qr a full-rank one. Eigenvectors and Q follow LAPACK's locally smooth
+ * sign choice. The dy-gradient of maxpool2d_bwd costs kh*kw times the pooled size.
+ *
  * Errors follow cgraph: status values with a message in sx_last_error(); on failure the
  * out-parameters are NULL, and nodes made before the failure stay in the graph (unused).
  */

@@ -238,10 +238,17 @@ sx_cg_node *sx_cg_unslice(sx_cg_graph *g, sx_cg_node *x, const sx_slice *s, int 
     return op1(g, SX_OP_UNSLICE, x, &a);
 }
 
+/* A negative axis counted from the end, resolved here so that structural hashing sees one form
+ * of the attributes (the shape rule checks the range). */
+static int norm_axis(const sx_cg_node *x, int axis)
+{
+    return x != NULL && axis < 0 && axis >= -x->value.rank ? axis + x->value.rank : axis;
+}
+
 sx_cg_node *sx_cg_concat(sx_cg_graph *g, int n, sx_cg_node *const *xs, int axis)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.axis = axis;
+    a.axis = norm_axis(n > 0 && xs != NULL ? xs[0] : NULL, axis);
     return sx_cg_op_new(g, SX_OP_CONCAT, n, xs, &a);
 }
 
@@ -397,7 +404,7 @@ static sx_cg_node *axis_op(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *x,
                            int axis)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.axis = axis;
+    a.axis = norm_axis(x, axis);
     return n_in == 1 ? op1(g, op, x, &a) : op2(g, op, x, y, &a);
 }
 

@@ -32,12 +32,12 @@ struct sx_cg_node {
     uint32_t mark;      /* traversal scratch: epoch number */
     uint32_t ran;      /* the evaluation (graph->run_epoch) that last computed it */
     /* memory plan (plan.c), set when the graph is frozen with plan_memory */
-    bool planned;         /* value.data is a block of the graph's arena, shared over time */
-    bool transient;       /* planned, or a view of a planned node: the value is not kept
-                             between evaluations (recomputed when a reader needs it) */
-    bool plan_need;       /* scratch of a planned evaluation: a running reader reads it */
-    int64_t step;         /* position in the frozen order (scratch while planning) */
-    size_t plan_offset;   /* planned: byte offset of the block in the arena */
+    bool planned;          /* value.data is a block of the graph's arena, shared over time */
+    bool transient;        /* planned, or a view of a planned node: the value is not kept
+                              between evaluations (recomputed when a reader needs it) */
+    bool plan_need;        /* scratch of a planned evaluation: a running reader reads it */
+    int64_t step;          /* position in the frozen order (scratch while planning) */
+    size_t plan_offset;    /* planned: byte offset of the block in the arena */
     sx_cg_node *plan_from; /* planned in place: the dying input whose block it took */
 };
 
@@ -67,10 +67,10 @@ struct sx_cg_graph {
     sx_cg_node **outputs;
     int n_outputs;
     /* memory plan (plan.c) */
-    void *arena_raw;    /* the arena's allocation (freed with the graph) */
-    char *arena;        /* its 64-byte aligned start: planned values live here */
+    void *arena_raw; /* the arena's allocation (freed with the graph) */
+    char *arena;     /* its 64-byte aligned start: planned values live here */
     size_t arena_bytes;
-    int64_t n_planned;  /* nodes placed in the arena */
+    int64_t n_planned; /* nodes placed in the arena */
     /* scratch arrays for traversals, grown as needed */
     sx_cg_node **stack;
     int64_t cap_stack;
@@ -149,8 +149,8 @@ typedef struct cg_plan {
     void *arena_raw;            /* the arena allocation (plan_memory), NULL when empty */
     char *arena;                /* its 64-byte aligned start */
     size_t arena_bytes;
-    bool place;                 /* plan_memory: planned nodes get arena blocks */
-    sx_cg_plan_report report;   /* all but workspace_bytes and seconds */
+    bool place;               /* plan_memory: planned nodes get arena blocks */
+    sx_cg_plan_report report; /* all but workspace_bytes and seconds */
 } cg_plan;
 /* Plan the storage of the `len` nodes of a frozen order for the requested outputs and allocate
  * the arena. Sets each order node's `step`. On failure nothing is left allocated. */
@@ -167,7 +167,5 @@ void cg_plan_discard(cg_plan *plan);
  * the transient (planned) nodes they read, which are recomputed whenever read since their
  * blocks are reused. Requests for transient nodes are an error (SX_E_STATE). */
 sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
-/* Monotonic seconds. */
-double cg_now(void);
 
 #endif

@@ -114,6 +114,11 @@ void sx_cg_graph_status_clear(sx_cg_graph *g)
         g->status = SX_OK;
 }
 
+sx_status sx_cg_graph_fail(sx_cg_graph *g, sx_status s)
+{
+    return g == NULL || s == SX_OK ? s : cg_fail(g, s);
+}
+
 sx_status cg_fail(sx_cg_graph *g, sx_status s)
 {
     if (g != NULL && g->status == SX_OK)
@@ -145,7 +150,7 @@ sx_cg_stats sx_cg_graph_stats(const sx_cg_graph *g)
         if (n->own != NULL)
             s.bytes += (int64_t)((size_t)n->value.size * sx_dtype_size(n->value.dtype));
     }
-    s.bytes += (int64_t)g->ws_bytes;
+    s.bytes += (int64_t)g->ws_bytes + (int64_t)g->arena_bytes;
     return s;
 }
 
@@ -351,23 +356,30 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
     if (!check_inputs(g, op, n_in, in))
         return NULL;
     sx_cg_attr a = attr ? *attr : sx_cg_attr_default();
-    bool hash = hashable(op);
-    uint64_t h = hash ? node_hash(op, n_in, in, &a) : 0;
-    if (hash) {
-        sx_cg_node *same = hash_find(g, h, op, n_in, in, &a);
-        if (same != NULL)
-            return same;
-    }
+    /* the shape rule runs first: it normalises attributes (negative axes), so hashing sees
+     * one form of each node */
     sx_cg_node *n = NULL;
     sx_status s = node_make(g, op, n_in, in, &a, &n);
     if (s != SX_OK) {
         cg_fail(g, s);
         return NULL;
     }
-    n->hash = h;
+    bool hash = hashable(op);
+    if (hash) {
+        n->hash = node_hash(op, n_in, in, &n->attr);
+        sx_cg_node *same = hash_find(g, n->hash, op, n_in, in, &n->attr);
+        if (same != NULL) {
+            node_free(n);
+            return same;
+        }
+    }
     if (g->mode == SX_CG_EAGER) {
-        g->run_epoch++;
-        s = cg_compute(g, n);
+        /* inputs changed since they were computed (or never given a value) come first */
+        s = sx_cg_eval(g, n_in, in);
+        if (s == SX_OK) {
+            g->run_epoch++;
+            s = cg_compute(g, n);
+        }
         if (s == SX_OK)
             s = node_link(g, n, hash);
         if (s == SX_OK)
@@ -386,7 +398,8 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
 /* ---------------------------------------------------------------- leaves */
 
 static sx_cg_node *leaf_new(sx_cg_graph *g, sx_cg_op op, const char *who, const char *name,
-                            sx_dtype dtype, int rank, const int64_t *shape, const void *data)
+                            sx_dtype dtype, int rank, const int64_t *shape, const void *data,
+                            void *borrow)
 {
     if (g == NULL)
         return NULL;
@@ -414,12 +427,17 @@ static sx_cg_node *leaf_new(sx_cg_graph *g, sx_cg_op op, const char *who, const 
     n->attr = sx_cg_attr_default();
     n->value = sx_tensor_view(dtype, rank, shape, NULL);
     size_t bytes = (size_t)n->value.size * sx_dtype_size(dtype);
-    n->own = sx_alloc(bytes);
-    if (n->own == NULL)
-        goto fail;
-    n->value.data = n->own;
-    if (data != NULL && bytes > 0)
-        memcpy(n->own, data, bytes);
+    if (borrow != NULL) {
+        n->value.data = borrow;
+        n->borrowed = true;
+    } else {
+        n->own = sx_alloc(bytes);
+        if (n->own == NULL)
+            goto fail;
+        n->value.data = n->own;
+        if (data != NULL && bytes > 0)
+            memcpy(n->own, data, bytes);
+    }
     if (name != NULL && name[0] != '\0') {
         n->name = sx_alloc(strlen(name) + 1);
         if (n->name == NULL)
@@ -444,7 +462,7 @@ sx_cg_node *sx_cg_const(sx_cg_graph *g, const sx_tensor *value)
         return NULL;
     }
     return leaf_new(g, SX_OP_CONST, "sx_cg_const", NULL, value->dtype, value->rank, value->shape,
-                    value->data);
+                    value->data, NULL);
 }
 
 sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value)
@@ -453,13 +471,13 @@ sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value)
         return NULL;
     float f = (float)value;
     const void *p = g->dtype == SX_F32 ? (const void *)&f : (const void *)&value;
-    return leaf_new(g, SX_OP_CONST, "sx_cg_scalar", NULL, g->dtype, 0, NULL, p);
+    return leaf_new(g, SX_OP_CONST, "sx_cg_scalar", NULL, g->dtype, 0, NULL, p, NULL);
 }
 
 sx_cg_node *sx_cg_input(sx_cg_graph *g, const char *name, sx_dtype dtype, int rank,
                         const int64_t *shape)
 {
-    return leaf_new(g, SX_OP_INPUT, "sx_cg_input", name, dtype, rank, shape, NULL);
+    return leaf_new(g, SX_OP_INPUT, "sx_cg_input", name, dtype, rank, shape, NULL, NULL);
 }
 
 sx_cg_node *sx_cg_param(sx_cg_graph *g, const char *name, const sx_tensor *init)
@@ -470,7 +488,20 @@ sx_cg_node *sx_cg_param(sx_cg_graph *g, const char *name, const sx_tensor *init)
         return NULL;
     }
     return leaf_new(g, SX_OP_PARAM, "sx_cg_param", name, init->dtype, init->rank, init->shape,
-                    init->data);
+                    init->data, NULL);
+}
+
+sx_cg_node *sx_cg_param_borrow(sx_cg_graph *g, const char *name, sx_tensor *t)
+{
+    sx_status s = sx__check_tensor("sx_cg_param_borrow", "t", t);
+    if (s == SX_OK && t->data == NULL)
+        s = sx_error(SX_E_ARG, "sx_cg_param_borrow: the tensor has no data");
+    if (s != SX_OK) {
+        cg_fail(g, s);
+        return NULL;
+    }
+    return leaf_new(g, SX_OP_PARAM, "sx_cg_param_borrow", name, t->dtype, t->rank, t->shape,
+                    NULL, t->data);
 }
 
 static sx_status check_leaf_value(const char *who, const sx_cg_node *leaf, const sx_tensor *v)
@@ -529,6 +560,11 @@ sx_status sx_cg_leaf_set(sx_cg_graph *g, sx_cg_node *leaf, const sx_tensor *valu
         memcpy(leaf->value.data, value->data, (size_t)value->size * sx_dtype_size(value->dtype));
     leaf->valid = true;
     return SX_OK;
+}
+
+sx_rng *sx_cg_rng(sx_cg_graph *g, int id)
+{
+    return g != NULL && id >= 0 && id < g->n_rngs ? &g->rngs[id] : NULL;
 }
 
 sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id)

@@ -49,7 +49,8 @@ sx_status opt_set_inputs(sx_cg_node *n, int k, sx_cg_node *const *ins)
     }
     sx_cg_node *tmp[64];
     int kk = k < 64 ? k : 64;
-    memcpy(tmp, ins, (size_t)kk * sizeof *tmp); /* ins may alias n->in */
+    if (kk > 0)
+        memcpy(tmp, ins, (size_t)kk * sizeof *tmp); /* ins may alias n->in */
     for (int i = 0; i < n->n_in; i++)
         users_del(n->in[i], n);
     if (n->in != n->inline_in && n->in != arr)

@@ -175,8 +175,24 @@ sx_status cg_shape_broadcast_to(sx_cg_node *n)
 sx_status cg_shape_reshape(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
-    SX_TRY(attr_shape(n));
-    if (sx_shape_size(n->attr.rank, n->attr.shape) != IN(0)->size) {
+    /* resolve one -1 entry from the element count */
+    int free_axis = -1;
+    int64_t known = 1, s[SX_MAX_RANK];
+    if (n->attr.rank < 0 || n->attr.rank > SX_MAX_RANK)
+        return sx_error(SX_E_RANK, "%s: rank %d (want 0..%d)", cg_who(n), n->attr.rank,
+                        SX_MAX_RANK);
+    for (int i = 0; i < n->attr.rank; i++) {
+        s[i] = n->attr.shape[i];
+        if (s[i] == -1 && free_axis < 0)
+            free_axis = i;
+        else if (s[i] > 0)
+            known *= s[i];
+    }
+    if (free_axis >= 0 && known > 0 && IN(0)->size % known == 0)
+        s[free_axis] = IN(0)->size / known;
+    SX_TRY(sx_shape_check(cg_who(n), n->attr.rank, s));
+    set_shape(n, n->attr.rank, s);
+    if (sx_shape_size(n->attr.rank, s) != IN(0)->size) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: cannot reshape %s to %s", cg_who(n),
                         sx_shape_str(IN(0)->rank, IN(0)->shape, a, sizeof a),

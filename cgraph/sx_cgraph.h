@@ -103,6 +103,9 @@ sx_dtype sx_cg_graph_dtype(const sx_cg_graph *g);
 /* The first error of a node constructor since the graph was made or the status cleared. */
 sx_status sx_cg_graph_status(const sx_cg_graph *g);
 void sx_cg_graph_status_clear(sx_cg_graph *g);
+/* Record s as the graph's error when it has none yet, and return s: for code that builds nodes
+ * and fails for its own reasons (out of memory making a constant, say). */
+sx_status sx_cg_graph_fail(sx_cg_graph *g, sx_status s);
 
 /* Counts and memory: live nodes, edges (input references), bytes of node values and leaf
  * storage currently held, and how many kernels evaluation has run (for tests and benchmarks). */
@@ -359,7 +362,10 @@ typedef struct sx_cg_plan_report {
     double seconds;         /* time spent planning */
 } sx_cg_plan_report;
 
-/* sx_cg_freeze with options; `report` may be NULL. sx_cg_freeze uses the defaults. */
+/* sx_cg_freeze with options; `report` may be NULL. sx_cg_freeze uses the defaults.
+ * After a planned freeze, a node that is not an output holds scratch: its sx_cg_value is
+ * unspecified and asking sx_cg_eval for it is SX_E_STATE (freeze with it among the outputs to
+ * read it). Report sizes are counted in 64-byte blocks; `seconds` is the whole freeze. */
 sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                           const sx_cg_freeze_params *p, sx_cg_plan_report *report) SX_NODISCARD;
 /* Check a frozen graph's plan: SX_OK when no two nodes whose lifetimes overlap share bytes,

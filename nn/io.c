@@ -189,6 +189,15 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
 {
     if (net == NULL || path == NULL)
         return sx_error(SX_E_ARG, "sx_nn_save: NULL argument");
+    if (net->status != SX_OK)
+        return sx_error(net->status, "sx_nn_save: network %s has an error: fix its first failing "
+                                     "layer",
+                        net->name);
+    sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    if (in == NULL || last == NULL || last->rank != 1)
+        return sx_error(SX_E_STATE,
+                        "sx_nn_save: network %s needs an input layer and a (batch, classes) output",
+                        net->name);
     /* the plain (unoptimised) inference graph, with batch 1: the loader rebuilds it for the
      * batch size it wants and optimises and plans it there */
     nn_build b;
@@ -201,7 +210,6 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
         b.mode = NN_INFER;
         s = sx_cg_rng_new(g, 0, &b.rng_id);
     }
-    sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (s == SX_OK) {
         int64_t xs[SX_MAX_RANK];
         xs[0] = 1;
@@ -211,7 +219,7 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     }
     char scale[40], classes[32];
     snprintf(scale, sizeof scale, "%.17g", net->input_scale);
-    snprintf(classes, sizeof classes, "%" PRId64, last ? last->shape[0] : 0);
+    snprintf(classes, sizeof classes, "%" PRId64, last->shape[0]);
     const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
     const char *vals[4] = {"model", net->name, scale, classes};
     sx_cg_node *outs[2] = {x, out};
@@ -232,6 +240,7 @@ struct sx_nn_loaded {
     int64_t shape[SX_MAX_RANK]; /* input without the batch axis */
     int64_t classes;
     double input_scale;
+    sx_dtype dtype;
     struct {
         int64_t batch;
         sx_cg_graph *g;
@@ -319,6 +328,7 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
     if (s == SX_OK) {
         const sx_cg_node *x = m->graphs[slot].x, *y = m->graphs[slot].y;
         m->rank = sx_cg_node_rank(x) - 1;
+        m->dtype = sx_cg_node_dtype(x);
         memcpy(m->shape, sx_cg_node_shape(x) + 1, (size_t)m->rank * sizeof *m->shape);
         if (sx_cg_node_op(x) != SX_OP_INPUT || sx_cg_node_rank(y) != 2 ||
             sx_cg_node_shape(y)[1] != m->classes)
@@ -350,6 +360,11 @@ int64_t sx_nn_loaded_classes(const sx_nn_loaded *m)
 double sx_nn_loaded_input_scale(const sx_nn_loaded *m)
 {
     return m->input_scale;
+}
+
+sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m)
+{
+    return m->dtype;
 }
 
 sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out)

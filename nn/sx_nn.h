@@ -256,6 +256,8 @@ int sx_nn_loaded_input_rank(const sx_nn_loaded *m);
 const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m);
 int64_t sx_nn_loaded_classes(const sx_nn_loaded *m);
 double sx_nn_loaded_input_scale(const sx_nn_loaded *m);
+/* The dtype of the model's inputs and outputs (that of the saved network). */
+sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m);
 /* Outputs (n, classes) for x (n, input shape), n <= the batch given to sx_nn_load. */
 sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
 

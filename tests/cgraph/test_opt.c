@@ -285,7 +285,7 @@ static sx_tensor *train(sx_optim_kind k, bool fused, sx_dtype dt, int64_t *n_upd
     op.lr = 0.05;
     sx_cg_node *outs[4] = {loss};
     int n = 0;
-    cr_assert_eq(sx_optim_update(g, &op, w, gw, lr, step, outs + 1, &n), SX_OK, "%s",
+    cr_assert_eq(sx_optim_update(g, &op, w, gw, lr, step, NULL, outs + 1, &n), SX_OK, "%s",
                  sx_last_error());
     if (fused) {
         sx_cg_opt_report rep;

@@ -1,0 +1,601 @@
+/* plan.c: the memory planner (seed 000, "pebbles") and its checker. Over the frozen order, the
+ * value of each planned node lives in a block from the step that computes it to the step of its
+ * last reader (reading through views counts); blocks are placed in one arena by best fit over
+ * the ranges released so far, or written over a dying input in place. Planned values are
+ * transient: a planned evaluation recomputes a planned node whenever a running node reads it. */
+#include "cgraph_impl.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BLOCK_ALIGN 64
+
+static size_t round_block(size_t bytes)
+{
+    return (bytes + (BLOCK_ALIGN - 1)) & ~(size_t)(BLOCK_ALIGN - 1);
+}
+
+static size_t value_bytes(const sx_cg_node *n)
+{
+    return (size_t)n->value.size * sx_dtype_size(n->value.dtype);
+}
+
+/* ---------------------------------------------------------------- free ranges */
+
+/* The released ranges of the arena, each in two treaps: by (size, offset) for best fit and by
+ * offset for coalescing with neighbours. Ranges are disjoint and maximal (neighbours are
+ * merged), so a range ending at a released block's start is its left neighbour. Every
+ * operation is O(log r) expected for r free ranges; the priorities are a fixed hash of the slot,
+ * so a plan is deterministic. Slots are never reused: a plan of p blocks makes at most 2p + 1
+ * ranges (one per release, one remainder per allocation from a range). */
+enum { BY_SIZE = 0, BY_OFFSET = 1 };
+
+typedef struct frange {
+    size_t off, size;
+    uint32_t pri;
+    int32_t ch[2][2]; /* [tree][left/right] */
+} frange;
+
+typedef struct fset {
+    frange *r;
+    int32_t n, cap;
+    int32_t root[2];
+    size_t end; /* the arena's high-water mark */
+} fset;
+
+static bool key_less(const frange *a, const frange *b, int t)
+{
+    if (t == BY_SIZE && a->size != b->size)
+        return a->size < b->size;
+    return a->off < b->off;
+}
+
+/* Split tree t at x into the nodes before x and the nodes from x on. */
+static void tsplit(frange *r, int t, int32_t node, const frange *x, int32_t *lo, int32_t *hi)
+{
+    if (node < 0) {
+        *lo = *hi = -1;
+        return;
+    }
+    if (key_less(&r[node], x, t)) {
+        tsplit(r, t, r[node].ch[t][1], x, &r[node].ch[t][1], hi);
+        *lo = node;
+    } else {
+        tsplit(r, t, r[node].ch[t][0], x, lo, &r[node].ch[t][0]);
+        *hi = node;
+    }
+}
+
+/* Join two trees where every key of a precedes every key of b. */
+static int32_t tmerge(frange *r, int t, int32_t a, int32_t b)
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    if (r[a].pri > r[b].pri) {
+        r[a].ch[t][1] = tmerge(r, t, r[a].ch[t][1], b);
+        return a;
+    }
+    r[b].ch[t][0] = tmerge(r, t, a, r[b].ch[t][0]);
+    return b;
+}
+
+static void tinsert(fset *f, int t, int32_t node)
+{
+    int32_t lo, hi;
+    tsplit(f->r, t, f->root[t], &f->r[node], &lo, &hi);
+    f->root[t] = tmerge(f->r, t, tmerge(f->r, t, lo, node), hi);
+}
+
+static int32_t terase_at(frange *r, int t, int32_t at, int32_t node)
+{
+    if (at == node)
+        return tmerge(r, t, r[at].ch[t][0], r[at].ch[t][1]);
+    int side = key_less(&r[node], &r[at], t) ? 0 : 1;
+    r[at].ch[t][side] = terase_at(r, t, r[at].ch[t][side], node);
+    return at;
+}
+
+static void fset_insert(fset *f, size_t off, size_t size)
+{
+    assert(f->n < f->cap); /* at most one insertion per allocation and per release */
+    int32_t k = f->n++;
+    uint32_t h = (uint32_t)k * 2654435761u;
+    h ^= h >> 15;
+    f->r[k] = (frange){off, size, h * 2246822519u, {{-1, -1}, {-1, -1}}};
+    tinsert(f, BY_SIZE, k);
+    tinsert(f, BY_OFFSET, k);
+}
+
+static void fset_erase(fset *f, int32_t k)
+{
+    f->root[BY_SIZE] = terase_at(f->r, BY_SIZE, f->root[BY_SIZE], k);
+    f->root[BY_OFFSET] = terase_at(f->r, BY_OFFSET, f->root[BY_OFFSET], k);
+}
+
+/* The smallest range of at least `size` bytes (the lowest offset among equals), or -1. */
+static int32_t fset_best_fit(const fset *f, size_t size)
+{
+    int32_t best = -1;
+    for (int32_t x = f->root[BY_SIZE]; x >= 0;) {
+        if (f->r[x].size >= size) {
+            best = x;
+            x = f->r[x].ch[BY_SIZE][0];
+        } else {
+            x = f->r[x].ch[BY_SIZE][1];
+        }
+    }
+    return best;
+}
+
+/* The range with the largest offset below `off` (or at most `off` when `or_equal`), or -1. */
+static int32_t fset_before(const fset *f, size_t off)
+{
+    int32_t best = -1;
+    for (int32_t x = f->root[BY_OFFSET]; x >= 0;) {
+        if (f->r[x].off < off) {
+            best = x;
+            x = f->r[x].ch[BY_OFFSET][1];
+        } else {
+            x = f->r[x].ch[BY_OFFSET][0];
+        }
+    }
+    return best;
+}
+
+/* The range with the smallest offset at or above `off`, or -1. */
+static int32_t fset_from(const fset *f, size_t off)
+{
+    int32_t best = -1;
+    for (int32_t x = f->root[BY_OFFSET]; x >= 0;) {
+        if (f->r[x].off >= off) {
+            best = x;
+            x = f->r[x].ch[BY_OFFSET][0];
+        } else {
+            x = f->r[x].ch[BY_OFFSET][1];
+        }
+    }
+    return best;
+}
+
+/* Place a block of `size` bytes (a multiple of the alignment): best fit among the free
+ * ranges, its start; else at the end of the arena, over the last free range when that one
+ * touches the end. */
+static size_t fset_alloc(fset *f, size_t size)
+{
+    int32_t k = fset_best_fit(f, size);
+    if (k >= 0) {
+        frange r = f->r[k];
+        fset_erase(f, k);
+        if (r.size > size)
+            fset_insert(f, r.off + size, r.size - size);
+        return r.off;
+    }
+    int32_t last = fset_before(f, f->end);
+    if (last >= 0 && f->r[last].off + f->r[last].size == f->end) {
+        size_t off = f->r[last].off;
+        fset_erase(f, last);
+        f->end = off + size;
+        return off;
+    }
+    size_t off = f->end;
+    f->end += size;
+    return off;
+}
+
+/* Give a block back, merged with the free ranges that touch it. */
+static void fset_release(fset *f, size_t off, size_t size)
+{
+    int32_t left = fset_before(f, off);
+    if (left >= 0 && f->r[left].off + f->r[left].size == off) {
+        off = f->r[left].off;
+        size += f->r[left].size;
+        fset_erase(f, left);
+    }
+    int32_t right = fset_from(f, off + size);
+    if (right >= 0 && f->r[right].off == off + size) {
+        size += f->r[right].size;
+        fset_erase(f, right);
+    }
+    fset_insert(f, off, size);
+}
+
+/* ---------------------------------------------------------------- planning */
+
+enum { SLOT_KEPT = 0, SLOT_PLANNED = 1, SLOT_VIEW = 2 };
+
+/* The size thresholds tried for keeping small blocks apart: largest block >> shift. */
+enum { N_SPLITS = 5 };
+static const int split_shift[N_SPLITS] = {1, 2, 3, 4, 6};
+
+/* What planning knows of the node at one position of the order. */
+struct cg_plan_slot {
+    int64_t root;  /* position of the node whose storage holds this value (itself, but for
+                      views: the root of the chain of views) */
+    int64_t last;  /* last step reading this storage (directly or through views) */
+    int64_t from;  /* planned in place: position of the input whose block it took, else -1 */
+    size_t bytes;  /* planned: the block, rounded up to the alignment */
+    size_t offset; /* planned: the block's offset in the arena */
+    uint8_t kind;  /* SLOT_* */
+    uint8_t pool;  /* planned: which part of the arena (see place) */
+    bool taken;    /* planned: a reader took its block over in place */
+    bool released; /* scratch of a walk: its death was handled */
+};
+
+/* May n be written over its input i when that input dies at n? Element-wise ops over any input
+ * of the result's size (the only broadcast operand of that size is one of the result's shape,
+ * read element by element before being written); matmul over its addend only, never over a
+ * factor that shares the addend's storage. */
+static bool inplace_ok(const sx_cg_node *n, int i, const struct cg_plan_slot *s)
+{
+    unsigned f = sx_cg_ops[n->op].flags;
+    const sx_cg_node *x = n->in[i];
+    if (x->value.size != n->value.size || x->value.dtype != n->value.dtype)
+        return false;
+    if (f & SX_OPF_INPLACE)
+        return true;
+    if ((f & SX_OPF_INPLACE_ADDEND) && i == 2 && n->n_in == 3) {
+        int64_t r = s[x->step].root;
+        return s[n->in[0]->step].root != r && s[n->in[1]->step].root != r;
+    }
+    return false;
+}
+
+/* May this node's value go in the arena? Not leaves, views (they have no storage), random draws
+ * (recomputing one would draw anew), mutating nodes, empty values. classify() also keeps the
+ * requested outputs, the roots of requested views and whatever a mutating node writes. */
+static bool plannable(const sx_cg_node *n)
+{
+    unsigned f = sx_cg_ops[n->op].flags;
+    return !(f & (SX_OPF_LEAF | SX_OPF_VIEW | SX_OPF_RANDOM | SX_OPF_MUTATES)) && n->value.size > 0;
+}
+
+/* Roots, kinds and lifetimes of the order's nodes (inputs come before their readers). */
+static void classify(sx_cg_node *const *order, int64_t len, int n_out, sx_cg_node *const *outs,
+                     struct cg_plan_slot *s)
+{
+    for (int64_t i = 0; i < len; i++) {
+        sx_cg_node *x = order[i];
+        x->step = i;
+        bool view = (sx_cg_ops[x->op].flags & SX_OPF_VIEW) && x->n_in > 0;
+        s[i] = (struct cg_plan_slot){
+            view ? s[x->in[0]->step].root : i, i, -1, 0, 0, SLOT_KEPT, 0, false, false};
+        if (view)
+            s[i].kind = SLOT_VIEW;
+        else if (plannable(x))
+            s[i].kind = SLOT_PLANNED;
+        if (s[i].kind == SLOT_PLANNED)
+            s[i].bytes = round_block(value_bytes(x));
+        for (int j = 0; j < x->n_in; j++) {
+            int64_t r = s[x->in[j]->step].root;
+            if (s[r].last < i)
+                s[r].last = i;
+        }
+        for (int k = 0; k < cg_mutated(x); k++)
+            s[s[x->in[k]->step].root].kind = SLOT_KEPT;
+    }
+    for (int i = 0; i < n_out; i++) {
+        int64_t r = s[outs[i]->step].root;
+        if (s[r].kind == SLOT_PLANNED)
+            s[r].kind = SLOT_KEPT;
+    }
+}
+
+/* Call BODY with r bound to each planned root that dies at step i and is not handed over in
+ * place: the roots of x's inputs whose last reader x is, and x itself when nothing reads it.
+ * Each once (a root read twice is marked `released`). */
+#define FOR_EACH_DEATH(s, x, i, r, BODY)                                                           \
+    do {                                                                                           \
+        for (int j_ = -1; j_ < (x)->n_in; j_++) {                                                  \
+            int64_t r = j_ < 0 ? (i) : (s)[(x)->in[j_]->step].root;                                \
+            if ((s)[r].kind != SLOT_PLANNED || (s)[r].last != (i) || (s)[r].released)              \
+                continue;                                                                          \
+            (s)[r].released = true;                                                                \
+            if (!(s)[r].taken) {                                                                   \
+                BODY;                                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* Decide the in-place pairs and measure the naive and peak-live bytes: walk the order, each
+ * planned node allocating its block at its step (or taking over a dying input's), each block
+ * released after its last reader's step. */
+static void simulate(sx_cg_node *const *order, int64_t len, struct cg_plan_slot *s, bool inplace,
+                     sx_cg_plan_report *rep)
+{
+    size_t live = 0;
+    for (int64_t i = 0; i < len; i++) {
+        sx_cg_node *x = order[i];
+        if (s[i].kind == SLOT_PLANNED) {
+            rep->naive_bytes += s[i].bytes;
+            for (int j = 0; inplace && j < x->n_in && s[i].from < 0; j++) {
+                int64_t r = s[x->in[j]->step].root;
+                if (s[r].kind == SLOT_PLANNED && s[r].last == i && !s[r].taken &&
+                    s[r].bytes == s[i].bytes && inplace_ok(x, j, s)) {
+                    s[i].from = r;
+                    s[r].taken = true; /* handed over: the block now belongs to x */
+                    live -= s[r].bytes;
+                    rep->inplace_nodes++;
+                }
+            }
+            live += s[i].bytes;
+            if (live > rep->peak_live_bytes)
+                rep->peak_live_bytes = live;
+        }
+        FOR_EACH_DEATH(s, x, i, r, live -= s[r].bytes);
+    }
+}
+
+/* Place the planned blocks by best fit, blocks of at least `split` bytes in a lower part of
+ * the arena and smaller ones in an upper part (split = 0: one part). Segregating sizes keeps
+ * small long-lived blocks from pinning the space that large short-lived ones could share.
+ * Returns the arena's size; offsets go to s[].offset. O(p log p) for p planned nodes. */
+static size_t place(sx_cg_node *const *order, int64_t len, struct cg_plan_slot *s, fset f[2],
+                    size_t split)
+{
+    for (int k = 0; k < 2; k++) {
+        f[k].n = 0;
+        f[k].root[0] = f[k].root[1] = -1;
+        f[k].end = 0;
+    }
+    for (int64_t i = 0; i < len; i++)
+        s[i].released = false;
+    for (int64_t i = 0; i < len; i++) {
+        sx_cg_node *x = order[i];
+        if (s[i].kind == SLOT_PLANNED) {
+            s[i].pool = s[i].bytes >= split ? 0 : 1;
+            s[i].offset =
+                s[i].from >= 0 ? s[s[i].from].offset : fset_alloc(&f[s[i].pool], s[i].bytes);
+        }
+        FOR_EACH_DEATH(s, x, i, r, fset_release(&f[s[r].pool], s[r].offset, s[r].bytes));
+    }
+    for (int64_t i = 0; i < len; i++)
+        if (s[i].kind == SLOT_PLANNED && s[i].pool == 1)
+            s[i].offset += f[0].end;
+    return f[0].end + f[1].end;
+}
+
+sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
+                       sx_cg_node *const *outs, const sx_cg_freeze_params *p, cg_plan *plan)
+{
+    (void)g;
+    memset(plan, 0, sizeof *plan);
+    sx_cg_plan_report rep;
+    memset(&rep, 0, sizeof rep);
+    bool on = p->plan_memory;
+    int64_t n_planned = 0;
+    size_t largest = 0;
+    struct cg_plan_slot *s = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *s);
+    if (s == NULL)
+        return SX_E_NOMEM;
+    classify(order, len, n_out, outs, s);
+    for (int64_t i = 0; i < len; i++)
+        if (s[i].kind == SLOT_PLANNED) {
+            n_planned++;
+            largest = s[i].bytes > largest ? s[i].bytes : largest;
+        }
+    if (n_planned > INT32_MAX / 2 - 1) {
+        sx_free(s);
+        return sx_error(SX_E_UNSUPPORTED, "sx_cg_freeze: %lld nodes to plan is too many",
+                        (long long)n_planned);
+    }
+    simulate(order, len, s, on && p->inplace, &rep);
+
+    if (on && n_planned > 0) {
+        /* Best fit in one part, then with small blocks apart at a few thresholds: keep the
+         * smallest arena (ties: the earliest candidate). */
+        fset f[2] = {{NULL, 0, (int32_t)(2 * n_planned + 1), {-1, -1}, 0},
+                     {NULL, 0, (int32_t)(2 * n_planned + 1), {-1, -1}, 0}};
+        f[0].r = sx_alloc((size_t)f[0].cap * sizeof *f[0].r);
+        f[1].r = sx_alloc((size_t)f[1].cap * sizeof *f[1].r);
+        if (f[0].r == NULL || f[1].r == NULL) {
+            sx_free(f[0].r);
+            sx_free(f[1].r);
+            sx_free(s);
+            return SX_E_NOMEM;
+        }
+        size_t best = place(order, len, s, f, 0), best_split = 0;
+        for (int c = 0; c < N_SPLITS; c++) {
+            size_t split = largest >> split_shift[c];
+            size_t a = place(order, len, s, f, split);
+            if (a < best) {
+                best = a;
+                best_split = split;
+            }
+        }
+        plan->arena_bytes = place(order, len, s, f, best_split);
+        sx_free(f[0].r);
+        sx_free(f[1].r);
+        plan->arena_raw = sx_alloc(plan->arena_bytes + BLOCK_ALIGN - 1);
+        if (plan->arena_raw == NULL) {
+            sx_free(s);
+            memset(plan, 0, sizeof *plan);
+            return SX_E_NOMEM;
+        }
+        uintptr_t a = (uintptr_t)plan->arena_raw;
+        plan->arena = (char *)((a + (BLOCK_ALIGN - 1)) & ~(uintptr_t)(BLOCK_ALIGN - 1));
+    }
+    rep.arena_bytes = plan->arena_bytes;
+    rep.planned_nodes = on ? n_planned : 0;
+    plan->slots = s;
+    plan->place = on;
+    plan->report = rep;
+    return SX_OK;
+}
+
+bool cg_plan_planned(const cg_plan *plan, int64_t i)
+{
+    return plan->place && plan->slots[i].kind == SLOT_PLANNED;
+}
+
+void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_plan *plan)
+{
+    struct cg_plan_slot *s = plan->slots;
+    g->arena_raw = plan->arena_raw;
+    g->arena = plan->arena;
+    g->arena_bytes = plan->arena_bytes;
+    g->n_planned = 0;
+    for (int64_t i = 0; i < len; i++) {
+        sx_cg_node *x = order[i];
+        x->step = i;
+        x->planned = cg_plan_planned(plan, i);
+        x->transient = plan->place && s[s[i].root].kind == SLOT_PLANNED;
+        x->plan_need = false;
+        x->plan_from = NULL;
+        if (x->planned) {
+            /* a value computed before freezing is dropped: transient values are recomputed
+             * when read */
+            sx_free(x->own);
+            x->own = NULL;
+            x->plan_offset = s[i].offset;
+            x->value.data = g->arena + s[i].offset;
+            x->plan_from = s[i].from >= 0 ? order[s[i].from] : NULL;
+            g->n_planned++;
+        } else if (s[i].kind == SLOT_VIEW && x->value.data != NULL) {
+            x->value.data = x->in[0]->value.data; /* its input may have moved */
+        }
+    }
+    /* Views outside the order, evaluated before freezing, may point at a buffer just dropped:
+     * they lose their value (the frozen graph cannot evaluate them anyway). In creation order,
+     * so that chains of views follow. Members are the nodes marked by this freeze. */
+    for (int64_t i = 0; plan->place && i < g->n_nodes; i++) {
+        sx_cg_node *x = g->nodes[i];
+        if (x->dead || x->mark == g->epoch || !(sx_cg_ops[x->op].flags & SX_OPF_VIEW) ||
+            x->n_in == 0 || x->value.data == NULL)
+            continue;
+        const sx_cg_node *in = x->in[0];
+        if (in->planned || (in->mark != g->epoch && (sx_cg_ops[in->op].flags & SX_OPF_VIEW) &&
+                            in->value.data == NULL)) {
+            x->value.data = NULL;
+            cg_invalidate(g, x);
+        }
+    }
+    sx_free(s);
+    memset(plan, 0, sizeof *plan);
+}
+
+void cg_plan_discard(cg_plan *plan)
+{
+    sx_free(plan->slots);
+    sx_free(plan->arena_raw);
+    memset(plan, 0, sizeof *plan);
+}
+
+/* ---------------------------------------------------------------- planned evaluation */
+
+sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
+{
+    for (int i = 0; i < n; i++)
+        if (nodes[i]->transient)
+            return sx_error(SX_E_STATE,
+                            "sx_cg_eval: node %lld (%s) shares planned storage that later nodes "
+                            "reuse: freeze with it among the outputs to read it",
+                            (long long)nodes[i]->id, sx_cg_op_name(nodes[i]->op));
+    /* Backwards: a kept node runs when it is invalid; a transient node when a running node
+     * reads it (its block may hold another node's value by now). plan_need ends as "runs". */
+    for (int64_t i = g->n_order - 1; i >= 0; i--) {
+        sx_cg_node *x = g->order[i];
+        if (!x->transient)
+            x->plan_need = !x->valid;
+        if (x->plan_need)
+            for (int j = 0; j < x->n_in; j++)
+                x->in[j]->plan_need = true;
+    }
+    sx_status st = SX_OK;
+    for (int64_t i = 0; i < g->n_order; i++) {
+        sx_cg_node *x = g->order[i];
+        if (x->plan_need && st == SX_OK)
+            st = cg_compute(g, x);
+        x->plan_need = false;
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- checking */
+
+sx_status sx_cg_plan_check(const sx_cg_graph *g)
+{
+    const char *who = "sx_cg_plan_check";
+    if (g == NULL)
+        return sx_error(SX_E_ARG, "%s: graph is NULL", who);
+    if (!g->frozen)
+        return sx_error(SX_E_STATE, "%s: the graph is not frozen", who);
+    int64_t len = g->n_order;
+    int64_t *pos = sx_alloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *pos);
+    int64_t *root = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *root);
+    int64_t *last = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *last);
+    int64_t *active = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *active);
+    sx_status st = pos && root && last && active ? SX_OK : SX_E_NOMEM;
+    const char *lo = g->arena, *hi = g->arena ? g->arena + g->arena_bytes : NULL;
+
+    /* lifetimes from the order alone: a value lives from its step to its last reader's */
+    for (int64_t i = 0; st == SX_OK && i < g->n_nodes; i++)
+        pos[i] = -1;
+    for (int64_t i = 0; st == SX_OK && i < len; i++)
+        pos[g->order[i]->id] = i;
+    for (int64_t i = 0; st == SX_OK && i < len; i++) {
+        const sx_cg_node *x = g->order[i];
+        bool view = (sx_cg_ops[x->op].flags & SX_OPF_VIEW) && x->n_in > 0;
+        root[i] = view ? root[pos[x->in[0]->id]] : i;
+        last[i] = i;
+        for (int j = 0; j < x->n_in; j++) {
+            int64_t r = root[pos[x->in[j]->id]];
+            if (last[r] < i)
+                last[r] = i;
+        }
+    }
+
+    /* every planned block inside the arena, aligned; nothing else in the arena */
+    for (int64_t i = 0; st == SX_OK && i < len; i++) {
+        const sx_cg_node *x = g->order[i];
+        const char *d = x->value.data;
+        if (x->planned) {
+            if (d != g->arena + x->plan_offset || x->plan_offset % BLOCK_ALIGN != 0 ||
+                x->plan_offset + value_bytes(x) > g->arena_bytes)
+                st = sx_error(SX_E_STATE,
+                              "%s: node %lld (%s) has a block at offset %zu of %zu bytes outside "
+                              "an arena of %zu bytes, or misaligned",
+                              who, (long long)x->id, sx_cg_op_name(x->op), x->plan_offset,
+                              value_bytes(x), g->arena_bytes);
+        } else if (root[i] == i && d != NULL && lo != NULL && d >= lo && d < hi) {
+            st = sx_error(SX_E_STATE, "%s: node %lld (%s) is not planned but lives in the arena",
+                          who, (long long)x->id, sx_cg_op_name(x->op));
+        }
+    }
+
+    /* sweep the steps: compare each planned block with the blocks still live when it starts */
+    int64_t n_active = 0;
+    for (int64_t i = 0; st == SX_OK && i < len; i++) {
+        const sx_cg_node *x = g->order[i];
+        if (!x->planned)
+            continue;
+        int64_t k = 0;
+        for (int64_t a = 0; a < n_active; a++)
+            if (last[active[a]] >= i)
+                active[k++] = active[a];
+        n_active = k;
+        size_t x0 = x->plan_offset, x1 = x0 + value_bytes(x);
+        for (int64_t a = 0; a < n_active && st == SX_OK; a++) {
+            const sx_cg_node *y = g->order[active[a]];
+            size_t y0 = y->plan_offset, y1 = y0 + value_bytes(y);
+            if (x0 >= y1 || y0 >= x1)
+                continue;
+            if (x->plan_from == y && last[active[a]] == i && x0 == y0 && x1 == y1)
+                continue; /* the planner's in-place pair: y dies where x is written */
+            st = sx_error(SX_E_STATE,
+                          "%s: nodes %lld (%s, steps %lld..%lld) and %lld (%s, steps %lld..%lld) "
+                          "share arena bytes [%zu, %zu)",
+                          who, (long long)y->id, sx_cg_op_name(y->op), (long long)active[a],
+                          (long long)last[active[a]], (long long)x->id, sx_cg_op_name(x->op),
+                          (long long)i, (long long)last[i], x0 > y0 ? x0 : y0, x1 < y1 ? x1 : y1);
+        }
+        active[n_active++] = i;
+    }
+    sx_free(pos);
+    sx_free(root);
+    sx_free(last);
+    sx_free(active);
+    return st;
+}

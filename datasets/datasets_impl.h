@@ -1,0 +1,85 @@
+/* datasets_impl.h: internals shared by the files of datasets/ (never installed): the IDX reader.
+ * One reader serves a file (zlib's gz reader: gzip or raw) and a memory buffer (raw, or gzip
+ * inflated here with zlib), so both go through the same header checks. Usage: open, read the
+ * header (checked, nothing allocated yet), read the kept rows, finish (skip and check the rest),
+ * close. Every error message starts with the reader's name (the path). */
+#ifndef SX_DATASETS_IMPL_H
+#define SX_DATASETS_IMPL_H
+
+#include "sx_datasets.h"
+
+#include <stdint.h>
+
+#define ZLIB_CONST /* next_in is const: the memory reader never writes its buffer */
+#include <zlib.h>
+
+/* Return the status of `expr` when it is not SX_OK. */
+#define DS_TRY(expr)                                                                               \
+    do {                                                                                           \
+        sx_status ds__s = (expr);                                                                  \
+        if (ds__s != SX_OK)                                                                        \
+            return ds__s;                                                                          \
+    } while (0)
+
+typedef enum { IDX_SRC_GZFILE, IDX_SRC_MEM_RAW, IDX_SRC_MEM_GZIP } sx__idx_src;
+
+typedef struct sx__idx_reader {
+    const char *name; /* path or buffer name, used in messages (borrowed) */
+    sx__idx_src src;
+    gzFile gz;          /* IDX_SRC_GZFILE */
+    const uint8_t *mem; /* IDX_SRC_MEM_*: the buffer, its size, the next byte */
+    size_t mem_len, mem_pos;
+    z_stream zs;         /* IDX_SRC_MEM_GZIP */
+    int zs_state;        /* 0 none, 1 inflating a member, 2 between members, 3 done */
+    uint64_t src_bytes;  /* size of the file or buffer (UINT64_MAX: unknown, a pipe) */
+    int gzip;            /* the source is gzip-compressed */
+    uint64_t max_stream; /* the most bytes the (decompressed) stream can hold */
+    uint64_t pos;        /* (decompressed) bytes consumed so far */
+
+    /* The header, valid after sx__idx_read_header. */
+    sx_ds_type type;
+    int rank;
+    int64_t dims[SX_MAX_RANK];
+    int64_t count;       /* elements announced */
+    size_t esize;        /* bytes per element */
+    int64_t row;         /* elements per entry of the first axis */
+    uint64_t header_len; /* 4 + 4 * rank */
+} sx__idx_reader;
+
+/* Open a file / a buffer. On failure nothing stays open. */
+sx_status sx__idx_open_file(sx__idx_reader *r, const char *path);
+sx_status sx__idx_open_mem(sx__idx_reader *r, const void *buf, size_t len, const char *name);
+/* Read and check the header (SX_E_FORMAT naming the problem); allocates nothing. */
+sx_status sx__idx_read_header(sx__idx_reader *r);
+/* The next n elements in native byte order into dst (n * esize bytes). */
+sx_status sx__idx_read_native(sx__idx_reader *r, void *dst, int64_t n);
+/* The next n elements converted: dst[i] = (dtype)(element * scale). `chunk` is scratch memory
+ * of chunk_bytes (>= 8) bytes. */
+sx_status sx__idx_read_convert(sx__idx_reader *r, sx_dtype dtype, double scale, void *dst,
+                               int64_t n, uint8_t *chunk, size_t chunk_bytes);
+/* Skip the rest of the payload (checking it is there) and check that the stream ends right
+ * after it, cleanly. `chunk` as above. */
+sx_status sx__idx_finish(sx__idx_reader *r, uint8_t *chunk, size_t chunk_bytes);
+/* Close; safe on a reader whose open failed or that was zeroed. */
+void sx__idx_close(sx__idx_reader *r);
+
+/* Entries kept along the first axis for a limit (<= 0: all). */
+int64_t sx__idx_keep(const sx__idx_reader *r, int64_t limit);
+
+/* The scratch size the readers use (decompressed bytes per read call). */
+#define SX_IDX_CHUNK ((size_t)1 << 19)
+
+/* Ask the kernel for transparent huge pages over a large new block (>= 4 MB; Linux only, a
+ * hint). Filling 188 MB of fresh 4 KB pages costs about 0.5 s of page faults on a VM; with huge
+ * pages it costs 20 ms. */
+void sx__advise_large(void *p, size_t bytes);
+
+/* Check a data set for `who` (SX_E_ARG naming the bad field). */
+sx_status sx__check_images(const char *who, const sx_ds_images *d);
+/* Check batch tensors for `who`: x (may be NULL) holds B rows of h*w*c values, y (may be NULL)
+ * is (B) or (B, classes); with both, the same B. *rows receives B (-1 when both are NULL).
+ * want_rows >= 0 also requires B == want_rows. SX_E_ARG / SX_E_SHAPE naming the tensor. */
+sx_status sx__check_batch(const char *who, const sx_ds_images *d, const sx_tensor *x,
+                          const sx_tensor *y, int64_t want_rows, int64_t *rows);
+
+#endif

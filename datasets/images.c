@@ -1,0 +1,355 @@
+/* images.c: labelled image sets (MNIST, Fashion-MNIST, any u8 IDX pair) kept as bytes, and their
+ * conversion to tensors. Loading reads both headers and checks them against each other before
+ * allocating; conversion goes through a 256-entry table, whole set or one batch of rows. */
+#include "datasets_impl.h"
+
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------- checks */
+
+sx_status sx__check_images(const char *who, const sx_ds_images *d)
+{
+    if (d == NULL)
+        return sx_error(SX_E_ARG, "%s: the data set is NULL", who);
+    if (d->n < 1 || d->h < 1 || d->w < 1 || d->c < 1)
+        return sx_error(SX_E_ARG, "%s: the data set has n=%lld h=%lld w=%lld c=%lld (want >= 1)",
+                        who, (long long)d->n, (long long)d->h, (long long)d->w, (long long)d->c);
+    if (d->classes < 1 || d->classes > 256)
+        return sx_error(SX_E_ARG, "%s: the data set has %lld classes (want 1..256)", who,
+                        (long long)d->classes);
+    if (d->pixels == NULL || d->labels == NULL)
+        return sx_error(SX_E_ARG, "%s: the data set has no %s", who,
+                        d->pixels == NULL ? "pixels" : "labels");
+    int64_t shape[4] = {d->n, d->h, d->w, d->c};
+    if (sx_shape_check(who, 4, shape) != SX_OK)
+        return sx_error(SX_E_ARG, "%s: the data set's size overflows", who);
+    return SX_OK;
+}
+
+static sx_status check_tensor(const char *who, const char *name, const sx_tensor *t)
+{
+    if ((t->dtype != SX_F32 && t->dtype != SX_F64) || t->rank < 0 || t->rank > SX_MAX_RANK ||
+        (t->data == NULL && t->size > 0))
+        return sx_error(SX_E_ARG, "%s: %s is not a valid tensor", who, name);
+    return SX_OK;
+}
+
+sx_status sx__check_batch(const char *who, const sx_ds_images *d, const sx_tensor *x,
+                          const sx_tensor *y, int64_t want_rows, int64_t *rows)
+{
+    char s[160];
+    int64_t row = d->h * d->w * d->c, bx = -1, by = -1;
+    if (x != NULL) {
+        DS_TRY(check_tensor(who, "x", x));
+        bx = x->rank >= 1 ? x->shape[0] : -1;
+        if (x->rank < 1 || (want_rows >= 0 && bx != want_rows) || x->size % row != 0 ||
+            x->size / row != bx)
+            return sx_error(SX_E_SHAPE,
+                            "%s: x has shape %s; want %s rows of %lld values, e.g. (B,%lld,%lld,"
+                            "%lld)",
+                            who, sx_shape_str(x->rank, x->shape, s, sizeof s),
+                            want_rows >= 0 ? "batch-size" : "B", (long long)row, (long long)d->h,
+                            (long long)d->w, (long long)d->c);
+    }
+    if (y != NULL) {
+        DS_TRY(check_tensor(who, "y", y));
+        by = y->rank >= 1 ? y->shape[0] : -1;
+        bool ok = (y->rank == 1 || (y->rank == 2 && y->shape[1] == d->classes)) &&
+                  (want_rows < 0 || by == want_rows);
+        if (!ok)
+            return sx_error(SX_E_SHAPE,
+                            "%s: y has shape %s; want (B) class indices or (B,%lld) "
+                            "one-hot rows%s",
+                            who, sx_shape_str(y->rank, y->shape, s, sizeof s),
+                            (long long)d->classes, want_rows >= 0 ? ", B the batch size" : "");
+    }
+    if (x != NULL && y != NULL && bx != by)
+        return sx_error(SX_E_SHAPE, "%s: x has %lld rows but y has %lld", who, (long long)bx,
+                        (long long)by);
+    if (want_rows >= 0 && x == NULL && y == NULL)
+        bx = want_rows;
+    *rows = x != NULL ? bx : y != NULL ? by : bx;
+    return SX_OK;
+}
+
+static sx_status check_conversion(const char *who, sx_dtype dtype, double scale)
+{
+    if (dtype != SX_F32 && dtype != SX_F64)
+        return sx_error(SX_E_ARG, "%s: dtype %d is not f32 or f64", who, (int)dtype);
+    if (!isfinite(scale))
+        return sx_error(SX_E_ARG, "%s: scale %g is not finite", who, scale);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- byte -> value table */
+
+typedef struct table {
+    sx_dtype dtype;
+    float f32[256];
+    double f64[256];
+} table;
+
+static void table_init(table *t, sx_dtype dtype, double scale)
+{
+    t->dtype = dtype;
+    for (int b = 0; b < 256; b++) {
+        t->f64[b] = (double)b * scale;
+        t->f32[b] = (float)t->f64[b];
+    }
+}
+
+/* dst[i] = table[src[i]] for i < n; dst is an array of the table's dtype; `at` is the first
+ * element of dst written. */
+static void table_apply(const table *t, const uint8_t *src, int64_t n, void *dst, int64_t at)
+{
+    if (t->dtype == SX_F32) {
+        float *o = (float *)dst + at;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = t->f32[src[i]];
+    } else {
+        double *o = (double *)dst + at;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = t->f64[src[i]];
+    }
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static sx_status wrong_kind(const sx__idx_reader *r, const char *what, const char *want)
+{
+    char s[160];
+    return sx_error(SX_E_FORMAT, "%s: %s must be %s; this file holds %s %s", r->name, what, want,
+                    sx_ds_type_name(r->type), sx_shape_str(r->rank, r->dims, s, sizeof s));
+}
+
+sx_status sx_ds_images_load(const char *images_path, const char *labels_path, int64_t classes,
+                            int64_t limit, sx_ds_images **out)
+{
+    const char *who = "sx_ds_images_load";
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "%s: out is NULL", who);
+    *out = NULL;
+    if (images_path == NULL || labels_path == NULL)
+        return sx_error(SX_E_ARG, "%s: %s is NULL", who,
+                        images_path == NULL ? "images_path" : "labels_path");
+    if (classes < 1 || classes > 256)
+        return sx_error(SX_E_ARG, "%s: %lld classes (want 1..256: labels are bytes)", who,
+                        (long long)classes);
+
+    sx__idx_reader ri, rl;
+    memset(&ri, 0, sizeof ri);
+    memset(&rl, 0, sizeof rl);
+    sx_ds_images *d = NULL;
+    uint8_t *chunk = NULL;
+    /* Both headers first: kinds and counts agree before anything is allocated. */
+    sx_status st = sx__idx_open_file(&ri, images_path);
+    if (st == SX_OK)
+        st = sx__idx_read_header(&ri);
+    if (st == SX_OK && (ri.type != SX_DS_U8 || ri.rank < 3 || ri.rank > 4))
+        st = wrong_kind(&ri, "images", "u8 of rank 3 (n,h,w) or 4 (n,h,w,c)");
+    if (st == SX_OK)
+        st = sx__idx_open_file(&rl, labels_path);
+    if (st == SX_OK)
+        st = sx__idx_read_header(&rl);
+    if (st == SX_OK && (rl.type != SX_DS_U8 || rl.rank != 1))
+        st = wrong_kind(&rl, "labels", "u8 of rank 1 (n)");
+    if (st == SX_OK && rl.dims[0] != ri.dims[0])
+        st = sx_error(SX_E_FORMAT, "%s: %lld labels but %lld images", labels_path,
+                      (long long)rl.dims[0], (long long)ri.dims[0]);
+    if (st != SX_OK)
+        goto done;
+
+    st = SX_E_NOMEM;
+    d = sx_calloc(1, sizeof *d);
+    if (d == NULL)
+        goto done;
+    d->n = sx__idx_keep(&ri, limit);
+    d->h = ri.dims[1];
+    d->w = ri.dims[2];
+    d->c = ri.rank == 4 ? ri.dims[3] : 1;
+    d->classes = classes;
+    d->labels = sx_alloc((size_t)d->n);
+    d->pixels = sx_alloc((size_t)(d->n * ri.row));
+    chunk = sx_alloc(SX_IDX_CHUNK);
+    if (d->labels == NULL || d->pixels == NULL || chunk == NULL)
+        goto done;
+    sx__advise_large(d->pixels, (size_t)(d->n * ri.row));
+
+    /* Labels first: they are small, and a bad one stops us before the large images. */
+    st = sx__idx_read_native(&rl, d->labels, d->n);
+    if (st == SX_OK)
+        st = sx__idx_finish(&rl, chunk, SX_IDX_CHUNK);
+    for (int64_t i = 0; st == SX_OK && i < d->n; i++)
+        if (d->labels[i] >= classes)
+            st = sx_error(SX_E_RANGE, "%s: label %u of example %lld is not in 0..%lld", labels_path,
+                          d->labels[i], (long long)i, (long long)classes - 1);
+    if (st == SX_OK)
+        st = sx__idx_read_native(&ri, d->pixels, d->n * ri.row);
+    if (st == SX_OK)
+        st = sx__idx_finish(&ri, chunk, SX_IDX_CHUNK);
+done:
+    sx_free(chunk);
+    sx__idx_close(&ri);
+    sx__idx_close(&rl);
+    if (st != SX_OK) {
+        sx_ds_images_free(d);
+        return st;
+    }
+    *out = d;
+    return SX_OK;
+}
+
+void sx_ds_images_free(sx_ds_images *d)
+{
+    if (d == NULL)
+        return;
+    sx_free(d->pixels);
+    sx_free(d->labels);
+    sx_free(d);
+}
+
+/* dir/name.gz, or dir/name when only the decompressed file is there. */
+static void standard_path(const char *dir, const char *name, char *buf, size_t n)
+{
+    struct stat st;
+    snprintf(buf, n, "%s/%s.gz", dir, name);
+    if (stat(buf, &st) == 0)
+        return;
+    snprintf(buf, n, "%s/%s", dir, name);
+    if (stat(buf, &st) == 0)
+        return;
+    snprintf(buf, n, "%s/%s.gz", dir, name); /* neither: the message names the usual one */
+}
+
+static sx_status load_mnist_like(const char *who, const char *dir, sx_ds_part part, int64_t limit,
+                                 sx_ds_images **out)
+{
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "%s: out is NULL", who);
+    *out = NULL;
+    if (dir == NULL)
+        return sx_error(SX_E_ARG, "%s: dir is NULL", who);
+    if (part != SX_DS_TRAIN && part != SX_DS_TEST)
+        return sx_error(SX_E_ARG, "%s: part %d is not SX_DS_TRAIN or SX_DS_TEST", who, (int)part);
+    if (strlen(dir) > 4000)
+        return sx_error(SX_E_ARG, "%s: directory path of %zu bytes is too long", who, strlen(dir));
+    const char *prefix = part == SX_DS_TRAIN ? "train" : "t10k";
+    char name[64], images[4096 + 64], labels[4096 + 64];
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
+    standard_path(dir, name, images, sizeof images);
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);
+    standard_path(dir, name, labels, sizeof labels);
+    return sx_ds_images_load(images, labels, 10, limit, out);
+}
+
+sx_status sx_ds_mnist_load(const char *dir, sx_ds_part part, int64_t limit, sx_ds_images **out)
+{
+    return load_mnist_like("sx_ds_mnist_load", dir, part, limit, out);
+}
+
+sx_status sx_ds_fashion_mnist_load(const char *dir, sx_ds_part part, int64_t limit,
+                                   sx_ds_images **out)
+{
+    return load_mnist_like("sx_ds_fashion_mnist_load", dir ? dir : SX_DS_FASHION_MNIST_DIR, part,
+                           limit, out);
+}
+
+const char *sx_ds_fashion_mnist_class_name(int64_t label)
+{
+    static const char *const names[10] = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                          "Coat",        "Sandal",    "Shirt",    "Sneaker",
+                                          "Bag",         "Ankle boot"};
+    return label >= 0 && label < 10 ? names[label] : "?";
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+sx_status sx_ds_images_tensor(const sx_ds_images *d, sx_dtype dtype, double scale, sx_tensor **out)
+{
+    const char *who = "sx_ds_images_tensor";
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "%s: out is NULL", who);
+    *out = NULL;
+    DS_TRY(sx__check_images(who, d));
+    DS_TRY(check_conversion(who, dtype, scale));
+    int64_t shape[4] = {d->n, d->h, d->w, d->c};
+    sx_tensor *t = NULL;
+    DS_TRY(sx_tensor_new(dtype, 4, shape, &t));
+    sx__advise_large(t->data, (size_t)t->size * sx_dtype_size(dtype));
+    table tab;
+    table_init(&tab, dtype, scale);
+    table_apply(&tab, d->pixels, t->size, t->data, 0);
+    *out = t;
+    return SX_OK;
+}
+
+sx_status sx_ds_labels_tensor(const sx_ds_images *d, sx_dtype dtype, bool one_hot, sx_tensor **out)
+{
+    const char *who = "sx_ds_labels_tensor";
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "%s: out is NULL", who);
+    *out = NULL;
+    DS_TRY(sx__check_images(who, d));
+    DS_TRY(check_conversion(who, dtype, 1.0));
+    int64_t shape[2] = {d->n, d->classes};
+    sx_tensor *t = NULL;
+    DS_TRY(one_hot ? sx_tensor_zeros(dtype, 2, shape, &t) : sx_tensor_new(dtype, 1, shape, &t));
+    for (int64_t i = 0; i < d->n; i++) {
+        if (one_hot)
+            sx_tensor_set(t, i * d->classes + d->labels[i], 1.0);
+        else
+            sx_tensor_set(t, i, d->labels[i]);
+    }
+    *out = t;
+    return SX_OK;
+}
+
+sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index, int64_t count,
+                                  double scale, sx_tensor *x, sx_tensor *y)
+{
+    const char *who = "sx_ds_images_gather_out";
+    DS_TRY(sx__check_images(who, d));
+    if (count < 0 || (index == NULL && count > 0))
+        return sx_error(SX_E_ARG, "%s: %s", who, count < 0 ? "count is negative" : "index is NULL");
+    if (!isfinite(scale))
+        return sx_error(SX_E_ARG, "%s: scale %g is not finite", who, scale);
+    int64_t rows;
+    DS_TRY(sx__check_batch(who, d, x, y, -1, &rows));
+    if (rows >= 0 && count > rows)
+        return sx_error(SX_E_SHAPE, "%s: %lld examples do not fit in a batch of %lld rows", who,
+                        (long long)count, (long long)rows);
+    for (int64_t r = 0; r < count; r++) {
+        if (index[r] < 0 || index[r] >= d->n)
+            return sx_error(SX_E_RANGE, "%s: index[%lld] = %lld is not in 0..%lld", who,
+                            (long long)r, (long long)index[r], (long long)d->n - 1);
+        if (y != NULL && d->labels[index[r]] >= d->classes)
+            return sx_error(SX_E_RANGE, "%s: example %lld has label %u, not in 0..%lld", who,
+                            (long long)index[r], d->labels[index[r]], (long long)d->classes - 1);
+    }
+
+    int64_t row = d->h * d->w * d->c;
+    if (x != NULL) {
+        table tab;
+        table_init(&tab, x->dtype, scale);
+        for (int64_t r = 0; r < count; r++)
+            table_apply(&tab, d->pixels + index[r] * row, row, x->data, r * row);
+        size_t es = sx_dtype_size(x->dtype);
+        if (rows > count) /* padding rows: zeros (all-zero bits are 0.0) */
+            memset((char *)x->data + (size_t)(count * row) * es, 0,
+                   (size_t)((rows - count) * row) * es);
+    }
+    if (y != NULL) {
+        if (y->rank == 2) {
+            size_t es = sx_dtype_size(y->dtype);
+            memset(y->data, 0, (size_t)y->size * es);
+            for (int64_t r = 0; r < count; r++)
+                sx_tensor_set(y, r * d->classes + d->labels[index[r]], 1.0);
+        } else {
+            for (int64_t r = 0; r < rows; r++)
+                sx_tensor_set(y, r, r < count ? (double)d->labels[index[r]] : -1.0);
+        }
+    }
+    return SX_OK;
+}

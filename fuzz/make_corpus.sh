@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make_corpus.sh: regenerate fuzz/corpus/, the seed corpus of fuzz_idx: small valid IDX files of
+# every element type and rank 1..8, raw and gzip (one made of two concatenated gzip members).
+# The output is deterministic (gzip -n); the files are committed, this script documents them.
+#     fuzz/make_corpus.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+rm -rf corpus
+mkdir corpus
+
+byte() { printf '%b' "\\x$(printf %02x "$(($1 & 255))")"; }
+be32() { byte $(($1 >> 24)); byte $(($1 >> 16)); byte $(($1 >> 8)); byte "$1"; }
+
+# idx NAME TYPE ELEM_BYTES DIM...: a header and a deterministic payload (byte i = i*37+11).
+idx() {
+    local name=$1 type=$2 es=$3
+    shift 3
+    local n=1 d
+    for d in "$@"; do n=$((n * d)); done
+    {
+        byte 0; byte 0; byte "$type"; byte $#
+        for d in "$@"; do be32 "$d"; done
+        for ((i = 0; i < n * es; i++)); do byte $((i * 37 + 11)); done
+    } >"corpus/$name"
+}
+
+{ # labels 0..9, twice
+    byte 0; byte 0; byte 8; byte 1; be32 20
+    for ((i = 0; i < 20; i++)); do byte $((i % 10)); done
+} >corpus/u8_labels
+idx u8_images 0x08 1 2 4 4
+idx u8_channels 0x08 1 1 2 2 3
+idx i8_matrix 0x09 1 3 3
+idx i16_matrix 0x0B 2 2 3
+idx i32_vector 0x0C 4 4
+idx f32_matrix 0x0D 4 2 2
+idx f64_vector 0x0E 8 3
+idx u8_rank8 0x08 1 1 2 1 1 1 1 2 1
+for f in u8_labels u8_images f64_vector; do gzip -9n -c "corpus/$f" >"corpus/$f.gz"; done
+head -c 20 corpus/u8_images | gzip -9n -c >corpus/two_members.gz
+tail -c +21 corpus/u8_images | gzip -9n -c >>corpus/two_members.gz
+ls -l corpus
