@@ -26,7 +26,11 @@
  *
  * Threads: strix runs OpenMP loops above a size threshold and calls OpenBLAS. It never calls
  * BLAS from inside an OpenMP parallel region, so the two never nest: each uses
- * sx_threads_get() threads, set for both at once by sx_threads_set().
+ * sx_threads_get() threads, set for both at once by sx_threads_set(). Results are
+ * bit-reproducible for a fixed thread count, and strix's own loops give the same bits for any
+ * thread count; GEMM-based kernels (matmul, conv2d) may round differently when the thread count
+ * changes. On a busy machine run with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP workers starve
+ * OpenBLAS's threads (scripts and tests set it).
  */
 #ifndef SX_TENSOR_H
 #define SX_TENSOR_H
@@ -282,7 +286,7 @@ const char *sx_fold_name(sx_fold_op op);
 /* Reduce x over the axes in `axes` (bit mask; bits >= x->rank are SX_E_AXIS; 0 means no axis:
  * the result equals x for sum/mean/prod/max/min, |x| for the norms, x for logsumexp, 0 for
  * argmax/argmin), in one pass with adjacent axes merged.
- *   sum, mean, prod, max, min: as named (max/min propagate NaN);
+ *   sum, mean, prod, max, min: as named (max/min propagate NaN; the mean of nothing is NaN);
  *   argmax, argmin: the flat row-major index within the reduced axes of the first extreme
  *     element, stored as a value of the dtype;
  *   l1norm = sum |x|;  l2norm = sqrt(sum x^2);  logsumexp = m + log(sum exp(x - m)), m = max.
@@ -299,7 +303,8 @@ sx_status sx_fold_shape(const char *who, int rank, const int64_t *shape, unsigne
 
 /* repeat: each element repeated reps[i] times along axis i (NumPy repeat on every axis at once:
  * [a b] x2 -> [a a b b]); tile: the whole tensor repeated reps[i] times along axis i
- * ([a b] x2 -> [a b a b]). reps has x->rank entries, each >= 0. One pass over the output. */
+ * ([a b] x2 -> [a b a b]). reps has x->rank entries, each >= 0 (SX_E_ARG otherwise; a result
+ * too large is SX_E_SHAPE). One pass over the output. */
 sx_status sx_tensor_repeat_out(const sx_tensor *x, const int64_t *reps,
                                sx_tensor *out) SX_NODISCARD;
 sx_status sx_tensor_tile_out(const sx_tensor *x, const int64_t *reps, sx_tensor *out) SX_NODISCARD;
@@ -314,7 +319,8 @@ typedef struct sx_slice {
 #define SX_SLICE_ALL ((sx_slice){0, SX_SLICE_END, 1})
 
 /* Resolve slices (one per axis) against a shape: the result shape, and the normalised first
- * index of each axis. */
+ * index of each axis (meaningful only where out_shape[i] > 0); who, out_shape and first may be
+ * NULL. */
 sx_status sx_slice_shape(const char *who, int rank, const int64_t *shape, const sx_slice *s,
                          int64_t *out_shape, int64_t *first) SX_NODISCARD;
 /* out = x[s0, s1, ...]. */
@@ -328,15 +334,18 @@ sx_status sx_tensor_concat_out(int n, const sx_tensor *const *xs, int axis,
  * their sizes along `axis` must add up to x's. */
 sx_status sx_tensor_split_out(const sx_tensor *x, int axis, int n,
                               sx_tensor *const *outs) SX_NODISCARD;
-/* out axis i = x axis perm[i] (perm is a permutation of 0..rank-1). */
+/* out axis i = x axis perm[i] (perm is a permutation of 0..rank-1; an entry out of range or
+ * repeated is SX_E_AXIS). */
 sx_status sx_tensor_permute_out(const sx_tensor *x, const int *perm, sx_tensor *out) SX_NODISCARD;
 /* Swap the last two axes (rank >= 2). */
 sx_status sx_tensor_transpose_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
 /* Constant padding: before[i] and after[i] (>= 0) elements of `value` around axis i. */
 sx_status sx_tensor_pad_out(const sx_tensor *x, const int64_t *before, const int64_t *after,
                             double value, sx_tensor *out) SX_NODISCARD;
-/* out (idx shape + [depth]) = 1 where the last index equals idx, else 0. idx holds integral
- * values in [0, depth) (SX_E_RANGE otherwise, out unchanged). */
+/* Index tensors (one_hot, gather, scatter_add) hold their indices as values of the tensor's
+ * dtype; NaN, infinite, non-integral or out-of-range values are SX_E_RANGE with nothing
+ * written; gather/scatter with an idx of rank != 1 or a rank-0 table are SX_E_RANK.
+ * out (idx shape + [depth]) = 1 where the last index equals idx, else 0. */
 sx_status sx_tensor_one_hot_out(const sx_tensor *idx, int64_t depth, sx_tensor *out) SX_NODISCARD;
 /* Rows of x: out[i, ...] = x[idx[i], ...]; idx rank 1 of integral values in [0, x->shape[0]). */
 sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx,
@@ -376,7 +385,8 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
                           const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
 /* Scratch bytes the three conv kernels use for the fastest path (im2col of the whole batch,
  * capped at a block size: larger inputs run the blocked path, which never materialises the
- * whole im2col matrix). Any workspace of at least sx_conv2d_workspace_min bytes works. */
+ * whole im2col matrix). Any workspace of at least sx_conv2d_workspace_min bytes works. The
+ * sizes are valid for both dtypes (the workspace may also be unaligned). */
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p);
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
@@ -397,7 +407,9 @@ sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv
                            sx_tensor **y) SX_NODISCARD;
 
 /* 2-d pooling over NHWC (n,h,w,c) -> (n,oh,ow,c), output sizes as for conv2d. Max pooling
- * ignores padded cells; average pooling divides by the number of real (unpadded) cells. */
+ * ignores padded cells and propagates NaN (which then receives the gradient); average pooling
+ * divides by the number of real (unpadded) cells. Outputs overlapping an input are SX_E_ARG
+ * (here, for the softmax family and for conv2d). */
 typedef struct sx_pool2d_params {
     int kernel_h, kernel_w; /* >= 1 */
     int stride_h, stride_w; /* >= 1 */
@@ -430,7 +442,8 @@ sx_status sx_tensor_log_softmax_backward_out(const sx_tensor *y, const sx_tensor
                                              sx_tensor *dx) SX_NODISCARD;
 /* Cross-entropy with softmax folded in, per row: logits and target (n,k) (target rows are
  * probabilities, e.g. one-hot) -> out (n): -sum_j target[i,j] * log_softmax(logits)[i,j].
- * Backward: dlogits = dout[i] * (softmax(logits) - target). */
+ * Backward: dlogits = dout[i] * (softmax(logits) * sum_j target[i,j] - target), the exact
+ * gradient, which is dout[i] * (softmax(logits) - target) for probability rows. */
 sx_status sx_tensor_softmax_xent_out(const sx_tensor *logits, const sx_tensor *target,
                                      sx_tensor *out) SX_NODISCARD;
 sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_tensor *target,
@@ -486,7 +499,9 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
 
 /* Square matrices are rank 2 (n,n). These call LAPACKE, which allocates its own scratch memory
  * (outside the hook); strix's own copies go through the hook. A singular matrix gives
- * SX_E_SINGULAR, a non-positive-definite one (cholesky) SX_E_NOT_PD. */
+ * SX_E_SINGULAR, a non-positive-definite one (cholesky) SX_E_NOT_PD; inputs holding NaN or Inf
+ * (in the part that is read) give SX_E_RANGE. Outputs may alias inputs (inputs are copied
+ * first). */
 sx_status sx_tensor_inv_out(const sx_tensor *a, sx_tensor *out) SX_NODISCARD;
 /* x = solve(a, b): a (n,n), b (n,) or (n,m); out has b's shape. */
 sx_status sx_tensor_solve_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out) SX_NODISCARD;
