@@ -22,8 +22,6 @@ typedef sx_status (*ad_rule)(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, cons
 /* Helpers for rules (grad.c). */
 /* Sum a gradient of a broadcast result back to the shape of the input x (NumPy rules). */
 sx_cg_node *ad_unbroadcast(sx_cg_graph *g, sx_cg_node *grad, const sx_cg_node *x);
-/* A rank-0 constant of n's dtype. */
-sx_cg_node *ad_scalar(sx_cg_graph *g, const sx_cg_node *like, double v);
 /* A constant of `like`'s dtype and the given shape filled with v. */
 sx_cg_node *ad_full(sx_cg_graph *g, const sx_cg_node *like, int rank, const int64_t *shape,
                     double v);

@@ -19,7 +19,7 @@
 
 static sx_cg_node *scale(sx_cg_graph *g, sx_cg_node *x, double s)
 {
-    return sx_cg_mul(g, x, ad_scalar(g, x, s));
+    return sx_cg_mul(g, x, sx_cg_scalar_like(g, x, s));
 }
 
 /* Rules for ops with no gradient (piecewise constant, index-valued or leaves). */
@@ -85,16 +85,16 @@ UNARY_RULE(cos, sx_cg_mul(g, gy, sx_cg_neg(g, sx_cg_sin(g, x))))
 /* tan: 1 + y^2 */
 UNARY_RULE(tan, sx_cg_mul(g, gy, sx_cg_add_scalar(g, sx_cg_sqr(g, y), 1.0)))
 /* tanh: 1 - y^2 */
-UNARY_RULE(tanh, sx_cg_mul(g, gy, sx_cg_sub(g, ad_scalar(g, y, 1.0), sx_cg_sqr(g, y))))
+UNARY_RULE(tanh, sx_cg_mul(g, gy, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), sx_cg_sqr(g, y))))
 /* sigmoid: y (1 - y) */
-UNARY_RULE(sigmoid, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, ad_scalar(g, y, 1.0), y))))
+UNARY_RULE(sigmoid, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), y))))
 /* relu: 1 where x > 0, else 0 (relu'(0) = 0) */
-UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, x, ad_scalar(g, x, 0.0))))
+UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0))))
 /* leaky_relu: 1 where x > 0, else slope */
 UNARY_RULE(leaky_relu,
-           sx_cg_where(g, sx_cg_gt(g, x, ad_scalar(g, x, 0.0)), gy, scale(g, gy, ATTR->alpha)))
+           sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy, scale(g, gy, ATTR->alpha)))
 /* elu: 1 where x > 0, else alpha e^x = y + alpha */
-UNARY_RULE(elu, sx_cg_where(g, sx_cg_gt(g, x, ad_scalar(g, x, 0.0)), gy,
+UNARY_RULE(elu, sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy,
                             sx_cg_mul(g, gy, sx_cg_add_scalar(g, y, ATTR->alpha))))
 /* softplus: sigmoid x */
 UNARY_RULE(softplus, sx_cg_mul(g, gy, sx_cg_sigmoid(g, x)))
@@ -159,7 +159,7 @@ sx_status grad_fma(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *ne
 sx_status grad_where(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                      sx_cg_node **gin)
 {
-    sx_cg_node *zero = ad_scalar(g, gy, 0.0);
+    sx_cg_node *zero = sx_cg_scalar_like(g, gy, 0.0);
     if (need[1])
         gin[1] = ad_unbroadcast(g, sx_cg_where(g, IN(0), gy, zero), IN(1));
     if (need[2])

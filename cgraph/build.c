@@ -99,27 +99,15 @@ BINARY(SOLVE, solve)
 BINARY(GATHER, gather)
 #undef BINARY
 
-/* A rank-0 constant of x's dtype (scalars of the graph dtype would clash with f64 nodes in an
- * f32 graph). */
-static sx_cg_node *scalar_like(sx_cg_graph *g, sx_cg_node *x, double s)
-{
-    if (g == NULL || x == NULL)
-        return NULL;
-    sx_tensor t;
-    double d = s;
-    float f = (float)s;
-    t = sx_tensor_view(x->value.dtype, 0, NULL, x->value.dtype == SX_F32 ? (void *)&f : &d);
-    return sx_cg_const(g, &t);
-}
 
 sx_cg_node *sx_cg_add_scalar(sx_cg_graph *g, sx_cg_node *a, double s)
 {
-    return sx_cg_add(g, a, scalar_like(g, a, s));
+    return sx_cg_add(g, a, sx_cg_scalar_like(g, a, s));
 }
 
 sx_cg_node *sx_cg_mul_scalar(sx_cg_graph *g, sx_cg_node *a, double s)
 {
-    return sx_cg_mul(g, a, scalar_like(g, a, s));
+    return sx_cg_mul(g, a, sx_cg_scalar_like(g, a, s));
 }
 
 sx_cg_node *sx_cg_fma(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, sx_cg_node *c)

@@ -465,13 +465,23 @@ sx_cg_node *sx_cg_const(sx_cg_graph *g, const sx_tensor *value)
                     value->data, NULL);
 }
 
-sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value)
+sx_cg_node *sx_cg_scalar_of(sx_cg_graph *g, sx_dtype dtype, double value)
 {
     if (g == NULL)
         return NULL;
     float f = (float)value;
-    const void *p = g->dtype == SX_F32 ? (const void *)&f : (const void *)&value;
-    return leaf_new(g, SX_OP_CONST, "sx_cg_scalar", NULL, g->dtype, 0, NULL, p, NULL);
+    const void *p = dtype == SX_F32 ? (const void *)&f : (const void *)&value;
+    return leaf_new(g, SX_OP_CONST, "sx_cg_scalar", NULL, dtype, 0, NULL, p, NULL);
+}
+
+sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value)
+{
+    return g == NULL ? NULL : sx_cg_scalar_of(g, g->dtype, value);
+}
+
+sx_cg_node *sx_cg_scalar_like(sx_cg_graph *g, const sx_cg_node *like, double value)
+{
+    return like == NULL ? NULL : sx_cg_scalar_of(g, like->value.dtype, value);
 }
 
 sx_cg_node *sx_cg_input(sx_cg_graph *g, const char *name, sx_dtype dtype, int rank,

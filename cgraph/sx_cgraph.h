@@ -125,8 +125,10 @@ sx_cg_node *sx_cg_graph_node(const sx_cg_graph *g, int64_t i);
 
 /* A constant holding a copy of `value`. */
 sx_cg_node *sx_cg_const(sx_cg_graph *g, const sx_tensor *value);
-/* A rank-0 constant of the graph's dtype. */
+/* A rank-0 constant of the graph's dtype; of a given dtype; of the dtype of node `like`. */
 sx_cg_node *sx_cg_scalar(sx_cg_graph *g, double value);
+sx_cg_node *sx_cg_scalar_of(sx_cg_graph *g, sx_dtype dtype, double value);
+sx_cg_node *sx_cg_scalar_like(sx_cg_graph *g, const sx_cg_node *like, double value);
 /* An input of the given dtype and shape, given a value later by sx_cg_input_set. */
 sx_cg_node *sx_cg_input(sx_cg_graph *g, const char *name, sx_dtype dtype, int rank,
                         const int64_t *shape);

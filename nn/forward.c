@@ -5,15 +5,6 @@
 
 #include <string.h>
 
-static sx_cg_node *scalar(sx_cg_graph *g, const sx_cg_node *like, double v)
-{
-    sx_tensor t;
-    double d = v;
-    float f = (float)v;
-    t = sx_tensor_view(sx_cg_node_dtype(like), 0, NULL,
-                       sx_cg_node_dtype(like) == SX_F32 ? (void *)&f : (void *)&d);
-    return sx_cg_const(g, &t);
-}
 
 sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int param)
 {
@@ -62,7 +53,7 @@ static sx_cg_node *activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double
     case SX_ACT_RELU:
         return sx_cg_relu(g, x);
     case SX_ACT_RELU6:
-        return sx_cg_min(g, sx_cg_relu(g, x), scalar(g, x, 6));
+        return sx_cg_min(g, sx_cg_relu(g, x), sx_cg_scalar_like(g, x, 6));
     case SX_ACT_LEAKY_RELU:
         return sx_cg_leaky_relu(g, x, param);
     case SX_ACT_ELU:
@@ -72,15 +63,15 @@ static sx_cg_node *activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double
     case SX_ACT_HARD_SIGMOID: /* clip(0.2 x + 0.5, 0, 1) */
         return sx_cg_min(
             g,
-            sx_cg_max(g, sx_cg_add(g, sx_cg_mul(g, x, scalar(g, x, 0.2)), scalar(g, x, 0.5)),
-                      scalar(g, x, 0)),
-            scalar(g, x, 1));
+            sx_cg_max(g, sx_cg_add(g, sx_cg_mul(g, x, sx_cg_scalar_like(g, x, 0.2)), sx_cg_scalar_like(g, x, 0.5)),
+                      sx_cg_scalar_like(g, x, 0)),
+            sx_cg_scalar_like(g, x, 1));
     case SX_ACT_TANH:
         return sx_cg_tanh(g, x);
     case SX_ACT_SOFTPLUS:
         return sx_cg_softplus(g, x);
     case SX_ACT_SOFTSIGN:
-        return sx_cg_div(g, x, sx_cg_add(g, sx_cg_abs(g, x), scalar(g, x, 1)));
+        return sx_cg_div(g, x, sx_cg_add(g, sx_cg_abs(g, x), sx_cg_scalar_like(g, x, 1)));
     case SX_ACT_SOFTMAX:
         return sx_cg_softmax(g, x, -1);
     case SX_ACT_COUNT:
@@ -161,12 +152,12 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
             /* running <- m running + (1 - m) batch */
             sx_cg_node *um =
                 sx_cg_assign(g, rm,
-                             sx_cg_add(g, sx_cg_mul(g, scalar(g, x, l->momentum), rm),
-                                       sx_cg_mul(g, scalar(g, x, 1 - l->momentum), mean)));
+                             sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rm),
+                                       sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), mean)));
             sx_cg_node *uv =
                 sx_cg_assign(g, rv,
-                             sx_cg_add(g, sx_cg_mul(g, scalar(g, x, l->momentum), rv),
-                                       sx_cg_mul(g, scalar(g, x, 1 - l->momentum), var)));
+                             sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rv),
+                                       sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), var)));
             if (um == NULL || uv == NULL ||
                 push(&b->updates, &b->n_updates, &b->cap_updates, um) != SX_OK ||
                 push(&b->updates, &b->n_updates, &b->cap_updates, uv) != SX_OK)
@@ -176,7 +167,7 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
             var = rv;
         }
         sx_cg_node *xhat = sx_cg_mul(g, sx_cg_sub(g, x, mean),
-                                     sx_cg_rsqrt(g, sx_cg_add(g, var, scalar(g, x, l->eps))));
+                                     sx_cg_rsqrt(g, sx_cg_add(g, var, sx_cg_scalar_like(g, x, l->eps))));
         return sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta);
     }
     case L_RESHAPE: {
@@ -205,7 +196,7 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
                 : l->kind == L_MAX ? sx_cg_max(g, y, in[i])
                                    : sx_cg_add(g, y, in[i]);
         if (l->kind == L_AVERAGE)
-            y = sx_cg_mul(g, y, scalar(g, y, 1.0 / l->n_in));
+            y = sx_cg_mul(g, y, sx_cg_scalar_like(g, y, 1.0 / l->n_in));
         return y;
     case L_CONCAT:
         return sx_cg_concat(g, l->n_in, in, -1);

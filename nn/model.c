@@ -55,14 +55,6 @@ sx_nn_train_params sx_nn_train_params_default(void)
     return p;
 }
 
-static sx_cg_node *scalar(sx_cg_graph *g, sx_dtype dt, double v)
-{
-    sx_tensor t;
-    double d = v;
-    float f = (float)v;
-    t = sx_tensor_view(dt, 0, NULL, dt == SX_F32 ? (void *)&f : (void *)&d);
-    return sx_cg_const(g, &t);
-}
 
 static sx_status set_scalar(sx_cg_graph *g, sx_cg_node *in, double v)
 {
@@ -94,8 +86,8 @@ static sx_cg_node *loss_node(sx_cg_graph *g, sx_nn_loss kind, sx_cg_node *out, s
         return sx_cg_mean(g, sx_cg_abs(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
     case SX_LOSS_HINGE: {
         /* targets t in {0, 1} (one-hot) as s = 2t - 1: mean(max(0, 1 - s * out)) */
-        sx_cg_node *sgn = sx_cg_sub(g, sx_cg_mul(g, y, scalar(g, dt, 2)), scalar(g, dt, 1));
-        return sx_cg_mean(g, sx_cg_relu(g, sx_cg_sub(g, scalar(g, dt, 1), sx_cg_mul(g, sgn, out))),
+        sx_cg_node *sgn = sx_cg_sub(g, sx_cg_mul(g, y, sx_cg_scalar_of(g, dt, 2)), sx_cg_scalar_of(g, dt, 1));
+        return sx_cg_mean(g, sx_cg_relu(g, sx_cg_sub(g, sx_cg_scalar_of(g, dt, 1), sx_cg_mul(g, sgn, out))),
                           SX_AXES_ALL, false);
     }
     }
@@ -160,8 +152,8 @@ static sx_status clip(sx_cg_graph *g, const sx_nn_train_params *p, sx_dtype dt, 
 {
     if (p->clip_value > 0)
         for (int i = 0; i < n; i++)
-            grads[i] = sx_cg_max(g, sx_cg_min(g, grads[i], scalar(g, dt, p->clip_value)),
-                                 scalar(g, dt, -p->clip_value));
+            grads[i] = sx_cg_max(g, sx_cg_min(g, grads[i], sx_cg_scalar_of(g, dt, p->clip_value)),
+                                 sx_cg_scalar_of(g, dt, -p->clip_value));
     if (p->clip_norm > 0) {
         /* scale = c / max(||g||, c): 1 while the global norm is within c */
         sx_cg_node *sq = NULL;
@@ -169,7 +161,7 @@ static sx_status clip(sx_cg_graph *g, const sx_nn_train_params *p, sx_dtype dt, 
             sx_cg_node *t = sx_cg_sum(g, sx_cg_sqr(g, grads[i]), SX_AXES_ALL, false);
             sq = sq == NULL ? t : sx_cg_add(g, sq, t);
         }
-        sx_cg_node *c = scalar(g, dt, p->clip_norm);
+        sx_cg_node *c = sx_cg_scalar_of(g, dt, p->clip_norm);
         sx_cg_node *scale = sx_cg_div(g, c, sx_cg_max(g, sx_cg_sqrt(g, sq), c));
         for (int i = 0; i < n; i++)
             grads[i] = sx_cg_mul(g, grads[i], scale);
@@ -178,6 +170,54 @@ static sx_status clip(sx_cg_graph *g, const sx_nn_train_params *p, sx_dtype dt, 
         if (grads[i] == NULL)
             return graph_status(g);
     return SX_OK;
+}
+
+/* The updates of an eager step. An eager graph computes each node when it is made and first
+ * recomputes any input that an assign made stale, so the updates cannot be built in it: after
+ * the first parameter's assign, the next gradients (they depend on every weight) and an
+ * optimiser's new state (read by the parameter's update after the state's own assign) would be
+ * recomputed from half-updated values. The updates are built instead, from the gradients'
+ * values, in a small lazy graph evaluated once: within one evaluation every reader of a
+ * parameter runs before its assign, as in the compiled graph. */
+static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node *const *grads,
+                               nn_param *const *meta)
+{
+    const sx_nn_train_params *p = &m->params;
+    sx_dtype dt = m->net->dtype;
+    sx_cg_graph *u = NULL;
+    SX_TRY(sx_cg_graph_new(SX_CG_LAZY, dt, &u));
+    sx_cg_node **outs = sx_calloc((size_t)np * 3 + 1, sizeof *outs);
+    sx_cg_node *lr = sx_cg_input(u, "lr", dt, 0, NULL), *step = sx_cg_input(u, "step", dt, 0, NULL);
+    sx_status s = outs == NULL ? SX_E_NOMEM : lr && step ? SX_OK : graph_status(u);
+    if (s == SX_OK)
+        s = set_scalar(u, lr, f->lr);
+    if (s == SX_OK)
+        s = set_scalar(u, step, (double)f->step);
+    int n = 0, ns = sx_optim_n_states(p->optim.kind);
+    for (int i = 0; s == SX_OK && i < np; i++) {
+        s = ensure_states(m->net, meta[i], p->optim.kind);
+        sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
+        sx_cg_node *w = s == SX_OK ? sx_cg_param_borrow(u, meta[i]->name, meta[i]->value) : NULL;
+        sx_cg_node *g = s == SX_OK ? sx_cg_const(u, sx_cg_value(grads[i])) : NULL;
+        for (int k = 0; s == SX_OK && k < ns; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s.%s", meta[i]->name,
+                     sx_optim_state_name(p->optim.kind, k));
+            if ((states[k] = sx_cg_param_borrow(u, name, meta[i]->state[k])) == NULL)
+                s = graph_status(u);
+        }
+        if (s == SX_OK && (w == NULL || g == NULL))
+            s = graph_status(u);
+        int nu = 0;
+        if (s == SX_OK)
+            s = sx_optim_update(u, &p->optim, w, g, lr, step, states, outs + n, &nu);
+        n += nu;
+    }
+    if (s == SX_OK)
+        s = sx_cg_eval(u, n, outs);
+    sx_free(outs);
+    sx_cg_graph_free(u);
+    return s;
 }
 
 /* Loss, regularisation, gradients, clipping and the updates of every trainable parameter. */
@@ -219,11 +259,11 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
                 continue;
             if (pr->regularised && p->l2 > 0)
                 loss = sx_cg_add(g, loss,
-                                 sx_cg_mul(g, scalar(g, dt, p->l2),
+                                 sx_cg_mul(g, sx_cg_scalar_of(g, dt, p->l2),
                                            sx_cg_sum(g, sx_cg_sqr(g, node), SX_AXES_ALL, false)));
             if (pr->regularised && p->l1 > 0)
                 loss = sx_cg_add(g, loss,
-                                 sx_cg_mul(g, scalar(g, dt, p->l1),
+                                 sx_cg_mul(g, sx_cg_scalar_of(g, dt, p->l1),
                                            sx_cg_sum(g, sx_cg_abs(g, node), SX_AXES_ALL, false)));
             ps[np] = node;
             meta[np] = pr;
@@ -247,7 +287,9 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         s = sx_ad_grad(g, loss, np, ps, grads);
     if (s == SX_OK)
         s = clip(g, p, dt, np, grads);
-    for (int i = 0; s == SX_OK && i < np; i++) {
+    if (s == SX_OK && f != NULL)
+        s = eager_updates(m, f, np, grads, meta);
+    for (int i = 0; s == SX_OK && f == NULL && i < np; i++) {
         s = ensure_states(net, meta[i], p->optim.kind);
         sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
         int ns = sx_optim_n_states(p->optim.kind);

@@ -37,16 +37,6 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind)
     return p;
 }
 
-/* A rank-0 constant of x's dtype. */
-static sx_cg_node *scalar(sx_cg_graph *g, sx_cg_node *x, double v)
-{
-    sx_tensor t;
-    double d = v;
-    float f = (float)v;
-    t = sx_tensor_view(sx_cg_node_dtype(x), 0, NULL,
-                       sx_cg_node_dtype(x) == SX_F32 ? (void *)&f : (void *)&d);
-    return sx_cg_const(g, &t);
-}
 
 int sx_optim_n_states(sx_optim_kind k)
 {
@@ -96,7 +86,7 @@ static sx_cg_node *descend(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *lr, sx_cg_
 /* g / (sqrt(a) + eps) */
 static sx_cg_node *scaled(sx_cg_graph *g, sx_cg_node *num, sx_cg_node *a, double eps)
 {
-    return sx_cg_div(g, num, sx_cg_add(g, sx_cg_sqrt(g, a), scalar(g, a, eps)));
+    return sx_cg_div(g, num, sx_cg_add(g, sx_cg_sqrt(g, a), sx_cg_scalar_like(g, a, eps)));
 }
 
 static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
@@ -137,7 +127,7 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
     case SX_OPTIM_MOMENTUM:
     case SX_OPTIM_NESTEROV: {
         sx_cg_node *v = state(g, param, states, p->kind, 0);
-        sx_cg_node *mu = scalar(g, grad, p->momentum);
+        sx_cg_node *mu = sx_cg_scalar_like(g, grad, p->momentum);
         sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, v), grad);
         out[k++] = sx_cg_assign(g, v, vn);
         sx_cg_node *dir =
@@ -155,8 +145,8 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
     case SX_OPTIM_RMSPROP: {
         sx_cg_node *a = state(g, param, states, p->kind, 0);
         sx_cg_node *an =
-            sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->rho), a),
-                      sx_cg_mul(g, scalar(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
+            sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->rho), a),
+                      sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
         out[k++] = sx_cg_assign(g, a, an);
         out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
         break;
@@ -164,16 +154,16 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
     case SX_OPTIM_ADAM: {
         sx_cg_node *m = state(g, param, states, p->kind, 0);
         sx_cg_node *v = state(g, param, states, p->kind, 1);
-        sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->beta1), m),
-                                   sx_cg_mul(g, scalar(g, grad, 1 - p->beta1), grad));
+        sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta1), m),
+                                   sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta1), grad));
         sx_cg_node *vn =
-            sx_cg_add(g, sx_cg_mul(g, scalar(g, grad, p->beta2), v),
-                      sx_cg_mul(g, scalar(g, grad, 1 - p->beta2), sx_cg_mul(g, grad, grad)));
+            sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta2), v),
+                      sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta2), sx_cg_mul(g, grad, grad)));
         /* lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) */
-        sx_cg_node *one = scalar(g, lr, 1.0);
+        sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
         sx_cg_node *c2 =
-            sx_cg_sqrt(g, sx_cg_sub(g, one, sx_cg_pow(g, scalar(g, lr, p->beta2), step)));
-        sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, scalar(g, lr, p->beta1), step));
+            sx_cg_sqrt(g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
+        sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
         sx_cg_node *lrt = sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
         out[k++] = sx_cg_assign(g, m, mn);
         out[k++] = sx_cg_assign(g, v, vn);
