@@ -69,11 +69,6 @@ int64_t sx__idx_keep(const sx__idx_reader *r, int64_t limit);
 /* The scratch size the readers use (decompressed bytes per read call). */
 #define SX_IDX_CHUNK ((size_t)1 << 19)
 
-/* Ask the kernel for transparent huge pages over a large new block (>= 4 MB; Linux only, a
- * hint). Filling 188 MB of fresh 4 KB pages costs about 0.5 s of page faults on a VM; with huge
- * pages it costs 20 ms. */
-void sx__advise_large(void *p, size_t bytes);
-
 /* Check a data set for `who` (SX_E_ARG naming the bad field). */
 sx_status sx__check_images(const char *who, const sx_ds_images *d);
 /* Check batch tensors for `who`: x (may be NULL) holds B rows of h*w*c values, y (may be NULL)

@@ -2,7 +2,6 @@
  * buffers (raw or inflated here), so both share the header checks, which all run before the
  * payload is allocated; then the payload is read in large chunks and converted from big-endian
  * as it arrives, and the stream must end exactly where the header says. */
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (Linux); strerror_r stays the POSIX one */
 #include "datasets_impl.h"
 
 #include <errno.h>
@@ -11,7 +10,6 @@
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,24 +17,6 @@
  * decompresses to at most 1032 * s bytes. */
 #define DEFLATE_MAX_RATIO 1032u
 
-/* ---------------------------------------------------------------- memory */
-
-void sx__advise_large(void *p, size_t bytes)
-{
-#if defined(MADV_HUGEPAGE)
-    /* Only the whole 4 KB pages inside the block: the hint never touches memory we do not own. */
-    const uintptr_t page = 4096;
-    if (p == NULL || bytes < ((size_t)4 << 20))
-        return;
-    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes) & ~(page - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: failure is harmless */
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
 
 /* ---------------------------------------------------------------- element types */
 
@@ -630,7 +610,6 @@ static sx_status read_idx(sx__idx_reader *r, int64_t limit, sx_ds_idx **out)
     idx->data = sx_alloc((size_t)idx->count * r->esize);
     if (idx->data == NULL)
         goto fail;
-    sx__advise_large(idx->data, (size_t)idx->count * r->esize);
     size_t cb = chunk_size(payload_bytes(r) - (uint64_t)idx->count * r->esize);
     chunk = sx_alloc(cb);
     if (chunk == NULL)
@@ -717,7 +696,6 @@ sx_status sx_ds_idx_read(const char *path, sx_dtype dtype, double scale, int64_t
     st = sx_tensor_new(dtype, r.rank, shape, &t);
     if (st != SX_OK)
         goto done;
-    sx__advise_large(t->data, (size_t)t->size * sx_dtype_size(dtype));
     size_t cb = chunk_size(payload_bytes(&r));
     chunk = sx_alloc(cb);
     if (chunk == NULL) {

@@ -175,7 +175,6 @@ sx_status sx_ds_images_load(const char *images_path, const char *labels_path, in
     chunk = sx_alloc(SX_IDX_CHUNK);
     if (d->labels == NULL || d->pixels == NULL || chunk == NULL)
         goto done;
-    sx__advise_large(d->pixels, (size_t)(d->n * ri.row));
 
     /* Labels first: they are small, and a bad one stops us before the large images. */
     st = sx__idx_read_native(&rl, d->labels, d->n);
@@ -277,7 +276,6 @@ sx_status sx_ds_images_tensor(const sx_ds_images *d, sx_dtype dtype, double scal
     int64_t shape[4] = {d->n, d->h, d->w, d->c};
     sx_tensor *t = NULL;
     DS_TRY(sx_tensor_new(dtype, 4, shape, &t));
-    sx__advise_large(t->data, (size_t)t->size * sx_dtype_size(dtype));
     table tab;
     table_init(&tab, dtype, scale);
     table_apply(&tab, d->pixels, t->size, t->data, 0);

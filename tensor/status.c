@@ -1,5 +1,6 @@
 /* status.c: what every module shares: status strings, the per-thread error message, the
  * allocator hook and the thread policy for OpenMP and OpenBLAS. */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (Linux) */
 #include "tensor_impl.h"
 
 #include <cblas.h>
@@ -8,6 +9,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *const status_msgs[] = {
@@ -48,10 +50,24 @@ sx_status sx_error(sx_status s, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- allocator hook */
 
+/* Blocks of at least this size are aligned to 2 MiB and offered to the kernel as huge pages:
+ * filling a fresh 100 MB tensor then costs a few page faults instead of 25,000 (NumPy does
+ * the same). */
+#define HUGE_BLOCK ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
 static void *default_alloc(void *ctx, size_t n)
 {
     (void)ctx;
-    return malloc(n);
+    if (n < HUGE_BLOCK)
+        return malloc(n);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, n) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* a hint: may fail */
+#endif
+    return p;
 }
 
 static void *default_realloc(void *ctx, void *p, size_t n)
