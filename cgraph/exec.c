@@ -311,12 +311,15 @@ static sx_status run_order(sx_cg_graph *g, sx_cg_node *const *order, int64_t len
 
 sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
 {
-    SX_TRY(check_request("sx_cg_eval", g, n, nodes));
-    bool all_valid = true;
-    for (int i = 0; i < n && all_valid; i++)
-        all_valid = nodes[i]->valid;
+    /* the common case first, in one pass: every requested node is valid */
+    bool all_valid = g != NULL && n >= 0 && (n == 0 || nodes != NULL);
+    for (int i = 0; i < n && all_valid; i++) {
+        const sx_cg_node *x = nodes[i];
+        all_valid = x != NULL && x->valid && x->graph == g && !x->dead;
+    }
     if (all_valid)
         return SX_OK;
+    SX_TRY(check_request("sx_cg_eval", g, n, nodes));
 
     if (g->frozen) {
         for (int i = 0; i < n; i++)
