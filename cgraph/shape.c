@@ -185,8 +185,11 @@ sx_status cg_shape_reshape(sx_cg_node *n)
         s[i] = n->attr.shape[i];
         if (s[i] == -1 && free_axis < 0)
             free_axis = i;
-        else if (s[i] > 0)
+        else if (s[i] > 0) {
+            if (known > INT64_MAX / s[i])
+                return sx_error(SX_E_SHAPE, "%s: shape too large", cg_who(n));
             known *= s[i];
+        }
     }
     if (free_axis >= 0 && known > 0 && IN(0)->size % known == 0)
         s[free_axis] = IN(0)->size / known;

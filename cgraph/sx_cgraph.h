@@ -436,8 +436,10 @@ sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path) SX_NODISCARD;
  * Files are little-endian on every host, versioned, and end with a CRC-32 of their contents
  * (the format is described byte by byte at the top of cgraph/serial.c). Loading checks
  * everything before it hands anything out and never trusts a size it has not checked against
- * the bytes really there: a truncated, corrupt or hostile file is an error, never a crash or a
- * huge allocation. */
+ * the bytes really there: a truncated, corrupt or hostile file is an error, never a crash or an
+ * allocation the file's bytes do not justify (the one exception: a graph's inputs get their
+ * buffers when it is built, as sx_cg_input gives them; one larger than any machine's memory is
+ * refused as corrupt). */
 typedef struct sx_cg_file sx_cg_file;
 
 /* Write a file at `path` atomically: the bytes go to a new file next to it (path.tmpXXXXXX),
@@ -452,9 +454,11 @@ typedef struct sx_cg_file sx_cg_file;
  * Metadata: values[i] under keys[i].
  * Names and keys are non-empty and distinct within their part; strings are stored as their
  * bytes (UTF-8 by convention). Nothing the caller passes is modified.
+ * Any graph can be saved (lazy or eager, optimised, frozen); saving changes nothing in it.
  * Errors: SX_E_ARG (NULL or negative arguments, an empty or repeated name, a node of another
- * graph or removed by the optimiser), SX_E_IO (cannot create, write, sync or rename; the
- * message carries the system's reason), SX_E_NOMEM. */
+ * graph or removed by the optimiser, a tensor whose size disagrees with its shape), SX_E_IO
+ * (cannot create, write, sync or rename; the message carries the system's reason),
+ * SX_E_NOMEM. */
 sx_status sx_cg_save(const sx_cg_graph *g, int n_out, sx_cg_node *const *outs,
                      const char *const *out_names, int n_tensors, const char *const *tensor_names,
                      const sx_tensor *const *tensors, int n_meta, const char *const *keys,
@@ -464,7 +468,9 @@ sx_status sx_cg_save(const sx_cg_graph *g, int n_out, sx_cg_node *const *outs,
  * the checksum, then every field (op names, arity, input indices, attributes, dtypes, shapes,
  * names distinct, no byte left over), and finally every node is rebuilt through sx_cg_op_new,
  * so the op's shape rule judges it, and compared with its stored dtype and shape. On success
- * *out owns everything read (the file on disk is no longer needed; free with sx_cg_file_free).
+ * *out owns everything read (the file on disk is no longer needed; free with sx_cg_file_free):
+ * the named tensors, the metadata, and for a graph the file's bytes and the graph built from
+ * them.
  * Errors (*out = NULL, nothing allocated):
  *   SX_E_IO           cannot open or read the file (with the system's reason), or it is not a
  *                     regular file
@@ -481,14 +487,15 @@ void sx_cg_file_free(sx_cg_file *f); /* NULL is fine */
  * and the i-th name (NULL when i is out of range). */
 int sx_cg_file_n_outputs(const sx_cg_file *f);
 const char *sx_cg_file_output_name(const sx_cg_file *f, int i);
-/* Build the stored graph as a new lazy graph: constants and parameters hold the saved values,
+/* The stored graph as a new lazy graph: constants and parameters hold the saved values,
  * generators their saved states, inputs have no value yet. Then outs[i] = the node saved under
  * names[i], for i < n (n may be 0, with names and outs NULL). The caller owns *g
- * (sx_cg_graph_free); the file is unchanged and can build more graphs. The graph is always
- * lazy: an eager one would compute each node as it is built, before inputs have values.
+ * (sx_cg_graph_free). The first call hands over the graph sx_cg_file_read built to validate
+ * the file (no copy of the weights); later calls build new, independent ones. The graph is
+ * always lazy: an eager one would compute each node as it is built, before inputs have values.
  * Errors (*g = NULL, outs untouched): SX_E_ARG (the file holds no graph, no output has one of
  * the names, NULL arguments), SX_E_NOMEM. */
-sx_status sx_cg_file_graph(const sx_cg_file *f, int n, const char *const *names, sx_cg_graph **g,
+sx_status sx_cg_file_graph(sx_cg_file *f, int n, const char *const *names, sx_cg_graph **g,
                            sx_cg_node **outs) SX_NODISCARD;
 
 /* Named tensors: how many, the i-th name (NULL out of range), and the tensor saved under
