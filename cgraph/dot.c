@@ -30,8 +30,19 @@ static const char *style_of(const sx_cg_node *n)
     default:
         return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES)
                    ? "shape=box, style=\"filled\", fillcolor=\"#f4b6b6\""
-                   : "shape=box, style=\"rounded\"";
+                   : "shape=box, style=\"rounded,filled\", fillcolor=white";
     }
+}
+
+/* In a planned graph, nodes sharing an arena block share a colour (a hue from the block's
+ * offset); kept nodes stay white, as in seed 000's figures. */
+static void block_colour(const sx_cg_node *n, FILE *f)
+{
+    if (!n->planned)
+        return;
+    uint64_t h = (uint64_t)n->plan_offset * 0x9e3779b97f4a7c15ULL;
+    double hue = (double)(h >> 40) / (double)(1ULL << 24);
+    fprintf(f, ", style=\"rounded,filled\", fillcolor=\"%.3f 0.45 0.95\"", hue);
 }
 
 sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f)
@@ -45,8 +56,9 @@ sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f)
             continue;
         char shape[160];
         sx_shape_str(n->value.rank, n->value.shape, shape, sizeof shape);
-        fprintf(f, "  n%lld [%s, label=\"#%lld %s", (long long)n->id, style_of(n), (long long)n->id,
-                sx_cg_op_name(n->op));
+        fprintf(f, "  n%lld [%s", (long long)n->id, style_of(n));
+        block_colour(n, f);
+        fprintf(f, ", label=\"#%lld %s", (long long)n->id, sx_cg_op_name(n->op));
         if (n->name != NULL) {
             fputs("\\n", f);
             put_escaped(f, n->name);

@@ -421,7 +421,9 @@ void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f);
 /* ---------------------------------------------------------------- export */
 
 /* Write the graph as Graphviz DOT: one box per node with its index, op, name, number of users
- * and shape; inputs, parameters and constants are drawn in distinct shapes and colours. */
+ * and shape; inputs, parameters and constants are drawn in distinct shapes and colours. In a
+ * frozen graph with a memory plan, nodes sharing an arena block share a fill colour and nodes
+ * with storage of their own are white (seed 000's figures). */
 sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f) SX_NODISCARD;
 /* The same into a file, written to a temporary name then renamed. */
 sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path) SX_NODISCARD;
