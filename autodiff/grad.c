@@ -34,7 +34,6 @@ sx_cg_node *ad_full(sx_cg_graph *g, const sx_cg_node *like, int rank, const int6
     return c;
 }
 
-
 sx_cg_node *ad_unbroadcast(sx_cg_graph *g, sx_cg_node *grad, const sx_cg_node *x)
 {
     if (grad == NULL || x == NULL)

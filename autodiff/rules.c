@@ -87,12 +87,13 @@ UNARY_RULE(tan, sx_cg_mul(g, gy, sx_cg_add_scalar(g, sx_cg_sqr(g, y), 1.0)))
 /* tanh: 1 - y^2 */
 UNARY_RULE(tanh, sx_cg_mul(g, gy, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), sx_cg_sqr(g, y))))
 /* sigmoid: y (1 - y) */
-UNARY_RULE(sigmoid, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), y))))
+UNARY_RULE(sigmoid,
+           sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), y))))
 /* relu: 1 where x > 0, else 0 (relu'(0) = 0) */
 UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0))))
 /* leaky_relu: 1 where x > 0, else slope */
-UNARY_RULE(leaky_relu,
-           sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy, scale(g, gy, ATTR->alpha)))
+UNARY_RULE(leaky_relu, sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy,
+                                   scale(g, gy, ATTR->alpha)))
 /* elu: 1 where x > 0, else alpha e^x = y + alpha */
 UNARY_RULE(elu, sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy,
                             sx_cg_mul(g, gy, sx_cg_add_scalar(g, y, ATTR->alpha))))

@@ -99,7 +99,6 @@ BINARY(SOLVE, solve)
 BINARY(GATHER, gather)
 #undef BINARY
 
-
 sx_cg_node *sx_cg_add_scalar(sx_cg_graph *g, sx_cg_node *a, double s)
 {
     return sx_cg_add(g, a, sx_cg_scalar_like(g, a, s));

@@ -30,7 +30,7 @@ struct sx_cg_node {
     bool pinned;        /* a requested output of the optimiser: its handle and value must stay */
     int state;          /* traversal scratch: DFS state or input cursor */
     uint32_t mark;      /* traversal scratch: epoch number */
-    uint32_t ran;      /* the evaluation (graph->run_epoch) that last computed it */
+    uint32_t ran;       /* the evaluation (graph->run_epoch) that last computed it */
     /* memory plan (plan.c), set when the graph is frozen with plan_memory */
     bool planned;          /* value.data is a block of the graph's arena, shared over time */
     bool transient;        /* planned, or a view of a planned node: the value is not kept
@@ -52,9 +52,9 @@ struct sx_cg_graph {
     sx_rng *rngs;
     int n_rngs;
     int64_t kernel_calls;
-    uint32_t epoch; /* traversal marks */
+    uint32_t epoch;     /* traversal marks */
     uint32_t run_epoch; /* evaluations so far (node->ran) */
-    void *ws;       /* shared kernel scratch */
+    void *ws;           /* shared kernel scratch */
     size_t ws_bytes;
     /* profiling (sx_cg_profile_enable) */
     bool profile;

@@ -510,8 +510,8 @@ sx_cg_node *sx_cg_param_borrow(sx_cg_graph *g, const char *name, sx_tensor *t)
         cg_fail(g, s);
         return NULL;
     }
-    return leaf_new(g, SX_OP_PARAM, "sx_cg_param_borrow", name, t->dtype, t->rank, t->shape,
-                    NULL, t->data);
+    return leaf_new(g, SX_OP_PARAM, "sx_cg_param_borrow", name, t->dtype, t->rank, t->shape, NULL,
+                    t->data);
 }
 
 static sx_status check_leaf_value(const char *who, const sx_cg_node *leaf, const sx_tensor *v)

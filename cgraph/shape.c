@@ -597,8 +597,8 @@ sx_status cg_shape_update(sx_cg_node *n)
     for (int i = 1; i < last; i++)
         SX_TRY(want_same_shape(n, 0, i));
     if (IN(last)->size != 1)
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)",
-                        cg_who(n), (long long)IN(last)->size);
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
+                        (long long)IN(last)->size);
     set_shape(n, IN(0)->rank, IN(0)->shape);
     return SX_OK;
 }

@@ -382,16 +382,16 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
  * a view of its replacement); other nodes may be removed (sx_cg_graph_node returns NULL for
  * them). Run to a fixed point; running it again changes nothing. Only lazy, unfrozen graphs. */
 typedef enum {
-    SX_PASS_DCE,            /* remove nodes no output needs */
-    SX_PASS_CSE,            /* merge nodes with the same op, inputs and attributes */
-    SX_PASS_CONST_FOLD,     /* compute subgraphs of constants once, at compile time */
-    SX_PASS_SIMPLIFY,       /* x+0, x*1, x*0 (assumes x finite), x/1, --x, x^1, reshape of
-                               reshape, permute of permute, sum over size-1 axes, log(exp x),
-                               exp(log x) for x >= 0 */
-    SX_PASS_BROADCAST,      /* drop broadcast/repeat/tile feeding an op that broadcasts */
-    SX_PASS_UPDATE_FUSION,  /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
-    SX_PASS_GEMM_FOLD,      /* transposes, scalar factors and addends into the matmul call */
-    SX_PASS_FMA,            /* a*b + c -> fma(a, b, c) */
+    SX_PASS_DCE,           /* remove nodes no output needs */
+    SX_PASS_CSE,           /* merge nodes with the same op, inputs and attributes */
+    SX_PASS_CONST_FOLD,    /* compute subgraphs of constants once, at compile time */
+    SX_PASS_SIMPLIFY,      /* x+0, x*1, x*0 (assumes x finite), x/1, --x, x^1, reshape of
+                              reshape, permute of permute, sum over size-1 axes, log(exp x),
+                              exp(log x) for x >= 0 */
+    SX_PASS_BROADCAST,     /* drop broadcast/repeat/tile feeding an op that broadcasts */
+    SX_PASS_UPDATE_FUSION, /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
+    SX_PASS_GEMM_FOLD,     /* transposes, scalar factors and addends into the matmul call */
+    SX_PASS_FMA,           /* a*b + c -> fma(a, b, c) */
     SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
     SX_PASS_COUNT
 } sx_cg_pass;

@@ -17,7 +17,6 @@
  * decompresses to at most 1032 * s bytes. */
 #define DEFLATE_MAX_RATIO 1032u
 
-
 /* ---------------------------------------------------------------- element types */
 
 const char *sx_ds_type_name(sx_ds_type t)

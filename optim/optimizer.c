@@ -37,7 +37,6 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind)
     return p;
 }
 
-
 int sx_optim_n_states(sx_optim_kind k)
 {
     return k == SX_OPTIM_SGD ? 0 : k == SX_OPTIM_ADAM ? 2 : (unsigned)k < SX_OPTIM_COUNT ? 1 : 0;
@@ -61,8 +60,8 @@ const char *sx_optim_state_name(sx_optim_kind k, int i)
 }
 
 /* State i: the caller's, or a new zero-initialised parameter shaped like p, "<p>.<name>". */
-static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *const *given,
-                         sx_optim_kind k, int i)
+static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *const *given, sx_optim_kind k,
+                         int i)
 {
     if (given != NULL)
         return given[i];
@@ -144,9 +143,9 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
     }
     case SX_OPTIM_RMSPROP: {
         sx_cg_node *a = state(g, param, states, p->kind, 0);
-        sx_cg_node *an =
-            sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->rho), a),
-                      sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
+        sx_cg_node *an = sx_cg_add(
+            g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->rho), a),
+            sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
         out[k++] = sx_cg_assign(g, a, an);
         out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
         break;
@@ -156,13 +155,13 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         sx_cg_node *v = state(g, param, states, p->kind, 1);
         sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta1), m),
                                    sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta1), grad));
-        sx_cg_node *vn =
-            sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta2), v),
-                      sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta2), sx_cg_mul(g, grad, grad)));
+        sx_cg_node *vn = sx_cg_add(
+            g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta2), v),
+            sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta2), sx_cg_mul(g, grad, grad)));
         /* lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) */
         sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
-        sx_cg_node *c2 =
-            sx_cg_sqrt(g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
+        sx_cg_node *c2 = sx_cg_sqrt(
+            g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
         sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
         sx_cg_node *lrt = sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
         out[k++] = sx_cg_assign(g, m, mn);

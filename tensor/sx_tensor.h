@@ -473,8 +473,8 @@ sx_status sx_tensor_adagrad_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g,
 sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g, double lr,
                                  double rho, double c, double eps) SX_NODISCARD;
 sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx_tensor *g,
-                              double lr, double b1, double c1, double b2, double c2, double eps)
-    SX_NODISCARD;
+                              double lr, double b1, double c1, double b2, double c2,
+                              double eps) SX_NODISCARD;
 
 /* A short element-wise program run as one loop over blocks of elements, with no temporaries
  * in memory (element-wise chain fusion). Instruction k computes register k from its sources:
@@ -483,13 +483,13 @@ sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx
 #define SX_FUSED_MAX 16
 typedef enum { SX_FUSED_MAP, SX_FUSED_BINARY, SX_FUSED_FMA, SX_FUSED_WHERE } sx_fused_kind;
 typedef struct sx_fused_instr {
-    uint8_t kind;     /* sx_fused_kind */
-    uint8_t op;       /* sx_map_op or sx_binary_op */
-    int16_t a, b, c;  /* sources (b, c unused by maps; c by binaries) */
-    double alpha;     /* map parameter */
+    uint8_t kind;    /* sx_fused_kind */
+    uint8_t op;      /* sx_map_op or sx_binary_op */
+    int16_t a, b, c; /* sources (b, c unused by maps; c by binaries) */
+    double alpha;    /* map parameter */
 } sx_fused_instr;
 typedef struct sx_fused_prog {
-    int n;            /* 1..SX_FUSED_MAX instructions */
+    int n; /* 1..SX_FUSED_MAX instructions */
     sx_fused_instr ins[SX_FUSED_MAX];
 } sx_fused_prog;
 sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tensor *const *in,
