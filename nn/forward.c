@@ -5,7 +5,6 @@
 
 #include <string.h>
 
-
 sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int param)
 {
     (void)net;
@@ -61,11 +60,12 @@ static sx_cg_node *activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double
     case SX_ACT_SIGMOID:
         return sx_cg_sigmoid(g, x);
     case SX_ACT_HARD_SIGMOID: /* clip(0.2 x + 0.5, 0, 1) */
-        return sx_cg_min(
-            g,
-            sx_cg_max(g, sx_cg_add(g, sx_cg_mul(g, x, sx_cg_scalar_like(g, x, 0.2)), sx_cg_scalar_like(g, x, 0.5)),
-                      sx_cg_scalar_like(g, x, 0)),
-            sx_cg_scalar_like(g, x, 1));
+        return sx_cg_min(g,
+                         sx_cg_max(g,
+                                   sx_cg_add(g, sx_cg_mul(g, x, sx_cg_scalar_like(g, x, 0.2)),
+                                             sx_cg_scalar_like(g, x, 0.5)),
+                                   sx_cg_scalar_like(g, x, 0)),
+                         sx_cg_scalar_like(g, x, 1));
     case SX_ACT_TANH:
         return sx_cg_tanh(g, x);
     case SX_ACT_SOFTPLUS:
@@ -150,14 +150,14 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
             mean = sx_cg_mean(g, x, axes, false);
             var = sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, x, mean)), axes, false);
             /* running <- m running + (1 - m) batch */
-            sx_cg_node *um =
-                sx_cg_assign(g, rm,
-                             sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rm),
-                                       sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), mean)));
-            sx_cg_node *uv =
-                sx_cg_assign(g, rv,
-                             sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rv),
-                                       sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), var)));
+            sx_cg_node *um = sx_cg_assign(
+                g, rm,
+                sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rm),
+                          sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), mean)));
+            sx_cg_node *uv = sx_cg_assign(
+                g, rv,
+                sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rv),
+                          sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), var)));
             if (um == NULL || uv == NULL ||
                 push(&b->updates, &b->n_updates, &b->cap_updates, um) != SX_OK ||
                 push(&b->updates, &b->n_updates, &b->cap_updates, uv) != SX_OK)
@@ -166,8 +166,9 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
             mean = rm;
             var = rv;
         }
-        sx_cg_node *xhat = sx_cg_mul(g, sx_cg_sub(g, x, mean),
-                                     sx_cg_rsqrt(g, sx_cg_add(g, var, sx_cg_scalar_like(g, x, l->eps))));
+        sx_cg_node *xhat =
+            sx_cg_mul(g, sx_cg_sub(g, x, mean),
+                      sx_cg_rsqrt(g, sx_cg_add(g, var, sx_cg_scalar_like(g, x, l->eps))));
         return sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta);
     }
     case L_RESHAPE: {

@@ -71,18 +71,19 @@ sx_status nn_checkpoint_save(sx_nn_net *net, const char *path)
     }
     for (int i = 0; i < t.n; i++)
         t.names[i] = t.buf[i];
-    char step[32], epoch[32], rng[80];
+    char step[32], epoch[32], epoch_step[32], rng[80];
     snprintf(step, sizeof step, "%" PRId64, net->step);
     snprintf(epoch, sizeof epoch, "%" PRId64, net->epoch);
+    snprintf(epoch_step, sizeof epoch_step, "%" PRId64, net->epoch_step);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              net->dropout_rng.s[0], net->dropout_rng.s[1], net->dropout_rng.s[2],
              net->dropout_rng.s[3]);
-    const char *keys[6] = {"strix.kind", "network", "step", "epoch", "dropout_rng", "optimiser"};
-    const char *vals[6] = {"checkpoint", net->name,
-                           step,         epoch,
-                           rng,          kind == SX_OPTIM_COUNT ? "none" : sx_optim_name(kind)};
+    const char *opt = kind == SX_OPTIM_COUNT ? "none" : sx_optim_name(kind);
+    const char *keys[7] = {"strix.kind", "network",     "step",     "epoch",
+                           "epoch_step", "dropout_rng", "optimiser"};
+    const char *vals[7] = {"checkpoint", net->name, step, epoch, epoch_step, rng, opt};
     if (s == SX_OK)
-        s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, 6, keys, vals, path);
+        s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, 7, keys, vals, path);
     named_free(&t);
     return s;
 }
@@ -120,11 +121,16 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const char *path)
     const char *opt = sx_cg_file_meta(f, "optimiser");
     if (kind == NULL || strcmp(kind, "checkpoint") != 0)
         s = sx_error(SX_E_FORMAT, "%s: not a strix checkpoint", path);
-    int64_t step = 0, epoch = 0;
+    int64_t step = 0, epoch = 0, epoch_step = 0;
     if (s == SX_OK)
         s = parse_i64(path, "step", sx_cg_file_meta(f, "step"), &step);
     if (s == SX_OK)
         s = parse_i64(path, "epoch", sx_cg_file_meta(f, "epoch"), &epoch);
+    if (s == SX_OK && sx_cg_file_meta(f, "epoch_step") != NULL) /* absent: at an epoch's end */
+        s = parse_i64(path, "epoch_step", sx_cg_file_meta(f, "epoch_step"), &epoch_step);
+    if (s == SX_OK && epoch_step > step)
+        s = sx_error(SX_E_FORMAT, "%s: %lld steps into an epoch but %lld in all", path,
+                     (long long)epoch_step, (long long)step);
     sx_rng rng;
     const char *r = sx_cg_file_meta(f, "dropout_rng");
     if (s == SX_OK && (r == NULL || strlen(r) != 64))
@@ -141,14 +147,20 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const char *path)
     sx_optim_kind ok = SX_OPTIM_COUNT;
     if (s == SX_OK && opt != NULL && strcmp(opt, "none") != 0)
         s = sx_optim_parse(opt, &ok);
-    /* check every tensor before changing anything */
+    /* check every tensor (weights and optimiser states) before changing anything */
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
             nn_param *p = &net->layers[i]->params[k];
-            const sx_tensor *v = sx_cg_file_tensor(f, p->name);
-            if (v == NULL || v->dtype != p->value->dtype ||
-                !sx_shape_equal(v->rank, v->shape, p->value->rank, p->value->shape))
-                s = copy_into(path, p->name, v, p->value); /* reports the mismatch */
+            int ns = ok == SX_OPTIM_COUNT || !p->trainable ? 0 : sx_optim_n_states(ok);
+            for (int j = -1; s == SX_OK && j < ns; j++) {
+                char name[128];
+                snprintf(name, sizeof name, "%s%s%s", p->name, j < 0 ? "" : ".",
+                         j < 0 ? "" : sx_optim_state_name(ok, j));
+                const sx_tensor *v = sx_cg_file_tensor(f, name);
+                if (v == NULL || v->dtype != p->value->dtype ||
+                    !sx_shape_equal(v->rank, v->shape, p->value->rank, p->value->shape))
+                    s = copy_into(path, name, v, p->value); /* reports the mismatch */
+            }
         }
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
@@ -177,6 +189,7 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const char *path)
     if (s == SX_OK) {
         net->step = step;
         net->epoch = epoch;
+        net->epoch_step = epoch_step;
         net->dropout_rng = rng;
     }
     sx_cg_file_free(f);
@@ -190,9 +203,7 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     if (net == NULL || path == NULL)
         return sx_error(SX_E_ARG, "sx_nn_save: NULL argument");
     if (net->status != SX_OK)
-        return sx_error(net->status, "sx_nn_save: network %s has an error: fix its first failing "
-                                     "layer",
-                        net->name);
+        return sx_error(net->status, "sx_nn_save: network %s has an error", net->name);
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (in == NULL || last == NULL || last->rank != 1)
         return sx_error(SX_E_STATE,

@@ -55,7 +55,6 @@ sx_nn_train_params sx_nn_train_params_default(void)
     return p;
 }
 
-
 static sx_status set_scalar(sx_cg_graph *g, sx_cg_node *in, double v)
 {
     double d = v;
@@ -86,9 +85,11 @@ static sx_cg_node *loss_node(sx_cg_graph *g, sx_nn_loss kind, sx_cg_node *out, s
         return sx_cg_mean(g, sx_cg_abs(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
     case SX_LOSS_HINGE: {
         /* targets t in {0, 1} (one-hot) as s = 2t - 1: mean(max(0, 1 - s * out)) */
-        sx_cg_node *sgn = sx_cg_sub(g, sx_cg_mul(g, y, sx_cg_scalar_of(g, dt, 2)), sx_cg_scalar_of(g, dt, 1));
-        return sx_cg_mean(g, sx_cg_relu(g, sx_cg_sub(g, sx_cg_scalar_of(g, dt, 1), sx_cg_mul(g, sgn, out))),
-                          SX_AXES_ALL, false);
+        sx_cg_node *sgn =
+            sx_cg_sub(g, sx_cg_mul(g, y, sx_cg_scalar_of(g, dt, 2)), sx_cg_scalar_of(g, dt, 1));
+        return sx_cg_mean(
+            g, sx_cg_relu(g, sx_cg_sub(g, sx_cg_scalar_of(g, dt, 1), sx_cg_mul(g, sgn, out))),
+            SX_AXES_ALL, false);
     }
     }
     sx_error(SX_E_ARG, "nn: unknown loss %d", (int)kind);

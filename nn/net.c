@@ -83,7 +83,7 @@ sx_status sx_nn_net_status(const sx_nn_net *net)
 
 const char *sx_nn_net_name(const sx_nn_net *net)
 {
-    return net->name;
+    return net != NULL ? net->name : "";
 }
 
 void sx_nn_net_set_input_scale(sx_nn_net *net, double scale)
@@ -140,6 +140,8 @@ sx_nn_layer *nn_output_layer(const sx_nn_net *net)
 
 void sx_nn_net_print(const sx_nn_net *net, FILE *f)
 {
+    if (net == NULL || f == NULL)
+        return;
     fprintf(f, "network %s\n%-22s %-20s %12s\n", net->name, "layer", "output shape", "params");
     for (int i = 0; i < net->n_layers; i++) {
         const sx_nn_layer *l = net->layers[i];

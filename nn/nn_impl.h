@@ -77,6 +77,7 @@ struct sx_nn_net {
     double input_scale; /* pixel byte -> input value */
     int64_t step;       /* training steps done (1-based step of the next one is step + 1) */
     int64_t epoch;      /* epochs done */
+    int64_t epoch_step; /* steps done in the current epoch (a checkpoint may fall mid-epoch) */
 };
 
 /* Graph building (forward.c). */

@@ -150,6 +150,9 @@ sx_nn_layer *sx_nn_concatenate(sx_nn_net *net, int n, sx_nn_layer *const *in);
 
 /* ---------------------------------------------------------------- training parameters */
 
+/* Every loss is a mean: cross-entropy over the examples (-sum_k y_k log p_k per example, the
+ * softmax of a last softmax layer folded in); MSE, L1 and hinge over every output element (hinge
+ * with one-hot targets t read as 2t - 1: max(0, 1 - (2t - 1) out)). */
 typedef enum { SX_LOSS_CROSS_ENTROPY, SX_LOSS_MSE, SX_LOSS_L1, SX_LOSS_HINGE } sx_nn_loss;
 
 typedef enum {
@@ -173,7 +176,8 @@ typedef struct sx_nn_train_params {
     sx_nn_loss loss;             /* cross-entropy (softmax folded in when the last layer has it) */
     sx_optim_params optim;       /* Adagrad, lr 0.005 */
     sx_nn_schedule schedule;     /* constant */
-    double l1, l2;               /* regularisation of the weights (not biases), 0 */
+    double l1, l2;               /* loss + l1 sum|w| + l2 sum w^2 over the weights (not biases,
+                                    not batch norm), 0 */
     double clip_value;           /* clip each gradient element to [-v, v]; 0 = off */
     double clip_norm;            /* scale all gradients so their global L2 norm <= n; 0 = off */
     int64_t checkpoint_every;    /* write a checkpoint every N steps; 0 = at the end of each epoch
@@ -236,6 +240,8 @@ typedef struct sx_nn_train_report {
  * epoch when it is not NULL. Stops cleanly (writing a checkpoint when a path is set) on SIGINT
  * and returns SX_E_INTERRUPTED. Resumes from p->checkpoint_path when that file exists and
  * matches the network. */
+/* p->epochs counts the network's epochs, not this call's: a network already trained (or resumed)
+ * for e epochs trains epochs e+1..p->epochs, and nothing when e >= p->epochs. */
 sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *p, const sx_ds_images *train,
                       const sx_ds_images *test, sx_nn_train_report *report) SX_NODISCARD;
 /* Accuracy of the network on a labelled image set. */

@@ -99,6 +99,11 @@ sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     sx_nn_layer *last = nn_output_layer(net), *in = nn_input_layer(net);
     if (last == NULL || in == NULL || last->rank != 1)
         return sx_error(SX_E_STATE, "sx_nn_evaluate: the network has no (batch, classes) output");
+    if (last->shape[0] != set->classes)
+        return sx_error(SX_E_SHAPE,
+                        "sx_nn_evaluate: the network has %lld outputs, the data %lld "
+                        "classes",
+                        (long long)last->shape[0], (long long)set->classes);
     sx_nn_model *m = NULL;
     sx_ds_batcher *b = NULL;
     sx_tensor *x = NULL, *out = NULL;
@@ -214,7 +219,12 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
     while (s == SX_OK && net->epoch < p.epochs) {
         s = sx_ds_batcher_set_epoch(batches, net->epoch);
         /* mid-epoch resume: skip the batches already trained on */
-        int64_t done_in_epoch = net->step - net->epoch * per_epoch, count = 0;
+        int64_t done_in_epoch = net->epoch_step, count = 0;
+        if (s == SX_OK && done_in_epoch > per_epoch)
+            s = sx_error(SX_E_STATE,
+                         "%s: the network stopped %lld steps into an epoch of %lld: resume with "
+                         "the data and batch size it was trained with",
+                         who, (long long)done_in_epoch, (long long)per_epoch);
         for (int64_t k = 0; s == SX_OK && k < done_in_epoch; k++)
             s = sx_ds_batcher_next(batches, NULL, NULL, &count);
         double t0 = now(), loss_sum = 0;
@@ -244,6 +254,7 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
                 break;
             }
             net->step = step;
+            net->epoch_step++;
             rep.steps++;
             i++;
             seen += count;
@@ -271,6 +282,7 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
         if (s != SX_OK)
             break;
         net->epoch++;
+        net->epoch_step = 0;
         rep.last_loss = seen > 0 ? loss_sum / (double)seen : 0;
         if (p.checkpoint_path != NULL && p.checkpoint_every == 0)
             s = nn_checkpoint_save(net, p.checkpoint_path);

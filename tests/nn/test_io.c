@@ -1,0 +1,403 @@
+/* Model files: sx_nn_save then sx_nn_load gives a model whose predictions equal the original
+ * network's bit for bit (lambda layers included, any batch size up to the loaded one), and every
+ * bad file (a checkpoint, truncated, one corrupted byte, missing, not a strix file) is a clean
+ * error with a message; a save that cannot be written leaves no file behind. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nn_impl.h"
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/sx_nn_io_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void tmp_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", tmpdir, name);
+}
+
+/* Entries of tmpdir (without . and ..). */
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* x * scale + shift with the constants inside the graph: the saved model must keep them. */
+static sx_cg_node *affine(sx_cg_graph *g, sx_cg_node *x, void *ctx)
+{
+    const double *c = ctx;
+    return sx_cg_add_scalar(g, sx_cg_mul_scalar(g, x, c[0]), c[1]);
+}
+
+static sx_cg_node *square(sx_cg_graph *g, sx_cg_node *x, void *ctx)
+{
+    (void)ctx;
+    return sx_cg_sqr(g, x);
+}
+
+static double affine_ctx[2] = {1.0 / 256.0, -0.25};
+
+/* A network of most layer kinds, with two lambdas, a merge and batch norm whose running
+ * statistics are not the defaults. */
+static sx_nn_net *io_net(sx_dtype dt, uint64_t seed)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("io", dt, seed, &net), SX_OK);
+    sx_nn_net_set_input_scale(net, 1.0);
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){10, 10, 1});
+    x = sx_nn_lambda(net, x, affine, affine_ctx, "affine");
+    sx_nn_layer *c = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    sx_nn_layer *bn = sx_nn_batch_norm(net, c, 0.9, 1e-3);
+    sx_nn_layer *sq = sx_nn_lambda(net, c, square, NULL, "square");
+    sx_nn_layer *pair[2] = {bn, sq};
+    x = sx_nn_add(net, 2, pair);
+    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = sx_nn_dropout(net, x, 0.3);
+    x = sx_nn_padding2d(net, x, 1, 0, 0, 1);
+    x = sx_nn_avg_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
+    x = sx_nn_fully_connected(net, x, 12, SX_ACT_TANH);
+    x = sx_nn_linear(net, x, 5, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    sx_rng r;
+    sx_rng_seed(&r, seed + 1);
+    for (int i = 0; i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++) {
+            nn_param *p = &net->layers[i]->params[k];
+            bool var = strstr(p->name, "running_var") != NULL;
+            cr_assert_eq(sx_tensor_rand_uniform(p->value, &r, var ? 0.5 : -0.5, var ? 2 : 0.5),
+                         SX_OK);
+        }
+    return net;
+}
+
+static sx_tensor *pixels(sx_rng *r, sx_dtype dt, int64_t n)
+{
+    int64_t s[4] = {n, 10, 10, 1};
+    sx_tensor *x = tu_rand(r, dt, 4, s, 0, 256);
+    for (int64_t i = 0; i < x->size; i++)
+        sx_tensor_set(x, i, floor(sx_tensor_get(x, i)));
+    return x;
+}
+
+static void round_trip(sx_dtype dt)
+{
+    char path[128];
+    tmp_path(path, sizeof path, dt == SX_F32 ? "model32.sxm" : "model64.sxm");
+    sx_nn_net *net = io_net(dt, 3);
+    cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(dir_entries(tmpdir), 1, "temporary files left behind");
+
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(path, 100, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_loaded_input_rank(m), 3);
+    cr_assert_eq(sx_nn_loaded_input_shape(m)[0], 10);
+    cr_assert_eq(sx_nn_loaded_input_shape(m)[1], 10);
+    cr_assert_eq(sx_nn_loaded_input_shape(m)[2], 1);
+    cr_assert_eq(sx_nn_loaded_classes(m), 5);
+    cr_assert_eq(sx_nn_loaded_input_scale(m), 1.0);
+    cr_assert_eq(sx_nn_loaded_dtype(m), dt);
+
+    sx_nn_model *orig = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 100, &orig), SX_OK, "%s", sx_last_error());
+    sx_rng r;
+    sx_rng_seed(&r, 5);
+    const int64_t sizes[5] = {1, 7, 100, 7, 1};
+    for (int i = 0; i < 5; i++) {
+        int64_t n = sizes[i], os[2] = {n, 5};
+        sx_tensor *x = pixels(&r, dt, n);
+        sx_tensor *a = tu_zeros(dt, 2, os), *b = tu_zeros(dt, 2, os);
+        cr_assert_eq(sx_nn_model_predict(orig, x, a), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_loaded_predict(m, x, b), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)), 0,
+                     "batch %lld: predictions differ (%.9g vs %.9g)", (long long)n,
+                     sx_tensor_get(a, 0), sx_tensor_get(b, 0));
+        /* the outputs are probabilities (the network is not trivial) */
+        double s = 0;
+        for (int k = 0; k < 5; k++)
+            s += sx_tensor_get(b, k);
+        cr_assert(fabs(s - 1) < 1e-5, "row sum %g", s);
+        sx_tensor_free(x);
+        sx_tensor_free(a);
+        sx_tensor_free(b);
+    }
+    sx_nn_model_free(orig);
+    sx_nn_loaded_free(m);
+
+    /* loading again after the network changed: the file keeps the saved weights */
+    cr_assert_eq(sx_tensor_fill(net->layers[2]->params[0].value, 0.0), SX_OK);
+    cr_assert_eq(sx_nn_load(path, 3, &m), SX_OK, "%s", sx_last_error());
+    sx_nn_net *fresh = io_net(dt, 3);
+    cr_assert_eq(sx_nn_compile_infer(fresh, 3, &orig), SX_OK);
+    int64_t os[2] = {3, 5};
+    sx_tensor *x = pixels(&r, dt, 3), *a = tu_zeros(dt, 2, os), *b = tu_zeros(dt, 2, os);
+    cr_assert_eq(sx_nn_model_predict(orig, x, a), SX_OK);
+    cr_assert_eq(sx_nn_loaded_predict(m, x, b), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)), 0);
+    /* more examples than the loaded batch, a wrong input shape, a wrong output */
+    sx_tensor *x4 = pixels(&r, dt, 4), *o4 = tu_zeros(dt, 2, (int64_t[]){4, 5});
+    cr_assert_eq(sx_nn_loaded_predict(m, x4, o4), SX_E_SHAPE);
+    sx_tensor *wrong = tu_zeros(dt, 4, (int64_t[]){3, 10, 9, 1});
+    cr_assert_neq(sx_nn_loaded_predict(m, wrong, b), SX_OK);
+    sx_tensor *small = tu_zeros(dt, 2, (int64_t[]){3, 4});
+    cr_assert_neq(sx_nn_loaded_predict(m, x, small), SX_OK);
+    cr_assert_eq(sx_nn_loaded_predict(m, NULL, b), SX_E_ARG);
+    cr_assert_eq(sx_nn_loaded_predict(NULL, x, b), SX_E_ARG);
+    sx_tensor_free(x4);
+    sx_tensor_free(o4);
+    sx_tensor_free(wrong);
+    sx_tensor_free(small);
+    sx_tensor_free(x);
+    sx_tensor_free(a);
+    sx_tensor_free(b);
+    sx_nn_model_free(orig);
+    sx_nn_loaded_free(m);
+    sx_nn_net_free(fresh);
+    sx_nn_net_free(net);
+}
+
+Test(nn_io, save_load_round_trip_f32, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    round_trip(SX_F32);
+}
+
+Test(nn_io, save_load_round_trip_f64, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    round_trip(SX_F64);
+}
+
+Test(nn_io, input_scale_is_saved, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "scale.sxm");
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("s", SX_F32, 1, &net), SX_OK);
+    cr_assert_eq(sx_nn_net_input_scale(net), SX_DS_PIXEL_SCALE);
+    sx_nn_net_set_input_scale(net, 0.125);
+    cr_assert_eq(sx_nn_net_input_scale(net), 0.125);
+    sx_nn_net_set_input_scale(net, (double)INFINITY); /* ignored */
+    cr_assert_eq(sx_nn_net_input_scale(net), 0.125);
+    sx_nn_layer *x = sx_nn_input(net, 1, (int64_t[]){3});
+    sx_nn_linear(net, x, 2, SX_ACT_NONE);
+    cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(path, 1, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_loaded_input_scale(m), 0.125);
+    cr_assert_eq(sx_nn_loaded_input_rank(m), 1);
+    cr_assert_eq(sx_nn_loaded_classes(m), 2);
+    sx_nn_loaded_free(m);
+    sx_nn_net_free(net);
+}
+
+/* ---------------------------------------------------------------- bad files */
+
+static unsigned char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void write_all(const char *path, const unsigned char *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, len, f), len);
+    fclose(f);
+}
+
+/* Loading `path` fails with `want` (0: any error), a message naming the file, and no model. */
+static void load_fails(const char *path, sx_status want, const char *what)
+{
+    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    sx_error_clear();
+    sx_status s = sx_nn_load(path, 4, &m);
+    cr_assert_neq(s, SX_OK, "%s: loaded", what);
+    if (want != SX_OK)
+        cr_assert_eq(s, want, "%s: %s, want %s (%s)", what, sx_status_str(s), sx_status_str(want),
+                     sx_last_error());
+    cr_assert_null(m, "%s", what);
+    cr_assert(strstr(sx_last_error(), path) != NULL, "%s: message '%s' does not name the file",
+              what, sx_last_error());
+}
+
+Test(nn_io, bad_files_are_clean_errors, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128], bad[128];
+    tmp_path(path, sizeof path, "good.sxm");
+    tmp_path(bad, sizeof bad, "bad.sxm");
+    sx_nn_net *net = io_net(SX_F32, 4);
+    cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+    size_t len;
+    unsigned char *b = read_all(path, &len);
+    cr_assert_gt(len, 100);
+
+    /* truncated anywhere */
+    const size_t cuts[] = {0, 1, 4, 8, 16, 40, len / 3, len / 2, len - 5, len - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        write_all(bad, b, cuts[i]);
+        char what[64];
+        snprintf(what, sizeof what, "truncated to %zu bytes", cuts[i]);
+        load_fails(bad, SX_E_FORMAT, what);
+    }
+    /* one corrupted byte anywhere (header, graph, weights, checksum) */
+    const size_t at[] = {0, 3, 9, 20, 64, len / 4, len / 2, 3 * len / 4, len - 9, len - 1};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        b[at[i]] ^= 0x5a;
+        write_all(bad, b, len);
+        b[at[i]] ^= 0x5a;
+        char what[64];
+        snprintf(what, sizeof what, "byte %zu of %zu corrupted", at[i], len);
+        load_fails(bad, SX_OK, what);
+    }
+    /* trailing garbage */
+    unsigned char *longer = malloc(len + 7);
+    memcpy(longer, b, len);
+    memset(longer + len, 0xab, 7);
+    write_all(bad, longer, len + 7);
+    load_fails(bad, SX_E_FORMAT, "trailing bytes");
+    free(longer);
+    /* not a strix file at all */
+    write_all(bad, (const unsigned char *)"P5\n28 28\n255\n", 13);
+    load_fails(bad, SX_E_FORMAT, "a PGM file");
+    /* missing file, a directory */
+    char missing[128];
+    tmp_path(missing, sizeof missing, "no-such-model.sxm");
+    load_fails(missing, SX_E_IO, "missing file");
+    load_fails(tmpdir, SX_E_IO, "a directory");
+    /* the intact bytes still load */
+    write_all(bad, b, len);
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(bad, 4, &m), SX_OK, "%s", sx_last_error());
+    sx_nn_loaded_free(m);
+    free(b);
+    sx_nn_net_free(net);
+}
+
+Test(nn_io, a_checkpoint_is_not_a_model, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char ckpt[128];
+    tmp_path(ckpt, sizeof ckpt, "run.ckpt");
+    /* a few training steps on synthetic 10x10 images write a checkpoint */
+    sx_ds_images d = {.n = 8, .h = 10, .w = 10, .c = 1, .classes = 5};
+    uint8_t pix[800], lab[8];
+    for (int i = 0; i < 800; i++)
+        pix[i] = (uint8_t)(i * 37);
+    for (int i = 0; i < 8; i++)
+        lab[i] = (uint8_t)(i % 5);
+    d.pixels = pix;
+    d.labels = lab;
+    sx_nn_net *net = io_net(SX_F32, 5);
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.batch = 4;
+    p.verbose = 0;
+    p.checkpoint_path = ckpt;
+    cr_assert_eq(sx_nn_train(net, &p, &d, NULL, NULL), SX_OK, "%s", sx_last_error());
+    load_fails(ckpt, SX_E_FORMAT, "a checkpoint");
+    cr_assert(strstr(sx_last_error(), "checkpoint") != NULL, "%s", sx_last_error());
+    sx_nn_net_free(net);
+}
+
+Test(nn_io, save_errors_leave_no_file, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    sx_nn_net *net = io_net(SX_F32, 6);
+    char path[160];
+    snprintf(path, sizeof path, "%s/no-such-folder/model.sxm", tmpdir);
+    sx_error_clear();
+    cr_assert_eq(sx_nn_save(net, path), SX_E_IO);
+    cr_assert(strstr(sx_last_error(), "no-such-folder") != NULL, "%s", sx_last_error());
+    cr_assert_eq(dir_entries(tmpdir), 0, "something was written");
+    struct stat st;
+    cr_assert_neq(stat(path, &st), 0);
+
+    /* a path that is a directory: nothing replaced */
+    char sub[128];
+    tmp_path(sub, sizeof sub, "dir.sxm");
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    cr_assert_neq(sx_nn_save(net, sub), SX_OK);
+    cr_assert_eq(stat(sub, &st), 0);
+    cr_assert(S_ISDIR(st.st_mode));
+    cr_assert_eq(dir_entries(tmpdir), 1);
+
+    /* NULL arguments; networks that are not models */
+    cr_assert_eq(sx_nn_save(NULL, path), SX_E_ARG);
+    cr_assert_eq(sx_nn_save(net, NULL), SX_E_ARG);
+    char p2[128];
+    tmp_path(p2, sizeof p2, "empty.sxm");
+    sx_nn_net *empty = NULL;
+    cr_assert_eq(sx_nn_net_new("empty", SX_F32, 1, &empty), SX_OK);
+    cr_assert_neq(sx_nn_save(empty, p2), SX_OK);
+    sx_nn_input(empty, 3, (int64_t[]){4, 4, 1}); /* output of rank 3: not (batch, classes) */
+    cr_assert_neq(sx_nn_save(empty, p2), SX_OK);
+    sx_nn_dropout(empty, NULL, 0.5); /* a network with an error */
+    cr_assert_neq(sx_nn_save(empty, p2), SX_OK);
+    cr_assert_eq(dir_entries(tmpdir), 1);
+    sx_nn_net_free(empty);
+
+    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    cr_assert_eq(sx_nn_load(NULL, 1, &m), SX_E_ARG);
+    cr_assert_eq(sx_nn_load(path, 1, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_load(path, 0, &m), SX_E_ARG);
+    cr_assert_null(m);
+    sx_nn_loaded_free(NULL);
+    sx_nn_net_free(net);
+}
+
+/* Saving over an existing model replaces it atomically. */
+Test(nn_io, save_replaces_an_existing_file, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "m.sxm");
+    sx_nn_net *a = io_net(SX_F64, 7), *b = io_net(SX_F64, 8);
+    cr_assert_eq(sx_nn_save(a, path), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_save(b, path), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(dir_entries(tmpdir), 1);
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(path, 2, &m), SX_OK, "%s", sx_last_error());
+    sx_nn_model *orig = NULL;
+    cr_assert_eq(sx_nn_compile_infer(b, 2, &orig), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, 9);
+    sx_tensor *x = pixels(&r, SX_F64, 2), *pa = tu_zeros(SX_F64, 2, (int64_t[]){2, 5}),
+              *pb = tu_zeros(SX_F64, 2, (int64_t[]){2, 5});
+    cr_assert_eq(sx_nn_model_predict(orig, x, pa), SX_OK);
+    cr_assert_eq(sx_nn_loaded_predict(m, x, pb), SX_OK);
+    cr_assert_eq(memcmp(pa->data, pb->data, 10 * sizeof(double)), 0);
+    sx_tensor_free(x);
+    sx_tensor_free(pa);
+    sx_tensor_free(pb);
+    sx_nn_model_free(orig);
+    sx_nn_loaded_free(m);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+}
