@@ -106,19 +106,6 @@ static sx_status check_arg(const char *who, const char *name, const sx_tensor *t
     return SX_OK;
 }
 
-/* The output `out` must not share memory with input `in` (the kernels read inputs after they
- * have written outputs): SX_E_ARG. */
-static sx_status check_apart(const char *who, const char *in_name, const sx_tensor *in,
-                             const char *out_name, const sx_tensor *out)
-{
-    uintptr_t a = (uintptr_t)in->data, b = (uintptr_t)out->data;
-    uintptr_t na = (uintptr_t)in->size * sx_dtype_size(in->dtype);
-    uintptr_t nb = (uintptr_t)out->size * sx_dtype_size(out->dtype);
-    if (na > 0 && nb > 0 && a < b + nb && b < a + na)
-        return sx_error(SX_E_ARG, "%s: %s overlaps %s", who, out_name, in_name);
-    return SX_OK;
-}
-
 #define T float
 #define SFX f32
 #include "pool_tmpl.h"
@@ -155,7 +142,7 @@ static sx_status pool_fwd_check(const char *who, const sx_tensor *x, const sx_po
     SX_TRY(pool_geometry(who, "x", x, p, g));
     const int64_t ys[4] = {g->n, g->oh, g->ow, g->c};
     SX_TRY(check_arg(who, "y", y, x->dtype, ys));
-    return check_apart(who, "x", x, "y", y);
+    return sx__check_apart(who, "x", x, "y", y);
 }
 
 sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p, sx_tensor *y)
@@ -190,8 +177,8 @@ sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *
     const int64_t ys[4] = {g.n, g.oh, g.ow, g.c};
     SX_TRY(check_arg(who, "dy", dy, x->dtype, ys));
     SX_TRY(check_arg(who, "dx", dx, x->dtype, x->shape));
-    SX_TRY(check_apart(who, "x", x, "dx", dx));
-    SX_TRY(check_apart(who, "dy", dy, "dx", dx));
+    SX_TRY(sx__check_apart(who, "x", x, "dx", dx));
+    SX_TRY(sx__check_apart(who, "dy", dy, "dx", dx));
     if (x->dtype == SX_F32)
         maxpool_bwd_f32(&g, x->data, dy->data, dx->data);
     else
@@ -209,7 +196,7 @@ sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_
     SX_TRY(pool_geometry(who, "dx", dx, p, &g)); /* dx has the input's shape */
     const int64_t ys[4] = {g.n, g.oh, g.ow, g.c};
     SX_TRY(check_arg(who, "dy", dy, dx->dtype, ys));
-    SX_TRY(check_apart(who, "dy", dy, "dx", dx));
+    SX_TRY(sx__check_apart(who, "dy", dy, "dx", dx));
     if (dx->dtype == SX_F32)
         avgpool_bwd_f32(&g, dy->data, dx->data);
     else

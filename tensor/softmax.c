@@ -52,19 +52,6 @@ static sx_status check_like(const char *who, const char *name, const sx_tensor *
     return SX_OK;
 }
 
-/* The output `out` must not share memory with input `in` (the kernels are written with
- * restrict pointers and read inputs after writing outputs): SX_E_ARG. */
-static sx_status check_apart(const char *who, const char *in_name, const sx_tensor *in,
-                             const char *out_name, const sx_tensor *out)
-{
-    uintptr_t a = (uintptr_t)in->data, b = (uintptr_t)out->data;
-    uintptr_t na = (uintptr_t)in->size * sx_dtype_size(in->dtype);
-    uintptr_t nb = (uintptr_t)out->size * sx_dtype_size(out->dtype);
-    if (na > 0 && nb > 0 && a < b + nb && b < a + na)
-        return sx_error(SX_E_ARG, "%s: %s overlaps %s", who, out_name, in_name);
-    return SX_OK;
-}
-
 /* Shared body of the four softmax entry points: a is x (forward) or y (backward). */
 static sx_status softmax_any(const char *who, const sx_tensor *a, const sx_tensor *dy, int axis,
                              sx_tensor *out, bool backward, bool log_form)
@@ -75,9 +62,9 @@ static sx_status softmax_any(const char *who, const sx_tensor *a, const sx_tenso
     if (backward)
         SX_TRY(check_like(who, "dy", dy, a));
     SX_TRY(check_like(who, backward ? "dx" : "out", out, a));
-    SX_TRY(check_apart(who, backward ? "y" : "x", a, backward ? "dx" : "out", out));
+    SX_TRY(sx__check_apart(who, backward ? "y" : "x", a, backward ? "dx" : "out", out));
     if (backward)
-        SX_TRY(check_apart(who, "dy", dy, "dx", out));
+        SX_TRY(sx__check_apart(who, "dy", dy, "dx", out));
     sm_geom g = sm_geometry(a, ax);
     const void *d = backward ? dy->data : NULL;
     if (a->dtype == SX_F32)
@@ -129,8 +116,8 @@ sx_status sx_tensor_softmax_xent_out(const sx_tensor *logits, const sx_tensor *t
     const char *who = "sx_tensor_softmax_xent_out";
     SX_TRY(xent_check(who, logits, target));
     SX_TRY(sx__check_out(who, out, logits->dtype, 1, logits->shape));
-    SX_TRY(check_apart(who, "logits", logits, "out", out));
-    SX_TRY(check_apart(who, "target", target, "out", out));
+    SX_TRY(sx__check_apart(who, "logits", logits, "out", out));
+    SX_TRY(sx__check_apart(who, "target", target, "out", out));
     const int64_t n = logits->shape[0], k = logits->shape[1];
     if (logits->dtype == SX_F32)
         xent_run_f32(n, k, logits->data, target->data, NULL, out->data);
@@ -147,9 +134,9 @@ sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_
     const sx_tensor rows = {.dtype = logits->dtype, .rank = 1, .shape = {logits->shape[0]}};
     SX_TRY(check_like(who, "dout", dout, &rows)); /* dout (n) */
     SX_TRY(check_like(who, "dlogits", dlogits, logits));
-    SX_TRY(check_apart(who, "logits", logits, "dlogits", dlogits));
-    SX_TRY(check_apart(who, "target", target, "dlogits", dlogits));
-    SX_TRY(check_apart(who, "dout", dout, "dlogits", dlogits));
+    SX_TRY(sx__check_apart(who, "logits", logits, "dlogits", dlogits));
+    SX_TRY(sx__check_apart(who, "target", target, "dlogits", dlogits));
+    SX_TRY(sx__check_apart(who, "dout", dout, "dlogits", dlogits));
     const int64_t n = logits->shape[0], k = logits->shape[1];
     if (logits->dtype == SX_F32)
         xent_run_f32(n, k, logits->data, target->data, dout->data, dlogits->data);

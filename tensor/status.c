@@ -213,6 +213,17 @@ sx_status sx__check_out(const char *who, const sx_tensor *out, sx_dtype dtype, i
     return SX_OK;
 }
 
+sx_status sx__check_apart(const char *who, const char *in_name, const sx_tensor *in,
+                          const char *out_name, const sx_tensor *out)
+{
+    uintptr_t a = (uintptr_t)in->data, b = (uintptr_t)out->data;
+    uintptr_t na = (uintptr_t)in->size * sx_dtype_size(in->dtype);
+    uintptr_t nb = (uintptr_t)out->size * sx_dtype_size(out->dtype);
+    if (na > 0 && nb > 0 && a < b + nb && b < a + na)
+        return sx_error(SX_E_ARG, "%s: %s overlaps %s", who, out_name, in_name);
+    return SX_OK;
+}
+
 sx_status sx__axis(const char *who, int axis, int rank, int *out)
 {
     int a = axis < 0 ? axis + rank : axis;

@@ -38,6 +38,10 @@ sx_status sx__check_same_dtype(const char *who, const sx_tensor *a, const sx_ten
 /* `out` must exist, have x's dtype and exactly the given shape (SX_E_SHAPE naming both). */
 sx_status sx__check_out(const char *who, const sx_tensor *out, sx_dtype dtype, int rank,
                         const int64_t *shape);
+/* The output `out` must not share memory with input `in` (kernels that read inputs after
+ * writing outputs): SX_E_ARG naming both. */
+sx_status sx__check_apart(const char *who, const char *in_name, const sx_tensor *in,
+                          const char *out_name, const sx_tensor *out);
 /* Resolve a possibly negative axis against rank (SX_E_AXIS naming it). */
 sx_status sx__axis(const char *who, int axis, int rank, int *out);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
