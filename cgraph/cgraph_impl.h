@@ -54,7 +54,11 @@ struct sx_cg_graph {
     int64_t kernel_calls;
     uint32_t epoch;     /* traversal marks */
     uint32_t run_epoch; /* evaluations so far (node->ran) */
-    void *ws;           /* shared kernel scratch */
+    uint64_t version;   /* bumped whenever a node may lose its validity */
+    sx_cg_node **memo;  /* frozen graphs: the last request found all valid, at memo_version */
+    int memo_n, memo_cap;
+    uint64_t memo_version;
+    void *ws; /* shared kernel scratch */
     size_t ws_bytes;
     /* profiling (sx_cg_profile_enable) */
     bool profile;

@@ -89,6 +89,7 @@ void sx_cg_graph_free(sx_cg_graph *g)
     sx_free(g->arena_raw);
     sx_free(g->order);
     sx_free(g->outputs);
+    sx_free(g->memo);
     sx_free(g->stack);
     sx_free(g);
 }

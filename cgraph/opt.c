@@ -642,6 +642,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
     for (int i = 0; i < n; i++)
         if (outputs[i] == NULL || outputs[i]->graph != g || outputs[i]->dead)
             return sx_error(SX_E_ARG, "%s: output %d is NULL, removed or of another graph", who, i);
+    g->version++; /* rewrites change what is valid */
     sx_cg_opt_params params = p ? *p : sx_cg_opt_params_default();
     sx_cg_opt_report r;
     memset(&r, 0, sizeof r);
@@ -713,6 +714,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         if (live_op(g->nodes[i]))
             g->nodes[i]->valid = false;
     }
+    g->version++;
     count(g, &r.nodes_after, &r.edges_after);
     r.seconds = now() - t0;
     if (report != NULL)
