@@ -102,7 +102,7 @@ static int64_t offset_of(int64_t flat, int n, const int64_t *dims, const int64_t
 #define NCH_A 64
 #define CHUNK_B 8192
 #define NCH_B 16
-#define TILE 128 /* case B folds TILE adjacent outputs at a time */
+#define TILE 1024 /* case B folds TILE adjacent outputs at a time (long row streams) */
 
 static int64_t ceil_div(int64_t a, int64_t b)
 {
