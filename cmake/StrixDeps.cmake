@@ -21,6 +21,7 @@ find_package(ZLIB)
 if(NOT ZLIB_FOUND)
     message(FATAL_ERROR "zlib not found: apt-get install zlib1g-dev (or run scripts/setup)")
 endif()
+find_package(Threads REQUIRED)
 find_library(STRIX_LIBM m)
 
 if(STRIX_BUILD_TESTS)

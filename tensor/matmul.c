@@ -1,11 +1,9 @@
-/* matmul.c: matrix products through cblas ?gemm, batched over leading axes that broadcast as in
+/* matmul.c: matrix products through sx__gemm (gemm.c), batched over leading axes that broadcast as in
  * NumPy, and the inner product of two vectors. A batch whose right operand is one shared matrix
  * and whose left operand is not transposed is folded into one GEMM, (batch*m, k) @ (k, n), since
- * the rows of a and of out are then contiguous across the batch. BLAS is only called from here,
- * never inside an OpenMP region (see the thread policy in sx_tensor.h). */
+ * the rows of a and of out are then contiguous across the batch. */
 #include "tensor_impl.h"
 
-#include <cblas.h>
 #include <limits.h>
 
 /* The geometry of one (batched) matmul: out[i] = op(a[ia]) @ op(b[ib]) for every batch index i
@@ -129,21 +127,6 @@ static bool overlaps(const sx_tensor *x, const sx_tensor *y)
     return x0 < y1 && y0 < x1;
 }
 
-/* One row-major GEMM: c (m,n) = alpha * op(a) @ op(b) + beta * c, all dims >= 1 and <= INT_MAX
- * (checked by the caller); pointers are to the first element. */
-static void gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                 const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c)
-{
-    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-    if (dt == SX_F32)
-        cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b,
-                    (int)ldb, (float)beta, c, (int)n);
-    else
-        cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
-                    (int)ldb, beta, c, (int)n);
-}
-
 /* out[0..count) = beta * out, with beta = 0 writing zeros over whatever was there (NaN too).
  * Only reached when the inner dimension is 0, where there is nothing to multiply. */
 static void scale(sx_dtype dt, void *data, int64_t count, double beta)
@@ -200,16 +183,16 @@ sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool tran
     /* Fold: one shared right matrix, a not transposed and not broadcast, so a's batch of
      * (m, k) row-major matrices is one (batch*m, k) matrix and out likewise (batch*m, n). */
     if (g.b_batch == 1 && !trans_a && g.a_batch == g.batch && g.batch * g.m <= INT_MAX) {
-        gemm(a->dtype, false, trans_b, g.batch * g.m, g.n, g.k, alpha, ad, g.lda, bd, g.ldb, beta,
-             od);
+        sx__gemm(a->dtype, false, trans_b, g.batch * g.m, g.n, g.k, alpha, ad, g.lda, bd, g.ldb, beta,
+                 od, g.n);
         return SX_OK;
     }
     /* One GEMM per batch entry; idx walks out's batch index like an odometer. */
     int64_t idx[SX_MAX_RANK] = {0};
     int64_t aoff = 0, boff = 0;
     for (int64_t i = 0; i < g.batch; i++) {
-        gemm(a->dtype, trans_a, trans_b, g.m, g.n, g.k, alpha, ad + (size_t)aoff * esz, g.lda,
-             bd + (size_t)boff * esz, g.ldb, beta, od + (size_t)(i * osz) * esz);
+        sx__gemm(a->dtype, trans_a, trans_b, g.m, g.n, g.k, alpha, ad + (size_t)aoff * esz, g.lda,
+                 bd + (size_t)boff * esz, g.ldb, beta, od + (size_t)(i * osz) * esz, g.n);
         for (int d = g.brank - 1; d >= 0; d--) {
             idx[d]++;
             aoff += g.a_bstr[d];

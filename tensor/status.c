@@ -158,8 +158,23 @@ sx_status sx_threads_set(int n)
     return SX_OK;
 }
 
+static _Thread_local int local_threads; /* 0: this thread follows n_threads */
+
+sx_status sx_threads_set_local(int n)
+{
+    if (n < 0 || n > 1024)
+        return sx_error(SX_E_ARG, "sx_threads_set_local: %d threads (want 0..1024)", n);
+    local_threads = n;
+#ifdef _OPENMP
+    omp_set_num_threads(n == 0 ? sx_threads_get() : n); /* this thread's ICV only */
+#endif
+    return SX_OK;
+}
+
 int sx_threads_get(void)
 {
+    if (local_threads > 0)
+        return local_threads;
     if (n_threads == 0) {
         int n = cores();
         const char *env = getenv("SX_THREADS");

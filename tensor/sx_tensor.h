@@ -114,6 +114,11 @@ void sx_free(void *p);                      /* NULL is fine */
 /* Set the number of threads for OpenMP loops and OpenBLAS together (n >= 1; n = 0 means the
  * number of cores). The default is the number of cores, or $SX_THREADS when set. */
 sx_status sx_threads_set(int n) SX_NODISCARD;
+/* Override the count for the calling thread only (n >= 1; 0 returns to the global count): the
+ * strix kernels this thread calls then use n threads. The dependency engine gives each worker
+ * its share this way. OpenBLAS's own count stays global (only LAPACK-based kernels use it). */
+sx_status sx_threads_set_local(int n) SX_NODISCARD;
+/* The count for the calling thread: its local override, else the global count. */
 int sx_threads_get(void);
 
 /* ---------------------------------------------------------------- random numbers */

@@ -47,4 +47,12 @@ sx_status sx__axis(const char *who, int axis, int rank, int *out);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
 sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
 
+/* One row-major GEMM (tensor/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)
+ * (m,k) and op(b) (k,n); lda, ldb, ldc are row strides in elements; all dims >= 1 and <= INT_MAX
+ * (checked by the caller); beta = 0 overwrites c (NaN too). c must not overlap a or b. Uses
+ * sx_threads_get() threads; the result does not depend on the thread count. */
+void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+              const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+              int64_t ldc);
+
 #endif
