@@ -157,13 +157,19 @@ sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p)
         return sx_error(SX_E_ARG, "%s: p = %g (want 0 <= p < 1)", who, p);
     const double keep = 1.0 / (1.0 - p);
     const int64_t n = out->size;
-    /* Serial on purpose: one draw per element in row-major order fixes the mask for a seed. */
+    /* Serial on purpose: one draw per element in row-major order fixes the mask for a seed.
+     * sx_rng_uniform(rng) < p is u = k * 2^-53 < p with k the draw's top 53 bits, which for an
+     * integer k is k < ceil(p * 2^53): the same mask from an integer compare, with the
+     * generator's state in registers. */
+    const uint64_t below = (uint64_t)ceil(p * 0x1.0p53);
+    sx_rng r = *rng;
 #define DROPOUT(T)                                                                                 \
     T *o = (T *)out->data;                                                                         \
     const T scale = (T)keep;                                                                       \
     for (int64_t i = 0; i < n; i++)                                                                \
-    o[i] = sx_rng_uniform(rng) < p ? (T)0 : scale
+    o[i] = (sx_rng_u64_inline(&r) >> 11) < below ? (T)0 : scale
     SX_DISPATCH(out->dtype, DROPOUT);
+    *rng = r;
 #undef DROPOUT
     return SX_OK;
 }

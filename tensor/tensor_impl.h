@@ -47,6 +47,23 @@ sx_status sx__axis(const char *who, int axis, int rank, int *out);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
 sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
 
+/* One step of the xoshiro256** generator behind sx_rng_u64, inlined for kernels that draw one
+ * number per element (copy the generator to a local, draw, store it back). */
+static inline uint64_t sx_rng_u64_inline(sx_rng *r)
+{
+    uint64_t *s = r->s;
+    const uint64_t x = s[1] * 5;
+    const uint64_t result = ((x << 7) | (x >> 57)) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = (s[3] << 45) | (s[3] >> 19);
+    return result;
+}
+
 /* One row-major GEMM (tensor/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)
  * (m,k) and op(b) (k,n); lda, ldb, ldc are row strides in elements; all dims >= 1 and <= INT_MAX
  * (checked by the caller); beta = 0 overwrites c (NaN too). c must not overlap a or b. Uses
