@@ -115,6 +115,7 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
             dep[id] = dep[sx_cg_node_id(sx_cg_node_input(v, k))];
     }
     /* backward: adjoints from y down */
+    const char *scope = sx_cg_scope_get(g); /* the caller's, restored below */
     sx_status s = SX_OK;
     if (dep[top])
         adj[top] = seed;
@@ -143,7 +144,11 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
         }
         if (!any)
             goto next;
-        s = rules[sx_cg_node_op(v)](g, v, adj[id], need, gin);
+        /* gradient nodes belong to the scope (layer) of the node they differentiate; scopes
+         * already in the graph are set without allocating */
+        s = sx_cg_scope_set(g, sx_cg_node_scope(v));
+        if (s == SX_OK)
+            s = rules[sx_cg_node_op(v)](g, v, adj[id], need, gin);
         for (int k = 0; k < m && s == SX_OK; k++) {
             if (!need[k] || gin[k] == NULL)
                 continue;
@@ -158,6 +163,8 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
             sx_free(gin);
         }
     }
+    if (sx_cg_scope_set(g, scope) != SX_OK && s == SX_OK) /* known name: cannot fail */
+        s = SX_E_NOMEM;
     for (int i = 0; i < n && s == SX_OK; i++) {
         int64_t id = sx_cg_node_id(xs[i]);
         grads[i] = id <= top ? adj[id] : NULL;

@@ -16,10 +16,13 @@ struct sx_cg_node {
     sx_cg_node **in; /* inline_in, or an array of n_in owned by the node (variadic ops) */
     sx_cg_node *inline_in[SX_CG_INLINE_INPUTS];
     sx_cg_attr attr;
-    sx_tensor value;    /* dtype, rank, shape fixed at construction; data NULL until storage */
-    void *own;          /* storage this node allocated for its value (freed with the graph) */
-    size_t ws_bytes;    /* scratch the kernel wants (set by the shape rule; conv ops) */
-    char *name;         /* owned; NULL = unnamed */
+    sx_tensor value;     /* dtype, rank, shape fixed at construction; data NULL until storage */
+    void *own;           /* storage this node allocated for its value (freed with the graph) */
+    size_t ws_bytes;     /* scratch the kernel wants (set by the shape rule; conv ops) */
+    char *name;          /* owned; NULL = unnamed */
+    int scope;           /* 0 = none, else graph->scopes[scope - 1] */
+    double prof_seconds; /* profiling: time in this node's kernel, and runs */
+    int64_t prof_calls;
     sx_cg_node **users; /* live nodes reading this one (each once per input slot) */
     int n_users, cap_users;
     uint64_t hash;      /* structural hash (op nodes) */
@@ -51,6 +54,8 @@ struct sx_cg_graph {
     int64_t hcap, hcount;
     sx_rng *rngs;
     int n_rngs;
+    char **scopes; /* owned names; nodes refer to them by index + 1 */
+    int n_scopes, cur_scope;
     int64_t kernel_calls;
     uint32_t epoch;     /* traversal marks */
     uint32_t run_epoch; /* evaluations so far (node->ran) */

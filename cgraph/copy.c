@@ -46,6 +46,9 @@ sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
         if (!need[id] || x->dead)
             continue;
         const sx_tensor *v = &x->value;
+        s = sx_cg_scope_set(c, sx_cg_node_scope(x));
+        if (s != SX_OK)
+            break;
         if (x->op == SX_OP_INPUT) {
             int64_t shape[SX_MAX_RANK];
             memcpy(shape, v->shape, sizeof shape);

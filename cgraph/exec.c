@@ -28,6 +28,10 @@ void sx_cg_profile_reset(sx_cg_graph *g)
         return;
     memset(g->prof_seconds, 0, sizeof g->prof_seconds);
     memset(g->prof_calls, 0, sizeof g->prof_calls);
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        g->nodes[i]->prof_seconds = 0;
+        g->nodes[i]->prof_calls = 0;
+    }
 }
 
 void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
@@ -51,6 +55,25 @@ void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
                 (long long)g->prof_calls[idx[i]], 1e3 * g->prof_seconds[idx[i]],
                 total > 0 ? 100 * g->prof_seconds[idx[i]] / total : 0);
     fprintf(f, "%-20s %10s %12.1f\n", "total", "", 1e3 * total);
+    /* per scope, in order of first appearance; unscoped nodes last */
+    bool any = false;
+    for (int sc = 1; sc <= g->n_scopes + 1; sc++) {
+        int want = sc <= g->n_scopes ? sc : 0;
+        double t = 0;
+        int64_t calls = 0;
+        for (int64_t i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i]->scope == want) {
+                t += g->nodes[i]->prof_seconds;
+                calls += g->nodes[i]->prof_calls;
+            }
+        if (calls == 0)
+            continue;
+        if (!any)
+            fprintf(f, "%-20s %10s %12s %7s\n", "scope", "kernels", "ms", "share");
+        any = true;
+        fprintf(f, "%-20.20s %10lld %12.1f %6.1f%%\n", want ? g->scopes[want - 1] : "(none)",
+                (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0);
+    }
 }
 
 /* ---------------------------------------------------------------- storage and compute */
@@ -101,8 +124,11 @@ sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n)
     if (g->profile) {
         double t0 = cg_seconds();
         SX_TRY(sx_cg_ops[n->op].eval(g, n));
-        g->prof_seconds[n->op] += cg_seconds() - t0;
+        double dt = cg_seconds() - t0;
+        g->prof_seconds[n->op] += dt;
         g->prof_calls[n->op]++;
+        n->prof_seconds += dt;
+        n->prof_calls++;
     } else {
         SX_TRY(sx_cg_ops[n->op].eval(g, n));
     }

@@ -85,6 +85,9 @@ void sx_cg_graph_free(sx_cg_graph *g)
     sx_free(g->nodes);
     sx_free(g->htab);
     sx_free(g->rngs);
+    for (int i = 0; i < g->n_scopes; i++)
+        sx_free(g->scopes[i]);
+    sx_free(g->scopes);
     sx_free(g->ws);
     sx_free(g->arena_raw);
     sx_free(g->order);
@@ -305,6 +308,7 @@ static sx_status node_link(sx_cg_graph *g, sx_cg_node *n, bool hash)
         SX_TRY(hash_reserve(g));
     SX_TRY(cg_reserve_stack(g, g->n_nodes + 1)); /* invalidation must never allocate */
     n->id = g->n_nodes;
+    n->scope = g->cur_scope;
     g->nodes[g->n_nodes++] = n;
     for (int i = 0; i < n->n_in; i++)
         n->in[i]->users[n->in[i]->n_users++] = n;
@@ -606,6 +610,42 @@ int64_t sx_cg_node_id(const sx_cg_node *n)
 const char *sx_cg_node_name(const sx_cg_node *n)
 {
     return n->name ? n->name : "";
+}
+
+sx_status sx_cg_scope_set(sx_cg_graph *g, const char *name)
+{
+    if (g == NULL)
+        return sx_error(SX_E_ARG, "sx_cg_scope_set: graph is NULL");
+    if (name == NULL || name[0] == '\0') {
+        g->cur_scope = 0;
+        return SX_OK;
+    }
+    for (int i = 0; i < g->n_scopes; i++)
+        if (strcmp(g->scopes[i], name) == 0) {
+            g->cur_scope = i + 1;
+            return SX_OK;
+        }
+    char *s = sx_alloc(strlen(name) + 1);
+    char **a = s ? sx_realloc(g->scopes, (size_t)(g->n_scopes + 1) * sizeof *a) : NULL;
+    if (a == NULL) {
+        sx_free(s);
+        return SX_E_NOMEM;
+    }
+    strcpy(s, name);
+    g->scopes = a;
+    g->scopes[g->n_scopes++] = s;
+    g->cur_scope = g->n_scopes;
+    return SX_OK;
+}
+
+const char *sx_cg_scope_get(const sx_cg_graph *g)
+{
+    return g != NULL && g->cur_scope > 0 ? g->scopes[g->cur_scope - 1] : "";
+}
+
+const char *sx_cg_node_scope(const sx_cg_node *n)
+{
+    return n != NULL && n->scope > 0 ? n->graph->scopes[n->scope - 1] : "";
 }
 
 sx_status sx_cg_node_set_name(sx_cg_graph *g, sx_cg_node *n, const char *name)

@@ -93,6 +93,8 @@ sx_status opt_replace(sx_cg_node *old, sx_cg_node *to)
     if (old == to)
         return SX_OK;
     SX_TRY(cg_reserve_users(to, old->n_users));
+    if (to->scope == 0) /* made by the pass: it does old's work */
+        to->scope = old->scope;
     while (old->n_users > 0) {
         sx_cg_node *u = old->users[--old->n_users];
         for (int i = 0; i < u->n_in; i++)
@@ -650,6 +652,9 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
     count(g, &r.nodes_before, &r.edges_before);
     for (int i = 0; i < n; i++)
         outputs[i]->pinned = true;
+    /* nodes made by the passes take the scope of the node they replace (opt_replace) */
+    const int scope = g->cur_scope;
+    g->cur_scope = 0;
 
     sx_status s = SX_OK;
     for (int round = 0; round < params.max_rounds && s == SX_OK; round++) {
@@ -715,6 +720,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
             g->nodes[i]->valid = false;
     }
     g->version++;
+    g->cur_scope = scope;
     count(g, &r.nodes_after, &r.edges_after);
     r.seconds = now() - t0;
     if (report != NULL)

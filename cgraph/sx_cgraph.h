@@ -157,8 +157,9 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes) SX_NODISCA
 const sx_tensor *sx_cg_value(const sx_cg_node *node);
 bool sx_cg_valid(const sx_cg_node *node);
 
-/* Profiling: while enabled, every kernel run is timed per op kind. The report lists the op
- * kinds by total time (count, ms, share), at most `top` rows (0 = all). */
+/* Profiling: while enabled, every kernel run is timed per op kind and per node. The report lists
+ * the op kinds by total time (count, ms, share), at most `top` rows (0 = all), then the time per
+ * scope (layer; see sx_cg_scope_set), all scopes, in order of first appearance. */
 void sx_cg_profile_enable(sx_cg_graph *g, bool on);
 void sx_cg_profile_reset(sx_cg_graph *g);
 void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f);
@@ -168,6 +169,15 @@ void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f);
 sx_cg_op sx_cg_node_op(const sx_cg_node *n);
 int64_t sx_cg_node_id(const sx_cg_node *n);
 const char *sx_cg_node_name(const sx_cg_node *n); /* "" when unnamed */
+
+/* Scopes name the part of a model a node belongs to (a layer): every node made while a scope is
+ * set keeps it. Gradient nodes (autodiff) take the scope of the node they differentiate, nodes
+ * the optimiser makes take that of the node they replace, and graph copies keep scopes.
+ * sx_cg_scope_set(g, NULL or "") ends the current scope. Names are copied into the graph;
+ * the strings returned live as long as the graph. */
+sx_status sx_cg_scope_set(sx_cg_graph *g, const char *name) SX_NODISCARD;
+const char *sx_cg_scope_get(const sx_cg_graph *g); /* "" when none */
+const char *sx_cg_node_scope(const sx_cg_node *n); /* "" when none */
 sx_status sx_cg_node_set_name(sx_cg_graph *g, sx_cg_node *n, const char *name) SX_NODISCARD;
 sx_dtype sx_cg_node_dtype(const sx_cg_node *n);
 int sx_cg_node_rank(const sx_cg_node *n);

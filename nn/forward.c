@@ -245,6 +245,9 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
         }
         if (s != SX_OK)
             break;
+        s = sx_cg_scope_set(b->g, l->name); /* the profile's time per layer */
+        if (s != SX_OK)
+            break;
         vals[i] = layer_forward(net, b, i, in, &pre);
         if (vals[i] == NULL) {
             s = sx_cg_graph_status(b->g);
@@ -252,6 +255,8 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
                 s = sx_error(SX_E_STATE, "%s: the layer could not be built", l->name);
         }
     }
+    if (s == SX_OK)
+        s = sx_cg_scope_set(b->g, NULL);
     if (s == SX_OK) {
         sx_nn_layer *last = net->layers[n - 1];
         *out = vals[n - 1];

@@ -239,6 +239,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         SX_TRY(set_scalar(g, m->lr, f->lr));
         SX_TRY(set_scalar(g, m->step, (double)f->step));
     }
+    SX_TRY(sx_cg_scope_set(g, "loss"));
     sx_cg_node *loss = loss_node(g, p->loss, m->out, logits, m->y);
     if (loss == NULL)
         return graph_status(g);
@@ -292,6 +293,8 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         s = eager_updates(m, f, np, grads, meta);
     for (int i = 0; s == SX_OK && f == NULL && i < np; i++) {
         s = ensure_states(net, meta[i], p->optim.kind);
+        if (s == SX_OK) /* the optimiser's state and update belong to the parameter's layer */
+            s = sx_cg_scope_set(g, sx_cg_node_scope(ps[i]));
         sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
         int ns = sx_optim_n_states(p->optim.kind);
         for (int k = 0; s == SX_OK && k < ns; k++) {

@@ -652,3 +652,35 @@ Test(autodiff_api, out_of_memory_at_every_allocation)
             cr_assert_gt(k, 10, "mode %d: the build needs only %ld allocations?", mode, k);
         }
 }
+
+/* Gradient nodes belong to the scope of the node they differentiate; the caller's scope is
+ * restored afterwards. */
+Test(autodiff_api, gradient_nodes_take_the_forward_scope)
+{
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    int64_t s[2] = {2, 3};
+    sx_rng r;
+    sx_rng_seed(&r, 5);
+    sx_cg_node *x = rand_input(g, &r, 2, s, -1, 1);
+    cr_assert_eq(sx_cg_scope_set(g, "first"), SX_OK);
+    sx_cg_node *a = sx_cg_sin(g, x);
+    cr_assert_eq(sx_cg_scope_set(g, "second"), SX_OK);
+    sx_cg_node *y = sx_cg_sum(g, sx_cg_sqr(g, a), SX_AXES_ALL, false);
+    cr_assert_eq(sx_cg_scope_set(g, "caller"), SX_OK);
+    int64_t before = sx_cg_graph_size(g);
+    sx_cg_node *gx = NULL;
+    cr_assert_eq(sx_ad_grad(g, y, 1, &x, &gx), SX_OK, "%s", sx_last_error());
+    cr_assert_str_eq(sx_cg_scope_get(g), "caller");
+    /* sin's rule (cos(x) * adjoint) runs in scope "first": the final gradient node is there */
+    cr_assert_str_eq(sx_cg_node_scope(gx), "first");
+    int firsts = 0, seconds = 0;
+    for (int64_t i = before; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        if (n == NULL)
+            continue;
+        firsts += strcmp(sx_cg_node_scope(n), "first") == 0;
+        seconds += strcmp(sx_cg_node_scope(n), "second") == 0;
+    }
+    cr_assert(firsts > 0 && seconds > 0, "first %d second %d", firsts, seconds);
+    sx_cg_graph_free(g);
+}

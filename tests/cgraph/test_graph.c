@@ -368,3 +368,63 @@ Test(cgraph_graph, out_of_memory_everywhere)
         }
     }
 }
+
+/* Scopes: kept per node, reused by name, kept by copies and by the optimiser's rewrites, and
+ * summed per scope by the profile. */
+Test(cgraph_graph, scopes_follow_nodes_through_copy_and_optimiser)
+{
+    sx_cg_graph *g = new_graph(SX_CG_LAZY);
+    int64_t s[2] = {3, 4};
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F64, 2, s);
+    cr_assert_str_eq(sx_cg_scope_get(g), "");
+    cr_assert_eq(sx_cg_scope_set(g, "layer_a"), SX_OK);
+    cr_assert_str_eq(sx_cg_scope_get(g), "layer_a");
+    /* exp(x) + 0 * x: the simplifier and the fusion pass rewrite it */
+    sx_cg_node *e = sx_cg_exp(g, x);
+    sx_cg_node *y = sx_cg_add(g, sx_cg_sin(g, e), sx_cg_mul(g, sx_cg_scalar_like(g, x, 0), x));
+    cr_assert_eq(sx_cg_scope_set(g, "layer_b"), SX_OK);
+    sx_cg_node *z = sx_cg_sum(g, y, SX_AXES_ALL, false);
+    cr_assert_eq(sx_cg_scope_set(g, NULL), SX_OK);
+    sx_cg_node *w = sx_cg_neg(g, z);
+    cr_assert_not_null(w);
+    cr_assert_str_eq(sx_cg_node_scope(x), "");
+    cr_assert_str_eq(sx_cg_node_scope(e), "layer_a");
+    cr_assert_str_eq(sx_cg_node_scope(y), "layer_a");
+    cr_assert_str_eq(sx_cg_node_scope(z), "layer_b");
+    cr_assert_str_eq(sx_cg_node_scope(w), "");
+    cr_assert_eq(sx_cg_scope_set(g, "layer_a"), SX_OK); /* known name: same string */
+    cr_assert_eq(sx_cg_scope_get(g), sx_cg_node_scope(e));
+    cr_assert_eq(sx_cg_scope_set(g, ""), SX_OK);
+
+    sx_cg_node *outs[2] = {w, z}, *copies[2];
+    sx_cg_graph *c = NULL;
+    cr_assert_eq(sx_cg_graph_copy(g, 2, outs, 0, &c, copies), SX_OK, "%s", sx_last_error());
+    cr_assert_str_eq(sx_cg_node_scope(copies[0]), "");
+    cr_assert_str_eq(sx_cg_node_scope(copies[1]), "layer_b");
+
+    cr_assert_eq(sx_cg_optimise(g, 1, &w, NULL, NULL), SX_OK, "%s", sx_last_error());
+    /* every live op node of the rewritten graph still belongs to one of the scopes, and the
+     * nodes that replaced the layer_a chain kept layer_a */
+    bool seen_a = false, seen_b = false;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        if (n == NULL || sx_cg_node_n_inputs(n) == 0)
+            continue;
+        const char *sc = sx_cg_node_scope(n);
+        seen_a |= strcmp(sc, "layer_a") == 0;
+        seen_b |= strcmp(sc, "layer_b") == 0;
+    }
+    cr_assert(seen_a && seen_b, "the optimiser lost a scope (a %d, b %d)", seen_a, seen_b);
+
+    set_input(g, x, 0.5);
+    sx_cg_profile_enable(g, true);
+    cr_assert_eq(sx_cg_eval(g, 1, &w), SX_OK, "%s", sx_last_error());
+    char buf[4096] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    cr_assert_not_null(f);
+    sx_cg_profile_print(g, 0, f);
+    fclose(f);
+    cr_assert(strstr(buf, "layer_a") && strstr(buf, "layer_b") && strstr(buf, "(none)"), "%s", buf);
+    sx_cg_graph_free(c);
+    sx_cg_graph_free(g);
+}
