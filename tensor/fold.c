@@ -4,6 +4,7 @@
  * output folds contiguous runs (case A), or it is kept and whole contiguous rows are folded into
  * a row of accumulators (case B). */
 #include "tensor_impl.h"
+#include "vmath.h"
 
 #include <tgmath.h>
 #ifdef _OPENMP
@@ -23,15 +24,20 @@ const char *sx_fold_name(sx_fold_op op)
 }
 
 /* Accuracy and determinism. Sums, norms, products and the sums of logsumexp are carried in
- * double for both dtypes. Contiguous runs are summed pairwise: blocks of 128 elements in 8
- * independent lanes of 16 terms each (in the dtype, so f32 keeps its vector speed; in double for
- * squares), the block sums added in double, halves above; so an f32 sum of millions of elements
- * is within about one f32 rounding of the exact sum, and f64 errors grow with log(n). Whole-row
- * accumulation (innermost axis kept) adds rows into double accumulators, four rows at a time.
- * The reduction of every output is cut into chunks whose size depends only on the shape (never
- * on the thread count); chunk partials are combined in chunk order. OpenMP runs over outputs (or
- * tiles of outputs) when there are many, else over the chunks of each output: either way the
- * result is bit-identical for any number of threads. */
+ * double for both dtypes, with short stretches in the dtype where that keeps f32 at vector
+ * speed. Contiguous runs are summed pairwise: blocks of 128 elements in 8 independent lanes of
+ * 16 terms each (in the dtype; in double for squares), the block sums added in double, halves
+ * above; so an f32 sum of millions of elements is within about one f32 rounding of the exact
+ * sum, and f64 errors grow with log(n). Whole-row sums (innermost axis kept) add groups of 8
+ * rows pairwise into a row of partial sums in the dtype and move it into double accumulators
+ * every B_BLOCK = 32 rows: each dtype partial holds 32 terms (4 sequential additions of
+ * depth-3 trees: f32 error at most about 7 * 2^-24 times the sum of the magnitudes, however many
+ * rows), the double sum of the blocks adds nothing measurable; NumPy instead adds rows one by one
+ * into the f32 result (error growing with the number of rows). The reduction of every output is cut
+ * into chunks whose size depends only on the shape (never on the thread count); chunk partials are
+ * combined in chunk order. OpenMP runs over outputs (or tiles of outputs) when there are many, else
+ * over the chunks of each output: either way the result is bit-identical for any number of threads.
+ */
 
 /* ---------------------------------------------------------------- the plan */
 
@@ -96,13 +102,18 @@ static int64_t offset_of(int64_t flat, int n, const int64_t *dims, const int64_t
 }
 
 /* Chunks of one reduction: case A cuts the R reduced positions of an output into at most NCH_A
- * chunks of at least CHUNK_A elements; case B cuts the R rows (of C elements) into at most
- * NCH_B chunks of at least CHUNK_B elements. Both depend on the shape only. */
+ * chunks of at least CHUNK_A elements. Case B folds TILE adjacent outputs at a time (a task;
+ * TILE_WIDE for sums without chunks) and cuts the R rows into chunks only when there are fewer than
+ * B_TASKS tasks: at most NCH_B chunks of at least CHUNK_B elements of a tile, each a whole number
+ * of B_BLOCK-row blocks (the unit of f32 sums, see b_chunk). Both depend on the shape only. */
 #define CHUNK_A 4096
 #define NCH_A 64
 #define CHUNK_B 8192
 #define NCH_B 16
-#define TILE 1024 /* case B folds TILE adjacent outputs at a time (long row streams) */
+#define TILE 1024
+#define TILE_WIDE 4096 /* sums without row chunks take wider tiles: longer row streams */
+#define B_BLOCK 32
+#define B_TASKS 64
 
 static int64_t ceil_div(int64_t a, int64_t b)
 {
@@ -116,11 +127,22 @@ static int64_t a_chunks(int64_t R, int64_t *size)
     return ceil_div(R, *size);
 }
 
-static int64_t b_chunks(int64_t R, int64_t C, int64_t *rows)
+/* Case B: the number of tasks (tiles of w outputs) and of row chunks per task. */
+static int64_t b_tasks(const fplan *p, int64_t w)
 {
-    int64_t a = ceil_div(CHUNK_B, C), b = ceil_div(R, NCH_B);
-    *rows = a > b ? a : b;
-    return ceil_div(R, *rows);
+    const int64_t C = p->kdim[p->nk - 1];
+    return p->K / C * ceil_div(C, w);
+}
+
+static int64_t b_chunks(const fplan *p, int64_t *rows)
+{
+    const int64_t C = p->kdim[p->nk - 1], w = C < TILE ? C : TILE;
+    *rows = p->R;
+    if (b_tasks(p, TILE) >= B_TASKS)
+        return 1;
+    int64_t a = ceil_div(CHUNK_B, w), b = ceil_div(p->R, NCH_B);
+    *rows = ceil_div(a > b ? a : b, B_BLOCK) * B_BLOCK;
+    return ceil_div(p->R, *rows);
 }
 
 static int max_threads(void)
@@ -237,19 +259,50 @@ static facc facc_combine(rkind rk, facc a, facc b)
     return a;
 }
 
+static bool rk_arg(rkind rk)
+{
+    return rk == RK_ARGMAX || rk == RK_ARGMIN;
+}
+
+/* The identity in acc (and -1 in idx, which only argmax/argmin use). */
 static void tile_identity(rkind rk, int64_t n, double *acc, int64_t *idx)
 {
-    facc e = facc_identity(rk);
-    for (int64_t j = 0; j < n; j++) {
-        acc[j] = e.v;
-        idx[j] = -1;
-    }
+    const double e = facc_identity(rk).v;
+    for (int64_t j = 0; j < n; j++)
+        acc[j] = e;
+    if (rk_arg(rk))
+        for (int64_t j = 0; j < n; j++)
+            idx[j] = -1;
 }
 
 /* acc/idx = acc/idx combined with the later partials pa/pi, column by column. */
 static void tile_combine(rkind rk, int64_t n, double *acc, int64_t *idx, const double *pa,
                          const int64_t *pi)
 {
+    switch (rk) {
+    case RK_SUM:
+    case RK_ABS:
+    case RK_SQR:
+    case RK_EXP:
+        for (int64_t j = 0; j < n; j++)
+            acc[j] += pa[j];
+        return;
+    case RK_PROD:
+        for (int64_t j = 0; j < n; j++)
+            acc[j] *= pa[j];
+        return;
+    case RK_MAX:
+        for (int64_t j = 0; j < n; j++)
+            acc[j] = SEL_MAX(pa[j], acc[j]);
+        return;
+    case RK_MIN:
+        for (int64_t j = 0; j < n; j++)
+            acc[j] = SEL_MIN(pa[j], acc[j]);
+        return;
+    case RK_ARGMAX:
+    case RK_ARGMIN:
+        break;
+    }
     for (int64_t j = 0; j < n; j++) {
         facc c = facc_combine(rk, (facc){acc[j], idx[j]}, (facc){pa[j], pi[j]});
         acc[j] = c.v;
@@ -295,6 +348,66 @@ static double fold_finish(sx_fold_op op, facc a, int64_t R)
 #else
 #define FOLD_VEC 0
 #endif
+
+/* Case B sums add whole rows into a row of partial sums: part[j] += the rows' sum at column j.
+ * This loop is most of the time of such a fold and the vector width counts (a group of 8 rows
+ * is 16 vector operations per 8 inputs), so it is built per instruction set (vmath.h) and picked
+ * at run time. G rows at once in a fixed pairwise tree; the same bits on every ISA. */
+#define ROWS_KERNELS(SFX, T)                                                                       \
+    static void rows8_##SFX(T *restrict part, const T *const *xr, int64_t n)                       \
+    {                                                                                              \
+        const T *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];                                \
+        const T *x4 = xr[4], *x5 = xr[5], *x6 = xr[6], *x7 = xr[7];                                \
+        for (int64_t j = 0; j < n; j++)                                                            \
+            part[j] += ((x0[j] + x1[j]) + (x2[j] + x3[j])) + ((x4[j] + x5[j]) + (x6[j] + x7[j]));  \
+    }                                                                                              \
+    static void rows1_##SFX(T *restrict part, const T *const *xr, int64_t n)                       \
+    {                                                                                              \
+        const T *x0 = xr[0];                                                                       \
+        for (int64_t j = 0; j < n; j++)                                                            \
+            part[j] += x0[j];                                                                      \
+    }
+ROWS_KERNELS(f32, float)
+ROWS_KERNELS(f64, double)
+#if VM_DISPATCH
+#pragma GCC push_options
+#pragma GCC target("avx2")
+ROWS_KERNELS(f32_avx2, float)
+ROWS_KERNELS(f64_avx2, double)
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+ROWS_KERNELS(f32_avx512, float)
+ROWS_KERNELS(f64_avx512, double)
+#pragma GCC pop_options
+#endif
+#undef ROWS_KERNELS
+
+/* The row kernels of this CPU: [0] adds 8 rows, [1] one row. */
+#define ROWS_PICK(SFX, T)                                                                          \
+    typedef void rows_fn_##SFX(T *restrict part, const T *const *xr, int64_t n);                   \
+    static void rows_pick_##SFX(rows_fn_##SFX **k)                                                 \
+    {                                                                                              \
+        k[0] = rows8_##SFX;                                                                        \
+        k[1] = rows1_##SFX;                                                                        \
+        ROWS_PICK_ISA(SFX)                                                                         \
+    }
+#if VM_DISPATCH
+#define ROWS_PICK_ISA(SFX)                                                                         \
+    if (vm_isa() == VM_ISA_AVX512) {                                                               \
+        k[0] = rows8_##SFX##_avx512;                                                               \
+        k[1] = rows1_##SFX##_avx512;                                                               \
+    } else if (vm_isa() == VM_ISA_AVX2) {                                                          \
+        k[0] = rows8_##SFX##_avx2;                                                                 \
+        k[1] = rows1_##SFX##_avx2;                                                                 \
+    }
+#else
+#define ROWS_PICK_ISA(SFX)
+#endif
+ROWS_PICK(f32, float)
+ROWS_PICK(f64, double)
+#undef ROWS_PICK
+#undef ROWS_PICK_ISA
 
 #define T float
 #define IT int32_t

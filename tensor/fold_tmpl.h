@@ -41,7 +41,7 @@
 PW_SUM(FD(pw_sum), T, v)
 PW_SUM(FD(pw_abs), T, fabs(v))
 PW_SUM(FD(pw_sqr), double, (double)v *(double)v)
-PW_SUM(FD(pw_exp), T, exp(v - s))
+PW_SUM(FD(pw_exp), T, VM_EXP(v - s))
 #undef PW_SUM
 
 /* Product of x[0..n) in LANES double accumulators. */
@@ -294,9 +294,12 @@ static inline void FD(b_step)(const fplan *p, int64_t *ri, int64_t *off)
 
 /* Case B: fold the rows of reduced indices [r0, r1) (each row x + base + offset(r), n
  * elements) into acc (and idx for argmax/argmin), in row-major order of the reduced axes; for
- * RK_EXP, shift[j] is subtracted in column j. Sums take four rows at a time, added in T before
- * the double accumulator (a quarter of the accumulator traffic and conversions); the grouping
- * depends only on the chunk, so the result does not depend on the thread count. */
+ * RK_EXP, shift[j] is subtracted in column j. Sums go by blocks of B_BLOCK rows: groups of 8
+ * rows are added pairwise in T into `part` (rows8), 4 groups to a block, and each block's
+ * partial goes into the double accumulator; the last rows of the chunk join `part` one by one.
+ * A T partial holds at most B_BLOCK terms (error at most about 7 units of T's rounding times
+ * the sum of their magnitudes, however long the reduction), at T's vector speed. Chunks start
+ * at multiples of B_BLOCK, so the blocks and the result depend on the shape only. */
 static void FD(b_chunk)(rkind rk, const T *x, const fplan *p, int64_t base, int64_t r0, int64_t r1,
                         int64_t n, double *acc, int64_t *idx, const T *shift)
 {
@@ -308,34 +311,35 @@ static void FD(b_chunk)(rkind rk, const T *x, const fplan *p, int64_t base, int6
     }
     switch (rk) {
     case RK_SUM: {
-        /* groups of 4 rows are added in T into `part`, which goes into the double accumulator
-         * every 8 groups (32 rows): T speed, and each T partial sum holds at most 32 terms */
-        T part[TILE];
-        int groups = 0;
+        FD(rows_fn) * rows[2];
+        FD(rows_pick)(rows);
+        T part[TILE_WIDE];
+        const T *xr[8];
         for (int64_t j = 0; j < n; j++)
             part[j] = 0;
-        for (; r + 4 <= r1; r += 4) {
-            const T *x0 = x + base + off, *x1, *x2, *x3;
-            FD(b_step)(p, ri, &off);
-            x1 = x + base + off;
-            FD(b_step)(p, ri, &off);
-            x2 = x + base + off;
-            FD(b_step)(p, ri, &off);
-            x3 = x + base + off;
-            FD(b_step)(p, ri, &off);
-            for (int64_t j = 0; j < n; j++)
-                part[j] += (x0[j] + x1[j]) + (x2[j] + x3[j]);
-            if (++groups == 8) {
+        const int in = p->nr - 1;
+        const int64_t st = p->rst[in];
+        while (r < r1) {
+            const int g = r1 - r >= 8 ? 8 : 1;
+            if (ri[in] + g < p->rdim[in]) { /* g rows along the innermost reduced axis */
+                for (int k = 0; k < g; k++)
+                    xr[k] = x + base + off + k * st;
+                ri[in] += g;
+                off += g * st;
+            } else {
+                for (int k = 0; k < g; k++) {
+                    xr[k] = x + base + off;
+                    FD(b_step)(p, ri, &off);
+                }
+            }
+            rows[g == 8 ? 0 : 1](part, xr, n);
+            r += g;
+            if ((r - r0) % B_BLOCK == 0 || r == r1)
                 for (int64_t j = 0; j < n; j++) {
                     acc[j] += (double)part[j];
                     part[j] = 0;
                 }
-                groups = 0;
-            }
         }
-        for (int64_t j = 0; j < n; j++)
-            acc[j] += (double)part[j];
-        B_ROWS(acc[j] += (double)xr[j]);
         break;
     }
     case RK_ABS:
@@ -345,7 +349,7 @@ static void FD(b_chunk)(rkind rk, const T *x, const fplan *p, int64_t base, int6
         B_ROWS(acc[j] += (double)xr[j] * (double)xr[j]);
         break;
     case RK_EXP:
-        B_ROWS(acc[j] += (double)exp(xr[j] - shift[j]));
+        B_ROWS(acc[j] += (double)VM_EXP(xr[j] - shift[j]));
         break;
     case RK_PROD:
         B_ROWS(acc[j] *= (double)xr[j]);
@@ -367,13 +371,13 @@ static void FD(b_chunk)(rkind rk, const T *x, const fplan *p, int64_t base, int6
 #undef B_ROWS
 #undef B_ARG
 
-/* Case B: the whole reduction of a tile of n <= TILE adjacent outputs into acc/idx: chunks of
+/* Case B: the whole reduction of a tile of n adjacent outputs into acc/idx: chunks of
  * rows (b_chunks()) folded separately and combined in order, on the OpenMP threads with `par`
  * (same result either way). */
 static void FD(b_reduce)(rkind rk, const T *x, const fplan *p, int64_t base, int64_t n,
                          const T *shift, double *acc, int64_t *idx, bool par)
 {
-    int64_t cr, nch = b_chunks(p->R, p->kdim[p->nk - 1], &cr);
+    int64_t cr, nch = b_chunks(p, &cr);
     tile_identity(rk, n, acc, idx);
     if (nch == 1) {
         FD(b_chunk)(rk, x, p, base, 0, p->R, n, acc, idx, shift);
@@ -402,15 +406,17 @@ static void FD(b_reduce)(rkind rk, const T *x, const fplan *p, int64_t base, int
         tile_combine(rk, n, acc, idx, pa[c], pi[c]);
 }
 
-/* Case B: task t is one tile of TILE columns of one output row. */
-static void FD(b_task)(sx_fold_op op, const T *x, const fplan *p, int64_t t, T *out, bool par)
+/* Case B: task t is one tile of w columns of one output row (w <= TILE_WIDE, and w <= TILE
+ * when rows are chunked or for argmax/argmin). */
+static void FD(b_task)(sx_fold_op op, const T *x, const fplan *p, int64_t t, T *out, bool par,
+                       int64_t w)
 {
-    const int64_t C = p->kdim[p->nk - 1], ntile = (C + TILE - 1) / TILE;
-    const int64_t ko = t / ntile, j0 = (t % ntile) * TILE;
-    const int64_t n = C - j0 < TILE ? C - j0 : TILE;
+    const int64_t C = p->kdim[p->nk - 1], ntile = (C + w - 1) / w;
+    const int64_t ko = t / ntile, j0 = (t % ntile) * w;
+    const int64_t n = C - j0 < w ? C - j0 : w;
     const int64_t base = offset_of(ko, p->nk - 1, p->kdim, p->kst);
     T *o = out + ko * C + j0;
-    double acc[TILE];
+    double acc[TILE_WIDE];
     int64_t idx[TILE];
     FD(b_reduce)(fold_kind(op), x + j0, p, base, n, NULL, acc, idx, par);
     if (op == SX_FOLD_LOGSUMEXP) {
@@ -421,21 +427,49 @@ static void FD(b_task)(sx_fold_op op, const T *x, const fplan *p, int64_t t, T *
             o[j] = isfinite(o[j]) ? (T)((double)o[j] + log(acc[j])) : o[j];
         return;
     }
+    switch (op) { /* fold_finish, a loop per op */
+    case SX_FOLD_MEAN:
+        for (int64_t j = 0; j < n; j++)
+            o[j] = (T)(acc[j] / (double)p->R);
+        return;
+    case SX_FOLD_L2NORM:
+        for (int64_t j = 0; j < n; j++)
+            o[j] = (T)sqrt(acc[j]);
+        return;
+    case SX_FOLD_ARGMAX:
+    case SX_FOLD_ARGMIN:
+        for (int64_t j = 0; j < n; j++)
+            o[j] = (T)idx[j];
+        return;
+    case SX_FOLD_SUM:
+    case SX_FOLD_PROD:
+    case SX_FOLD_MAX:
+    case SX_FOLD_MIN:
+    case SX_FOLD_L1NORM:
+    case SX_FOLD_LOGSUMEXP:
+    case SX_FOLD_COUNT:
+        break;
+    }
     for (int64_t j = 0; j < n; j++)
-        o[j] = (T)fold_finish(op, (facc){acc[j], idx[j]}, p->R);
+        o[j] = (T)acc[j];
 }
 
+/* OpenMP over the tasks, unless there are row chunks and too few tasks for the threads: then
+ * over the chunks of each task in turn. */
 static void FD(drive_b)(sx_fold_op op, const T *x, const fplan *p, T *out, bool big)
 {
-    const int64_t C = p->kdim[p->nk - 1];
-    const int64_t tasks = p->K / C * ((C + TILE - 1) / TILE);
-    if (!big || tasks >= 4 * max_threads()) {
+    int64_t rows;
+    const bool chunked = b_chunks(p, &rows) > 1;
+    const rkind rk = fold_kind(op);
+    const bool wide = !chunked && (rk == RK_SUM || rk == RK_ABS || rk == RK_SQR);
+    const int64_t w = wide ? TILE_WIDE : TILE, tasks = b_tasks(p, w);
+    if (!big || !chunked || tasks >= 4 * max_threads()) {
 #pragma omp parallel for schedule(static) if (big)
         for (int64_t t = 0; t < tasks; t++)
-            FD(b_task)(op, x, p, t, out, false);
+            FD(b_task)(op, x, p, t, out, false, w);
     } else {
         for (int64_t t = 0; t < tasks; t++)
-            FD(b_task)(op, x, p, t, out, true);
+            FD(b_task)(op, x, p, t, out, true, w);
     }
 }
 

@@ -2,8 +2,11 @@
  * over blocks of elements that stay in cache (registers are block-sized arrays on the stack),
  * so a chain of k element-wise ops reads its operands once and writes its result once instead
  * of k times. Each instruction's loop is a plain loop the compiler vectorises; the expressions
- * are the rows of sx_map.def and sx_binary.def, so results match the unfused kernels exactly. */
+ * are the rows of sx_map.def and sx_binary.def (with vmath.h's f32 functions, and the f32
+ * interpreter built per instruction set like map.c's), so results match the unfused kernels
+ * exactly. */
 #include "tensor_impl.h"
+#include "vmath.h"
 
 #include <tgmath.h>
 
@@ -12,13 +15,62 @@
 #define T float
 #define SFX f32
 #include "fused_tmpl.h"
-#undef T
 #undef SFX
+#if VM_DISPATCH
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define SFX f32_avx2
+#include "fused_tmpl.h"
+#undef SFX
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define SFX f32_avx512
+#include "fused_tmpl.h"
+#undef SFX
+#pragma GCC pop_options
+#endif
+#undef T
 #define T double
 #define SFX f64
 #include "fused_tmpl.h"
 #undef T
 #undef SFX
+
+typedef void fused_f32_fn(const sx_fused_prog *prog, const void *const *ops, const bool *scalar,
+                          float *out, int64_t at, int len);
+
+static fused_f32_fn *fused_f32_kernel(void)
+{
+#if VM_DISPATCH
+    switch (vm_isa()) {
+    case VM_ISA_AVX512:
+        return fused_block_f32_avx512;
+    case VM_ISA_AVX2:
+        return fused_block_f32_avx2;
+    default:
+        break;
+    }
+#endif
+    return fused_block_f32;
+}
+
+/* The program over all n elements, block by block (OpenMP over blocks above SX_OMP_MIN). */
+static void fused_run(const sx_fused_prog *prog, const void *const *ops, const bool *scalar,
+                      sx_tensor *out)
+{
+    const int64_t n = out->size, blocks = (n + FUSED_BLOCK - 1) / FUSED_BLOCK;
+    fused_f32_fn *k32 = out->dtype == SX_F32 ? fused_f32_kernel() : NULL;
+#pragma omp parallel for if (n >= SX_OMP_MIN)
+    for (int64_t bk = 0; bk < blocks; bk++) {
+        const int64_t at = bk * FUSED_BLOCK;
+        const int len = (int)(n - at < FUSED_BLOCK ? n - at : FUSED_BLOCK);
+        if (k32 != NULL)
+            k32(prog, ops, scalar, out->data, at, len);
+        else
+            fused_block_f64(prog, ops, scalar, out->data, at, len);
+    }
+}
 
 static sx_status check_prog(const char *who, const sx_fused_prog *p, int n_in)
 {
@@ -61,9 +113,6 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
         ops[i] = in[i]->data;
         scalar[i] = in[i]->size == 1 && out->size != 1;
     }
-    if (out->dtype == SX_F32)
-        fused_f32(prog, ops, scalar, out->data, out->size);
-    else
-        fused_f64(prog, ops, scalar, out->data, out->size);
+    fused_run(prog, ops, scalar, out);
     return SX_OK;
 }

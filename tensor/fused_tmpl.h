@@ -1,59 +1,80 @@
-/* fused_tmpl.h: the fused-program interpreter for one dtype (T, SFX); included by fused.c.
- * Registers and broadcast operands are block-sized arrays; every instruction is one switch
- * then one vectorisable loop over the block. */
+/* fused_tmpl.h: the fused-program interpreter for one block of one dtype (T, SFX); included by
+ * fused.c (for f32 once per instruction set). Registers and broadcast operands are block-sized
+ * arrays; every instruction is one switch then one vectorisable loop over the block. Map rows
+ * run as in map_tmpl.h: a scan for far arguments of sin/cos/tan (dead code for other rows),
+ * then the vector loop, or a scalar loop with vm_exact set when the block has a far one. */
 #define FU_CAT_(a, b) a##_##b
 #define FU_CAT(a, b) FU_CAT_(a, b)
 
-static void FU_CAT(fused, SFX)(const sx_fused_prog *prog, const void *const *ops,
-                               const bool *scalar, T *out, int64_t n)
+/* out[at .. at + len) = the program over elements at .. at + len of the operands. */
+static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *const *ops,
+                                     const bool *scalar, T *out, int64_t at, int len)
 {
-    int64_t blocks = (n + FUSED_BLOCK - 1) / FUSED_BLOCK;
-#pragma omp parallel for if (n >= SX_OMP_MIN)
-    for (int64_t bk = 0; bk < blocks; bk++) {
-        T regs[SX_FUSED_MAX][FUSED_BLOCK];
-        T bcast[8][FUSED_BLOCK];
-        int64_t at = bk * FUSED_BLOCK;
-        int len = (int)(n - at < FUSED_BLOCK ? n - at : FUSED_BLOCK);
-        for (int k = 0; k < prog->n; k++) {
-            const sx_fused_instr *ins = &prog->ins[k];
-            int16_t s3[3] = {ins->a, ins->b, ins->c};
-            const T *src[3] = {NULL, NULL, NULL};
-            int bslot = 0;
-            for (int j = 0; j < 3; j++) {
-                int16_t s = s3[j];
-                if (s >= 0 && scalar[s]) {
-                    /* broadcast a single-element operand through a stack block */
-                    T v = *(const T *)ops[s];
-                    T *b = bcast[bslot++];
-                    for (int i = 0; i < len; i++)
-                        b[i] = v;
-                    src[j] = b;
-                } else if (s < 0 || j == 0 || ins->kind != SX_FUSED_MAP) {
-                    src[j] = s < 0 ? regs[-1 - s] : (const T *)ops[s] + at;
-                }
+    T regs[SX_FUSED_MAX][FUSED_BLOCK];
+    T bcast[8][FUSED_BLOCK];
+    for (int k = 0; k < prog->n; k++) {
+        const sx_fused_instr *ins = &prog->ins[k];
+        int16_t s3[3] = {ins->a, ins->b, ins->c};
+        const T *src[3] = {NULL, NULL, NULL};
+        int bslot = 0;
+        for (int j = 0; j < 3; j++) {
+            int16_t s = s3[j];
+            if (s >= 0 && scalar[s]) {
+                /* broadcast a single-element operand through a stack block */
+                T v = *(const T *)ops[s];
+                T *b = bcast[bslot++];
+                for (int i = 0; i < len; i++)
+                    b[i] = v;
+                src[j] = b;
+            } else if (s < 0 || j == 0 || ins->kind != SX_FUSED_MAP) {
+                src[j] = s < 0 ? regs[-1 - s] : (const T *)ops[s] + at;
             }
-            T *dst = k == prog->n - 1 ? out + at : regs[k];
-            const T *xa = src[0], *xb = src[1], *xc = src[2];
-            const T alpha_ = (T)ins->alpha;
-            switch ((sx_fused_kind)ins->kind) {
-            case SX_FUSED_MAP:
-                switch ((sx_map_op)ins->op) {
+        }
+        T *dst = k == prog->n - 1 ? out + at : regs[k];
+        const T *xa = src[0], *xb = src[1], *xc = src[2];
+        const T alpha_ = (T)ins->alpha;
+        (void)alpha_;
+        switch ((sx_fused_kind)ins->kind) {
+        case SX_FUSED_MAP:
+            switch ((sx_map_op)ins->op) {
 #define X(name, str, expr)                                                                         \
-    case SX_MAP_##name:                                                                            \
+    case SX_MAP_##name: {                                                                          \
+        const T a = alpha_;                                                                        \
+        int vm_far = 0;                                                                            \
+        (void)a;                                                                                   \
+        {                                                                                          \
+            const bool vm_exact = false;                                                           \
+            (void)vm_exact;                                                                        \
+            _Pragma("omp simd reduction(|:vm_far)") for (int i = 0; i < len; i++)                  \
+            {                                                                                      \
+                const T x = xa[i];                                                                 \
+                (void)(expr);                                                                      \
+            }                                                                                      \
+            if (!vm_far) {                                                                         \
+                _Pragma("omp simd reduction(|:vm_far)") for (int i = 0; i < len; i++)              \
+                {                                                                                  \
+                    const T x = xa[i];                                                             \
+                    dst[i] = (T)(expr);                                                            \
+                }                                                                                  \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        const bool vm_exact = true;                                                                \
+        (void)vm_exact;                                                                            \
         for (int i = 0; i < len; i++) {                                                            \
-            const T x = xa[i], a = alpha_;                                                         \
-            (void)a;                                                                               \
+            const T x = xa[i];                                                                     \
             dst[i] = (T)(expr);                                                                    \
         }                                                                                          \
-        break;
+        break;                                                                                     \
+    }
 #include "sx_map.def"
 #undef X
-                case SX_MAP_COUNT:
-                    break;
-                }
+            case SX_MAP_COUNT:
                 break;
-            case SX_FUSED_BINARY:
-                switch ((sx_binary_op)ins->op) {
+            }
+            break;
+        case SX_FUSED_BINARY:
+            switch ((sx_binary_op)ins->op) {
 #define X(name, str, expr)                                                                         \
     case SX_BINARY_##name:                                                                         \
         for (int i = 0; i < len; i++) {                                                            \
@@ -63,19 +84,18 @@ static void FU_CAT(fused, SFX)(const sx_fused_prog *prog, const void *const *ops
         break;
 #include "sx_binary.def"
 #undef X
-                case SX_BINARY_COUNT:
-                    break;
-                }
-                break;
-            case SX_FUSED_FMA:
-                for (int i = 0; i < len; i++)
-                    dst[i] = xa[i] * xb[i] + xc[i];
-                break;
-            case SX_FUSED_WHERE:
-                for (int i = 0; i < len; i++)
-                    dst[i] = xa[i] != 0 ? xb[i] : xc[i];
+            case SX_BINARY_COUNT:
                 break;
             }
+            break;
+        case SX_FUSED_FMA:
+            for (int i = 0; i < len; i++)
+                dst[i] = xa[i] * xb[i] + xc[i];
+            break;
+        case SX_FUSED_WHERE:
+            for (int i = 0; i < len; i++)
+                dst[i] = xa[i] != 0 ? xb[i] : xc[i];
+            break;
         }
     }
 }

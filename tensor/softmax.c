@@ -3,6 +3,7 @@
  * around the axis; each (outer, block of inner lanes) is one independent task, so results never
  * depend on the thread count. Stable: the maximum along the axis is subtracted before exp. */
 #include "tensor_impl.h"
+#include "vmath.h"
 
 #include <tgmath.h>
 

@@ -23,7 +23,7 @@ static void SM_CAT(sm_block_fwd, SFX)(const T *restrict x, T *restrict y, int64_
     if (log_form) {
         for (int64_t i = 0; i < len; i++)
             for (int64_t j = 0; j < cn; j++)
-                s[j] += (double)exp(x[i * st + j] - m[j]);
+                s[j] += (double)VM_EXP(x[i * st + j] - m[j]);
         for (int64_t j = 0; j < cn; j++)
             s[j] = log(s[j]);
         for (int64_t i = 0; i < len; i++)
@@ -33,7 +33,7 @@ static void SM_CAT(sm_block_fwd, SFX)(const T *restrict x, T *restrict y, int64_
     }
     for (int64_t i = 0; i < len; i++)
         for (int64_t j = 0; j < cn; j++) {
-            const T e = exp(x[i * st + j] - m[j]);
+            const T e = VM_EXP(x[i * st + j] - m[j]);
             y[i * st + j] = e;
             s[j] += (double)e;
         }
@@ -60,7 +60,7 @@ static void SM_CAT(sm_block_bwd, SFX)(const T *restrict y, const T *restrict dy,
         for (int64_t i = 0; i < len; i++)
             for (int64_t j = 0; j < cn; j++) {
                 const int64_t k = i * st + j;
-                dx[k] = (T)((double)dy[k] - (double)exp(y[k]) * s[j]);
+                dx[k] = (T)((double)dy[k] - (double)VM_EXP(y[k]) * s[j]);
             }
         return;
     }
@@ -113,7 +113,7 @@ static void SM_CAT(xent_run, SFX)(int64_t n, int64_t k, const T *x, const T *t, 
             m = xr[j] > m ? xr[j] : m;
         double s = 0;
         for (int64_t j = 0; j < k; j++)
-            s += (double)exp(xr[j] - m);
+            s += (double)VM_EXP(xr[j] - m);
         const double lse = (double)m + log(s);
         if (dout == NULL) {
             double acc = 0;

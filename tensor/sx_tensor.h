@@ -245,7 +245,12 @@ typedef enum {
 } sx_map_op;
 
 const char *sx_map_name(sx_map_op op);
-/* out[i] = f(x[i]); `alpha` is the op parameter (leaky_relu slope, elu alpha). In place ok. */
+/* out[i] = f(x[i]); `alpha` is the op parameter (leaky_relu slope, elu alpha). In place ok.
+ * f32 transcendentals are strix's vectorised functions (tensor/vmath.h): within 0.87 ulp (expm1,
+ * sin, cos, tan, tanh, sigmoid, softplus, erf within 0.501), the same bits on every CPU;
+ * sin/cos/tan of |x| > 2^20 use libm. f64 uses libm. The f32 kernels are built for SSE2, AVX2
+ * and AVX-512 and picked at run time; $SX_ISA=base|avx2|avx512 caps the choice. Softmax and
+ * the fused element-wise programs use the same functions. */
 sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x,
                             sx_tensor *out) SX_NODISCARD;
 sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,

@@ -664,3 +664,91 @@ Test(tensor_fold, f32_sum_of_4M_elements_is_accurate)
     sx_tensor_free(y);
     sx_tensor_free(x);
 }
+
+/* ---------------------------------------------------------------- whole-row sums (case B) */
+
+/* The error bound of whole-row f32 sums (fold.c): 32-row blocks of 4 sequential additions of
+ * depth-3 pairwise trees in f32, blocks added in double, one final rounding: within
+ * 8 * 2^-24 of the sum of the magnitudes, for any number of rows. f64: the same in 2^-53. */
+static double b_bound(sx_dtype dt, double mag)
+{
+    return 8 * (dt == SX_F32 ? 0x1p-24 : 0x1p-53) * mag;
+}
+
+/* Sum over `mask` of x against a double reference within b_bound, and the same bits with 1
+ * and 2 threads. */
+static void check_b_sum(const sx_tensor *x, unsigned mask, const char *what)
+{
+    ref f = ref_fold(SX_FOLD_SUM, x, mask);
+    sx_tensor *y1 = NULL, *y2 = NULL;
+    cr_assert_eq(sx_threads_set(1), SX_OK);
+    cr_assert_eq(sx_tensor_fold(SX_FOLD_SUM, x, mask, false, &y1), SX_OK);
+    cr_assert_eq(sx_threads_set(2), SX_OK);
+    cr_assert_eq(sx_tensor_fold(SX_FOLD_SUM, x, mask, false, &y2), SX_OK);
+    cr_assert_eq(y1->size, f.K);
+    for (int64_t o = 0; o < f.K; o++) {
+        double g = sx_tensor_get(y1, o);
+        cr_assert(fabs(g - f.want[o]) <= b_bound(x->dtype, f.scale[o]),
+                  "%s %s output %lld: %.10g, want %.10g (bound %.3g)", what,
+                  sx_dtype_name(x->dtype), (long long)o, g, f.want[o],
+                  b_bound(x->dtype, f.scale[o]));
+    }
+    cr_assert_eq(memcmp(y1->data, y2->data, (size_t)y1->size * sx_dtype_size(y1->dtype)), 0,
+                 "%s: results differ with the thread count", what);
+    sx_tensor_free(y1);
+    sx_tensor_free(y2);
+    ref_free(&f);
+}
+
+/* A million rows of 1 + small values, in 3 columns (one task: the rows are cut into chunks run
+ * in parallel). Adding them one by one in f32 loses the small parts once the sum passes 2^20
+ * (about 2.5e-4 relative); the block scheme stays within its bound, which the naive sum misses. */
+Test(tensor_fold, f32_column_sums_of_a_million_rows_do_not_drift)
+{
+    int64_t shape[2] = {1000037, 3};
+    sx_rng rng;
+    sx_rng_seed(&rng, 11);
+    sx_tensor *x = tu_zeros(SX_F32, 2, shape);
+    float *p = x->data;
+    for (int64_t i = 0; i < x->size; i++)
+        p[i] = 1 + 1e-3f * (float)sx_rng_uniform(&rng);
+    check_b_sum(x, SX_AXIS(0), "1e6 rows");
+    for (int j = 0; j < 3; j++) { /* the naive f32 sum would fail the bound */
+        double exact = 0, mag = 0;
+        float naive = 0;
+        for (int64_t i = 0; i < shape[0]; i++) {
+            exact += (double)p[i * 3 + j];
+            mag += fabs((double)p[i * 3 + j]);
+            naive += p[i * 3 + j];
+        }
+        cr_assert(fabs((double)naive - exact) > b_bound(SX_F32, mag), "the test is too weak");
+    }
+    sx_tensor_free(x);
+}
+
+/* Many tasks (no row chunks; wide tiles of 4096 columns and their remainders), rows that are
+ * not a multiple of the 8-row groups or the 32-row blocks, reduced axes around kept ones (the
+ * row odometer carries between them), in f32 and f64. */
+Test(tensor_fold, whole_row_sums_on_wide_tiles)
+{
+    struct {
+        int rank;
+        int64_t shape[4];
+        unsigned mask;
+    } cases[] = {
+        {3, {64, 11, 1030}, SX_AXIS(1)},               /* 64 tasks of 1030 columns, 11 rows */
+        {3, {13, 37, 5000}, SX_AXIS(1)},               /* tiles of 4096 and 904 columns */
+        {4, {3, 64, 13, 80}, SX_AXIS(0) | SX_AXIS(2)}, /* 39 rows over two axes */
+        {2, {3, 70000}, SX_AXIS(0)},                   /* 3 rows: no group of 8 */
+    };
+    sx_rng rng;
+    sx_rng_seed(&rng, 12);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int dt = 0; dt < 2; dt++) {
+            sx_tensor *x = tu_rand(&rng, (sx_dtype)dt, cases[c].rank, cases[c].shape, -2, 2);
+            char what[32];
+            snprintf(what, sizeof what, "case %zu", c);
+            check_b_sum(x, cases[c].mask, what);
+            sx_tensor_free(x);
+        }
+}

@@ -1,6 +1,8 @@
 /* Unary element-wise kernels (map): every op of sx_map.def in f32 and f64 against a reference
  * written in double with libm, on inputs drawn from each op's domain; in-place use; the alpha
- * of leaky_relu and elu; special values; large sizes on the OpenMP path; every error path. */
+ * of leaky_relu and elu; special values; large sizes on the OpenMP path; the fused interpreter
+ * giving the map kernels' bits; every error path. (The f32 functions of vmath.h have their own
+ * ulp-level suite, test_vmath.c.) */
 #include "testutil.h"
 
 #include <math.h>
@@ -101,8 +103,8 @@ static double domain(sx_map_op op, double u)
     }
 }
 
-/* f32 results are one libm call in float (a few ulps); f64 the same libm call or a formula
- * within a couple of ulps of the reference. */
+/* f32 results are within an ulp of the exact value (vmath.h) or one f32 libm call; f64 the
+ * same libm call or a formula within a couple of ulps of the reference. */
 static double rel_tol(sx_dtype dt)
 {
     return dt == SX_F32 ? 4e-6 : 1e-14;
@@ -285,15 +287,16 @@ Test(tensor_map, empty_and_scalar)
     sx_tensor_free(e);
 }
 
-/* Above the OpenMP thresholds (cheap and transcendental ops alike), out of place and in place,
- * and the same bits with 1 and 2 threads. */
+/* Above the OpenMP thresholds (65536 f32 elements, 4096 f64), out of place and in place, and
+ * the same bits with 1 and 2 threads. The sizes split into two halves of a multiple of 16
+ * elements plus one: the last element belongs to the second thread's range. */
 Test(tensor_map, large_parallel)
 {
     sx_rng rng;
     sx_rng_seed(&rng, 41);
-    int64_t n = 40000 + 3;
     for (int dt = 0; dt < 2; dt++)
         for (int k = 0; k < N_OPS; k++) {
+            int64_t n = dt == SX_F32 ? 2 * 65536 + 1 : 2 * 4096 + 1;
             sx_map_op op = all_ops[k];
             sx_tensor *x = make_input(&rng, op, (sx_dtype)dt, 1, &n);
             sx_tensor *want = reference(op, 0.05, x), *y1 = NULL, *y2 = NULL;
@@ -356,4 +359,37 @@ Test(tensor_map, errors_leave_out_unchanged)
     sx_tensor_free(o43);
     sx_tensor_free(o12);
     sx_tensor_free(od);
+}
+
+/* A one-instruction fused program computes what sx_tensor_map computes, bit for bit, in f32
+ * and f64, out of place and with the output aliasing the operand; sin/cos/tan with arguments
+ * beyond 2^20 (libm's path) in the middle of the data. */
+Test(tensor_map, fused_map_instructions_match_the_map_kernels)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 43);
+    int64_t n = 3000;
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < N_OPS; k++) {
+            sx_map_op op = all_ops[k];
+            sx_tensor *x = make_input(&rng, op, (sx_dtype)dt, 1, &n), *y = NULL;
+            sx_tensor_set(x, 700, 1e9);
+            sx_tensor_set(x, 1500, -3e7);
+            sx_tensor *z = tu_zeros((sx_dtype)dt, 1, &n);
+            cr_assert_eq(sx_tensor_map(op, 0.25, x, &y), SX_OK);
+            sx_fused_prog prog = {.n = 1};
+            prog.ins[0] =
+                (sx_fused_instr){.kind = SX_FUSED_MAP, .op = (uint8_t)op, .a = 0, .alpha = 0.25};
+            const sx_tensor *in[1] = {x};
+            cr_assert_eq(sx_tensor_fused_out(&prog, 1, in, z), SX_OK, "%s", sx_last_error());
+            size_t bytes = (size_t)n * sx_dtype_size((sx_dtype)dt);
+            cr_assert_eq(memcmp(y->data, z->data, bytes), 0, "%s %s", sx_dtype_name(x->dtype),
+                         sx_map_name(op));
+            cr_assert_eq(sx_tensor_fused_out(&prog, 1, in, x), SX_OK); /* in place */
+            cr_assert_eq(memcmp(y->data, x->data, bytes), 0, "%s %s in place",
+                         sx_dtype_name(x->dtype), sx_map_name(op));
+            sx_tensor_free(x);
+            sx_tensor_free(y);
+            sx_tensor_free(z);
+        }
 }
