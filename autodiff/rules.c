@@ -89,8 +89,9 @@ UNARY_RULE(tanh, sx_cg_mul(g, gy, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), sx_
 /* sigmoid: y (1 - y) */
 UNARY_RULE(sigmoid,
            sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), y))))
-/* relu: 1 where x > 0, else 0 (relu'(0) = 0) */
-UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0))))
+/* relu: 1 where x > 0, else 0 (relu'(0) = 0). Read from y (y > 0 exactly where x > 0): then x
+ * dies at the relu, which the planner runs in place, and only y stays for the backward pass. */
+UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, y, sx_cg_scalar_like(g, y, 0.0))))
 /* leaky_relu: 1 where x > 0, else slope */
 UNARY_RULE(leaky_relu, sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy,
                                    scale(g, gy, ATTR->alpha)))
@@ -736,6 +737,7 @@ bool sx_ad_differentiable(sx_cg_op op, int input)
     case SX_OP_ADAGRAD_UPDATE:
     case SX_OP_RMSPROP_UPDATE:
     case SX_OP_ADAM_UPDATE:
+    case SX_OP_MATMUL_UPDATE:
         return false;
     default:
         return (unsigned)op < SX_OP_COUNT;

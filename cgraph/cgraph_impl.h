@@ -63,8 +63,13 @@ struct sx_cg_graph {
     sx_cg_node **memo;  /* frozen graphs: the last request found all valid, at memo_version */
     int memo_n, memo_cap;
     uint64_t memo_version;
-    void *ws; /* shared kernel scratch */
+    /* The execution scratch (exec.c), one allocation: the kernel scratch shared by sequential
+     * evaluation (ws_bytes, at ws), then, once the graph has been evaluated in parallel, the
+     * parallel evaluation's state `par` (per-worker scratch, push tables). */
+    void *ws;
     size_t ws_bytes;
+    struct cg_par *par; /* inside ws; NULL until a parallel evaluation lays it out */
+    int workers;        /* sx_cg_set_workers: 0 = $SX_ENGINE_WORKERS, else sequential */
     /* profiling (sx_cg_profile_enable) */
     bool profile;
     double prof_seconds[SX_OP_COUNT];
@@ -112,7 +117,21 @@ extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
  * every other op). */
 static inline int cg_mutated(const sx_cg_node *n)
 {
+    if (n->op == SX_OP_MATMUL_UPDATE)
+        return sx_cg_ops[n->attr.ints[0]].kernel;
     return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) ? sx_cg_ops[n->op].kernel : 0;
+}
+
+/* matmul_update: a block of gradient rows is about CG_MMU_BLOCK bytes (a share of L2: big
+ * enough that the GEMM's packing of the right factor, redone per block, is amortised), and
+ * there are CG_MMU_SLOTS scratch blocks: at most that many threads run blocks at once. */
+#define CG_MMU_BLOCK (1 << 20)
+#define CG_MMU_SLOTS 4
+static inline int64_t cg_mmu_rows(int64_t rows, int64_t cols, size_t esz)
+{
+    int64_t r = (int64_t)(CG_MMU_BLOCK / ((size_t)cols * esz));
+    r = r < 8 ? 8 : r - r % 8;
+    return r < rows ? r : rows;
 }
 
 /* Does n read m directly? */
@@ -172,6 +191,10 @@ bool cg_plan_planned(const cg_plan *plan, int64_t i);
 void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_plan *plan);
 /* Free a plan that was not committed. */
 void cg_plan_discard(cg_plan *plan);
+/* Check a request to a frozen graph with planned nodes and mark (plan_need) the nodes of the
+ * order that its evaluation runs: invalid kept nodes, and the transient nodes running nodes
+ * read. The caller runs them in the frozen order and clears plan_need. */
+sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
 /* Evaluate a frozen graph with planned nodes: invalid kept nodes run in the frozen order, and
  * the transient (planned) nodes they read, which are recomputed whenever read since their
  * blocks are reused. Requests for transient nodes are an error (SX_E_STATE). */

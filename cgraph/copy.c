@@ -25,6 +25,8 @@ sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
     sx_cg_node **map = sx_calloc((size_t)top + 1, sizeof *map);
     sx_cg_graph *c = NULL;
     sx_status s = need && map ? sx_cg_graph_new(SX_CG_LAZY, g->dtype, &c) : SX_E_NOMEM;
+    if (s == SX_OK)
+        c->workers = g->workers; /* the copy evaluates as the original does */
     for (int i = 0; i < n; i++)
         if (s == SX_OK)
             need[outs[i]->id] = true;

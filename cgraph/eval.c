@@ -4,6 +4,9 @@
 #include "cgraph_impl.h"
 
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define IN(i) (&n->in[i]->value)
 #define OUT (&n->value)
@@ -352,33 +355,98 @@ sx_status cg_eval_fused(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_fused_out(&n->attr.prog, n->n_in, in, OUT);
 }
 
+/* One optimiser step of update op `op` (coefficients c, flag) on the parameter p and its
+ * states st[] with gradient g. */
+static sx_status run_step(const sx_cg_node *n, sx_cg_op op, sx_tensor *p, sx_tensor *const *st,
+                          const sx_tensor *g, double lr)
+{
+    const double *c = n->attr.coef;
+    switch (op) {
+    case SX_OP_SGD_UPDATE:
+        return sx_tensor_sgd_step(p, g, lr);
+    case SX_OP_MOMENTUM_UPDATE:
+        return sx_tensor_momentum_step(p, st[0], g, lr, c[0], n->attr.keepdims);
+    case SX_OP_ADAGRAD_UPDATE:
+        return sx_tensor_adagrad_step(p, st[0], g, lr, c[0]);
+    case SX_OP_RMSPROP_UPDATE:
+        return sx_tensor_rmsprop_step(p, st[0], g, lr, c[0], c[1], c[2]);
+    case SX_OP_ADAM_UPDATE:
+        return sx_tensor_adam_step(p, st[0], st[1], g, lr, c[0], c[1], c[2], c[3], c[4]);
+    default:
+        return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
+    }
+}
+
 /* The fused optimiser steps; the node's value is the parameter (a view). */
 sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    const double *c = n->attr.coef;
+    int k = cg_mutated(n);
+    sx_tensor *st[2] = {k > 1 ? MUT(n, 1) : NULL, k > 2 ? MUT(n, 2) : NULL};
     double lr = sx_tensor_get(IN(n->n_in - 1), 0);
-    sx_status s;
-    switch (n->op) {
-    case SX_OP_SGD_UPDATE:
-        s = sx_tensor_sgd_step(OUT0(n), IN(1), lr);
-        break;
-    case SX_OP_MOMENTUM_UPDATE:
-        s = sx_tensor_momentum_step(OUT0(n), MUT(n, 1), IN(2), lr, c[0], n->attr.keepdims);
-        break;
-    case SX_OP_ADAGRAD_UPDATE:
-        s = sx_tensor_adagrad_step(OUT0(n), MUT(n, 1), IN(2), lr, c[0]);
-        break;
-    case SX_OP_RMSPROP_UPDATE:
-        s = sx_tensor_rmsprop_step(OUT0(n), MUT(n, 1), IN(2), lr, c[0], c[1], c[2]);
-        break;
-    case SX_OP_ADAM_UPDATE:
-        s = sx_tensor_adam_step(OUT0(n), MUT(n, 1), MUT(n, 2), IN(3), lr, c[0], c[1], c[2], c[3],
-                                c[4]);
-        break;
-    default:
-        return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
-    }
+    sx_status s = run_step(n, n->op, OUT0(n), st, IN(k), lr);
     OUT->data = IN(0)->data;
     return s;
+}
+
+/* The step with gradient op(a) @ op(b), a block of rows at a time (cg_mmu_rows): each block's
+ * gradient is made in a scratch slot (cache-sized) and applied to the same rows of the parameter
+ * and its states at once. Blocks run in parallel, one slot per thread; the GEMM and the step inside
+ * a block run on that thread alone. Every element sees the same operations as the unfused matmul +
+ * update, so the results agree bit for bit. */
+sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
+{
+    const int k = cg_mutated(n);
+    const sx_cg_op op = (sx_cg_op)n->attr.ints[0];
+    const sx_tensor *a = IN(k), *b = IN(k + 1), *p = IN(0);
+    const double lr = sx_tensor_get(IN(k + 2), 0);
+    const bool ta = n->attr.trans_a, tb = n->attr.trans_b;
+    const int64_t m = p->shape[0], cols = p->shape[1];
+    const int64_t kk = ta ? a->shape[0] : a->shape[1];
+    const int64_t lda = a->shape[1], ldb = b->shape[1];
+    const size_t esz = sx_dtype_size(p->dtype);
+    const int64_t brows = cg_mmu_rows(m, cols, esz);
+    const size_t slot_bytes = (size_t)brows * (size_t)cols * esz;
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    const int64_t blocks = (m + brows - 1) / brows;
+    int threads = sx_threads_get();
+    if (threads > CG_MMU_SLOTS)
+        threads = CG_MMU_SLOTS;
+    if (threads > blocks)
+        threads = (int)blocks;
+    sx_status first = SX_OK;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        int slot = 0;
+#ifdef _OPENMP
+        slot = omp_get_thread_num();
+#endif
+        char *gbuf = (char *)ws + (size_t)slot * slot_bytes;
+#pragma omp for schedule(static)
+        for (int64_t blk = 0; blk < blocks; blk++) {
+            const int64_t r0 = blk * brows;
+            const int64_t rows = m - r0 < brows ? m - r0 : brows;
+            const char *ap = (const char *)a->data + (size_t)(ta ? r0 : r0 * lda) * esz;
+            sx__gemm(p->dtype, ta, tb, rows, cols, kk, n->attr.alpha, ap, lda, b->data, ldb, 0.0,
+                     gbuf, cols);
+            int64_t shape[2] = {rows, cols};
+            const size_t off = (size_t)(r0 * cols) * esz;
+            sx_tensor pv = sx_tensor_view(p->dtype, 2, shape, (char *)p->data + off);
+            sx_tensor sv[2], gv = sx_tensor_view(p->dtype, 2, shape, gbuf);
+            sx_tensor *st[2] = {NULL, NULL};
+            for (int i = 1; i < k; i++) {
+                sv[i - 1] = sx_tensor_view(p->dtype, 2, shape, (char *)MUT(n, i)->data + off);
+                st[i - 1] = &sv[i - 1];
+            }
+            sx_status s = run_step(n, op, &pv, st, &gv, lr);
+            if (s != SX_OK) {
+#pragma omp critical(cg_matmul_update)
+                if (first == SX_OK)
+                    first = s;
+            }
+        }
+    }
+    OUT->data = IN(0)->data;
+    return first;
 }

@@ -9,8 +9,8 @@
 #include <time.h>
 
 static const char *const pass_names[SX_PASS_COUNT] = {
-    "dead code",     "common subexpr", "constant fold", "simplify",          "broadcast",
-    "update fusion", "gemm fold",      "fma",           "elementwise fusion"};
+    "dead code",     "common subexpr", "constant fold", "simplify",           "broadcast",
+    "update fusion", "gemm fold",      "fma",           "elementwise fusion", "gemm update"};
 
 const char *sx_cg_pass_name(sx_cg_pass p)
 {
@@ -691,6 +691,9 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 break;
             case SX_PASS_ELEMWISE_FUSION:
                 s = opt_pass_elemwise_fusion(g, &c);
+                break;
+            case SX_PASS_GEMM_UPDATE:
+                s = opt_pass_gemm_update(g, &c);
                 break;
             case SX_PASS_COUNT:
                 break;

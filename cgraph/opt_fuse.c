@@ -224,6 +224,44 @@ sx_status opt_pass_update_fusion(sx_cg_graph *g, int64_t *changed)
     return SX_OK;
 }
 
+/* ---------------------------------------------------------------- gemm-update fusion */
+
+/* update(p, states..., g, lr) with g = op(a) @ op(b) a plain 2-d product (no addend, no batch)
+ * read by nothing else: one matmul_update node computes g a block of rows at a time and applies
+ * the step to those rows while they are in cache. The gradient buffer (the size of the weights)
+ * disappears from the memory plan, and with it a write and a read of it per step. */
+sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed)
+{
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *u = g->nodes[i];
+        if (u->dead || u->op < SX_OP_SGD_UPDATE || u->op > SX_OP_ADAM_UPDATE)
+            continue;
+        const int k = cg_mutated(u);
+        sx_cg_node *mm = u->in[k];
+        if (!is(mm, SX_OP_MATMUL) || mm->n_in != 2 || !only_for(mm, u) ||
+            u->in[0]->value.rank != 2 || mm->in[0]->value.rank != 2 || mm->in[1]->value.rank != 2)
+            continue;
+        sx_cg_node *ins[8];
+        for (int j = 0; j < k; j++)
+            ins[j] = u->in[j];
+        ins[k] = mm->in[0];
+        ins[k + 1] = mm->in[1];
+        ins[k + 2] = u->in[k + 1];
+        sx_cg_attr at = u->attr;
+        at.ints[0] = u->op;
+        at.trans_a = mm->attr.trans_a;
+        at.trans_b = mm->attr.trans_b;
+        at.alpha = mm->attr.alpha;
+        SX_TRY(opt_set_inputs(u, k + 3, ins));
+        u->op = SX_OP_MATMUL_UPDATE;
+        u->attr = at;
+        SX_TRY(cg_shape_matmul_update(u)); /* checks, and sets the scratch size */
+        opt_kill(mm);
+        (*changed)++;
+    }
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- element-wise fusion */
 
 static bool fusible_op(const sx_cg_node *n)

@@ -485,7 +485,7 @@ void cg_plan_discard(cg_plan *plan)
 
 /* ---------------------------------------------------------------- planned evaluation */
 
-sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
+sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
 {
     for (int i = 0; i < n; i++)
         if (nodes[i]->transient)
@@ -503,6 +503,12 @@ sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
             for (int j = 0; j < x->n_in; j++)
                 x->in[j]->plan_need = true;
     }
+    return SX_OK;
+}
+
+sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
+{
+    SX_TRY(cg_plan_select(g, n, nodes));
     sx_status st = SX_OK;
     for (int64_t i = 0; i < g->n_order; i++) {
         sx_cg_node *x = g->order[i];

@@ -4,6 +4,7 @@
  * tensor layer's own shape functions, so graph and kernels can never disagree. */
 #include "cgraph_impl.h"
 
+#include <limits.h>
 #include <string.h>
 
 #define IN(i) (&n->in[i]->value)
@@ -589,7 +590,7 @@ sx_status cg_shape_fused(sx_cg_node *n)
 sx_status cg_shape_update(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
-    int last = n->n_in - 1, mutated = sx_cg_ops[n->op].kernel;
+    int last = n->n_in - 1, mutated = cg_mutated(n);
     for (int i = 0; i < mutated; i++)
         if (n->in[i]->op != SX_OP_PARAM)
             return sx_error(SX_E_ARG, "%s: input %d is a %s, not a parameter", cg_who(n), i,
@@ -600,5 +601,45 @@ sx_status cg_shape_update(sx_cg_node *n)
         return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
                         (long long)IN(last)->size);
     set_shape(n, IN(0)->rank, IN(0)->shape);
+    return SX_OK;
+}
+
+/* matmul_update(p, states..., a, b, lr): the update op in attr.ints[0] over p and its states,
+ * with the gradient op(a) @ op(b) of p's (2-d) shape. */
+sx_status cg_shape_matmul_update(sx_cg_node *n)
+{
+    int64_t u = n->attr.ints[0];
+    if (u < SX_OP_SGD_UPDATE || u > SX_OP_ADAM_UPDATE)
+        return sx_error(SX_E_ARG, "%s: attr.ints[0] = %lld is not an update op", cg_who(n),
+                        (long long)u);
+    int k = cg_mutated(n);
+    if (n->n_in != k + 3)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want %d for %s)", cg_who(n), n->n_in, k + 3,
+                        sx_cg_op_name((sx_cg_op)u));
+    SX_TRY(same_dtypes(n));
+    for (int i = 0; i < k; i++) {
+        if (n->in[i]->op != SX_OP_PARAM)
+            return sx_error(SX_E_ARG, "%s: input %d is a %s, not a parameter", cg_who(n), i,
+                            sx_cg_op_name(n->in[i]->op));
+        SX_TRY(want_same_shape(n, 0, i));
+    }
+    const sx_tensor *p = IN(0), *a = IN(k), *b = IN(k + 1);
+    if (p->rank != 2 || a->rank != 2 || b->rank != 2)
+        return sx_error(SX_E_RANK, "%s: the parameter and both factors must be matrices",
+                        cg_who(n));
+    int64_t m = n->attr.trans_a ? a->shape[1] : a->shape[0];
+    int64_t ka = n->attr.trans_a ? a->shape[0] : a->shape[1];
+    int64_t kb = n->attr.trans_b ? b->shape[1] : b->shape[0];
+    int64_t nn = n->attr.trans_b ? b->shape[0] : b->shape[1];
+    if (m != p->shape[0] || nn != p->shape[1] || ka != kb || ka < 1 || ka > INT_MAX ||
+        m > INT_MAX || nn > INT_MAX)
+        return sx_error(SX_E_SHAPE, "%s: the product does not have the parameter's shape",
+                        cg_who(n));
+    if (IN(k + 2)->size != 1)
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
+                        (long long)IN(k + 2)->size);
+    set_shape(n, p->rank, p->shape);
+    n->ws_bytes = (size_t)CG_MMU_SLOTS * (size_t)cg_mmu_rows(m, nn, sx_dtype_size(p->dtype)) *
+                  (size_t)nn * sx_dtype_size(p->dtype);
     return SX_OK;
 }

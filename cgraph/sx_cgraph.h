@@ -157,6 +157,29 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes) SX_NODISCA
 const sx_tensor *sx_cg_value(const sx_cg_node *node);
 bool sx_cg_valid(const sx_cg_node *node);
 
+/* Parallel evaluation (seed 001; engine/sx_engine.h). With n >= 2 workers, sx_cg_eval hands
+ * the nodes it runs to a dependency engine in the sequential order: each node reads its inputs'
+ * variables (and through views, their storage's) and mutates its own; an assign or fused update
+ * also mutates the parameters it writes; a dropout mask mutates its generator (masks from one
+ * generator are drawn in the sequential order); a planned node whose arena block reuses bytes
+ * of earlier nodes waits for every reader of those nodes. Independent nodes then run at the
+ * same time; results equal the sequential evaluation's bit for bit (kernels do not depend on
+ * their thread count). The call still returns only when everything has run.
+ * Kernel threads: a node runs alone with every thread (SX_ENGINE_WIDE) when it is a matrix
+ * product or convolution of at least 2^24 flops, or when its inputs and result hold at least
+ * 2^19 elements together (views never); any other node runs with one thread beside the others,
+ * or with every thread when it starts while no other node runs or is ready (a chain).
+ * n: 0 = the default ($SX_ENGINE_WORKERS when set to 2..256, else sequential), 1 = sequential
+ * (the evaluator as without an engine), 2..256 workers. The engines are shared by all graphs of
+ * the process (one per worker count and concurrent evaluation, up to 8, started on first use
+ * and stopped at exit; when all are busy, evaluation is sequential).
+ * Freezing, or setting n >= 2 on a frozen graph, lays out the parallel scratch (one allocation,
+ * also holding per-worker kernel scratch) and makes room in the engine, so that evaluations
+ * allocate nothing. Errors: SX_E_ARG (NULL graph, n out of range), SX_E_NOMEM (frozen graph). */
+sx_status sx_cg_set_workers(sx_cg_graph *g, int n) SX_NODISCARD;
+/* The workers evaluation uses: 1 when sequential, else n (after $SX_ENGINE_WORKERS). */
+int sx_cg_workers(const sx_cg_graph *g);
+
 /* Profiling: while enabled, every kernel run is timed per op kind and per node. The report lists
  * the op kinds by total time (count, ms, share), at most `top` rows (0 = all), then the time per
  * scope (layer; see sx_cg_scope_set), all scopes, in order of first appearance. */
@@ -403,6 +426,8 @@ typedef enum {
     SX_PASS_GEMM_FOLD,     /* transposes, scalar factors and addends into the matmul call */
     SX_PASS_FMA,           /* a*b + c -> fma(a, b, c) */
     SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
+    SX_PASS_GEMM_UPDATE,     /* a fused update whose gradient is a matmul computes it in row
+                                blocks (matmul_update): no gradient buffer */
     SX_PASS_COUNT
 } sx_cg_pass;
 

@@ -27,8 +27,10 @@
  * operations. Kernel threads: each operation runs with sx_threads_set_local() set to its share:
  * an operation pushed with SX_ENGINE_WIDE runs alone (the engine lets the running operations
  * finish, starts no other until it is done) and may use every core; any other operation runs
- * with one kernel thread beside the others. This keeps OpenMP/BLAS teams from
- * oversubscribing the cores.
+ * with one kernel thread beside the others, or with every core when it starts while no other
+ * runs or is ready (so a chain of operations runs as fast as one thread calling them). This
+ * keeps OpenMP/BLAS teams from oversubscribing the cores. "Every core" is the global count of
+ * sx_threads_set.
  *
  * Thread safety: push, var_new, and the waits may be called from one thread at a time (the
  * engine's owner); operations must not call into the engine.
@@ -66,9 +68,14 @@ sx_status sx_engine_var_new(sx_engine *e, sx_var *out) SX_NODISCARD;
 /* Queue fn(arg) after the operations it depends on (see the rules above). `flags` is 0 or
  * SX_ENGINE_WIDE. Fails only on bad arguments (an unknown variable) or memory exhaustion, and
  * then queues nothing. */
-sx_status sx_engine_push(sx_engine *e, sx_engine_fn fn, void *arg, const sx_var *reads,
-                         int n_reads, const sx_var *mutates, int n_mutates,
-                         unsigned flags) SX_NODISCARD;
+sx_status sx_engine_push(sx_engine *e, sx_engine_fn fn, void *arg, const sx_var *reads, int n_reads,
+                         const sx_var *mutates, int n_mutates, unsigned flags) SX_NODISCARD;
+
+/* Make room, ahead of time, for `ops` operations naming `claims` variables in all (counting
+ * repeats) to be pending at once: pushes within that allocate nothing. Pushes beyond it still
+ * work (they grow the engine's free lists). For callers that must not allocate in a steady
+ * state, such as a frozen graph's evaluation. Errors: SX_E_ARG, SX_E_NOMEM. */
+sx_status sx_engine_reserve(sx_engine *e, int64_t ops, int64_t claims) SX_NODISCARD;
 
 /* Block until every operation pushed so far has finished / until every operation pushed so far
  * that reads or mutates v has finished. Return the first failure kept (see Errors). */

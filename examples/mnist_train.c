@@ -10,7 +10,11 @@
  *          --no-optimise --no-plan (to measure what the graph optimiser and planner buy)
  *          --profile (time per op kind of the compiled training graph)
  * Ends with: result: test_accuracy=A train_seconds=S images_per_second=R peak_rss_mb=M
- *            nodes_before=N1 nodes_after=N2 planned_mb=P naive_mb=Q */
+ *            nodes_before=N1 nodes_after=N2 planned_mb=P naive_mb=Q infer_images_per_second=I
+ *            compile_ms=C infer_compile_ms=D edges_before=E1 edges_after=E2
+ * (compile_ms: the training graph, 0 with --eager; infer_images_per_second: a separate, timed
+ * pass of the test set through a freshly compiled inference graph, bytes converted per batch;
+ * bench/compare_torch parses these fields by name.) */
 #include <sx_nn.h>
 
 #include <errno.h>
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #ifndef STRIX_DATA_DIR
 #define STRIX_DATA_DIR "data/mnist"
@@ -63,6 +68,79 @@ static bool parse_double(const char *s, double *out)
         return false;
     *out = v;
     return true;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Predictions for the first `count` rows of the batch x (B,h,w,c) into out (B,classes). */
+static sx_status predict_rows(sx_nn_model *m, const sx_tensor *x, sx_tensor *out, int64_t count)
+{
+    int64_t xs[4] = {count, x->shape[1], x->shape[2], x->shape[3]}, os[2] = {count, out->shape[1]};
+    sx_tensor xv = sx_tensor_view(x->dtype, 4, xs, x->data);
+    sx_tensor ov = sx_tensor_view(out->dtype, 2, os, out->data);
+    return sx_nn_model_predict(m, &xv, &ov);
+}
+
+/* Inference throughput: every image of `set` through a new compiled inference graph, in batches
+ * of `batch`, each converted from bytes as in training, and the argmax taken (what a user's
+ * prediction loop does). The compile time is measured apart, and one untimed batch goes first:
+ * the graph's arena is then touched once, as a warm model's is (bench/torch_mnist.py times a
+ * second pass likewise). *accuracy lets the caller check the pass against the evaluation. */
+static sx_status time_inference(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
+                                double *images_per_second, double *compile_ms, double *accuracy)
+{
+    sx_nn_model *m = NULL;
+    sx_ds_batcher *b = NULL;
+    sx_tensor *x = NULL, *y = NULL, *out = NULL;
+    int64_t xs[4] = {batch, set->h, set->w, set->c}, ys[1] = {batch};
+    int64_t os[2] = {batch, set->classes}, count = 0, seen = 0, correct = 0, k = set->classes;
+    sx_ds_batcher_params bp = sx_ds_batcher_params_default();
+    bp.batch_size = batch;
+    bp.shuffle = false;
+    bp.scale = sx_nn_net_input_scale(net);
+    double t0 = now();
+    sx_status s = sx_nn_compile_infer(net, batch, &m);
+    *compile_ms = 1e3 * (now() - t0);
+    if (s == SX_OK)
+        s = sx_ds_batcher_new(set, &bp, &b);
+    if (s == SX_OK)
+        s = sx_tensor_new(SX_F32, 4, xs, &x);
+    if (s == SX_OK)
+        s = sx_tensor_new(SX_F32, 1, ys, &y);
+    if (s == SX_OK)
+        s = sx_tensor_new(SX_F32, 2, os, &out);
+    if (s == SX_OK && (s = sx_ds_batcher_next(b, x, y, &count)) == SX_OK && count > 0)
+        s = predict_rows(m, x, out, count);
+    if (s == SX_OK)
+        s = sx_ds_batcher_set_epoch(b, 0);
+    t0 = now();
+    while (s == SX_OK && (s = sx_ds_batcher_next(b, x, y, &count)) == SX_OK && count > 0) {
+        s = predict_rows(m, x, out, count);
+        const float *o = SX_F32P(out), *lab = SX_F32P(y);
+        for (int64_t r = 0; s == SX_OK && r < count; r++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < k; c++)
+                best = o[r * k + c] > o[r * k + best] ? c : best;
+            correct += best == (int64_t)lab[r];
+        }
+        seen += count;
+    }
+    double el = now() - t0;
+    if (s == SX_OK) {
+        *images_per_second = el > 0 ? (double)seen / el : 0;
+        *accuracy = seen > 0 ? (double)correct / (double)seen : 0;
+    }
+    sx_tensor_free(out);
+    sx_tensor_free(y);
+    sx_tensor_free(x);
+    sx_ds_batcher_free(b);
+    sx_nn_model_free(m);
+    return s;
 }
 
 static void usage(FILE *f)
@@ -191,15 +269,26 @@ int main(int argc, char **argv)
     if (save != NULL && sx_nn_save(net, save) != SX_OK)
         return die_sx("--save");
 
+    double infer_ips = 0, infer_compile_ms = 0, infer_acc = 0;
+    if (time_inference(net, test, batch, &infer_ips, &infer_compile_ms, &infer_acc) != SX_OK)
+        return die_sx("inference");
+    if (r.test_accuracy >= 0 && fabs(infer_acc - r.test_accuracy) > 1e-9)
+        fprintf(stderr, "mnist_train: the timed inference pass scored %.4f, the evaluation %.4f\n",
+                infer_acc, r.test_accuracy);
+
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int64_t images = r.steps > 0 ? (int64_t)train->n * epochs : 0;
     printf("result: test_accuracy=%.4f train_seconds=%.2f images_per_second=%.0f "
-           "peak_rss_mb=%.0f nodes_before=%lld nodes_after=%lld planned_mb=%.1f naive_mb=%.1f\n",
+           "peak_rss_mb=%.0f nodes_before=%lld nodes_after=%lld planned_mb=%.1f naive_mb=%.1f "
+           "infer_images_per_second=%.0f compile_ms=%.1f infer_compile_ms=%.1f "
+           "edges_before=%lld edges_after=%lld\n",
            r.test_accuracy, r.train_seconds,
            r.train_seconds > 0 ? (double)images / r.train_seconds : 0, (double)ru.ru_maxrss / 1024,
            (long long)r.compile.nodes_before, (long long)r.compile.nodes_after,
-           (double)r.compile.planned_bytes / 1048576, (double)r.compile.naive_bytes / 1048576);
+           (double)r.compile.planned_bytes / 1048576, (double)r.compile.naive_bytes / 1048576,
+           infer_ips, 1e3 * r.compile.compile_seconds, infer_compile_ms,
+           (long long)r.compile.edges_before, (long long)r.compile.edges_after);
     sx_nn_net_free(net);
     sx_ds_images_free(train);
     sx_ds_images_free(test);

@@ -1,27 +1,66 @@
-/* conv.c: 2-d convolution over NHWC images, forward and both backward passes, by im2col + GEMM
- * (seed 002). The im2col matrix is (n*oh*ow, kh*kw*c) row-major, so the forward pass is one GEMM
- * col @ k giving y in NHWC directly, backward-kernel is col^T @ dy and backward-input is
- * dcol = dy @ k^T folded back by col2im. When the workspace cannot hold the whole matrix, the
- * same steps run over blocks of output rows that fit (the blocked path). */
+/* conv.c: 2-d convolution over NHWC images, forward and both backward passes (seed 002).
+ * The work is cut into units (whole images, or bands of rows of one image) whose scratch stays
+ * in L2; units run in parallel, one thread each, and backward-kernel adds them in a fixed
+ * number of groups summed in a fixed order, so the bits never depend on the thread count.
+ * Two implementations of a unit. The direct kernels (AVX-512) keep a tile of results in vector
+ * registers and read a zero-padded copy of the unit's band, so no tap tests a border: forward
+ * and backward-kernel, and backward-input with stride 1 (as the forward kernel over dy with
+ * the rotated kernel, or a gather over the filters when c is small). The GEMM path builds the
+ * unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
+ * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest
+ * (other CPUs, strided backward-input, very large kdim). */
 #include "tensor_impl.h"
 
 #include <limits.h>
 
-/* The workspace asked for by sx_conv2d_workspace is capped here: larger problems run in blocks
- * of this size. Blocks that stay in cache are faster than the whole matrix: single-threaded,
- * 1-4 MiB blocks beat 32-64 MiB ones by 15-25% on 5x5 and 3x3 layers with 32-64 channels
- * (im2col is read back by the GEMM, and dcol by col2im, from cache). */
-#define CONV_WS_CAP ((size_t)4 << 20)
-/* The smallest block: at least this many im2col rows (whole output image rows), so that even
- * the minimum workspace runs GEMMs of a useful height. */
-#define CONV_MIN_BLOCK_ROWS 64
-/* The workspace is aligned up to this inside the kernels; the sizes include the slack. */
-#define CONV_WS_ALIGN 64
-/* Sizes are reported for the widest dtype (f64), so one size serves both. */
-#define CONV_WS_ELEM sizeof(double)
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
-/* Geometry of one convolution. Output image row p = img * oh + oy is the unit of blocking; it
- * is ow rows of the im2col matrix. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define CONV_AVX512 1
+#define CONV_VATTR __attribute__((target("avx512f")))
+#endif
+
+/* Bytes of one unit's scratch (im2col block or padded band) that the plan aims at: it stays in
+ * the 1 MB L2 of the machine this was tuned on, with room for the GEMM's packed panels. */
+#define CONV_UNIT_BYTES ((size_t)768 << 10)
+/* The smallest GEMM-path unit holds at least this many im2col rows (whole output rows), so that
+ * even the minimum workspace runs GEMMs of a useful height. */
+#define CONV_MIN_BLOCK_ROWS 64
+/* When the direct kernels run instead of im2col + GEMM (measured on Zen 5, one thread, against
+ * this GEMM at 135-160 GFLOP/s on conv shapes): forward (about 195 GFLOP/s at any kdim) and
+ * backward-kernel (about 150) while one filter tile of k, kdim x 32 floats, stays in L2;
+ * backward-input with stride 1 as the forward kernel on a rotated k when c fills a vector,
+ * else by the gather kernel (load-bound, 100-135) only for small kdim, where the GEMM is
+ * memory-bound (the GEMM path wins from kdim = 200 on). */
+#define CONV_DIRECT_KDIM 2048
+#define CONV_DIRECT_BWDI_KDIM 128
+/* Backward-kernel partial sums: units are summed in this many groups (one thread each, a fixed
+ * assignment of units to groups), then the groups in order: the same bits for any thread
+ * count. */
+#define CONV_GROUPS 8
+/* The partial sums of backward-kernel take at most this many bytes (at least one partial, so
+ * that two threads can share the work). */
+#define CONV_PART_BYTES ((size_t)4 << 20)
+/* Scratch slots (one per thread) the full workspace provides at most. */
+#define CONV_MAX_SLOTS 16
+/* Multiply-adds below which a call runs on one thread (a parallel region costs more). */
+#define CONV_PAR_MIN_MACS ((int64_t)1 << 21)
+/* Direct-kernel register tiles: forward CONV_FP pixels by two vectors of filters, backward-
+ * kernel up to CONV_KT taps by two vectors, backward-input CONV_IP elements (the unroll pragmas
+ * in conv_tmpl.h match). */
+#define CONV_FP 12
+#define CONV_KT 8
+#define CONV_IP 8
+/* Elements of the prepared kernel (flipped or rotated) at the start of a direct backward-input
+ * slot, rounded up so that the band after it stays aligned. */
+#define CONV_KF_ELEMS(g) (((g)->kdim * (g)->f + 15) / 16 * 16)
+/* Slots and partial sums are aligned to this; the sizes include the slack. */
+#define CONV_WS_ALIGN 64
+
+/* Geometry of one convolution. */
 typedef struct conv_geom {
     int64_t n, h, w, c; /* x (n,h,w,c) */
     int64_t kh, kw, f;  /* k (kh,kw,c,f) */
@@ -29,23 +68,100 @@ typedef struct conv_geom {
     int64_t sh, sw;     /* strides */
     int64_t pt, pl;     /* zero rows above / zero columns left of x */
     int64_t kdim;       /* kh*kw*c: columns of the im2col matrix */
-    int64_t rows;       /* n*oh output image rows */
-    bool direct;        /* the im2col matrix is x itself (1x1 stride 1, or a window = image) */
+    int64_t wp;         /* columns of the padded x band: (ow - 1) * sw + kw */
+    int64_t wq;         /* columns of the padded dy band (stride 1): w + kw - 1 */
+    bool xcol;          /* the im2col matrix is x itself (1x1 stride 1, or a window = image) */
 } conv_geom;
 
+typedef enum { CONV_FWD, CONV_BWD_IN, CONV_BWD_K } conv_kind;
+typedef enum { PATH_XCOL, PATH_DIRECT, PATH_GEMM } conv_path;
+
+/* How one call cuts its work. A unit is `ipu` whole images (bands == 1) or one band of `rpu`
+ * rows of one image (bands per image > 1); rows are output rows, or for the direct
+ * backward-input input rows. Each thread owns one slot of slot_bytes; backward-kernel adds
+ * groups - 1 partial sums of part_bytes after the slots. */
+typedef struct conv_plan {
+    conv_path path;
+    int64_t ipu, rpu, bands, units, groups, slots;
+    size_t slot_bytes, part_bytes;
+    char *ws; /* aligned start of the workspace */
+} conv_plan;
+
+/* One call: the inputs (forward: x, k; backward-input: k, dy; backward-kernel: x, dy) and the
+ * output. par: the unit functions may split their loops over threads (the units run one at a
+ * time). */
+typedef struct conv_job {
+    const conv_geom *g;
+    const conv_plan *pl;
+    const void *in0, *in1;
+    void *out;
+    sx_dtype dt;
+    bool par;
+} conv_job;
+
+/* The work of one unit, on `slot`. `fresh`: the slot does not yet hold the zeros (padding) of a
+ * full unit's layout from an earlier unit of this call; the function returns whether it does
+ * now. acc and first: backward-kernel's partial sum and whether this unit starts it. */
+typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                        bool first);
+
+#ifdef CONV_AVX512
+#define V __m512
+#define VL 16
+#define VMASK __mmask16
+#define V_ZERO() _mm512_setzero_ps()
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_MLOAD(m, p) _mm512_maskz_loadu_ps(m, p)
+#define V_MSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_HSUM(v) _mm512_reduce_add_ps(v)
+#endif
 #define T float
 #define SFX f32
 #include "conv_tmpl.h"
 #undef T
 #undef SFX
+#ifdef CONV_AVX512
+#undef V
+#undef VL
+#undef VMASK
+#undef V_ZERO
+#undef V_LOAD
+#undef V_MLOAD
+#undef V_MSTORE
+#undef V_SET1
+#undef V_FMA
+#undef V_ADD
+#undef V_HSUM
+#define V __m512d
+#define VL 8
+#define VMASK __mmask8
+#define V_ZERO() _mm512_setzero_pd()
+#define V_LOAD(p) _mm512_loadu_pd(p)
+#define V_MLOAD(m, p) _mm512_maskz_loadu_pd(m, p)
+#define V_MSTORE(p, m, v) _mm512_mask_storeu_pd(p, m, v)
+#define V_SET1(x) _mm512_set1_pd(x)
+#define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define V_ADD(a, b) _mm512_add_pd(a, b)
+#define V_HSUM(v) _mm512_reduce_add_pd(v)
+#endif
 #define T double
 #define SFX f64
 #include "conv_tmpl.h"
 #undef T
 #undef SFX
 
-typedef void (*im2col_fn)(const conv_geom *g, const void *x, int64_t p0, int64_t np, void *col);
-typedef void (*col2im_fn)(const conv_geom *g, const void *col, int64_t p0, int64_t np, void *dx);
+/* Does this CPU run the direct kernels? */
+static bool have_direct(void)
+{
+#ifdef CONV_AVX512
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
 
 static char *shape4_str(const int64_t *s, char *buf, size_t n)
 {
@@ -102,52 +218,171 @@ static sx_status conv_geom_make(const char *who, const char *xname, const int64_
         g->pl = tw > 0 ? tw / 2 : 0;
     }
     g->kdim = g->kh * g->kw * g->c;
-    g->rows = g->n * g->oh;
+    g->wp = g->ow > 0 ? (g->ow - 1) * g->sw + g->kw : 0;
+    g->wq = g->w + g->kw - 1;
     bool one = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
     bool whole = g->oh == 1 && g->ow == 1 && g->kh == g->h && g->kw == g->w;
-    g->direct = g->pt == 0 && g->pl == 0 && (one || whole);
+    g->xcol = g->pt == 0 && g->pl == 0 && (one || whole);
     return SX_OK;
 }
 
-/* a * b for sizes, saturating at SIZE_MAX. */
+/* ---------------------------------------------------------------- planning */
+
+/* a * b and a + b for sizes, saturating at SIZE_MAX. */
 static size_t mul_sat(size_t a, size_t b)
 {
     return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b;
 }
 
-/* Bytes of a block of `rows` output image rows (im2col rows * kdim elements), plus the slack
- * for alignment. */
-static size_t block_bytes(const conv_geom *g, int64_t rows)
+static size_t add_sat(size_t a, size_t b)
 {
-    size_t b =
-        mul_sat(mul_sat(mul_sat((size_t)rows, (size_t)g->ow), (size_t)g->kdim), CONV_WS_ELEM);
-    return b > SIZE_MAX - CONV_WS_ALIGN ? SIZE_MAX : b + CONV_WS_ALIGN;
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
 }
 
-/* Output image rows in the smallest block. */
-static int64_t min_block_rows(const conv_geom *g)
+static size_t align_up(size_t b)
 {
-    int64_t r = (CONV_MIN_BLOCK_ROWS + g->ow - 1) / g->ow;
-    return r < g->rows ? r : g->rows;
+    return add_sat(b, CONV_WS_ALIGN - 1) / CONV_WS_ALIGN * CONV_WS_ALIGN;
 }
 
-static bool needs_ws(const conv_geom *g)
+/* Nothing to compute (an empty input, output, window sum or filter set): the kernels only
+ * write zeros, and need no scratch. */
+static bool conv_empty(const conv_geom *g)
 {
-    return !g->direct && g->rows > 0 && g->ow > 0 && g->kdim > 0;
+    return g->n == 0 || g->oh == 0 || g->ow == 0 || g->kdim == 0 || g->f == 0 || g->h == 0 ||
+           g->w == 0;
 }
 
-static size_t ws_min(const conv_geom *g)
+/* The implementation of a kernel for elements of esz bytes. */
+static conv_path path_of(const conv_geom *g, conv_kind kind, size_t esz)
 {
-    return needs_ws(g) ? block_bytes(g, min_block_rows(g)) : 0;
+    if (g->xcol || conv_empty(g))
+        return PATH_XCOL;
+    if (!have_direct())
+        return PATH_GEMM;
+    if (kind != CONV_BWD_IN)
+        return g->kdim <= CONV_DIRECT_KDIM ? PATH_DIRECT : PATH_GEMM;
+    /* backward-input, stride 1 only: the forward kernel on the rotated kernel when the input
+     * channels fill a vector (its kdim is kh * kw * f), else the gather for small kdim */
+    if (g->sh != 1 || g->sw != 1)
+        return PATH_GEMM;
+    if ((size_t)g->c * esz >= 64)
+        return g->kh * g->kw * g->f <= CONV_DIRECT_KDIM ? PATH_DIRECT : PATH_GEMM;
+    return g->kdim <= CONV_DIRECT_BWDI_KDIM ? PATH_DIRECT : PATH_GEMM;
 }
 
-static size_t ws_best(const conv_geom *g)
+/* Bytes of one unit of `rows` rows (a band) or, with rows == 0, of `imgs` whole images: what
+ * its slot stores, and with `touched` also the unit's other data that the kernel re-reads and
+ * should find in cache (the dy band of the direct backward-kernel, read once per tap tile). */
+static size_t unit_bytes(const conv_geom *g, conv_path path, conv_kind kind, size_t esz,
+                         int64_t rows, int64_t imgs, bool touched)
 {
-    if (!needs_ws(g))
+    if (path == PATH_DIRECT) {
+        if (rows == 0)
+            rows = kind == CONV_BWD_IN ? g->h : g->oh;
+        if (kind == CONV_BWD_IN) /* the flipped kernel (a multiple of 64 bytes), the band */
+            return mul_sat(add_sat((size_t)CONV_KF_ELEMS(g),
+                                   mul_sat((size_t)(rows + g->kh - 1), (size_t)(g->wq * g->f))),
+                           esz);
+        size_t b =
+            mul_sat(mul_sat((size_t)((rows - 1) * g->sh + g->kh), (size_t)(g->wp * g->c)), esz);
+        if (touched && kind == CONV_BWD_K)
+            b = add_sat(b, mul_sat(mul_sat((size_t)rows, (size_t)(g->ow * g->f)), esz));
+        return b;
+    }
+    size_t r = rows == 0 ? mul_sat((size_t)imgs, (size_t)g->oh) : (size_t)rows;
+    return mul_sat(mul_sat(r, (size_t)g->ow), mul_sat((size_t)g->kdim, esz));
+}
+
+/* A unit fits when its slot fits the usable workspace and what it touches fits the cache
+ * budget. */
+static bool unit_fits(const conv_geom *g, conv_path path, conv_kind kind, size_t esz, int64_t rows,
+                      int64_t imgs, size_t usable)
+{
+    return align_up(unit_bytes(g, path, kind, esz, rows, imgs, false)) <= usable &&
+           unit_bytes(g, path, kind, esz, rows, imgs, true) <= CONV_UNIT_BYTES;
+}
+
+static int max_slots(void)
+{
+#ifdef _OPENMP
+    int n = omp_get_num_procs();
+#else
+    int n = 1;
+#endif
+    return n < 1 ? 1 : n > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : n;
+}
+
+/* The plan of one kernel for elements of esz bytes and a workspace of avail bytes (SIZE_MAX:
+ * the best plan; 0: the smallest). Returns the bytes the plan uses, or 0 when it needs none.
+ * The cut into units and groups depends only on the geometry, esz and avail, never on the
+ * thread count. */
+static size_t plan_for(const conv_geom *g, conv_kind kind, size_t esz, size_t avail, conv_plan *pl)
+{
+    *pl = (conv_plan){.path = path_of(g, kind, esz), .ipu = 1, .rpu = 1, .bands = 1, .groups = 1};
+    if (pl->path == PATH_XCOL)
         return 0;
-    size_t full = block_bytes(g, g->rows), lo = block_bytes(g, min_block_rows(g));
-    size_t cap = CONV_WS_CAP > lo ? CONV_WS_CAP : lo;
-    return full < cap ? full : cap;
+    const bool direct = pl->path == PATH_DIRECT;
+    const int64_t rows = direct && kind == CONV_BWD_IN ? g->h : g->oh;
+    /* the smallest unit: one row (direct), or CONV_MIN_BLOCK_ROWS im2col rows */
+    int64_t rmin = direct ? 1 : (CONV_MIN_BLOCK_ROWS + g->ow - 1) / g->ow;
+    if (rmin > rows)
+        rmin = rows;
+    const size_t usable = avail < CONV_WS_ALIGN ? 0 : avail - CONV_WS_ALIGN;
+    if (unit_fits(g, pl->path, kind, esz, 0, 1, usable)) { /* whole images */
+        int64_t k = 1; /* several per unit on the GEMM path, for taller GEMMs */
+        if (!direct) {
+            size_t img = unit_bytes(g, pl->path, kind, esz, 0, 1, false);
+            size_t lim = usable / CONV_WS_ALIGN * CONV_WS_ALIGN; /* align_up(k * img) fits */
+            lim = lim < CONV_UNIT_BYTES ? lim : CONV_UNIT_BYTES;
+            k = (size_t)g->n < lim / img ? g->n : lim / img < 1 ? 1 : (int64_t)(lim / img);
+        }
+        pl->ipu = k;
+        pl->rpu = rows;
+        pl->units = (g->n + k - 1) / k;
+        pl->slot_bytes = align_up(unit_bytes(g, pl->path, kind, esz, 0, k, false));
+    } else { /* bands of near-equal height, at least rmin rows */
+        int64_t r = rmin;
+        while (r < rows && unit_fits(g, pl->path, kind, esz, r + 1, 0, usable))
+            r++;
+        pl->bands = (rows + r - 1) / r;
+        pl->rpu = (rows + pl->bands - 1) / pl->bands;
+        pl->units = g->n * pl->bands;
+        pl->slot_bytes = align_up(unit_bytes(g, pl->path, kind, esz, pl->rpu, 0, false));
+    }
+    /* parallel units: at most one per image for banded GEMM backward-input (bands of an image
+     * share input rows), and one per group for backward-kernel */
+    int64_t tasks = pl->units;
+    if (kind == CONV_BWD_K) {
+        pl->part_bytes = align_up(mul_sat(mul_sat((size_t)g->kdim, (size_t)g->f), esz));
+        size_t want = CONV_PART_BYTES / pl->part_bytes; /* groups - 1 */
+        want = want < 1 ? 1 : want > CONV_GROUPS - 1 ? CONV_GROUPS - 1 : want;
+        want = want < (size_t)(pl->units - 1) ? want : (size_t)(pl->units - 1);
+        size_t room = usable > pl->slot_bytes ? usable - pl->slot_bytes : 0;
+        size_t fit = room / pl->part_bytes;
+        pl->groups = 1 + (int64_t)(want < fit ? want : fit);
+        tasks = pl->groups;
+    } else if (kind == CONV_BWD_IN && !direct && pl->bands > 1) {
+        tasks = g->n;
+    }
+    size_t parts = mul_sat((size_t)(pl->groups - 1), pl->part_bytes);
+    size_t left = usable > parts ? usable - parts : 0;
+    int64_t s = (int64_t)(left / pl->slot_bytes);
+    int64_t smax = max_slots() < tasks ? max_slots() : tasks;
+    pl->slots = s < 1 ? 1 : s > smax ? smax : s;
+    return add_sat(add_sat(mul_sat((size_t)pl->slots, pl->slot_bytes), parts), CONV_WS_ALIGN);
+}
+
+/* The workspace for every kernel and both dtypes: the largest best (or smallest) plan. */
+static size_t ws_need(const conv_geom *g, bool best)
+{
+    size_t need = 0;
+    for (int kind = CONV_FWD; kind <= CONV_BWD_K; kind++)
+        for (size_t esz = 4; esz <= 8; esz += 4) {
+            conv_plan pl;
+            size_t b = plan_for(g, (conv_kind)kind, esz, best ? SIZE_MAX : 0, &pl);
+            need = b > need ? b : need;
+        }
+    return need;
 }
 
 /* The size queries report invalid input as 0 (the kernels then name the problem) and leave the
@@ -163,7 +398,7 @@ static size_t ws_query(const int64_t *xs, const int64_t *ks, const sx_conv2d_par
     (void)sx_error(SX_OK, "%s", saved);
     if (s != SX_OK)
         return 0;
-    return best ? ws_best(&g) : ws_min(&g);
+    return ws_need(&g, best);
 }
 
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
@@ -177,6 +412,8 @@ size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4
 {
     return ws_query(x_shape, k_shape, p, false);
 }
+
+/* ---------------------------------------------------------------- checks */
 
 static sx_status check_rank4_desc(const char *who, const char *name, const sx_tensor *t)
 {
@@ -243,67 +480,99 @@ static sx_status check_overlap(const char *who, const sx_tensor *in0, const sx_t
     return SX_OK;
 }
 
-/* The blocking plan of one call: where the im2col block lives and how many output image rows
- * a block holds. */
-typedef struct conv_plan {
-    char *col;     /* aligned workspace (NULL on the direct path) */
-    int64_t brows; /* output image rows per block */
-    im2col_fn im2col;
-    col2im_fn col2im;
-    sx_dtype dtype;
-    size_t esz;
-} conv_plan;
-
-static sx_status plan_make(const char *who, const conv_geom *g, sx_dtype dt, void *ws,
-                           size_t ws_bytes, conv_plan *pl)
+/* Check the workspace against the documented minimum and plan the call. */
+static sx_status plan_make(const char *who, const conv_geom *g, conv_kind kind, sx_dtype dt,
+                           void *ws, size_t ws_bytes, conv_plan *pl)
 {
-    size_t need = ws_min(g);
+    size_t need = ws_need(g, false);
     if (ws_bytes < need)
         return sx_error(SX_E_ARG,
                         "%s: workspace of %zu bytes, need at least %zu (sx_conv2d_workspace_min)",
                         who, ws_bytes, need);
     if (need > 0 && ws == NULL)
         return sx_error(SX_E_ARG, "%s: workspace is NULL", who);
-    pl->dtype = dt;
-    pl->esz = sx_dtype_size(dt);
-    pl->im2col = dt == SX_F32 ? im2col_f32 : im2col_f64;
-    pl->col2im = dt == SX_F32 ? col2im_f32 : col2im_f64;
-    pl->col = NULL;
-    pl->brows = g->rows;
-    if (g->ow == 0 || g->rows == 0)
-        return SX_OK;
-    int64_t int_rows = INT_MAX / g->ow; /* a block's GEMM height must fit BLAS's int */
-    if (needs_ws(g)) {
-        uintptr_t a = (uintptr_t)ws, al = (a + CONV_WS_ALIGN - 1) & ~(uintptr_t)(CONV_WS_ALIGN - 1);
-        size_t usable = ws_bytes - (size_t)(al - a);
-        pl->col = (char *)ws + (al - a);
-        size_t row_bytes = (size_t)g->ow * (size_t)g->kdim * pl->esz;
-        size_t r = usable / row_bytes;
-        pl->brows = r < (size_t)g->rows ? (int64_t)r : g->rows;
-    }
-    if (pl->brows > int_rows)
-        pl->brows = int_rows;
-    if (pl->brows < 1)
-        pl->brows = 1;
+    (void)plan_for(g, kind, sx_dtype_size(dt), ws_bytes, pl);
+    uintptr_t a = (uintptr_t)ws, al = (a + CONV_WS_ALIGN - 1) & ~(uintptr_t)(CONV_WS_ALIGN - 1);
+    pl->ws = (char *)ws + (al - a);
     return SX_OK;
 }
 
-/* A rank-2 view (r, c) over data at element offset off. */
-static sx_tensor mat(sx_dtype dt, int64_t r, int64_t c, const void *data, int64_t off)
+/* ---------------------------------------------------------------- running units */
+
+/* Threads for a call of `macs` multiply-adds over `tasks` independent tasks. */
+static int threads_for(int64_t macs, int64_t tasks, int64_t slots)
 {
-    int64_t s[2] = {r, c};
-    return sx_tensor_view(dt, 2, s, (char *)(uintptr_t)data + (size_t)off * sx_dtype_size(dt));
+#ifdef _OPENMP
+    int64_t nt = omp_get_max_threads();
+#else
+    int64_t nt = 1;
+#endif
+    if (macs < CONV_PAR_MIN_MACS)
+        nt = 1;
+    nt = nt < tasks ? nt : tasks;
+    nt = nt < slots ? nt : slots;
+    return nt < 1 ? 1 : (int)nt;
 }
 
-/* The im2col rows of block [p0, p0+np): x itself on the direct path, else built in the
- * workspace. */
-static const void *block_col(const conv_geom *g, const conv_plan *pl, const void *x, int64_t p0,
-                             int64_t np)
+static int thread_num(void)
 {
-    if (g->direct)
-        return (const char *)x + (size_t)(p0 * g->ow * g->kdim) * pl->esz;
-    pl->im2col(g, x, p0, np, pl->col);
-    return pl->col;
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Run every unit of the plan. One thread: the units in order, and the unit functions may use
+ * threads inside (jb->par; GEMMs thread themselves). Several: the units are shared out, each
+ * run whole by one thread on its own slot (GEMMs inside a parallel region run on one thread).
+ * Backward-kernel: group i sums units [i * units / groups, (i + 1) * units / groups) into its
+ * partial (group 0 into the output), then the partials are added to the output in order. */
+static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
+{
+    const conv_plan *pl = jb->pl;
+    const int64_t tasks = kind == CONV_BWD_K ? pl->groups
+                          : kind == CONV_BWD_IN && pl->path == PATH_GEMM && pl->bands > 1
+                              ? jb->g->n
+                              : pl->units;
+    const int nt = threads_for(macs, tasks, pl->slots);
+    const size_t esz = sx_dtype_size(jb->dt);
+    char *parts = pl->ws + (size_t)pl->slots * pl->slot_bytes;
+    jb->par = nt == 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        char *slot = pl->ws + (size_t)thread_num() * pl->slot_bytes;
+        bool fresh = true;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < tasks; t++) {
+            if (kind == CONV_BWD_K) {
+                void *acc = t == 0 ? jb->out : parts + (size_t)(t - 1) * pl->part_bytes;
+                int64_t u0 = t * pl->units / pl->groups, u1 = (t + 1) * pl->units / pl->groups;
+                for (int64_t u = u0; u < u1; u++)
+                    fresh = !fn(jb, u, slot, fresh, acc, u == u0);
+            } else {
+                fresh = !fn(jb, t, slot, fresh, NULL, false);
+            }
+        }
+    }
+    if (kind != CONV_BWD_K || pl->groups == 1)
+        return;
+    const int64_t nk = jb->g->kdim * jb->g->f, ng = pl->groups;
+    const size_t pstride = pl->part_bytes / esz;
+#pragma omp parallel for schedule(static) if (nk * ng >= SX_OMP_MIN)
+    for (int64_t i = 0; i < nk; i++) {
+        if (jb->dt == SX_F32) {
+            float *d = jb->out, s = d[i];
+            for (int64_t t = 1; t < ng; t++)
+                s += ((const float *)(const void *)parts)[(size_t)(t - 1) * pstride + (size_t)i];
+            d[i] = s;
+        } else {
+            double *d = jb->out, s = d[i];
+            for (int64_t t = 1; t < ng; t++)
+                s += ((const double *)(const void *)parts)[(size_t)(t - 1) * pstride + (size_t)i];
+            d[i] = s;
+        }
+    }
 }
 
 static void zero_fill(sx_tensor *t)
@@ -311,18 +580,52 @@ static void zero_fill(sx_tensor *t)
     memset(t->data, 0, tensor_bytes(t));
 }
 
-/* Parallel zeroing for large outputs that col2im then accumulates into. */
-static void zero_fill_par(sx_tensor *t)
+static int64_t conv_macs(const conv_geom *g)
 {
-    size_t bytes = tensor_bytes(t), chunk = (size_t)1 << 16;
-    int64_t nchunks = (int64_t)((bytes + chunk - 1) / chunk);
-    char *d = t->data;
-#pragma omp parallel for schedule(static) if (nchunks >= 8)
-    for (int64_t i = 0; i < nchunks; i++) {
-        size_t lo = (size_t)i * chunk, len = bytes - lo < chunk ? bytes - lo : chunk;
-        memset(d + lo, 0, len);
+    return g->n * g->oh * g->ow * g->kdim * g->f;
+}
+
+/* The unit function of a kernel, path and dtype. */
+static unit_fn unit_of(conv_kind kind, conv_path path, sx_dtype dt)
+{
+    bool d = dt == SX_F64;
+#ifdef CONV_AVX512
+    if (path == PATH_DIRECT)
+        return kind == CONV_FWD     ? (d ? direct_fwd_unit_f64 : direct_fwd_unit_f32)
+               : kind == CONV_BWD_K ? (d ? direct_bwdk_unit_f64 : direct_bwdk_unit_f32)
+                                    : (d ? direct_bwdi_unit_f64 : direct_bwdi_unit_f32);
+#else
+    (void)path;
+#endif
+    return kind == CONV_FWD     ? (d ? gemm_fwd_unit_f64 : gemm_fwd_unit_f32)
+           : kind == CONV_BWD_K ? (d ? gemm_bwdk_unit_f64 : gemm_bwdk_unit_f32)
+                                : (d ? gemm_bwdi_unit_f64 : gemm_bwdi_unit_f32);
+}
+
+/* When x is the im2col matrix: one GEMM over all n * oh * ow rows, in pieces of at most
+ * CONV_GEMM_ROWS (sx__gemm takes dimensions up to INT_MAX); backward-kernel adds the pieces in
+ * order. a is x (forward, backward-kernel) or dy (backward-input); out is y, dx or dk. */
+#define CONV_GEMM_ROWS ((int64_t)1 << 30)
+static void xcol_gemm(const conv_geom *g, conv_kind kind, sx_dtype dt, const void *a, const void *b,
+                      void *out)
+{
+    const int64_t m = g->n * g->oh * g->ow, esz = (int64_t)sx_dtype_size(dt);
+    for (int64_t r0 = 0; r0 < m; r0 += CONV_GEMM_ROWS) {
+        const int64_t r = m - r0 < CONV_GEMM_ROWS ? m - r0 : CONV_GEMM_ROWS;
+        if (kind == CONV_FWD) /* y (r, f) = x (r, kdim) @ k (kdim, f) */
+            sx__gemm(dt, false, false, r, g->f, g->kdim, 1.0, (const char *)a + r0 * g->kdim * esz,
+                     g->kdim, b, g->f, 0.0, (char *)out + r0 * g->f * esz, g->f);
+        else if (kind == CONV_BWD_IN) /* dx = dcol (r, kdim) = dy (r, f) @ k^T */
+            sx__gemm(dt, false, true, r, g->kdim, g->f, 1.0, (const char *)a + r0 * g->f * esz,
+                     g->f, b, g->f, 0.0, (char *)out + r0 * g->kdim * esz, g->kdim);
+        else /* dk (kdim, f) (+)= x (r, kdim)^T @ dy (r, f) */
+            sx__gemm(dt, true, false, g->kdim, g->f, r, 1.0, (const char *)a + r0 * g->kdim * esz,
+                     g->kdim, (const char *)b + r0 * g->f * esz, g->f, r0 == 0 ? 0.0 : 1.0, out,
+                     g->f);
     }
 }
+
+/* ---------------------------------------------------------------- kernels */
 
 sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
                                void *ws, size_t ws_bytes, sx_tensor *y)
@@ -337,21 +640,19 @@ sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_
     SX_TRY(sx__check_out(who, y, x->dtype, 4, ys));
     SX_TRY(check_overlap(who, x, k, y, ws, ws_bytes));
     conv_plan pl;
-    SX_TRY(plan_make(who, &g, x->dtype, ws, ws_bytes, &pl));
+    SX_TRY(plan_make(who, &g, CONV_FWD, x->dtype, ws, ws_bytes, &pl));
     if (y->size == 0)
         return SX_OK;
     if (g.kdim == 0) { /* no input channels: every sum is empty */
         zero_fill(y);
         return SX_OK;
     }
-    /* y rows of block (np*ow, f) = col (np*ow, kdim) @ k (kdim, f) */
-    sx_tensor kv = mat(pl.dtype, g.kdim, g.f, k->data, 0);
-    for (int64_t p0 = 0; p0 < g.rows; p0 += pl.brows) {
-        int64_t np = g.rows - p0 < pl.brows ? g.rows - p0 : pl.brows;
-        sx_tensor cv = mat(pl.dtype, np * g.ow, g.kdim, block_col(&g, &pl, x->data, p0, np), 0);
-        sx_tensor yv = mat(pl.dtype, np * g.ow, g.f, y->data, p0 * g.ow * g.f);
-        SX_TRY(sx_tensor_matmul_out(&cv, &kv, false, false, 1.0, 0.0, &yv));
+    if (pl.path == PATH_XCOL) {
+        xcol_gemm(&g, CONV_FWD, x->dtype, x->data, k->data, y->data);
+        return SX_OK;
     }
+    conv_job jb = {&g, &pl, x->data, k->data, y->data, x->dtype, false};
+    run_units(&jb, CONV_FWD, unit_of(CONV_FWD, pl.path, x->dtype), conv_macs(&g));
     return SX_OK;
 }
 
@@ -384,26 +685,19 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
     SX_TRY(check_dy(who, &g, "dx", dx->shape, "k", k->shape, dy));
     SX_TRY(check_overlap(who, k, dy, dx, ws, ws_bytes));
     conv_plan pl;
-    SX_TRY(plan_make(who, &g, k->dtype, ws, ws_bytes, &pl));
+    SX_TRY(plan_make(who, &g, CONV_BWD_IN, k->dtype, ws, ws_bytes, &pl));
     if (dx->size == 0)
         return SX_OK;
     if (dy->size == 0) { /* no outputs or no filters: nothing flows back */
         zero_fill(dx);
         return SX_OK;
     }
-    /* dcol (np*ow, kdim) = dy rows (np*ow, f) @ k^T; on the direct path dcol is dx itself */
-    sx_tensor kv = mat(pl.dtype, g.kdim, g.f, k->data, 0);
-    if (!g.direct)
-        zero_fill_par(dx);
-    for (int64_t p0 = 0; p0 < g.rows; p0 += pl.brows) {
-        int64_t np = g.rows - p0 < pl.brows ? g.rows - p0 : pl.brows;
-        sx_tensor dyv = mat(pl.dtype, np * g.ow, g.f, dy->data, p0 * g.ow * g.f);
-        sx_tensor cv = g.direct ? mat(pl.dtype, np * g.ow, g.kdim, dx->data, p0 * g.ow * g.kdim)
-                                : mat(pl.dtype, np * g.ow, g.kdim, pl.col, 0);
-        SX_TRY(sx_tensor_matmul_out(&dyv, &kv, false, true, 1.0, 0.0, &cv));
-        if (!g.direct)
-            pl.col2im(&g, pl.col, p0, np, dx->data);
+    if (pl.path == PATH_XCOL) {
+        xcol_gemm(&g, CONV_BWD_IN, k->dtype, dy->data, k->data, dx->data);
+        return SX_OK;
     }
+    conv_job jb = {&g, &pl, k->data, dy->data, dx->data, k->dtype, false};
+    run_units(&jb, CONV_BWD_IN, unit_of(CONV_BWD_IN, pl.path, k->dtype), conv_macs(&g));
     return SX_OK;
 }
 
@@ -422,21 +716,19 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
     SX_TRY(check_dy(who, &g, "x", x->shape, "dk", dk->shape, dy));
     SX_TRY(check_overlap(who, x, dy, dk, ws, ws_bytes));
     conv_plan pl;
-    SX_TRY(plan_make(who, &g, x->dtype, ws, ws_bytes, &pl));
+    SX_TRY(plan_make(who, &g, CONV_BWD_K, x->dtype, ws, ws_bytes, &pl));
     if (dk->size == 0)
         return SX_OK;
     if (dy->size == 0) { /* no output positions: the gradient is an empty sum */
         zero_fill(dk);
         return SX_OK;
     }
-    /* dk (kdim, f) = sum over blocks of col^T (kdim, np*ow) @ dy rows (np*ow, f) */
-    sx_tensor dkv = mat(pl.dtype, g.kdim, g.f, dk->data, 0);
-    for (int64_t p0 = 0; p0 < g.rows; p0 += pl.brows) {
-        int64_t np = g.rows - p0 < pl.brows ? g.rows - p0 : pl.brows;
-        sx_tensor cv = mat(pl.dtype, np * g.ow, g.kdim, block_col(&g, &pl, x->data, p0, np), 0);
-        sx_tensor dyv = mat(pl.dtype, np * g.ow, g.f, dy->data, p0 * g.ow * g.f);
-        SX_TRY(sx_tensor_matmul_out(&cv, &dyv, true, false, 1.0, p0 == 0 ? 0.0 : 1.0, &dkv));
+    if (pl.path == PATH_XCOL) {
+        xcol_gemm(&g, CONV_BWD_K, x->dtype, x->data, dy->data, dk->data);
+        return SX_OK;
     }
+    conv_job jb = {&g, &pl, x->data, dy->data, dk->data, x->dtype, false};
+    run_units(&jb, CONV_BWD_K, unit_of(CONV_BWD_K, pl.path, x->dtype), conv_macs(&g));
     return SX_OK;
 }
 

@@ -1,5 +1,5 @@
-/* matmul.c: matrix products through sx__gemm (gemm.c), batched over leading axes that broadcast as in
- * NumPy, and the inner product of two vectors. A batch whose right operand is one shared matrix
+/* matmul.c: matrix products through sx__gemm (gemm.c), batched over leading axes that broadcast as
+ * in NumPy, and the inner product of two vectors. A batch whose right operand is one shared matrix
  * and whose left operand is not transposed is folded into one GEMM, (batch*m, k) @ (k, n), since
  * the rows of a and of out are then contiguous across the batch. */
 #include "tensor_impl.h"
@@ -183,8 +183,8 @@ sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool tran
     /* Fold: one shared right matrix, a not transposed and not broadcast, so a's batch of
      * (m, k) row-major matrices is one (batch*m, k) matrix and out likewise (batch*m, n). */
     if (g.b_batch == 1 && !trans_a && g.a_batch == g.batch && g.batch * g.m <= INT_MAX) {
-        sx__gemm(a->dtype, false, trans_b, g.batch * g.m, g.n, g.k, alpha, ad, g.lda, bd, g.ldb, beta,
-                 od, g.n);
+        sx__gemm(a->dtype, false, trans_b, g.batch * g.m, g.n, g.k, alpha, ad, g.lda, bd, g.ldb,
+                 beta, od, g.n);
         return SX_OK;
     }
     /* One GEMM per batch entry; idx walks out's batch index like an odometer. */

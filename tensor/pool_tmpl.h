@@ -1,17 +1,29 @@
-/* pool_tmpl.h: the pooling kernels for one dtype; included by pool.c with T and SFX defined.
- * Every inner loop runs over the channel axis c, which is innermost and contiguous in NHWC, so
- * the compiler vectorises it; the outer loops walk the clamped window (padded cells are never
- * visited). */
+/* pool_tmpl.h: the pooling kernels for one dtype and one instruction set; included by pool.c
+ * with T, SFX (dtype and ISA suffix, e.g. f32_avx512) and POOL_ATTR (the target attribute)
+ * defined. Each kernel does a range [lo, hi) of rows or tasks; pool.c's OpenMP loops call the
+ * instance this CPU runs best. Every inner loop runs over the channel axis c, which is innermost
+ * and contiguous in NHWC, so the compiler vectorises it; the outer loops walk the clamped window
+ * (padded cells are never visited). Max pooling tracks the winning cell's index next to the
+ * running maximum, so the backward pass routes dy in the same single scan. When windows do not
+ * overlap (stride >= kernel on both axes: 2x2 stride 2 is the common case) every input cell has
+ * at most one window, and the backward passes store each dx cell once instead of zeroing and
+ * accumulating. Loads are hoisted into locals and selects written the way gcc if-converts. */
 #define POOL_CAT_(a, b) a##_##b
 #define POOL_CAT(a, b) POOL_CAT_(a, b)
 
-/* y (n,oh,ow,c) = max over each window of x (n,h,w,c). A NaN in a window wins (it propagates),
- * with the same rule as the backward pass uses to pick the cell. */
-static void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const T *restrict x, T *restrict y)
+/* The max-pool rule, written so that gcc vectorises it (a chain of selects that tests NaN on
+ * computed values is not): the strict maximum over the ordered values in scan order (the first
+ * of equal maxima; a NaN compares false and is skipped), then the first NaN of the window, if
+ * any, overrides it (NaN propagates). The backward pass picks its cell by the same rule. */
+
+/* y (n,oh,ow,c) = max over each window of x (n,h,w,c), output rows [lo, hi) of n * oh. */
+static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void *xv, void *yv,
+                                                 int64_t lo, int64_t hi)
 {
-    const int64_t rows = g->n * g->oh, c = g->c;
-#pragma omp parallel for if (pool_work(g) >= SX_OMP_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+    const T *restrict x = xv;
+    T *restrict y = yv;
+    const int64_t c = g->c;
+    for (int64_t r = lo; r < hi; r++) {
         const int64_t b = r / g->oh, oy = r % g->oh;
         int64_t y0, y1;
         pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
@@ -19,89 +31,183 @@ static void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const T *restrict x, 
             int64_t x0, x1;
             pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
             T *yo = y + (r * g->ow + ox) * c;
-            const T *first = x + ((b * g->h + y0) * g->w + x0) * c;
+            const T *xr = x + ((b * g->h + y0) * g->w + x0) * c;
+            if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window in one pass over c */
+                const T *p0 = xr, *p1 = xr + c, *p2 = xr + g->w * c, *p3 = p2 + c;
+#pragma omp simd
+                for (int64_t j = 0; j < c; j++) {
+                    const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];
+                    T m = b1 > a ? b1 : a;
+                    m = b2 > m ? b2 : m;
+                    m = b3 > m ? b3 : m;
+                    m = b3 != b3 ? b3 : m;
+                    m = b2 != b2 ? b2 : m;
+                    m = b1 != b1 ? b1 : m;
+                    yo[j] = a != a ? a : m;
+                }
+                continue;
+            }
             for (int64_t j = 0; j < c; j++)
-                yo[j] = first[j];
+                yo[j] = xr[j];
             for (int64_t iy = y0; iy < y1; iy++)
                 for (int64_t ix = x0; ix < x1; ix++) {
                     const T *xi = x + ((b * g->h + iy) * g->w + ix) * c;
 #pragma omp simd
                     for (int64_t j = 0; j < c; j++) {
                         const T v = xi[j], m = yo[j];
-                        yo[j] = POOL_TAKES(v, m) ? v : m;
+                        yo[j] = v > m ? v : m;
+                    }
+                }
+            for (int64_t iy = y1 - 1; iy >= y0; iy--) /* the first NaN is written last */
+                for (int64_t ix = x1 - 1; ix >= x0; ix--) {
+                    const T *xi = x + ((b * g->h + iy) * g->w + ix) * c;
+#pragma omp simd
+                    for (int64_t j = 0; j < c; j++) {
+                        const T v = xi[j], m = yo[j];
+                        yo[j] = v != v ? v : m;
                     }
                 }
         }
     }
 }
 
-/* dx (n,h,w,c) = dy (n,oh,ow,c) routed to the first maximum of each window of x, in the
- * window's row-major scan order; accumulated where windows overlap. Two vectorised passes per
- * window: find the maximum m as the forward pass does, then give dy to the first cell equal to
- * m (or the first NaN when m is NaN) -- the same cell the forward rule selects. One task owns
- * one image and one block of POOL_CB channels, so every dx element is written by one thread in
- * a fixed order (deterministic for any number of threads). */
-static void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const T *restrict x,
-                                       const T *restrict dy, T *restrict dx)
+/* One window of the max-pool backward pass over channels [0, cn) (stride c between cells):
+ * the index of the winning cell in scan order (kept as a T) by the rule above, then dy goes to
+ * it. Non-overlapping windows store every cell of the window (the others get 0); overlapping
+ * ones add to the cell. m and at are the caller's per-channel scratch. */
+static inline POOL_ATTR void
+POOL_CAT(maxpool_bwd_window, SFX)(const pool_geom *g, const T *restrict xw, const T *restrict dyo,
+                                  T *restrict dxw, int64_t ny, int64_t nx, int64_t cn, bool store,
+                                  T *restrict m, T *restrict at)
 {
-    const int64_t c = g->c, ncb = (c + POOL_CB - 1) / POOL_CB, tasks = g->n * ncb;
-#pragma omp parallel for if (pool_work(g) >= SX_OMP_MIN)
-    for (int64_t t = 0; t < tasks; t++) {
+    const int64_t c = g->c, rs = g->w * c; /* cell (iy, ix) of the window: iy * rs + ix * c */
+    for (int64_t j = 0; j < cn; j++) {
+        m[j] = xw[j];
+        at[j] = 0;
+    }
+    for (int64_t iy = 0; iy < ny; iy++)
+        for (int64_t ix = 0; ix < nx; ix++) {
+            const T *xi = xw + iy * rs + ix * c, cell = (T)(iy * nx + ix);
+#pragma omp simd
+            for (int64_t j = 0; j < cn; j++) { /* in this form gcc if-converts it */
+                const T v = xi[j];
+                T mj = m[j], aj = at[j];
+                if (v > mj) {
+                    mj = v;
+                    aj = cell;
+                }
+                m[j] = mj;
+                at[j] = aj;
+            }
+        }
+    for (int64_t iy = ny - 1; iy >= 0; iy--) /* the first NaN is written last */
+        for (int64_t ix = nx - 1; ix >= 0; ix--) {
+            const T *xi = xw + iy * rs + ix * c, cell = (T)(iy * nx + ix);
+#pragma omp simd
+            for (int64_t j = 0; j < cn; j++) {
+                const T v = xi[j], aj = at[j];
+                at[j] = v != v ? cell : aj;
+            }
+        }
+    for (int64_t iy = 0; iy < ny; iy++)
+        for (int64_t ix = 0; ix < nx; ix++) {
+            T *dxi = dxw + iy * rs + ix * c;
+            const T cell = (T)(iy * nx + ix);
+            if (store) {
+#pragma omp simd
+                for (int64_t j = 0; j < cn; j++) {
+                    const T aj = at[j], gj = dyo[j];
+                    dxi[j] = aj == cell ? gj : (T)0;
+                }
+            } else {
+#pragma omp simd
+                for (int64_t j = 0; j < cn; j++) {
+                    const T aj = at[j], gj = dyo[j];
+                    dxi[j] += aj == cell ? gj : (T)0;
+                }
+            }
+        }
+}
+
+/* The 2x2 window with store semantics, in one pass over the channels. */
+static inline POOL_ATTR void POOL_CAT(maxpool_bwd_2x2,
+                                      SFX)(const pool_geom *g, const T *restrict xw,
+                                           const T *restrict dyo, T *restrict dxw, int64_t cn)
+{
+    const int64_t c = g->c, rs = g->w * c;
+    const T *p0 = xw, *p1 = xw + c, *p2 = xw + rs, *p3 = p2 + c;
+    T *d0 = dxw, *d1 = dxw + c, *d2 = dxw + rs, *d3 = d2 + c;
+#pragma omp simd
+    for (int64_t j = 0; j < cn; j++) {
+        const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];
+        T m = a, at = 0;
+        at = b1 > m ? (T)1 : at;
+        m = b1 > m ? b1 : m;
+        at = b2 > m ? (T)2 : at;
+        m = b2 > m ? b2 : m;
+        at = b3 > m ? (T)3 : at;
+        at = b3 != b3 ? (T)3 : at;
+        at = b2 != b2 ? (T)2 : at;
+        at = b1 != b1 ? (T)1 : at;
+        at = a != a ? (T)0 : at;
+        const T gj = dyo[j];
+        d0[j] = at == 0 ? gj : (T)0;
+        d1[j] = at == 1 ? gj : (T)0;
+        d2[j] = at == 2 ? gj : (T)0;
+        d3[j] = at == 3 ? gj : (T)0;
+    }
+}
+
+/* dx (n,h,w,c) = dy (n,oh,ow,c) routed to the first maximum of each window of x, in the
+ * window's row-major scan order; accumulated where windows overlap. One task owns one image and
+ * one block of POOL_CB channels (tasks [lo, hi) of n * ceil(c / POOL_CB)), so every dx element is
+ * written by one thread in a fixed order (deterministic for any number of threads). Without overlap
+ * each window stores its cells (cells outside every window are zeroed first, when there are any);
+ * with overlap the image is zeroed and the windows add. */
+static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void *xv,
+                                                 const void *dyv, void *dxv, int64_t lo, int64_t hi)
+{
+    const T *restrict x = xv, *restrict dy = dyv;
+    T *restrict dx = dxv;
+    const int64_t c = g->c, ncb = (c + POOL_CB - 1) / POOL_CB;
+    const bool store = pool_disjoint(g), zero = !store || !pool_covers(g);
+    for (int64_t t = lo; t < hi; t++) {
         const int64_t b = t / ncb, c0 = (t % ncb) * POOL_CB;
         const int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB;
         const T *xb = x + b * g->h * g->w * c + c0;
         const T *dyb = dy + b * g->oh * g->ow * c + c0;
         T *dxb = dx + b * g->h * g->w * c + c0;
-        for (int64_t cell = 0; cell < g->h * g->w; cell++)
-            for (int64_t j = 0; j < cn; j++)
-                dxb[cell * c + j] = 0;
-        T m[POOL_CB], left[POOL_CB]; /* left[j] != 0 until lane j has found its maximum */
+        if (zero)
+            for (int64_t cell = 0; cell < g->h * g->w; cell++)
+                for (int64_t j = 0; j < cn; j++)
+                    dxb[cell * c + j] = 0;
+        T m[POOL_CB], at[POOL_CB];
         for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t y0, y1;
             pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 int64_t x0, x1;
                 pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
-                const T *first = xb + (y0 * g->w + x0) * c;
-                for (int64_t j = 0; j < cn; j++) {
-                    m[j] = first[j];
-                    left[j] = 1;
-                }
-                for (int64_t iy = y0; iy < y1; iy++)
-                    for (int64_t ix = x0; ix < x1; ix++) {
-                        const T *xi = xb + (iy * g->w + ix) * c;
-#pragma omp simd
-                        for (int64_t j = 0; j < cn; j++) {
-                            const T v = xi[j];
-                            m[j] = POOL_TAKES(v, m[j]) ? v : m[j];
-                        }
-                    }
-                const T *dyo = dyb + (oy * g->ow + ox) * c;
-                for (int64_t iy = y0; iy < y1; iy++)
-                    for (int64_t ix = x0; ix < x1; ix++) {
-                        const T *xi = xb + (iy * g->w + ix) * c;
-                        T *dxi = dxb + (iy * g->w + ix) * c;
-#pragma omp simd
-                        for (int64_t j = 0; j < cn; j++) {
-                            /* written as selects so that gcc if-converts and vectorises */
-                            const T v = xi[j], mj = m[j], lj = left[j], gj = dyo[j];
-                            const int is_max = (v == mj) | ((v != v) & (mj != mj));
-                            const T add = is_max ? gj : (T)0;
-                            dxi[j] += lj != 0 ? add : (T)0;
-                            left[j] = lj * (T)(1 - is_max); /* lj is 0 or 1 */
-                        }
-                    }
+                const int64_t off = (y0 * g->w + x0) * c, ny = y1 - y0, nx = x1 - x0;
+                const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
+                T *dxw = dxb + off;
+                if (store && ny == 2 && nx == 2)
+                    POOL_CAT(maxpool_bwd_2x2, SFX)(g, xw, dyo, dxw, cn);
+                else
+                    POOL_CAT(maxpool_bwd_window, SFX)(g, xw, dyo, dxw, ny, nx, cn, store, m, at);
             }
         }
     }
 }
 
-/* y (n,oh,ow,c) = mean of each window of x over its real (unpadded) cells. */
-static void POOL_CAT(avgpool_fwd, SFX)(const pool_geom *g, const T *restrict x, T *restrict y)
+/* y (n,oh,ow,c) = mean of each window of x over its real (unpadded) cells; rows [lo, hi). */
+static POOL_ATTR void POOL_CAT(avgpool_fwd, SFX)(const pool_geom *g, const void *xv, void *yv,
+                                                 int64_t lo, int64_t hi)
 {
-    const int64_t rows = g->n * g->oh, c = g->c;
-#pragma omp parallel for if (pool_work(g) >= SX_OMP_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+    const T *restrict x = xv;
+    T *restrict y = yv;
+    const int64_t c = g->c;
+    for (int64_t r = lo; r < hi; r++) {
         const int64_t b = r / g->oh, oy = r % g->oh;
         int64_t y0, y1;
         pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
@@ -109,6 +215,15 @@ static void POOL_CAT(avgpool_fwd, SFX)(const pool_geom *g, const T *restrict x, 
             int64_t x0, x1;
             pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
             T *yo = y + (r * g->ow + ox) * c;
+            const T *xr = x + ((b * g->h + y0) * g->w + x0) * c;
+            const T cnt = (T)((y1 - y0) * (x1 - x0));
+            if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window, summed in scan order */
+                const T *p0 = xr, *p1 = xr + c, *p2 = xr + g->w * c, *p3 = p2 + c;
+#pragma omp simd
+                for (int64_t j = 0; j < c; j++)
+                    yo[j] = (((p0[j] + p1[j]) + p2[j]) + p3[j]) / cnt;
+                continue;
+            }
             for (int64_t j = 0; j < c; j++)
                 yo[j] = 0;
             for (int64_t iy = y0; iy < y1; iy++)
@@ -118,7 +233,6 @@ static void POOL_CAT(avgpool_fwd, SFX)(const pool_geom *g, const T *restrict x, 
                     for (int64_t j = 0; j < c; j++)
                         yo[j] += xi[j];
                 }
-            const T cnt = (T)((y1 - y0) * (x1 - x0));
 #pragma omp simd
             for (int64_t j = 0; j < c; j++)
                 yo[j] /= cnt;
@@ -127,19 +241,24 @@ static void POOL_CAT(avgpool_fwd, SFX)(const pool_geom *g, const T *restrict x, 
 }
 
 /* dx (n,h,w,c): each window spreads dy / (its number of real cells) over its real cells;
- * accumulated where windows overlap. Same task split as maxpool_bwd (deterministic). */
-static void POOL_CAT(avgpool_bwd, SFX)(const pool_geom *g, const T *restrict dy, T *restrict dx)
+ * accumulated where windows overlap, stored once where they do not. Same task split as
+ * maxpool_bwd (deterministic). */
+static POOL_ATTR void POOL_CAT(avgpool_bwd, SFX)(const pool_geom *g, const void *dyv, void *dxv,
+                                                 int64_t lo, int64_t hi)
 {
-    const int64_t c = g->c, ncb = (c + POOL_CB - 1) / POOL_CB, tasks = g->n * ncb;
-#pragma omp parallel for if (pool_work(g) >= SX_OMP_MIN)
-    for (int64_t t = 0; t < tasks; t++) {
+    const T *restrict dy = dyv;
+    T *restrict dx = dxv;
+    const int64_t c = g->c, ncb = (c + POOL_CB - 1) / POOL_CB;
+    const bool store = pool_disjoint(g), zero = !store || !pool_covers(g);
+    for (int64_t t = lo; t < hi; t++) {
         const int64_t b = t / ncb, c0 = (t % ncb) * POOL_CB;
         const int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB;
         const T *dyb = dy + b * g->oh * g->ow * c + c0;
         T *dxb = dx + b * g->h * g->w * c + c0;
-        for (int64_t cell = 0; cell < g->h * g->w; cell++)
-            for (int64_t j = 0; j < cn; j++)
-                dxb[cell * c + j] = 0;
+        if (zero)
+            for (int64_t cell = 0; cell < g->h * g->w; cell++)
+                for (int64_t j = 0; j < cn; j++)
+                    dxb[cell * c + j] = 0;
         T share[POOL_CB];
         for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t y0, y1;
@@ -154,9 +273,15 @@ static void POOL_CAT(avgpool_bwd, SFX)(const pool_geom *g, const T *restrict dy,
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = x0; ix < x1; ix++) {
                         T *dxi = dxb + (iy * g->w + ix) * c;
+                        if (store) {
 #pragma omp simd
-                        for (int64_t j = 0; j < cn; j++)
-                            dxi[j] += share[j];
+                            for (int64_t j = 0; j < cn; j++)
+                                dxi[j] = share[j];
+                        } else {
+#pragma omp simd
+                            for (int64_t j = 0; j < cn; j++)
+                                dxi[j] += share[j];
+                        }
                     }
             }
         }

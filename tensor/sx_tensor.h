@@ -24,13 +24,15 @@
  *   the caller, who frees it with sx_tensor_free. On failure *out is set to NULL.
  * - Axes sets are bit masks: bit i set means axis i (SX_AXIS(i)); SX_AXES_ALL means every axis.
  *
- * Threads: strix runs OpenMP loops above a size threshold and calls OpenBLAS. It never calls
- * BLAS from inside an OpenMP parallel region, so the two never nest: each uses
- * sx_threads_get() threads, set for both at once by sx_threads_set(). Results are
- * bit-reproducible for a fixed thread count, and strix's own loops give the same bits for any
- * thread count; GEMM-based kernels (matmul, conv2d) may round differently when the thread count
- * changes. On a busy machine run with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP workers starve
- * OpenBLAS's threads (scripts and tests set it).
+ * Threads: strix runs OpenMP loops above a size threshold, and its own GEMM (tensor/gemm.c;
+ * AVX-512, AVX2 or portable kernels picked at run time) for matmul and conv2d; OpenBLAS is left
+ * for LAPACK. Each uses sx_threads_get() threads, set for all at once by sx_threads_set() (or
+ * per calling thread by sx_threads_set_local()). Results are bit-reproducible and do not depend
+ * on the thread count: work is split so that every element is computed by the same operations
+ * in the same order (matmul and conv2d included; the LAPACK-based kernels excepted); bits may
+ * differ between CPUs with and without
+ * AVX2/AVX-512. On a busy machine run with OMP_WAIT_POLICY=PASSIVE (scripts and tests set it):
+ * spinning idle OpenMP workers steal the cores others need.
  */
 #ifndef SX_TENSOR_H
 #define SX_TENSOR_H
@@ -393,10 +395,14 @@ typedef struct sx_conv2d_params {
 
 sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
                           const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
-/* Scratch bytes the three conv kernels use for the fastest path (im2col of the whole batch,
- * capped at a block size: larger inputs run the blocked path, which never materialises the
- * whole im2col matrix). Any workspace of at least sx_conv2d_workspace_min bytes works. The
- * sizes are valid for both dtypes (the workspace may also be unaligned). */
+/* Scratch bytes the three conv kernels use for their fastest plan: one cache-sized unit of work
+ * per processor (at most 16) - an im2col block of whole images or of a band of rows, or a
+ * zero-padded band of the image for the direct (AVX-512) kernels - plus, for backward-kernel,
+ * up to 7 partial sums of dk (at most 4 MB). Any workspace of at least sx_conv2d_workspace_min
+ * bytes works: a smaller one runs smaller units, fewer at once, and fewer partial sums. The
+ * sizes are valid for both dtypes and all three kernels (the workspace may be unaligned).
+ * Results never depend on the thread count; backward-kernel's may round differently for
+ * different workspace sizes, and results may differ between CPUs (direct kernels or GEMM). */
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p);
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],

@@ -1,5 +1,5 @@
 # Every C source and header of strix follows .clang-format (run: clang-format -i FILE).
-file(GLOB_RECURSE files ${SRC}/tensor/*.[ch] ${SRC}/cgraph/*.[ch] ${SRC}/autodiff/*.[ch]
+file(GLOB_RECURSE files ${SRC}/tensor/*.[ch] ${SRC}/engine/*.[ch] ${SRC}/cgraph/*.[ch] ${SRC}/autodiff/*.[ch]
      ${SRC}/optim/*.[ch] ${SRC}/nn/*.[ch] ${SRC}/datasets/*.[ch] ${SRC}/examples/*.[ch]
      ${SRC}/tests/*.[ch] ${SRC}/bench/*.[ch] ${SRC}/fuzz/*.[ch])
 set(bad "")

@@ -1183,6 +1183,46 @@ static sx_cg_node *sample_adam_update(GEN_ARGS)
     return update(c, v, SX_OP_ADAM_UPDATE, 2, &at);
 }
 
+/* The step with a matrix-product gradient: (p, states..., a, b, lr). Variants: each update
+ * kind with another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */
+#define SPEC_matmul_update 5, OS_NONE, 0, 0
+static sx_cg_node *sample_matmul_update(GEN_ARGS)
+{
+    CTX;
+    static const sx_cg_op kinds[5] = {SX_OP_SGD_UPDATE, SX_OP_MOMENTUM_UPDATE, SX_OP_ADAGRAD_UPDATE,
+                                      SX_OP_RMSPROP_UPDATE, SX_OP_ADAM_UPDATE};
+    static const int states[5] = {0, 1, 1, 1, 2};
+    const int64_t m = v % 2 == 0 ? 37 : 3, n = 5, kk = 4;
+    const bool ta = v == 1 || v == 2, tb = v >= 2;
+    sx_cg_attr at = sx_cg_attr_default();
+    at.ints[0] = kinds[v];
+    at.trans_a = ta;
+    at.trans_b = tb;
+    at.alpha = v == 3 ? -0.5 : 1.0;
+    at.coef[0] = kinds[v] == SX_OP_MOMENTUM_UPDATE ? 0.9 : 1e-8;
+    at.keepdims = kinds[v] == SX_OP_MOMENTUM_UPDATE; /* nesterov */
+    if (kinds[v] == SX_OP_RMSPROP_UPDATE) {
+        at.coef[0] = 0.9, at.coef[1] = 1 - 0.9, at.coef[2] = 1e-8;
+    } else if (kinds[v] == SX_OP_ADAM_UPDATE) {
+        at.coef[0] = 0.9, at.coef[1] = 0.1, at.coef[2] = 0.999, at.coef[3] = 0.001;
+        at.coef[4] = 1e-8;
+    }
+    sx_cg_node *ops[6];
+    int k = 0;
+    const shp ps = {2, {m, n}};
+    ops[k++] = leaf_kind(c, ps, V_UNIFORM, -2, 2, false, true);
+    for (int i = 0; i < states[v]; i++)
+        ops[k++] = leaf_kind(c, ps, V_UNIFORM, kinds[v] == SX_OP_ADAM_UPDATE && i == 0 ? -1 : 0.1,
+                             1, false, true);
+    ops[k++] = in_fixed(c, ta ? (shp){2, {kk, m}} : (shp){2, {m, kk}}, V_UNIFORM, -1, 1);
+    ops[k++] = in_fixed(c, tb ? (shp){2, {n, kk}} : (shp){2, {kk, n}}, V_UNIFORM, -1, 1);
+    ops[k++] = in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.01, 0.1);
+    for (int i = 0; i < k; i++)
+        if (ops[i] == NULL)
+            return NULL;
+    return sx_cg_op_new(g, SX_OP_MATMUL_UPDATE, k, ops, &at);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 const os_op os_ops[SX_OP_COUNT] = {

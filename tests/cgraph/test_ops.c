@@ -98,15 +98,35 @@ static void *xmalloc(size_t bytes)
 
 /* The fused optimiser steps on copies of the inputs' values before the step; the states the
  * node wrote must equal the copies' (bit for bit). */
-static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *x, sx_tensor *out)
+static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *xin, sx_tensor *out)
 {
     const double *c = sx_cg_node_attr(n)->coef;
     int last = sx_cg_node_n_inputs(n) - 1;
+    sx_cg_op op = sx_cg_node_op(n);
+    /* matmul_update: the gradient is alpha op(a) @ op(b), computed whole here */
+    const sx_tensor *xs[6];
+    sx_tensor *gm = NULL;
+    const sx_tensor *const *x = xin;
+    if (op == SX_OP_MATMUL_UPDATE) {
+        const sx_cg_attr *at = sx_cg_node_attr(n);
+        op = (sx_cg_op)at->ints[0];
+        int k = last - 2;
+        gm = clone(xin[0]);
+        cr_assert_eq(
+            sx_tensor_matmul_out(xin[k], xin[k + 1], at->trans_a, at->trans_b, at->alpha, 0.0, gm),
+            SX_OK, "%s", sx_last_error());
+        for (int i = 0; i < k; i++)
+            xs[i] = xin[i];
+        xs[k] = gm;
+        xs[k + 1] = xin[last];
+        last = k + 1;
+        x = xs;
+    }
     double lr = sx_tensor_get(x[last], 0);
     sx_tensor *p = clone(x[0]), *s1 = last > 2 ? clone(x[1]) : NULL;
     sx_tensor *s2 = last > 3 ? clone(x[2]) : NULL;
     sx_status st = SX_E_ARG;
-    switch (sx_cg_node_op(n)) {
+    switch (op) {
     case SX_OP_SGD_UPDATE:
         st = sx_tensor_sgd_step(p, x[1], lr);
         break;
@@ -132,6 +152,7 @@ static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *x, sx_t
     if (s2 != NULL)
         assert_same_bits(in_value(n, 2), s2, sx_cg_op_name(sx_cg_node_op(n)), "second state");
     sx_tensor_free(p);
+    sx_tensor_free(gm);
     sx_tensor_free(s1);
     sx_tensor_free(s2);
     return st;
@@ -365,6 +386,7 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
     case SX_OP_ADAGRAD_UPDATE:
     case SX_OP_RMSPROP_UPDATE:
     case SX_OP_ADAM_UPDATE:
+    case SX_OP_MATMUL_UPDATE:
         return update_ref(n, x, out);
     case SX_OP_COUNT:
         break;
@@ -1087,6 +1109,23 @@ static void update_plain(sx_cg_op op, const sx_cg_attr *at, int n_in, const sx_t
 {
     const double *c = at->coef, lr = get(x[n_in - 1], 0);
     const sx_tensor *g = x[n_in - 2];
+    sx_tensor *gm = NULL;
+    if (op == SX_OP_MATMUL_UPDATE) { /* g = alpha op(a) @ op(b), in double */
+        op = (sx_cg_op)at->ints[0];
+        const sx_tensor *a = x[n_in - 3], *b = x[n_in - 2];
+        int64_t m = x[0]->shape[0], cols = x[0]->shape[1];
+        int64_t kk = at->trans_a ? a->shape[0] : a->shape[1];
+        gm = tu_zeros(SX_F64, 2, x[0]->shape);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < cols; j++) {
+                double s = 0;
+                for (int64_t l = 0; l < kk; l++)
+                    s += get(a, at->trans_a ? l * a->shape[1] + i : i * a->shape[1] + l) *
+                         get(b, at->trans_b ? j * b->shape[1] + l : l * b->shape[1] + j);
+                sx_tensor_set(gm, i * cols + j, at->alpha * s);
+            }
+        g = gm;
+    }
     for (int64_t i = 0; i < N; i++) {
         double p = get(x[0], i), gi = get(g, i), step = 0;
         switch (op) {
@@ -1114,6 +1153,7 @@ static void update_plain(sx_cg_op op, const sx_cg_attr *at, int n_in, const sx_t
         want[i] = p - lr * step;
         mag[i] = fabs(p) + fabs(lr * step);
     }
+    sx_tensor_free(gm);
 }
 
 /* Compare a node's value with a plain double reference (per element, |got - want| <=
@@ -1254,6 +1294,7 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_ADAGRAD_UPDATE:
     case SX_OP_RMSPROP_UPDATE:
     case SX_OP_ADAM_UPDATE:
+    case SX_OP_MATMUL_UPDATE:
         update_plain(op, at, sx_cg_node_n_inputs(n), x, N, want, mag);
         break;
     case SX_OP_SLICE:

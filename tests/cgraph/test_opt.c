@@ -349,6 +349,98 @@ Test(cgraph_opt, every_optimiser_update_fuses_to_one_node_with_equal_results)
     }
 }
 
+/* A dense layer tanh(x @ w) trained for three steps with optimiser k: unoptimised (pass = -1),
+ * with every pass (SX_PASS_COUNT), or every pass but one. The weight gradient is x^T @ dy, a
+ * matmul that the gemm-update pass folds into the update. Returns w and its states. */
+static sx_tensor *train_dense(sx_optim_kind k, int pass_off, sx_dtype dt, int64_t *n_mm)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &g), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, 7);
+    int64_t ws[2] = {37, 9}, xs[2] = {6, 37}, ys[2] = {6, 9};
+    sx_tensor *w0 = tu_rand(&r, dt, 2, ws, -0.3, 0.3);
+    sx_cg_node *w = sx_cg_param(g, "w", w0);
+    sx_cg_node *x = sx_cg_input(g, "x", dt, 2, xs);
+    sx_cg_node *y = sx_cg_input(g, "y", dt, 2, ys);
+    sx_cg_node *lr = sx_cg_input(g, "lr", dt, 0, NULL);
+    sx_cg_node *step = sx_cg_input(g, "step", dt, 0, NULL);
+    sx_cg_node *loss = sx_cg_sum(
+        g, sx_cg_sqr(g, sx_cg_sub(g, sx_cg_tanh(g, sx_cg_matmul(g, x, w, false, false)), y)),
+        SX_AXES_ALL, false);
+    sx_cg_node *gw = NULL;
+    cr_assert_eq(sx_ad_grad(g, loss, 1, &w, &gw), SX_OK, "%s", sx_last_error());
+    sx_optim_params op = sx_optim_params_default(k);
+    sx_cg_node *outs[4] = {loss};
+    int n = 0;
+    cr_assert_eq(sx_optim_update(g, &op, w, gw, lr, step, NULL, outs + 1, &n), SX_OK, "%s",
+                 sx_last_error());
+    *n_mm = 0;
+    if (pass_off >= 0) {
+        sx_cg_opt_params p = sx_cg_opt_params_default();
+        if (pass_off < SX_PASS_COUNT)
+            p.enable[pass_off] = false;
+        cr_assert_eq(sx_cg_optimise(g, n + 1, outs, &p, NULL), SX_OK, "%s", sx_last_error());
+        *n_mm = count_op(g, SX_OP_MATMUL_UPDATE);
+    }
+    sx_tensor *xv = tu_rand(&r, dt, 2, xs, -1, 1), *yv = tu_rand(&r, dt, 2, ys, -1, 1);
+    cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
+    cr_assert_eq(sx_cg_input_set(g, y, yv, SX_CG_COPY), SX_OK);
+    for (int it = 1; it <= 3; it++) {
+        sx_tensor *lv = NULL, *sv = NULL;
+        cr_assert_eq(sx_tensor_scalar(dt, 0.05 / it, &lv), SX_OK);
+        cr_assert_eq(sx_tensor_scalar(dt, it, &sv), SX_OK);
+        cr_assert_eq(sx_cg_input_set(g, lr, lv, SX_CG_COPY), SX_OK);
+        cr_assert_eq(sx_cg_input_set(g, step, sv, SX_CG_COPY), SX_OK);
+        cr_assert_eq(sx_cg_eval(g, n + 1, outs), SX_OK, "%s", sx_last_error());
+        sx_tensor_free(lv);
+        sx_tensor_free(sv);
+    }
+    int64_t total = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            total += sx_cg_node_size(nd);
+    }
+    sx_tensor *all = NULL;
+    cr_assert_eq(sx_tensor_new(dt, 1, &total, &all), SX_OK);
+    int64_t at = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            for (int64_t j = 0; j < sx_cg_node_size(nd); j++)
+                sx_tensor_set(all, at++, sx_tensor_get(sx_cg_value(nd), j));
+    }
+    sx_tensor_free(w0);
+    sx_tensor_free(xv);
+    sx_tensor_free(yv);
+    sx_cg_graph_free(g);
+    return all;
+}
+
+Test(cgraph_opt, gemm_update_folds_the_weight_gradient_with_equal_results)
+{
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+            int64_t mm_plain, mm_all, mm_off;
+            sx_tensor *plain = train_dense((sx_optim_kind)k, -1, (sx_dtype)dt, &mm_plain);
+            sx_tensor *all = train_dense((sx_optim_kind)k, SX_PASS_COUNT, (sx_dtype)dt, &mm_all);
+            sx_tensor *off =
+                train_dense((sx_optim_kind)k, SX_PASS_GEMM_UPDATE, (sx_dtype)dt, &mm_off);
+            cr_assert_eq(mm_all, 1, "%s: %lld matmul_update nodes", sx_optim_name(k),
+                         (long long)mm_all);
+            cr_assert_eq(mm_off, 0);
+            size_t bytes = (size_t)plain->size * sx_dtype_size(plain->dtype);
+            cr_assert_eq(memcmp(plain->data, all->data, bytes), 0, "%s %s: fused differs",
+                         sx_optim_name(k), sx_dtype_name(dt));
+            cr_assert_eq(memcmp(plain->data, off->data, bytes), 0, "%s %s: without the pass",
+                         sx_optim_name(k), sx_dtype_name(dt));
+            sx_tensor_free(plain);
+            sx_tensor_free(all);
+            sx_tensor_free(off);
+        }
+}
+
 /* ---------------------------------------------------------------- random graphs */
 
 /* A random graph of mixed ops over (4,5) tensors, built the same way for a given seed. */

@@ -1,7 +1,10 @@
 /* 2-d convolution: forward, backward-input and backward-kernel against direct nested loops in
  * double (strides, SAME/VALID, odd sizes, kernels larger than the input, several channel
  * counts, f32 and f64), each run with the full workspace and with exactly the minimum one (the
- * blocked path), the adjoint identities between the three, empty shapes, and the error paths. */
+ * banded units), the adjoint identities between the three, empty shapes, and the error paths.
+ * The shapes cover both implementations (direct kernels for small and medium kdim on AVX-512
+ * CPUs, im2col + GEMM otherwise), filter counts that leave partial vectors, images larger than
+ * one unit, and the same bits for any thread count. */
 #include "testutil.h"
 
 #include <math.h>
@@ -387,19 +390,22 @@ Test(tensor_conv, reproducible_results)
 Test(tensor_conv, workspace_sizes)
 {
     sx_conv2d_params p = {1, 1, SX_PAD_SAME};
-    /* 1x1 stride 1 needs none; the minimum is below the full size once the batch is big */
+    /* 1x1 stride 1 needs none */
     int64_t xs[4] = {100, 28, 28, 1}, k1[4] = {1, 1, 1, 32}, k5[4] = {5, 5, 1, 32};
     cr_assert_eq(sx_conv2d_workspace(xs, k1, &p), 0);
     cr_assert_eq(sx_conv2d_workspace_min(xs, k1, &p), 0);
+    /* MNIST's first layer: some scratch, the minimum no more than the full size, and far below
+     * the whole im2col matrix (100 * 784 rows of 25) */
     size_t full = sx_conv2d_workspace(xs, k5, &p), min = sx_conv2d_workspace_min(xs, k5, &p);
-    cr_assert_lt(min, full / 100);
-    /* a small problem gets room for its whole im2col matrix, in either dtype */
-    int64_t xsmall[4] = {2, 8, 8, 3}, ksmall[4] = {3, 3, 3, 4};
-    cr_assert_geq(sx_conv2d_workspace(xsmall, ksmall, &p), (size_t)2 * 8 * 8 * 27 * 8);
-    /* a huge problem is capped: the workspace stays well below the whole matrix */
+    cr_assert(min > 0 && min <= full, "min %zu full %zu", min, full);
+    cr_assert_lt(full, (size_t)100 * 784 * 25 * 4 / 4);
+    /* a layer with many channels: the minimum is well below the full size */
+    int64_t xc[4] = {100, 28, 28, 64}, kc[4] = {5, 5, 64, 64};
+    cr_assert_lt(sx_conv2d_workspace_min(xc, kc, &p), sx_conv2d_workspace(xc, kc, &p) / 2);
+    /* a huge problem: the workspace stays well below the whole matrix */
     int64_t big[4] = {1000, 64, 64, 64}, kb[4] = {3, 3, 64, 64};
     size_t whole = (size_t)1000 * 64 * 64 * 9 * 64 * 4;
-    cr_assert_lt(sx_conv2d_workspace(big, kb, &p), whole / 8);
+    cr_assert_lt(sx_conv2d_workspace(big, kb, &p), whole / 100);
     cr_assert_geq(sx_conv2d_workspace(big, kb, &p), sx_conv2d_workspace_min(big, kb, &p));
     /* invalid input: 0 (the kernels then report the error), and the last message is kept */
     int64_t bad[4] = {1, 5, 5, 2};
@@ -408,6 +414,93 @@ Test(tensor_conv, workspace_sizes)
     cr_assert_eq(sx_conv2d_workspace_min(bad, k5, &p), 0);
     cr_assert_str_eq(sx_last_error(), "earlier message");
     cr_assert_eq(sx_conv2d_workspace(xs, k5, NULL), 0);
+}
+
+/* Larger shapes, around the choices between the two implementations: kdim 25 (MNIST's first
+ * layer, filters = two vectors), up to and above the direct backward-input limit (128) and the
+ * direct limit (2048), filter counts that leave a partial vector in f32 and f64, strides with
+ * small kdim (direct forward and backward-kernel, GEMM backward-input), and images too large
+ * for one unit even with the full workspace (bands). */
+static const cfg larger[] = {
+    {2, 28, 28, 1, 5, 5, 32, 1, 1, SX_PAD_SAME}, {2, 11, 10, 14, 3, 3, 40, 1, 1, SX_PAD_SAME},
+    {2, 9, 9, 24, 3, 3, 21, 1, 1, SX_PAD_VALID}, {3, 17, 13, 5, 4, 3, 20, 2, 1, SX_PAD_SAME},
+    {2, 16, 15, 6, 5, 5, 9, 2, 2, SX_PAD_VALID}, {1, 5, 6, 240, 3, 3, 3, 1, 1, SX_PAD_SAME},
+    {1, 72, 72, 40, 3, 3, 4, 1, 1, SX_PAD_SAME}, {1, 80, 80, 2, 3, 3, 40, 1, 1, SX_PAD_SAME},
+    {2, 7, 7, 8, 7, 7, 17, 1, 1, SX_PAD_SAME},
+};
+
+Test(tensor_conv, larger_shapes_both_paths, .timeout = 120)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 19);
+    for (size_t i = 0; i < sizeof larger / sizeof larger[0]; i++)
+        check_cfg(&rng, &larger[i]);
+}
+
+/* Units run in parallel, one thread each, and backward-kernel adds them in a fixed number of
+ * groups: 1, 2 and 3 threads give the same bits, on shapes big enough to run in parallel, for
+ * the direct kernels (small kdim), the GEMM path (backward-input with kdim > 128), strides,
+ * images cut into bands of unequal height even with the full workspace (forward, backward-kernel
+ * and the backward-input gather), and the minimum workspace (bands, one group). The workspace
+ * holds NaN bytes before every call: no kernel may read scratch it did not write. */
+Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
+{
+    static const cfg cases[] = {
+        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME}, {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME},
+        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID}, {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME},
+        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME},
+    };
+    sx_rng rng;
+    sx_rng_seed(&rng, 20);
+    int saved = sx_threads_get();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int minws = 0; minws < 2; minws++) {
+            const cfg *q = &cases[i];
+            geo g = geo_of(q);
+            int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
+            int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
+            sx_conv2d_params p = {q->sh, q->sw, q->pad};
+            size_t wsb =
+                minws ? sx_conv2d_workspace_min(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
+            void *ws = malloc(wsb + 1);
+            sx_tensor *x = tu_rand(&rng, SX_F32, 4, xs, -1, 1),
+                      *k = tu_rand(&rng, SX_F32, 4, ks, -1, 1);
+            sx_tensor *dy = tu_rand(&rng, SX_F32, 4, ys, -1, 1);
+            sx_tensor *out[3][3];
+            for (int t = 0; t < 3; t++) {
+                cr_assert_eq(sx_threads_set(t + 1), SX_OK);
+                out[t][0] = tu_zeros(SX_F32, 4, ys);
+                out[t][1] = tu_zeros(SX_F32, 4, xs);
+                out[t][2] = tu_zeros(SX_F32, 4, ks);
+                memset(ws, 0xff, wsb);
+                cr_assert_eq(sx_tensor_conv2d_out(x, k, &p, ws, wsb, out[t][0]), SX_OK);
+                memset(ws, 0xff, wsb);
+                cr_assert_eq(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, wsb, out[t][1]),
+                             SX_OK);
+                memset(ws, 0xff, wsb);
+                cr_assert_eq(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, wsb, out[t][2]),
+                             SX_OK);
+                for (int j = 0; j < 3; j++)
+                    for (int64_t e = 0; e < out[t][j]->size; e++)
+                        cr_assert(isfinite(sx_tensor_get(out[t][j], e)),
+                                  "case %zu kernel %d: element %lld is not finite", i, j,
+                                  (long long)e);
+            }
+            for (int t = 1; t < 3; t++)
+                for (int j = 0; j < 3; j++)
+                    cr_assert_eq(
+                        memcmp(out[0][j]->data, out[t][j]->data, (size_t)out[0][j]->size * 4), 0,
+                        "case %zu ws %s kernel %d: 1 and %d threads differ", i,
+                        minws ? "min" : "full", j, t + 1);
+            for (int t = 0; t < 3; t++)
+                for (int j = 0; j < 3; j++)
+                    sx_tensor_free(out[t][j]);
+            sx_tensor_free(x);
+            sx_tensor_free(k);
+            sx_tensor_free(dy);
+            free(ws);
+        }
+    cr_assert_eq(sx_threads_set(saved), SX_OK);
 }
 
 /* ---------------------------------------------------------------- errors */

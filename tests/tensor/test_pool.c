@@ -437,6 +437,93 @@ Test(tensor_pool, maxpool_propagates_nan_and_routes_to_it)
     }
 }
 
+/* The fused 2x2 paths (forward and the one-pass backward) and the non-overlapping store path of
+ * the general window: MNIST's shape, odd sizes (SAME pads the last row and column, VALID drops
+ * them, so some cells belong to no window), more channels than one backward block, stride >
+ * kernel, and dx filled with garbage first (every cell must be written). */
+Test(tensor_pool, non_overlapping_windows_against_reference)
+{
+    static const struct {
+        int64_t n, h, w, c;
+        int kh, kw, sh, sw;
+    } cases[] = {
+        {3, 28, 28, 32, 2, 2, 2, 2}, {2, 15, 13, 70, 2, 2, 2, 2}, {2, 9, 11, 5, 3, 3, 3, 3},
+        {2, 10, 9, 3, 2, 3, 3, 4},   {1, 7, 7, 130, 2, 2, 2, 2},  {2, 6, 8, 4, 1, 2, 1, 2},
+    };
+    sx_rng r;
+    sx_rng_seed(&r, 21);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int pad = 0; pad < 2; pad++)
+            for (int d = 0; d < 2; d++) {
+                int64_t xs[4] = {cases[i].n, cases[i].h, cases[i].w, cases[i].c};
+                sx_pool2d_params p = {cases[i].kh, cases[i].kw, cases[i].sh, cases[i].sw,
+                                      pad ? SX_PAD_SAME : SX_PAD_VALID};
+                check_config(&r, dtypes[d], xs, p, (i + (size_t)pad) % 2 == 0);
+                /* dx over garbage: the backward passes must not rely on a zeroed output */
+                ref_geom g = ref_geometry(xs, &p);
+                int64_t ys[4] = {g.n, g.oh, g.ow, g.c};
+                sx_tensor *x = rand_input(&r, dtypes[d], xs, false);
+                sx_tensor *dy = tu_rand(&r, dtypes[d], 4, ys, -1, 1);
+                sx_tensor *dx = tu_rand(&r, dtypes[d], 4, xs, 5, 9);
+                double *ry = malloc(sizeof(double) * (size_t)(dy->size + 1));
+                double *rdx = malloc(sizeof(double) * (size_t)(x->size + 1));
+                ref_pool(&g, true, x, dy, ry, rdx);
+                cr_assert_eq(sx_tensor_maxpool2d_backward_out(x, dy, &p, dx), SX_OK);
+                cr_assert(close_to(dx, rdx, 0, 0), "max backward over garbage, case %zu", i);
+                cr_assert_eq(sx_tensor_fill(dx, 7.0), SX_OK);
+                ref_pool(&g, false, x, dy, ry, rdx);
+                cr_assert_eq(sx_tensor_avgpool2d_backward_out(dy, &p, dx), SX_OK);
+                cr_assert(close_to(dx, rdx, rtol_of(dtypes[d]), atol_of(dtypes[d])),
+                          "avg backward over garbage, case %zu", i);
+                free(ry);
+                free(rdx);
+                sx_tensor_free(x);
+                sx_tensor_free(dy);
+                sx_tensor_free(dx);
+            }
+}
+
+/* NaN at each cell of a 2x2 window (fused path) and of a 3x3 one (general path), alone and
+ * after an earlier NaN: the forward result is NaN and the gradient goes to the first NaN in
+ * scan order; the other channel (no NaN) routes to its maximum as usual. */
+Test(tensor_pool, nan_in_every_window_cell)
+{
+    for (int d = 0; d < 2; d++)
+        for (int k = 2; k <= 3; k++)
+            for (int first = 0; first < k * k; first++)
+                for (int second = -1; second < k * k; second++) {
+                    if (second == first)
+                        continue;
+                    int64_t xs[4] = {1, k, k, 2}, ys[4] = {1, 1, 1, 2};
+                    sx_pool2d_params p = {k, k, k, k, SX_PAD_VALID};
+                    sx_tensor *x = tu_zeros(dtypes[d], 4, xs), *y = tu_zeros(dtypes[d], 4, ys);
+                    sx_tensor *dx = tu_zeros(dtypes[d], 4, xs), *dy = NULL;
+                    cr_assert_eq(sx_tensor_full(dtypes[d], 4, ys, 2.0, &dy), SX_OK);
+                    for (int cell = 0; cell < k * k; cell++) {
+                        sx_tensor_set(x, cell * 2, cell == 1 ? 9.0 : (double)cell);
+                        sx_tensor_set(x, cell * 2 + 1, cell == k * k - 2 ? 8.0 : -1.0);
+                    }
+                    sx_tensor_set(x, first * 2, NAN);
+                    if (second >= 0)
+                        sx_tensor_set(x, second * 2, NAN);
+                    int want = second >= 0 && second < first ? second : first;
+                    cr_assert_eq(sx_tensor_maxpool2d_out(x, &p, y), SX_OK);
+                    cr_assert(isnan(sx_tensor_get(y, 0)), "k %d NaN at %d, %d", k, first, second);
+                    cr_assert_eq(sx_tensor_get(y, 1), 8.0);
+                    cr_assert_eq(sx_tensor_maxpool2d_backward_out(x, dy, &p, dx), SX_OK);
+                    for (int cell = 0; cell < k * k; cell++) {
+                        cr_assert_eq(sx_tensor_get(dx, cell * 2), cell == want ? 2.0 : 0.0,
+                                     "k %d NaN at %d, %d: cell %d", k, first, second, cell);
+                        cr_assert_eq(sx_tensor_get(dx, cell * 2 + 1),
+                                     cell == k * k - 2 ? 2.0 : 0.0);
+                    }
+                    sx_tensor_free(x);
+                    sx_tensor_free(y);
+                    sx_tensor_free(dx);
+                    sx_tensor_free(dy);
+                }
+}
+
 /* ---------------------------------------------------------------- shapes and errors */
 
 Test(tensor_pool, output_shape_follows_tensorflow)
