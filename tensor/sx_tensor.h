@@ -30,9 +30,9 @@
  * per calling thread by sx_threads_set_local()). Results are bit-reproducible and do not depend
  * on the thread count: work is split so that every element is computed by the same operations
  * in the same order (matmul and conv2d included; the LAPACK-based kernels excepted); bits may
- * differ between CPUs with and without
- * AVX2/AVX-512. On a busy machine run with OMP_WAIT_POLICY=PASSIVE (scripts and tests set it):
- * spinning idle OpenMP workers steal the cores others need.
+ * differ between CPUs with and without AVX2/AVX-512. On a busy machine run with
+ * OMP_WAIT_POLICY=PASSIVE (scripts and tests set it): spinning idle OpenMP workers steal the
+ * cores others need.
  */
 #ifndef SX_TENSOR_H
 #define SX_TENSOR_H
