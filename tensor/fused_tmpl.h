@@ -40,32 +40,8 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
 #define X(name, str, expr)                                                                         \
     case SX_MAP_##name: {                                                                          \
         const T a = alpha_;                                                                        \
-        int vm_far = 0;                                                                            \
         (void)a;                                                                                   \
-        {                                                                                          \
-            const bool vm_exact = false;                                                           \
-            (void)vm_exact;                                                                        \
-            _Pragma("omp simd reduction(|:vm_far)") for (int i = 0; i < len; i++)                  \
-            {                                                                                      \
-                const T x = xa[i];                                                                 \
-                (void)(expr);                                                                      \
-            }                                                                                      \
-            if (!vm_far) {                                                                         \
-                _Pragma("omp simd reduction(|:vm_far)") for (int i = 0; i < len; i++)              \
-                {                                                                                  \
-                    const T x = xa[i];                                                             \
-                    dst[i] = (T)(expr);                                                            \
-                }                                                                                  \
-                break;                                                                             \
-            }                                                                                      \
-        }                                                                                          \
-        const bool vm_exact = true;                                                                \
-        (void)vm_exact;                                                                            \
-        for (int i = 0; i < len; i++) {                                                            \
-            const T x = xa[i];                                                                     \
-            dst[i] = (T)(expr);                                                                    \
-        }                                                                                          \
-        break;                                                                                     \
+        VM_MAP_CASE(T, expr, xa, dst, len)                                                         \
     }
 #include "sx_map.def"
 #undef X

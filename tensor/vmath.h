@@ -523,4 +523,38 @@ static inline int vm_isa(void)
     return isa;
 }
 
+/* The body of one sx_map.def row's case over src[0..len) into dst (dst == src allowed), for the
+ * map kernel and the fused interpreter alike: `expr` reads `x` (and `a`, defined by the caller).
+ * A row with a ranged function (sin, cos, tan) first scans the block for far elements (vm_far);
+ * a block with one runs a scalar loop with vm_exact set, which sends those elements to libm.
+ * Elsewhere the scan is dead code. Use it as a whole case: it ends with break. */
+#define VM_MAP_CASE(T, expr, src, dst, len)                                                        \
+    {                                                                                              \
+        int vm_far = 0;                                                                            \
+        {                                                                                          \
+            const bool vm_exact = false;                                                           \
+            (void)vm_exact;                                                                        \
+            _Pragma("omp simd reduction(|:vm_far)") for (int64_t i = 0; i < (len); i++)            \
+            {                                                                                      \
+                const T x = (src)[i];                                                              \
+                (void)(expr);                                                                      \
+            }                                                                                      \
+            if (!vm_far) {                                                                         \
+                _Pragma("omp simd reduction(|:vm_far)") for (int64_t i = 0; i < (len); i++)        \
+                {                                                                                  \
+                    const T x = (src)[i];                                                          \
+                    (dst)[i] = (T)(expr);                                                          \
+                }                                                                                  \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        const bool vm_exact = true;                                                                \
+        (void)vm_exact;                                                                            \
+        for (int64_t i = 0; i < (len); i++) {                                                      \
+            const T x = (src)[i];                                                                  \
+            (dst)[i] = (T)(expr);                                                                  \
+        }                                                                                          \
+        break;                                                                                     \
+    }
+
 #endif
