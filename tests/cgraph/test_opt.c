@@ -263,6 +263,43 @@ Test(cgraph_opt, elementwise_chain_runs_as_one_node)
 
 /* ---------------------------------------------------------------- update fusion */
 
+/* Three training steps: lr = lr0 / step (a decaying schedule fed as an input), step = 1, 2, 3. */
+static void three_steps(sx_cg_graph *g, sx_dtype dt, double lr0, sx_cg_node *lr, sx_cg_node *step,
+                        int n, sx_cg_node *const *outs)
+{
+    for (int it = 1; it <= 3; it++) {
+        sx_tensor *lv = NULL, *sv = NULL;
+        cr_assert_eq(sx_tensor_scalar(dt, lr0 / it, &lv), SX_OK);
+        cr_assert_eq(sx_tensor_scalar(dt, it, &sv), SX_OK);
+        cr_assert_eq(sx_cg_input_set(g, lr, lv, SX_CG_COPY), SX_OK);
+        cr_assert_eq(sx_cg_input_set(g, step, sv, SX_CG_COPY), SX_OK);
+        cr_assert_eq(sx_cg_eval(g, n, outs), SX_OK, "%s", sx_last_error());
+        sx_tensor_free(lv);
+        sx_tensor_free(sv);
+    }
+}
+
+/* Every parameter of g (weights and optimiser states), concatenated in node order. */
+static sx_tensor *params_of(const sx_cg_graph *g, sx_dtype dt)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            total += sx_cg_node_size(nd);
+    }
+    sx_tensor *all = NULL;
+    cr_assert_eq(sx_tensor_new(dt, 1, &total, &all), SX_OK);
+    int64_t at = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            for (int64_t j = 0; j < sx_cg_node_size(nd); j++)
+                sx_tensor_set(all, at++, sx_tensor_get(sx_cg_value(nd), j));
+    }
+    return all;
+}
+
 /* One parameter trained for three steps with optimiser `k`, fused or not. Returns the final
  * parameter and states concatenated. */
 static sx_tensor *train(sx_optim_kind k, bool fused, sx_dtype dt, int64_t *n_updates)
@@ -297,34 +334,8 @@ static sx_tensor *train(sx_optim_kind k, bool fused, sx_dtype dt, int64_t *n_upd
     }
     sx_tensor *xv = tu_rand(&r, dt, 2, s, -0.5, 0.5);
     cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
-    for (int it = 1; it <= 3; it++) {
-        sx_tensor *lv = NULL, *sv = NULL;
-        cr_assert_eq(sx_tensor_scalar(dt, op.lr / it, &lv), SX_OK); /* a decaying schedule */
-        cr_assert_eq(sx_tensor_scalar(dt, it, &sv), SX_OK);
-        cr_assert_eq(sx_cg_input_set(g, lr, lv, SX_CG_COPY), SX_OK);
-        cr_assert_eq(sx_cg_input_set(g, step, sv, SX_CG_COPY), SX_OK);
-        cr_assert_eq(sx_cg_eval(g, n + 1, outs), SX_OK, "%s", sx_last_error());
-        sx_tensor_free(lv);
-        sx_tensor_free(sv);
-    }
-    /* collect w and every state parameter */
-    int64_t total = 0;
-    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
-        sx_cg_node *nd = sx_cg_graph_node(g, i);
-        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
-            total += sx_cg_node_size(nd);
-    }
-    sx_tensor *all = NULL;
-    cr_assert_eq(sx_tensor_new(dt, 1, &total, &all), SX_OK);
-    int64_t at = 0;
-    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
-        sx_cg_node *nd = sx_cg_graph_node(g, i);
-        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM) {
-            const sx_tensor *v = sx_cg_value(nd);
-            for (int64_t j = 0; j < v->size; j++)
-                sx_tensor_set(all, at++, sx_tensor_get(v, j));
-        }
-    }
+    three_steps(g, dt, op.lr, lr, step, n + 1, outs);
+    sx_tensor *all = params_of(g, dt);
     sx_tensor_free(w0);
     sx_tensor_free(xv);
     sx_cg_graph_free(g);
@@ -386,31 +397,8 @@ static sx_tensor *train_dense(sx_optim_kind k, int pass_off, sx_dtype dt, int64_
     sx_tensor *xv = tu_rand(&r, dt, 2, xs, -1, 1), *yv = tu_rand(&r, dt, 2, ys, -1, 1);
     cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
     cr_assert_eq(sx_cg_input_set(g, y, yv, SX_CG_COPY), SX_OK);
-    for (int it = 1; it <= 3; it++) {
-        sx_tensor *lv = NULL, *sv = NULL;
-        cr_assert_eq(sx_tensor_scalar(dt, 0.05 / it, &lv), SX_OK);
-        cr_assert_eq(sx_tensor_scalar(dt, it, &sv), SX_OK);
-        cr_assert_eq(sx_cg_input_set(g, lr, lv, SX_CG_COPY), SX_OK);
-        cr_assert_eq(sx_cg_input_set(g, step, sv, SX_CG_COPY), SX_OK);
-        cr_assert_eq(sx_cg_eval(g, n + 1, outs), SX_OK, "%s", sx_last_error());
-        sx_tensor_free(lv);
-        sx_tensor_free(sv);
-    }
-    int64_t total = 0;
-    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
-        sx_cg_node *nd = sx_cg_graph_node(g, i);
-        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
-            total += sx_cg_node_size(nd);
-    }
-    sx_tensor *all = NULL;
-    cr_assert_eq(sx_tensor_new(dt, 1, &total, &all), SX_OK);
-    int64_t at = 0;
-    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
-        sx_cg_node *nd = sx_cg_graph_node(g, i);
-        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
-            for (int64_t j = 0; j < sx_cg_node_size(nd); j++)
-                sx_tensor_set(all, at++, sx_tensor_get(sx_cg_value(nd), j));
-    }
+    three_steps(g, dt, 0.05, lr, step, n + 1, outs);
+    sx_tensor *all = params_of(g, dt);
     sx_tensor_free(w0);
     sx_tensor_free(xv);
     sx_tensor_free(yv);
