@@ -579,6 +579,16 @@ sx_status grad_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, cons
     DONE();
 }
 
+/* maxpool_relu_bwd(x, dy) = maxpool_bwd(x, dy) * (x > 0): the dy-gradient is maxpool_bwd's,
+ * taken of G * (x > 0); x is not differentiated (piecewise constant, as there). */
+sx_status grad_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                  sx_cg_node **gin)
+{
+    sx_cg_node *x = IN(0);
+    return grad_maxpool2d_bwd(g, y, sx_cg_mul(g, gy, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0))),
+                              need, gin);
+}
+
 /* avgpool: G spread evenly over each window */
 sx_status grad_avgpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                          sx_cg_node **gin)
@@ -728,6 +738,7 @@ bool sx_ad_differentiable(sx_cg_op op, int input)
     case SX_OP_SCATTER_ADD:
         return input == 0;
     case SX_OP_MAXPOOL2D_BWD: /* piecewise constant in x, linear in dy */
+    case SX_OP_MAXPOOL2D_RELU_BWD:
         return input == 1;
     case SX_OP_SEQ: /* x itself, merely ordered after its second input */
         return input == 0;

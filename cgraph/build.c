@@ -366,6 +366,16 @@ sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
     return op2(g, SX_OP_MAXPOOL2D_BWD, x, dy, &a);
 }
 
+sx_cg_node *sx_cg_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                     const sx_pool2d_params *p)
+{
+    if (!params_ok(g, p, "sx_cg_maxpool2d_relu_bwd"))
+        return NULL;
+    sx_cg_attr a = sx_cg_attr_default();
+    a.pool = *p;
+    return op2(g, SX_OP_MAXPOOL2D_RELU_BWD, x, dy, &a);
+}
+
 sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p)
 {
     if (!params_ok(g, p, "sx_cg_avgpool2d"))

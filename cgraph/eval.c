@@ -209,6 +209,12 @@ sx_status cg_eval_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_maxpool2d_backward_out(IN(0), IN(1), &n->attr.pool, OUT);
 }
 
+sx_status cg_eval_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_maxpool2d_relu_backward_out(IN(0), IN(1), &n->attr.pool, OUT);
+}
+
 sx_status cg_eval_avgpool2d(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;

@@ -9,8 +9,9 @@
 #include <time.h>
 
 static const char *const pass_names[SX_PASS_COUNT] = {
-    "dead code",     "common subexpr", "constant fold", "simplify",           "broadcast",
-    "update fusion", "gemm fold",      "fma",           "elementwise fusion", "gemm update"};
+    "dead code", "common subexpr",     "constant fold", "simplify",
+    "broadcast", "update fusion",      "gemm fold",     "fma",
+    "pool relu", "elementwise fusion", "gemm update"};
 
 const char *sx_cg_pass_name(sx_cg_pass p)
 {
@@ -546,6 +547,34 @@ static sx_status pass_fma(sx_cg_graph *g, int64_t *changed)
     return SX_OK;
 }
 
+/* mul(maxpool2d_bwd(x, d), gt(x, 0)), the gradient that relu's rule builds through a max
+ * pooling, -> maxpool2d_relu_bwd(x, d): the same products in one pass (bit for bit), and x's
+ * last reader is now the pooling's backward op, which the planner may run over x's memory. */
+static sx_status pass_pool_relu(sx_cg_graph *g, int64_t *changed)
+{
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n) || n->op != SX_OP_MUL)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            sx_cg_node *b = n->in[k], *m = n->in[1 - k];
+            if (b->op != SX_OP_MAXPOOL2D_BWD || !single_use(b, n) || !opt_same_shape(b, n))
+                continue;
+            if (m->op != SX_OP_GT || m->in[0] != b->in[0] || !opt_const_all(m->in[1], 0.0) ||
+                !opt_same_shape(m, n))
+                continue;
+            sx_cg_node *ins[2] = {b->in[0], b->in[1]};
+            SX_TRY(opt_set_inputs(n, 2, ins));
+            n->op = SX_OP_MAXPOOL2D_RELU_BWD;
+            n->attr = b->attr;
+            opt_kill(b);
+            (*changed)++;
+            break;
+        }
+    }
+    return SX_OK;
+}
+
 /* permute that swaps the last two axes and keeps the others */
 static bool is_transpose(const sx_cg_node *p)
 {
@@ -688,6 +717,9 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 break;
             case SX_PASS_FMA:
                 s = pass_fma(g, &c);
+                break;
+            case SX_PASS_POOL_RELU:
+                s = pass_pool_relu(g, &c);
                 break;
             case SX_PASS_ELEMWISE_FUSION:
                 s = opt_pass_elemwise_fusion(g, &c);

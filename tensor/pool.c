@@ -170,7 +170,7 @@ static sx_status check_arg(const char *who, const char *name, const sx_tensor *t
 
 /* A kernel over a range of rows or tasks, and the four kernels of one dtype and ISA. */
 typedef void (*pool_fwd_fn)(const pool_geom *g, const void *x, void *y, int64_t lo, int64_t hi);
-typedef void (*pool_mbwd_fn)(const pool_geom *g, const void *x, const void *dy, void *dx,
+typedef void (*pool_mbwd_fn)(const pool_geom *g, const void *x, const void *dy, void *dx, bool relu,
                              int64_t lo, int64_t hi);
 typedef void (*pool_abwd_fn)(const pool_geom *g, const void *dy, void *dx, int64_t lo, int64_t hi);
 typedef struct pool_kernels {
@@ -265,24 +265,37 @@ sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
     return SX_OK;
 }
 
-sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
-                                           const sx_pool2d_params *p, sx_tensor *dx)
+/* The two max-pool backward passes: dx may be x itself when windows do not overlap. */
+static sx_status maxpool_backward(const char *who, const sx_tensor *x, const sx_tensor *dy,
+                                  const sx_pool2d_params *p, sx_tensor *dx, bool relu)
 {
-    const char *who = "sx_tensor_maxpool2d_backward_out";
     pool_geom g = {0};
     SX_TRY(sx__check_tensor(who, "x", x));
     SX_TRY(pool_geometry(who, "x", x, p, &g));
     const int64_t ys[4] = {g.n, g.oh, g.ow, g.c};
     SX_TRY(check_arg(who, "dy", dy, x->dtype, ys));
     SX_TRY(check_arg(who, "dx", dx, x->dtype, x->shape));
-    SX_TRY(sx__check_apart(who, "x", x, "dx", dx));
+    if (dx->data != x->data || !pool_disjoint(&g) || dx->size == 0)
+        SX_TRY(sx__check_apart(who, "x", x, "dx", dx));
     SX_TRY(sx__check_apart(who, "dy", dy, "dx", dx));
     const pool_mbwd_fn fn = pool_pick(x->dtype)->max_bwd;
     const int64_t tasks = pool_tasks(&g);
 #pragma omp parallel for schedule(static) if (pool_work(&g) >= SX_OMP_MIN)
     for (int64_t t = 0; t < tasks; t++)
-        fn(&g, x->data, dy->data, dx->data, t, t + 1);
+        fn(&g, x->data, dy->data, dx->data, relu, t, t + 1);
     return SX_OK;
+}
+
+sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
+                                           const sx_pool2d_params *p, sx_tensor *dx)
+{
+    return maxpool_backward("sx_tensor_maxpool2d_backward_out", x, dy, p, dx, false);
+}
+
+sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x, const sx_tensor *dy,
+                                                const sx_pool2d_params *p, sx_tensor *dx)
+{
+    return maxpool_backward("sx_tensor_maxpool2d_relu_backward_out", x, dy, p, dx, true);
 }
 
 sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_params *p,

@@ -73,12 +73,14 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
 
 /* One window of the max-pool backward pass over channels [0, cn) (stride c between cells):
  * the index of the winning cell in scan order (kept as a T) by the rule above, then dy goes to
- * it. Non-overlapping windows store every cell of the window (the others get 0); overlapping
- * ones add to the cell. m and at are the caller's per-channel scratch. */
-static inline POOL_ATTR void
-POOL_CAT(maxpool_bwd_window, SFX)(const pool_geom *g, const T *restrict xw, const T *restrict dyo,
-                                  T *restrict dxw, int64_t ny, int64_t nx, int64_t cn, bool store,
-                                  T *restrict m, T *restrict at)
+ * it. Non-overlapping windows store every cell of the window (the others get 0), each cell
+ * after the whole window is read (so dx may be x); with `relu` the stored value is multiplied
+ * by (x > 0), as relu's gradient would. Overlapping ones add to the cell (the mask comes after).
+ * m and at are the caller's per-channel scratch. */
+static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
+                                      SFX)(const pool_geom *g, const T *xw, const T *restrict dyo,
+                                           T *dxw, int64_t ny, int64_t nx, int64_t cn, bool store,
+                                           bool relu, T *restrict m, T *restrict at)
 {
     const int64_t c = g->c, rs = g->w * c; /* cell (iy, ix) of the window: iy * rs + ix * c */
     for (int64_t j = 0; j < cn; j++) {
@@ -111,9 +113,16 @@ POOL_CAT(maxpool_bwd_window, SFX)(const pool_geom *g, const T *restrict xw, cons
         }
     for (int64_t iy = 0; iy < ny; iy++)
         for (int64_t ix = 0; ix < nx; ix++) {
+            const T *xi = xw + iy * rs + ix * c;
             T *dxi = dxw + iy * rs + ix * c;
             const T cell = (T)(iy * nx + ix);
-            if (store) {
+            if (store && relu) {
+#pragma omp simd
+                for (int64_t j = 0; j < cn; j++) {
+                    const T aj = at[j], gj = dyo[j], v = xi[j];
+                    dxi[j] = (aj == cell ? gj : (T)0) * (v > (T)0 ? (T)1 : (T)0);
+                }
+            } else if (store) {
 #pragma omp simd
                 for (int64_t j = 0; j < cn; j++) {
                     const T aj = at[j], gj = dyo[j];
@@ -129,55 +138,100 @@ POOL_CAT(maxpool_bwd_window, SFX)(const pool_geom *g, const T *restrict xw, cons
         }
 }
 
-/* The 2x2 window with store semantics, in one pass over the channels. */
-static inline POOL_ATTR void POOL_CAT(maxpool_bwd_2x2,
-                                      SFX)(const pool_geom *g, const T *restrict xw,
-                                           const T *restrict dyo, T *restrict dxw, int64_t cn)
+/* The 2x2 window with store semantics, in one pass over the channels (each lane reads its four
+ * cells before it writes them, so dx may be x). */
+static inline POOL_ATTR void POOL_CAT(maxpool_bwd_2x2, SFX)(const pool_geom *g, const T *xw,
+                                                            const T *restrict dyo, T *dxw,
+                                                            int64_t cn, bool relu)
 {
     const int64_t c = g->c, rs = g->w * c;
     const T *p0 = xw, *p1 = xw + c, *p2 = xw + rs, *p3 = p2 + c;
     T *d0 = dxw, *d1 = dxw + c, *d2 = dxw + rs, *d3 = d2 + c;
-#pragma omp simd
-    for (int64_t j = 0; j < cn; j++) {
-        const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];
-        T m = a, at = 0;
-        at = b1 > m ? (T)1 : at;
-        m = b1 > m ? b1 : m;
-        at = b2 > m ? (T)2 : at;
-        m = b2 > m ? b2 : m;
-        at = b3 > m ? (T)3 : at;
-        at = b3 != b3 ? (T)3 : at;
-        at = b2 != b2 ? (T)2 : at;
-        at = b1 != b1 ? (T)1 : at;
-        at = a != a ? (T)0 : at;
-        const T gj = dyo[j];
-        d0[j] = at == 0 ? gj : (T)0;
-        d1[j] = at == 1 ? gj : (T)0;
-        d2[j] = at == 2 ? gj : (T)0;
-        d3[j] = at == 3 ? gj : (T)0;
+#define POOL_BWD_2X2(MASK)                                                                         \
+    _Pragma("omp simd") for (int64_t j = 0; j < cn; j++)                                           \
+    {                                                                                              \
+        const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];                                     \
+        T m = a, at = 0;                                                                           \
+        at = b1 > m ? (T)1 : at;                                                                   \
+        m = b1 > m ? b1 : m;                                                                       \
+        at = b2 > m ? (T)2 : at;                                                                   \
+        m = b2 > m ? b2 : m;                                                                       \
+        at = b3 > m ? (T)3 : at;                                                                   \
+        at = b3 != b3 ? (T)3 : at;                                                                 \
+        at = b2 != b2 ? (T)2 : at;                                                                 \
+        at = b1 != b1 ? (T)1 : at;                                                                 \
+        at = a != a ? (T)0 : at;                                                                   \
+        const T gj = dyo[j];                                                                       \
+        d0[j] = MASK(at == 0 ? gj : (T)0, a);                                                      \
+        d1[j] = MASK(at == 1 ? gj : (T)0, b1);                                                     \
+        d2[j] = MASK(at == 2 ? gj : (T)0, b2);                                                     \
+        d3[j] = MASK(at == 3 ? gj : (T)0, b3);                                                     \
+    }
+#define POOL_PLAIN(v, x) (v)
+#define POOL_RELU(v, x) ((v) * ((x) > (T)0 ? (T)1 : (T)0))
+    if (relu) {
+        POOL_BWD_2X2(POOL_RELU)
+    } else {
+        POOL_BWD_2X2(POOL_PLAIN)
+    }
+#undef POOL_PLAIN
+#undef POOL_RELU
+#undef POOL_BWD_2X2
+}
+
+/* Zero the cells of one task (cn channels from dxb) that no window covers, for windows that do
+ * not overlap: whole rows between or after the windows' rows, and inside covered rows the
+ * columns between or after the windows' columns. Run after the windows, so that dx may be x. */
+static inline POOL_ATTR void POOL_CAT(maxpool_bwd_gaps, SFX)(const pool_geom *g, T *dxb, int64_t cn)
+{
+    const int64_t c = g->c;
+    int64_t yprev = 0;
+    for (int64_t oy = 0; oy <= g->oh; oy++) {
+        int64_t y0 = g->h, y1 = g->h;
+        if (oy < g->oh)
+            pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
+        for (int64_t iy = yprev; iy < y0; iy++) /* a row no window reaches */
+            for (int64_t cell = iy * g->w; cell < (iy + 1) * g->w; cell++)
+                for (int64_t j = 0; j < cn; j++)
+                    dxb[cell * c + j] = 0;
+        for (int64_t iy = y0; iy < y1; iy++) {
+            int64_t xprev = 0;
+            for (int64_t ox = 0; ox <= g->ow; ox++) {
+                int64_t x0 = g->w, x1 = g->w;
+                if (ox < g->ow)
+                    pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
+                for (int64_t ix = xprev; ix < x0; ix++)
+                    for (int64_t j = 0; j < cn; j++)
+                        dxb[(iy * g->w + ix) * c + j] = 0;
+                xprev = x1;
+            }
+        }
+        yprev = y1;
     }
 }
 
 /* dx (n,h,w,c) = dy (n,oh,ow,c) routed to the first maximum of each window of x, in the
- * window's row-major scan order; accumulated where windows overlap. One task owns one image and
- * one block of POOL_CB channels (tasks [lo, hi) of n * ceil(c / POOL_CB)), so every dx element is
- * written by one thread in a fixed order (deterministic for any number of threads). Without overlap
- * each window stores its cells (cells outside every window are zeroed first, when there are any);
- * with overlap the image is zeroed and the windows add. */
+ * window's row-major scan order; accumulated where windows overlap; with `relu` multiplied by
+ * (x > 0) afterwards. One task owns one image and one block of POOL_CB channels (tasks [lo, hi)
+ * of n * ceil(c / POOL_CB)), so every dx element is written by one thread in a fixed order
+ * (deterministic for any number of threads). Without overlap each window stores its cells and
+ * the cells outside every window are zeroed afterwards (dx may be x: every cell is read before
+ * it is written); with overlap the image is zeroed and the windows add. */
 static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void *xv,
-                                                 const void *dyv, void *dxv, int64_t lo, int64_t hi)
+                                                 const void *dyv, void *dxv, bool relu, int64_t lo,
+                                                 int64_t hi)
 {
-    const T *restrict x = xv, *restrict dy = dyv;
-    T *restrict dx = dxv;
+    const T *x = xv, *restrict dy = dyv;
+    T *dx = dxv;
     const int64_t c = g->c, ncb = (c + POOL_CB - 1) / POOL_CB;
-    const bool store = pool_disjoint(g), zero = !store || !pool_covers(g);
+    const bool store = pool_disjoint(g);
     for (int64_t t = lo; t < hi; t++) {
         const int64_t b = t / ncb, c0 = (t % ncb) * POOL_CB;
         const int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB;
         const T *xb = x + b * g->h * g->w * c + c0;
         const T *dyb = dy + b * g->oh * g->ow * c + c0;
         T *dxb = dx + b * g->h * g->w * c + c0;
-        if (zero)
+        if (!store)
             for (int64_t cell = 0; cell < g->h * g->w; cell++)
                 for (int64_t j = 0; j < cn; j++)
                     dxb[cell * c + j] = 0;
@@ -192,11 +246,21 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
                 if (store && ny == 2 && nx == 2)
-                    POOL_CAT(maxpool_bwd_2x2, SFX)(g, xw, dyo, dxw, cn);
+                    POOL_CAT(maxpool_bwd_2x2, SFX)(g, xw, dyo, dxw, cn, relu);
                 else
-                    POOL_CAT(maxpool_bwd_window, SFX)(g, xw, dyo, dxw, ny, nx, cn, store, m, at);
+                    POOL_CAT(maxpool_bwd_window, SFX)
+                    (g, xw, dyo, dxw, ny, nx, cn, store, relu, m, at);
             }
         }
+        if (store && !pool_covers(g))
+            POOL_CAT(maxpool_bwd_gaps, SFX)(g, dxb, cn);
+        if (!store && relu)
+            for (int64_t cell = 0; cell < g->h * g->w; cell++)
+#pragma omp simd
+                for (int64_t j = 0; j < cn; j++) {
+                    const T v = xb[cell * c + j];
+                    dxb[cell * c + j] *= v > (T)0 ? (T)1 : (T)0;
+                }
     }
 }
 

@@ -437,9 +437,16 @@ sx_status sx_pool2d_shape(const char *who, const sx_tensor *x, const sx_pool2d_p
 sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
                                   sx_tensor *y) SX_NODISCARD;
 /* dx (x's shape) = the gradient routed to the first maximum of each window (accumulated where
- * windows overlap). */
+ * windows overlap). dx may be x itself (in place) when windows do not overlap (stride >= kernel
+ * on both axes); any other overlap of dx with x or dy is SX_E_ARG. */
 sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                            const sx_pool2d_params *p, sx_tensor *dx) SX_NODISCARD;
+/* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above times
+ * (x > 0), element by element (the same bits as the two steps), in one pass; dx may be x as
+ * above. With it, relu's output dies at the pooling's backward pass and dx takes its memory. */
+sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x, const sx_tensor *dy,
+                                                const sx_pool2d_params *p,
+                                                sx_tensor *dx) SX_NODISCARD;
 sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
                                   sx_tensor *y) SX_NODISCARD;
 sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_params *p,

@@ -814,6 +814,19 @@ static sx_cg_node *sample_maxpool2d_bwd(GEN_ARGS)
     return sx_cg_maxpool2d_bwd(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
 }
 
+/* maxpool2d_relu_bwd(x, dy): maxpool2d_bwd masked where x <= 0 (x of both signs) */
+#define SPEC_maxpool2d_relu_bwd N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+static sx_cg_node *sample_maxpool2d_relu_bwd(GEN_ARGS)
+{
+    CTX;
+    sx_status st;
+    shp dys = pool_dy(c, v, &st);
+    if (st != SX_OK)
+        return fail(c, st);
+    sx_cg_node *x = in_fixed(c, pool_cases[v].x, V_DISTINCT, -2, 2);
+    return sx_cg_maxpool2d_relu_bwd(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
+}
+
 #define SPEC_avgpool2d N_POOL, OS_SMOOTH, 1e-6, 1e-6
 static sx_cg_node *sample_avgpool2d(GEN_ARGS)
 {

@@ -318,6 +318,8 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
         return sx_tensor_maxpool2d_out(x[0], &a->pool, out);
     case SX_OP_MAXPOOL2D_BWD:
         return sx_tensor_maxpool2d_backward_out(x[0], x[1], &a->pool, out);
+    case SX_OP_MAXPOOL2D_RELU_BWD:
+        return sx_tensor_maxpool2d_relu_backward_out(x[0], x[1], &a->pool, out);
     case SX_OP_AVGPOOL2D:
         return sx_tensor_avgpool2d_out(x[0], &a->pool, out);
     case SX_OP_AVGPOOL2D_BWD:
@@ -1374,6 +1376,12 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
         break;
     case SX_OP_MAXPOOL2D_BWD:
         pool_plain(2, x[0]->shape, x[1]->shape, &at->pool, x[0], x[1], want, mag);
+        break;
+    case SX_OP_MAXPOOL2D_RELU_BWD: /* then zero where x <= 0 */
+        pool_plain(2, x[0]->shape, x[1]->shape, &at->pool, x[0], x[1], want, mag);
+        for (int64_t i = 0; i < x[0]->size; i++)
+            if (!(get(x[0], i) > 0))
+                want[i] = 0;
         break;
     case SX_OP_AVGPOOL2D_BWD:
         pool_plain(3, y->shape, x[0]->shape, &at->pool, NULL, x[0], want, mag);

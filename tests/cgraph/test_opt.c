@@ -360,6 +360,86 @@ Test(cgraph_opt, every_optimiser_update_fuses_to_one_node_with_equal_results)
     }
 }
 
+/* d/dz of sum(maxpool2d(relu(z)) * w) in dtype dt, through the pool-relu pass (on or off),
+ * frozen with a memory plan. Returns the gradient; *fused counts maxpool2d_relu_bwd nodes and
+ * *inplace the planner's in-place nodes. `cut` != 0 compares with 0.5 instead of 0 (no rewrite);
+ * `reuse` adds relu(z) to the result, so relu's output lives past the pooling's backward. */
+static sx_tensor *pool_relu_grad(sx_dtype dt, sx_pool2d_params pp, bool pass_on, bool cut,
+                                 bool reuse, int64_t *fused, int64_t *inplace, size_t *arena)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &g), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, 21);
+    int64_t zs[4] = {2, 7, 6, 5}, ys[4];
+    sx_tensor *z0 = tu_rand(&r, dt, 4, zs, -1, 1);
+    for (int64_t i = 0; i < z0->size; i += 7) /* exact zeros: relu'(0) = 0 on both paths */
+        sx_tensor_set(z0, i, 0.0);
+    sx_cg_node *z = sx_cg_param(g, "z", z0);
+    sx_cg_node *k = sx_cg_relu(g, z), *p = sx_cg_maxpool2d(g, k, &pp);
+    memcpy(ys, sx_cg_node_shape(p), sizeof ys);
+    sx_tensor *w0 = tu_rand(&r, dt, 4, ys, -1, 1);
+    sx_cg_node *loss = sx_cg_sum(g, sx_cg_mul(g, p, sx_cg_const(g, w0)), SX_AXES_ALL, false);
+    sx_cg_node *gz = NULL;
+    if (cut) { /* the same shape of graph with a mask that is not relu's */
+        sx_cg_node *gp = sx_cg_const(g, w0);
+        sx_cg_node *gt = sx_cg_gt(g, k, sx_cg_scalar_like(g, k, 0.5));
+        gz = sx_cg_mul(g, sx_cg_maxpool2d_bwd(g, k, gp, &pp), gt);
+    } else {
+        cr_assert_eq(sx_ad_grad(g, loss, 1, &z, &gz), SX_OK, "%s", sx_last_error());
+    }
+    gz = sx_cg_mul_scalar(g, gz, 2.0); /* exact; leaves the gradient to the planner */
+    if (reuse)
+        gz = sx_cg_add(g, gz, k);
+    sx_cg_opt_params op = sx_cg_opt_params_default();
+    op.enable[SX_PASS_POOL_RELU] = pass_on;
+    cr_assert_eq(sx_cg_optimise(g, 1, &gz, &op, NULL), SX_OK, "%s", sx_last_error());
+    *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BWD);
+    sx_cg_freeze_params fp = sx_cg_freeze_params_default();
+    sx_cg_plan_report rep;
+    cr_assert_eq(sx_cg_freeze_ex(g, 1, &gz, &fp, &rep), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_plan_check(g), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 1, &gz), SX_OK, "%s", sx_last_error());
+    *inplace = rep.inplace_nodes;
+    *arena = rep.arena_bytes;
+    sx_tensor *out = NULL;
+    cr_assert_eq(sx_tensor_clone(sx_cg_value(gz), &out), SX_OK);
+    sx_tensor_free(z0);
+    sx_tensor_free(w0);
+    sx_cg_graph_free(g);
+    return out;
+}
+
+Test(cgraph_opt, pool_relu_fuses_the_backward_pass_and_runs_it_in_place)
+{
+    sx_pool2d_params disjoint = {2, 2, 2, 2, SX_PAD_SAME}, overlap = {3, 3, 1, 1, SX_PAD_SAME};
+    for (int d = 0; d < 2; d++) {
+        sx_dtype dt = d ? SX_F64 : SX_F32;
+        size_t bytes = 2 * 7 * 6 * 5 * sx_dtype_size(dt);
+        for (int c = 0; c < 4; c++) {
+            sx_pool2d_params pp = c == 1 ? overlap : disjoint;
+            bool cut = c == 2, reuse = c == 3;
+            int64_t f_on, f_off, ip_on, ip_off;
+            size_t a_on, a_off;
+            sx_tensor *on = pool_relu_grad(dt, pp, true, cut, reuse, &f_on, &ip_on, &a_on);
+            sx_tensor *off = pool_relu_grad(dt, pp, false, cut, reuse, &f_off, &ip_off, &a_off);
+            cr_assert(memcmp(on->data, off->data, bytes) == 0, "case %d %s: results differ", c,
+                      sx_dtype_name(dt));
+            cr_assert_eq(f_off, 0);
+            cr_assert_eq(f_on, cut ? 0 : 1, "case %d: %lld fused nodes", c, (long long)f_on);
+            if (c == 0) { /* relu's output dies at the fused op, which takes its block */
+                cr_assert_gt(ip_on, ip_off, "case %d: in place %lld vs %lld", c, (long long)ip_on,
+                             (long long)ip_off);
+                cr_assert_lt(a_on, a_off, "case %d: arena %zu vs %zu", c, a_on, a_off);
+            } else {
+                cr_assert_leq(a_on, a_off, "case %d: arena %zu vs %zu", c, a_on, a_off);
+            }
+            sx_tensor_free(on);
+            sx_tensor_free(off);
+        }
+    }
+}
+
 /* A dense layer tanh(x @ w) trained for three steps with optimiser k: unoptimised (pass = -1),
  * with every pass (SX_PASS_COUNT), or every pass but one. The weight gradient is x^T @ dy, a
  * matmul that the gemm-update pass folds into the update. Returns w and its states. */

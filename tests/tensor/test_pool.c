@@ -140,6 +140,50 @@ static sx_tensor *rand_input(sx_rng *r, sx_dtype dt, const int64_t xs[4], bool t
     return x;
 }
 
+/* The relu form is the plain backward times (x > 0), bit for bit (the two graph steps it
+ * replaces); with windows that do not overlap, both forms give the same bits in place (dx = x). */
+static void check_relu_and_inplace(sx_dtype dt, const sx_tensor *x, const sx_tensor *dy,
+                                   sx_pool2d_params p)
+{
+    sx_tensor *plain = tu_zeros(dt, 4, x->shape), *masked = tu_zeros(dt, 4, x->shape);
+    sx_tensor *relu = tu_zeros(dt, 4, x->shape);
+    cr_assert_eq(sx_tensor_maxpool2d_backward_out(x, dy, &p, plain), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_maxpool2d_relu_backward_out(x, dy, &p, relu), SX_OK, "%s",
+                 sx_last_error());
+    for (int64_t i = 0; i < x->size; i++) {
+        if (dt == SX_F32) {
+            float v = ((const float *)x->data)[i];
+            ((float *)masked->data)[i] = ((const float *)plain->data)[i] * (v > 0 ? 1.0f : 0.0f);
+        } else {
+            double v = ((const double *)x->data)[i];
+            ((double *)masked->data)[i] = ((const double *)plain->data)[i] * (v > 0 ? 1.0 : 0.0);
+        }
+    }
+    size_t bytes = (size_t)x->size * sx_dtype_size(dt);
+    cr_assert(memcmp(relu->data, masked->data, bytes) == 0, "relu form %s k%dx%d s%dx%d",
+              sx_dtype_name(dt), p.kernel_h, p.kernel_w, p.stride_h, p.stride_w);
+    bool disjoint = p.stride_h >= p.kernel_h && p.stride_w >= p.kernel_w;
+    for (int r = 0; r < 2; r++) {
+        sx_tensor *io = tu_zeros(dt, 4, x->shape);
+        memcpy(io->data, x->data, bytes);
+        sx_status s = r ? sx_tensor_maxpool2d_relu_backward_out(io, dy, &p, io)
+                        : sx_tensor_maxpool2d_backward_out(io, dy, &p, io);
+        if (disjoint && x->size > 0) {
+            cr_assert_eq(s, SX_OK, "in place: %s", sx_last_error());
+            cr_assert(memcmp(io->data, (r ? relu : plain)->data, bytes) == 0,
+                      "in place %s relu=%d k%dx%d s%dx%d", sx_dtype_name(dt), r, p.kernel_h,
+                      p.kernel_w, p.stride_h, p.stride_w);
+        } else if (x->size > 0) {
+            cr_assert_eq(s, SX_E_ARG, "overlapping windows cannot run in place");
+            cr_assert(memcmp(io->data, x->data, bytes) == 0, "refused, yet written");
+        }
+        sx_tensor_free(io);
+    }
+    sx_tensor_free(plain);
+    sx_tensor_free(masked);
+    sx_tensor_free(relu);
+}
+
 /* Run one configuration of both pools, forward and backward, against the reference. */
 static void check_config(sx_rng *r, sx_dtype dt, const int64_t xs[4], sx_pool2d_params p, bool ties)
 {
@@ -176,6 +220,7 @@ static void check_config(sx_rng *r, sx_dtype dt, const int64_t xs[4], sx_pool2d_
                   (long long)xs[2], (long long)xs[3], p.kernel_h, p.kernel_w, p.stride_h,
                   p.stride_w, p.padding == SX_PAD_SAME ? "SAME" : "VALID", ties);
     }
+    check_relu_and_inplace(dt, x, dy, p);
     free(ry);
     free(rdx);
     sx_tensor_free(x);
@@ -645,7 +690,22 @@ Test(tensor_pool, errors_leave_outputs_untouched)
     cr_assert_eq(sx_tensor_maxpool2d_out(x, &p, &y_on_x), SX_E_ARG);
     cr_assert(strstr(sx_last_error(), "overlaps"), "%s", sx_last_error());
     cr_assert_eq(sx_tensor_avgpool2d_out(x, &p, &y_on_x), SX_E_ARG);
-    cr_assert_eq(sx_tensor_maxpool2d_backward_out(x, dy, &p, x), SX_E_ARG);
+    /* in place needs windows that do not overlap, and the very same memory */
+    sx_pool2d_params q = {2, 2, 1, 1, SX_PAD_VALID};
+    int64_t qs[4] = {2, 4, 4, 3};
+    sx_tensor *dyq = NULL, *xbig = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F32, 4, qs, 1.0, &dyq), SX_OK);
+    cr_assert_eq(sx_tensor_maxpool2d_backward_out(x, dyq, &q, x), SX_E_ARG);
+    cr_assert_eq(sx_tensor_maxpool2d_relu_backward_out(x, dyq, &q, x), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "overlaps"), "%s", sx_last_error());
+    int64_t big2[4] = {4, 5, 5, 3};
+    cr_assert_eq(sx_tensor_full(SX_F32, 4, big2, 1.0, &xbig), SX_OK);
+    sx_tensor xa = sx_tensor_view(SX_F32, 4, xs, xbig->data);
+    sx_tensor xshift = sx_tensor_view(SX_F32, 4, xs, (float *)xbig->data + 3);
+    cr_assert_eq(sx_tensor_maxpool2d_relu_backward_out(&xa, dy, &p, &xshift), SX_E_ARG);
+    cr_assert(all_equal(xbig, 1));
+    sx_tensor_free(dyq);
+    sx_tensor_free(xbig);
     sx_tensor dy_on_dx = sx_tensor_view(SX_F32, 4, ys, (float *)dx->data + 5);
     cr_assert_eq(sx_tensor_maxpool2d_backward_out(x, &dy_on_dx, &p, dx), SX_E_ARG);
     cr_assert_eq(sx_tensor_avgpool2d_backward_out(&dy_on_dx, &p, dx), SX_E_ARG);
