@@ -942,7 +942,7 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
 
 sx_cg_freeze_params sx_cg_freeze_params_default(void)
 {
-    sx_cg_freeze_params p = {true, true};
+    sx_cg_freeze_params p = {true, true, NULL, 0};
     return p;
 }
 

@@ -154,7 +154,7 @@ sx_cg_stats sx_cg_graph_stats(const sx_cg_graph *g)
         if (n->own != NULL)
             s.bytes += (int64_t)((size_t)n->value.size * sx_dtype_size(n->value.dtype));
     }
-    s.bytes += (int64_t)g->ws_bytes + (int64_t)g->arena_bytes;
+    s.bytes += (int64_t)g->ws_bytes + (int64_t)(g->arena_raw != NULL ? g->arena_bytes : 0);
     return s;
 }
 

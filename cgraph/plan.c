@@ -412,14 +412,22 @@ sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, in
         plan->arena_bytes = place(order, len, s, f, best_split);
         sx_free(f[0].r);
         sx_free(f[1].r);
-        plan->arena_raw = sx_alloc(plan->arena_bytes + BLOCK_ALIGN - 1);
-        if (plan->arena_raw == NULL) {
-            sx_free(s);
-            memset(plan, 0, sizeof *plan);
-            return SX_E_NOMEM;
+        uintptr_t lent = (uintptr_t)p->arena,
+                  start = (lent + (BLOCK_ALIGN - 1)) & ~(uintptr_t)(BLOCK_ALIGN - 1);
+        if (p->arena != NULL && p->arena_bytes >= start - lent &&
+            p->arena_bytes - (start - lent) >= plan->arena_bytes) {
+            plan->arena = (char *)start; /* borrowed: arena_raw stays NULL, nothing to free */
+            rep.arena_lent = true;
+        } else {
+            plan->arena_raw = sx_alloc(plan->arena_bytes + BLOCK_ALIGN - 1);
+            if (plan->arena_raw == NULL) {
+                sx_free(s);
+                memset(plan, 0, sizeof *plan);
+                return SX_E_NOMEM;
+            }
+            uintptr_t a = (uintptr_t)plan->arena_raw;
+            plan->arena = (char *)((a + (BLOCK_ALIGN - 1)) & ~(uintptr_t)(BLOCK_ALIGN - 1));
         }
-        uintptr_t a = (uintptr_t)plan->arena_raw;
-        plan->arena = (char *)((a + (BLOCK_ALIGN - 1)) & ~(uintptr_t)(BLOCK_ALIGN - 1));
     }
     rep.arena_bytes = plan->arena_bytes;
     rep.planned_nodes = on ? n_planned : 0;
@@ -427,6 +435,14 @@ sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, in
     plan->place = on;
     plan->report = rep;
     return SX_OK;
+}
+
+void *sx_cg_arena(const sx_cg_graph *g, size_t *bytes)
+{
+    bool has = g != NULL && g->frozen && g->arena != NULL;
+    if (bytes != NULL)
+        *bytes = has ? g->arena_bytes : 0;
+    return has ? g->arena : NULL;
 }
 
 bool cg_plan_planned(const cg_plan *plan, int64_t i)

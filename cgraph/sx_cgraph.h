@@ -390,8 +390,16 @@ bool sx_cg_frozen(const sx_cg_graph *g);
 typedef struct sx_cg_freeze_params {
     bool plan_memory; /* share storage between nodes whose lifetimes do not overlap */
     bool inplace;     /* let ops flagged SX_OPF_INPLACE write over a dying input */
+    /* Memory lent for the arena (NULL: none). When the plan fits in it (after aligning its
+     * start to 64 bytes), planned values live there and the graph allocates no arena; else the
+     * graph allocates its own. The lender keeps it alive as long as this graph lives and uses it
+     * for nothing else while this graph evaluates: e.g. the arena of another frozen graph
+     * (sx_cg_arena) that never runs at the same time, such as a training graph lending its arena
+     * to the evaluation between epochs. Planned values are scratch, so nothing is lost. */
+    void *arena;
+    size_t arena_bytes;
 } sx_cg_freeze_params;
-sx_cg_freeze_params sx_cg_freeze_params_default(void); /* both true */
+sx_cg_freeze_params sx_cg_freeze_params_default(void); /* planning and in place on, no loan */
 
 typedef struct sx_cg_plan_report {
     size_t arena_bytes;     /* the planned arena */
@@ -400,6 +408,7 @@ typedef struct sx_cg_plan_report {
     size_t workspace_bytes; /* kernel scratch, shared by all nodes, not in the above */
     int64_t planned_nodes;  /* nodes placed in the arena */
     int64_t inplace_nodes;  /* nodes written over an input */
+    bool arena_lent;        /* the arena is the memory lent by sx_cg_freeze_params */
     double seconds;         /* time spent planning */
 } sx_cg_plan_report;
 
@@ -409,6 +418,9 @@ typedef struct sx_cg_plan_report {
  * read it). Report sizes are counted in 64-byte blocks; `seconds` is the whole freeze. */
 sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                           const sx_cg_freeze_params *p, sx_cg_plan_report *report) SX_NODISCARD;
+/* The arena of a frozen, planned graph (its 64-byte aligned start; *bytes its size), or NULL
+ * (*bytes = 0) when it has none. Its contents are scratch between evaluations. */
+void *sx_cg_arena(const sx_cg_graph *g, size_t *bytes);
 /* Check a frozen graph's plan: SX_OK when no two nodes whose lifetimes overlap share bytes,
  * else SX_E_STATE naming the two nodes. For tests. */
 sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;

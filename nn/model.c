@@ -21,6 +21,8 @@ struct sx_nn_model {
     int n_outs;
     sx_nn_compile_report report;
     sx_nn_model *smaller[4]; /* inference graphs for smaller batches, made on demand */
+    void *lend;              /* arena lent by another model (nn_compile_infer_lent), or NULL */
+    size_t lend_bytes;
 };
 
 /* Values of the inputs, for eager graphs (which compute while they are built). */
@@ -372,6 +374,8 @@ static sx_status compile(sx_nn_model *m)
     }
     sx_cg_freeze_params fp = sx_cg_freeze_params_default();
     fp.plan_memory = m->params.plan_memory;
+    fp.arena = m->lend;
+    fp.arena_bytes = m->lend_bytes;
     sx_cg_plan_report pr;
     SX_TRY(sx_cg_freeze_ex(m->g, m->n_outs, m->outs, &fp, &pr));
     m->report.planned_bytes = pr.arena_bytes;
@@ -422,10 +426,14 @@ sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64
     return SX_OK;
 }
 
-sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out)
+/* The inference graph, planned in `lend` when it fits there (else in an arena of its own). */
+static sx_status compile_infer(sx_nn_net *net, int64_t batch, void *lend, size_t lend_bytes,
+                               sx_nn_model **out)
 {
     SX_TRY(model_new(net, NULL, batch, false, out));
     sx_nn_model *m = *out;
+    m->lend = lend;
+    m->lend_bytes = lend_bytes;
     double t0 = now();
     sx_status s = build(m, NULL);
     if (s == SX_OK)
@@ -437,6 +445,19 @@ sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out)
     }
     m->report.compile_seconds = now() - t0;
     return SX_OK;
+}
+
+sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out)
+{
+    return compile_infer(net, batch, NULL, 0, out);
+}
+
+sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model *lender,
+                                sx_nn_model **out)
+{
+    size_t bytes = 0;
+    void *lend = lender != NULL ? sx_cg_arena(lender->g, &bytes) : NULL;
+    return compile_infer(net, batch, lend, bytes, out);
 }
 
 static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
@@ -547,7 +568,8 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
                 }
             sx_nn_model_free(m->smaller[slot]);
             m->smaller[slot] = NULL;
-            SX_TRY(sx_nn_compile_infer(m->net, n, &m->smaller[slot]));
+            /* in m's arena: the two never run at the same time */
+            SX_TRY(nn_compile_infer_lent(m->net, n, m, &m->smaller[slot]));
         }
         return sx_nn_model_predict(m->smaller[slot], x, out);
     }

@@ -108,6 +108,15 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
                         const sx_tensor *y, double lr, int64_t step, double *loss,
                         int64_t *correct);
 
+/* The inference graph planned in the arena of `lender` (a frozen model that never runs while
+ * this one does and outlives it; its arena holds scratch only) when it fits there, else in an
+ * arena of its own; lender NULL: sx_nn_compile_infer. */
+sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model *lender,
+                                sx_nn_model **out);
+/* sx_nn_evaluate with the evaluation graph in `lender`'s arena (NULL: its own). */
+sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
+                      const sx_nn_model *lender, double *accuracy);
+
 /* Checkpoints (io.c): weights, optimiser state, step, epoch and the dropout generator. */
 sx_status nn_checkpoint_save(sx_nn_net *net, const char *path);
 sx_status nn_checkpoint_load(sx_nn_net *net, const char *path);

@@ -94,6 +94,12 @@ static void progress(const sx_nn_train_params *p, bool tty, int64_t epoch, int64
 
 sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch, double *accuracy)
 {
+    return nn_evaluate(net, set, batch, NULL, accuracy);
+}
+
+sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
+                      const sx_nn_model *lender, double *accuracy)
+{
     if (net == NULL || set == NULL || accuracy == NULL || batch < 1)
         return sx_error(SX_E_ARG, "sx_nn_evaluate: NULL argument or batch < 1");
     sx_nn_layer *last = nn_output_layer(net), *in = nn_input_layer(net);
@@ -115,7 +121,7 @@ sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     bp.shuffle = false;
     bp.scale = net->input_scale;
     int64_t *labels = NULL;
-    sx_status s = sx_nn_compile_infer(net, batch, &m);
+    sx_status s = nn_compile_infer_lent(net, batch, lender, &m);
     if (s == SX_OK)
         s = sx_ds_batcher_new(set, &bp, &b);
     if (s == SX_OK)
@@ -287,7 +293,8 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
         if (p.checkpoint_path != NULL && p.checkpoint_every == 0)
             s = nn_checkpoint_save(net, p.checkpoint_path);
         if (s == SX_OK && test != NULL) {
-            s = sx_nn_evaluate(net, test, B, &rep.test_accuracy);
+            /* the training graph is idle: the evaluation plans in its arena */
+            s = nn_evaluate(net, test, B, model, &rep.test_accuracy);
             if (s == SX_OK && p.verbose > 0)
                 fprintf(stderr, "epoch %lld: loss %.4f, test accuracy %.2f%%\n",
                         (long long)net->epoch, rep.last_loss, 100 * rep.test_accuracy);

@@ -464,7 +464,7 @@ Test(cgraph_plan, unplanned_report_measures_without_placing)
 {
     sx_cg_node *x, *out;
     sx_cg_graph *g = chain(10, 100, false, &x, &out);
-    sx_cg_freeze_params p = {false, true};
+    sx_cg_freeze_params p = {false, true, NULL, 0};
     sx_cg_plan_report rep;
     cr_assert_eq(sx_cg_freeze_ex(g, 1, &out, &p, &rep), SX_OK, "%s", sx_last_error());
     cr_assert_eq(rep.arena_bytes, 0);
@@ -558,6 +558,96 @@ Test(cgraph_plan, planned_evaluation_allocates_nothing)
         sx_tensor_free(v);
         sx_cg_graph_free(g);
     }
+}
+
+/* Evaluate a built random graph on inputs from `seed` and copy its outputs. */
+static void rg_eval(rg *r, uint64_t seed, sx_tensor **outs)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, seed);
+    for (int i = 0; i < r->n_inputs; i++)
+        set_input(r->g, r->inputs[i], &rng, -1, 1);
+    cr_assert_eq(sx_cg_eval(r->g, r->n_outs, r->outs), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < r->n_outs; i++)
+        cr_assert_eq(sx_tensor_clone(sx_cg_value(r->outs[i]), &outs[i]), SX_OK);
+}
+
+/* A graph planned in memory lent by another frozen graph (or by the caller) computes what it
+ * computes in its own arena, and so does the lender, evaluated in turns; a loan too small
+ * after alignment is not taken. */
+Test(cgraph_plan, lent_arena_gives_the_same_results)
+{
+    for (uint64_t seed = 1100; seed < 1112; seed++) {
+        sx_cg_graph *gs[4] = {NULL, NULL, NULL, NULL};
+        rg r[4];
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &gs[i]), SX_OK);
+            rg_build(&r[i], gs[i], seed + (uint64_t)(i % 2) * 1000); /* A, B, A', B' */
+        }
+        sx_cg_plan_report ra, rb;
+        sx_cg_freeze_params fp = sx_cg_freeze_params_default();
+        cr_assert_eq(sx_cg_freeze_ex(gs[0], r[0].n_outs, r[0].outs, &fp, &ra), SX_OK);
+        size_t a_bytes = 0;
+        void *a_arena = sx_cg_arena(gs[0], &a_bytes);
+        cr_assert_eq(a_bytes, ra.arena_bytes);
+        cr_assert_eq(a_arena == NULL, ra.arena_bytes == 0);
+        fp.arena = a_arena;
+        fp.arena_bytes = a_bytes;
+        cr_assert_eq(sx_cg_freeze_ex(gs[1], r[1].n_outs, r[1].outs, &fp, &rb), SX_OK);
+        cr_assert_eq(rb.arena_lent, a_arena != NULL && rb.arena_bytes <= a_bytes,
+                     "seed %llu: lent %d, needs %zu, has %zu", (unsigned long long)seed,
+                     rb.arena_lent, rb.arena_bytes, a_bytes);
+        size_t b_bytes = 0;
+        char *b_arena = sx_cg_arena(gs[1], &b_bytes);
+        if (rb.arena_lent)
+            cr_assert(b_arena == (char *)a_arena, "the loan starts aligned already");
+        cr_assert_eq(sx_cg_freeze(gs[2], r[2].n_outs, r[2].outs), SX_OK);
+        cr_assert_eq(sx_cg_freeze(gs[3], r[3].n_outs, r[3].outs), SX_OK);
+        for (int it = 0; it < 3; it++) /* the two sharers in turns, each against its twin */
+            for (int k = 0; k < 2; k++) {
+                sx_tensor *got[RG_OUT], *want[RG_OUT];
+                rg_eval(&r[k], seed + 10 * (uint64_t)it + (uint64_t)k, got);
+                rg_eval(&r[k + 2], seed + 10 * (uint64_t)it + (uint64_t)k, want);
+                for (int i = 0; i < r[k].n_outs; i++) {
+                    cr_assert(same_bits(got[i], want[i]), "seed %llu graph %d output %d",
+                              (unsigned long long)seed, k, i);
+                    sx_tensor_free(got[i]);
+                    sx_tensor_free(want[i]);
+                }
+            }
+        /* a caller's buffer: taken when the plan fits after aligning its start, else not */
+        size_t need = rb.arena_bytes;
+        char *buf = aligned_alloc(64, (need + 128 + 63) / 64 * 64); /* buf + 1: 63 to skip */
+        for (int c = 0; c < 3 && need > 0; c++) {
+            sx_cg_graph *g = NULL;
+            cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g), SX_OK);
+            rg rr;
+            rg_build(&rr, g, seed + 1000);
+            sx_cg_freeze_params q = sx_cg_freeze_params_default();
+            q.arena = buf + 1;                              /* misaligned: 63 bytes go */
+            q.arena_bytes = c == 0 ? need + 63 : need + 62; /* fits; one byte short */
+            if (c == 2)
+                q.arena = NULL, q.arena_bytes = need + 100; /* no memory: no loan */
+            sx_cg_plan_report rq;
+            cr_assert_eq(sx_cg_freeze_ex(g, rr.n_outs, rr.outs, &q, &rq), SX_OK);
+            cr_assert_eq(rq.arena_lent, c == 0, "case %d", c);
+            size_t got_bytes = 0;
+            char *ar = sx_cg_arena(g, &got_bytes);
+            cr_assert_eq(got_bytes, need);
+            cr_assert_eq(ar >= buf && ar < buf + need + 128, c == 0, "case %d", c);
+            sx_tensor *got[RG_OUT];
+            rg_eval(&rr, seed, got);
+            for (int i = 0; i < rr.n_outs; i++)
+                sx_tensor_free(got[i]);
+            sx_cg_graph_free(g);
+        }
+        free(buf);
+        for (int i = 0; i < 4; i++)
+            sx_cg_graph_free(gs[i]);
+    }
+    size_t none = 7;
+    cr_assert_null(sx_cg_arena(NULL, &none));
+    cr_assert_eq(none, 0);
 }
 
 /* A planned node whose block was reused is recomputed when a reader needs it again, and only
