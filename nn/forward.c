@@ -149,7 +149,11 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
         if (b->mode == NN_TRAIN) {
             mean = sx_cg_mean(g, x, axes, false);
             var = sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, x, mean)), axes, false);
-            /* running <- m running + (1 - m) batch */
+            /* running <- m running + (1 - m) batch; the running variance takes the unbiased
+             * batch variance (times count / (count - 1)), as PyTorch and Keras do, while the
+             * batch is normalised with the biased one */
+            double count = (double)(sx_cg_node_size(x) / sx_cg_node_shape(x)[r - 1]);
+            double unbias = count > 1 ? count / (count - 1) : 1.0;
             sx_cg_node *um = sx_cg_assign(
                 g, rm,
                 sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rm),
@@ -157,7 +161,7 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
             sx_cg_node *uv = sx_cg_assign(
                 g, rv,
                 sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rv),
-                          sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - l->momentum), var)));
+                          sx_cg_mul(g, sx_cg_scalar_like(g, x, (1 - l->momentum) * unbias), var)));
             if (um == NULL || uv == NULL ||
                 push(&b->updates, &b->n_updates, &b->cap_updates, um) != SX_OK ||
                 push(&b->updates, &b->n_updates, &b->cap_updates, uv) != SX_OK)

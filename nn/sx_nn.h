@@ -125,8 +125,9 @@ sx_nn_layer *sx_nn_activation(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act);
 /* act with its parameter: the slope of leaky_relu, the alpha of elu */
 sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act, double param);
 /* Batch normalisation over every axis but the last (channels): in training, batch statistics,
- * with running averages (momentum m: r <- m r + (1 - m) batch) kept in the network; at
- * inference the running averages. */
+ * with running averages (momentum m: r <- m r + (1 - m) batch; the variance averaged is the
+ * unbiased one, count / (count - 1) times the biased variance the batch is normalised with, as
+ * in PyTorch and Keras) kept in the network; at inference the running averages. */
 sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, double momentum, double eps);
 sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in);
 sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape);

@@ -994,7 +994,8 @@ Test(nn_train, batch_norm_training_updates_running_statistics)
                 for (int64_t i = 0; i < n * h * w; i++)
                     var += pow(SX_F64P(xb)[i * c + q] - mean, 2) / (double)(n * h * w);
                 rm[q] = mom * rm[q] + (1 - mom) * mean;
-                rv[q] = mom * rv[q] + (1 - mom) * var;
+                double cnt = (double)(n * h * w); /* the unbiased variance is averaged */
+                rv[q] = mom * rv[q] + (1 - mom) * var * cnt / (cnt - 1);
                 double gm = sx_tensor_get(bn->params[2].value, q),
                        gv = sx_tensor_get(bn->params[3].value, q);
                 cr_assert(fabs(gm - rm[q]) < 1e-12 * (1 + fabs(rm[q])),
