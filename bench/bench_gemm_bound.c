@@ -4,7 +4,11 @@
  * (batch 100), counts the step's FLOPs, and prints the lower bound for one epoch (600 steps):
  * the sum over the shapes of the measured time at that shape (the faster kernel of the two), and
  * FLOPs / peak square GFLOP/s. Everything else a step does (im2col, pooling, the optimiser) is
- * left out: the bound is what the GEMMs alone cost.
+ * left out: the bound is what the GEMMs alone cost. A second bound adds the optimiser's memory
+ * floor: an update reads and writes every parameter and its state (Adagrad: 4 streams of P
+ * floats, the gradient being in cache when the gemm-update pass makes it block by block), timed
+ * as a streaming loop of that pattern; no schedule can overlap it entirely with the GEMMs, which
+ * need the same memory bus for the weights.
  *
  *     bench_gemm_bound [--threads T] [--steps N] [--min-seconds S]
  *
@@ -14,7 +18,8 @@
  * sx_threads_set(T), T = 2 by default, which sets OpenMP's and OpenBLAS's counts alike.
  * OMP_WAIT_POLICY: set to PASSIVE by re-executing when unset (libgomp reads it at load time;
  * bench_tensor does the same). Ends with: result: gemm_bound_s=X peak_gflops=Y step_gflop=Z
- * cblas_bound_s=A sx_gemm_bound_s=B flop_bound_s=C */
+ * cblas_bound_s=A sx_gemm_bound_s=B flop_bound_s=C gemm_bound_min_s=D mem_floor_s=E
+ * gemm_mem_bound_s=F */
 #include "sx_tensor.h"
 
 #include <cblas.h>
@@ -189,6 +194,36 @@ static void time_gemm(const shape *s, const float *a, const float *b, float *c, 
     }
 }
 
+/* Best time of one pass of the optimiser's memory pattern over `count` parameters: p and its
+ * state a, each read and written once (p -= c * a', a' = a + d), split over the threads. */
+static double update_floor(int64_t count, double min_seconds)
+{
+    float *p = malloc((size_t)count * sizeof *p), *a = malloc((size_t)count * sizeof *a);
+    if (p == NULL || a == NULL) {
+        fprintf(stderr, "bench_gemm_bound: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < count; i++)
+        p[i] = 0.5f, a[i] = 1.0f;
+    double best = INFINITY, start = now();
+    for (int rep = 0; rep < 9 || now() - start < min_seconds; rep++) {
+        double t0 = now();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < count; i++) {
+            float ai = a[i] + 1e-9f;
+            a[i] = ai;
+            p[i] -= 1e-9f * ai;
+        }
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    if (!(p[count / 2] < 1.0f)) /* keep the loop's result alive */
+        printf("(check %g)\n", (double)p[count / 2]);
+    free(p);
+    free(a);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") == NULL) {
@@ -281,9 +316,22 @@ int main(int argc, char **argv)
            step_min * (double)steps);
     printf("  from FLOPs / peak square GFLOP/s (%s, %.1f): %.2f s\n", kname[peak_kernel], best_peak,
            flop_bound);
+    /* the parameters: each weight gradient (dW) shape is a weight, and its n a bias */
+    int64_t params = 0;
+    for (int i = 0; i < N_SHAPES; i++)
+        if (shapes[i].per_step > 0 && strstr(shapes[i].name, "dW") != NULL)
+            params += shapes[i].m * shapes[i].n + shapes[i].n;
+    double floor_s = update_floor(params, min_seconds), bytes = 16.0 * (double)params;
+    printf("optimiser memory floor: %lld parameters, p and its state read and written = %.1f MB "
+           "per step: %.2f ms (%.1f GB/s), %.2f s per epoch\n",
+           (long long)params, bytes * 1e-6, floor_s * 1e3, bytes / floor_s * 1e-9,
+           floor_s * (double)steps);
+    printf("  GEMM bound + memory floor: %.2f s\n", (step_best + floor_s) * (double)steps);
     printf("result: gemm_bound_s=%.2f peak_gflops=%.1f step_gflop=%.3f cblas_bound_s=%.2f "
-           "sx_gemm_bound_s=%.2f flop_bound_s=%.2f gemm_bound_min_s=%.2f\n",
+           "sx_gemm_bound_s=%.2f flop_bound_s=%.2f gemm_bound_min_s=%.2f mem_floor_s=%.2f "
+           "gemm_mem_bound_s=%.2f\n",
            step_best * (double)steps, best_peak, step_flop * 1e-9, step_s[0] * (double)steps,
-           step_s[1] * (double)steps, flop_bound, step_min * (double)steps);
+           step_s[1] * (double)steps, flop_bound, step_min * (double)steps, floor_s * (double)steps,
+           (step_best + floor_s) * (double)steps);
     return 0;
 }
