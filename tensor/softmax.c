@@ -1,7 +1,8 @@
-/* softmax.c: softmax and log-softmax along any axis (forward and backward), cross-entropy with
- * softmax folded in, and the inverted-dropout mask. The tensor is viewed as (outer, len, inner)
- * around the axis; each (outer, block of inner lanes) is one independent task, so results never
- * depend on the thread count. Stable: the maximum along the axis is subtracted before exp. */
+/* softmax.c: softmax and log-softmax along any axis (forward and backward) and cross-entropy
+ * with softmax folded in (the dropout mask is in dropout.c). The tensor is viewed as (outer, len,
+ * inner) around the axis; each (outer, block of inner lanes) is one independent task, so results
+ * never depend on the thread count. Stable: the maximum along the axis is subtracted before exp.
+ */
 #include "tensor_impl.h"
 #include "vmath.h"
 
@@ -143,34 +144,5 @@ sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_
         xent_run_f32(n, k, logits->data, target->data, dout->data, dlogits->data);
     else
         xent_run_f64(n, k, logits->data, target->data, dout->data, dlogits->data);
-    return SX_OK;
-}
-
-/* ---------------------------------------------------------------- dropout */
-
-sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p)
-{
-    const char *who = "sx_tensor_dropout_mask";
-    SX_TRY(sx__check_tensor(who, "out", out));
-    if (rng == NULL)
-        return sx_error(SX_E_ARG, "%s: rng is NULL", who);
-    if (!(p >= 0 && p < 1))
-        return sx_error(SX_E_ARG, "%s: p = %g (want 0 <= p < 1)", who, p);
-    const double keep = 1.0 / (1.0 - p);
-    const int64_t n = out->size;
-    /* Serial on purpose: one draw per element in row-major order fixes the mask for a seed.
-     * sx_rng_uniform(rng) < p is u = k * 2^-53 < p with k the draw's top 53 bits, which for an
-     * integer k is k < ceil(p * 2^53): the same mask from an integer compare, with the
-     * generator's state in registers. */
-    const uint64_t below = (uint64_t)ceil(p * 0x1.0p53);
-    sx_rng r = *rng;
-#define DROPOUT(T)                                                                                 \
-    T *o = (T *)out->data;                                                                         \
-    const T scale = (T)keep;                                                                       \
-    for (int64_t i = 0; i < n; i++)                                                                \
-    o[i] = (sx_rng_u64_inline(&r) >> 11) < below ? (T)0 : scale
-    SX_DISPATCH(out->dtype, DROPOUT);
-    *rng = r;
-#undef DROPOUT
     return SX_OK;
 }

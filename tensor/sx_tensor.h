@@ -472,8 +472,11 @@ sx_status sx_tensor_softmax_xent_out(const sx_tensor *logits, const sx_tensor *t
 sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_tensor *target,
                                               const sx_tensor *dout,
                                               sx_tensor *dlogits) SX_NODISCARD;
-/* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. Draws one
- * uniform per element from rng in row-major order (reproducible for a seed). */
+/* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask
+ * depends only on rng's state, p and out's size (never on the thread count or the CPU); the
+ * call advances rng by exactly one draw. (That draw keys a counter-based generator: element i
+ * drops when the top 53 bits of SplitMix64's (i+1)-th output from the key, as a uniform in
+ * [0, 1), are below p.) */
 sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- fused kernels */

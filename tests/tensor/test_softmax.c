@@ -1,8 +1,8 @@
 /* Softmax and log-softmax on every axis of random 1..4-d tensors against a double reference,
  * backward passes against their formulas and against central finite differences (f64),
- * cross-entropy against -sum t * log_softmax, the dropout mask, large inputs, thread-count
- * independence and every error. Tolerances: f32 rtol 1e-5 atol 1e-6; f64 rtol 1e-12 atol 1e-15;
- * finite differences (f64, step 1e-6) atol 1e-8. */
+ * cross-entropy against -sum t * log_softmax, large inputs, thread-count independence and every
+ * error (the dropout mask: test_dropout.c). Tolerances: f32 rtol 1e-5 atol 1e-6; f64 rtol 1e-12
+ * atol 1e-15; finite differences (f64, step 1e-6) atol 1e-8. */
 #include "testutil.h"
 
 #include <math.h>
@@ -468,61 +468,4 @@ Test(tensor_softmax, xent_errors_leave_outputs_untouched)
     sx_tensor *ts[] = {x, x3, tb, td, out, outb, dout, doutb, dx, e, eo};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         sx_tensor_free(ts[i]);
-}
-
-/* ---------------------------------------------------------------- dropout */
-
-Test(tensor_softmax, dropout_mask_is_reproducible_and_exact)
-{
-    int64_t s[2] = {300, 400};
-    const double ps[4] = {0.0, 0.1, 0.5, 0.9};
-    for (int d = 0; d < 2; d++)
-        for (int k = 0; k < 4; k++) {
-            double p = ps[k];
-            sx_tensor *a = tu_zeros(dtypes[d], 2, s), *b = tu_zeros(dtypes[d], 2, s);
-            sx_rng r1, r2, r3;
-            sx_rng_seed(&r1, 99);
-            sx_rng_seed(&r2, 99);
-            sx_rng_seed(&r3, 99);
-            cr_assert_eq(sx_tensor_dropout_mask(a, &r1, p), SX_OK);
-            cr_assert_eq(sx_tensor_dropout_mask(b, &r2, p), SX_OK);
-            cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)), 0,
-                         "same seed, same mask");
-            /* one uniform per element, row-major: the mask is readable from the generator */
-            double keep = dtypes[d] == SX_F32 ? (double)(float)(1.0 / (1.0 - p)) : 1.0 / (1.0 - p);
-            int64_t zeros = 0;
-            for (int64_t i = 0; i < a->size; i++) {
-                double v = sx_tensor_get(a, i), want = sx_rng_uniform(&r3) < p ? 0.0 : keep;
-                cr_assert_eq(v, want, "element %lld: %g, want %g", (long long)i, v, want);
-                zeros += v == 0;
-            }
-            double frac = (double)zeros / (double)a->size;
-            cr_assert_float_eq(frac, p, 0.01, "fraction of zeros %g for p = %g", frac, p);
-            cr_assert_eq(sx_rng_u64(&r1), sx_rng_u64(&r3), "exactly one draw per element");
-            sx_rng_seed(&r2, 100);
-            cr_assert_eq(sx_tensor_dropout_mask(b, &r2, p), SX_OK);
-            if (p > 0)
-                cr_assert_neq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)),
-                              0, "another seed, another mask");
-            sx_tensor_free(a);
-            sx_tensor_free(b);
-        }
-}
-
-Test(tensor_softmax, dropout_bad_arguments)
-{
-    int64_t s[1] = {10};
-    sx_tensor *a = NULL;
-    cr_assert_eq(sx_tensor_full(SX_F32, 1, s, 7.0, &a), SX_OK);
-    sx_rng r;
-    sx_rng_seed(&r, 1);
-    const double bad[4] = {-0.1, 1.0, 1.5, NAN};
-    for (int i = 0; i < 4; i++) {
-        cr_assert_eq(sx_tensor_dropout_mask(a, &r, bad[i]), SX_E_ARG, "p = %g", bad[i]);
-        cr_assert(strstr(sx_last_error(), "sx_tensor_dropout_mask"), "%s", sx_last_error());
-    }
-    cr_assert_eq(sx_tensor_dropout_mask(a, NULL, 0.5), SX_E_ARG);
-    cr_assert_eq(sx_tensor_dropout_mask(NULL, &r, 0.5), SX_E_ARG);
-    cr_assert(all_equal(a, 7));
-    sx_tensor_free(a);
 }
