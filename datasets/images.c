@@ -1,6 +1,18 @@
 /* images.c: labelled image sets (MNIST, Fashion-MNIST, any u8 IDX pair) kept as bytes, and their
  * conversion to tensors. Loading reads both headers and checks them against each other before
- * allocating; conversion goes through a 256-entry table, whole set or one batch of rows. */
+ * allocating; conversion goes through a 256-entry table, whole set or one batch of rows, and
+ * decodes a compacted set on the way (the row filled with zeros, then literal bytes looked up).
+ *
+ * The packed form (sx_ds_images_compact). Each image of R = h*w*c bytes is coded on its own as a
+ * sequence of tokens; a token is
+ *     Z (a length: that many zero bytes) then L (a length) then L literal bytes, copied as is;
+ * the tokens of an image cover exactly its R bytes (the sum of Z + L over them is R), so the
+ * decoder needs no end marker. A length v is written as v / 255 bytes of 255 then one byte
+ * v % 255 (0..254): it is read by adding bytes up to the first that is not 255, so any length
+ * fits and lengths under 255, nearly all of MNIST's, take one byte. The coder is greedy: a token
+ * takes the zeros at its start, then literals up to a run of 3 or more zeros or the image's end
+ * (a run of 1 or 2 zeros costs no more as literals than as a new token's two lengths); every
+ * token covers at least one byte. MNIST's 784-byte digits code to ~200 bytes. */
 #include "datasets_impl.h"
 
 #include <math.h>
@@ -19,9 +31,14 @@ sx_status sx__check_images(const char *who, const sx_ds_images *d)
     if (d->classes < 1 || d->classes > 256)
         return sx_error(SX_E_ARG, "%s: the data set has %lld classes (want 1..256)", who,
                         (long long)d->classes);
-    if (d->pixels == NULL || d->labels == NULL)
-        return sx_error(SX_E_ARG, "%s: the data set has no %s", who,
-                        d->pixels == NULL ? "pixels" : "labels");
+    if (d->labels == NULL)
+        return sx_error(SX_E_ARG, "%s: the data set has no labels", who);
+    if ((d->pixels == NULL) == (d->packed == NULL))
+        return sx_error(SX_E_ARG, "%s: the data set has %s (want exactly one of the two)", who,
+                        d->pixels == NULL ? "neither pixels nor packed images"
+                                          : "both pixels and packed images");
+    if (d->packed != NULL && d->offsets == NULL)
+        return sx_error(SX_E_ARG, "%s: the data set has packed images but no offsets", who);
     int64_t shape[4] = {d->n, d->h, d->w, d->c};
     if (sx_shape_check(who, 4, shape) != SX_OK)
         return sx_error(SX_E_ARG, "%s: the data set's size overflows", who);
@@ -115,6 +132,171 @@ static void table_apply(const table *t, const uint8_t *src, int64_t n, void *dst
     }
 }
 
+/* ---------------------------------------------------------------- the packed form */
+
+/* Append length v to the code at *q (when q is not NULL); return the bytes it takes. */
+static int64_t put_len(uint8_t **q, int64_t v)
+{
+    int64_t bytes = v / 255 + 1;
+    if (*q != NULL) {
+        for (; v >= 255; v -= 255)
+            *(*q)++ = 255;
+        *(*q)++ = (uint8_t)v;
+    }
+    return bytes;
+}
+
+/* Whether the 8 bytes at p are all zero (one unaligned load). */
+static inline bool zero8(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v == 0;
+}
+
+/* Code one image of `row` bytes into dst (NULL: only count); return the code's size. */
+static int64_t code_image(const uint8_t *src, int64_t row, uint8_t *dst)
+{
+    uint8_t *q = dst;
+    int64_t i = 0, size = 0;
+    while (i < row) {
+        int64_t z = i; /* zeros [i, z), then literals [z, e) */
+        while (z + 8 <= row && zero8(src + z))
+            z += 8; /* zero runs are most of an image: 8 bytes a step */
+        while (z < row && src[z] == 0)
+            z++;
+        int64_t e = z;
+        while (e < row) {
+            if (src[e] != 0) {
+                e++;
+                continue;
+            }
+            int64_t k = e; /* look at up to 3 zeros from e */
+            while (k < row && k - e < 3 && src[k] == 0)
+                k++;
+            if (k - e == 3)
+                break; /* 3 or more zeros: they start the next token */
+            e = k;     /* 1 or 2 zeros before a non-zero byte or the end: literals */
+        }
+        size += put_len(&q, z - i) + put_len(&q, e - z) + (e - z);
+        if (q != NULL) {
+            memcpy(q, src + z, (size_t)(e - z));
+            q += e - z;
+        }
+        i = e;
+    }
+    return size;
+}
+
+/* Read a length at *p and move past it. */
+static inline int64_t get_len(const uint8_t **p)
+{
+    int64_t v = 0;
+    uint8_t b;
+    do {
+        b = *(*p)++;
+        v += b;
+    } while (b == 255);
+    return v;
+}
+
+/* Decode the code at p of one image of `row` values into dst[at .. at + row) (dst of the
+ * table's dtype) through the table. The row is first filled with table[0] (+0.0, or -0.0 for a
+ * negative scale, as the raw path gives) in one vectorised pass, then the tokens only skip their
+ * zeros and look up their literals: short runs cost no fill loop of their own. The positions
+ * are clamped to the row, so the writes stay in it whatever the code says. */
+static void decode_row(const table *t, const uint8_t *p, int64_t row, void *dst, int64_t at)
+{
+    int64_t i = 0; /* position in the row */
+    if (t->dtype == SX_F32) {
+        float *o = (float *)dst + at, zero = t->f32[0];
+        for (int64_t j = 0; j < row; j++)
+            o[j] = zero;
+        while (i < row) {
+            i += get_len(&p);
+            int64_t l = get_len(&p);
+            i = i < row ? i : row;
+            l = l < row - i ? l : row - i;
+            for (int64_t j = 0; j < l; j++)
+                o[i + j] = t->f32[p[j]];
+            p += l;
+            i += l;
+        }
+    } else {
+        double *o = (double *)dst + at, zero = t->f64[0];
+        for (int64_t j = 0; j < row; j++)
+            o[j] = zero;
+        while (i < row) {
+            i += get_len(&p);
+            int64_t l = get_len(&p);
+            i = i < row ? i : row;
+            l = l < row - i ? l : row - i;
+            for (int64_t j = 0; j < l; j++)
+                o[i + j] = t->f64[p[j]];
+            p += l;
+            i += l;
+        }
+    }
+}
+
+/* Example i's values into dst[at .. at + row), from either form. */
+static void convert_image(const table *t, const sx_ds_images *d, int64_t i, int64_t row, void *dst,
+                          int64_t at)
+{
+    if (d->packed != NULL)
+        decode_row(t, d->packed + d->offsets[i], row, dst, at);
+    else
+        table_apply(t, d->pixels + i * row, row, dst, at);
+}
+
+sx_status sx_ds_images_compact(sx_ds_images *d)
+{
+    const char *who = "sx_ds_images_compact";
+    DS_TRY(sx__check_images(who, d));
+    if (d->packed != NULL)
+        return SX_OK;
+    int64_t row = d->h * d->w * d->c, raw = d->n * row;
+    /* The offsets alone outweigh rows of 8 bytes or fewer. Else count the code first, and stop
+     * as soon as it cannot pay for itself (nothing overflows: raw >= 9n, offsets_bytes = 8n + 8,
+     * and total stops within one image's code of raw). */
+    if (row <= (int64_t)sizeof *d->offsets)
+        return SX_OK;
+    int64_t total = 0, offsets_bytes = (d->n + 1) * (int64_t)sizeof *d->offsets;
+    for (int64_t i = 0; i < d->n && total + offsets_bytes < raw; i++)
+        total += code_image(d->pixels + i * row, row, NULL);
+    if (total + offsets_bytes >= raw)
+        return SX_OK;
+    uint8_t *packed = sx_alloc((size_t)total);
+    int64_t *offsets = packed ? sx_alloc((size_t)offsets_bytes) : NULL;
+    if (offsets == NULL) {
+        sx_free(packed);
+        return sx_error(SX_E_NOMEM, "%s: out of memory allocating %lld bytes", who,
+                        (long long)(packed ? offsets_bytes : total));
+    }
+    offsets[0] = 0;
+    for (int64_t i = 0; i < d->n; i++)
+        offsets[i + 1] = offsets[i] + code_image(d->pixels + i * row, row, packed + offsets[i]);
+    sx_free(d->pixels);
+    d->pixels = NULL;
+    d->packed = packed;
+    d->offsets = offsets;
+    return SX_OK;
+}
+
+bool sx_ds_images_compacted(const sx_ds_images *d)
+{
+    return d != NULL && d->packed != NULL;
+}
+
+size_t sx_ds_images_bytes(const sx_ds_images *d)
+{
+    if (d == NULL)
+        return 0;
+    if (d->packed != NULL)
+        return (size_t)d->offsets[d->n] + (size_t)(d->n + 1) * sizeof *d->offsets;
+    return (size_t)(d->n * d->h * d->w * d->c);
+}
+
 /* ---------------------------------------------------------------- loading */
 
 static sx_status wrong_kind(const sx__idx_reader *r, const char *what, const char *want)
@@ -205,6 +387,8 @@ void sx_ds_images_free(sx_ds_images *d)
     if (d == NULL)
         return;
     sx_free(d->pixels);
+    sx_free(d->packed);
+    sx_free(d->offsets);
     sx_free(d->labels);
     sx_free(d);
 }
@@ -278,7 +462,12 @@ sx_status sx_ds_images_tensor(const sx_ds_images *d, sx_dtype dtype, double scal
     DS_TRY(sx_tensor_new(dtype, 4, shape, &t));
     table tab;
     table_init(&tab, dtype, scale);
-    table_apply(&tab, d->pixels, t->size, t->data, 0);
+    int64_t row = d->h * d->w * d->c;
+    if (d->packed == NULL)
+        table_apply(&tab, d->pixels, t->size, t->data, 0);
+    else
+        for (int64_t i = 0; i < d->n; i++)
+            decode_row(&tab, d->packed + d->offsets[i], row, t->data, i * row);
     *out = t;
     return SX_OK;
 }
@@ -332,7 +521,7 @@ sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index, i
         table tab;
         table_init(&tab, x->dtype, scale);
         for (int64_t r = 0; r < count; r++)
-            table_apply(&tab, d->pixels + index[r] * row, row, x->data, r * row);
+            convert_image(&tab, d, index[r], row, x->data, r * row);
         size_t es = sx_dtype_size(x->dtype);
         if (rows > count) /* padding rows: zeros (all-zero bits are 0.0) */
             memset((char *)x->data + (size_t)(count * row) * es, 0,

@@ -239,6 +239,10 @@ static int evaluate(sx_nn_loaded *m, const char *dir, int64_t batch, int64_t lim
     sx_ds_images *test = NULL;
     if (sx_ds_mnist_load(dir, SX_DS_TEST, limit, &test) != SX_OK)
         return fail_sx("--data");
+    if (sx_ds_images_compact(test) != SX_OK) { /* run-length coded, decoded batch by batch */
+        sx_ds_images_free(test);
+        return fail_sx("compacting the data");
+    }
     if (test->h != h || test->w != w || test->c != 1 || test->classes != k) {
         sx_ds_images_free(test);
         char msg[256];

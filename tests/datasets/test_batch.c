@@ -31,7 +31,8 @@ static data data_make(int64_t n, int64_t classes)
             s.pixels[i * ROW + k] = (uint8_t)(7 * i + k);
         s.labels[i] = (uint8_t)(i % classes);
     }
-    s.d = (sx_ds_images){n, H, W, C, classes, s.pixels, s.labels};
+    s.d = (sx_ds_images){
+        .n = n, .h = H, .w = W, .c = C, .classes = classes, .pixels = s.pixels, .labels = s.labels};
     return s;
 }
 

@@ -263,7 +263,8 @@ Test(datasets_mnist, tensors_of_the_whole_set)
     set s = set_make(&rng, 6, 3, 2, 2, 5);
     s.pixels[0] = 0;
     s.pixels[1] = 255;
-    sx_ds_images d = {6, 3, 2, 2, 5, s.pixels, s.labels};
+    sx_ds_images d = {
+        .n = 6, .h = 3, .w = 2, .c = 2, .classes = 5, .pixels = s.pixels, .labels = s.labels};
     const double scales[3] = {SX_DS_PIXEL_SCALE, 1.0, -0.5};
     for (int dt = 0; dt < 2; dt++) {
         for (int k = 0; k < 3; k++) {
