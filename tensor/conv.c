@@ -2,13 +2,15 @@
  * The work is cut into units (whole images, or bands of rows of one image) whose scratch stays
  * in L2; units run in parallel, one thread each, and backward-kernel adds them in a fixed
  * number of groups summed in a fixed order, so the bits never depend on the thread count.
- * Two implementations of a unit. The direct kernels (AVX-512) keep a tile of results in vector
- * registers and read a zero-padded copy of the unit's band, so no tap tests a border: forward
- * and backward-kernel, and backward-input with stride 1 (as the forward kernel over dy with
- * the rotated kernel, or a gather over the filters when c is small). The GEMM path builds the
- * unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
- * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest
- * (other CPUs, strided backward-input, very large kdim). */
+ * Three implementations of a unit. The direct kernels (AVX-512) keep a tile of results in
+ * vector registers and read a zero-padded copy of the unit's band, so no tap tests a border:
+ * forward and backward-kernel, and backward-input with stride 1 (as the forward kernel over dy
+ * with the rotated kernel, or a gather over the filters when c is small). Winograd's
+ * F(2x2, 5x5) (AVX-512) serves 5x5 kernels at stride 1 with enough channels: 2.8 times fewer
+ * multiplies, on the same padded bands (below). The GEMM path builds the unit's im2col block
+ * (kh runs of kw * c contiguous elements per output pixel) and calls sx__gemm: y = col @ k,
+ * dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other CPUs, strided
+ * backward-input, very large kdim). */
 #include "tensor_impl.h"
 
 #include <limits.h>
@@ -31,7 +33,7 @@
 #define CONV_MIN_BLOCK_ROWS 64
 /* When the direct kernels run instead of im2col + GEMM (measured on Zen 5, one thread, against
  * this GEMM at 135-160 GFLOP/s on conv shapes): forward (about 195 GFLOP/s at any kdim) and
- * backward-kernel (about 150) while one filter tile of k, kdim x 32 floats, stays in L2;
+ * backward-kernel (about 205) while one filter tile of k, kdim x 32 floats, stays in L2;
  * backward-input with stride 1 as the forward kernel on a rotated k when c fills a vector,
  * else by the gather kernel (load-bound, 100-135) only for small kdim, where the GEMM is
  * memory-bound (the GEMM path wins from kdim = 200 on). */
@@ -48,15 +50,35 @@
 #define CONV_MAX_SLOTS 16
 /* Multiply-adds below which a call runs on one thread (a parallel region costs more). */
 #define CONV_PAR_MIN_MACS ((int64_t)1 << 21)
-/* Direct-kernel register tiles: forward CONV_FP pixels by two vectors of filters, backward-
- * kernel up to CONV_KT taps by two vectors, backward-input CONV_IP elements (the unroll pragmas
- * in conv_tmpl.h match). */
+/* Direct-kernel register tiles of about 24 accumulators: forward CONV_FP pixels by one or two
+ * vectors of filters (three vectors: 8 pixels, four: 6), backward-kernel up to CONV_KT taps by
+ * one or two vectors (2 * CONV_KT / nv taps by nv = 3 or 4), backward-input CONV_IP elements
+ * (the unroll pragmas in conv_tmpl.h match). */
 #define CONV_FP 12
-#define CONV_KT 8
+#define CONV_KT 12
 #define CONV_IP 8
 /* Elements of the prepared kernel (flipped or rotated) at the start of a direct backward-input
  * slot, rounded up so that the band after it stays aligned. */
 #define CONV_KF_ELEMS(g) (((g)->kdim * (g)->f + 15) / 16 * 16)
+/* Winograd F(2x2, 5x5) (Lavin and Gray, "Fast algorithms for convolutional neural networks",
+ * 2016) with the interpolation points 0, 1, -1, 2, -1/2 and infinity (the matrices are in
+ * conv_tmpl.h; these points round 2-3 times less than 0, +-1, +-2): a 2x2 block of outputs is
+ * A^T [(G k G^T) . (B^T d B)] A over the 6x6 input tile d. A unit's tiles are transformed in
+ * blocks, the products summed over the input channels as 36 GEMMs (one per point pair) and
+ * transformed back: 36 multiplies per 4 outputs instead of 100. Backward-input is the forward
+ * pass over dy with the rotated kernel; backward-kernel sums (A dy A^T) . (B^T x B) over the
+ * tiles (36 GEMMs again) into one partial sum per group, turned into taps (G^T . G) at the end.
+ * It runs for 5x5 kernels at stride 1 when its GEMMs sum over at least CONV_WINO_MIN_IN
+ * channels and produce at least CONV_WINO_MIN_OUT (with fewer, the transforms cost more than
+ * the multiplies saved; measured), and when the workspace holds the transformed kernel
+ * (forward, backward-input) or the partial sums (backward-kernel). Rounding errors are a few
+ * times those of the direct sums, relative to the largest terms of a tile (see the tests).
+ * Blocks hold at most CONV_WINO_TB tiles, for backward-kernel CONV_WINO_TBK (longer sums
+ * between the updates of its partial). */
+#define CONV_WINO_MIN_IN 16
+#define CONV_WINO_MIN_OUT 8
+#define CONV_WINO_TB 16
+#define CONV_WINO_TBK 32
 /* Slots and partial sums are aligned to this; the sizes include the slack. */
 #define CONV_WS_ALIGN 64
 
@@ -74,18 +96,60 @@ typedef struct conv_geom {
 } conv_geom;
 
 typedef enum { CONV_FWD, CONV_BWD_IN, CONV_BWD_K } conv_kind;
-typedef enum { PATH_XCOL, PATH_DIRECT, PATH_GEMM } conv_path;
+typedef enum { PATH_XCOL, PATH_DIRECT, PATH_GEMM, PATH_WINO } conv_path;
 
 /* How one call cuts its work. A unit is `ipu` whole images (bands == 1) or one band of `rpu`
  * rows of one image (bands per image > 1); rows are output rows, or for the direct
- * backward-input input rows. Each thread owns one slot of slot_bytes; backward-kernel adds
- * groups - 1 partial sums of part_bytes after the slots. */
+ * backward-input input rows. The workspace holds pre_bytes of data shared by the units (the
+ * Winograd kernel), then one slot of slot_bytes per thread, then backward-kernel's partial sums
+ * of part_bytes: groups - 1 of them (group 0 sums into dk), or with Winograd one per group.
+ * tb: Winograd tiles per block. */
 typedef struct conv_plan {
     conv_path path;
-    int64_t ipu, rpu, bands, units, groups, slots;
-    size_t slot_bytes, part_bytes;
+    int64_t ipu, rpu, bands, units, groups, slots, tb;
+    size_t pre_bytes, slot_bytes, part_bytes;
     char *ws; /* aligned start of the workspace */
 } conv_plan;
+
+/* The forward pass a Winograd call computes: the forward itself (backward-kernel: its tiles),
+ * or for backward-input the forward pass over dy, padded by kh - 1 - pt rows and kw - 1 - pl
+ * columns before, with the rotated kernel (channels f, filters c, output dx). wp: the padded
+ * band's columns, two per tile column plus four. */
+static conv_geom wino_geom(const conv_geom *g, bool bwdi)
+{
+    conv_geom r = *g;
+    if (bwdi) {
+        r.h = g->oh, r.w = g->ow, r.c = g->f, r.f = g->c;
+        r.oh = g->h, r.ow = g->w;
+        r.pt = g->kh - 1 - g->pt, r.pl = g->kw - 1 - g->pl;
+    }
+    r.wp = (r.ow + 1) / 2 * 2 + 4;
+    return r;
+}
+
+/* Elements of a Winograd slot's padded band for units of at most rpu output rows (rounded up
+ * to 16, so that the blocks after it stay aligned). */
+static int64_t wino_band_elems(const conv_geom *gf, int64_t rpu)
+{
+    return (((rpu + 1) / 2 * 2 + 4) * gf->wp * gf->c + 15) / 16 * 16;
+}
+
+/* The distance in elements of esz bytes between the 36 matrices (one per point pair) of n
+ * elements each that the Winograd data holds: whole cache lines, and an odd number of them, so
+ * that the 36 elements of one tile (read or written together) fall into different cache sets
+ * (a power-of-two distance such as 16 tiles of 64 floats would put them all into one). */
+static int64_t wino_ld(int64_t n, size_t esz)
+{
+    const int64_t line = 64 / (int64_t)esz;
+    const int64_t e = (n + line - 1) / line * line;
+    return e / line % 2 == 0 ? e + line : e;
+}
+
+/* Elements of the transformed kernel (36, c, f), or of one transformed partial sum of dk. */
+static int64_t wino_u_elems(const conv_geom *g, size_t esz)
+{
+    return 36 * wino_ld(g->c * g->f, esz);
+}
 
 /* One call: the inputs (forward: x, k; backward-input: k, dy; backward-kernel: x, dy) and the
  * output. par: the unit functions may split their loops over threads (the units run one at a
@@ -116,6 +180,10 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_SUB(a, b) _mm512_sub_ps(a, b)
+#define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define V_FNMS(a, b, c) _mm512_fnmsub_ps(a, b, c)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
 #endif
 #define T float
@@ -134,6 +202,10 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #undef V_SET1
 #undef V_FMA
 #undef V_ADD
+#undef V_SUB
+#undef V_MUL
+#undef V_FNMA
+#undef V_FNMS
 #undef V_HSUM
 #define V __m512d
 #define VL 8
@@ -145,6 +217,10 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #define V_SET1(x) _mm512_set1_pd(x)
 #define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
 #define V_ADD(a, b) _mm512_add_pd(a, b)
+#define V_SUB(a, b) _mm512_sub_pd(a, b)
+#define V_MUL(a, b) _mm512_mul_pd(a, b)
+#define V_FNMA(a, b, c) _mm512_fnmadd_pd(a, b, c)
+#define V_FNMS(a, b, c) _mm512_fnmsub_pd(a, b, c)
 #define V_HSUM(v) _mm512_reduce_add_pd(v)
 #endif
 #define T double
@@ -270,6 +346,16 @@ static conv_path path_of(const conv_geom *g, conv_kind kind, size_t esz)
     return g->kdim <= CONV_DIRECT_BWDI_KDIM ? PATH_DIRECT : PATH_GEMM;
 }
 
+/* Does Winograd's F(2x2, 5x5) run this kernel (given the workspace)? The channels its GEMMs
+ * sum over (forward and backward-kernel: c; backward-input: f) and those they produce must be
+ * many enough. */
+static bool wino_applies(const conv_geom *g, conv_kind kind)
+{
+    const int64_t in = kind == CONV_BWD_IN ? g->f : g->c, out = kind == CONV_BWD_IN ? g->c : g->f;
+    return !g->xcol && !conv_empty(g) && have_direct() && g->sh == 1 && g->sw == 1 && g->kh == 5 &&
+           g->kw == 5 && in >= CONV_WINO_MIN_IN && out >= CONV_WINO_MIN_OUT;
+}
+
 /* Bytes of one unit of `rows` rows (a band) or, with rows == 0, of `imgs` whole images: what
  * its slot stores, and with `touched` also the unit's other data that the kernel re-reads and
  * should find in cache (the dy band of the direct backward-kernel, read once per tap tile). */
@@ -312,12 +398,89 @@ static int max_slots(void)
     return n < 1 ? 1 : n > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : n;
 }
 
+/* Bytes of a Winograd slot for units of at most rpu output rows: the padded band, then the
+ * transformed tiles of one block (36, tb, c) and their products or transformed dy (36, tb, f). */
+static size_t wino_slot_bytes(const conv_geom *gf, int64_t rpu, int64_t tb, size_t esz)
+{
+    size_t e = add_sat((size_t)wino_band_elems(gf, rpu),
+                       (size_t)(36 * (wino_ld(tb * gf->c, esz) + wino_ld(tb * gf->f, esz))));
+    return align_up(mul_sat(e, esz));
+}
+
+/* The Winograd plan for a workspace of avail bytes: as plan_for, or 0 when the workspace is too
+ * small for it (the shared data, and one slot of the smallest unit: two rows and one tile per
+ * block; for backward-kernel also one partial sum). Blocks hold at most CONV_WINO_TB(K) tiles,
+ * fewer when a unit has fewer or when the slot would exceed the cache budget. */
+static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t avail, conv_plan *pl)
+{
+    const conv_geom gf = wino_geom(g, kind == CONV_BWD_IN);
+    const size_t usable = avail < CONV_WS_ALIGN ? 0 : avail - CONV_WS_ALIGN;
+    const size_t ub = align_up(mul_sat((size_t)wino_u_elems(g, esz), esz));
+    size_t pre = 0;
+    if (kind == CONV_FWD)
+        pre = ub;
+    else if (kind == CONV_BWD_IN) /* and the rotated kernel it is made from */
+        pre = add_sat(ub, align_up(mul_sat((size_t)(g->kh * g->kw * g->c * g->f), esz)));
+    *pl = (conv_plan){.path = PATH_WINO, .ipu = 1, .bands = 1, .groups = 1, .pre_bytes = pre};
+    size_t room = usable > pre ? usable - pre : 0;
+    if (kind == CONV_BWD_K) /* at least one partial sum */
+        room = room > ub ? room - ub : 0;
+    const size_t lim = room < CONV_UNIT_BYTES ? room : CONV_UNIT_BYTES;
+    const int64_t rows = gf.oh, tw = (gf.ow + 1) / 2, rmin = rows < 2 ? rows : 2;
+    /* tiles per block: no more than a unit of the whole image holds, and few enough for the
+     * smallest unit to fit */
+    int64_t tb = kind == CONV_BWD_K ? CONV_WINO_TBK : CONV_WINO_TB;
+    tb = tb < (rows + 1) / 2 * tw ? tb : (rows + 1) / 2 * tw;
+    while (tb > 1 && wino_slot_bytes(&gf, rmin, tb, esz) > lim)
+        tb = (tb + 1) / 2;
+    if (wino_slot_bytes(&gf, rmin, tb, esz) > lim)
+        return 0;
+    /* whole images when they fit, else bands of an even number of rows */
+    int64_t r = rows;
+    if (wino_slot_bytes(&gf, rows, tb, esz) > lim) {
+        r = 2;
+        while (r + 2 < rows && wino_slot_bytes(&gf, r + 2, tb, esz) <= lim)
+            r += 2;
+        const int64_t bands = (rows + r - 1) / r, per = (rows + bands - 1) / bands;
+        r = (per + 1) / 2 * 2;
+        pl->bands = (rows + r - 1) / r;
+    }
+    pl->rpu = r;
+    pl->tb = tb < (r + 1) / 2 * tw ? tb : (r + 1) / 2 * tw;
+    pl->units = g->n * pl->bands;
+    pl->slot_bytes = wino_slot_bytes(&gf, r, pl->tb, esz);
+    int64_t tasks = pl->units;
+    size_t parts = 0;
+    if (kind == CONV_BWD_K) { /* at least two groups (two threads), when units and room allow */
+        pl->part_bytes = ub;
+        room += ub;
+        size_t want = CONV_PART_BYTES / ub;
+        want = want < 2 ? 2 : want > CONV_GROUPS ? CONV_GROUPS : want;
+        want = want < (size_t)pl->units ? want : (size_t)pl->units;
+        size_t fit = (room - pl->slot_bytes) / ub; /* >= 1: room held one partial and a slot */
+        pl->groups = (int64_t)(want < fit ? want : fit);
+        tasks = pl->groups;
+        parts = mul_sat((size_t)pl->groups, ub);
+    }
+    size_t left = room > parts ? room - parts : 0;
+    int64_t s = (int64_t)(left / pl->slot_bytes);
+    int64_t smax = max_slots() < tasks ? max_slots() : tasks;
+    pl->slots = s < 1 ? 1 : s > smax ? smax : s;
+    return add_sat(add_sat(add_sat(pre, mul_sat((size_t)pl->slots, pl->slot_bytes)), parts),
+                   CONV_WS_ALIGN);
+}
+
 /* The plan of one kernel for elements of esz bytes and a workspace of avail bytes (SIZE_MAX:
  * the best plan; 0: the smallest). Returns the bytes the plan uses, or 0 when it needs none.
  * The cut into units and groups depends only on the geometry, esz and avail, never on the
  * thread count. */
 static size_t plan_for(const conv_geom *g, conv_kind kind, size_t esz, size_t avail, conv_plan *pl)
 {
+    if (wino_applies(g, kind)) {
+        size_t b = plan_wino(g, kind, esz, avail, pl);
+        if (b > 0)
+            return b;
+    }
     *pl = (conv_plan){.path = path_of(g, kind, esz), .ipu = 1, .rpu = 1, .bands = 1, .groups = 1};
     if (pl->path == PATH_XCOL)
         return 0;
@@ -527,7 +690,9 @@ static int thread_num(void)
  * threads inside (jb->par; GEMMs thread themselves). Several: the units are shared out, each
  * run whole by one thread on its own slot (GEMMs inside a parallel region run on one thread).
  * Backward-kernel: group i sums units [i * units / groups, (i + 1) * units / groups) into its
- * partial (group 0 into the output), then the partials are added to the output in order. */
+ * partial (group 0 into the output), then the partials are added to the output in order; with
+ * Winograd every group has a partial, and wino_finish adds them in order and transforms the
+ * sum into dk. */
 static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
 {
     const conv_plan *pl = jb->pl;
@@ -537,16 +702,19 @@ static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
                               : pl->units;
     const int nt = threads_for(macs, tasks, pl->slots);
     const size_t esz = sx_dtype_size(jb->dt);
-    char *parts = pl->ws + (size_t)pl->slots * pl->slot_bytes;
+    const bool wino = pl->path == PATH_WINO;
+    char *parts = pl->ws + pl->pre_bytes + (size_t)pl->slots * pl->slot_bytes;
     jb->par = nt == 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        char *slot = pl->ws + (size_t)thread_num() * pl->slot_bytes;
+        char *slot = pl->ws + pl->pre_bytes + (size_t)thread_num() * pl->slot_bytes;
         bool fresh = true;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < tasks; t++) {
             if (kind == CONV_BWD_K) {
-                void *acc = t == 0 ? jb->out : parts + (size_t)(t - 1) * pl->part_bytes;
+                void *acc = wino     ? parts + (size_t)t * pl->part_bytes
+                            : t == 0 ? jb->out
+                                     : parts + (size_t)(t - 1) * pl->part_bytes;
                 int64_t u0 = t * pl->units / pl->groups, u1 = (t + 1) * pl->units / pl->groups;
                 for (int64_t u = u0; u < u1; u++)
                     fresh = !fn(jb, u, slot, fresh, acc, u == u0);
@@ -555,6 +723,15 @@ static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
             }
         }
     }
+#ifdef CONV_AVX512
+    if (kind == CONV_BWD_K && wino) {
+        if (jb->dt == SX_F32)
+            wino_finish_f32(jb, parts, pl->groups, pl->part_bytes / esz);
+        else
+            wino_finish_f64(jb, parts, pl->groups, pl->part_bytes / esz);
+        return;
+    }
+#endif
     if (kind != CONV_BWD_K || pl->groups == 1)
         return;
     const int64_t nk = jb->g->kdim * jb->g->f, ng = pl->groups;
@@ -594,12 +771,29 @@ static unit_fn unit_of(conv_kind kind, conv_path path, sx_dtype dt)
         return kind == CONV_FWD     ? (d ? direct_fwd_unit_f64 : direct_fwd_unit_f32)
                : kind == CONV_BWD_K ? (d ? direct_bwdk_unit_f64 : direct_bwdk_unit_f32)
                                     : (d ? direct_bwdi_unit_f64 : direct_bwdi_unit_f32);
+    if (path == PATH_WINO)
+        return kind == CONV_FWD     ? (d ? wino_fwd_unit_f64 : wino_fwd_unit_f32)
+               : kind == CONV_BWD_K ? (d ? wino_bwdk_unit_f64 : wino_bwdk_unit_f32)
+                                    : (d ? wino_bwdi_unit_f64 : wino_bwdi_unit_f32);
 #else
     (void)path;
 #endif
     return kind == CONV_FWD     ? (d ? gemm_fwd_unit_f64 : gemm_fwd_unit_f32)
            : kind == CONV_BWD_K ? (d ? gemm_bwdk_unit_f64 : gemm_bwdk_unit_f32)
                                 : (d ? gemm_bwdi_unit_f64 : gemm_bwdi_unit_f32);
+}
+
+/* Before the units of a Winograd forward or backward-input: the transformed kernel. */
+static void wino_prep(const conv_job *jb, bool bwdi)
+{
+#ifdef CONV_AVX512
+    if (jb->dt == SX_F32)
+        wino_prep_f32(jb, bwdi);
+    else
+        wino_prep_f64(jb, bwdi);
+#else
+    (void)jb, (void)bwdi;
+#endif
 }
 
 /* When x is the im2col matrix: one GEMM over all n * oh * ow rows, in pieces of at most
@@ -652,6 +846,8 @@ sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_
         return SX_OK;
     }
     conv_job jb = {&g, &pl, x->data, k->data, y->data, x->dtype, false};
+    if (pl.path == PATH_WINO)
+        wino_prep(&jb, false);
     run_units(&jb, CONV_FWD, unit_of(CONV_FWD, pl.path, x->dtype), conv_macs(&g));
     return SX_OK;
 }
@@ -697,6 +893,8 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
         return SX_OK;
     }
     conv_job jb = {&g, &pl, k->data, dy->data, dx->data, k->dtype, false};
+    if (pl.path == PATH_WINO)
+        wino_prep(&jb, true);
     run_units(&jb, CONV_BWD_IN, unit_of(CONV_BWD_IN, pl.path, k->dtype), conv_macs(&g));
     return SX_OK;
 }

@@ -1,11 +1,12 @@
 /* conv_tmpl.h: the per-dtype kernels of conv.c; included by conv.c with T and SFX defined, and
  * with the vector macros V_* (conv.c) when the compiler can build AVX-512 code.
- * Two families: im2col / col2im for the GEMM path, which move whole runs of kw * c contiguous
- * elements (one kernel row of one output pixel), and the direct kernels, which keep a tile of
+ * Three families: im2col / col2im for the GEMM path, which move whole runs of kw * c contiguous
+ * elements (one kernel row of one output pixel); the direct kernels, which keep a tile of
  * results in vector registers and read a zero-padded copy of one band of the image (so no tap
- * ever tests a border). Every unit function works on one unit (a band of rows of one image, or
- * whole images) and is called by one thread, or splits its rows over threads when `par` is
- * set; the sums never depend on the thread count. */
+ * ever tests a border); and Winograd's F(2x2, 5x5) on the same padded bands. Every unit
+ * function works on one unit (a band of rows of one image, or whole images) and is called by
+ * one thread, or splits its rows over threads when `par` is set; the sums never depend on the
+ * thread count. */
 #define CONV_CAT_(a, b) a##_##b
 #define CONV_CAT(a, b) CONV_CAT_(a, b)
 #define FN(name) CONV_CAT(name, SFX)
@@ -257,148 +258,175 @@ static inline void FN(direct_band)(const conv_plan *pl, int64_t rows, int64_t u,
     *nr = rows - *r0 < pl->rpu ? rows - *r0 : pl->rpu;
 }
 
-/* One forward tile: np pixels (bases xq) by nv vectors of filters from f0 (masks m0, m1), summed
- * over every tap; inlined with np and nv constant so the accumulators live in registers. Only
- * the first `real` pixels are stored. */
+/* One forward tile: np pixels (bases xq) by nv vectors of filters (only the last one masked, m),
+ * summed over every tap; inlined with np and nv constant so that the accumulators live in
+ * registers. Only the first `real` pixels are stored. */
 static inline __attribute__((always_inline)) CONV_VATTR void
-FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *y, VMASK m0, VMASK m1,
-             int64_t real, const int np, const int nv)
+FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *y, VMASK m, int64_t real,
+             const int np, const int nv)
 {
     const int64_t c = g->c, f = g->f, wp = g->wp;
-    V a0[CONV_FP], a1[CONV_FP];
+    V a[CONV_FP][4];
 #pragma GCC unroll 12
-    for (int p = 0; p < np; p++) {
-        a0[p] = V_ZERO();
-        if (nv == 2)
-            a1[p] = V_ZERO();
-    }
+    for (int p = 0; p < np; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            a[p][v] = V_ZERO();
     const T *kt = k;
     for (int64_t ky = 0; ky < g->kh; ky++)
         for (int64_t j = 0; j < g->kw * c; j++, kt += f) {
             const int64_t o = ky * wp * c + j; /* tap (ky, kx = j / c, ci = j % c) */
-            const V k0 = V_MLOAD(m0, kt);
-            const V k1 = nv == 2 ? V_MLOAD(m1, kt + VL) : V_ZERO();
+            V kv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++)
+                kv[v] = v + 1 < nv ? V_LOAD(kt + v * VL) : V_MLOAD(m, kt + v * VL);
 #pragma GCC unroll 12
             for (int p = 0; p < np; p++) {
                 const V xv = V_SET1(xq[p][o]);
-                a0[p] = V_FMA(xv, k0, a0[p]);
-                if (nv == 2)
-                    a1[p] = V_FMA(xv, k1, a1[p]);
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++)
+                    a[p][v] = V_FMA(xv, kv[v], a[p][v]);
             }
         }
-        /* constant trip counts everywhere, so that the accumulators stay in registers */
 #pragma GCC unroll 12
     for (int p = 0; p < np; p++)
-        if (p < real) {
-            V_MSTORE(y + p * f, m0, a0[p]);
-            if (nv == 2)
-                V_MSTORE(y + p * f + VL, m1, a1[p]);
-        }
+        if (p < real)
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++)
+                V_MSTORE(y + p * f + v * VL, v + 1 < nv ? (VMASK) ~(VMASK)0 : m, a[p][v]);
 }
 
-/* y (npix, f) of one band = sum over the taps of the padded band xp times k: tiles of CONV_FP
- * pixels by two vectors of filters (by one for the last filters when at most one vector is
- * left; more pixels would need more base pointers than there are registers), the pixel's tap
- * values broadcast from xp. A tile may span
- * output rows (each pixel has its own base pointer); the last tile repeats its last pixel and
- * stores only the real ones. */
+/* y (npix, f) of one band = sum over the taps of the padded band xp times k: tiles of np pixels
+ * by nv vectors of filters (4 vectors: 6 pixels, 3: 8, else 12; about 24 accumulators), the
+ * pixel's tap values broadcast from xp. A tile may span output rows (each pixel has its own
+ * base pointer); the last tile repeats its last pixel and stores only the real ones. */
 static CONV_VATTR void FN(direct_fwd_band)(const conv_geom *g, const T *xp, const T *k, T *y,
                                            int64_t nrows)
 {
     const int64_t c = g->c, f = g->f, ow = g->ow, wp = g->wp, npix = nrows * ow;
-    for (int64_t f0 = 0; f0 < f; f0 += 2 * VL) {
-        const bool one = f - f0 <= VL;
-        const VMASK m0 = FN(vmask)(f - f0), m1 = FN(vmask)(f - f0 - VL);
-        for (int64_t q0 = 0; q0 < npix; q0 += CONV_FP) {
+    for (int64_t f0 = 0; f0 < f; f0 += 4 * VL) {
+        const int64_t fl = f - f0 < 4 * VL ? f - f0 : 4 * VL;
+        const int nv = (int)((fl + VL - 1) / VL);
+        const VMASK m = FN(vmask)(fl - (nv - 1) * VL);
+        const int64_t np = nv <= 2 ? CONV_FP : nv == 3 ? 8 : 6;
+        for (int64_t q0 = 0; q0 < npix; q0 += np) {
             const T *xq[CONV_FP];
-            for (int64_t p = 0, oy = q0 / ow, ox = q0 % ow; p < CONV_FP; p++) {
+            for (int64_t p = 0, oy = q0 / ow, ox = q0 % ow; p < np; p++) {
                 xq[p] = xp + (oy * g->sh * wp + ox * g->sw) * c;
                 if (q0 + p + 1 < npix && ++ox == ow) /* the last pixel repeats */
                     ox = 0, oy++;
             }
-            if (one)
-                FN(fwd_tile)(g, xq, k + f0, y + q0 * f + f0, m0, m1, npix - q0, CONV_FP, 1);
-            else
-                FN(fwd_tile)(g, xq, k + f0, y + q0 * f + f0, m0, m1, npix - q0, CONV_FP, 2);
-        }
-    }
-}
-
-/* One tile of nt taps (offsets toff into the padded band) by two filter vectors, summed over
- * every pixel of the band; inlined with nt constant so the accumulators live in registers. */
-static inline __attribute__((always_inline)) CONV_VATTR void
-FN(bwdk_tile)(const conv_geom *g, const T *xp, const int64_t *toff, const T *dy, int64_t nrows,
-              VMASK m0, VMASK m1, T *dk, bool first, const int nt)
-{
-    const int64_t c = g->c, f = g->f, ow = g->ow, wp = g->wp;
-    V a0[CONV_KT], a1[CONV_KT];
-    int64_t o[CONV_KT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        a0[t] = a1[t] = V_ZERO();
-        o[t] = toff[t];
-    }
-    for (int64_t oy = 0; oy < nrows; oy++) {
-        const T *xr = xp + oy * g->sh * wp * c;
-        const T *dr = dy + oy * ow * f;
-        for (int64_t ox = 0; ox < ow; ox++, xr += g->sw * c, dr += f) {
-            const V d0 = V_MLOAD(m0, dr), d1 = V_MLOAD(m1, dr + VL);
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) {
-                const V xv = V_SET1(xr[o[t]]);
-                a0[t] = V_FMA(xv, d0, a0[t]);
-                a1[t] = V_FMA(xv, d1, a1[t]);
+            T *yq = y + q0 * f + f0;
+            const T *kf = k + f0;
+            switch (nv) {
+            case 1:
+                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, CONV_FP, 1);
+                break;
+            case 2:
+                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, CONV_FP, 2);
+                break;
+            case 3:
+                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, 8, 3);
+                break;
+            default:
+                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, 6, 4);
+                break;
             }
         }
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        T *d = dk + t * f;
-        if (!first) {
-            a0[t] = V_ADD(a0[t], V_MLOAD(m0, d));
-            a1[t] = V_ADD(a1[t], V_MLOAD(m1, d + VL));
-        }
-        V_MSTORE(d, m0, a0[t]);
-        V_MSTORE(d + VL, m1, a1[t]);
-    }
 }
 
-/* dk (kdim, f) (+)= sum over the pixels of one band of x taps (outer) dy: the taps are cut into
- * near-equal tiles of at most CONV_KT, the filters into pairs of vectors. */
+/* One tile of nt consecutive taps of one kernel row (x offsets o0 .. o0 + nt - 1 in the padded
+ * band: a kernel row's kw * c taps are contiguous there) by nv vectors of filters, summed over
+ * every pixel of the band: per pixel, nv vectors of dy are loaded once and each tap's x value is
+ * broadcast against them. Inlined with nt and nv constant so that the accumulators live in
+ * registers; only the last vector is masked (m). */
+static inline __attribute__((always_inline)) CONV_VATTR void
+FN(bwdk_tile)(const conv_geom *g, const T *xp, int64_t o0, const T *dy, int64_t nrows, VMASK m,
+              T *dk, bool first, const int nt, const int nv)
+{
+    const int64_t c = g->c, f = g->f, ow = g->ow, wp = g->wp, xs = g->sw * c;
+    V a[CONV_KT][4];
+#pragma GCC unroll 12
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            a[t][v] = V_ZERO();
+    for (int64_t oy = 0; oy < nrows; oy++) {
+        const T *xr = xp + oy * g->sh * wp * c + o0;
+        const T *dr = dy + oy * ow * f;
+        for (int64_t ox = 0; ox < ow; ox++, xr += xs, dr += f) {
+            V d[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++)
+                d[v] = v + 1 < nv ? V_LOAD(dr + v * VL) : V_MLOAD(m, dr + v * VL);
+#pragma GCC unroll 12
+            for (int t = 0; t < nt; t++) {
+                const V xv = V_SET1(xr[t]);
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++)
+                    a[t][v] = V_FMA(xv, d[v], a[t][v]);
+            }
+        }
+    }
+#pragma GCC unroll 12
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            T *d = dk + t * f + v * VL;
+            const VMASK mv = v + 1 < nv ? (VMASK) ~(VMASK)0 : m;
+            if (!first)
+                a[t][v] = V_ADD(a[t][v], V_MLOAD(mv, d));
+            V_MSTORE(d, mv, a[t][v]);
+        }
+}
+
+/* dk (kdim, f) (+)= sum over the pixels of one band of x taps (outer) dy. The filters are cut
+ * into chunks of nv <= 4 vectors (only the last one partial), each kernel row's taps into
+ * near-equal tiles of at most CONV_KT * 2 / nv taps (nv = 4: 6, 3: 8, 2 or 1: 12): about 24
+ * accumulators. */
 static CONV_VATTR void FN(direct_bwdk_band)(const conv_geom *g, const T *xp, const T *dy,
                                             int64_t nrows, T *dk, bool first)
 {
-    const int64_t c = g->c, f = g->f, wp = g->wp, kdim = g->kdim;
-    const int64_t ntiles = (kdim + CONV_KT - 1) / CONV_KT;
-    for (int64_t f0 = 0; f0 < f; f0 += 2 * VL) {
-        const VMASK m0 = FN(vmask)(f - f0), m1 = FN(vmask)(f - f0 - VL);
-        for (int64_t i = 0, t0 = 0; i < ntiles; i++) {
-            const int nt = (int)((kdim - t0) / (ntiles - i)); /* balanced tile sizes */
-            int64_t toff[CONV_KT];
-            for (int t = 0; t < nt; t++) {
-                const int64_t tap = t0 + t, ky = tap / (g->kw * c), j = tap % (g->kw * c);
-                toff[t] = ky * wp * c + j;
-            }
-            T *d = dk + t0 * f + f0;
-            switch (nt) {
-#define CONV_KT_CASE(n)                                                                            \
-    case n:                                                                                        \
-        FN(bwdk_tile)(g, xp, toff, dy + f0, nrows, m0, m1, d, first, n);                           \
+    const int64_t c = g->c, f = g->f, wp = g->wp, run = g->kw * c;
+    for (int64_t f0 = 0; f0 < f; f0 += 4 * VL) {
+        const int64_t fl = f - f0 < 4 * VL ? f - f0 : 4 * VL; /* filters in this chunk */
+        const int nv = (int)((fl + VL - 1) / VL);
+        const VMASK m = FN(vmask)(fl - (nv - 1) * VL);
+        const int64_t ntmax = nv <= 2 ? CONV_KT : 2 * CONV_KT / nv;
+        const int64_t ntiles = (run + ntmax - 1) / ntmax;
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t i = 0, j0 = 0; i < ntiles; i++) {
+                const int nt = (int)((run - j0) / (ntiles - i)); /* balanced tile sizes */
+                const int64_t o0 = ky * wp * c + j0;
+                T *d = dk + (ky * run + j0) * f + f0;
+                const T *dyf = dy + f0;
+                /* one case per (nv, nt): nt is at most ntmax for that nv */
+                switch (nv * 16 + nt) {
+#define CONV_KT_CASE(v, n)                                                                         \
+    case v * 16 + n:                                                                               \
+        FN(bwdk_tile)(g, xp, o0, dyf, nrows, m, d, first, n, v);                                   \
         break;
-                CONV_KT_CASE(1)
-                CONV_KT_CASE(2)
-                CONV_KT_CASE(3)
-                CONV_KT_CASE(4)
-                CONV_KT_CASE(5)
-                CONV_KT_CASE(6)
-                CONV_KT_CASE(7)
-                CONV_KT_CASE(8)
+#define CONV_KT_CASES6(v)                                                                          \
+    CONV_KT_CASE(v, 1)                                                                             \
+    CONV_KT_CASE(v, 2)                                                                             \
+    CONV_KT_CASE(v, 3) CONV_KT_CASE(v, 4) CONV_KT_CASE(v, 5) CONV_KT_CASE(v, 6)
+#define CONV_KT_CASES8(v) CONV_KT_CASES6(v) CONV_KT_CASE(v, 7) CONV_KT_CASE(v, 8)
+#define CONV_KT_CASES12(v)                                                                         \
+    CONV_KT_CASES8(v) CONV_KT_CASE(v, 9) CONV_KT_CASE(v, 10) CONV_KT_CASE(v, 11) CONV_KT_CASE(v, 12)
+                    CONV_KT_CASES12(1)
+                    CONV_KT_CASES12(2)
+                    CONV_KT_CASES8(3)
+                    CONV_KT_CASES6(4)
+#undef CONV_KT_CASES12
+#undef CONV_KT_CASES8
+#undef CONV_KT_CASES6
 #undef CONV_KT_CASE
-            default:
-                break;
+                default:
+                    break;
+                }
+                j0 += nt;
             }
-            t0 += nt;
-        }
     }
 }
 
@@ -553,6 +581,439 @@ static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool
         FN(direct_bwdi_band)(g, dyp, kp, dx, nr);
     }
     return true;
+}
+
+/* ---------------------------------------------------------------- Winograd F(2x2, 5x5) */
+
+/* The 1-d transforms of F(2, 5) with the points 0, 1, -1, 2, -1/2, infinity (see conv.c),
+ * derived by Toom-Cook and checked in exact arithmetic; each is applied along both axes of a
+ * tile, on vectors of VL independent lanes (channels):
+ *   B^T = [2 3 -4 -3 2 0; 0 2 5 1 -2 0; 0 2 1 -5 2 0; 0 -1 -2 1 2 0; 0 -2 1 2 -1 0;
+ *          0 2 3 -4 -3 2]
+ *   G = [1/2 0 0 0 0; 1/6 1/6 1/6 1/6 1/6; 1/6 -1/6 1/6 -1/6 1/6;
+ *        1/30 1/15 2/15 4/15 8/15; 16/15 -8/15 4/15 -2/15 1/15; 0 0 0 0 1/2]
+ *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -1/2 1]
+ * y = A^T [(G k) . (B^T d)] is the correlation of d (6) with k (5) at two positions, and
+ * dk = G^T [(A e) . (B^T d)] that of d with e (2) at five (backward-kernel).
+ * r (6) = B^T d (6): the input tile. */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_bt)(V *r, const V *d)
+{
+    const V c2 = V_SET1((T)2), c3 = V_SET1((T)3), c4 = V_SET1((T)4);
+    const V a = V_SUB(d[1], d[3]), b = V_SUB(d[2], d[4]);
+    const V s = V_FMA(c2, a, V_MUL(c3, d[2])), t = V_FMA(c2, b, V_MUL(c3, d[3]));
+    r[0] = V_FMA(c2, V_ADD(d[0], d[4]), V_FNMA(c4, d[2], V_MUL(c3, a)));
+    r[1] = V_ADD(s, t);
+    r[2] = V_SUB(s, t);
+    r[3] = V_FNMS(c2, b, a);
+    r[4] = V_FNMA(c2, a, b);
+    r[5] = V_FMA(c2, V_ADD(d[1], d[5]), V_FNMA(c4, d[3], V_MUL(c3, b)));
+}
+
+/* r (2) = A^T m (6): the outputs of a tile. */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_at)(V *r, const V *m)
+{
+    r[0] = V_ADD(V_ADD(m[0], V_ADD(m[1], m[2])), V_ADD(m[3], m[4]));
+    r[1] = V_ADD(V_FMA(V_SET1((T)2), m[3], V_FNMA(V_SET1((T)0.5), m[4], V_SUB(m[1], m[2]))), m[5]);
+}
+
+/* r (6) = A e (2): a tile of dy (backward-kernel). */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_a)(V *r, V e0, V e1)
+{
+    r[0] = e0;
+    r[1] = V_ADD(e0, e1);
+    r[2] = V_SUB(e0, e1);
+    r[3] = V_FMA(V_SET1((T)2), e1, e0);
+    r[4] = V_FNMA(V_SET1((T)0.5), e1, e0);
+    r[5] = e1;
+}
+
+/* r (6) = G g (5): the kernel. */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_g)(V *r, const V *g)
+{
+    const V c2 = V_SET1((T)2), sixth = V_SET1((T)1 / 6);
+    const V e = V_ADD(V_ADD(g[0], g[2]), g[4]), o = V_ADD(g[1], g[3]);
+    V h = V_FMA(c2, V_FMA(c2, V_FMA(c2, V_FMA(c2, g[4], g[3]), g[2]), g[1]), g[0]);
+    V l = V_FNMA(c2, V_FNMA(c2, V_FNMA(c2, V_FNMA(c2, g[0], g[1]), g[2]), g[3]), g[4]);
+    r[0] = V_MUL(V_SET1((T)0.5), g[0]);
+    r[1] = V_MUL(sixth, V_ADD(e, o));
+    r[2] = V_MUL(sixth, V_SUB(e, o));
+    r[3] = V_MUL(V_SET1((T)1 / 30), h);
+    r[4] = V_MUL(V_SET1((T)1 / 15), l);
+    r[5] = V_MUL(V_SET1((T)0.5), g[4]);
+}
+
+/* r (5) = G^T w (6): the transformed kernel gradient back to taps. */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_gt)(V *r, const V *w)
+{
+    const V a = V_MUL(V_SET1((T)1 / 6), V_ADD(w[1], w[2]));
+    const V b = V_MUL(V_SET1((T)1 / 6), V_SUB(w[1], w[2]));
+    const V p = V_MUL(V_SET1((T)1 / 15), w[3]), q = V_MUL(V_SET1((T)1 / 15), w[4]);
+    const V half = V_SET1((T)0.5), c2 = V_SET1((T)2), c4 = V_SET1((T)4), c8 = V_SET1((T)8);
+    r[0] = V_FMA(half, V_ADD(w[0], p), V_FMA(V_SET1((T)16), q, a));
+    r[1] = V_FNMA(c8, q, V_ADD(b, p));
+    r[2] = V_FMA(c2, p, V_FMA(c4, q, a));
+    r[3] = V_FMA(c4, p, V_FNMA(c2, q, b));
+    r[4] = V_FMA(half, w[5], V_FMA(c8, p, V_ADD(a, q)));
+}
+/* u (36, cin, cout) = G g G^T for every (cin, cout) pair of k (5, 5, cin, cout): matrix xi =
+ * 6 i + j of the transformed 6x6 kernels, us elements apart. */
+static CONV_VATTR void FN(wino_kernel)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u)
+{
+    for (int64_t ci = 0; ci < cin; ci++)
+        for (int64_t f0 = 0; f0 < cout; f0 += VL) {
+            const VMASK m = FN(vmask)(cout - f0);
+            V t[6][5];
+#pragma GCC unroll 5
+            for (int kx = 0; kx < 5; kx++) {
+                V g[5], r[6];
+#pragma GCC unroll 5
+                for (int ky = 0; ky < 5; ky++)
+                    g[ky] = V_MLOAD(m, k + ((ky * 5 + kx) * cin + ci) * cout + f0);
+                FN(wino_g)(r, g);
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++)
+                    t[i][kx] = r[i];
+            }
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) {
+                V r[6];
+                FN(wino_g)(r, t[i]);
+#pragma GCC unroll 6
+                for (int j = 0; j < 6; j++)
+                    V_MSTORE(u + (i * 6 + j) * us + ci * cout + f0, m, r[j]);
+            }
+        }
+}
+
+/* v (36, nt, c; matrices vs elements apart) = B^T d B of tiles [t0, t0 + nt) of a band: tile t
+ * (tile row t / tw, column t % tw) is the 6x6 window of the padded band xp (rows of wp * c) at
+ * (2 (t / tw), 2 (t % tw)). */
+static CONV_VATTR void FN(wino_in)(const T *xp, int64_t wp, int64_t c, int64_t tw, int64_t t0,
+                                   int64_t nt, int64_t vs, T *v)
+{
+    for (int64_t q = 0; q < nt; q++) {
+        const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
+        const T *base = xp + (2 * ty * wp + 2 * tx) * c;
+        for (int64_t c0 = 0; c0 < c; c0 += VL) {
+            const VMASK m = FN(vmask)(c - c0);
+            V t[6][6];
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+                V d[6], r[6];
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++)
+                    d[i] = V_MLOAD(m, base + (i * wp + j) * c + c0);
+                FN(wino_bt)(r, d);
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++)
+                    t[i][j] = r[i];
+            }
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) {
+                V r[6];
+                FN(wino_bt)(r, t[i]);
+#pragma GCC unroll 6
+                for (int j = 0; j < 6; j++)
+                    V_MSTORE(v + (i * 6 + j) * vs + q * c + c0, m, r[j]);
+            }
+        }
+    }
+}
+
+/* The outputs of tiles [t0, t0 + nt) of a band of nr output rows of width ow: A^T M A of each
+ * tile's products mm (36, nt, f; matrices ms elements apart), written to rows 2 ty, 2 ty + 1
+ * and columns 2 tx, 2 tx + 1 of y (the band's first row) where they exist. */
+static CONV_VATTR void FN(wino_out)(const T *mm, int64_t f, int64_t tw, int64_t ow, int64_t nr,
+                                    int64_t t0, int64_t nt, int64_t ms, T *y)
+{
+    for (int64_t q = 0; q < nt; q++) {
+        const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
+        const int64_t rows = nr - 2 * ty < 2 ? nr - 2 * ty : 2, cols = ow - 2 * tx < 2 ? 1 : 2;
+        T *yt = y + (2 * ty * ow + 2 * tx) * f;
+        for (int64_t f0 = 0; f0 < f; f0 += VL) {
+            const VMASK m = FN(vmask)(f - f0);
+            V s[2][6];
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+                V col[6], r[2];
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++)
+                    col[i] = V_MLOAD(m, mm + (i * 6 + j) * ms + q * f + f0);
+                FN(wino_at)(r, col);
+                s[0][j] = r[0];
+                s[1][j] = r[1];
+            }
+#pragma GCC unroll 2
+            for (int a = 0; a < 2; a++) {
+                V r[2];
+                FN(wino_at)(r, s[a]);
+                if (a < rows) {
+                    V_MSTORE(yt + a * ow * f + f0, m, r[0]);
+                    if (cols == 2)
+                        V_MSTORE(yt + (a * ow + 1) * f + f0, m, r[1]);
+                }
+            }
+        }
+    }
+}
+
+/* d (36, nt, f; matrices ds elements apart) = A e A^T of the 2x2 blocks e of dy (rows 2 ty,
+ * 2 ty + 1 and columns 2 tx, 2 tx + 1 from the band's first row dy; zero beyond its nr rows or
+ * ow columns) of tiles [t0, t0 + nt). */
+static CONV_VATTR void FN(wino_dy)(const T *dy, int64_t f, int64_t tw, int64_t ow, int64_t nr,
+                                   int64_t t0, int64_t nt, int64_t ds, T *d)
+{
+    for (int64_t q = 0; q < nt; q++) {
+        const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
+        const int64_t rows = nr - 2 * ty < 2 ? nr - 2 * ty : 2, cols = ow - 2 * tx < 2 ? 1 : 2;
+        const T *et = dy + (2 * ty * ow + 2 * tx) * f;
+        for (int64_t f0 = 0; f0 < f; f0 += VL) {
+            const VMASK m = FN(vmask)(f - f0);
+            V e[2][6]; /* e[b] = A (column b of the block) */
+#pragma GCC unroll 2
+            for (int b = 0; b < 2; b++) {
+                const V e0 = b < cols ? V_MLOAD(m, et + b * f + f0) : V_ZERO();
+                const V e1 = b < cols && rows == 2 ? V_MLOAD(m, et + (ow + b) * f + f0) : V_ZERO();
+                FN(wino_a)(e[b], e0, e1);
+            }
+#pragma GCC unroll 6
+            for (int k = 0; k < 6; k++) {
+                V r[6];
+                FN(wino_a)(r, e[0][k], e[1][k]);
+#pragma GCC unroll 6
+                for (int l = 0; l < 6; l++)
+                    V_MSTORE(d + (k * 6 + l) * ds + q * f + f0, m, r[l]);
+            }
+        }
+    }
+}
+
+/* dk (5, 5, c, f) rows ci in [c0, c1) = G^T w G, w (36, c, f; matrices us elements apart) the
+ * sum of the np partial sums at w0 (ps elements apart), added in order. */
+static CONV_VATTR void FN(wino_kgrad)(const T *w0, int64_t np, size_t ps, int64_t us, int64_t c,
+                                      int64_t f, int64_t c0, int64_t c1, T *dk)
+{
+    for (int64_t ci = c0; ci < c1; ci++)
+        for (int64_t f0 = 0; f0 < f; f0 += VL) {
+            const VMASK m = FN(vmask)(f - f0);
+            V s[5][6];
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+                V col[6], r[5];
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++) {
+                    const T *p = w0 + (i * 6 + j) * us + ci * f + f0;
+                    col[i] = V_MLOAD(m, p);
+                    for (int64_t g = 1; g < np; g++)
+                        col[i] = V_ADD(col[i], V_MLOAD(m, p + (size_t)g * ps));
+                }
+                FN(wino_gt)(r, col);
+#pragma GCC unroll 5
+                for (int ky = 0; ky < 5; ky++)
+                    s[ky][j] = r[ky];
+            }
+#pragma GCC unroll 5
+            for (int ky = 0; ky < 5; ky++) {
+                V r[5];
+                FN(wino_gt)(r, s[ky]);
+#pragma GCC unroll 5
+                for (int kx = 0; kx < 5; kx++)
+                    V_MSTORE(dk + ((ky * 5 + kx) * c + ci) * f + f0, m, r[kx]);
+            }
+        }
+}
+
+/* One register tile of c (nr, nv vectors) = a (nr, k; rows lda apart) @ b (k, nv vectors; rows
+ * ldb apart): per step of k, nv vectors of b are loaded once and each row's element of a is
+ * broadcast against them. Inlined with nr and nv constant; only the last vector is masked (m). */
+static inline __attribute__((always_inline)) CONV_VATTR void
+FN(wgemm_tile)(const T *a, int64_t lda, const T *b, int64_t ldb, T *c, int64_t ldc, int64_t k,
+               VMASK m, const int nr, const int nv)
+{
+    V acc[12][4];
+#pragma GCC unroll 12
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = V_ZERO();
+    for (int64_t kk = 0; kk < k; kk++, a++, b += ldb) {
+        V bv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            bv[v] = v + 1 < nv ? V_LOAD(b + v * VL) : V_MLOAD(m, b + v * VL);
+#pragma GCC unroll 12
+        for (int i = 0; i < nr; i++) {
+            const V x = V_SET1(a[i * lda]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++)
+                acc[i][v] = V_FMA(x, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < nr; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            V_MSTORE(c + i * ldc + v * VL, v + 1 < nv ? (VMASK) ~(VMASK)0 : m, acc[i][v]);
+}
+
+/* c (rows, n) = a (rows, k) @ b (k, n), all row-major with rows lda, ldb, ldc apart: one of the
+ * 36 GEMMs of a forward block (rows: tiles, k: input channels, n: filters). Register tiles of
+ * nv <= 4 vectors by near-equal row counts of at most 24 / nv (2 vectors or fewer: 12): about
+ * 24 accumulators. */
+static CONV_VATTR void FN(wgemm)(const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+                                 int64_t ldc, int64_t rows, int64_t k, int64_t n)
+{
+    for (int64_t f0 = 0; f0 < n; f0 += 4 * VL) {
+        const int64_t fl = n - f0 < 4 * VL ? n - f0 : 4 * VL;
+        const int nv = (int)((fl + VL - 1) / VL);
+        const VMASK m = FN(vmask)(fl - (nv - 1) * VL);
+        const int64_t rmax = nv <= 2 ? 12 : 24 / nv, nblk = (rows + rmax - 1) / rmax;
+        for (int64_t i = 0, r0 = 0; i < nblk; i++) {
+            const int nr = (int)((rows - r0) / (nblk - i));
+            const T *ai = a + r0 * lda;
+            T *ci = c + r0 * ldc + f0;
+            switch (nv * 16 + nr) {
+#define CONV_WG_CASE(v, r)                                                                         \
+    case v * 16 + r:                                                                               \
+        FN(wgemm_tile)(ai, lda, b + f0, ldb, ci, ldc, k, m, r, v);                                 \
+        break;
+#define CONV_WG_CASES6(v)                                                                          \
+    CONV_WG_CASE(v, 1)                                                                             \
+    CONV_WG_CASE(v, 2)                                                                             \
+    CONV_WG_CASE(v, 3) CONV_WG_CASE(v, 4) CONV_WG_CASE(v, 5) CONV_WG_CASE(v, 6)
+#define CONV_WG_CASES8(v) CONV_WG_CASES6(v) CONV_WG_CASE(v, 7) CONV_WG_CASE(v, 8)
+#define CONV_WG_CASES12(v)                                                                         \
+    CONV_WG_CASES8(v) CONV_WG_CASE(v, 9) CONV_WG_CASE(v, 10) CONV_WG_CASE(v, 11) CONV_WG_CASE(v, 12)
+                CONV_WG_CASES12(1)
+                CONV_WG_CASES12(2)
+                CONV_WG_CASES8(3)
+                CONV_WG_CASES6(4)
+#undef CONV_WG_CASES12
+#undef CONV_WG_CASES8
+#undef CONV_WG_CASES6
+#undef CONV_WG_CASE
+            default:
+                break;
+            }
+            r0 += nr;
+        }
+    }
+}
+
+/* The geometry of the 1x1 convolution that is one of the 36 GEMMs of a block of nt tiles:
+ * pixels = tiles, c input channels, f filters (the direct kernels run it). */
+static inline conv_geom FN(wino_gemm_geom)(int64_t c, int64_t f, int64_t nt)
+{
+    conv_geom g1 = {0};
+    g1.n = 1, g1.h = 1, g1.w = nt, g1.c = c;
+    g1.kh = g1.kw = 1, g1.f = f;
+    g1.oh = 1, g1.ow = nt, g1.sh = g1.sw = 1;
+    g1.kdim = c, g1.wp = nt, g1.wq = nt;
+    return g1;
+}
+
+/* Forward and backward-input (stride 1, 5x5): the kernel was transformed into u (36, c, f) at
+ * the start of the workspace (wino_prep); the unit pads its band of the source (x, or dy for
+ * backward-input: the forward pass of wino_geom), then per block of tb tiles transforms the
+ * tiles, runs the 36 GEMMs m_xi (nt, f) = v_xi (nt, c) @ u_xi (c, f), and transforms back. */
+static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool fresh, bool bwdi)
+{
+    const conv_plan *pl = jb->pl;
+    const conv_geom gf = wino_geom(jb->g, bwdi);
+    const int64_t c = gf.c, f = gf.f, ow = gf.ow, tw = (ow + 1) / 2, tb = pl->tb;
+    const int64_t vs = wino_ld(tb * c, sizeof(T)), ms = wino_ld(tb * f, sizeof(T));
+    const int64_t us = wino_ld(c * f, sizeof(T));
+    int64_t img, r0, nr;
+    FN(direct_band)(pl, gf.oh, u, &img, &r0, &nr);
+    T *xp = slot, *v = xp + wino_band_elems(&gf, pl->rpu), *mm = v + 36 * vs;
+    FN(pad_x)
+    (&gf, bwdi ? jb->in1 : jb->in0, img, r0, (nr + 1) / 2 * 2, (pl->rpu + 1) / 2 * 2, xp, fresh);
+    const T *uk = (const T *)(const void *)pl->ws;
+    T *y = (T *)jb->out + (img * gf.oh + r0) * ow * f;
+    const int64_t ntiles = (nr + 1) / 2 * tw, nb = (ntiles + tb - 1) / tb;
+    for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
+        nt = (ntiles - t0) / (nb - b);
+        FN(wino_in)(xp, gf.wp, c, tw, t0, nt, vs, v);
+        for (int64_t xi = 0; xi < 36; xi++)
+            FN(wgemm)(v + xi * vs, c, uk + xi * us, f, mm + xi * ms, f, nt, c, f);
+        FN(wino_out)(mm, f, tw, ow, nr, t0, nt, ms, y);
+    }
+    return true;
+}
+
+static bool FN(wino_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                              bool first)
+{
+    (void)acc, (void)first;
+    return FN(wino_fwd_common)(jb, u, slot, fresh, false);
+}
+
+static bool FN(wino_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                               bool first)
+{
+    (void)acc, (void)first;
+    return FN(wino_fwd_common)(jb, u, slot, fresh, true);
+}
+
+/* Backward-kernel (stride 1, 5x5): acc (36, c, f) (+)= per block of tb tiles of the unit's band,
+ * the 36 GEMMs v_xi (nt, c)^T @ d_xi (nt, f) of the transformed x tiles and dy blocks; the
+ * group sums go back to taps at the end (wino_finish). */
+static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                               bool first)
+{
+    const conv_plan *pl = jb->pl;
+    const conv_geom gf = wino_geom(jb->g, false);
+    const int64_t c = gf.c, f = gf.f, ow = gf.ow, tw = (ow + 1) / 2, tb = pl->tb;
+    const int64_t vs = wino_ld(tb * c, sizeof(T)), ds = wino_ld(tb * f, sizeof(T));
+    const int64_t us = wino_ld(c * f, sizeof(T));
+    int64_t img, r0, nr;
+    FN(direct_band)(pl, gf.oh, u, &img, &r0, &nr);
+    T *xp = slot, *v = xp + wino_band_elems(&gf, pl->rpu), *d = v + 36 * vs;
+    FN(pad_x)(&gf, jb->in0, img, r0, (nr + 1) / 2 * 2, (pl->rpu + 1) / 2 * 2, xp, fresh);
+    const T *dy = (const T *)jb->in1 + (img * gf.oh + r0) * ow * f;
+    /* the unit's dy rows are read two at a time, tile by tile: ask for all of them now, while
+     * the band's x tiles are transformed */
+    for (int64_t i = 0; i < nr * ow * f; i += 64 / (int64_t)sizeof(T))
+        __builtin_prefetch(dy + i, 0, 3);
+    T *w = acc;
+    const int64_t ntiles = (nr + 1) / 2 * tw, nb = (ntiles + tb - 1) / tb;
+    for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
+        nt = (ntiles - t0) / (nb - b);
+        FN(wino_in)(xp, gf.wp, c, tw, t0, nt, vs, v);
+        FN(wino_dy)(dy, f, tw, ow, nr, t0, nt, ds, d);
+        const conv_geom g1 = FN(wino_gemm_geom)(c, f, nt);
+        for (int64_t xi = 0; xi < 36; xi++)
+            FN(direct_bwdk_band)(&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
+    }
+    return true;
+}
+
+/* Before the units of forward or backward-input: the transformed kernel at the start of the
+ * workspace (backward-input: of the rotated kernel, built just after it). */
+static void FN(wino_prep)(const conv_job *jb, bool bwdi)
+{
+    const conv_geom *g = jb->g;
+    T *uk = (T *)(void *)jb->pl->ws;
+    const int64_t us = wino_ld(g->c * g->f, sizeof(T));
+    if (!bwdi) {
+        FN(wino_kernel)(jb->in1, g->c, g->f, us, uk);
+        return;
+    }
+    T *kr = uk + wino_u_elems(g, sizeof(T));
+    FN(rot_k)(g, jb->in0, kr);
+    FN(wino_kernel)(kr, g->f, g->c, us, uk);
+}
+
+/* After the units of backward-kernel: dk = G^T (the group partials, summed in order) G, the
+ * input channels split over threads. */
+static void FN(wino_finish)(const conv_job *jb, const void *parts, int64_t groups, size_t pstride)
+{
+    const conv_geom *g = jb->g;
+    const int64_t c = g->c, f = g->f;
+#pragma omp parallel for schedule(static) if (36 * c * f * groups >= SX_OMP_MIN)
+    for (int64_t ci = 0; ci < c; ci++)
+        FN(wino_kgrad)
+    (parts, groups, pstride, wino_ld(c * f, sizeof(T)), c, f, ci, ci + 1, jb->out);
 }
 
 #endif /* V_FMA */

@@ -245,11 +245,11 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
                 const int64_t off = (y0 * g->w + x0) * c, ny = y1 - y0, nx = x1 - x0;
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
-                if (store && ny == 2 && nx == 2)
+                if (store && ny == 2 && nx == 2) {
                     POOL_CAT(maxpool_bwd_2x2, SFX)(g, xw, dyo, dxw, cn, relu);
-                else
-                    POOL_CAT(maxpool_bwd_window, SFX)
-                    (g, xw, dyo, dxw, ny, nx, cn, store, relu, m, at);
+                    continue;
+                }
+                POOL_CAT(maxpool_bwd_window, SFX)(g, xw, dyo, dxw, ny, nx, cn, store, relu, m, at);
             }
         }
         if (store && !pool_covers(g))

@@ -2,9 +2,10 @@
  * double (strides, SAME/VALID, odd sizes, kernels larger than the input, several channel
  * counts, f32 and f64), each run with the full workspace and with exactly the minimum one (the
  * banded units), the adjoint identities between the three, empty shapes, and the error paths.
- * The shapes cover both implementations (direct kernels for small and medium kdim on AVX-512
- * CPUs, im2col + GEMM otherwise), filter counts that leave partial vectors, images larger than
- * one unit, and the same bits for any thread count. */
+ * The shapes cover the three implementations (direct kernels for small and medium kdim and
+ * Winograd's F(2x2, 5x5) for 5x5 kernels at stride 1 on AVX-512 CPUs, im2col + GEMM
+ * otherwise), filter counts that leave partial vectors, images larger than one unit,
+ * workspaces of every size in between, and the same bits for any thread count. */
 #include "testutil.h"
 
 #include <math.h>
@@ -102,10 +103,46 @@ static void ref_backward_kernel(const cfg *q, const sx_tensor *x, const sx_tenso
     });
 }
 
+/* Winograd's F(2x2, 5x5) (5x5 kernels at stride 1 with enough channels, on AVX-512 CPUs) rounds
+ * on the scale of the largest terms of a tile rather than of each sum: on shapes that may run
+ * it, results are compared on the scale of the largest sum of |terms| of their group (an image
+ * and channel for forward and backward-input, a (channel, filter) pair over the taps for
+ * backward-kernel; spread_mag). Measured on that scale: up to about 15 rounding units (2^-24
+ * or 2^-53) on ordinary shapes and 45 on degenerate ones (one or two output rows, VALID, where
+ * the transforms' cancellation is largest); the tolerance is about 200. */
+static bool wino_shape(const cfg *q)
+{
+    return q->kh == 5 && q->kw == 5 && q->sh == 1 && q->sw == 1 && q->c >= 8 && q->f >= 8;
+}
+
+static double tol_of(sx_dtype dt, const cfg *q)
+{
+    if (wino_shape(q))
+        return dt == SX_F32 ? 1.2e-5 : 2.5e-14;
+    return dt == SX_F32 ? 4e-6 : 1e-14;
+}
+
+/* mag (shape s) = the largest mag of each element's group: with taps, the elements that share
+ * the last two indices (kernel (kh,kw,c,f): one (c, f) pair), else those that share the first
+ * and the last (images (n,h,w,c): one image and channel). */
+static void spread_mag(double *mag, const int64_t *s, bool taps)
+{
+    const int64_t outer = taps ? 1 : s[0], mid = taps ? s[0] * s[1] : s[1] * s[2];
+    const int64_t inner = taps ? s[2] * s[3] : s[3];
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t j = 0; j < inner; j++) {
+            double m = 0;
+            for (int64_t p = 0; p < mid; p++)
+                m = fmax(m, mag[(a * mid + p) * inner + j]);
+            for (int64_t p = 0; p < mid; p++)
+                mag[(a * mid + p) * inner + j] = m;
+        }
+}
+
 static void expect_ref(const char *what, const cfg *q, const sx_tensor *got, const double *ref,
                        const double *mag)
 {
-    double tol = got->dtype == SX_F32 ? 4e-6 : 1e-14;
+    double tol = tol_of(got->dtype, q);
     for (int64_t i = 0; i < got->size; i++) {
         double v = sx_tensor_get(got, i);
         cr_assert(fabs(v - ref[i]) <= tol * mag[i] + 1e-300,
@@ -124,8 +161,9 @@ typedef struct refs {
 } refs;
 
 /* The three kernels with a workspace of ws_bytes bytes placed at byte offset `skew` (alignment
- * must not matter), each into an output pre-filled with NaN, against the references. The
- * results are left in y, dx, dk for the caller to compare across workspaces. */
+ * must not matter) and filled with NaN bytes (no kernel may read scratch it did not write),
+ * each into an output pre-filled with NaN, against the references. The results are left in y,
+ * dx, dk for the caller to compare across workspaces. */
 static void run_case(const cfg *q, size_t ws_bytes, size_t skew, const refs *r, sx_tensor *x,
                      sx_tensor *k, sx_tensor *dy, sx_tensor *y, sx_tensor *dx, sx_tensor *dk)
 {
@@ -134,16 +172,19 @@ static void run_case(const cfg *q, size_t ws_bytes, size_t skew, const refs *r, 
     char *buf = malloc(ws_bytes + skew + (ws_bytes == 0));
     void *ws = ws_bytes == 0 ? buf : buf + skew;
 
-    cr_assert_eq(sx_tensor_fill(y, NAN), SX_OK);
+    memset(ws, 0xff, ws_bytes);
+    cr_assert_eq(sx_tensor_fill(y, (double)NAN), SX_OK);
     cr_assert_eq(sx_tensor_conv2d_out(x, k, &p, ws, ws_bytes, y), SX_OK, "%s", sx_last_error());
     expect_ref("forward", q, y, r->y, r->ymag);
 
-    cr_assert_eq(sx_tensor_fill(dx, NAN), SX_OK);
+    memset(ws, 0xff, ws_bytes);
+    cr_assert_eq(sx_tensor_fill(dx, (double)NAN), SX_OK);
     cr_assert_eq(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, ws_bytes, dx), SX_OK, "%s",
                  sx_last_error());
     expect_ref("backward_input", q, dx, r->dx, r->dxmag);
 
-    cr_assert_eq(sx_tensor_fill(dk, NAN), SX_OK);
+    memset(ws, 0xff, ws_bytes);
+    cr_assert_eq(sx_tensor_fill(dk, (double)NAN), SX_OK);
     cr_assert_eq(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, ws_bytes, dk), SX_OK, "%s",
                  sx_last_error());
     expect_ref("backward_kernel", q, dk, r->dk, r->dkmag);
@@ -153,9 +194,10 @@ static void run_case(const cfg *q, size_t ws_bytes, size_t skew, const refs *r, 
 /* Both workspaces give the same numbers: the blocked path is the same computation cut into
  * pieces, so only the order of the GEMMs' sums differs (backward-kernel adds the blocks'
  * products): equal up to rounding on the scale mag of each sum. */
-static void expect_same(const char *what, const sx_tensor *a, const sx_tensor *b, const double *mag)
+static void expect_same(const char *what, const cfg *q, const sx_tensor *a, const sx_tensor *b,
+                        const double *mag)
 {
-    double tol = a->dtype == SX_F32 ? 1e-6 : 1e-15;
+    double tol = wino_shape(q) ? 2 * tol_of(a->dtype, q) : a->dtype == SX_F32 ? 1e-6 : 1e-15;
     for (int64_t i = 0; i < a->size; i++) {
         double u = sx_tensor_get(a, i), v = sx_tensor_get(b, i);
         cr_assert(fabs(u - v) <= tol * mag[i] + 1e-300, "%s: full %.17g, blocked %.17g", what, u,
@@ -192,13 +234,18 @@ static bool check_cfg(sx_rng *rng, const cfg *q)
         ref_forward(q, x, k, r.y, r.ymag, dy->size);
         ref_backward_input(q, k, dy, r.dx, r.dxmag, x->size);
         ref_backward_kernel(q, x, dy, r.dk, r.dkmag, k->size);
+        if (wino_shape(q)) {
+            spread_mag(r.ymag, ys, false);
+            spread_mag(r.dxmag, xs, false);
+            spread_mag(r.dkmag, ks, true);
+        }
         sx_tensor *y1 = tu_zeros(dt, 4, ys), *dx1 = tu_zeros(dt, 4, xs), *dk1 = tu_zeros(dt, 4, ks);
         sx_tensor *y2 = tu_zeros(dt, 4, ys), *dx2 = tu_zeros(dt, 4, xs), *dk2 = tu_zeros(dt, 4, ks);
         run_case(q, full, 0, &r, x, k, dy, y1, dx1, dk1);
         run_case(q, min, 3, &r, x, k, dy, y2, dx2, dk2);
-        expect_same("forward", y1, y2, r.ymag);
-        expect_same("backward_input", dx1, dx2, r.dxmag);
-        expect_same("backward_kernel", dk1, dk2, r.dkmag);
+        expect_same("forward", q, y1, y2, r.ymag);
+        expect_same("backward_input", q, dx1, dx2, r.dxmag);
+        expect_same("backward_kernel", q, dk1, dk2, r.dkmag);
         sx_tensor *all[] = {x, k, dy, y1, dx1, dk1, y2, dx2, dk2};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             sx_tensor_free(all[i]);
@@ -274,22 +321,37 @@ Test(tensor_conv, random_shapes)
     }
 }
 
+/* Winograd's F(2x2, 5x5): 5x5 kernels at stride 1, images of odd and even sizes, smaller than
+ * the kernel, a single pixel, one output row; channel counts that leave partial vectors; and
+ * shapes where only some of the three kernels qualify (their GEMMs must sum over at least 16
+ * channels and produce at least 8). */
+static const cfg wino[] = {
+    {2, 14, 14, 16, 5, 5, 16, 1, 1, SX_PAD_SAME}, {1, 9, 11, 17, 5, 5, 20, 1, 1, SX_PAD_VALID},
+    {2, 7, 6, 33, 5, 5, 70, 1, 1, SX_PAD_SAME},   {3, 1, 1, 16, 5, 5, 16, 1, 1, SX_PAD_SAME},
+    {2, 3, 2, 24, 5, 5, 18, 1, 1, SX_PAD_SAME},   {1, 5, 9, 16, 5, 5, 16, 1, 1, SX_PAD_VALID},
+    {2, 13, 4, 20, 5, 5, 9, 1, 1, SX_PAD_SAME},   {2, 10, 10, 8, 5, 5, 40, 1, 1, SX_PAD_SAME},
+    {1, 6, 5, 16, 5, 5, 8, 1, 1, SX_PAD_VALID},
+};
+
 /* <conv(x,k), g> == <x, bwd_input(k,g)> == <k, bwd_kernel(x,g)>: the backward rules are the
- * adjoints of the forward map, in each argument. */
+ * adjoints of the forward map, in each argument; with the minimum and the full workspace (the
+ * latter runs Winograd on its shapes). */
 Test(tensor_conv, backward_rules_are_adjoints)
 {
     sx_rng rng;
     sx_rng_seed(&rng, 14);
-    const cfg all[] = {fixed[2], fixed[4], fixed[5], corners[0], corners[5], corners[8]};
+    const cfg all[] = {fixed[2],   fixed[4], fixed[5], corners[0], corners[5],
+                       corners[8], wino[0],  wino[2],  wino[6]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < 4; d++) {
             const cfg *q = &all[i];
-            sx_dtype dt = d ? SX_F64 : SX_F32;
+            sx_dtype dt = d % 2 ? SX_F64 : SX_F32;
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
             sx_conv2d_params p = {q->sh, q->sw, q->pad};
-            size_t wsb = sx_conv2d_workspace_min(xs, ks, &p);
+            size_t wsb =
+                d < 2 ? sx_conv2d_workspace_min(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
             void *ws = malloc(wsb + 1);
             sx_tensor *x = tu_rand(&rng, dt, 4, xs, -1, 1), *k = tu_rand(&rng, dt, 4, ks, -1, 1);
             sx_tensor *gy = tu_rand(&rng, dt, 4, ys, -1, 1);
@@ -437,6 +499,63 @@ Test(tensor_conv, larger_shapes_both_paths, .timeout = 120)
         check_cfg(&rng, &larger[i]);
 }
 
+/* The shapes of Winograd's F(2x2, 5x5) against the references, in both dtypes, with the full
+ * workspace (Winograd) and the minimum (the direct kernels). */
+Test(tensor_conv, winograd_shapes, .timeout = 120)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 21);
+    for (size_t i = 0; i < sizeof wino / sizeof wino[0]; i++)
+        check_cfg(&rng, &wino[i]);
+}
+
+/* Workspaces between the minimum and the full size: each either runs the direct kernels or
+ * Winograd with fewer slots, fewer partial sums of backward-kernel, and bands of an even number
+ * of rows (one image of 30 rows does not fit the smaller ones whole); all agree with the
+ * references. The workspace is filled with NaN bytes: nothing may be read before it is
+ * written. */
+Test(tensor_conv, winograd_any_workspace, .timeout = 120)
+{
+    static const cfg cases[] = {{3, 30, 9, 16, 5, 5, 16, 1, 1, SX_PAD_SAME},
+                                {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID}};
+    sx_rng rng;
+    sx_rng_seed(&rng, 22);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int d = 0; d < 2; d++) {
+            const cfg *q = &cases[i];
+            const sx_dtype dt = d ? SX_F64 : SX_F32;
+            geo g = geo_of(q);
+            int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
+            int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
+            sx_conv2d_params p = {q->sh, q->sw, q->pad};
+            size_t full = sx_conv2d_workspace(xs, ks, &p),
+                   min = sx_conv2d_workspace_min(xs, ks, &p);
+            sx_tensor *x = tu_rand(&rng, dt, 4, xs, -1, 1), *k = tu_rand(&rng, dt, 4, ks, -1, 1);
+            sx_tensor *dy = tu_rand(&rng, dt, 4, ys, -1, 1);
+            refs r = {dalloc(dy->size), dalloc(dy->size), dalloc(x->size),
+                      dalloc(x->size),  dalloc(k->size),  dalloc(k->size)};
+            ref_forward(q, x, k, r.y, r.ymag, dy->size);
+            ref_backward_input(q, k, dy, r.dx, r.dxmag, x->size);
+            ref_backward_kernel(q, x, dy, r.dk, r.dkmag, k->size);
+            spread_mag(r.ymag, ys, false);
+            spread_mag(r.dxmag, xs, false);
+            spread_mag(r.dkmag, ks, true);
+            sx_tensor *y = tu_zeros(dt, 4, ys), *dx = tu_zeros(dt, 4, xs),
+                      *dk = tu_zeros(dt, 4, ks);
+            for (int s = 0; s <= 16; s++) { /* geometric steps from min to full */
+                size_t wsb = (size_t)((double)min * pow((double)full / (double)min, s / 16.0));
+                wsb = s == 16 ? full : wsb < min ? min : wsb;
+                run_case(q, wsb, (size_t)s % 5, &r, x, k, dy, y, dx, dk);
+            }
+            sx_tensor *ts[] = {x, k, dy, y, dx, dk};
+            for (size_t j = 0; j < 6; j++)
+                sx_tensor_free(ts[j]);
+            double *ds[] = {r.y, r.ymag, r.dx, r.dxmag, r.dk, r.dkmag};
+            for (size_t j = 0; j < 6; j++)
+                free(ds[j]);
+        }
+}
+
 /* Units run in parallel, one thread each, and backward-kernel adds them in a fixed number of
  * groups: 1, 2 and 3 threads give the same bits, on shapes big enough to run in parallel, for
  * the direct kernels (small kdim), the GEMM path (backward-input with kdim > 128), strides,
@@ -446,9 +565,10 @@ Test(tensor_conv, larger_shapes_both_paths, .timeout = 120)
 Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
 {
     static const cfg cases[] = {
-        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME}, {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME},
-        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID}, {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME},
-        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME},
+        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME},  {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME},
+        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID},  {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME},
+        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME},   {8, 14, 14, 16, 5, 5, 24, 1, 1, SX_PAD_SAME},
+        {3, 33, 31, 24, 5, 5, 16, 1, 1, SX_PAD_VALID},
     };
     sx_rng rng;
     sx_rng_seed(&rng, 20);

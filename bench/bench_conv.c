@@ -1,0 +1,159 @@
+/* bench_conv.c: a focused benchmark of the three conv2d kernels on one shape (default: issue 2's
+ * [100,14,14,32] * [5,5,32,64], SAME, stride 1, f32), for tuning tensor/conv.c. Each kernel is
+ * timed alone, reps times after a warm-up; it prints the median and the minimum of the calling
+ * thread's CPU time (one thread: immune to other processes' load) and of the wall time.
+ *
+ *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid]
+ *                [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]
+ *
+ * OMP_WAIT_POLICY is set to PASSIVE (by re-executing) when unset, as in bench_tensor. */
+#include "sx_tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        sx_status s_ = (expr);                                                                     \
+        if (s_ != SX_OK) {                                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, sx_last_error());        \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+enum { MAX_REPS = 1001 };
+
+static double clock_of(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static bool parse4(const char *s, int64_t v[4])
+{
+    long long a[4];
+    if (sscanf(s, "%lld,%lld,%lld,%lld", &a[0], &a[1], &a[2], &a[3]) != 4)
+        return false;
+    for (int i = 0; i < 4; i++)
+        v[i] = a[i];
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") == NULL) {
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        execv("/proc/self/exe", argv);
+    }
+    int nthreads = 1, reps = 21, stride = 1;
+    sx_dtype dt = SX_F32;
+    sx_padding pad = SX_PAD_SAME;
+    int64_t xs[4] = {100, 14, 14, 32}, ks[4] = {5, 5, 32, 64};
+    bool run[3] = {false, false, false}, any = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--threads") && i + 1 < argc)
+            nthreads = atoi(argv[++i]);
+        else if (!strcmp(a, "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--stride") && i + 1 < argc)
+            stride = atoi(argv[++i]);
+        else if (!strcmp(a, "--f64"))
+            dt = SX_F64;
+        else if (!strcmp(a, "--valid"))
+            pad = SX_PAD_VALID;
+        else if (!strcmp(a, "--x") && i + 1 < argc && parse4(argv[i + 1], xs))
+            i++;
+        else if (!strcmp(a, "--k") && i + 1 < argc && parse4(argv[i + 1], ks))
+            i++;
+        else if (!strcmp(a, "fwd"))
+            run[0] = any = true;
+        else if (!strcmp(a, "bwdi"))
+            run[1] = any = true;
+        else if (!strcmp(a, "bwdk"))
+            run[2] = any = true;
+        else {
+            fprintf(stderr,
+                    "usage: bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid] "
+                    "[--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]\n");
+            return 2;
+        }
+    }
+    if (!any)
+        run[0] = run[1] = run[2] = true;
+    if (reps < 1)
+        reps = 1;
+    if (reps > MAX_REPS)
+        reps = MAX_REPS;
+    CHECK(sx_threads_set(nthreads));
+
+    const sx_conv2d_params p = {stride, stride, pad};
+    sx_tensor *x = NULL, *k = NULL, *y = NULL, *dy = NULL, *dx = NULL, *dk = NULL;
+    int64_t ys[4];
+    CHECK(sx_tensor_new(dt, 4, xs, &x));
+    CHECK(sx_tensor_new(dt, 4, ks, &k));
+    CHECK(sx_conv2d_shape("bench_conv", x, k, &p, ys));
+    CHECK(sx_tensor_new(dt, 4, ys, &y));
+    CHECK(sx_tensor_new(dt, 4, ys, &dy));
+    CHECK(sx_tensor_new(dt, 4, xs, &dx));
+    CHECK(sx_tensor_new(dt, 4, ks, &dk));
+    sx_rng rng;
+    sx_rng_seed(&rng, 3);
+    CHECK(sx_tensor_rand_normal(x, &rng, 0, 1));
+    CHECK(sx_tensor_rand_normal(k, &rng, 0, 0.1));
+    CHECK(sx_tensor_rand_normal(dy, &rng, 0, 1));
+    size_t ws_bytes = sx_conv2d_workspace(xs, ks, &p);
+    void *ws = malloc(ws_bytes ? ws_bytes : 1);
+    if (ws == NULL)
+        return 1;
+    const double gflop =
+        2e-9 * (double)(ys[0] * ys[1] * ys[2] * ys[3]) * (double)(ks[0] * ks[1] * ks[2]);
+    printf("x (%lld,%lld,%lld,%lld) k (%lld,%lld,%lld,%lld) stride %d %s %s, %d thread(s), "
+           "workspace %.2f MB, %.3f GFLOP per kernel, %d reps\n",
+           (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ks[0],
+           (long long)ks[1], (long long)ks[2], (long long)ks[3], stride,
+           pad == SX_PAD_SAME ? "SAME" : "VALID", sx_dtype_name(dt), nthreads,
+           (double)ws_bytes / 1048576.0, gflop, reps);
+    printf("%-6s %10s %10s %10s %10s %10s\n", "kernel", "cpu med", "cpu min", "wall med",
+           "wall min", "GFLOP/s");
+    static const char *const names[3] = {"fwd", "bwdi", "bwdk"};
+    static double cpu[MAX_REPS], wall[MAX_REPS];
+    for (int kd = 0; kd < 3; kd++) {
+        if (!run[kd])
+            continue;
+        for (int r = -2; r < reps; r++) {
+            double c0 = clock_of(CLOCK_THREAD_CPUTIME_ID), w0 = clock_of(CLOCK_MONOTONIC);
+            if (kd == 0)
+                CHECK(sx_tensor_conv2d_out(x, k, &p, ws, ws_bytes, y));
+            else if (kd == 1)
+                CHECK(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, ws_bytes, dx));
+            else
+                CHECK(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, ws_bytes, dk));
+            double c1 = clock_of(CLOCK_THREAD_CPUTIME_ID), w1 = clock_of(CLOCK_MONOTONIC);
+            if (r >= 0) {
+                cpu[r] = (c1 - c0) * 1e3;
+                wall[r] = (w1 - w0) * 1e3;
+            }
+        }
+        qsort(cpu, (size_t)reps, sizeof cpu[0], cmp_double);
+        qsort(wall, (size_t)reps, sizeof wall[0], cmp_double);
+        const double best = nthreads == 1 ? cpu[0] : wall[0];
+        printf("%-6s %10.3f %10.3f %10.3f %10.3f %10.1f\n", names[kd], cpu[reps / 2], cpu[0],
+               wall[reps / 2], wall[0], gflop / best * 1e3);
+    }
+    sx_tensor *all[] = {x, k, y, dy, dx, dk};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sx_tensor_free(all[i]);
+    free(ws);
+    return 0;
+}
