@@ -356,24 +356,27 @@ sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_param
     return op1(g, SX_OP_MAXPOOL2D, x, &a);
 }
 
-sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
-                                const sx_pool2d_params *p)
+/* The two max-pool backward ops: (x, dy) with the pooling's parameters. */
+static sx_cg_node *maxpool_bwd(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg_node *dy,
+                               const sx_pool2d_params *p, const char *who)
 {
-    if (!params_ok(g, p, "sx_cg_maxpool2d_bwd"))
+    if (!params_ok(g, p, who))
         return NULL;
     sx_cg_attr a = sx_cg_attr_default();
     a.pool = *p;
-    return op2(g, SX_OP_MAXPOOL2D_BWD, x, dy, &a);
+    return op2(g, op, x, dy, &a);
+}
+
+sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                const sx_pool2d_params *p)
+{
+    return maxpool_bwd(g, SX_OP_MAXPOOL2D_BWD, x, dy, p, "sx_cg_maxpool2d_bwd");
 }
 
 sx_cg_node *sx_cg_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                      const sx_pool2d_params *p)
 {
-    if (!params_ok(g, p, "sx_cg_maxpool2d_relu_bwd"))
-        return NULL;
-    sx_cg_attr a = sx_cg_attr_default();
-    a.pool = *p;
-    return op2(g, SX_OP_MAXPOOL2D_RELU_BWD, x, dy, &a);
+    return maxpool_bwd(g, SX_OP_MAXPOOL2D_RELU_BWD, x, dy, p, "sx_cg_maxpool2d_relu_bwd");
 }
 
 sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p)

@@ -207,36 +207,27 @@ static inline int64_t get_len(const uint8_t **p)
  * are clamped to the row, so the writes stay in it whatever the code says. */
 static void decode_row(const table *t, const uint8_t *p, int64_t row, void *dst, int64_t at)
 {
-    int64_t i = 0; /* position in the row */
-    if (t->dtype == SX_F32) {
-        float *o = (float *)dst + at, zero = t->f32[0];
-        for (int64_t j = 0; j < row; j++)
-            o[j] = zero;
-        while (i < row) {
-            i += get_len(&p);
-            int64_t l = get_len(&p);
-            i = i < row ? i : row;
-            l = l < row - i ? l : row - i;
-            for (int64_t j = 0; j < l; j++)
-                o[i + j] = t->f32[p[j]];
-            p += l;
-            i += l;
-        }
-    } else {
-        double *o = (double *)dst + at, zero = t->f64[0];
-        for (int64_t j = 0; j < row; j++)
-            o[j] = zero;
-        while (i < row) {
-            i += get_len(&p);
-            int64_t l = get_len(&p);
-            i = i < row ? i : row;
-            l = l < row - i ? l : row - i;
-            for (int64_t j = 0; j < l; j++)
-                o[i + j] = t->f64[p[j]];
-            p += l;
-            i += l;
-        }
-    }
+#define DECODE_ROW(T, lut)                                                                         \
+    do {                                                                                           \
+        T *o = (T *)dst + at, zero = (lut)[0];                                                     \
+        for (int64_t j = 0; j < row; j++)                                                          \
+            o[j] = zero;                                                                           \
+        for (int64_t i = 0; i < row;) { /* i: the position in the row */                           \
+            i += get_len(&p);                                                                      \
+            int64_t l = get_len(&p);                                                               \
+            i = i < row ? i : row;                                                                 \
+            l = l < row - i ? l : row - i;                                                         \
+            for (int64_t j = 0; j < l; j++)                                                        \
+                o[i + j] = (lut)[p[j]];                                                            \
+            p += l;                                                                                \
+            i += l;                                                                                \
+        }                                                                                          \
+    } while (0)
+    if (t->dtype == SX_F32)
+        DECODE_ROW(float, t->f32);
+    else
+        DECODE_ROW(double, t->f64);
+#undef DECODE_ROW
 }
 
 /* Example i's values into dst[at .. at + row), from either form. */

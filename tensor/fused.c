@@ -12,25 +12,9 @@
 
 #define FUSED_BLOCK 512
 
-#define T float
-#define SFX f32
-#include "fused_tmpl.h"
-#undef SFX
-#if VM_DISPATCH
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#define SFX f32_avx2
-#include "fused_tmpl.h"
-#undef SFX
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#define SFX f32_avx512
-#include "fused_tmpl.h"
-#undef SFX
-#pragma GCC pop_options
-#endif
-#undef T
+#define ISA_TMPL "fused_tmpl.h"
+#include "isa_each.h"
+#undef ISA_TMPL
 #define T double
 #define SFX f64
 #include "fused_tmpl.h"

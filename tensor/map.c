@@ -26,26 +26,10 @@ const char *sx_map_name(sx_map_op op)
 /* Elements per block of the f32 kernels (the far-argument scan of sin/cos/tan covers one block,
  * which then stays in L1 for the computation). f64 rows have no ranged function (libm takes
  * every argument): one block. */
-#define T float
 #define MAP_BLK 4096
-#define SFX f32
-#include "map_tmpl.h"
-#undef SFX
-#if VM_DISPATCH
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#define SFX f32_avx2
-#include "map_tmpl.h"
-#undef SFX
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#define SFX f32_avx512
-#include "map_tmpl.h"
-#undef SFX
-#pragma GCC pop_options
-#endif
-#undef T
+#define ISA_TMPL "map_tmpl.h"
+#include "isa_each.h"
+#undef ISA_TMPL
 #undef MAP_BLK
 #define T double
 #define MAP_BLK INT64_MAX

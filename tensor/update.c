@@ -35,25 +35,9 @@ typedef struct upd_args {
 typedef void upd_fn(const upd_args *u, int64_t lo, int64_t hi);
 enum { UPD_SGD, UPD_MOMENTUM, UPD_ADAGRAD, UPD_RMSPROP, UPD_ADAM, UPD_COUNT };
 
-#define T float
-#define SFX f32
-#include "update_tmpl.h"
-#undef SFX
-#if VM_DISPATCH
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#define SFX f32_avx2
-#include "update_tmpl.h"
-#undef SFX
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#define SFX f32_avx512
-#include "update_tmpl.h"
-#undef SFX
-#pragma GCC pop_options
-#endif
-#undef T
+#define ISA_TMPL "update_tmpl.h"
+#include "isa_each.h"
+#undef ISA_TMPL
 #define T double
 #define SFX f64
 #include "update_tmpl.h"

@@ -800,31 +800,32 @@ static sx_cg_node *sample_maxpool2d(GEN_ARGS)
     return sx_cg_maxpool2d(g, in(c, pool_cases[v].x, V_DISTINCT, -2, 2), &pool_cases[v].p);
 }
 
-/* maxpool2d_bwd(x, dy): linear in dy; piecewise constant in x (its derivative there is zero
- * almost everywhere), so x is not differentiated */
+/* maxpool2d_bwd(x, dy) (by `op`, or its relu form): linear in dy; piecewise constant in x (its
+ * derivative there is zero almost everywhere), so x is not differentiated; x of both signs, so
+ * that the relu form's mask matters */
+typedef sx_cg_node *pool_bwd_op(sx_cg_graph *, sx_cg_node *, sx_cg_node *,
+                                const sx_pool2d_params *);
+static sx_cg_node *pool_bwd_sample(GEN_ARGS, pool_bwd_op *op)
+{
+    CTX;
+    sx_status st;
+    shp dys = pool_dy(c, v, &st);
+    if (st != SX_OK)
+        return fail(c, st);
+    sx_cg_node *x = in_fixed(c, pool_cases[v].x, V_DISTINCT, -2, 2);
+    return op(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
+}
+
 #define SPEC_maxpool2d_bwd N_POOL, OS_PIECEWISE, 1e-6, 1e-6
 static sx_cg_node *sample_maxpool2d_bwd(GEN_ARGS)
 {
-    CTX;
-    sx_status st;
-    shp dys = pool_dy(c, v, &st);
-    if (st != SX_OK)
-        return fail(c, st);
-    sx_cg_node *x = in_fixed(c, pool_cases[v].x, V_DISTINCT, -2, 2);
-    return sx_cg_maxpool2d_bwd(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
+    return pool_bwd_sample(g, dt, rng, v, s, sx_cg_maxpool2d_bwd);
 }
 
-/* maxpool2d_relu_bwd(x, dy): maxpool2d_bwd masked where x <= 0 (x of both signs) */
 #define SPEC_maxpool2d_relu_bwd N_POOL, OS_PIECEWISE, 1e-6, 1e-6
 static sx_cg_node *sample_maxpool2d_relu_bwd(GEN_ARGS)
 {
-    CTX;
-    sx_status st;
-    shp dys = pool_dy(c, v, &st);
-    if (st != SX_OK)
-        return fail(c, st);
-    sx_cg_node *x = in_fixed(c, pool_cases[v].x, V_DISTINCT, -2, 2);
-    return sx_cg_maxpool2d_relu_bwd(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
+    return pool_bwd_sample(g, dt, rng, v, s, sx_cg_maxpool2d_relu_bwd);
 }
 
 #define SPEC_avgpool2d N_POOL, OS_SMOOTH, 1e-6, 1e-6
