@@ -134,6 +134,24 @@ static inline int64_t cg_mmu_rows(int64_t rows, int64_t cols, size_t esz)
     return r < rows ? r : rows;
 }
 
+/* Does `t` broadcast to shape (rank, shape) by repeating itself, NumPy's way over the leading
+ * axes: its shape without leading 1s equals the last axes of `shape` (a scalar always does, a
+ * per-channel bias over NHWC does)? Element i of the result then reads element i % t->size,
+ * which is how the fused kernel reads operands smaller than its result. */
+static inline bool cg_trailing_bcast(const sx_tensor *t, int rank, const int64_t *shape)
+{
+    int lead = 0;
+    while (lead < t->rank && t->shape[lead] == 1)
+        lead++;
+    int r = t->rank - lead;
+    if (r > rank)
+        return false;
+    for (int i = 0; i < r; i++)
+        if (t->shape[lead + i] != shape[rank - r + i])
+            return false;
+    return true;
+}
+
 /* Does n read m directly? */
 static inline bool cg_reads(const sx_cg_node *n, const sx_cg_node *m)
 {

@@ -280,13 +280,15 @@ typedef struct fuse_tree {
     int64_t size;
 } fuse_tree;
 
-/* n's inputs all have the result's size or one element, or are absorbable */
+/* n has the tree's size and its inputs have it too, or repeat over the result's leading axes
+ * (a scalar, a per-channel bias: cg_trailing_bcast) */
 static bool shape_ok(const sx_cg_node *n, int64_t size)
 {
     if (n->value.size != size)
         return false;
     for (int i = 0; i < n->n_in; i++)
-        if (n->in[i]->value.size != size && n->in[i]->value.size != 1)
+        if (n->in[i]->value.size != size &&
+            !cg_trailing_bcast(&n->in[i]->value, n->value.rank, n->value.shape))
             return false;
     return true;
 }

@@ -579,9 +579,14 @@ sx_status cg_shape_fused(sx_cg_node *n)
     SX_TRY(attr_shape(n));
     int64_t size = sx_shape_size(n->attr.rank, n->attr.shape);
     for (int i = 0; i < n->n_in; i++)
-        if (IN(i)->size != size && IN(i)->size != 1)
-            return sx_error(SX_E_SHAPE, "%s: input %d has %lld elements, the result %lld",
-                            cg_who(n), i, (long long)IN(i)->size, (long long)size);
+        if (IN(i)->size != size && !cg_trailing_bcast(IN(i), n->attr.rank, n->attr.shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE,
+                            "%s: input %d has shape %s, the result %s (want the same size, or "
+                            "the result's trailing axes)",
+                            cg_who(n), i, sx_shape_str(IN(i)->rank, IN(i)->shape, a, sizeof a),
+                            sx_shape_str(n->attr.rank, n->attr.shape, b, sizeof b));
+        }
     return SX_OK;
 }
 

@@ -21,7 +21,7 @@
 #undef T
 #undef SFX
 
-typedef void fused_f32_fn(const sx_fused_prog *prog, const void *const *ops, const bool *scalar,
+typedef void fused_f32_fn(const sx_fused_prog *prog, const void *const *ops, const int64_t *period,
                           float *out, int64_t at, int len);
 
 static fused_f32_fn *fused_f32_kernel(void)
@@ -40,7 +40,7 @@ static fused_f32_fn *fused_f32_kernel(void)
 }
 
 /* The program over all n elements, block by block (OpenMP over blocks above SX_OMP_MIN). */
-static void fused_run(const sx_fused_prog *prog, const void *const *ops, const bool *scalar,
+static void fused_run(const sx_fused_prog *prog, const void *const *ops, const int64_t *period,
                       sx_tensor *out)
 {
     const int64_t n = out->size, blocks = (n + FUSED_BLOCK - 1) / FUSED_BLOCK;
@@ -50,9 +50,9 @@ static void fused_run(const sx_fused_prog *prog, const void *const *ops, const b
         const int64_t at = bk * FUSED_BLOCK;
         const int len = (int)(n - at < FUSED_BLOCK ? n - at : FUSED_BLOCK);
         if (k32 != NULL)
-            k32(prog, ops, scalar, out->data, at, len);
+            k32(prog, ops, period, out->data, at, len);
         else
-            fused_block_f64(prog, ops, scalar, out->data, at, len);
+            fused_block_f64(prog, ops, period, out->data, at, len);
     }
 }
 
@@ -87,16 +87,18 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
     for (int i = 0; i < n_in; i++) {
         SX_TRY(sx__check_tensor(who, "operand", in[i]));
         SX_TRY(sx__check_same_dtype(who, in[i], out));
-        if (in[i]->size != out->size && in[i]->size != 1)
-            return sx_error(SX_E_SHAPE, "%s: operand %d has %lld elements, out %lld", who, i,
-                            (long long)in[i]->size, (long long)out->size);
+        if (in[i]->size != out->size && (in[i]->size == 0 || out->size % in[i]->size != 0))
+            return sx_error(SX_E_SHAPE,
+                            "%s: operand %d has %lld elements, out %lld (want the same, or a "
+                            "divisor)",
+                            who, i, (long long)in[i]->size, (long long)out->size);
     }
     const void *ops[64];
-    bool scalar[64];
+    int64_t period[64]; /* 0: the output's size; m: element i reads operand[i % m] */
     for (int i = 0; i < n_in; i++) {
         ops[i] = in[i]->data;
-        scalar[i] = in[i]->size == 1 && out->size != 1;
+        period[i] = in[i]->size == out->size ? 0 : in[i]->size;
     }
-    fused_run(prog, ops, scalar, out);
+    fused_run(prog, ops, period, out);
     return SX_OK;
 }

@@ -1,14 +1,15 @@
 /* fused_tmpl.h: the fused-program interpreter for one block of one dtype (T, SFX); included by
- * fused.c (for f32 once per instruction set). Registers and broadcast operands are block-sized
- * arrays; every instruction is one switch then one vectorisable loop over the block. Map rows
- * run as in map_tmpl.h: a scan for far arguments of sin/cos/tan (dead code for other rows),
- * then the vector loop, or a scalar loop with vm_exact set when the block has a far one. */
+ * fused.c (for f32 once per instruction set). Registers and broadcast operands (one element,
+ * or periodic: a bias over the channels) are block-sized arrays; every instruction is one switch
+ * then one vectorisable loop over the block. Map rows run as in map_tmpl.h: a scan for far
+ * arguments of sin/cos/tan (dead code for other rows), then the vector loop, or a scalar loop with
+ * vm_exact set when the block has a far one. */
 #define FU_CAT_(a, b) a##_##b
 #define FU_CAT(a, b) FU_CAT_(a, b)
 
 /* out[at .. at + len) = the program over elements at .. at + len of the operands. */
 static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *const *ops,
-                                     const bool *scalar, T *out, int64_t at, int len)
+                                     const int64_t *period, T *out, int64_t at, int len)
 {
     T regs[SX_FUSED_MAX][FUSED_BLOCK];
     T bcast[8][FUSED_BLOCK];
@@ -19,12 +20,22 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
         int bslot = 0;
         for (int j = 0; j < 3; j++) {
             int16_t s = s3[j];
-            if (s >= 0 && scalar[s]) {
+            if (s >= 0 && period[s] == 1) {
                 /* broadcast a single-element operand through a stack block */
                 T v = *(const T *)ops[s];
                 T *b = bcast[bslot++];
                 for (int i = 0; i < len; i++)
                     b[i] = v;
+                src[j] = b;
+            } else if (s >= 0 && period[s] > 1) {
+                /* a periodic operand (element i is operand[i % period]) through a stack block */
+                const T *v = ops[s];
+                T *b = bcast[bslot++];
+                int64_t r = at % period[s];
+                for (int i = 0; i < len; i++) {
+                    b[i] = v[r];
+                    r = r + 1 == period[s] ? 0 : r + 1;
+                }
                 src[j] = b;
             } else if (s < 0 || j == 0 || ins->kind != SX_FUSED_MAP) {
                 src[j] = s < 0 ? regs[-1 - s] : (const T *)ops[s] + at;

@@ -508,7 +508,9 @@ sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx
 /* A short element-wise program run as one loop over blocks of elements, with no temporaries
  * in memory (element-wise chain fusion). Instruction k computes register k from its sources:
  * a source s >= 0 is operand s, s < 0 is register -1-s (an earlier instruction). The result
- * is the last register. Operands have the output's size or a single element (broadcast). */
+ * is the last register. Operands have the output's size, or m elements with m dividing it:
+ * element i then reads operand element i % m (one element: a scalar; the size of the output's
+ * trailing axes: NumPy broadcasting over the leading ones, e.g. a bias over the channels). */
 #define SX_FUSED_MAX 16
 typedef enum { SX_FUSED_MAP, SX_FUSED_BINARY, SX_FUSED_FMA, SX_FUSED_WHERE } sx_fused_kind;
 typedef struct sx_fused_instr {

@@ -261,6 +261,29 @@ Test(cgraph_opt, elementwise_chain_runs_as_one_node)
     sx_cg_graph_free(g);
 }
 
+/* A per-channel bias (trailing axes) joins the chain as a repeating operand: relu(x + b) * 2
+ * over NHWC is one node with the same values; an operand that broadcasts otherwise ((4,1) over
+ * (2,3,4,5): not a repetition of whole rows) stays outside, and its add runs on its own. */
+Test(cgraph_opt, elementwise_chain_takes_a_bias_over_the_channels)
+{
+    for (int c = 0; c < 2; c++) {
+        sx_cg_graph *g = lazy();
+        sx_rng r;
+        sx_rng_seed(&r, 9);
+        int64_t xs[4] = {2, 3, 4, 5}, bs[2] = {c == 0 ? 1 : 4, c == 0 ? 5 : 1};
+        sx_cg_node *x = rand_input(g, &r, "x", 4, xs, -1, 1);
+        sx_cg_node *b = rand_input(g, &r, "b", 2, bs, -1, 1);
+        sx_cg_node *z = sx_cg_mul_scalar(g, sx_cg_relu(g, sx_cg_add(g, x, b)), 2);
+        sx_cg_opt_params p = only(SX_PASS_ELEMWISE_FUSION);
+        sx_cg_opt_report rep;
+        optimise_and_compare(g, 1, &z, &p, 0, &rep);
+        cr_assert_eq(sx_cg_node_op(z), SX_OP_FUSED);
+        cr_assert_eq(count_op(g, SX_OP_ADD), c == 0 ? 0 : 1, "case %d", c);
+        cr_assert_eq(count_op(g, SX_OP_RELU), 0);
+        sx_cg_graph_free(g);
+    }
+}
+
 /* ---------------------------------------------------------------- update fusion */
 
 /* Three training steps: lr = lr0 / step (a decaying schedule fed as an input), step = 1, 2, 3. */

@@ -393,3 +393,57 @@ Test(tensor_map, fused_map_instructions_match_the_map_kernels)
             sx_tensor_free(z);
         }
 }
+
+/* Operands smaller than the result repeat over its leading axes (a bias over the channels): a
+ * fused relu(x + bias) * s gives the bits of the broadcasting binary kernel, the map kernel and
+ * the scalar product run one after the other, for channel counts below, at and across the
+ * fused block; an operand whose size does not divide the result's is refused. */
+Test(tensor_map, fused_periodic_operands_match_broadcasting_kernels)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 44);
+    const int64_t chans[] = {1, 3, 37, 512, 700};
+    for (int dt = 0; dt < 2; dt++)
+        for (size_t k = 0; k < sizeof chans / sizeof chans[0]; k++) {
+            int64_t xs[4] = {3, 5, 7, chans[k]}, bs[1] = {chans[k]}, one[1] = {1};
+            sx_tensor *x = tu_rand(&rng, (sx_dtype)dt, 4, xs, -2, 2);
+            sx_tensor *b = tu_rand(&rng, (sx_dtype)dt, 1, bs, -1, 1);
+            sx_tensor *s = tu_rand(&rng, (sx_dtype)dt, 1, one, 0.5, 2);
+            sx_tensor *want = tu_zeros((sx_dtype)dt, 4, xs), *got = tu_zeros((sx_dtype)dt, 4, xs);
+            cr_assert_eq(sx_tensor_binary_out(SX_BINARY_ADD, x, b, want), SX_OK);
+            cr_assert_eq(sx_tensor_map_out(SX_MAP_RELU, 0, want, want), SX_OK);
+            cr_assert_eq(sx_tensor_binary_out(SX_BINARY_MUL, want, s, want), SX_OK);
+            sx_fused_prog prog = {.n = 3};
+            prog.ins[0] = (sx_fused_instr){
+                .kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_ADD, .a = 0, .b = 1};
+            prog.ins[1] =
+                (sx_fused_instr){.kind = SX_FUSED_MAP, .op = (uint8_t)SX_MAP_RELU, .a = -1};
+            prog.ins[2] = (sx_fused_instr){
+                .kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_MUL, .a = -2, .b = 2};
+            const sx_tensor *in[3] = {x, b, s};
+            cr_assert_eq(sx_tensor_fused_out(&prog, 3, in, got), SX_OK, "%s", sx_last_error());
+            size_t bytes = (size_t)x->size * sx_dtype_size((sx_dtype)dt);
+            cr_assert_eq(memcmp(want->data, got->data, bytes), 0, "%s, %lld channels",
+                         sx_dtype_name((sx_dtype)dt), (long long)chans[k]);
+            sx_tensor_free(x);
+            sx_tensor_free(b);
+            sx_tensor_free(s);
+            sx_tensor_free(want);
+            sx_tensor_free(got);
+        }
+    int64_t xs[2] = {4, 6}, bad[1] = {5};
+    sx_tensor *x = tu_zeros(SX_F32, 2, xs), *b = tu_zeros(SX_F32, 1, bad);
+    sx_tensor *out = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F32, 2, xs, 3.0, &out), SX_OK);
+    sx_fused_prog prog = {.n = 1};
+    prog.ins[0] =
+        (sx_fused_instr){.kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_ADD, .a = 0, .b = 1};
+    const sx_tensor *in[2] = {x, b};
+    cr_assert_eq(sx_tensor_fused_out(&prog, 2, in, out), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "5 elements"), "%s", sx_last_error());
+    for (int64_t i = 0; i < out->size; i++)
+        cr_assert_eq(sx_tensor_get(out, i), 3.0);
+    sx_tensor_free(x);
+    sx_tensor_free(b);
+    sx_tensor_free(out);
+}
