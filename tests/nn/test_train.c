@@ -526,6 +526,38 @@ Test(nn_train, eager_training_loop_matches_compiled_per_epoch, .timeout = 120)
     images_free(&d);
 }
 
+/* The evaluation between epochs plans its graph in the idle training graph's arena: training
+ * with a test set (3 epochs, batch norm, dropout, a last partial batch in both sets) ends with
+ * the weights of training without one, bit for bit, and the reported accuracy is what a
+ * separate evaluation gives. */
+Test(nn_train, evaluation_between_epochs_leaves_training_unchanged, .timeout = 120)
+{
+    sx_ds_images d = images(70, 6, 6, 3, 9), t = images(45, 6, 6, 3, 10);
+    sx_nn_net *a = small_cnn(31, SX_F32, true), *b = small_cnn(31, SX_F32, true);
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.batch = 16;
+    p.verbose = 0;
+    p.epochs = 3;
+    sx_nn_train_report ra, rb;
+    cr_assert_eq(sx_nn_train(a, &p, &d, &t, &ra), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_train(b, &p, &d, NULL, &rb), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(ra.last_loss, rb.last_loss);
+    int64_t na, nb;
+    double *wa = snapshot(a, &na), *wb = snapshot(b, &nb);
+    cr_assert_eq(na, nb);
+    for (int64_t i = 0; i < na; i++)
+        cr_assert_eq(wa[i], wb[i], "weight %lld: %.9g vs %.9g", (long long)i, wa[i], wb[i]);
+    double acc = -1;
+    cr_assert_eq(sx_nn_evaluate(a, &t, 16, &acc), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(ra.test_accuracy, acc, "%.6f vs %.6f", ra.test_accuracy, acc);
+    free(wa);
+    free(wb);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+    images_free(&d);
+    images_free(&t);
+}
+
 /* ---------------------------------------------------------------- schedules */
 
 /* input (2,2,1) -> dense 1, L1 loss against target 1 on constant white images: while the output
