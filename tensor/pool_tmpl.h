@@ -142,42 +142,57 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
  * cells before it writes them, so dx may be x). */
 static inline POOL_ATTR void POOL_CAT(maxpool_bwd_2x2, SFX)(const pool_geom *g, const T *xw,
                                                             const T *restrict dyo, T *dxw,
-                                                            int64_t cn, bool relu)
+                                                            int64_t cn)
 {
     const int64_t c = g->c, rs = g->w * c;
     const T *p0 = xw, *p1 = xw + c, *p2 = xw + rs, *p3 = p2 + c;
     T *d0 = dxw, *d1 = dxw + c, *d2 = dxw + rs, *d3 = d2 + c;
-#define POOL_BWD_2X2(MASK)                                                                         \
-    _Pragma("omp simd") for (int64_t j = 0; j < cn; j++)                                           \
-    {                                                                                              \
-        const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];                                     \
-        T m = a, at = 0;                                                                           \
-        at = b1 > m ? (T)1 : at;                                                                   \
-        m = b1 > m ? b1 : m;                                                                       \
-        at = b2 > m ? (T)2 : at;                                                                   \
-        m = b2 > m ? b2 : m;                                                                       \
-        at = b3 > m ? (T)3 : at;                                                                   \
-        at = b3 != b3 ? (T)3 : at;                                                                 \
-        at = b2 != b2 ? (T)2 : at;                                                                 \
-        at = b1 != b1 ? (T)1 : at;                                                                 \
-        at = a != a ? (T)0 : at;                                                                   \
-        const T gj = dyo[j];                                                                       \
-        d0[j] = MASK(at == 0 ? gj : (T)0, a);                                                      \
-        d1[j] = MASK(at == 1 ? gj : (T)0, b1);                                                     \
-        d2[j] = MASK(at == 2 ? gj : (T)0, b2);                                                     \
-        d3[j] = MASK(at == 3 ? gj : (T)0, b3);                                                     \
+/* the first maximum of the lane's four cells, by the rule above */
+#define POOL_ARG_2X2                                                                               \
+    const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];                                         \
+    T m = a, at = 0;                                                                               \
+    at = b1 > m ? (T)1 : at;                                                                       \
+    m = b1 > m ? b1 : m;                                                                           \
+    at = b2 > m ? (T)2 : at;                                                                       \
+    m = b2 > m ? b2 : m;                                                                           \
+    at = b3 > m ? (T)3 : at;                                                                       \
+    at = b3 != b3 ? (T)3 : at;                                                                     \
+    at = b2 != b2 ? (T)2 : at;                                                                     \
+    at = b1 != b1 ? (T)1 : at;                                                                     \
+    at = a != a ? (T)0 : at;                                                                       \
+    const T gj = dyo[j];
+#pragma omp simd
+    for (int64_t j = 0; j < cn; j++) {
+        POOL_ARG_2X2
+        d0[j] = at == 0 ? gj : (T)0;
+        d1[j] = at == 1 ? gj : (T)0;
+        d2[j] = at == 2 ? gj : (T)0;
+        d3[j] = at == 3 ? gj : (T)0;
     }
-#define POOL_PLAIN(v, x) (v)
-#define POOL_RELU(v, x) ((v) * ((x) > (T)0 ? (T)1 : (T)0))
-    if (relu) {
-        POOL_BWD_2X2(POOL_RELU)
-    } else {
-        POOL_BWD_2X2(POOL_PLAIN)
-    }
-#undef POOL_PLAIN
-#undef POOL_RELU
-#undef POOL_BWD_2X2
 }
+
+/* The same with relu's mask: the bits of the unfused v * (x > 0), as v * k with k = 1 or 0. */
+static inline POOL_ATTR void POOL_CAT(maxpool_relu_bwd_2x2, SFX)(const pool_geom *g, const T *xw,
+                                                                 const T *restrict dyo, T *dxw,
+                                                                 int64_t cn)
+{
+    const int64_t c = g->c, rs = g->w * c;
+    const T *p0 = xw, *p1 = xw + c, *p2 = xw + rs, *p3 = p2 + c;
+    T *d0 = dxw, *d1 = dxw + c, *d2 = dxw + rs, *d3 = d2 + c;
+#pragma omp simd
+    for (int64_t j = 0; j < cn; j++) {
+        POOL_ARG_2X2
+        const T k0 = (T)(a > (T)0), k1 = (T)(b1 > (T)0), k2 = (T)(b2 > (T)0);
+        const T k3 = (T)(b3 > (T)0);
+        const T v0 = at == 0 ? gj : (T)0, v1 = at == 1 ? gj : (T)0;
+        const T v2 = at == 2 ? gj : (T)0, v3 = at == 3 ? gj : (T)0;
+        d0[j] = v0 * k0;
+        d1[j] = v1 * k1;
+        d2[j] = v2 * k2;
+        d3[j] = v3 * k3;
+    }
+}
+#undef POOL_ARG_2X2
 
 /* Zero the cells of one task (cn channels from dxb) that no window covers, for windows that do
  * not overlap: whole rows between or after the windows' rows, and inside covered rows the
@@ -245,8 +260,12 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
                 const int64_t off = (y0 * g->w + x0) * c, ny = y1 - y0, nx = x1 - x0;
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
+                if (store && ny == 2 && nx == 2 && relu) {
+                    POOL_CAT(maxpool_relu_bwd_2x2, SFX)(g, xw, dyo, dxw, cn);
+                    continue;
+                }
                 if (store && ny == 2 && nx == 2) {
-                    POOL_CAT(maxpool_bwd_2x2, SFX)(g, xw, dyo, dxw, cn, relu);
+                    POOL_CAT(maxpool_bwd_2x2, SFX)(g, xw, dyo, dxw, cn);
                     continue;
                 }
                 POOL_CAT(maxpool_bwd_window, SFX)(g, xw, dyo, dxw, ny, nx, cn, store, relu, m, at);
