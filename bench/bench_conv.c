@@ -1,7 +1,11 @@
 /* bench_conv.c: a focused benchmark of the three conv2d kernels on one shape (default: issue 2's
  * [100,14,14,32] * [5,5,32,64], SAME, stride 1, f32), for tuning tensor/conv.c. Each kernel is
  * timed alone, reps times after a warm-up; it prints the median and the minimum of the calling
- * thread's CPU time (one thread: immune to other processes' load) and of the wall time.
+ * thread's CPU time (one thread: immune to other processes' load) and of the wall time, and the
+ * RMS relative difference from the same kernel run with the minimum workspace (which runs the
+ * direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
+ * sqrt(sum (a - b)^2 / sum b^2). The 3x3 shapes of F(4x4, 3x3)'s tuning:
+ * --x 32,32,32,64 --k 3,3,64,64 and --x 100,14,14,32 --k 3,3,32,64.
  *
  *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid]
  *                [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]
@@ -9,6 +13,7 @@
  * OMP_WAIT_POLICY is set to PASSIVE (by re-executing) when unset, as in bench_tensor. */
 #include "sx_tensor.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +104,7 @@ int main(int argc, char **argv)
 
     const sx_conv2d_params p = {stride, stride, pad};
     sx_tensor *x = NULL, *k = NULL, *y = NULL, *dy = NULL, *dx = NULL, *dk = NULL;
+    sx_tensor *y2 = NULL, *dx2 = NULL, *dk2 = NULL;
     int64_t ys[4];
     CHECK(sx_tensor_new(dt, 4, xs, &x));
     CHECK(sx_tensor_new(dt, 4, ks, &k));
@@ -107,12 +113,16 @@ int main(int argc, char **argv)
     CHECK(sx_tensor_new(dt, 4, ys, &dy));
     CHECK(sx_tensor_new(dt, 4, xs, &dx));
     CHECK(sx_tensor_new(dt, 4, ks, &dk));
+    CHECK(sx_tensor_new(dt, 4, ys, &y2));
+    CHECK(sx_tensor_new(dt, 4, xs, &dx2));
+    CHECK(sx_tensor_new(dt, 4, ks, &dk2));
     sx_rng rng;
     sx_rng_seed(&rng, 3);
     CHECK(sx_tensor_rand_normal(x, &rng, 0, 1));
     CHECK(sx_tensor_rand_normal(k, &rng, 0, 0.1));
     CHECK(sx_tensor_rand_normal(dy, &rng, 0, 1));
     size_t ws_bytes = sx_conv2d_workspace(xs, ks, &p);
+    size_t ws_min = sx_conv2d_workspace_min(xs, ks, &p);
     void *ws = malloc(ws_bytes ? ws_bytes : 1);
     if (ws == NULL)
         return 1;
@@ -124,8 +134,8 @@ int main(int argc, char **argv)
            (long long)ks[1], (long long)ks[2], (long long)ks[3], stride,
            pad == SX_PAD_SAME ? "SAME" : "VALID", sx_dtype_name(dt), nthreads,
            (double)ws_bytes / 1048576.0, gflop, reps);
-    printf("%-6s %10s %10s %10s %10s %10s\n", "kernel", "cpu med", "cpu min", "wall med",
-           "wall min", "GFLOP/s");
+    printf("%-6s %10s %10s %10s %10s %10s %10s\n", "kernel", "cpu med", "cpu min", "wall med",
+           "wall min", "GFLOP/s", "rms err");
     static const char *const names[3] = {"fwd", "bwdi", "bwdk"};
     static double cpu[MAX_REPS], wall[MAX_REPS];
     for (int kd = 0; kd < 3; kd++) {
@@ -145,13 +155,26 @@ int main(int argc, char **argv)
                 wall[r] = (w1 - w0) * 1e3;
             }
         }
+        sx_tensor *a = kd == 0 ? y : kd == 1 ? dx : dk, *b = kd == 0 ? y2 : kd == 1 ? dx2 : dk2;
+        if (kd == 0)
+            CHECK(sx_tensor_conv2d_out(x, k, &p, ws, ws_min, b));
+        else if (kd == 1)
+            CHECK(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, ws_min, b));
+        else
+            CHECK(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, ws_min, b));
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < a->size; i++) {
+            double u = sx_tensor_get(a, i), v = sx_tensor_get(b, i);
+            num += (u - v) * (u - v);
+            den += v * v;
+        }
         qsort(cpu, (size_t)reps, sizeof cpu[0], cmp_double);
         qsort(wall, (size_t)reps, sizeof wall[0], cmp_double);
         const double best = nthreads == 1 ? cpu[0] : wall[0];
-        printf("%-6s %10.3f %10.3f %10.3f %10.3f %10.1f\n", names[kd], cpu[reps / 2], cpu[0],
-               wall[reps / 2], wall[0], gflop / best * 1e3);
+        printf("%-6s %10.3f %10.3f %10.3f %10.3f %10.1f %10.2e\n", names[kd], cpu[reps / 2], cpu[0],
+               wall[reps / 2], wall[0], gflop / best * 1e3, den > 0 ? sqrt(num / den) : sqrt(num));
     }
-    sx_tensor *all[] = {x, k, y, dy, dx, dk};
+    sx_tensor *all[] = {x, k, y, dy, dx, dk, y2, dx2, dk2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sx_tensor_free(all[i]);
     free(ws);

@@ -6,11 +6,11 @@
  * vector registers and read a zero-padded copy of the unit's band, so no tap tests a border:
  * forward and backward-kernel, and backward-input with stride 1 (as the forward kernel over dy
  * with the rotated kernel, or a gather over the filters when c is small). Winograd's
- * F(2x2, 5x5) (AVX-512) serves 5x5 kernels at stride 1 with enough channels: 2.8 times fewer
- * multiplies, on the same padded bands (below). The GEMM path builds the unit's im2col block
- * (kh runs of kw * c contiguous elements per output pixel) and calls sx__gemm: y = col @ k,
- * dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other CPUs, strided
- * backward-input, very large kdim). */
+ * F(2x2, 5x5) and F(4x4, 3x3) (AVX-512) serve 5x5 and 3x3 kernels at stride 1 with enough
+ * channels: 2.8 and 4 times fewer multiplies, on the same padded bands (below). The GEMM path
+ * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
+ * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
+ * CPUs, strided backward-input, very large kdim). */
 #include "tensor_impl.h"
 
 #include <limits.h>
@@ -74,9 +74,24 @@
  * (forward, backward-input) or the partial sums (backward-kernel). Rounding errors are a few
  * times those of the direct sums, relative to the largest terms of a tile (see the tests).
  * Blocks hold at most CONV_WINO_TB tiles, for backward-kernel CONV_WINO_TBK (longer sums
- * between the updates of its partial). */
+ * between the updates of its partial).
+ * 3x3 kernels run F(4x4, 3x3) on the same points, hence the same 6x6 tiles and input transform
+ * B^T (only the tile stride differs: 4 instead of 2) and the same per-unit pipeline, with 4x4
+ * blocks of outputs and 3x3 kernels in the other transforms: 36 multiplies per 16 outputs
+ * instead of 144. Its rounding errors measure smaller than F(2x2, 5x5)'s (at most 12 rounding
+ * units on the test shapes' scale against 45; RMS relative difference from the direct sums
+ * 0.9-1.2e-6 in f32 against 1.5-4e-6), so the larger tile was kept over F(2x2, 3x3). Measured
+ * against the direct kernels (one thread, 32x32 images): it wins from 8 channels summed over
+ * and 4 produced (with 4 summed over it loses by 10-30%), on images of at least 25 output
+ * pixels (3x3 or 2x2 images lose by 20-70%: a unit is one image, so its GEMMs have one tile
+ * per row), for backward-kernel 36 (5x5 images lose by 15%: each unit updates the whole
+ * transformed partial for four tiles). */
 #define CONV_WINO_MIN_IN 16
 #define CONV_WINO_MIN_OUT 8
+#define CONV_WINO3_MIN_IN 8
+#define CONV_WINO3_MIN_OUT 4
+#define CONV_WINO3_MIN_PX 25
+#define CONV_WINO3_MIN_PX_K 36
 #define CONV_WINO_TB 16
 #define CONV_WINO_TBK 32
 /* Slots and partial sums are aligned to this; the sizes include the slack. */
@@ -111,10 +126,16 @@ typedef struct conv_plan {
     char *ws; /* aligned start of the workspace */
 } conv_plan;
 
+/* Outputs per tile side: 2 (F(2x2, 5x5)) or 4 (F(4x4, 3x3)); tiles are 6x6 either way. */
+static inline int64_t wino_m(const conv_geom *g)
+{
+    return g->kh == 3 ? 4 : 2;
+}
+
 /* The forward pass a Winograd call computes: the forward itself (backward-kernel: its tiles),
  * or for backward-input the forward pass over dy, padded by kh - 1 - pt rows and kw - 1 - pl
  * columns before, with the rotated kernel (channels f, filters c, output dx). wp: the padded
- * band's columns, two per tile column plus four. */
+ * band's columns, m per tile column plus 6 - m. */
 static conv_geom wino_geom(const conv_geom *g, bool bwdi)
 {
     conv_geom r = *g;
@@ -123,15 +144,17 @@ static conv_geom wino_geom(const conv_geom *g, bool bwdi)
         r.oh = g->h, r.ow = g->w;
         r.pt = g->kh - 1 - g->pt, r.pl = g->kw - 1 - g->pl;
     }
-    r.wp = (r.ow + 1) / 2 * 2 + 4;
+    const int64_t m = wino_m(g);
+    r.wp = (r.ow + m - 1) / m * m + 6 - m;
     return r;
 }
 
-/* Elements of a Winograd slot's padded band for units of at most rpu output rows (rounded up
- * to 16, so that the blocks after it stay aligned). */
+/* Elements of a Winograd slot's padded band for units of at most rpu output rows (whole tile
+ * rows; rounded up to 16, so that the blocks after it stay aligned). */
 static int64_t wino_band_elems(const conv_geom *gf, int64_t rpu)
 {
-    return (((rpu + 1) / 2 * 2 + 4) * gf->wp * gf->c + 15) / 16 * 16;
+    const int64_t m = wino_m(gf);
+    return (((rpu + m - 1) / m * m + 6 - m) * gf->wp * gf->c + 15) / 16 * 16;
 }
 
 /* The distance in elements of esz bytes between the 36 matrices (one per point pair) of n
@@ -346,14 +369,21 @@ static conv_path path_of(const conv_geom *g, conv_kind kind, size_t esz)
     return g->kdim <= CONV_DIRECT_BWDI_KDIM ? PATH_DIRECT : PATH_GEMM;
 }
 
-/* Does Winograd's F(2x2, 5x5) run this kernel (given the workspace)? The channels its GEMMs
- * sum over (forward and backward-kernel: c; backward-input: f) and those they produce must be
- * many enough. */
+/* Does Winograd (F(2x2, 5x5) or F(4x4, 3x3)) run this kernel (given the workspace)? The
+ * channels its GEMMs sum over (forward and backward-kernel: c; backward-input: f) and those they
+ * produce must be many enough, and for 3x3 the pixels of the pass's output image (forward and
+ * backward-kernel: y, backward-input: dx). */
 static bool wino_applies(const conv_geom *g, conv_kind kind)
 {
     const int64_t in = kind == CONV_BWD_IN ? g->f : g->c, out = kind == CONV_BWD_IN ? g->c : g->f;
-    return !g->xcol && !conv_empty(g) && have_direct() && g->sh == 1 && g->sw == 1 && g->kh == 5 &&
-           g->kw == 5 && in >= CONV_WINO_MIN_IN && out >= CONV_WINO_MIN_OUT;
+    const bool k5 = g->kh == 5 && g->kw == 5, k3 = g->kh == 3 && g->kw == 3;
+    if (g->xcol || conv_empty(g) || !have_direct() || g->sh != 1 || g->sw != 1 || !(k5 || k3))
+        return false;
+    if (k5)
+        return in >= CONV_WINO_MIN_IN && out >= CONV_WINO_MIN_OUT;
+    const int64_t px = kind == CONV_BWD_IN ? g->h * g->w : g->oh * g->ow;
+    return in >= CONV_WINO3_MIN_IN && out >= CONV_WINO3_MIN_OUT &&
+           px >= (kind == CONV_BWD_K ? CONV_WINO3_MIN_PX_K : CONV_WINO3_MIN_PX);
 }
 
 /* Bytes of one unit of `rows` rows (a band) or, with rows == 0, of `imgs` whole images: what
@@ -408,9 +438,9 @@ static size_t wino_slot_bytes(const conv_geom *gf, int64_t rpu, int64_t tb, size
 }
 
 /* The Winograd plan for a workspace of avail bytes: as plan_for, or 0 when the workspace is too
- * small for it (the shared data, and one slot of the smallest unit: two rows and one tile per
- * block; for backward-kernel also one partial sum). Blocks hold at most CONV_WINO_TB(K) tiles,
- * fewer when a unit has fewer or when the slot would exceed the cache budget. */
+ * small for it (the shared data, and one slot of the smallest unit: one row of tiles and one
+ * tile per block; for backward-kernel also one partial sum). Blocks hold at most CONV_WINO_TB(K)
+ * tiles, fewer when a unit has fewer or when the slot would exceed the cache budget. */
 static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t avail, conv_plan *pl)
 {
     const conv_geom gf = wino_geom(g, kind == CONV_BWD_IN);
@@ -426,27 +456,27 @@ static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t a
     if (kind == CONV_BWD_K) /* at least one partial sum */
         room = room > ub ? room - ub : 0;
     const size_t lim = room < CONV_UNIT_BYTES ? room : CONV_UNIT_BYTES;
-    const int64_t rows = gf.oh, tw = (gf.ow + 1) / 2, rmin = rows < 2 ? rows : 2;
+    const int64_t m = wino_m(g), rows = gf.oh, tw = (gf.ow + m - 1) / m, rmin = rows < m ? rows : m;
     /* tiles per block: no more than a unit of the whole image holds, and few enough for the
      * smallest unit to fit */
     int64_t tb = kind == CONV_BWD_K ? CONV_WINO_TBK : CONV_WINO_TB;
-    tb = tb < (rows + 1) / 2 * tw ? tb : (rows + 1) / 2 * tw;
+    tb = tb < (rows + m - 1) / m * tw ? tb : (rows + m - 1) / m * tw;
     while (tb > 1 && wino_slot_bytes(&gf, rmin, tb, esz) > lim)
         tb = (tb + 1) / 2;
     if (wino_slot_bytes(&gf, rmin, tb, esz) > lim)
         return 0;
-    /* whole images when they fit, else bands of an even number of rows */
+    /* whole images when they fit, else bands of a multiple of m rows */
     int64_t r = rows;
     if (wino_slot_bytes(&gf, rows, tb, esz) > lim) {
-        r = 2;
-        while (r + 2 < rows && wino_slot_bytes(&gf, r + 2, tb, esz) <= lim)
-            r += 2;
+        r = m;
+        while (r + m < rows && wino_slot_bytes(&gf, r + m, tb, esz) <= lim)
+            r += m;
         const int64_t bands = (rows + r - 1) / r, per = (rows + bands - 1) / bands;
-        r = (per + 1) / 2 * 2;
+        r = (per + m - 1) / m * m;
         pl->bands = (rows + r - 1) / r;
     }
     pl->rpu = r;
-    pl->tb = tb < (r + 1) / 2 * tw ? tb : (r + 1) / 2 * tw;
+    pl->tb = tb < (r + m - 1) / m * tw ? tb : (r + m - 1) / m * tw;
     pl->units = g->n * pl->bands;
     pl->slot_bytes = wino_slot_bytes(&gf, r, pl->tb, esz);
     int64_t tasks = pl->units;

@@ -583,7 +583,7 @@ static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool
     return true;
 }
 
-/* ---------------------------------------------------------------- Winograd F(2x2, 5x5) */
+/* ------------------------------------------ Winograd F(2x2, 5x5) and F(4x4, 3x3) */
 
 /* The 1-d transforms of F(2, 5) with the points 0, 1, -1, 2, -1/2, infinity (see conv.c),
  * derived by Toom-Cook and checked in exact arithmetic; each is applied along both axes of a
@@ -655,54 +655,153 @@ static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_gt)(V *r, c
     r[3] = V_FMA(c4, p, V_FNMA(c2, q, b));
     r[4] = V_FMA(half, w[5], V_FMA(c8, p, V_ADD(a, q)));
 }
-/* u (36, cin, cout) = G g G^T for every (cin, cout) pair of k (5, 5, cin, cout): matrix xi =
- * 6 i + j of the transformed 6x6 kernels, us elements apart. */
-static CONV_VATTR void FN(wino_kernel)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u)
+/* F(4, 3) on the same points and the same B^T (so the input tiles of both are transformed
+ * alike, only their stride differs: 4 instead of 2), also derived by Toom-Cook and checked in
+ * exact arithmetic; G's rows are those of F(2, 5) cut to three taps:
+ *   G = [1/2 0 0; 1/6 1/6 1/6; 1/6 -1/6 1/6; 1/30 1/15 2/15; 16/15 -8/15 4/15; 0 0 1/2]
+ *   A^T = [1 1 1 1 1 0; 0 1 -1 2 -1/2 0; 0 1 1 4 1/4 0; 0 1 -1 8 -1/8 1]
+ * r (4) = A^T m (6). */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_at4)(V *r, const V *m)
+{
+    const V p = V_ADD(m[1], m[2]), q = V_SUB(m[1], m[2]);
+    r[0] = V_ADD(V_ADD(m[0], p), V_ADD(m[3], m[4]));
+    r[1] = V_FMA(V_SET1((T)2), m[3], V_FNMA(V_SET1((T)0.5), m[4], q));
+    r[2] = V_FMA(V_SET1((T)4), m[3], V_FMA(V_SET1((T)0.25), m[4], p));
+    r[3] = V_ADD(V_FMA(V_SET1((T)8), m[3], V_FNMA(V_SET1((T)0.125), m[4], q)), m[5]);
+}
+
+/* r (6) = A e (4): a 4-element column or row of a dy block (backward-kernel). */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_a4)(V *r, const V *e)
+{
+    const V s = V_ADD(e[0], e[2]), t = V_ADD(e[1], e[3]);
+    r[0] = e[0];
+    r[1] = V_ADD(s, t);
+    r[2] = V_SUB(s, t);
+    r[3] = V_FMA(V_SET1((T)8), e[3], V_FMA(V_SET1((T)4), e[2], V_FMA(V_SET1((T)2), e[1], e[0])));
+    r[4] = V_FNMA(V_SET1((T)0.125), e[3],
+                  V_FMA(V_SET1((T)0.25), e[2], V_FNMA(V_SET1((T)0.5), e[1], e[0])));
+    r[5] = e[3];
+}
+
+/* r (6) = G g (3): the kernel of F(4, 3). */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_g3)(V *r, const V *g)
+{
+    const V sixth = V_SET1((T)1 / 6), e = V_ADD(g[0], g[2]);
+    r[0] = V_MUL(V_SET1((T)0.5), g[0]);
+    r[1] = V_MUL(sixth, V_ADD(e, g[1]));
+    r[2] = V_MUL(sixth, V_SUB(e, g[1]));
+    r[3] = V_MUL(V_SET1((T)1 / 30), V_FMA(V_SET1((T)4), g[2], V_FMA(V_SET1((T)2), g[1], g[0])));
+    r[4] = V_MUL(V_SET1((T)4 / 15), V_FMA(V_SET1((T)4), g[0], V_FNMA(V_SET1((T)2), g[1], g[2])));
+    r[5] = V_MUL(V_SET1((T)0.5), g[2]);
+}
+
+/* r (3) = G^T w (6): F(4, 3)'s transformed kernel gradient back to taps. */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_gt3)(V *r, const V *w)
+{
+    const V a = V_MUL(V_SET1((T)1 / 6), V_ADD(w[1], w[2]));
+    const V b = V_MUL(V_SET1((T)1 / 6), V_SUB(w[1], w[2]));
+    const V p = V_MUL(V_SET1((T)1 / 15), w[3]), q = V_MUL(V_SET1((T)4 / 15), w[4]);
+    r[0] = V_FMA(V_SET1((T)0.5), V_ADD(w[0], p), V_FMA(V_SET1((T)4), q, a));
+    r[1] = V_FNMA(V_SET1((T)2), q, V_ADD(b, p));
+    r[2] = V_FMA(V_SET1((T)0.5), w[5], V_FMA(V_SET1((T)2), p, V_ADD(a, q)));
+}
+
+/* The 1-d kernel transform and its adjoint for r = 5 (F(2, 5)) or 3 (F(4, 3)); the output
+ * transform A^T and the dy transform A for m = 2 or 4 outputs. */
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_gr)(V *o, const V *g,
+                                                                         const int r)
+{
+    if (r == 5)
+        FN(wino_g)(o, g);
+    else
+        FN(wino_g3)(o, g);
+}
+
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_gtr)(V *o, const V *w,
+                                                                          const int r)
+{
+    if (r == 5)
+        FN(wino_gt)(o, w);
+    else
+        FN(wino_gt3)(o, w);
+}
+
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_atm)(V *o, const V *mm,
+                                                                          const int m)
+{
+    if (m == 2)
+        FN(wino_at)(o, mm);
+    else
+        FN(wino_at4)(o, mm);
+}
+
+static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_am)(V *o, const V *e,
+                                                                         const int m)
+{
+    if (m == 2)
+        FN(wino_a)(o, e[0], e[1]);
+    else
+        FN(wino_a4)(o, e);
+}
+
+/* u (36, cin, cout) = G g G^T for every (cin, cout) pair of k (r, r, cin, cout): matrix xi =
+ * 6 i + j of the transformed 6x6 kernels, us elements apart. Inlined with r constant. */
+static inline __attribute__((always_inline)) CONV_VATTR void
+FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, const int r)
 {
     for (int64_t ci = 0; ci < cin; ci++)
         for (int64_t f0 = 0; f0 < cout; f0 += VL) {
             const VMASK m = FN(vmask)(cout - f0);
             V t[6][5];
 #pragma GCC unroll 5
-            for (int kx = 0; kx < 5; kx++) {
-                V g[5], r[6];
+            for (int kx = 0; kx < r; kx++) {
+                V g[5], o[6];
 #pragma GCC unroll 5
-                for (int ky = 0; ky < 5; ky++)
-                    g[ky] = V_MLOAD(m, k + ((ky * 5 + kx) * cin + ci) * cout + f0);
-                FN(wino_g)(r, g);
+                for (int ky = 0; ky < r; ky++)
+                    g[ky] = V_MLOAD(m, k + ((ky * r + kx) * cin + ci) * cout + f0);
+                FN(wino_gr)(o, g, r);
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++)
-                    t[i][kx] = r[i];
+                    t[i][kx] = o[i];
             }
 #pragma GCC unroll 6
             for (int i = 0; i < 6; i++) {
-                V r[6];
-                FN(wino_g)(r, t[i]);
+                V o[6];
+                FN(wino_gr)(o, t[i], r);
 #pragma GCC unroll 6
                 for (int j = 0; j < 6; j++)
-                    V_MSTORE(u + (i * 6 + j) * us + ci * cout + f0, m, r[j]);
+                    V_MSTORE(u + (i * 6 + j) * us + ci * cout + f0, m, o[j]);
             }
         }
 }
 
+static CONV_VATTR void FN(wino_kernel)(const T *k, int64_t r, int64_t cin, int64_t cout, int64_t us,
+                                       T *u)
+{
+    if (r == 5)
+        FN(wino_kernel_r)(k, cin, cout, us, u, 5);
+    else
+        FN(wino_kernel_r)(k, cin, cout, us, u, 3);
+}
+
 /* v (36, nt, c; matrices vs elements apart) = B^T d B of tiles [t0, t0 + nt) of a band: tile t
  * (tile row t / tw, column t % tw) is the 6x6 window of the padded band xp (rows of wp * c) at
- * (2 (t / tw), 2 (t % tw)). */
-static CONV_VATTR void FN(wino_in)(const T *xp, int64_t wp, int64_t c, int64_t tw, int64_t t0,
-                                   int64_t nt, int64_t vs, T *v)
+ * (m (t / tw), m (t % tw)), m = 2 (F(2x2, 5x5)) or 4 (F(4x4, 3x3)). */
+static CONV_VATTR void FN(wino_in)(const T *xp, int64_t wp, int64_t c, int64_t m, int64_t tw,
+                                   int64_t t0, int64_t nt, int64_t vs, T *v)
 {
     for (int64_t q = 0; q < nt; q++) {
         const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
-        const T *base = xp + (2 * ty * wp + 2 * tx) * c;
+        const T *base = xp + (m * ty * wp + m * tx) * c;
         for (int64_t c0 = 0; c0 < c; c0 += VL) {
-            const VMASK m = FN(vmask)(c - c0);
+            const VMASK mk = FN(vmask)(c - c0);
             V t[6][6];
 #pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
                 V d[6], r[6];
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++)
-                    d[i] = V_MLOAD(m, base + (i * wp + j) * c + c0);
+                    d[i] = V_MLOAD(mk, base + (i * wp + j) * c + c0);
                 FN(wino_bt)(r, d);
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++)
@@ -714,84 +813,117 @@ static CONV_VATTR void FN(wino_in)(const T *xp, int64_t wp, int64_t c, int64_t t
                 FN(wino_bt)(r, t[i]);
 #pragma GCC unroll 6
                 for (int j = 0; j < 6; j++)
-                    V_MSTORE(v + (i * 6 + j) * vs + q * c + c0, m, r[j]);
+                    V_MSTORE(v + (i * 6 + j) * vs + q * c + c0, mk, r[j]);
             }
         }
     }
 }
 
 /* The outputs of tiles [t0, t0 + nt) of a band of nr output rows of width ow: A^T M A of each
- * tile's products mm (36, nt, f; matrices ms elements apart), written to rows 2 ty, 2 ty + 1
- * and columns 2 tx, 2 tx + 1 of y (the band's first row) where they exist. */
-static CONV_VATTR void FN(wino_out)(const T *mm, int64_t f, int64_t tw, int64_t ow, int64_t nr,
-                                    int64_t t0, int64_t nt, int64_t ms, T *y)
+ * tile's products mm (36, nt, f; matrices ms elements apart), written to rows m ty .. m ty +
+ * m - 1 and columns m tx .. m tx + m - 1 of y (the band's first row) where they exist. Inlined
+ * with m constant. */
+static inline __attribute__((always_inline)) CONV_VATTR void
+FN(wino_out_m)(const T *mm, int64_t f, int64_t tw, int64_t ow, int64_t nr, int64_t t0, int64_t nt,
+               int64_t ms, T *y, const int m)
 {
     for (int64_t q = 0; q < nt; q++) {
         const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
-        const int64_t rows = nr - 2 * ty < 2 ? nr - 2 * ty : 2, cols = ow - 2 * tx < 2 ? 1 : 2;
-        T *yt = y + (2 * ty * ow + 2 * tx) * f;
+        const int64_t rows = nr - m * ty < m ? nr - m * ty : m;
+        const int64_t cols = ow - m * tx < m ? ow - m * tx : m;
+        T *yt = y + (m * ty * ow + m * tx) * f;
         for (int64_t f0 = 0; f0 < f; f0 += VL) {
-            const VMASK m = FN(vmask)(f - f0);
-            V s[2][6];
+            const VMASK mk = FN(vmask)(f - f0);
+            V s[4][6];
 #pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
-                V col[6], r[2];
+                V col[6], r[4];
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++)
-                    col[i] = V_MLOAD(m, mm + (i * 6 + j) * ms + q * f + f0);
-                FN(wino_at)(r, col);
-                s[0][j] = r[0];
-                s[1][j] = r[1];
+                    col[i] = V_MLOAD(mk, mm + (i * 6 + j) * ms + q * f + f0);
+                FN(wino_atm)(r, col, m);
+#pragma GCC unroll 4
+                for (int a = 0; a < m; a++)
+                    s[a][j] = r[a];
             }
-#pragma GCC unroll 2
-            for (int a = 0; a < 2; a++) {
-                V r[2];
-                FN(wino_at)(r, s[a]);
+#pragma GCC unroll 4
+            for (int a = 0; a < m; a++) {
+                V r[4];
+                FN(wino_atm)(r, s[a], m);
                 if (a < rows) {
-                    V_MSTORE(yt + a * ow * f + f0, m, r[0]);
-                    if (cols == 2)
-                        V_MSTORE(yt + (a * ow + 1) * f + f0, m, r[1]);
+#pragma GCC unroll 4
+                    for (int b = 0; b < m; b++)
+                        if (b < cols)
+                            V_MSTORE(yt + (a * ow + b) * f + f0, mk, r[b]);
                 }
             }
         }
     }
 }
 
-/* d (36, nt, f; matrices ds elements apart) = A e A^T of the 2x2 blocks e of dy (rows 2 ty,
- * 2 ty + 1 and columns 2 tx, 2 tx + 1 from the band's first row dy; zero beyond its nr rows or
- * ow columns) of tiles [t0, t0 + nt). */
-static CONV_VATTR void FN(wino_dy)(const T *dy, int64_t f, int64_t tw, int64_t ow, int64_t nr,
-                                   int64_t t0, int64_t nt, int64_t ds, T *d)
+static CONV_VATTR void FN(wino_out)(const T *mm, int64_t f, int64_t m, int64_t tw, int64_t ow,
+                                    int64_t nr, int64_t t0, int64_t nt, int64_t ms, T *y)
+{
+    if (m == 2)
+        FN(wino_out_m)(mm, f, tw, ow, nr, t0, nt, ms, y, 2);
+    else
+        FN(wino_out_m)(mm, f, tw, ow, nr, t0, nt, ms, y, 4);
+}
+
+/* d (36, nt, f; matrices ds elements apart) = A e A^T of the m x m blocks e of dy (rows m ty ..
+ * m ty + m - 1 and columns m tx .. m tx + m - 1 from the band's first row dy; zero beyond its nr
+ * rows or ow columns) of tiles [t0, t0 + nt). Inlined with m constant. */
+static inline __attribute__((always_inline)) CONV_VATTR void
+FN(wino_dy_m)(const T *dy, int64_t f, int64_t tw, int64_t ow, int64_t nr, int64_t t0, int64_t nt,
+              int64_t ds, T *d, const int m)
 {
     for (int64_t q = 0; q < nt; q++) {
         const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
-        const int64_t rows = nr - 2 * ty < 2 ? nr - 2 * ty : 2, cols = ow - 2 * tx < 2 ? 1 : 2;
-        const T *et = dy + (2 * ty * ow + 2 * tx) * f;
+        const int64_t rows = nr - m * ty < m ? nr - m * ty : m;
+        const int64_t cols = ow - m * tx < m ? ow - m * tx : m;
+        const T *et = dy + (m * ty * ow + m * tx) * f;
         for (int64_t f0 = 0; f0 < f; f0 += VL) {
-            const VMASK m = FN(vmask)(f - f0);
-            V e[2][6]; /* e[b] = A (column b of the block) */
-#pragma GCC unroll 2
-            for (int b = 0; b < 2; b++) {
-                const V e0 = b < cols ? V_MLOAD(m, et + b * f + f0) : V_ZERO();
-                const V e1 = b < cols && rows == 2 ? V_MLOAD(m, et + (ow + b) * f + f0) : V_ZERO();
-                FN(wino_a)(e[b], e0, e1);
+            const VMASK mk = FN(vmask)(f - f0);
+            V e[4][6]; /* e[b] = A (column b of the block) */
+#pragma GCC unroll 4
+            for (int b = 0; b < m; b++) {
+                V col[4];
+#pragma GCC unroll 4
+                for (int a = 0; a < m; a++)
+                    col[a] =
+                        b < cols && a < rows ? V_MLOAD(mk, et + (a * ow + b) * f + f0) : V_ZERO();
+                FN(wino_am)(e[b], col, m);
             }
 #pragma GCC unroll 6
             for (int k = 0; k < 6; k++) {
-                V r[6];
-                FN(wino_a)(r, e[0][k], e[1][k]);
+                V row[4], r[6];
+#pragma GCC unroll 4
+                for (int b = 0; b < m; b++)
+                    row[b] = e[b][k];
+                FN(wino_am)(r, row, m);
 #pragma GCC unroll 6
                 for (int l = 0; l < 6; l++)
-                    V_MSTORE(d + (k * 6 + l) * ds + q * f + f0, m, r[l]);
+                    V_MSTORE(d + (k * 6 + l) * ds + q * f + f0, mk, r[l]);
             }
         }
     }
 }
 
-/* dk (5, 5, c, f) rows ci in [c0, c1) = G^T w G, w (36, c, f; matrices us elements apart) the
- * sum of the np partial sums at w0 (ps elements apart), added in order. */
-static CONV_VATTR void FN(wino_kgrad)(const T *w0, int64_t np, size_t ps, int64_t us, int64_t c,
-                                      int64_t f, int64_t c0, int64_t c1, T *dk)
+static CONV_VATTR void FN(wino_dy)(const T *dy, int64_t f, int64_t m, int64_t tw, int64_t ow,
+                                   int64_t nr, int64_t t0, int64_t nt, int64_t ds, T *d)
+{
+    if (m == 2)
+        FN(wino_dy_m)(dy, f, tw, ow, nr, t0, nt, ds, d, 2);
+    else
+        FN(wino_dy_m)(dy, f, tw, ow, nr, t0, nt, ds, d, 4);
+}
+
+/* dk (r, r, c, f) rows ci in [c0, c1) = G^T w G, w (36, c, f; matrices us elements apart) the
+ * sum of the np partial sums at w0 (ps elements apart), added in order. Inlined with r
+ * constant. */
+static inline __attribute__((always_inline)) CONV_VATTR void
+FN(wino_kgrad_r)(const T *w0, int64_t np, size_t ps, int64_t us, int64_t c, int64_t f, int64_t c0,
+                 int64_t c1, T *dk, const int r)
 {
     for (int64_t ci = c0; ci < c1; ci++)
         for (int64_t f0 = 0; f0 < f; f0 += VL) {
@@ -799,7 +931,7 @@ static CONV_VATTR void FN(wino_kgrad)(const T *w0, int64_t np, size_t ps, int64_
             V s[5][6];
 #pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
-                V col[6], r[5];
+                V col[6], o[5];
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++) {
                     const T *p = w0 + (i * 6 + j) * us + ci * f + f0;
@@ -807,22 +939,30 @@ static CONV_VATTR void FN(wino_kgrad)(const T *w0, int64_t np, size_t ps, int64_
                     for (int64_t g = 1; g < np; g++)
                         col[i] = V_ADD(col[i], V_MLOAD(m, p + (size_t)g * ps));
                 }
-                FN(wino_gt)(r, col);
+                FN(wino_gtr)(o, col, r);
 #pragma GCC unroll 5
-                for (int ky = 0; ky < 5; ky++)
-                    s[ky][j] = r[ky];
+                for (int ky = 0; ky < r; ky++)
+                    s[ky][j] = o[ky];
             }
 #pragma GCC unroll 5
-            for (int ky = 0; ky < 5; ky++) {
-                V r[5];
-                FN(wino_gt)(r, s[ky]);
+            for (int ky = 0; ky < r; ky++) {
+                V o[5];
+                FN(wino_gtr)(o, s[ky], r);
 #pragma GCC unroll 5
-                for (int kx = 0; kx < 5; kx++)
-                    V_MSTORE(dk + ((ky * 5 + kx) * c + ci) * f + f0, m, r[kx]);
+                for (int kx = 0; kx < r; kx++)
+                    V_MSTORE(dk + ((ky * r + kx) * c + ci) * f + f0, m, o[kx]);
             }
         }
 }
 
+static CONV_VATTR void FN(wino_kgrad)(const T *w0, int64_t np, size_t ps, int64_t us, int64_t c,
+                                      int64_t f, int64_t r, int64_t c0, int64_t c1, T *dk)
+{
+    if (r == 5)
+        FN(wino_kgrad_r)(w0, np, ps, us, c, f, c0, c1, dk, 5);
+    else
+        FN(wino_kgrad_r)(w0, np, ps, us, c, f, c0, c1, dk, 3);
+}
 /* One register tile of c (nr, nv vectors) = a (nr, k; rows lda apart) @ b (k, nv vectors; rows
  * ldb apart): per step of k, nv vectors of b are loaded once and each row's element of a is
  * broadcast against them. Inlined with nr and nv constant; only the last vector is masked (m). */
@@ -912,31 +1052,32 @@ static inline conv_geom FN(wino_gemm_geom)(int64_t c, int64_t f, int64_t nt)
     return g1;
 }
 
-/* Forward and backward-input (stride 1, 5x5): the kernel was transformed into u (36, c, f) at
- * the start of the workspace (wino_prep); the unit pads its band of the source (x, or dy for
- * backward-input: the forward pass of wino_geom), then per block of tb tiles transforms the
+/* Forward and backward-input (stride 1, 5x5 or 3x3): the kernel was transformed into u (36, c,
+ * f) at the start of the workspace (wino_prep); the unit pads its band of the source (x, or dy
+ * for backward-input: the forward pass of wino_geom), then per block of tb tiles transforms the
  * tiles, runs the 36 GEMMs m_xi (nt, f) = v_xi (nt, c) @ u_xi (c, f), and transforms back. */
 static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool fresh, bool bwdi)
 {
     const conv_plan *pl = jb->pl;
     const conv_geom gf = wino_geom(jb->g, bwdi);
-    const int64_t c = gf.c, f = gf.f, ow = gf.ow, tw = (ow + 1) / 2, tb = pl->tb;
-    const int64_t vs = wino_ld(tb * c, sizeof(T)), ms = wino_ld(tb * f, sizeof(T));
+    const int64_t c = gf.c, f = gf.f, ow = gf.ow, m = wino_m(&gf), tw = (ow + m - 1) / m;
+    const int64_t tb = pl->tb, vs = wino_ld(tb * c, sizeof(T)), ms = wino_ld(tb * f, sizeof(T));
     const int64_t us = wino_ld(c * f, sizeof(T));
     int64_t img, r0, nr;
     FN(direct_band)(pl, gf.oh, u, &img, &r0, &nr);
     T *xp = slot, *v = xp + wino_band_elems(&gf, pl->rpu), *mm = v + 36 * vs;
     FN(pad_x)
-    (&gf, bwdi ? jb->in1 : jb->in0, img, r0, (nr + 1) / 2 * 2, (pl->rpu + 1) / 2 * 2, xp, fresh);
+    (&gf, bwdi ? jb->in1 : jb->in0, img, r0, (nr + m - 1) / m * m, (pl->rpu + m - 1) / m * m, xp,
+     fresh);
     const T *uk = (const T *)(const void *)pl->ws;
     T *y = (T *)jb->out + (img * gf.oh + r0) * ow * f;
-    const int64_t ntiles = (nr + 1) / 2 * tw, nb = (ntiles + tb - 1) / tb;
+    const int64_t ntiles = (nr + m - 1) / m * tw, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
         nt = (ntiles - t0) / (nb - b);
-        FN(wino_in)(xp, gf.wp, c, tw, t0, nt, vs, v);
+        FN(wino_in)(xp, gf.wp, c, m, tw, t0, nt, vs, v);
         for (int64_t xi = 0; xi < 36; xi++)
             FN(wgemm)(v + xi * vs, c, uk + xi * us, f, mm + xi * ms, f, nt, c, f);
-        FN(wino_out)(mm, f, tw, ow, nr, t0, nt, ms, y);
+        FN(wino_out)(mm, f, m, tw, ow, nr, t0, nt, ms, y);
     }
     return true;
 }
@@ -955,32 +1096,33 @@ static bool FN(wino_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool f
     return FN(wino_fwd_common)(jb, u, slot, fresh, true);
 }
 
-/* Backward-kernel (stride 1, 5x5): acc (36, c, f) (+)= per block of tb tiles of the unit's band,
- * the 36 GEMMs v_xi (nt, c)^T @ d_xi (nt, f) of the transformed x tiles and dy blocks; the
+/* Backward-kernel (stride 1, 5x5 or 3x3): acc (36, c, f) (+)= per block of tb tiles of the unit's
+ * band, the 36 GEMMs v_xi (nt, c)^T @ d_xi (nt, f) of the transformed x tiles and dy blocks; the
  * group sums go back to taps at the end (wino_finish). */
 static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
                                bool first)
 {
     const conv_plan *pl = jb->pl;
     const conv_geom gf = wino_geom(jb->g, false);
-    const int64_t c = gf.c, f = gf.f, ow = gf.ow, tw = (ow + 1) / 2, tb = pl->tb;
-    const int64_t vs = wino_ld(tb * c, sizeof(T)), ds = wino_ld(tb * f, sizeof(T));
+    const int64_t c = gf.c, f = gf.f, ow = gf.ow, m = wino_m(&gf), tw = (ow + m - 1) / m;
+    const int64_t tb = pl->tb, vs = wino_ld(tb * c, sizeof(T)), ds = wino_ld(tb * f, sizeof(T));
     const int64_t us = wino_ld(c * f, sizeof(T));
     int64_t img, r0, nr;
     FN(direct_band)(pl, gf.oh, u, &img, &r0, &nr);
     T *xp = slot, *v = xp + wino_band_elems(&gf, pl->rpu), *d = v + 36 * vs;
-    FN(pad_x)(&gf, jb->in0, img, r0, (nr + 1) / 2 * 2, (pl->rpu + 1) / 2 * 2, xp, fresh);
+    FN(pad_x)
+    (&gf, jb->in0, img, r0, (nr + m - 1) / m * m, (pl->rpu + m - 1) / m * m, xp, fresh);
     const T *dy = (const T *)jb->in1 + (img * gf.oh + r0) * ow * f;
-    /* the unit's dy rows are read two at a time, tile by tile: ask for all of them now, while
+    /* the unit's dy rows are read m at a time, tile by tile: ask for all of them now, while
      * the band's x tiles are transformed */
     for (int64_t i = 0; i < nr * ow * f; i += 64 / (int64_t)sizeof(T))
         __builtin_prefetch(dy + i, 0, 3);
     T *w = acc;
-    const int64_t ntiles = (nr + 1) / 2 * tw, nb = (ntiles + tb - 1) / tb;
+    const int64_t ntiles = (nr + m - 1) / m * tw, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
         nt = (ntiles - t0) / (nb - b);
-        FN(wino_in)(xp, gf.wp, c, tw, t0, nt, vs, v);
-        FN(wino_dy)(dy, f, tw, ow, nr, t0, nt, ds, d);
+        FN(wino_in)(xp, gf.wp, c, m, tw, t0, nt, vs, v);
+        FN(wino_dy)(dy, f, m, tw, ow, nr, t0, nt, ds, d);
         const conv_geom g1 = FN(wino_gemm_geom)(c, f, nt);
         for (int64_t xi = 0; xi < 36; xi++)
             FN(direct_bwdk_band)(&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
@@ -996,12 +1138,12 @@ static void FN(wino_prep)(const conv_job *jb, bool bwdi)
     T *uk = (T *)(void *)jb->pl->ws;
     const int64_t us = wino_ld(g->c * g->f, sizeof(T));
     if (!bwdi) {
-        FN(wino_kernel)(jb->in1, g->c, g->f, us, uk);
+        FN(wino_kernel)(jb->in1, g->kh, g->c, g->f, us, uk);
         return;
     }
     T *kr = uk + wino_u_elems(g, sizeof(T));
     FN(rot_k)(g, jb->in0, kr);
-    FN(wino_kernel)(kr, g->f, g->c, us, uk);
+    FN(wino_kernel)(kr, g->kh, g->f, g->c, us, uk);
 }
 
 /* After the units of backward-kernel: dk = G^T (the group partials, summed in order) G, the
@@ -1013,7 +1155,7 @@ static void FN(wino_finish)(const conv_job *jb, const void *parts, int64_t group
 #pragma omp parallel for schedule(static) if (36 * c * f * groups >= SX_OMP_MIN)
     for (int64_t ci = 0; ci < c; ci++)
         FN(wino_kgrad)
-    (parts, groups, pstride, wino_ld(c * f, sizeof(T)), c, f, ci, ci + 1, jb->out);
+    (parts, groups, pstride, wino_ld(c * f, sizeof(T)), c, f, g->kh, ci, ci + 1, jb->out);
 }
 
 #endif /* V_FMA */

@@ -399,13 +399,14 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
  * per processor (at most 16) - an im2col block of whole images or of a band of rows, or a
  * zero-padded band of the image for the direct and Winograd (AVX-512) kernels - plus, for
  * backward-kernel, up to 8 partial sums of dk (at most 4 MB, or two), and for Winograd's
- * F(2x2, 5x5) (5x5 kernels at stride 1 with enough channels) the transformed kernel
- * (36 * c * f elements). Any workspace of at least sx_conv2d_workspace_min bytes works: a
- * smaller one runs smaller units, fewer at once, fewer partial sums, or the direct kernels
- * instead of Winograd. The sizes are valid for both dtypes and all three kernels (the workspace
- * may be unaligned). Results never depend on the thread count; they may round differently for
- * different workspace sizes (Winograd rounds up to a few times more than the direct sums,
- * relative to the largest terms of a tile) and between CPUs (direct, Winograd or GEMM). */
+ * F(2x2, 5x5) and F(4x4, 3x3) (5x5 and 3x3 kernels at stride 1 with enough channels) the
+ * transformed kernel (36 * c * f elements). Any workspace of at least sx_conv2d_workspace_min
+ * bytes works: a smaller one runs smaller units, fewer at once, fewer partial sums, or the
+ * direct kernels instead of Winograd. The sizes are valid for both dtypes and all three kernels
+ * (the workspace may be unaligned). Results never depend on the thread count; they may round
+ * differently for different workspace sizes (Winograd rounds up to a few times more than the
+ * direct sums, relative to the largest terms of a tile) and between CPUs (direct, Winograd or
+ * GEMM). */
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p);
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],

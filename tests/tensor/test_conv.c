@@ -3,7 +3,8 @@
  * counts, f32 and f64), each run with the full workspace and with exactly the minimum one (the
  * banded units), the adjoint identities between the three, empty shapes, and the error paths.
  * The shapes cover the three implementations (direct kernels for small and medium kdim and
- * Winograd's F(2x2, 5x5) for 5x5 kernels at stride 1 on AVX-512 CPUs, im2col + GEMM
+ * Winograd's F(2x2, 5x5) and F(4x4, 3x3) for 5x5 and 3x3 kernels at stride 1 on AVX-512
+ * CPUs, im2col + GEMM
  * otherwise), filter counts that leave partial vectors, images larger than one unit,
  * workspaces of every size in between, and the same bits for any thread count. */
 #include "testutil.h"
@@ -103,16 +104,22 @@ static void ref_backward_kernel(const cfg *q, const sx_tensor *x, const sx_tenso
     });
 }
 
-/* Winograd's F(2x2, 5x5) (5x5 kernels at stride 1 with enough channels, on AVX-512 CPUs) rounds
- * on the scale of the largest terms of a tile rather than of each sum: on shapes that may run
- * it, results are compared on the scale of the largest sum of |terms| of their group (an image
- * and channel for forward and backward-input, a (channel, filter) pair over the taps for
- * backward-kernel; spread_mag). Measured on that scale: up to about 15 rounding units (2^-24
- * or 2^-53) on ordinary shapes and 45 on degenerate ones (one or two output rows, VALID, where
- * the transforms' cancellation is largest); the tolerance is about 200. */
+/* Winograd's F(2x2, 5x5) and F(4x4, 3x3) (5x5 and 3x3 kernels at stride 1 with enough
+ * channels, on AVX-512 CPUs) round on the scale of the largest terms of a tile rather than of
+ * each sum: on shapes that may run them, results are compared on the scale of the largest sum
+ * of |terms| of their group (an image and channel for forward and backward-input, a (channel,
+ * filter) pair over the taps for backward-kernel; spread_mag). Measured on that scale (run with
+ * ERRSTAT set to print the worst error of each check): F(2x2, 5x5) up to about 15 rounding
+ * units (2^-24 or 2^-53) on ordinary shapes and 45 on degenerate ones (one or two output rows,
+ * VALID, where the transforms' cancellation is largest), F(4x4, 3x3) up to 12; the tolerance
+ * is about 200. */
 static bool wino_shape(const cfg *q)
 {
-    return q->kh == 5 && q->kw == 5 && q->sh == 1 && q->sw == 1 && q->c >= 8 && q->f >= 8;
+    if (q->sh != 1 || q->sw != 1)
+        return false;
+    if (q->kh == 5 && q->kw == 5)
+        return q->c >= 8 && q->f >= 8;
+    return q->kh == 3 && q->kw == 3 && q->c >= 4 && q->f >= 4;
 }
 
 static double tol_of(sx_dtype dt, const cfg *q)
@@ -142,9 +149,11 @@ static void spread_mag(double *mag, const int64_t *s, bool taps)
 static void expect_ref(const char *what, const cfg *q, const sx_tensor *got, const double *ref,
                        const double *mag)
 {
-    double tol = tol_of(got->dtype, q);
+    double tol = tol_of(got->dtype, q), worst = 0;
     for (int64_t i = 0; i < got->size; i++) {
         double v = sx_tensor_get(got, i);
+        if (mag[i] > 0 && fabs(v - ref[i]) / mag[i] > worst)
+            worst = fabs(v - ref[i]) / mag[i];
         cr_assert(fabs(v - ref[i]) <= tol * mag[i] + 1e-300,
                   "%s %s x(%lld,%lld,%lld,%lld) k(%lld,%lld,%lld,%lld) stride (%d,%d) %s: element "
                   "%lld got %.17g want %.17g",
@@ -153,6 +162,12 @@ static void expect_ref(const char *what, const cfg *q, const sx_tensor *got, con
                   (long long)q->c, (long long)q->f, q->sh, q->sw,
                   q->pad == SX_PAD_SAME ? "SAME" : "VALID", (long long)i, v, ref[i]);
     }
+    if (getenv("ERRSTAT") && wino_shape(q))
+        fprintf(stderr, "ERRSTAT %s %s %lld,%lld,%lld,%lld k%lld f%lld %s: %.1f units\n", what,
+                sx_dtype_name(got->dtype), (long long)q->n, (long long)q->h, (long long)q->w,
+                (long long)q->c, (long long)q->kh, (long long)q->f,
+                q->pad == SX_PAD_SAME ? "SAME" : "VALID",
+                worst / (got->dtype == SX_F32 ? 0x1p-24 : 0x1p-53));
 }
 
 /* The references of one case: values and the scale of their rounding errors. */
@@ -333,6 +348,20 @@ static const cfg wino[] = {
     {1, 6, 5, 16, 5, 5, 8, 1, 1, SX_PAD_VALID},
 };
 
+/* Winograd's F(4x4, 3x3): 3x3 kernels at stride 1, images of sizes that leave partial tiles or
+ * none, smaller than the kernel, one output row; channel counts that leave partial vectors; and
+ * shapes where only some of the three kernels qualify (their GEMMs must sum over at least 8
+ * channels and produce at least 4, on images of at least 25 output pixels, backward-kernel
+ * 36). */
+static const cfg wino3[] = {
+    {2, 14, 14, 16, 3, 3, 16, 1, 1, SX_PAD_SAME}, {1, 9, 11, 17, 3, 3, 20, 1, 1, SX_PAD_VALID},
+    {2, 7, 6, 33, 3, 3, 70, 1, 1, SX_PAD_SAME},   {3, 2, 2, 16, 3, 3, 16, 1, 1, SX_PAD_SAME},
+    {2, 8, 8, 8, 3, 3, 8, 1, 1, SX_PAD_SAME},     {1, 5, 5, 12, 3, 3, 4, 1, 1, SX_PAD_SAME},
+    {2, 13, 4, 20, 3, 3, 9, 1, 1, SX_PAD_SAME},   {2, 10, 10, 4, 3, 3, 40, 1, 1, SX_PAD_SAME},
+    {1, 3, 30, 16, 3, 3, 8, 1, 1, SX_PAD_VALID},  {1, 6, 7, 16, 3, 3, 16, 1, 1, SX_PAD_VALID},
+    {2, 25, 17, 24, 3, 3, 20, 1, 1, SX_PAD_SAME},
+};
+
 /* <conv(x,k), g> == <x, bwd_input(k,g)> == <k, bwd_kernel(x,g)>: the backward rules are the
  * adjoints of the forward map, in each argument; with the minimum and the full workspace (the
  * latter runs Winograd on its shapes). */
@@ -340,8 +369,8 @@ Test(tensor_conv, backward_rules_are_adjoints)
 {
     sx_rng rng;
     sx_rng_seed(&rng, 14);
-    const cfg all[] = {fixed[2],   fixed[4], fixed[5], corners[0], corners[5],
-                       corners[8], wino[0],  wino[2],  wino[6]};
+    const cfg all[] = {fixed[2], fixed[4], fixed[5], corners[0], corners[5], corners[8],
+                       wino[0],  wino[2],  wino[6],  wino3[0],   wino3[2],   wino3[8]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         for (int d = 0; d < 4; d++) {
             const cfg *q = &all[i];
@@ -499,14 +528,16 @@ Test(tensor_conv, larger_shapes_both_paths, .timeout = 120)
         check_cfg(&rng, &larger[i]);
 }
 
-/* The shapes of Winograd's F(2x2, 5x5) against the references, in both dtypes, with the full
- * workspace (Winograd) and the minimum (the direct kernels). */
+/* The shapes of Winograd's F(2x2, 5x5) and F(4x4, 3x3) against the references, in both dtypes,
+ * with the full workspace (Winograd) and the minimum (the direct kernels). */
 Test(tensor_conv, winograd_shapes, .timeout = 120)
 {
     sx_rng rng;
     sx_rng_seed(&rng, 21);
     for (size_t i = 0; i < sizeof wino / sizeof wino[0]; i++)
         check_cfg(&rng, &wino[i]);
+    for (size_t i = 0; i < sizeof wino3 / sizeof wino3[0]; i++)
+        check_cfg(&rng, &wino3[i]);
 }
 
 /* Workspaces between the minimum and the full size: each either runs the direct kernels or
@@ -517,7 +548,9 @@ Test(tensor_conv, winograd_shapes, .timeout = 120)
 Test(tensor_conv, winograd_any_workspace, .timeout = 120)
 {
     static const cfg cases[] = {{3, 30, 9, 16, 5, 5, 16, 1, 1, SX_PAD_SAME},
-                                {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID}};
+                                {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID},
+                                {3, 30, 9, 16, 3, 3, 16, 1, 1, SX_PAD_SAME},
+                                {2, 13, 30, 12, 3, 3, 24, 1, 1, SX_PAD_VALID}};
     sx_rng rng;
     sx_rng_seed(&rng, 22);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -565,10 +598,14 @@ Test(tensor_conv, winograd_any_workspace, .timeout = 120)
 Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
 {
     static const cfg cases[] = {
-        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME},  {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME},
-        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID},  {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME},
-        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME},   {8, 14, 14, 16, 5, 5, 24, 1, 1, SX_PAD_SAME},
+        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME},
+        {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME},
+        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID},
+        {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME},
+        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME},
+        {8, 14, 14, 16, 5, 5, 24, 1, 1, SX_PAD_SAME},
         {3, 33, 31, 24, 5, 5, 16, 1, 1, SX_PAD_VALID},
+        {3, 33, 31, 24, 3, 3, 16, 1, 1, SX_PAD_VALID},
     };
     sx_rng rng;
     sx_rng_seed(&rng, 20);
