@@ -20,14 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        sx_status s_ = (expr);                                                                     \
-        if (s_ != SX_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, sx_last_error());        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_util.h"
 
 enum { MAX_REPS = 1001 };
 

@@ -18,21 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        sx_status s_ = (expr);                                                                     \
-        if (s_ != SX_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, sx_last_error());        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
 static double cpu_now(void)
 {

@@ -15,25 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        sx_status s_ = (expr);                                                                     \
-        if (s_ != SX_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, sx_last_error());        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_util.h"
 
 enum { N_OPS = 1000, ELEMS = 8, WARMUP = 20, NOCHANGE_BATCH = 1000 };
 
 static const int64_t shape1[1] = {ELEMS};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *xcalloc(size_t n, size_t size)
 {

@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 /* The one GEMM of strix (tensor/gemm.c), declared as in tensor/tensor_impl.h: internal to the
  * library, linked here from the static strix_tensor. */
 void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
@@ -73,13 +75,6 @@ static const shape shapes[] = {
 static bool is_forward(const shape *s)
 {
     return strstr(s->name, "fwd") != NULL;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -12,14 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        sx_status s_ = (expr);                                                                     \
-        if (s_ != SX_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, sx_last_error());        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_util.h"
+
 #define NODE(expr) node_ok((expr), #expr, __LINE__)
 
 enum { N_PARAMS = 6 };
@@ -38,13 +32,6 @@ static sx_cg_node *node_ok(sx_cg_node *n, const char *what, int line)
         exit(1);
     }
     return n;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static sx_cg_node *param(sx_cg_graph *g, const char *name, sx_rng *rng, int rank,

@@ -22,25 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        sx_status s_ = (expr);                                                                     \
-        if (s_ != SX_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, sx_last_error());        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_util.h"
 
 enum { MAX_REPS = 101, MAX_THREADS = 8 };
 
 static bool raw; /* print `key samples...` lines instead of tables */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *xmalloc(size_t bytes)
 {
