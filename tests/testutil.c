@@ -1,7 +1,9 @@
 /* testutil.c: shared helpers of the Criterion suites (see testutil.h). */
 #include "testutil.h"
 
+#include <libgen.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 sx_tensor *tu_rand(sx_rng *rng, sx_dtype dt, int rank, const int64_t *shape, double lo, double hi)
@@ -111,4 +113,16 @@ long tu_alloc_count(void)
 long tu_live_allocs(void)
 {
     return live;
+}
+
+void tu_mnist_dir(char *buf, size_t n)
+{
+    const char *env = getenv("SX_MNIST_DIR");
+    if (env != NULL && env[0] != '\0') {
+        snprintf(buf, n, "%s", env);
+        return;
+    }
+    char file[1024]; /* this file is tests/testutil.c: the root is two levels up */
+    snprintf(file, sizeof file, "%s", __FILE__);
+    snprintf(buf, n, "%s/data/mnist", dirname(dirname(file)));
 }

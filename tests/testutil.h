@@ -19,6 +19,10 @@ bool tu_close(const sx_tensor *a, const sx_tensor *b, double rtol, double atol);
 /* Tolerances fit for a dtype: f32 1e-5 relative, f64 1e-12. */
 double tu_rtol(sx_dtype dt);
 
+/* The MNIST directory the tests read: $SX_MNIST_DIR when set, else data/mnist of the source
+ * tree (where scripts/fetch_mnist puts the files). */
+void tu_mnist_dir(char *buf, size_t n);
+
 /* Failing allocator: after tu_fail_after(k), allocations 0..k-1 succeed and every later one
  * fails until tu_fail_reset(). tu_live_allocs() counts allocations not yet freed since the last
  * reset (for leak checks without ASan). */

@@ -5,7 +5,6 @@
  * out-of-memory leaves the set unchanged; the real MNIST when present. */
 #include "idx_fixture.h"
 
-#include <libgen.h>
 #include <math.h>
 #include <sys/stat.h>
 
@@ -514,21 +513,6 @@ Test(datasets_compact, out_of_memory_every_allocation)
 
 /* ---------------------------------------------------------------- the real MNIST */
 
-/* data/mnist of the source tree (three levels above this file), or $SX_MNIST_DIR, as
- * test_mnist.c finds it. */
-static void mnist_dir(char *buf, size_t n)
-{
-    const char *env = getenv("SX_MNIST_DIR");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(buf, n, "%s", env);
-        return;
-    }
-    char file[1024];
-    snprintf(file, sizeof file, "%s", __FILE__);
-    char *root = dirname(dirname(dirname(file)));
-    snprintf(buf, n, "%s/data/mnist", root);
-}
-
 static bool mnist_present(const char *dir)
 {
     static const char *const names[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
@@ -549,7 +533,7 @@ static bool mnist_present(const char *dir)
 Test(datasets_compact, real_mnist, .timeout = 300)
 {
     char dir[1100];
-    mnist_dir(dir, sizeof dir);
+    tu_mnist_dir(dir, sizeof dir);
     if (!mnist_present(dir))
         cr_skip_test("MNIST not found in %s (run scripts/fetch_mnist)", dir);
     sx_rng rng;

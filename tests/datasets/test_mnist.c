@@ -4,7 +4,6 @@
  * otherwise). */
 #include "idx_fixture.h"
 
-#include <libgen.h>
 #include <math.h>
 #include <sys/stat.h>
 
@@ -364,21 +363,6 @@ Test(datasets_mnist, out_of_memory_every_allocation)
 
 /* ---------------------------------------------------------------- the real data sets */
 
-/* data/mnist of the source tree (the repository root is three levels above this file), or
- * $SX_MNIST_DIR. */
-static void mnist_dir(char *buf, size_t n)
-{
-    const char *env = getenv("SX_MNIST_DIR");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(buf, n, "%s", env);
-        return;
-    }
-    char file[1024];
-    snprintf(file, sizeof file, "%s", __FILE__);
-    char *root = dirname(dirname(dirname(file)));
-    snprintf(buf, n, "%s/data/mnist", root);
-}
-
 static bool has_files(const char *dir, const char *const *names, int count)
 {
     for (int i = 0; i < count; i++) {
@@ -408,7 +392,7 @@ static void check_histogram(const sx_ds_images *d, const int64_t *want)
 Test(datasets_mnist, real_mnist_end_to_end, .timeout = 300)
 {
     char dir[1100];
-    mnist_dir(dir, sizeof dir);
+    tu_mnist_dir(dir, sizeof dir);
     if (!has_files(dir, mnist_names, 4))
         cr_skip_test("MNIST not found in %s (run scripts/fetch_mnist)", dir);
     /* The label histograms of the original MNIST. */

@@ -5,7 +5,6 @@
  * through the same loader and trains when the Debian package dataset-fashion-mnist is there. */
 #include "testutil.h"
 
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,19 +12,6 @@
 #include <unistd.h>
 
 #include <sx_nn.h>
-
-/* data/mnist of the source tree (three levels above this file), or $SX_MNIST_DIR. */
-static void mnist_dir(char *buf, size_t n)
-{
-    const char *env = getenv("SX_MNIST_DIR");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(buf, n, "%s", env);
-        return;
-    }
-    char file[1024];
-    snprintf(file, sizeof file, "%s", __FILE__);
-    snprintf(buf, n, "%s/data/mnist", dirname(dirname(dirname(file))));
-}
 
 static bool has_mnist(const char *dir)
 {
@@ -124,7 +110,7 @@ static double accuracy(const sx_ds_images *set, const float *p)
 Test(nn_mnist, reference_network_5000_images_one_epoch, .timeout = 550)
 {
     char dir[1100];
-    mnist_dir(dir, sizeof dir);
+    tu_mnist_dir(dir, sizeof dir);
     if (!has_mnist(dir))
         cr_skip_test("MNIST not found in %s (run scripts/fetch_mnist)", dir);
     sx_ds_images *train = NULL, *test = NULL;
