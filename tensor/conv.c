@@ -252,11 +252,12 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #undef T
 #undef SFX
 
-/* Does this CPU run the direct kernels? */
+/* Do the direct and Winograd kernels run? Only at strix's AVX512 level (sx__isa: this CPU,
+ * capped by SX_ISA); below it every unit takes the im2col + GEMM path. */
 static bool have_direct(void)
 {
 #ifdef CONV_AVX512
-    return __builtin_cpu_supports("avx512f");
+    return sx__isa() == SX__ISA_AVX512;
 #else
     return false;
 #endif

@@ -64,19 +64,6 @@ typedef void drop_f32_fn(float *o, int64_t at, int64_t len, uint64_t key, uint64
 typedef void drop_f64_fn(double *o, int64_t at, int64_t len, uint64_t key, uint64_t below,
                          double scale);
 
-#if VM_DISPATCH
-/* The widest kernel pair the CPU supports (capped by SX_ISA, as every dispatched kernel). */
-static int drop_isa(void)
-{
-    int isa = vm_isa();
-    if (isa == VM_ISA_AVX512 &&
-        !(__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-          __builtin_cpu_supports("avx512bw")))
-        isa = VM_ISA_AVX2;
-    return isa;
-}
-#endif
-
 /* One mask fill: the kernels of this CPU and their arguments. */
 typedef struct drop_job {
     drop_f32_fn *k32;
@@ -110,7 +97,7 @@ static void drop_run(sx_tensor *out, uint64_t key, uint64_t below, double keep)
     drop_job j = {drop_f32_base, drop_f64_base, out, key, below, keep};
     int64_t par = DROP_PAR;
 #if VM_DISPATCH
-    switch (drop_isa()) {
+    switch (vm_isa()) { /* sx__isa: AVX512 includes the DQ, VL and BW these kernels use */
     case VM_ISA_AVX512:
         j.k32 = drop_f32_avx512;
         j.k64 = drop_f64_avx512;

@@ -13,13 +13,14 @@
  * computes an element, not how. Bits differ between kernel sets (the portable one does not fuse
  * multiply and add) but not between runs or thread counts.
  *
- * Knobs, read at first use: STRIX_GEMM_ISA=avx512|avx2|generic caps the kernel set (never above
- * what the CPU runs); STRIX_GEMM=blas sends every call to OpenBLAS's cblas_?gemm instead, for
- * comparisons only (its results depend on the thread count). Built with -DSTRIX_GEMM_PORTABLE
- * (or on another CPU family) only the portable C kernels exist. Tests use the hooks sx__gemm_isa
- * and sx__gemm_blocks below. Packing buffers are static thread-local storage (640 KB per thread;
- * note that glibc zero-fills static TLS when it creates a thread), so the GEMM never allocates
- * and cannot fail. */
+ * Knobs, read at first use: the kernel set is strix's instruction set (sx__isa: the CPU's,
+ * capped by SX_ISA for every kernel family); STRIX_GEMM_ISA=avx512|avx2|generic caps it further
+ * for the GEMM alone (never above sx__isa); STRIX_GEMM=blas sends every call to OpenBLAS's
+ * cblas_?gemm instead, for comparisons only (its results depend on the thread count). Built with
+ * -DSTRIX_GEMM_PORTABLE (or on another CPU family) only the portable C kernels exist. Tests use the
+ * hooks sx__gemm_isa and sx__gemm_blocks below. Packing buffers are static thread-local storage
+ * (640 KB per thread; note that glibc zero-fills static TLS when it creates a thread), so the GEMM
+ * never allocates and cannot fail. */
 #ifndef GEMM_TEMPLATE
 
 #include "tensor_impl.h"
@@ -42,7 +43,8 @@
 
 /* Test hooks (prototypes here; the tests declare them extern).
  * sx__gemm_isa: select kernel set 0 (portable C), 1 (AVX2+FMA) or 2 (AVX-512); want < 0 only
- * queries. A set this CPU or build cannot run is not selected. Returns the set in use after the
+ * queries. A set above sx__isa() (this CPU, capped by SX_ISA) or missing from the build is not
+ * selected (STRIX_GEMM_ISA does not limit the hook). Returns the set in use after the
  * call. Call it between GEMMs, not during one.
  * sx__gemm_blocks: the blocking of a kernel set for a dtype: blocks = {MR, NR, KC, MC, NC};
  * returns false for a set this build does not have. */
@@ -398,16 +400,19 @@ static const gemm_impl *const impls[GEMM_ISA_COUNT][2] = {
 
 /* ---------------------------------------------------------------- selection */
 
-/* The best kernel set this CPU runs. */
+/* The widest kernel set this process may run: sx__isa() (the CPU's, capped by SX_ISA), where
+ * this build has the set. */
 static int isa_best(void)
 {
 #if GEMM_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
+    switch (sx__isa()) {
+    case SX__ISA_AVX512:
         return GEMM_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    case SX__ISA_AVX2:
         return GEMM_AVX2;
+    default:
+        break;
+    }
 #endif
     return GEMM_GENERIC;
 }

@@ -192,16 +192,12 @@ static const pool_kernels pool_sets[][2] = {
 };
 #undef POOL_SET
 
-/* The kernels for dtype dt on this CPU. */
+/* The kernels for dtype dt at strix's instruction set (sx__isa: this CPU, capped by SX_ISA). */
 static const pool_kernels *pool_pick(sx_dtype dt)
 {
     int isa = 0;
 #ifdef POOL_X86
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
-        isa = 2;
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        isa = 1;
+    isa = sx__isa() == SX__ISA_AVX512 ? 2 : sx__isa() == SX__ISA_AVX2 ? 1 : 0;
 #endif
     return &pool_sets[isa][dt == SX_F32 ? 0 : 1];
 }

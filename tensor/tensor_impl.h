@@ -64,6 +64,13 @@ static inline uint64_t sx_rng_u64_inline(sx_rng *r)
     return result;
 }
 
+/* The instruction set of this process's kernels (tensor/isa.c), detected once: AVX512 when the
+ * CPU has AVX-512 F, VL, BW and DQ plus AVX2 and FMA, AVX2 when it has AVX2 and FMA, else BASE
+ * (always BASE off x86-64 or without a GNU C compiler); then capped by $SX_ISA
+ * (base|avx2|avx512; a cap only lowers it). Every kernel family with per-ISA builds uses it. */
+enum { SX__ISA_BASE = 0, SX__ISA_AVX2 = 1, SX__ISA_AVX512 = 2 };
+int sx__isa(void);
+
 /* One row-major GEMM (tensor/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)
  * (m,k) and op(b) (k,n); lda, ldb, ldc are row strides in elements; all dims >= 1 and <= INT_MAX
  * (checked by the caller); beta = 0 overwrites c (NaN too). c must not overlap a or b. Uses

@@ -8,8 +8,9 @@
 #ifndef SX_VMATH_H
 #define SX_VMATH_H
 
+#include "tensor_impl.h"
+
 #include <math.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -480,7 +481,8 @@ static inline double vm_if_f64(bool c, double a, double b)
 
 /* The kernels that use these functions are compiled once per instruction set on GCC for
  * x86-64 (VM_DISPATCH; `#pragma GCC target` around a second and third instance of a template)
- * and picked at run time: the widest the CPU and OS support, capped by the environment variable
+ * and picked at run time by sx__isa() (tensor/isa.c), strix's one switch for every kernel
+ * family: the widest the CPU and OS support, capped by the environment variable
  * SX_ISA=base|avx2|avx512 (read once; other values are ignored). The default build still runs
  * on any x86-64. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -489,38 +491,18 @@ static inline double vm_if_f64(bool c, double a, double b)
 #define VM_DISPATCH 0
 #endif
 
-enum { VM_ISA_BASE, VM_ISA_AVX2, VM_ISA_AVX512 };
+enum { VM_ISA_BASE = SX__ISA_BASE, VM_ISA_AVX2 = SX__ISA_AVX2, VM_ISA_AVX512 = SX__ISA_AVX512 };
+
+/* The instruction set of this process's kernels: sx__isa(), or the baseline in a build without
+ * the per-ISA instances. (Cached by sx__isa; vm_isa_detect is the same, kept for the tests.) */
+static inline int vm_isa(void)
+{
+    return VM_DISPATCH ? sx__isa() : VM_ISA_BASE;
+}
 
 static inline int vm_isa_detect(void)
 {
-    int isa = VM_ISA_BASE;
-#if VM_DISPATCH
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        isa = VM_ISA_AVX512;
-    else if (__builtin_cpu_supports("avx2"))
-        isa = VM_ISA_AVX2;
-#endif
-    const char *cap = getenv("SX_ISA");
-    int c = isa;
-    if (cap != NULL)
-        c = strcmp(cap, "base") == 0     ? VM_ISA_BASE
-            : strcmp(cap, "avx2") == 0   ? VM_ISA_AVX2
-            : strcmp(cap, "avx512") == 0 ? VM_ISA_AVX512
-                                         : isa;
-    return c < isa ? c : isa;
-}
-
-/* The instruction set of this process's kernels (detected once). */
-static inline int vm_isa(void)
-{
-    static atomic_int cached = -1;
-    int isa = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (isa < 0) {
-        isa = vm_isa_detect();
-        atomic_store_explicit(&cached, isa, memory_order_relaxed);
-    }
-    return isa;
+    return vm_isa();
 }
 
 /* The body of one sx_map.def row's case over src[0..len) into dst (dst == src allowed), for the
