@@ -553,12 +553,21 @@ static bool zero_source(gen *G, int i)
     }
 }
 
+/* Can node i sit exactly on a kink? Not when it is a differentiated leaf: there the function
+ * itself has the kink (a shrunk program can put a leaf there). */
+static bool may_touch(gen *G, int i)
+{
+    return gn(G, i)->kind != DT_INPUT && gn(G, i)->kind != DT_PARAM;
+}
+
 static bool node_dom_ok(gen *G, int i, dom1 d)
 {
     for (int64_t k = 0; k < gsize(G, i); k++) {
         double v = gv(G, i, k);
         if (!dom1_ok(d, v) || (d == DOM_SQRT && v == 0 && !zero_source(G, i)))
             return false;
+        if (!may_touch(G, i) && !dom1_ok(d, v + MARGIN / 2) && !dom1_ok(d, v - MARGIN / 2))
+            return false; /* exactly on the kink */
     }
     return true;
 }
@@ -669,7 +678,9 @@ static bool bin_ok(gen *G, int i, int dom)
                 return false;
             break;
         case DOMB_TIE:
-            if (a != b && fabs(a - b) < MARGIN)
+            if ((a != b || (gn(G, i)->in[0] != gn(G, i)->in[1] &&
+                            (!may_touch(G, gn(G, i)->in[0]) || !may_touch(G, gn(G, i)->in[1])))) &&
+                fabs(a - b) < MARGIN)
                 return false;
             break;
         case DOMB_ATAN2:
@@ -677,7 +688,7 @@ static bool bin_ok(gen *G, int i, int dom)
                 return false;
             break;
         case DOMB_WHERE:
-            if (a != 0 && fabs(a) < MARGIN)
+            if ((a != 0 || !may_touch(G, gn(G, i)->in[0])) && fabs(a) < MARGIN)
                 return false;
             break;
         default:
@@ -764,13 +775,22 @@ static void fold_groups(int r, const int64_t *s, unsigned axes, int64_t *group)
     }
 }
 
+/* Does element k's group hold another element? */
+static bool j_other(const int64_t *group, int64_t k, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        if (j != k && group[j] == group[k])
+            return true;
+    return false;
+}
+
 static bool fold_ok(gen *G, int x, unsigned axes, int dom, bool is_min)
 {
     int64_t group[DT_MAX_SIZE], n = gsize(G, x);
     fold_groups(gn(G, x)->rank, gn(G, x)->shape, axes, group);
     for (int64_t k = 0; k < n; k++) {
         double v = gv(G, x, k);
-        if (dom == DOMF_L1 && v != 0 && fabs(v) < MARGIN)
+        if (dom == DOMF_L1 && (v != 0 || !may_touch(G, x)) && fabs(v) < MARGIN)
             return false;
         double ext = v, sq = 0;
         for (int64_t j = 0; j < n; j++) {
@@ -780,7 +800,8 @@ static bool fold_ok(gen *G, int x, unsigned axes, int dom, bool is_min)
             sq += u * u;
             ext = is_min ? fmin(ext, u) : fmax(ext, u);
         }
-        if (dom == DOMF_MAX && v != ext && fabs(v - ext) < MARGIN)
+        if (dom == DOMF_MAX && (v != ext || (!may_touch(G, x) && j_other(group, k, n))) &&
+            fabs(v - ext) < MARGIN)
             return false;
         if (dom == DOMF_L2 && sq < MARGIN * MARGIN)
             return false;
@@ -1261,7 +1282,7 @@ static bool pool_ties_ok(gen *G, int x, const sx_pool2d_params *p)
                                 continue;
                             double a = gv(G, x, ((n * s[1] + i) * s[2] + j) * s[3] + c);
                             double b = gv(G, x, ((n * s[1] + i2) * s[2] + j2) * s[3] + c);
-                            if (a != b && fabs(a - b) < MARGIN)
+                            if ((a != b || !may_touch(G, x)) && fabs(a - b) < MARGIN)
                                 return false;
                         }
     return true;
@@ -3013,7 +3034,7 @@ int64_t dt_campaign_run(dt_campaign *c)
             /* shrink, and tell failures apart by the check and the ops of the minimal program */
             dt_prog *sp = NULL;
             dt_result rs = r;
-            if (c->shrink && shrinks < 400) {
+            if (c->shrink && shrinks < (c->max_shrinks > 0 ? c->max_shrinks : 1000)) {
                 shrinks++;
                 sp = dt_shrink(p, (dt_family)f, &rs);
                 if (sp != NULL && !rs.failed) {

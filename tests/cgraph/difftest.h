@@ -133,6 +133,7 @@ typedef struct dt_campaign {
     bool families[DT_FAMILY_COUNT];
     int max_reports; /* shrunk reproducers printed per distinct check (default 1) */
     bool shrink;     /* shrink failures before printing */
+    int max_shrinks; /* at most this many shrinks (default 1000); later failures keep their check */
     FILE *log;       /* reproducers and the summary (NULL: stderr) */
     /* results */
     int64_t programs, failures, distinct, trusted, untrusted, refused, skipped;
