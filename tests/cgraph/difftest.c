@@ -1969,16 +1969,14 @@ static sx_status inst_build(inst *I, const dt_prog *p, sx_cg_mode mode, sx_dtype
     return SX_OK;
 }
 
-/* Give every differentiated leaf values: p's own, or scrambled ones (+0.37 each). */
-static sx_status inst_set_leaves(inst *I, const dt_prog *p, sx_dtype dt, bool scramble)
+/* Give every differentiated leaf the values it has in p (or in a program of the same shapes). */
+static sx_status inst_set_leaves(inst *I, const dt_prog *p, sx_dtype dt)
 {
     for (int k = 0; k < I->nx; k++) {
         const dt_node *d = &p->node[I->xi[k]];
         int64_t n = shape_size(d->rank, d->shape);
         sx_tensor *t = NULL;
         sx_status st = sx_tensor_from_doubles(dt, d->rank, d->shape, d->val, n, &t);
-        for (int64_t e = 0; st == SX_OK && scramble && e < n; e++)
-            sx_tensor_set(t, e, d->val[e] + 0.37);
         if (st == SX_OK)
             st = d->kind == DT_PARAM ? sx_cg_leaf_set(I->g, I->xs[k], t)
                                      : sx_cg_input_set(I->g, I->xs[k], t, SX_CG_COPY);
@@ -2053,6 +2051,8 @@ static void rfail(dt_result *r, const char *check, const char *fmt, ...)
     va_end(ap);
 }
 
+static bool prog_in_domain(const dt_prog *p);
+
 /* ---------------------------------------------------------------- family: modes */
 
 typedef enum {
@@ -2072,8 +2072,8 @@ static const char *const mode_name[MODE_COUNT] = {
 
 /* Run one mode: fills snapshots of the outputs (n_o of them, as the reference has), or a
  * message in *why. */
-static bool run_mode(const dt_prog *p, mode m, bool grads, int n_o, snap *out, char *why,
-                     size_t why_n)
+static bool run_mode(const dt_prog *p, const dt_prog *alt, mode m, bool grads, int n_o, snap *out,
+                     char *why, size_t why_n)
 {
     inst I;
     sx_cg_node *o[DT_MAX_NODES + 2];
@@ -2105,11 +2105,11 @@ static bool run_mode(const dt_prog *p, mode m, bool grads, int n_o, snap *out, c
     }
     if (st == SX_OK && (m == MODE_FROZEN_REEVAL || m == MODE_REEVAL)) {
         what = "evaluating with other leaf values";
-        st = inst_set_leaves(&I, p, p->dt, true);
+        st = inst_set_leaves(&I, alt, p->dt);
         if (st == SX_OK)
             st = sx_cg_eval(I.g, n, o);
         if (st == SX_OK)
-            st = inst_set_leaves(&I, p, p->dt, false);
+            st = inst_set_leaves(&I, p, p->dt);
     }
     if (st == SX_OK) {
         what = "sx_cg_eval";
@@ -2156,11 +2156,20 @@ static void check_modes(const dt_prog *p, dt_result *r)
     }
     for (int k = 0; k < n; k++)
         (void)snap_take(&ref[k], o[k]);
+    /* the re-evaluation modes first evaluate with other leaf values (inside the domain; p's
+     * own when no such change is found) */
+    dt_prog *other = dt_prog_clone(p);
+    for (int i = 0; other != NULL && i < other->n; i++) {
+        dt_node *d = &other->node[i];
+        for (int64_t e = 0; is_wrt(d) && e < shape_size(d->rank, d->shape); e++)
+            d->val[e] = to_dtype(p->dt, d->val[e] * 1.01 + 0.01);
+    }
+    const dt_prog *alt = other != NULL && prog_in_domain(other) ? other : p;
     for (int m = 0; m < MODE_COUNT && !r->failed; m++) {
         char why[512], check[48];
         snprintf(check, sizeof check, "modes:%s", mode_name[m]);
         memset(got, 0, sizeof got);
-        if (!run_mode(p, (mode)m, grads, n, got, why, sizeof why)) {
+        if (!run_mode(p, alt, (mode)m, grads, n, got, why, sizeof why)) {
             rfail(r, check, "%s", why);
             snaps_free(got, n);
             break;
@@ -2193,6 +2202,7 @@ static void check_modes(const dt_prog *p, dt_result *r)
         snaps_free(got, n);
     }
     snaps_free(ref, n);
+    dt_prog_free(other);
     inst_free(&R);
 }
 
@@ -2224,17 +2234,19 @@ typedef struct fd {
     bool finite, trusted;
 } fd;
 
-/* From phi(x + t) at t = h, -h, h/2, -h/2 and 0 (phi0; NAN when not known). A kink at x shows
- * as one-sided slopes whose difference does not shrink with the step (on a smooth function it
- * halves with h); central differences at a kink are symmetric, so this is checked too. */
-static fd fd_make5(double pp, double pm, double hp, double hm, double phi0, double h)
+/* From phi(x + t) at t = h, -h, h/2, -h/2, h/4, -h/4 (ph[0..6)) and 0 (phi0; NAN when not
+ * known): central differences at three steps must agree (a jump within reach gives a
+ * difference that grows as 1/h), and so must the one-sided slopes' gap shrink with the step (at
+ * a kink it does not: central differences there are symmetric and would agree). */
+static fd fd_make5(const double *ph, double phi0, double h)
 {
-    double d1 = (pp - pm) / (2 * h), d2 = (hp - hm) / h;
-    fd f = {d1, d2, isfinite(d1) && isfinite(d2), false};
-    f.trusted = f.finite && fabs(d1 - d2) <= FD_TRUST * (1 + fabs(d2));
+    double d1 = (ph[0] - ph[1]) / (2 * h), d2 = (ph[2] - ph[3]) / h, d3 = (ph[4] - ph[5]) * 2 / h;
+    fd f = {d2, d3, isfinite(d1) && isfinite(d2) && isfinite(d3), false};
+    f.trusted = f.finite && fabs(d1 - d2) <= FD_TRUST * (1 + fabs(d2)) &&
+                fabs(d2 - d3) <= FD_TRUST * (1 + fabs(d3));
     if (f.trusted && isfinite(phi0)) {
-        double s1 = (pp - phi0) / h - (phi0 - pm) / h;
-        double s2 = (hp - phi0) / (h / 2) - (phi0 - hm) / (h / 2);
+        double s1 = (ph[0] - phi0) / h - (phi0 - ph[1]) / h;
+        double s2 = (ph[2] - phi0) / (h / 2) - (phi0 - ph[3]) / (h / 2);
         if (fabs(s1) > 1e-6 * (1 + fabs(d2)) && fabs(s2) > 0.75 * fabs(s1))
             f.trusted = false;
     }
@@ -2299,14 +2311,16 @@ static void check_grad(const dt_prog *p, dt_result *r)
     for (int k = 0; k < I.nx && !r->failed; k++) {
         const dt_node *d = &p->node[I.xi[k]];
         for (int64_t e = 0; e < gs[k].n && !r->failed; e++) {
-            double x = d->val[e], h = FD_H * fmax(1, fabs(x)), Lp, Lm, Lp2, Lm2, L0;
-            if (!eval_L_at(&I, p, k, e, x + h, &Lp) || !eval_L_at(&I, p, k, e, x - h, &Lm) ||
-                !eval_L_at(&I, p, k, e, x + h / 2, &Lp2) ||
-                !eval_L_at(&I, p, k, e, x - h / 2, &Lm2) || !eval_L_at(&I, p, k, e, x, &L0)) {
+            double x = d->val[e], h = FD_H * fmax(1, fabs(x)), ph[6], L0;
+            static const double ts[6] = {1, -1, 0.5, -0.5, 0.25, -0.25};
+            bool ok = eval_L_at(&I, p, k, e, x, &L0);
+            for (int t = 0; t < 6 && ok; t++)
+                ok = eval_L_at(&I, p, k, e, x + ts[t] * h, &ph[t]);
+            if (!ok || !eval_L_at(&I, p, k, e, x, &L0)) {
                 rfail(r, "grad:eval", "evaluating L: %s", sx_last_error());
                 break;
             }
-            fd f = fd_make5(Lp, Lm, Lp2, Lm2, L0, h);
+            fd f = fd_make5(ph, L0, h);
             if (!fd_pass(gs[k].v[e], f, r))
                 rfail(r, isfinite(gs[k].v[e]) ? "grad:fd" : "grad:nan",
                       "dL/dn%d[%lld] at n%d[%lld] = %.9g: autodiff %.10g, central differences "
