@@ -262,3 +262,34 @@ Test(cgraph_diff, bug_log_exp_simplification_not_bit_exact)
     dt_op(p, SX_OP_LOG, 1, &e, NULL);
     expect_pass(p, DT_MODES);
 }
+
+/* New (difftest seeds 100452, 100986): maxpool2d_relu_bwd(x, x) (x also the upstream gradient)
+ * with windows that do not overlap: the planner lets the result take x's memory although x is
+ * also input 1, and the frozen graph fails: "sx_tensor_maxpool2d_relu_backward_out: dx
+ * overlaps dy". */
+Test(cgraph_diff, bug_frozen_maxpool_relu_bwd_same_input)
+{
+    dt_prog *p = dt_prog_new(SX_F64);
+    int64_t s[4] = {1, 2, 2, 1};
+    int in = dt_leaf(p, DT_INPUT, 4, s, (double[]){0.5, -1, 2, -0.25});
+    int x = dt_op(p, SX_OP_NEG, 1, &in, NULL);
+    sx_cg_attr at = sx_cg_attr_default();
+    at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_VALID};
+    dt_op(p, SX_OP_MAXPOOL2D_RELU_BWD, 2, (int[]){x, x}, &at);
+    expect_pass(p, DT_MODES);
+}
+
+/* New (difftest seeds 100359, 101435): gemm folding changes values in the last bits, against
+ * sx_cgraph.h's bit-for-bit promise: (a @ b) * s folded into alpha and beta, or gemm(...) + c
+ * folded into the addend. f32. */
+Test(cgraph_diff, bug_gemm_fold_not_bit_exact)
+{
+    dt_prog *p = dt_prog_new(SX_F32);
+    int a = leaf2(p, DT_CONST, 1, 4, (double[]){1.814092, 1.3750972, 0.11740706, -1.0469054});
+    int b = leaf2(p, DT_INPUT, 4, 1, (double[]){0.3521668, -0.7390083, -0.023101192, 0.6920766});
+    int s = dt_leaf(p, DT_CONST, 0, NULL, (double[]){0.21819632});
+    sx_cg_attr at = gemm_attr(1, -0.5, false, false);
+    int m = dt_op(p, SX_OP_MATMUL, 3, (int[]){a, b, s}, &at);
+    dt_op(p, SX_OP_MUL, 2, (int[]){m, s}, NULL);
+    expect_pass(p, DT_MODES);
+}
