@@ -512,7 +512,7 @@ static bool dom1_ok(dom1 d, double x)
         return f == 0 || f >= MARGIN;
     case DOM_KINKHALF:
         f = fabs(fabs(x - floor(x)) - 0.5);
-        return f >= MARGIN;
+        return f == 0 || f >= MARGIN;
     }
     return false;
 }
@@ -1810,9 +1810,22 @@ static int idiom_xent(gen *G)
     return in[1] < 0 ? -1 : g_op(G, SX_OP_SOFTMAX_XENT, 2, in, NULL);
 }
 
+/* round of exact halves (constants: ties are where the rounding rule shows), plus a node */
+static int idiom_round_halves(gen *G)
+{
+    int x = g_pick(G);
+    double v[DT_MAX_SIZE];
+    for (int64_t k = 0; k < gsize(G, x); k++)
+        v[k] = (double)(gb(G, 7) - 3) + 0.5;
+    int c = g_leaf_vals(G, DT_CONST, gn(G, x)->rank, gn(G, x)->shape, v);
+    return g_bin(G, SX_OP_ADD, x, g_un(G, SX_OP_ROUND, c));
+}
+
 static int gen_idiom(gen *G)
 {
-    switch (gb(G, 7)) {
+    switch (gb(G, 8)) {
+    case 7:
+        return idiom_round_halves(G);
     case 0:
         return idiom_dense(G);
     case 1:
@@ -2052,8 +2065,122 @@ static void rfail(dt_result *r, const char *check, const char *fmt, ...)
 }
 
 static bool prog_in_domain(const dt_prog *p);
+static bool same_bits(double a, double b);
 
 /* ---------------------------------------------------------------- family: modes */
+
+/* The unary maps by the C library, in f64: an independent reference for the values (the modes
+ * otherwise only compare strix with itself). round is half to even, as NumPy, PyTorch and ONNX
+ * (issue 14). Returns false for ops that are not unary maps. */
+static bool map_ref(sx_cg_op op, double a, double x, double *y)
+{
+    switch (op) {
+    case SX_OP_NEG:
+        *y = -x;
+        return true;
+    case SX_OP_ABS:
+        *y = fabs(x);
+        return true;
+    case SX_OP_SIGN:
+        *y = (double)((x > 0) - (x < 0));
+        return true;
+    case SX_OP_SQR:
+        *y = x * x;
+        return true;
+    case SX_OP_SQRT:
+        *y = sqrt(x);
+        return true;
+    case SX_OP_RSQRT:
+        *y = 1 / sqrt(x);
+        return true;
+    case SX_OP_EXP:
+        *y = exp(x);
+        return true;
+    case SX_OP_LOG:
+        *y = log(x);
+        return true;
+    case SX_OP_LOG1P:
+        *y = log1p(x);
+        return true;
+    case SX_OP_EXPM1:
+        *y = expm1(x);
+        return true;
+    case SX_OP_SIN:
+        *y = sin(x);
+        return true;
+    case SX_OP_COS:
+        *y = cos(x);
+        return true;
+    case SX_OP_TAN:
+        *y = tan(x);
+        return true;
+    case SX_OP_TANH:
+        *y = tanh(x);
+        return true;
+    case SX_OP_SIGMOID:
+        *y = 1 / (1 + exp(-x));
+        return true;
+    case SX_OP_RELU:
+        *y = x > 0 ? x : 0;
+        return true;
+    case SX_OP_LEAKY_RELU:
+        *y = x > 0 ? x : a * x;
+        return true;
+    case SX_OP_ELU:
+        *y = x > 0 ? x : a * expm1(x);
+        return true;
+    case SX_OP_SOFTPLUS:
+        *y = x > 30 ? x : log1p(exp(x));
+        return true;
+    case SX_OP_FLOOR:
+        *y = floor(x);
+        return true;
+    case SX_OP_CEIL:
+        *y = ceil(x);
+        return true;
+    case SX_OP_ROUND:
+        *y = nearbyint(x); /* half to even in the default rounding mode */
+        return true;
+    case SX_OP_RECIPROCAL:
+        *y = 1 / x;
+        return true;
+    case SX_OP_ERF:
+        *y = erf(x);
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Every unary map node of the lazy reference against map_ref: exact for the ops that only
+ * select or round, else within a few units in the last place of the dtype. */
+static void check_map_refs(const dt_prog *p, const inst *R, dt_result *r)
+{
+    for (int i = 0; i < p->n && !r->failed; i++) {
+        const dt_node *d = &p->node[i];
+        double ref;
+        if (d->kind != DT_OP || !map_ref(d->op, d->attr.alpha, 0, &ref))
+            continue;
+        const sx_tensor *x = sx_cg_value(R->nd[d->in[0]]), *y = sx_cg_value(R->nd[i]);
+        if (x == NULL || y == NULL)
+            continue;
+        bool exact = d->op == SX_OP_NEG || d->op == SX_OP_ABS || d->op == SX_OP_SIGN ||
+                     d->op == SX_OP_RELU || d->op == SX_OP_FLOOR || d->op == SX_OP_CEIL ||
+                     d->op == SX_OP_ROUND;
+        double tol = exact ? 0 : p->dt == SX_F32 ? 4e-7 : 1e-14;
+        for (int64_t k = 0; k < y->size && !r->failed; k++) {
+            double xv = sx_tensor_get(x, k), yv = sx_tensor_get(y, k);
+            (void)map_ref(d->op, d->attr.alpha, xv, &ref);
+            ref = to_dtype(p->dt, ref);
+            if (!(same_bits(yv, ref) || fabs(yv - ref) <= tol * fmax(1, fabs(ref))))
+                rfail(r, "modes:reference",
+                      "n%d = %s(n%d)[%lld]: %s(%.17g) is %.17g in strix, %.17g by the C library "
+                      "(%s)",
+                      i, sx_cg_op_name(d->op), d->in[0], (long long)k, sx_cg_op_name(d->op), xv, yv,
+                      ref, exact ? "exact" : "relative bound");
+        }
+    }
+}
 
 typedef enum {
     MODE_OPTIMISED,          /* sx_cg_optimise (every pass) for the outputs */
@@ -2156,6 +2283,7 @@ static void check_modes(const dt_prog *p, dt_result *r)
     }
     for (int k = 0; k < n; k++)
         (void)snap_take(&ref[k], o[k]);
+    check_map_refs(p, &R, r);
     /* the re-evaluation modes first evaluate with other leaf values (inside the domain; p's
      * own when no such change is found) */
     dt_prog *other = dt_prog_clone(p);

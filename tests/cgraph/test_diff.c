@@ -301,3 +301,13 @@ Test(cgraph_diff, bug_gemm_fold_not_bit_exact)
     dt_op(p, SX_OP_MUL, 2, (int[]){m, s}, NULL);
     expect_pass(p, DT_MODES);
 }
+
+/* Bug 4 (issue 14; difftest seed 5): round rounds halves away from zero: round(2.5) is 3, where
+ * NumPy, PyTorch, ONNX (and C's nearbyint) give 2. */
+Test(cgraph_diff, bug_round_half_away_from_zero)
+{
+    dt_prog *p = dt_prog_new(SX_F32);
+    int c = leaf1(p, DT_CONST, 6, (double[]){2.5, -2.5, 0.5, -0.5, 1.5, 3.5});
+    dt_op(p, SX_OP_ROUND, 1, &c, NULL);
+    expect_pass(p, DT_MODES);
+}
