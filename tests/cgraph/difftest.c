@@ -1620,6 +1620,89 @@ const dt_rule dt_rules[SX_OP_COUNT] = {
 
 _Static_assert(sizeof gen_rows / sizeof gen_rows[0] == SX_OP_COUNT, "one generator row per op");
 
+/* Eigenvalues of the symmetric n x n matrix a (n <= 8), by cyclic Jacobi rotations, into w. */
+static void sym_eigs(int n, const double *a_in, double *w)
+{
+    double a[64];
+    memcpy(a, a_in, (size_t)(n * n) * sizeof *a);
+    for (int sweep = 0; sweep < 50; sweep++) {
+        double off = 0;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++)
+                off += a[p * n + q] * a[p * n + q];
+        if (off < 1e-30)
+            break;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) {
+                if (a[p * n + q] == 0)
+                    continue;
+                double th = (a[q * n + q] - a[p * n + p]) / (2 * a[p * n + q]);
+                double t = (th >= 0 ? 1 : -1) / (fabs(th) + sqrt(th * th + 1));
+                double c = 1 / sqrt(t * t + 1), sn = t * c;
+                for (int k = 0; k < n; k++) { /* columns p, q */
+                    double akp = a[k * n + p], akq = a[k * n + q];
+                    a[k * n + p] = c * akp - sn * akq;
+                    a[k * n + q] = sn * akp + c * akq;
+                }
+                for (int k = 0; k < n; k++) { /* rows p, q */
+                    double apk = a[p * n + k], aqk = a[q * n + k];
+                    a[p * n + k] = c * apk - sn * aqk;
+                    a[q * n + k] = sn * apk + c * aqk;
+                }
+            }
+    }
+    for (int k = 0; k < n; k++)
+        w[k] = a[k * n + k];
+}
+
+/* What sx_autodiff.h asks of linear algebra inputs, checked on the values (the generator's
+ * diagonal shifts satisfy it; a shrunk program that drops them must too): singular values at
+ * least 0.1 (invertible, full rank), and for svd_s distinct ones; for cholesky and eigh the
+ * symmetric matrix their lower triangle holds, positive definite (cholesky) or with distinct
+ * eigenvalues (eigh). Distinct: gaps of at least 0.05 * (1 + the largest). */
+static bool linalg_ok(gen *G, int i)
+{
+    const dt_node *d = gn(G, i), *an = gn(G, d->in[0]);
+    if (an->rank != 2 || an->shape[0] > 8 || an->shape[1] > 8)
+        return true;
+    int m = (int)an->shape[0], n = (int)an->shape[1], k = m < n ? m : n;
+    double a[64], s[64], w[8];
+    for (int e = 0; e < m * n; e++)
+        a[e] = gv(G, d->in[0], e);
+    bool sym = d->op == SX_OP_CHOLESKY || d->op == SX_OP_EIGH_W || d->op == SX_OP_EIGH_V;
+    if (sym) {
+        for (int r = 0; r < n; r++)
+            for (int c = r + 1; c < n; c++)
+                a[r * n + c] = a[c * n + r];
+        sym_eigs(n, a, w);
+    } else { /* singular values: square roots of the eigenvalues of the smaller Gram matrix */
+        for (int r = 0; r < k; r++)
+            for (int c = 0; c < k; c++) {
+                double acc = 0;
+                for (int j = 0; j < (m < n ? n : m); j++)
+                    acc += m < n ? a[r * n + j] * a[c * n + j] : a[j * n + r] * a[j * n + c];
+                s[r * k + c] = acc;
+            }
+        sym_eigs(k, s, w);
+        for (int r = 0; r < k; r++)
+            w[r] = sqrt(fmax(w[r], 0));
+    }
+    int nw = sym ? n : k;
+    double big = 0;
+    for (int r = 0; r < nw; r++)
+        big = fmax(big, fabs(w[r]));
+    for (int r = 0; r < nw; r++) {
+        if ((!sym || d->op == SX_OP_CHOLESKY) && w[r] < 0.1)
+            return false;
+        for (int c = r + 1;
+             c < nw && (d->op == SX_OP_SVD_S || d->op == SX_OP_EIGH_W || d->op == SX_OP_EIGH_V);
+             c++)
+            if (fabs(w[r] - w[c]) < 0.05 * (1 + big))
+                return false;
+    }
+    return true;
+}
+
 /* The domain rule of node i's op on its inputs' values (the generator refuses nodes that break
  * it; so does the shrinker, through prog_in_domain). */
 static bool op_ok(gen *G, int i)
@@ -1628,6 +1711,8 @@ static bool op_ok(gen *G, int i)
     const gen_row *row = &gen_rows[d->op];
     if (d->kind != DT_OP)
         return true;
+    if (row->fn == gen_linalg || row->fn == gen_solve)
+        return linalg_ok(G, i);
     if (row->fn == gen_unary)
         return node_dom_ok(G, d->in[0], (dom1)row->dom);
     if (row->fn == gen_binary || row->fn == gen_where)
