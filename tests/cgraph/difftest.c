@@ -2898,6 +2898,7 @@ dt_prog *dt_shrink(const dt_prog *p, dt_family f, dt_result *r)
         }
         /* a subtree replaced by a leaf holding its value: a constant, else an input */
         snap *vals = prog_values(best);
+        int n_vals = best->n; /* best may shrink below */
         for (int i = best->n - 1; vals != NULL && i >= 0; i--) {
             if (best->node[i].kind != DT_OP)
                 continue;
@@ -2914,7 +2915,7 @@ dt_prog *dt_shrink(const dt_prog *p, dt_family f, dt_result *r)
             }
         }
         if (vals != NULL) {
-            snaps_free(vals, best->n > 0 ? best->n : 0);
+            snaps_free(vals, n_vals);
             free(vals);
         }
         if (changed)

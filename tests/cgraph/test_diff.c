@@ -1,7 +1,7 @@
 /* The differential tester of issue 14 (difftest.h) in CI: fixed seeds, one test per check family
  * (values across evaluation modes, gradients against finite differences, optimise then
  * differentiate, Hessian-vector products), each printing a shrunk C reproducer for every distinct
- * failing check and a summary. Programs: SX_DIFFTEST_GRAPHS of them (default 1000; 150 in the
+ * failing check and a summary. Programs: SX_DIFFTEST_GRAPHS of them (default 1000; 300 in the
  * sanitizer build), from seed 1. The long mode is fuzz/difftest.
  * Then the op table's coverage, and the minimal programs of the bugs the tester found, each a
  * named test (they fail until the bug is fixed). */
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #if defined(__SANITIZE_ADDRESS__)
-#define DEFAULT_GRAPHS 150
+#define DEFAULT_GRAPHS 300
 #else
 #define DEFAULT_GRAPHS 1000
 #endif
