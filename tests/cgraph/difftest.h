@@ -6,8 +6,22 @@
  * Hessian-vector products match finite differences of the gradient on smooth graphs. A failing
  * program is shrunk to a minimal one and printed as C calls.
  *
+ * Tolerances, per check:
+ *   modes        bit for bit (sx_cgraph.h promises it for the optimiser passes, freezing, the
+ *                engine workers, and eager graphs compute with the same kernels); NaN equals NaN
+ *   reference    the unary maps against the C library in f64: exact for neg, abs, sign, relu,
+ *                floor, ceil, round (half to even); else 1e-14 (f64) or 4e-7 (f32) relative
+ *   grad         central differences of L in f64 at steps h, h/2, h/4 (h = 1e-3 * max(1, |x|));
+ *                trusted when the three agree within 1e-3 relative and the one-sided slopes'
+ *                gap shrinks with the step (no kink within reach); then
+ *                |autodiff - fd(h/4)| <= 1e-4 * (1 + |fd|) + 2 |fd(h/2) - fd(h/4)|. A NaN or
+ *                infinite derivative fails wherever the differences are finite, trusted or not.
+ *                f32 programs: their gradients within 1e-3 * (1 + max |g|) of the f64 ones
+ *   optgrad      the gradients of the optimised graph within 1e-9 relative of the plain ones
+ *                (the derivative graph differs); or a refusal with a message
+ *   hvp          as grad, on differences of the gradient along v
  * Used by the Criterion suite tests/cgraph/test_diff.c (CI: fixed seeds) and by the long-running
- * fuzz/difftest.c (`difftest --seconds N --seed S`); both include difftest.c. */
+ * fuzz/difftest_long.c (`difftest --seconds N --seed S`); both include difftest.c. */
 #ifndef SX_TEST_DIFFTEST_H
 #define SX_TEST_DIFFTEST_H
 
