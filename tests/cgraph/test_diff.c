@@ -263,10 +263,10 @@ Test(cgraph_diff, bug_log_exp_simplification_not_bit_exact)
     expect_pass(p, DT_MODES);
 }
 
-/* New (difftest seeds 100452, 100986): maxpool2d_relu_bwd(x, x) (x also the upstream gradient,
- * here a reshape view of a comparison) with windows that do not overlap: the frozen graph fails
- * "sx_tensor_maxpool2d_relu_backward_out: dx overlaps dy" (the planner puts the result over x's
- * storage although dy is x too); lazily it evaluates. (With x = neg(input) it does not fail.) */
+/* New (difftest seeds 100452, 100986; fixed on main by c8f7ecd): maxpool2d_relu_bwd(x, x) (x
+ * also the upstream gradient, here a reshape view of a comparison) with windows that do not
+ * overlap: the frozen graph failed "sx_tensor_maxpool2d_relu_backward_out: dx overlaps dy" (the
+ * planner put the result over x's storage although dy is x too); lazily it evaluates. */
 Test(cgraph_diff, bug_frozen_maxpool_relu_bwd_same_input)
 {
     dt_prog *p = dt_prog_new(SX_F64);
@@ -281,6 +281,28 @@ Test(cgraph_diff, bug_frozen_maxpool_relu_bwd_same_input)
     sx_cg_attr at = sx_cg_attr_default();
     at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_SAME}; /* one window: dy has x's shape */
     int y = dt_op(p, SX_OP_MAXPOOL2D_RELU_BWD, 2, (int[]){x, x}, &at);
+    sx_cg_attr am = sx_cg_attr_default();
+    am.axes = SX_AXIS(2) | SX_AXIS(3);
+    dt_op(p, SX_OP_ARGMAX, 1, &y, &am); /* y is not an output: the planner may put it over x */
+    expect_pass(p, DT_MODES);
+}
+
+/* The same with maxpool2d_bwd (difftest seed 301810, before c8f7ecd:
+ * "sx_tensor_maxpool2d_backward_out: dx overlaps dy"). */
+Test(cgraph_diff, bug_frozen_maxpool_bwd_same_input)
+{
+    dt_prog *p = dt_prog_new(SX_F64);
+    int c = leaf2(p, DT_CONST, 2, 1, (double[]){-0.7, 0.3});
+    int t = dt_leaf(p, DT_CONST, 0, NULL, (double[]){0.7});
+    int gt = dt_op(p, SX_OP_GT, 2, (int[]){c, t}, NULL);
+    sx_cg_attr rs = sx_cg_attr_default();
+    rs.rank = 4;
+    rs.shape[0] = rs.shape[1] = rs.shape[2] = 1;
+    rs.shape[3] = 2;
+    int x = dt_op(p, SX_OP_RESHAPE, 1, &gt, &rs); /* (1,1,1,2) */
+    sx_cg_attr at = sx_cg_attr_default();
+    at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_SAME}; /* one window: dy has x's shape */
+    int y = dt_op(p, SX_OP_MAXPOOL2D_BWD, 2, (int[]){x, x}, &at);
     sx_cg_attr am = sx_cg_attr_default();
     am.axes = SX_AXIS(2) | SX_AXIS(3);
     dt_op(p, SX_OP_ARGMAX, 1, &y, &am); /* y is not an output: the planner may put it over x */
