@@ -261,7 +261,9 @@ const char *sx_map_name(sx_map_op op);
  * sin, cos, tan, tanh, sigmoid, softplus, erf within 0.501), the same bits on every CPU;
  * sin/cos/tan of |x| > 2^20 use libm. f64 uses libm. The f32 kernels are built for SSE2, AVX2
  * and AVX-512 and picked at run time; $SX_ISA=base|avx2|avx512 caps the choice. Softmax and
- * the fused element-wise programs use the same functions. */
+ * the fused element-wise programs use the same functions. round sends halves to the even
+ * integer (0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -2.5 -> -2; NumPy, PyTorch and ONNX do the same), in
+ * every dtype and instruction set. */
 sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x,
                             sx_tensor *out) SX_NODISCARD;
 sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,

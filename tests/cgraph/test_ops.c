@@ -470,8 +470,8 @@ static double map_plain(sx_cg_op op, double x, double a)
         return floor(x);
     case SX_OP_CEIL:
         return ceil(x);
-    case SX_OP_ROUND:
-        return round(x);
+    case SX_OP_ROUND: /* halves to even (the default rounding mode) */
+        return nearbyint(x);
     case SX_OP_RECIPROCAL:
         return 1 / x;
     case SX_OP_ERF:
