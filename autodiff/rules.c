@@ -431,7 +431,8 @@ sx_status grad_scatter_add(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const 
 
 /* y = alpha op(a) op(b) (+ beta c). With op(a) = A, op(b) = B: dA = alpha G B^T, dB = alpha
  * A^T G, written with transpose flags so no transpose is materialised; batch axes that were
- * broadcast are summed back. */
+ * broadcast are summed back, and so are the axes over which the addend c was broadcast
+ * (dc = beta G summed to c's shape, as for add). */
 sx_status grad_matmul(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                       sx_cg_node **gin)
 {
@@ -450,8 +451,8 @@ sx_status grad_matmul(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool 
                            : sx_cg_gemm(g, a, gy, !ta, false, alpha, NULL, 0);
         gin[1] = ad_unbroadcast(g, d, b);
     }
-    if (sx_cg_node_n_inputs(y) == 3 && need[2])
-        gin[2] = scale(g, gy, ATTR->beta);
+    if (sx_cg_node_n_inputs(y) == 3 && need[2]) /* beta G, summed over c's broadcast axes */
+        gin[2] = ad_unbroadcast(g, scale(g, gy, ATTR->beta), IN(2));
     DONE();
 }
 

@@ -310,7 +310,10 @@ sx_cg_node *sx_cg_gather(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *idx);
 /* Zeros of x_rows rows with g's rows added at idx (the adjoint of gather). */
 sx_cg_node *sx_cg_scatter_add(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t x_rows);
 
-/* alpha * op(a) @ op(b) (+ beta * c when c is not NULL; c has the result's shape). */
+/* alpha * op(a) @ op(b) (+ beta * c when c is not NULL). c broadcasts to the result's shape
+ * (NumPy rules, as PyTorch's addmm and ONNX's Gemm: a bias (n) or (1, n) adds to every row); one
+ * that does not is SX_E_SHAPE. The gradient with respect to c is beta G summed over the axes c
+ * was broadcast along, so it has c's shape. */
 sx_cg_node *sx_cg_matmul(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, bool trans_a, bool trans_b);
 sx_cg_node *sx_cg_gemm(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, bool trans_a, bool trans_b,
                        double alpha, sx_cg_node *c, double beta);

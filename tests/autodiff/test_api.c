@@ -684,3 +684,192 @@ Test(autodiff_api, gradient_nodes_take_the_forward_scope)
     cr_assert(firsts > 0 && seconds > 0, "first %d second %d", firsts, seconds);
     sx_cg_graph_free(g);
 }
+
+/* ---------------------------------------------------------------- issue 14 regressions */
+
+/* A node holding the values v (shape given): an input, or a parameter when `param`. */
+static sx_cg_node *leaf_of(sx_cg_graph *g, const char *name, int rank, const int64_t *shape,
+                           const double *v, bool param)
+{
+    sx_tensor *t = NULL;
+    cr_assert_eq(sx_tensor_from_doubles(SX_F64, rank, shape, v, sx_shape_size(rank, shape), &t),
+                 SX_OK, "%s", sx_last_error());
+    sx_cg_node *x;
+    if (param) {
+        x = sx_cg_param(g, name, t);
+    } else {
+        x = sx_cg_input(g, name, SX_F64, rank, shape);
+        cr_assert_not_null(x, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_input_set(g, x, t, SX_CG_COPY), SX_OK, "%s", sx_last_error());
+    }
+    cr_assert_not_null(x, "%s", sx_last_error());
+    sx_tensor_free(t);
+    return x;
+}
+
+static int64_t count_op(const sx_cg_graph *g, sx_cg_op op)
+{
+    int64_t c = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        c += n != NULL && sx_cg_node_op(n) == op;
+    }
+    return c;
+}
+
+static bool same_shape(const sx_cg_node *a, const sx_cg_node *b)
+{
+    return sx_shape_equal(sx_cg_node_rank(a), sx_cg_node_shape(a), sx_cg_node_rank(b),
+                          sx_cg_node_shape(b));
+}
+
+/* Bug 1: gemm(a, b, c) with an addend c that broadcasts to the product (a bias row, a bias
+ * vector, a scalar, a column over a batch): the gradient with respect to c had the product's
+ * shape (sum(gemm(a, b, c)) gave dc = [1 1 1 1] for c (1,2), not [2 2]). It is beta G summed to
+ * c's shape: every element of c gets beta times the number of result elements it feeds. */
+Test(autodiff_api, gemm_addend_that_broadcasts_gets_a_gradient_of_its_shape)
+{
+    static const struct {
+        int ra;
+        int64_t a[3];
+        int rc;
+        int64_t c[2];
+    } cases[] = {{2, {2, 3}, 2, {1, 2}}, {2, {2, 3}, 1, {2}},       {2, {2, 3}, 0, {0}},
+                 {2, {2, 3}, 2, {2, 1}}, {3, {2, 2, 3}, 2, {2, 1}}, {2, {2, 3}, 2, {2, 2}}};
+    const double beta = 1.5;
+    sx_rng r;
+    sx_rng_seed(&r, 140);
+    for (int mode = 0; mode < 2; mode++)
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            sx_cg_graph *g = graph_new(mode ? SX_CG_EAGER : SX_CG_LAZY);
+            int64_t bs[2] = {3, 2};
+            sx_cg_node *a = rand_input(g, &r, cases[k].ra, cases[k].a, -1, 1);
+            sx_cg_node *b = rand_input(g, &r, 2, bs, -1, 1);
+            sx_cg_node *c = rand_input(g, &r, cases[k].rc, cases[k].c, -1, 1);
+            sx_cg_node *y = sx_cg_gemm(g, a, b, false, false, 0.5, c, beta);
+            cr_assert_not_null(y, "%s", sx_last_error());
+            sx_cg_node *xs[3] = {a, b, c}, *d[3];
+            cr_assert_eq(sx_ad_grad(g, total(g, y), 3, xs, d), SX_OK, "case %zu: %s", k,
+                         sx_last_error());
+            for (int i = 0; i < 3; i++)
+                cr_assert(same_shape(d[i], xs[i]), "case %zu: gradient %d has the wrong shape", k,
+                          i);
+            const sx_tensor *dc = eval(g, d[2]);
+            double feeds = (double)(sx_cg_node_size(y) / sx_cg_node_size(c));
+            for (int64_t i = 0; i < dc->size; i++)
+                cr_assert_eq(sx_tensor_get(dc, i), beta * feeds, "case %zu: dc[%lld] = %g", k,
+                             (long long)i, sx_tensor_get(dc, i));
+            sx_cg_graph_free(g);
+        }
+}
+
+/* Bug 1, further up: with c = log_softmax(z) (1,2) broadcast over a (2,2) product,
+ * differentiating failed ("sx_cg_log_softmax_bwd: shapes (1,2) and (2,2) differ"). With
+ * G = dL/dc = [2 beta, 2 beta]: dz_j = G_j - softmax(z)_j sum(G) = 2 beta - 4 beta s_j. */
+Test(autodiff_api, gemm_addend_from_log_softmax_differentiates)
+{
+    const double beta = -0.75, zv[2] = {0.3, -1.1};
+    int64_t as[2] = {2, 3}, bs[2] = {3, 2}, zs[2] = {1, 2};
+    sx_rng r;
+    sx_rng_seed(&r, 141);
+    for (int mode = 0; mode < 2; mode++) {
+        sx_cg_graph *g = graph_new(mode ? SX_CG_EAGER : SX_CG_LAZY);
+        sx_cg_node *a = rand_input(g, &r, 2, as, -1, 1), *b = rand_input(g, &r, 2, bs, -1, 1);
+        sx_cg_node *z = leaf_of(g, "z", 2, zs, zv, false), *dz = NULL;
+        sx_cg_node *y = sx_cg_gemm(g, a, b, false, false, 1.0, sx_cg_log_softmax(g, z, 1), beta);
+        cr_assert_eq(sx_ad_grad(g, total(g, y), 1, &z, &dz), SX_OK, "%s", sx_last_error());
+        cr_assert(same_shape(dz, z));
+        const sx_tensor *d = eval(g, dz);
+        double e0 = exp(zv[0]), e1 = exp(zv[1]), s[2] = {e0 / (e0 + e1), e1 / (e0 + e1)};
+        for (int j = 0; j < 2; j++)
+            cr_assert_float_eq(sx_tensor_get(d, j), 2 * beta - 4 * beta * s[j], 1e-14,
+                               "dz[%d] = %.17g", j, sx_tensor_get(d, j));
+        sx_cg_graph_free(g);
+    }
+}
+
+/* L = sum(log_softmax(x @ w + bias) * t), x (4,3), w (3,2), bias (2): the gemm-fold pass turns
+ * add(matmul(x, w), bias) into a gemm whose addend broadcasts. Leaves: x, w, bias. */
+static sx_cg_node *dense_loss(sx_cg_graph *g, sx_cg_node **leaves)
+{
+    static const double xv[12] = {0.1, -0.4, 0.7, 1.2, -0.3, 0.5, -0.9, 0.2, 0.05, 0.6, 0.8, -1};
+    static const double wv[6] = {0.3, -0.2, 0.9, 0.4, -0.6, 0.1}, bv[2] = {0.25, -0.5};
+    static const double tv[8] = {1, 0, 0, 1, 0.5, 0.5, 1, 0};
+    int64_t xs[2] = {4, 3}, ws[2] = {3, 2}, bs[1] = {2}, ts[2] = {4, 2};
+    leaves[0] = leaf_of(g, "x", 2, xs, xv, false);
+    leaves[1] = leaf_of(g, "w", 2, ws, wv, true);
+    leaves[2] = leaf_of(g, "bias", 1, bs, bv, true);
+    sx_cg_node *t = leaf_of(g, "t", 2, ts, tv, false);
+    sx_cg_node *z = sx_cg_add(g, sx_cg_matmul(g, leaves[0], leaves[1], false, false), leaves[2]);
+    sx_cg_node *l = total(g, sx_cg_mul(g, sx_cg_log_softmax(g, z, 1), t));
+    cr_assert_not_null(l, "%s", sx_last_error());
+    return l;
+}
+
+/* The gradients of dense_loss in a plain lazy graph (no optimiser), cloned. */
+static void dense_reference(sx_tensor **ref)
+{
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *leaves[3], *d[3], *l = dense_loss(g, leaves);
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 3, d), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(sx_tensor_clone(sx_cg_value(d[i]), &ref[i]), SX_OK);
+    sx_cg_graph_free(g);
+}
+
+/* Bug 2: optimising first folds the bias into a gemm with a broadcasting addend; the gradients
+ * then taken of the optimised graph must have the leaves' shapes and the unoptimised values
+ * (the bias gradient had the product's shape). Where the optimiser made ops that have no
+ * gradient rule (fused element-wise chains), differentiating refuses with a clear error. */
+Test(autodiff_api, optimise_then_differentiate_a_folded_gemm_bias)
+{
+    sx_tensor *ref[3];
+    dense_reference(ref);
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *leaves[3], *d[3], *l = dense_loss(g, leaves);
+    cr_assert_eq(sx_cg_optimise(g, 1, &l, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(count_op(g, SX_OP_ADD), 0, "the bias was not folded into the gemm");
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 3, d), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++) {
+        cr_assert(same_shape(d[i], leaves[i]), "gradient %d has the wrong shape", i);
+        cr_assert(tu_close(sx_cg_value(d[i]), ref[i], 1e-13, 1e-14), "gradient %d differs", i);
+        sx_tensor_free(ref[i]);
+    }
+    sx_cg_graph_free(g);
+    /* a chain the optimiser fuses: sum(tanh(x @ w + bias) * 2) */
+    g = graph_new(SX_CG_LAZY);
+    sx_cg_node *x = NULL;
+    dense_loss(g, leaves);
+    x = sx_cg_add(g, sx_cg_matmul(g, leaves[0], leaves[1], false, false), leaves[2]);
+    l = total(g, sx_cg_mul_scalar(g, sx_cg_tanh(g, x), 2.0));
+    cr_assert_eq(sx_cg_optimise(g, 1, &l, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_gt(count_op(g, SX_OP_FUSED), 0);
+    d[0] = SENTINEL;
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, d), SX_E_UNSUPPORTED);
+    cr_assert_null(d[0]);
+    cr_assert(strstr(sx_last_error(), "fused") && strstr(sx_last_error(), "before optimising"),
+              "%s", sx_last_error());
+    sx_cg_graph_free(g);
+}
+
+/* Bug 2, the other order: differentiate, then optimise the loss and its gradients together (the
+ * training path): the gradients keep their values. */
+Test(autodiff_api, differentiate_then_optimise_a_folded_gemm_bias)
+{
+    sx_tensor *ref[3];
+    dense_reference(ref);
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *leaves[3], *out[4], *l = dense_loss(g, leaves);
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, out + 1), SX_OK, "%s", sx_last_error());
+    out[0] = l;
+    cr_assert_eq(sx_cg_optimise(g, 4, out, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 4, out), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++) {
+        cr_assert(same_shape(out[1 + i], leaves[i]), "gradient %d has the wrong shape", i);
+        cr_assert(tu_close(sx_cg_value(out[1 + i]), ref[i], 1e-13, 1e-14), "gradient %d", i);
+        sx_tensor_free(ref[i]);
+    }
+    sx_cg_graph_free(g);
+}
