@@ -456,9 +456,10 @@ sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
  * on both axes); any other overlap of dx with x or dy is SX_E_ARG. */
 sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                            const sx_pool2d_params *p, sx_tensor *dx) SX_NODISCARD;
-/* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above times
- * (x > 0), element by element (the same bits as the two steps), in one pass; dx may be x as
- * above. With it, relu's output dies at the pooling's backward pass and dx takes its memory. */
+/* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above where
+ * x > 0 and +0 elsewhere (a selection, not a product: an infinite or NaN dy gives 0 where
+ * x <= 0; the same bits as the two steps), in one pass; dx may be x as above. With it, relu's
+ * output dies at the pooling's backward pass and dx takes its memory. */
 sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                                 const sx_pool2d_params *p,
                                                 sx_tensor *dx) SX_NODISCARD;

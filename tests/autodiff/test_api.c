@@ -873,3 +873,137 @@ Test(autodiff_api, differentiate_then_optimise_a_folded_gemm_bias)
     }
     sx_cg_graph_free(g);
 }
+
+/* The vector-Jacobian product of fn at x (shape given) with every seed element `seed`, in a
+ * lazy graph, optimised first when `optimise` (then *fused counts maxpool2d_relu_bwd nodes). */
+static void vjp_at(sx_cg_node *(*fn)(sx_cg_graph *, sx_cg_node *), int rank, const int64_t *shape,
+                   const double *xs, double seed, bool optimise, double *out, int64_t *fused)
+{
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *x = leaf_of(g, "x", rank, shape, xs, true), *y = fn(g, x), *gx = NULL;
+    cr_assert_not_null(y, "%s", sx_last_error());
+    sx_tensor *st = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F64, sx_cg_node_rank(y), sx_cg_node_shape(y), seed, &st), SX_OK);
+    sx_cg_node *s = sx_cg_const(g, st);
+    sx_tensor_free(st);
+    cr_assert_eq(sx_ad_vjp(g, y, s, 1, &x, &gx), SX_OK, "%s", sx_last_error());
+    if (optimise)
+        cr_assert_eq(sx_cg_optimise(g, 1, &gx, NULL, NULL), SX_OK, "%s", sx_last_error());
+    if (fused != NULL)
+        *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BWD);
+    const sx_tensor *d = eval(g, gx);
+    for (int64_t i = 0; i < d->size; i++)
+        out[i] = sx_tensor_get(d, i);
+    sx_cg_graph_free(g);
+}
+
+static sx_cg_node *c_sqrt_relu(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_sqrt(g, sx_cg_relu(g, x));
+}
+static sx_cg_node *c_max0(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_max(g, x, sx_cg_scalar_like(g, x, 0.0));
+}
+static sx_cg_node *c_0max(sx_cg_graph *g, sx_cg_node *x) /* x second: it wins the ties' loss */
+{
+    return sx_cg_max(g, sx_cg_scalar_like(g, x, 0.0), x);
+}
+static sx_cg_node *c_min0(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_min(g, x, sx_cg_scalar_like(g, x, 0.0));
+}
+static sx_cg_node *c_0min(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_min(g, sx_cg_scalar_like(g, x, 0.0), x);
+}
+static sx_cg_node *c_reduce_min_rows(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_reduce_min(g, x, SX_AXIS(1), false);
+}
+static sx_cg_node *c_pool_relu(sx_cg_graph *g, sx_cg_node *x)
+{
+    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
+}
+static sx_cg_node *c_pool_relu_3x3(sx_cg_graph *g, sx_cg_node *x) /* the kernel's general path */
+{
+    sx_pool2d_params p = {3, 3, 3, 3, SX_PAD_VALID};
+    return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
+}
+/* maxpool2d_bwd(x0, x) for a fixed x0 (4,4): differentiated with respect to its dy = x */
+static sx_cg_node *c_pool_bwd(sx_cg_graph *g, sx_cg_node *x)
+{
+    static const double x0[16] = {1, 5, 2, 0, 3, 4, 9, 8, 7, 6, 5, 4, 0, 1, 2, 3};
+    int64_t s[4] = {1, 4, 4, 1};
+    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    return sx_cg_maxpool2d_bwd(g, leaf_of(g, "x0", 4, s, x0, false), x, &p);
+}
+
+/* Bug 3: relu's gradient multiplied G by the mask, so an infinite G gave NaN where the gradient
+ * is 0: d/dx sum(sqrt(relu(x))) at (-1, 2, -3) was (nan, 0.354, nan); PyTorch gives
+ * (0, 0.354, 0). Every rule that routes a gradient by a choice selects it (where(mask, G, 0)):
+ * relu, max and min (either argument), reduce_max/min, max pooling through relu (unfused, and
+ * the pool-relu pass's kernel, in its 2x2 and general paths), and the dy-gradient of
+ * maxpool2d_bwd. G = inf or NaN must give exact zeros where the choice went elsewhere. */
+/* the element that a choice routed G to holds G (inf, or NaN: k) */
+#define WINS(v) (k ? isnan(v) : (v) == HUGE_VAL)
+
+Test(autodiff_api, choices_keep_an_infinite_gradient_out_of_their_zeros)
+{
+    int64_t s3[1] = {3};
+    double x3[3] = {-1, 2, -3}, d[36];
+    grad_at(c_sqrt_relu, 1, s3, x3, d);
+    cr_assert(d[0] == 0 && d[2] == 0, "%g %g %g", d[0], d[1], d[2]);
+    cr_assert_float_eq(d[1], 0.25 * sqrt(2.0), 1e-15);
+    for (int opt = 0; opt < 2; opt++)
+        for (int k = 0; k < 2; k++) {
+            double seed = k ? (double)NAN : HUGE_VAL;
+            sx_cg_node *(*fns[5])(sx_cg_graph *, sx_cg_node *) = {c_relu, c_max0, c_0max, c_min0,
+                                                                  c_0min};
+            for (int f = 0; f < 5; f++) {
+                vjp_at(fns[f], 1, s3, x3, seed, opt, d, NULL);
+                bool pos = f < 3; /* the x > 0 element wins for relu and max, x < 0 for min */
+                for (int i = 0; i < 3; i++) {
+                    bool wins = (x3[i] > 0) == pos;
+                    cr_assert(wins ? WINS(d[i]) : d[i] == 0, "fn %d seed %g opt %d: d[%d] = %g", f,
+                              seed, opt, i, d[i]);
+                }
+            }
+            /* reductions: the first extreme of each row gets G, the others exact zeros */
+            int64_t s34[2] = {3, 4};
+            double x34[12] = {1, 5, 5, 2, 7, 7, 7, 7, 0, 3, -1, 3};
+            vjp_at(c_reduce_max_rows, 2, s34, x34, seed, opt, d, NULL);
+            for (int i = 0; i < 12; i++)
+                cr_assert(i == 1 || i == 4 || i == 9 ? WINS(d[i]) : d[i] == 0,
+                          "reduce_max seed %g: d[%d] = %g", seed, i, d[i]);
+            vjp_at(c_reduce_min_rows, 2, s34, x34, seed, opt, d, NULL);
+            for (int i = 0; i < 12; i++)
+                cr_assert(i == 0 || i == 4 || i == 10 ? WINS(d[i]) : d[i] == 0,
+                          "reduce_min seed %g: d[%d] = %g", seed, i, d[i]);
+            /* max pooling through relu: a window with nothing positive gets zeros */
+            int64_t s4[4] = {1, 4, 4, 1}, s6[4] = {1, 6, 6, 1};
+            double x4[16] = {-1, -2, 3, -1, -4, -1, 0.5, 2, 1, 0, 0, 0, 2, 1, 0, 0};
+            int64_t fused = 0;
+            vjp_at(c_pool_relu, 4, s4, x4, seed, opt, d, &fused);
+            cr_assert_eq(fused, opt, "the pool-relu pass did not run");
+            for (int i = 0; i < 16; i++) /* winners: 2 (3) and 12 (2) */
+                cr_assert(i == 2 || i == 12 ? WINS(d[i]) : d[i] == 0,
+                          "pool relu seed %g opt %d: d[%d] = %g", seed, opt, i, d[i]);
+            double x6[36];
+            for (int i = 0; i < 36; i++)
+                x6[i] = i < 18 ? -1 - i : i == 20 ? 4 : -(double)i;
+            vjp_at(c_pool_relu_3x3, 4, s6, x6, seed, opt, d, &fused);
+            cr_assert_eq(fused, opt, "the pool-relu pass did not run (3x3)");
+            for (int i = 0; i < 36; i++)
+                cr_assert(i == 20 ? WINS(d[i]) : d[i] == 0,
+                          "pool relu 3x3 seed %g opt %d: d[%d] = %g", seed, opt, i, d[i]);
+            /* maxpool2d_bwd's dy-gradient reads G at each window's maximum only */
+            int64_t s2[4] = {1, 2, 2, 1};
+            double dy[4] = {1, 1, 1, 1};
+            vjp_at(c_pool_bwd, 4, s2, dy, seed, opt, d, NULL);
+            for (int i = 0; i < 4; i++)
+                cr_assert(WINS(d[i]), "pool bwd seed %g: d[%d] = %g", seed, i, d[i]);
+        }
+}
+#undef WINS
