@@ -35,11 +35,12 @@
  * an invertible matrix, qr a full-rank one. Eigenvectors and Q follow LAPACK's locally smooth
  * sign choice. The dy-gradient of maxpool2d_bwd costs kh*kw times the pooled size.
  *
- * Optimised graphs: differentiating after sx_cg_optimise gives the same gradients as before it
- * wherever the optimised graph holds only ops with gradient rules (the gemm-fold pass's gemm
- * with a broadcasting bias included); a path through an op that only the optimiser makes
- * (fused element-wise chains, fused optimiser updates) is SX_E_UNSUPPORTED, naming the op:
- * differentiate first, then optimise the loss and its gradients together.
+ * Optimised graphs may be differentiated: the passes keep the function, so the gradients are
+ * the unoptimised graph's (up to what the passes promise about rounding) wherever the path
+ * holds only ops with gradient rules (the gemm-fold pass's gemm with a broadcasting bias
+ * included). A path through an op that only the optimiser makes (fused element-wise chains,
+ * fused optimiser updates) is SX_E_UNSUPPORTED, naming the op: differentiate first, then
+ * optimise the loss and its gradients together.
  *
  * Errors follow cgraph: status values with a message in sx_last_error(); on failure the
  * out-parameters are NULL, and nodes made before the failure stay in the graph (unused). A rule
