@@ -20,8 +20,14 @@ typedef sx_status (*ad_rule)(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, cons
 #undef X
 
 /* Helpers for rules (grad.c). */
-/* Sum a gradient of a broadcast result back to the shape of the input x (NumPy rules). */
+/* Sum a gradient of a broadcast result back to the shape of the input x (NumPy rules). Every
+ * rule of an op whose inputs may broadcast (binary ops, fma, where, matmul's factors and
+ * addend) passes its inputs' gradients through it. */
 sx_cg_node *ad_unbroadcast(sx_cg_graph *g, sx_cg_node *grad, const sx_cg_node *x);
+/* where(mask, v, 0): v where mask != 0, else an exact 0 (mask and v broadcast). The rules of
+ * choices (relu, max/min, reduce_max/min, max pooling) route gradients with it, never as
+ * v * mask: an infinite or NaN v must not turn the zeros of a mask into NaN (as in PyTorch). */
+sx_cg_node *ad_select(sx_cg_graph *g, sx_cg_node *mask, sx_cg_node *v);
 /* A constant of `like`'s dtype and the given shape filled with v. */
 sx_cg_node *ad_full(sx_cg_graph *g, const sx_cg_node *like, int rank, const int64_t *shape,
                     double v);

@@ -54,6 +54,30 @@ sx_cg_node *ad_unbroadcast(sx_cg_graph *g, sx_cg_node *grad, const sx_cg_node *x
     return s;
 }
 
+sx_cg_node *ad_select(sx_cg_graph *g, sx_cg_node *mask, sx_cg_node *v)
+{
+    if (mask == NULL || v == NULL)
+        return NULL;
+    return sx_cg_where(g, mask, v, sx_cg_scalar_like(g, v, 0.0));
+}
+
+/* A rule must give input k a gradient of input k's shape (sx_ad_grad promises grads[i] the shape
+ * of xs[i], and an adjoint of the wrong shape would broadcast silently when accumulated). */
+static sx_status check_rule(const char *who, sx_cg_node *v, int k, const sx_cg_node *gk)
+{
+    const sx_cg_node *x = sx_cg_node_input(v, k);
+    if (sx_shape_equal(sx_cg_node_rank(gk), sx_cg_node_shape(gk), sx_cg_node_rank(x),
+                       sx_cg_node_shape(x)))
+        return SX_OK;
+    char a[128], b[128];
+    return sx_error(SX_E_STATE,
+                    "%s: the gradient rule of %s gave input %d a gradient of shape %s, not its "
+                    "shape %s (a bug in strix)",
+                    who, sx_cg_op_name(sx_cg_node_op(v)), k,
+                    sx_shape_str(sx_cg_node_rank(gk), sx_cg_node_shape(gk), a, sizeof a),
+                    sx_shape_str(sx_cg_node_rank(x), sx_cg_node_shape(x), b, sizeof b));
+}
+
 static sx_status check_args(const char *who, sx_cg_graph *g, sx_cg_node *y, int n,
                             sx_cg_node *const *xs, sx_cg_node **grads)
 {
@@ -152,6 +176,8 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
         for (int k = 0; k < m && s == SX_OK; k++) {
             if (!need[k] || gin[k] == NULL)
                 continue;
+            if ((s = check_rule(who, v, k, gin[k])) != SX_OK)
+                break;
             int64_t in = sx_cg_node_id(sx_cg_node_input(v, k));
             adj[in] = accumulate(g, adj[in], gin[k]);
             if (adj[in] == NULL)

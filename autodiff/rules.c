@@ -22,6 +22,15 @@ static sx_cg_node *scale(sx_cg_graph *g, sx_cg_node *x, double s)
     return sx_cg_mul(g, x, sx_cg_scalar_like(g, x, s));
 }
 
+/* where(x > 0, G, 0), with one zero constant for the comparison and the choice: the gradient
+ * of relu read from x = relu's input or output (ad_select's selection, so an infinite G gives
+ * 0 where x <= 0). */
+static sx_cg_node *positive_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
+{
+    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0);
+    return sx_cg_where(g, sx_cg_gt(g, x, zero), G, zero);
+}
+
 /* Rules for ops with no gradient (piecewise constant, index-valued or leaves). */
 #define NO_GRAD(name)                                                                              \
     sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
@@ -89,9 +98,10 @@ UNARY_RULE(tanh, sx_cg_mul(g, gy, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), sx_
 /* sigmoid: y (1 - y) */
 UNARY_RULE(sigmoid,
            sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_sub(g, sx_cg_scalar_like(g, y, 1.0), y))))
-/* relu: 1 where x > 0, else 0 (relu'(0) = 0). Read from y (y > 0 exactly where x > 0): then x
- * dies at the relu, which the planner runs in place, and only y stays for the backward pass. */
-UNARY_RULE(relu, sx_cg_mul(g, gy, sx_cg_gt(g, y, sx_cg_scalar_like(g, y, 0.0))))
+/* relu: G where x > 0, else 0 (relu'(0) = 0), selected (an infinite G stays out of the zeros).
+ * Read from y (y > 0 exactly where x > 0): then x dies at the relu, which the planner runs in
+ * place, and only y stays for the backward pass. */
+UNARY_RULE(relu, positive_part(g, y, gy))
 /* leaky_relu: 1 where x > 0, else slope */
 UNARY_RULE(leaky_relu, sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), gy,
                                    scale(g, gy, ATTR->alpha)))
@@ -133,10 +143,10 @@ BINARY_RULE(div, sx_cg_div(g, gy, b), sx_cg_neg(g, sx_cg_div(g, sx_cg_mul(g, gy,
 /* a^b: b a^(b-1) and y log a */
 BINARY_RULE(pow, sx_cg_mul(g, gy, sx_cg_mul(g, b, sx_cg_pow(g, a, sx_cg_add_scalar(g, b, -1.0)))),
             sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, a))))
-/* min(a, b): a where a <= b (ties go to a), else b */
-BINARY_RULE(min, sx_cg_mul(g, gy, sx_cg_le(g, a, b)), sx_cg_mul(g, gy, sx_cg_gt(g, a, b)))
-/* max(a, b): a where a >= b (ties go to a), else b */
-BINARY_RULE(max, sx_cg_mul(g, gy, sx_cg_ge(g, a, b)), sx_cg_mul(g, gy, sx_cg_lt(g, a, b)))
+/* min(a, b): G to a where a <= b (ties go to a), else to b (selected) */
+BINARY_RULE(min, ad_select(g, sx_cg_le(g, a, b), gy), ad_select(g, sx_cg_gt(g, a, b), gy))
+/* max(a, b): G to a where a >= b (ties go to a), else to b (selected) */
+BINARY_RULE(max, ad_select(g, sx_cg_ge(g, a, b), gy), ad_select(g, sx_cg_lt(g, a, b), gy))
 /* atan2(a, b): b / (a^2 + b^2) and -a / (a^2 + b^2) */
 BINARY_RULE(atan2,
             sx_cg_div(g, sx_cg_mul(g, gy, b), sx_cg_add(g, sx_cg_sqr(g, a), sx_cg_sqr(g, b))),
@@ -255,7 +265,7 @@ static sx_status first_extreme(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, co
     sx_cg_node *idx =
         is_max ? sx_cg_argmax(g, x, ATTR->axes, false) : sx_cg_argmin(g, x, ATTR->axes, false);
     kept[nk] = 1;
-    sx_cg_node *t = sx_cg_mul(g, sx_cg_one_hot(g, idx, groups), sx_cg_reshape(g, gy, nk + 1, kept));
+    sx_cg_node *t = ad_select(g, sx_cg_one_hot(g, idx, groups), sx_cg_reshape(g, gy, nk + 1, kept));
     t = sx_cg_reshape(g, t, r, moved);
     gin[0] = identity ? t : sx_cg_permute(g, t, inv);
     DONE();
@@ -431,7 +441,8 @@ sx_status grad_scatter_add(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const 
 
 /* y = alpha op(a) op(b) (+ beta c). With op(a) = A, op(b) = B: dA = alpha G B^T, dB = alpha
  * A^T G, written with transpose flags so no transpose is materialised; batch axes that were
- * broadcast are summed back. */
+ * broadcast are summed back, and so are the axes over which the addend c was broadcast
+ * (dc = beta G summed to c's shape, as for add). */
 sx_status grad_matmul(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                       sx_cg_node **gin)
 {
@@ -450,8 +461,8 @@ sx_status grad_matmul(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool 
                            : sx_cg_gemm(g, a, gy, !ta, false, alpha, NULL, 0);
         gin[1] = ad_unbroadcast(g, d, b);
     }
-    if (sx_cg_node_n_inputs(y) == 3 && need[2])
-        gin[2] = scale(g, gy, ATTR->beta);
+    if (sx_cg_node_n_inputs(y) == 3 && need[2]) /* beta G, summed over c's broadcast axes */
+        gin[2] = ad_unbroadcast(g, scale(g, gy, ATTR->beta), IN(2));
     DONE();
 }
 
@@ -575,18 +586,18 @@ sx_status grad_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, cons
     sx_cg_node *xw = window_stack(g, sx_cg_pad(g, x, before, after, -INFINITY), p, oh, ow);
     sx_cg_node *gw = window_stack(g, sx_cg_pad(g, gy, before, after, 0.0), p, oh, ow);
     sx_cg_node *pick = sx_cg_one_hot(g, sx_cg_argmax(g, xw, SX_AXIS(4), false), k[0] * k[1]);
-    gin[1] = sx_cg_sum(g, sx_cg_mul(g, pick, gw), SX_AXIS(4), false);
+    gin[1] = sx_cg_sum(g, ad_select(g, pick, gw), SX_AXIS(4), false);
     DONE();
 }
 
-/* maxpool_relu_bwd(x, dy) = maxpool_bwd(x, dy) * (x > 0): the dy-gradient is maxpool_bwd's,
- * taken of G * (x > 0); x is not differentiated (piecewise constant, as there). */
+/* maxpool_relu_bwd(x, dy) = where(x > 0, maxpool_bwd(x, dy), 0): the dy-gradient is
+ * maxpool_bwd's, taken of G where x > 0 (else 0); x is not differentiated (piecewise constant,
+ * as there). */
 sx_status grad_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                                   sx_cg_node **gin)
 {
     sx_cg_node *x = IN(0);
-    return grad_maxpool2d_bwd(g, y, sx_cg_mul(g, gy, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0))),
-                              need, gin);
+    return grad_maxpool2d_bwd(g, y, positive_part(g, x, gy), need, gin);
 }
 
 /* avgpool: G spread evenly over each window */

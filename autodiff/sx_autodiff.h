@@ -9,12 +9,25 @@
  * nodes; unused branches cost nothing. A requested node that the output does not depend on gets
  * a zero constant of its shape.
  *
- * Conventions at non-differentiable points (as in PyTorch and TensorFlow):
+ * Conventions at non-differentiable points (as in PyTorch and TensorFlow unless said):
  *   relu'(0) = 0, leaky_relu'(0) = slope, elu'(0) = alpha... (the left derivative) except
  *   relu; abs'(0) = 0, sign' = floor' = ceil' = round' = 0; max/min of two equal values send
- *   the gradient to the first argument; reduce_max/reduce_min and max pooling send it to the
- *   first maximum in row-major order; comparisons, argmax/argmin, one_hot and the index input of
- *   gather/scatter_add have no gradient (zero); sqrt'(0) = +inf as in IEEE arithmetic.
+ *   the gradient to the first argument (as TensorFlow; PyTorch's maximum/minimum split it in
+ *   halves); reduce_max/reduce_min and max pooling send it to the first maximum in row-major
+ *   order (as PyTorch's max over a dimension and max pooling; its amax splits ties evenly);
+ *   comparisons, argmax/argmin, one_hot and the index input of gather/scatter_add have no
+ *   gradient (zero); sqrt'(0) = +inf as in IEEE arithmetic.
+ *
+ * Choices select, they do not multiply: relu, max/min, where, reduce_max/reduce_min and max
+ * pooling route the incoming gradient G to the chosen elements and give the others an exact 0,
+ * even when G is infinite or NaN (d/dx sum(sqrt(relu(x))) at x = (-1, 2, -3) is
+ * (0, 0.354, 0), as in PyTorch). Rules with a factor keep IEEE products, as PyTorch does:
+ * abs and l1norm multiply G by sign(x), so an infinite G at x = 0 gives NaN there, and so does
+ * leaky_relu with slope 0 left of 0.
+ *
+ * Broadcasting: every op whose inputs broadcast (binary ops, fma, where, the batch axes of
+ * matmul and its addend c) sums an input's gradient over the axes it was broadcast along, so
+ * grads[i] always has xs[i]'s shape.
  *
  * Linear algebra: cholesky, eigh_w and eigh_v read only the lower triangle, so their gradients
  * are zero above the diagonal. eigh_v needs distinct eigenvalues; svd_s needs distinct non-zero
@@ -22,8 +35,17 @@
  * an invertible matrix, qr a full-rank one. Eigenvectors and Q follow LAPACK's locally smooth
  * sign choice. The dy-gradient of maxpool2d_bwd costs kh*kw times the pooled size.
  *
+ * Optimised graphs may be differentiated: the passes keep the function, so the gradients are
+ * the unoptimised graph's (up to what the passes promise about rounding) wherever the path
+ * holds only ops with gradient rules (the gemm-fold pass's gemm with a broadcasting bias
+ * included). A path through an op that only the optimiser makes (fused element-wise chains,
+ * fused optimiser updates) is SX_E_UNSUPPORTED, naming the op: differentiate first, then
+ * optimise the loss and its gradients together.
+ *
  * Errors follow cgraph: status values with a message in sx_last_error(); on failure the
- * out-parameters are NULL, and nodes made before the failure stay in the graph (unused).
+ * out-parameters are NULL, and nodes made before the failure stay in the graph (unused). A rule
+ * that gave an input a gradient of the wrong shape would be a bug in strix: SX_E_STATE, naming
+ * the op and both shapes, rather than a silently broadcast gradient.
  */
 #ifndef SX_AUTODIFF_H
 #define SX_AUTODIFF_H

@@ -113,6 +113,10 @@ extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
 #include "sx_ops.def"
 #undef X
 
+/* How many of where's operands its kernel broadcasts into scratch (those with neither the
+ * result's size nor one element): its workspace is that many results (shape.c). */
+int cg_where_scratch(const sx_cg_node *n);
+
 /* How many leading inputs a node writes in place (the kernel column of mutating ops; 0 for
  * every other op). */
 static inline int cg_mutated(const sx_cg_node *n)

@@ -40,34 +40,59 @@ sx_status cg_eval_fma(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_fma_out(IN(0), IN(1), IN(2), OUT);
 }
 
-/* where(c, a, b) = b + c * (a - b) would lose exactness (inf, nan); compute it directly over
- * the broadcast: out = broadcast(b), then the chosen entries of a. */
+/* where(c, a, b) = c != 0 ? a : b, selected element by element (never b + c (a - b), which
+ * would turn an infinite or NaN operand into NaN where it is not chosen). An operand of the
+ * result's size is read in place (its elements are in the result's order; it may be the result's
+ * own memory: each element is read before it is written), a one-element operand as a scalar, and
+ * any other is broadcast into the workspace first (cg_where_scratch counts those). */
+#define WHERE_LOOP(T)                                                                              \
+    do {                                                                                           \
+        const T *cp = src[0], *ap = src[1], *bp = src[2];                                          \
+        T *o = OUT->data;                                                                          \
+        if (step[0] && step[1] && step[2]) {                                                       \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                o[i] = cp[i] != 0 ? ap[i] : bp[i];                                                 \
+        } else if (step[0] && step[1]) { /* relu-like: where(mask, g, 0) */                        \
+            const T b0 = bp[0];                                                                    \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                o[i] = cp[i] != 0 ? ap[i] : b0;                                                    \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                o[i] = cp[i * step[0]] != 0 ? ap[i * step[1]] : bp[i * step[2]];                   \
+        }                                                                                          \
+    } while (0)
+
 sx_status cg_eval_where(sx_cg_graph *g, sx_cg_node *n)
 {
-    void *ws;
-    size_t bytes = (size_t)OUT->size * sx_dtype_size(OUT->dtype);
-    SX_TRY(cg_workspace(g, 2 * bytes, &ws));
-    sx_tensor c = sx_tensor_view(OUT->dtype, OUT->rank, OUT->shape, ws);
-    sx_tensor a = sx_tensor_view(OUT->dtype, OUT->rank, OUT->shape, (char *)ws + bytes);
-    SX_TRY(sx_tensor_broadcast_out(IN(0), &c));
-    SX_TRY(sx_tensor_broadcast_out(IN(1), &a));
-    SX_TRY(sx_tensor_broadcast_out(IN(2), OUT));
-    int64_t len = OUT->size;
-    if (OUT->dtype == SX_F32) {
-        const float *cp = c.data, *ap = a.data;
-        float *o = OUT->data;
-        for (int64_t i = 0; i < len; i++)
-            if (cp[i] != 0)
-                o[i] = ap[i];
-    } else {
-        const double *cp = c.data, *ap = a.data;
-        double *o = OUT->data;
-        for (int64_t i = 0; i < len; i++)
-            if (cp[i] != 0)
-                o[i] = ap[i];
+    const int64_t len = OUT->size;
+    if (len == 0)
+        return SX_OK;
+    const size_t bytes = (size_t)len * sx_dtype_size(OUT->dtype);
+    void *ws = NULL;
+    int n_ws = cg_where_scratch(n);
+    if (n_ws > 0)
+        SX_TRY(cg_workspace(g, (size_t)n_ws * bytes, &ws));
+    const void *src[3];
+    int64_t step[3];
+    for (int k = 0, used = 0; k < 3; k++) {
+        const sx_tensor *x = IN(k);
+        step[k] = x->size == len ? 1 : 0;
+        src[k] = x->data;
+        if (x->size != len && x->size != 1) {
+            sx_tensor t = sx_tensor_view(OUT->dtype, OUT->rank, OUT->shape,
+                                         (char *)ws + (size_t)used++ * bytes);
+            SX_TRY(sx_tensor_broadcast_out(x, &t));
+            src[k] = t.data;
+            step[k] = 1;
+        }
     }
+    if (OUT->dtype == SX_F32)
+        WHERE_LOOP(float);
+    else
+        WHERE_LOOP(double);
     return SX_OK;
 }
+#undef WHERE_LOOP
 
 sx_status cg_eval_fold(sx_cg_graph *g, sx_cg_node *n)
 {

@@ -511,6 +511,9 @@ static sx_status pass_broadcast(sx_cg_graph *g, int64_t *changed)
             memcpy(ins, n->in, (size_t)n->n_in * sizeof *ins);
             ins[k] = src;
             SX_TRY(opt_set_inputs(n, n->n_in, ins));
+            if (n->op == SX_OP_WHERE) /* its kernel now broadcasts src into scratch */
+                n->ws_bytes = (size_t)cg_where_scratch(n) * (size_t)n->value.size *
+                              sx_dtype_size(n->value.dtype);
             (*changed)++;
         }
     }
@@ -547,30 +550,30 @@ static sx_status pass_fma(sx_cg_graph *g, int64_t *changed)
     return SX_OK;
 }
 
-/* mul(maxpool2d_bwd(x, d), gt(x, 0)), the gradient that relu's rule builds through a max
- * pooling, -> maxpool2d_relu_bwd(x, d): the same products in one pass (bit for bit), and x's
+/* where(gt(x, 0), maxpool2d_bwd(x, d), +0), the gradient that relu's rule builds through a max
+ * pooling, -> maxpool2d_relu_bwd(x, d): the same selection in one pass (bit for bit), and x's
  * last reader is now the pooling's backward op, which the planner may run over x's memory. */
 static sx_status pass_pool_relu(sx_cg_graph *g, int64_t *changed)
 {
     for (int64_t i = 0; i < g->n_nodes; i++) {
         sx_cg_node *n = g->nodes[i];
-        if (!live_op(n) || n->op != SX_OP_MUL)
+        if (!live_op(n) || n->op != SX_OP_WHERE)
             continue;
-        for (int k = 0; k < 2; k++) {
-            sx_cg_node *b = n->in[k], *m = n->in[1 - k];
-            if (b->op != SX_OP_MAXPOOL2D_BWD || !single_use(b, n) || !opt_same_shape(b, n))
-                continue;
-            if (m->op != SX_OP_GT || m->in[0] != b->in[0] || !opt_const_all(m->in[1], 0.0) ||
-                !opt_same_shape(m, n))
-                continue;
-            sx_cg_node *ins[2] = {b->in[0], b->in[1]};
-            SX_TRY(opt_set_inputs(n, 2, ins));
-            n->op = SX_OP_MAXPOOL2D_RELU_BWD;
-            n->attr = b->attr;
-            opt_kill(b);
-            (*changed)++;
-            break;
-        }
+        sx_cg_node *m = n->in[0], *b = n->in[1], *z = n->in[2];
+        if (b->op != SX_OP_MAXPOOL2D_BWD || !single_use(b, n) || !opt_same_shape(b, n))
+            continue;
+        if (m->op != SX_OP_GT || m->in[0] != b->in[0] || !opt_const_all(m->in[1], 0.0) ||
+            !opt_same_shape(m, n))
+            continue;
+        /* the kernel writes +0 where x <= 0: the constant must be +0 (not -0) */
+        if (z->value.size != 1 || !opt_const_all(z, 0.0) || signbit(sx_tensor_get(&z->value, 0)))
+            continue;
+        sx_cg_node *ins[2] = {b->in[0], b->in[1]};
+        SX_TRY(opt_set_inputs(n, 2, ins));
+        n->op = SX_OP_MAXPOOL2D_RELU_BWD;
+        n->attr = b->attr;
+        opt_kill(b);
+        (*changed)++;
     }
     return SX_OK;
 }

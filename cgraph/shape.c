@@ -121,11 +121,21 @@ sx_status cg_shape_broadcast(sx_cg_node *n)
     return SX_OK;
 }
 
-/* where(c, a, b): broadcast; its kernel broadcasts c and a into scratch first. */
+/* where(c, a, b): broadcast; its kernel broadcasts into scratch the operands that have neither
+ * the result's size nor one element (cg_eval_where). */
+int cg_where_scratch(const sx_cg_node *n)
+{
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        k += IN(i)->size != OUT->size && IN(i)->size != 1;
+    return k;
+}
+
 sx_status cg_shape_where(sx_cg_node *n)
 {
     SX_TRY(cg_shape_broadcast(n));
-    n->ws_bytes = 2 * (size_t)sx_shape_size(OUT->rank, OUT->shape) * sx_dtype_size(OUT->dtype);
+    n->ws_bytes = (size_t)cg_where_scratch(n) * (size_t)sx_shape_size(OUT->rank, OUT->shape) *
+                  sx_dtype_size(OUT->dtype);
     return SX_OK;
 }
 

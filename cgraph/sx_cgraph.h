@@ -310,7 +310,10 @@ sx_cg_node *sx_cg_gather(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *idx);
 /* Zeros of x_rows rows with g's rows added at idx (the adjoint of gather). */
 sx_cg_node *sx_cg_scatter_add(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t x_rows);
 
-/* alpha * op(a) @ op(b) (+ beta * c when c is not NULL; c has the result's shape). */
+/* alpha * op(a) @ op(b) (+ beta * c when c is not NULL). c broadcasts to the result's shape
+ * (NumPy rules, as PyTorch's addmm and ONNX's Gemm: a bias (n) or (1, n) adds to every row); one
+ * that does not is SX_E_SHAPE. The gradient with respect to c is beta G summed over the axes c
+ * was broadcast along, so it has c's shape. */
 sx_cg_node *sx_cg_matmul(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, bool trans_a, bool trans_b);
 sx_cg_node *sx_cg_gemm(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b, bool trans_a, bool trans_b,
                        double alpha, sx_cg_node *c, double beta);
@@ -326,7 +329,7 @@ sx_cg_node *sx_cg_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *d
 sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
 sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                 const sx_pool2d_params *p);
-/* maxpool2d_bwd(x, dy) * (x > 0) in one op (sx_tensor_maxpool2d_relu_backward_out). */
+/* where(x > 0, maxpool2d_bwd(x, dy), 0) in one op (sx_tensor_maxpool2d_relu_backward_out). */
 sx_cg_node *sx_cg_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                      const sx_pool2d_params *p);
 sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
@@ -443,9 +446,9 @@ typedef enum {
     SX_PASS_UPDATE_FUSION, /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
     SX_PASS_GEMM_FOLD,     /* transposes, scalar factors and addends into the matmul call */
     SX_PASS_FMA,           /* a*b + c -> fma(a, b, c) */
-    SX_PASS_POOL_RELU,     /* maxpool2d_bwd(x, d) * (x > 0) (relu's gradient through a max
-                              pooling) -> maxpool2d_relu_bwd(x, d): x dies there, and the result
-                              takes its memory when windows do not overlap */
+    SX_PASS_POOL_RELU,     /* where(x > 0, maxpool2d_bwd(x, d), 0) (relu's gradient through a
+                              max pooling) -> maxpool2d_relu_bwd(x, d): x dies there, and the
+                              result takes its memory when windows do not overlap */
     SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
     SX_PASS_GEMM_UPDATE,     /* a fused update whose gradient is a matmul computes it in row
                                 blocks (matmul_update): no gradient buffer */

@@ -74,8 +74,9 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
 /* One window of the max-pool backward pass over channels [0, cn) (stride c between cells):
  * the index of the winning cell in scan order (kept as a T) by the rule above, then dy goes to
  * it. Non-overlapping windows store every cell of the window (the others get 0), each cell
- * after the whole window is read (so dx may be x); with `relu` the stored value is multiplied
- * by (x > 0), as relu's gradient would. Overlapping ones add to the cell (the mask comes after).
+ * after the whole window is read (so dx may be x); with `relu` the stored value is kept where
+ * x > 0 and is +0 elsewhere (selected, as relu's gradient: an infinite dy gives 0 there, not
+ * NaN). Overlapping ones add to the cell (the selection comes after).
  * m and at are the caller's per-channel scratch. */
 static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
                                       SFX)(const pool_geom *g, const T *xw, const T *restrict dyo,
@@ -120,7 +121,7 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
 #pragma omp simd
                 for (int64_t j = 0; j < cn; j++) {
                     const T aj = at[j], gj = dyo[j], v = xi[j];
-                    dxi[j] = (aj == cell ? gj : (T)0) * (v > (T)0 ? (T)1 : (T)0);
+                    dxi[j] = (aj == cell) & (v > (T)0) ? gj : (T)0;
                 }
             } else if (store) {
 #pragma omp simd
@@ -171,7 +172,7 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_2x2, SFX)(const pool_geom *g, 
     }
 }
 
-/* The same with relu's mask: the bits of the unfused v * (x > 0), as v * k with k = 1 or 0. */
+/* The same with relu's selection: the bits of the unfused where(x > 0, v, 0). */
 static inline POOL_ATTR void POOL_CAT(maxpool_relu_bwd_2x2, SFX)(const pool_geom *g, const T *xw,
                                                                  const T *restrict dyo, T *dxw,
                                                                  int64_t cn)
@@ -182,14 +183,10 @@ static inline POOL_ATTR void POOL_CAT(maxpool_relu_bwd_2x2, SFX)(const pool_geom
 #pragma omp simd
     for (int64_t j = 0; j < cn; j++) {
         POOL_ARG_2X2
-        const T k0 = (T)(a > (T)0), k1 = (T)(b1 > (T)0), k2 = (T)(b2 > (T)0);
-        const T k3 = (T)(b3 > (T)0);
-        const T v0 = at == 0 ? gj : (T)0, v1 = at == 1 ? gj : (T)0;
-        const T v2 = at == 2 ? gj : (T)0, v3 = at == 3 ? gj : (T)0;
-        d0[j] = v0 * k0;
-        d1[j] = v1 * k1;
-        d2[j] = v2 * k2;
-        d3[j] = v3 * k3;
+        d0[j] = (at == 0) & (a > (T)0) ? gj : (T)0;
+        d1[j] = (at == 1) & (b1 > (T)0) ? gj : (T)0;
+        d2[j] = (at == 2) & (b2 > (T)0) ? gj : (T)0;
+        d3[j] = (at == 3) & (b3 > (T)0) ? gj : (T)0;
     }
 }
 #undef POOL_ARG_2X2
@@ -226,9 +223,9 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_gaps, SFX)(const pool_geom *g,
 }
 
 /* dx (n,h,w,c) = dy (n,oh,ow,c) routed to the first maximum of each window of x, in the
- * window's row-major scan order; accumulated where windows overlap; with `relu` multiplied by
- * (x > 0) afterwards. One task owns one image and one block of POOL_CB channels (tasks [lo, hi)
- * of n * ceil(c / POOL_CB)), so every dx element is written by one thread in a fixed order
+ * window's row-major scan order; accumulated where windows overlap; with `relu` kept only where
+ * x > 0 (+0 elsewhere) afterwards. One task owns one image and one block of POOL_CB channels (tasks
+ * [lo, hi) of n * ceil(c / POOL_CB)), so every dx element is written by one thread in a fixed order
  * (deterministic for any number of threads). Without overlap each window stores its cells and
  * the cells outside every window are zeroed afterwards (dx may be x: every cell is read before
  * it is written); with overlap the image is zeroed and the windows add. */
@@ -277,8 +274,8 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
             for (int64_t cell = 0; cell < g->h * g->w; cell++)
 #pragma omp simd
                 for (int64_t j = 0; j < cn; j++) {
-                    const T v = xb[cell * c + j];
-                    dxb[cell * c + j] *= v > (T)0 ? (T)1 : (T)0;
+                    const T v = xb[cell * c + j], d = dxb[cell * c + j];
+                    dxb[cell * c + j] = v > (T)0 ? d : (T)0;
                 }
     }
 }

@@ -261,7 +261,9 @@ const char *sx_map_name(sx_map_op op);
  * sin, cos, tan, tanh, sigmoid, softplus, erf within 0.501), the same bits on every CPU;
  * sin/cos/tan of |x| > 2^20 use libm. f64 uses libm. The f32 kernels are built for SSE2, AVX2
  * and AVX-512 and picked at run time; $SX_ISA=base|avx2|avx512 caps the choice. Softmax and
- * the fused element-wise programs use the same functions. */
+ * the fused element-wise programs use the same functions. round sends halves to the even
+ * integer (0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -2.5 -> -2; NumPy, PyTorch and ONNX do the same), in
+ * every dtype and instruction set. */
 sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x,
                             sx_tensor *out) SX_NODISCARD;
 sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,
@@ -454,9 +456,10 @@ sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
  * on both axes); any other overlap of dx with x or dy is SX_E_ARG. */
 sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                            const sx_pool2d_params *p, sx_tensor *dx) SX_NODISCARD;
-/* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above times
- * (x > 0), element by element (the same bits as the two steps), in one pass; dx may be x as
- * above. With it, relu's output dies at the pooling's backward pass and dx takes its memory. */
+/* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above where
+ * x > 0 and +0 elsewhere (a selection, not a product: an infinite or NaN dy gives 0 where
+ * x <= 0; the same bits as the two steps), in one pass; dx may be x as above. With it, relu's
+ * output dies at the pooling's backward pass and dx takes its memory. */
 sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                                 const sx_pool2d_params *p,
                                                 sx_tensor *dx) SX_NODISCARD;

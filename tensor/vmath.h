@@ -21,11 +21,11 @@
  * bit pattern for the others (tests/tensor/test_vmath.c checks dense samples of each domain):
  * exp 0.764, log 0.840, log1p 0.865 (f32 arithmetic); expm1 0.501, tanh 0.501, sigmoid 0.5002,
  * softplus 0.5002, erf 0.501, sin, cos, tan 0.5001 (double arithmetic rounded once); floor,
- * ceil, round exact. Special values as C99 Annex F: NaN gives NaN; exp(-inf) = 0, exp(inf) =
- * inf; log(0) = -inf, log(x < 0) = NaN; sin(inf) = NaN; odd functions keep -0; overflow gives
- * inf and underflow rounds once into the subnormals. sin, cos and tan hold this for
- * |x| <= 2^20 only: they are "ranged" (see VM_SIN below), and their callers send larger |x| to
- * libm. */
+ * ceil, round exact (round: halves to even). Special values as C99 Annex F: NaN gives NaN;
+ * exp(-inf) = 0, exp(inf) = inf; log(0) = -inf, log(x < 0) = NaN; sin(inf) = NaN; odd functions
+ * keep -0; overflow gives inf and underflow rounds once into the subnormals. sin, cos and tan hold
+ * this for |x| <= 2^20 only: they are "ranged" (see VM_SIN below), and their callers send larger
+ * |x| to libm. */
 
 /* ---------------------------------------------------------------- bits and selects */
 
@@ -340,11 +340,26 @@ static inline float vm_ceilf(float x)
     return vm_sel(t < x, t + 1.0f, t);
 }
 
-/* Halves away from zero; x - t is exact, so 0.49999997 rounds to 0. */
+/* To the nearest integer, halves to the even one (as NumPy, PyTorch and ONNX; IEEE's
+ * roundTiesToEven, whatever the current rounding mode): t = x rounded toward zero, d = |x - t|
+ * (exact, so 0.49999997 rounds to 0), one step away from zero when d > 1/2, or d = 1/2 and t is
+ * odd. |x| >= 2^23 is an integer already. Keeps the sign: -0.5 gives -0. */
 static inline float vm_roundf(float x)
 {
-    const float t = vm_truncf(x);
-    return vm_sel(fabsf(x - t) >= 0.5f, t + vm_copysign(1.0f, x), t);
+    const bool small = fabsf(x) < 0x1p23f;
+    const int32_t i = (int32_t)vm_sel(small, x, 0.0f);
+    const float t = vm_copysign(vm_sel(small, (float)i, x), x);
+    const float d = fabsf(x - t);
+    const bool up = (d > 0.5f) | ((d == 0.5f) & ((i & 1) != 0));
+    return vm_sel(up, t + vm_copysign(1.0f, x), t);
+}
+
+/* The same in double (libm's trunc, exact; t odd when t/2, exact, is not an integer). */
+static inline double vm_round_f64(double x)
+{
+    const double t = trunc(x), d = fabs(x - t), h = t * 0.5;
+    const bool up = (d > 0.5) | ((d == 0.5) & (h != trunc(h)));
+    return up ? t + copysign(1.0, x) : t;
 }
 
 /* ---------------------------------------------------------------- sin, cos, tan */
@@ -463,7 +478,7 @@ static inline double vm_if_f64(bool c, double a, double b)
 #define VM_IF(c, a, b) _Generic((a), float : vm_sel, double : vm_if_f64)((c), (a), (b))
 #define VM_FLOOR(x) _Generic((x), float : vm_floorf, double : floor)(x)
 #define VM_CEIL(x) _Generic((x), float : vm_ceilf, double : ceil)(x)
-#define VM_ROUND(x) _Generic((x), float : vm_roundf, double : round)(x)
+#define VM_ROUND(x) _Generic((x), float : vm_roundf, double : vm_round_f64)(x)
 #define VM_EXP(x) _Generic((x), float : vm_expf, double : exp)(x)
 #define VM_EXPM1(x) _Generic((x), float : vm_expm1f, double : expm1)(x)
 #define VM_LOG(x) _Generic((x), float : vm_logf, double : log)(x)

@@ -684,3 +684,326 @@ Test(autodiff_api, gradient_nodes_take_the_forward_scope)
     cr_assert(firsts > 0 && seconds > 0, "first %d second %d", firsts, seconds);
     sx_cg_graph_free(g);
 }
+
+/* ---------------------------------------------------------------- issue 14 regressions */
+
+/* A node holding the values v (shape given): an input, or a parameter when `param`. */
+static sx_cg_node *leaf_of(sx_cg_graph *g, const char *name, int rank, const int64_t *shape,
+                           const double *v, bool param)
+{
+    sx_tensor *t = NULL;
+    cr_assert_eq(sx_tensor_from_doubles(SX_F64, rank, shape, v, sx_shape_size(rank, shape), &t),
+                 SX_OK, "%s", sx_last_error());
+    sx_cg_node *x;
+    if (param) {
+        x = sx_cg_param(g, name, t);
+    } else {
+        x = sx_cg_input(g, name, SX_F64, rank, shape);
+        cr_assert_not_null(x, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_input_set(g, x, t, SX_CG_COPY), SX_OK, "%s", sx_last_error());
+    }
+    cr_assert_not_null(x, "%s", sx_last_error());
+    sx_tensor_free(t);
+    return x;
+}
+
+static int64_t count_op(const sx_cg_graph *g, sx_cg_op op)
+{
+    int64_t c = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        c += n != NULL && sx_cg_node_op(n) == op;
+    }
+    return c;
+}
+
+static bool same_shape(const sx_cg_node *a, const sx_cg_node *b)
+{
+    return sx_shape_equal(sx_cg_node_rank(a), sx_cg_node_shape(a), sx_cg_node_rank(b),
+                          sx_cg_node_shape(b));
+}
+
+/* Bug 1: gemm(a, b, c) with an addend c that broadcasts to the product (a bias row, a bias
+ * vector, a scalar, a column over a batch): the gradient with respect to c had the product's
+ * shape (sum(gemm(a, b, c)) gave dc = [1 1 1 1] for c (1,2), not [2 2]). It is beta G summed to
+ * c's shape: every element of c gets beta times the number of result elements it feeds. */
+Test(autodiff_api, gemm_addend_that_broadcasts_gets_a_gradient_of_its_shape)
+{
+    static const struct {
+        int ra;
+        int64_t a[3];
+        int rc;
+        int64_t c[2];
+    } cases[] = {{2, {2, 3}, 2, {1, 2}}, {2, {2, 3}, 1, {2}},       {2, {2, 3}, 0, {0}},
+                 {2, {2, 3}, 2, {2, 1}}, {3, {2, 2, 3}, 2, {2, 1}}, {2, {2, 3}, 2, {2, 2}}};
+    const double beta = 1.5;
+    sx_rng r;
+    sx_rng_seed(&r, 140);
+    for (int mode = 0; mode < 2; mode++)
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            sx_cg_graph *g = graph_new(mode ? SX_CG_EAGER : SX_CG_LAZY);
+            int64_t bs[2] = {3, 2};
+            sx_cg_node *a = rand_input(g, &r, cases[k].ra, cases[k].a, -1, 1);
+            sx_cg_node *b = rand_input(g, &r, 2, bs, -1, 1);
+            sx_cg_node *c = rand_input(g, &r, cases[k].rc, cases[k].c, -1, 1);
+            sx_cg_node *y = sx_cg_gemm(g, a, b, false, false, 0.5, c, beta);
+            cr_assert_not_null(y, "%s", sx_last_error());
+            sx_cg_node *xs[3] = {a, b, c}, *d[3];
+            cr_assert_eq(sx_ad_grad(g, total(g, y), 3, xs, d), SX_OK, "case %zu: %s", k,
+                         sx_last_error());
+            for (int i = 0; i < 3; i++)
+                cr_assert(same_shape(d[i], xs[i]), "case %zu: gradient %d has the wrong shape", k,
+                          i);
+            const sx_tensor *dc = eval(g, d[2]);
+            double feeds = (double)(sx_cg_node_size(y) / sx_cg_node_size(c));
+            for (int64_t i = 0; i < dc->size; i++)
+                cr_assert_eq(sx_tensor_get(dc, i), beta * feeds, "case %zu: dc[%lld] = %g", k,
+                             (long long)i, sx_tensor_get(dc, i));
+            sx_cg_graph_free(g);
+        }
+}
+
+/* Bug 1, further up: with c = log_softmax(z) (1,2) broadcast over a (2,2) product,
+ * differentiating failed ("sx_cg_log_softmax_bwd: shapes (1,2) and (2,2) differ"). With
+ * G = dL/dc = [2 beta, 2 beta]: dz_j = G_j - softmax(z)_j sum(G) = 2 beta - 4 beta s_j. */
+Test(autodiff_api, gemm_addend_from_log_softmax_differentiates)
+{
+    const double beta = -0.75, zv[2] = {0.3, -1.1};
+    int64_t as[2] = {2, 3}, bs[2] = {3, 2}, zs[2] = {1, 2};
+    sx_rng r;
+    sx_rng_seed(&r, 141);
+    for (int mode = 0; mode < 2; mode++) {
+        sx_cg_graph *g = graph_new(mode ? SX_CG_EAGER : SX_CG_LAZY);
+        sx_cg_node *a = rand_input(g, &r, 2, as, -1, 1), *b = rand_input(g, &r, 2, bs, -1, 1);
+        sx_cg_node *z = leaf_of(g, "z", 2, zs, zv, false), *dz = NULL;
+        sx_cg_node *y = sx_cg_gemm(g, a, b, false, false, 1.0, sx_cg_log_softmax(g, z, 1), beta);
+        cr_assert_eq(sx_ad_grad(g, total(g, y), 1, &z, &dz), SX_OK, "%s", sx_last_error());
+        cr_assert(same_shape(dz, z));
+        const sx_tensor *d = eval(g, dz);
+        double e0 = exp(zv[0]), e1 = exp(zv[1]), s[2] = {e0 / (e0 + e1), e1 / (e0 + e1)};
+        for (int j = 0; j < 2; j++)
+            cr_assert_float_eq(sx_tensor_get(d, j), 2 * beta - 4 * beta * s[j], 1e-14,
+                               "dz[%d] = %.17g", j, sx_tensor_get(d, j));
+        sx_cg_graph_free(g);
+    }
+}
+
+/* L = sum(log_softmax(x @ w + bias) * t), x (4,3), w (3,2), bias (2): the gemm-fold pass turns
+ * add(matmul(x, w), bias) into a gemm whose addend broadcasts. Leaves: x, w, bias. */
+static sx_cg_node *dense_loss(sx_cg_graph *g, sx_cg_node **leaves)
+{
+    static const double xv[12] = {0.1, -0.4, 0.7, 1.2, -0.3, 0.5, -0.9, 0.2, 0.05, 0.6, 0.8, -1};
+    static const double wv[6] = {0.3, -0.2, 0.9, 0.4, -0.6, 0.1}, bv[2] = {0.25, -0.5};
+    static const double tv[8] = {1, 0, 0, 1, 0.5, 0.5, 1, 0};
+    int64_t xs[2] = {4, 3}, ws[2] = {3, 2}, bs[1] = {2}, ts[2] = {4, 2};
+    leaves[0] = leaf_of(g, "x", 2, xs, xv, false);
+    leaves[1] = leaf_of(g, "w", 2, ws, wv, true);
+    leaves[2] = leaf_of(g, "bias", 1, bs, bv, true);
+    sx_cg_node *t = leaf_of(g, "t", 2, ts, tv, false);
+    sx_cg_node *z = sx_cg_add(g, sx_cg_matmul(g, leaves[0], leaves[1], false, false), leaves[2]);
+    sx_cg_node *l = total(g, sx_cg_mul(g, sx_cg_log_softmax(g, z, 1), t));
+    cr_assert_not_null(l, "%s", sx_last_error());
+    return l;
+}
+
+/* The gradients of dense_loss in a plain lazy graph (no optimiser), cloned. */
+static void dense_reference(sx_tensor **ref)
+{
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *leaves[3], *d[3], *l = dense_loss(g, leaves);
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 3, d), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(sx_tensor_clone(sx_cg_value(d[i]), &ref[i]), SX_OK);
+    sx_cg_graph_free(g);
+}
+
+/* Bug 2: optimising first folds the bias into a gemm with a broadcasting addend; the gradients
+ * then taken of the optimised graph must have the leaves' shapes and the unoptimised values
+ * (the bias gradient had the product's shape). Where the optimiser made ops that have no
+ * gradient rule (fused element-wise chains), differentiating refuses with a clear error. */
+Test(autodiff_api, optimise_then_differentiate_a_folded_gemm_bias)
+{
+    sx_tensor *ref[3];
+    dense_reference(ref);
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *leaves[3], *d[3], *l = dense_loss(g, leaves);
+    cr_assert_eq(sx_cg_optimise(g, 1, &l, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(count_op(g, SX_OP_ADD), 0, "the bias was not folded into the gemm");
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 3, d), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++) {
+        cr_assert(same_shape(d[i], leaves[i]), "gradient %d has the wrong shape", i);
+        cr_assert(tu_close(sx_cg_value(d[i]), ref[i], 1e-13, 1e-14), "gradient %d differs", i);
+        sx_tensor_free(ref[i]);
+    }
+    sx_cg_graph_free(g);
+    /* a chain the optimiser fuses: sum(tanh(x @ w + bias) * 2) */
+    g = graph_new(SX_CG_LAZY);
+    sx_cg_node *x = NULL;
+    dense_loss(g, leaves);
+    x = sx_cg_add(g, sx_cg_matmul(g, leaves[0], leaves[1], false, false), leaves[2]);
+    l = total(g, sx_cg_mul_scalar(g, sx_cg_tanh(g, x), 2.0));
+    cr_assert_eq(sx_cg_optimise(g, 1, &l, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_gt(count_op(g, SX_OP_FUSED), 0);
+    d[0] = SENTINEL;
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, d), SX_E_UNSUPPORTED);
+    cr_assert_null(d[0]);
+    cr_assert(strstr(sx_last_error(), "fused") && strstr(sx_last_error(), "before optimising"),
+              "%s", sx_last_error());
+    sx_cg_graph_free(g);
+}
+
+/* Bug 2, the other order: differentiate, then optimise the loss and its gradients together (the
+ * training path): the gradients keep their values. */
+Test(autodiff_api, differentiate_then_optimise_a_folded_gemm_bias)
+{
+    sx_tensor *ref[3];
+    dense_reference(ref);
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *leaves[3], *out[4], *l = dense_loss(g, leaves);
+    cr_assert_eq(sx_ad_grad(g, l, 3, leaves, out + 1), SX_OK, "%s", sx_last_error());
+    out[0] = l;
+    cr_assert_eq(sx_cg_optimise(g, 4, out, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(g, 4, out), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++) {
+        cr_assert(same_shape(out[1 + i], leaves[i]), "gradient %d has the wrong shape", i);
+        cr_assert(tu_close(sx_cg_value(out[1 + i]), ref[i], 1e-13, 1e-14), "gradient %d", i);
+        sx_tensor_free(ref[i]);
+    }
+    sx_cg_graph_free(g);
+}
+
+/* The vector-Jacobian product of fn at x (shape given) with every seed element `seed`, in a
+ * lazy graph, optimised first when `optimise` (then *fused counts maxpool2d_relu_bwd nodes). */
+static void vjp_at(sx_cg_node *(*fn)(sx_cg_graph *, sx_cg_node *), int rank, const int64_t *shape,
+                   const double *xs, double seed, bool optimise, double *out, int64_t *fused)
+{
+    sx_cg_graph *g = graph_new(SX_CG_LAZY);
+    sx_cg_node *x = leaf_of(g, "x", rank, shape, xs, true), *y = fn(g, x), *gx = NULL;
+    cr_assert_not_null(y, "%s", sx_last_error());
+    sx_tensor *st = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F64, sx_cg_node_rank(y), sx_cg_node_shape(y), seed, &st), SX_OK);
+    sx_cg_node *s = sx_cg_const(g, st);
+    sx_tensor_free(st);
+    cr_assert_eq(sx_ad_vjp(g, y, s, 1, &x, &gx), SX_OK, "%s", sx_last_error());
+    if (optimise)
+        cr_assert_eq(sx_cg_optimise(g, 1, &gx, NULL, NULL), SX_OK, "%s", sx_last_error());
+    if (fused != NULL)
+        *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BWD);
+    const sx_tensor *d = eval(g, gx);
+    for (int64_t i = 0; i < d->size; i++)
+        out[i] = sx_tensor_get(d, i);
+    sx_cg_graph_free(g);
+}
+
+static sx_cg_node *c_sqrt_relu(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_sqrt(g, sx_cg_relu(g, x));
+}
+static sx_cg_node *c_max0(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_max(g, x, sx_cg_scalar_like(g, x, 0.0));
+}
+static sx_cg_node *c_0max(sx_cg_graph *g, sx_cg_node *x) /* x second: it wins the ties' loss */
+{
+    return sx_cg_max(g, sx_cg_scalar_like(g, x, 0.0), x);
+}
+static sx_cg_node *c_min0(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_min(g, x, sx_cg_scalar_like(g, x, 0.0));
+}
+static sx_cg_node *c_0min(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_min(g, sx_cg_scalar_like(g, x, 0.0), x);
+}
+static sx_cg_node *c_reduce_min_rows(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_reduce_min(g, x, SX_AXIS(1), false);
+}
+static sx_cg_node *c_pool_relu(sx_cg_graph *g, sx_cg_node *x)
+{
+    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
+}
+static sx_cg_node *c_pool_relu_3x3(sx_cg_graph *g, sx_cg_node *x) /* the kernel's general path */
+{
+    sx_pool2d_params p = {3, 3, 3, 3, SX_PAD_VALID};
+    return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
+}
+/* maxpool2d_bwd(x0, x) for a fixed x0 (4,4): differentiated with respect to its dy = x */
+static sx_cg_node *c_pool_bwd(sx_cg_graph *g, sx_cg_node *x)
+{
+    static const double x0[16] = {1, 5, 2, 0, 3, 4, 9, 8, 7, 6, 5, 4, 0, 1, 2, 3};
+    int64_t s[4] = {1, 4, 4, 1};
+    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    return sx_cg_maxpool2d_bwd(g, leaf_of(g, "x0", 4, s, x0, false), x, &p);
+}
+
+/* Bug 3: relu's gradient multiplied G by the mask, so an infinite G gave NaN where the gradient
+ * is 0: d/dx sum(sqrt(relu(x))) at (-1, 2, -3) was (nan, 0.354, nan); PyTorch gives
+ * (0, 0.354, 0). Every rule that routes a gradient by a choice selects it (where(mask, G, 0)):
+ * relu, max and min (either argument), reduce_max/min, max pooling through relu (unfused, and
+ * the pool-relu pass's kernel, in its 2x2 and general paths), and the dy-gradient of
+ * maxpool2d_bwd. G = inf or NaN must give exact zeros where the choice went elsewhere. */
+/* the element that a choice routed G to holds G (inf, or NaN: k) */
+#define WINS(v) (k ? isnan(v) : (v) == HUGE_VAL)
+
+Test(autodiff_api, choices_keep_an_infinite_gradient_out_of_their_zeros)
+{
+    int64_t s3[1] = {3};
+    double x3[3] = {-1, 2, -3}, d[36];
+    grad_at(c_sqrt_relu, 1, s3, x3, d);
+    cr_assert(d[0] == 0 && d[2] == 0, "%g %g %g", d[0], d[1], d[2]);
+    cr_assert_float_eq(d[1], 0.25 * sqrt(2.0), 1e-15);
+    for (int opt = 0; opt < 2; opt++)
+        for (int k = 0; k < 2; k++) {
+            double seed = k ? (double)NAN : HUGE_VAL;
+            sx_cg_node *(*fns[5])(sx_cg_graph *, sx_cg_node *) = {c_relu, c_max0, c_0max, c_min0,
+                                                                  c_0min};
+            for (int f = 0; f < 5; f++) {
+                vjp_at(fns[f], 1, s3, x3, seed, opt, d, NULL);
+                bool pos = f < 3; /* the x > 0 element wins for relu and max, x < 0 for min */
+                for (int i = 0; i < 3; i++) {
+                    bool wins = (x3[i] > 0) == pos;
+                    cr_assert(wins ? WINS(d[i]) : d[i] == 0, "fn %d seed %g opt %d: d[%d] = %g", f,
+                              seed, opt, i, d[i]);
+                }
+            }
+            /* reductions: the first extreme of each row gets G, the others exact zeros */
+            int64_t s34[2] = {3, 4};
+            double x34[12] = {1, 5, 5, 2, 7, 7, 7, 7, 0, 3, -1, 3};
+            vjp_at(c_reduce_max_rows, 2, s34, x34, seed, opt, d, NULL);
+            for (int i = 0; i < 12; i++)
+                cr_assert(i == 1 || i == 4 || i == 9 ? WINS(d[i]) : d[i] == 0,
+                          "reduce_max seed %g: d[%d] = %g", seed, i, d[i]);
+            vjp_at(c_reduce_min_rows, 2, s34, x34, seed, opt, d, NULL);
+            for (int i = 0; i < 12; i++)
+                cr_assert(i == 0 || i == 4 || i == 10 ? WINS(d[i]) : d[i] == 0,
+                          "reduce_min seed %g: d[%d] = %g", seed, i, d[i]);
+            /* max pooling through relu: a window with nothing positive gets zeros */
+            int64_t s4[4] = {1, 4, 4, 1}, s6[4] = {1, 6, 6, 1};
+            double x4[16] = {-1, -2, 3, -1, -4, -1, 0.5, 2, 1, 0, 0, 0, 2, 1, 0, 0};
+            int64_t fused = 0;
+            vjp_at(c_pool_relu, 4, s4, x4, seed, opt, d, &fused);
+            cr_assert_eq(fused, opt, "the pool-relu pass did not run");
+            for (int i = 0; i < 16; i++) /* winners: 2 (3) and 12 (2) */
+                cr_assert(i == 2 || i == 12 ? WINS(d[i]) : d[i] == 0,
+                          "pool relu seed %g opt %d: d[%d] = %g", seed, opt, i, d[i]);
+            double x6[36];
+            for (int i = 0; i < 36; i++)
+                x6[i] = i < 18 ? -1 - i : i == 20 ? 4 : -(double)i;
+            vjp_at(c_pool_relu_3x3, 4, s6, x6, seed, opt, d, &fused);
+            cr_assert_eq(fused, opt, "the pool-relu pass did not run (3x3)");
+            for (int i = 0; i < 36; i++)
+                cr_assert(i == 20 ? WINS(d[i]) : d[i] == 0,
+                          "pool relu 3x3 seed %g opt %d: d[%d] = %g", seed, opt, i, d[i]);
+            /* maxpool2d_bwd's dy-gradient reads G at each window's maximum only */
+            int64_t s2[4] = {1, 2, 2, 1};
+            double dy[4] = {1, 1, 1, 1};
+            vjp_at(c_pool_bwd, 4, s2, dy, seed, opt, d, NULL);
+            for (int i = 0; i < 4; i++)
+                cr_assert(WINS(d[i]), "pool bwd seed %g: d[%d] = %g", seed, i, d[i]);
+        }
+}
+#undef WINS

@@ -676,26 +676,32 @@ static sx_cg_node *sample_scatter_add(GEN_ARGS)
 static const struct {
     shp a, b;
     bool ta, tb;
-    bool addend; /* gemm with c, alpha 0.5, beta -1.5 */
+    shp c; /* gemm with this addend (rank -1: none), alpha 0.5, beta -1.5 */
 } matmul_cases[] = {
-    {{2, {3, 4}}, {2, {4, 5}}, false, false, false},
-    {{2, {4, 3}}, {2, {4, 5}}, true, false, false},
-    {{2, {3, 4}}, {2, {5, 4}}, false, true, false},
-    {{2, {4, 3}}, {2, {5, 4}}, true, true, false},
-    {{3, {2, 3, 4}}, {2, {4, 5}}, false, false, false},       /* shared b */
-    {{4, {2, 1, 3, 4}}, {3, {3, 4, 2}}, false, false, false}, /* batch broadcast */
-    {{2, {3, 4}}, {2, {4, 2}}, false, false, true},           /* gemm */
-    {{2, {1, 4}}, {2, {4, 1}}, false, false, false},          /* 1 x 1 result */
+    {{2, {3, 4}}, {2, {4, 5}}, false, false, {-1, {0}}},
+    {{2, {4, 3}}, {2, {4, 5}}, true, false, {-1, {0}}},
+    {{2, {3, 4}}, {2, {5, 4}}, false, true, {-1, {0}}},
+    {{2, {4, 3}}, {2, {5, 4}}, true, true, {-1, {0}}},
+    {{3, {2, 3, 4}}, {2, {4, 5}}, false, false, {-1, {0}}},       /* shared b */
+    {{4, {2, 1, 3, 4}}, {3, {3, 4, 2}}, false, false, {-1, {0}}}, /* batch broadcast */
+    {{2, {3, 4}}, {2, {4, 2}}, false, false, {2, {3, 2}}},        /* gemm */
+    {{2, {1, 4}}, {2, {4, 1}}, false, false, {-1, {0}}},          /* 1 x 1 result */
+    /* gemm with an addend that broadcasts (a bias row, a bias vector, a scalar, a column over
+     * batches): its gradient is summed back to its shape */
+    {{2, {3, 4}}, {2, {4, 2}}, false, false, {2, {1, 2}}},
+    {{2, {4, 3}}, {2, {4, 2}}, true, false, {1, {2}}},
+    {{2, {3, 4}}, {2, {2, 4}}, false, true, {0, {0}}},
+    {{3, {2, 3, 4}}, {2, {4, 2}}, false, false, {2, {3, 1}}},
 };
-#define SPEC_matmul 8, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_matmul 12, OS_SMOOTH, 1e-6, 1e-6
 static sx_cg_node *sample_matmul(GEN_ARGS)
 {
     CTX;
     sx_cg_node *a = in(c, matmul_cases[v].a, V_UNIFORM, -1, 1);
     sx_cg_node *b = in(c, matmul_cases[v].b, V_UNIFORM, -1, 1);
-    if (!matmul_cases[v].addend)
+    if (matmul_cases[v].c.rank < 0)
         return sx_cg_matmul(g, a, b, matmul_cases[v].ta, matmul_cases[v].tb);
-    sx_cg_node *cc = in(c, (shp){2, {3, 2}}, V_UNIFORM, -1, 1);
+    sx_cg_node *cc = in(c, matmul_cases[v].c, V_UNIFORM, -1, 1);
     return sx_cg_gemm(g, a, b, matmul_cases[v].ta, matmul_cases[v].tb, 0.5, cc, -1.5);
 }
 

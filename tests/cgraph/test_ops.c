@@ -280,7 +280,7 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
         return sx_tensor_scatter_add_out(x[0], x[1], out);
     case SX_OP_MATMUL:
         if (sx_cg_node_n_inputs(n) == 3) {
-            st = sx_tensor_copy_out(x[2], out);
+            st = sx_tensor_broadcast_out(x[2], out); /* the addend broadcasts */
             if (st != SX_OK)
                 return st;
             return sx_tensor_matmul_out(x[0], x[1], a->trans_a, a->trans_b, a->alpha, a->beta, out);
@@ -470,8 +470,8 @@ static double map_plain(sx_cg_op op, double x, double a)
         return floor(x);
     case SX_OP_CEIL:
         return ceil(x);
-    case SX_OP_ROUND:
-        return round(x);
+    case SX_OP_ROUND: /* halves to even (the default rounding mode) */
+        return nearbyint(x);
     case SX_OP_RECIPROCAL:
         return 1 / x;
     case SX_OP_ERF:
@@ -627,8 +627,9 @@ static void matmul_plain(const sx_cg_node *n, const sx_tensor *y, double *want, 
             acc += va * vb;
             m += fabs(va * vb);
         }
-        want[o] = at->alpha * acc + (c ? at->beta * get(c, o) : 0);
-        mag[o] = fabs(at->alpha) * m + (c ? fabs(at->beta * get(c, o)) : 0);
+        double vc = c ? get(c, bcast_at(c, ro, idx)) : 0; /* the addend broadcasts */
+        want[o] = at->alpha * acc + at->beta * vc;
+        mag[o] = fabs(at->alpha) * m + fabs(at->beta * vc);
     }
 }
 

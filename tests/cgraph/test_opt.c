@@ -407,7 +407,7 @@ static sx_tensor *pool_relu_grad(sx_dtype dt, sx_pool2d_params pp, bool pass_on,
     if (cut) { /* the same shape of graph with a mask that is not relu's */
         sx_cg_node *gp = sx_cg_const(g, w0);
         sx_cg_node *gt = sx_cg_gt(g, k, sx_cg_scalar_like(g, k, 0.5));
-        gz = sx_cg_mul(g, sx_cg_maxpool2d_bwd(g, k, gp, &pp), gt);
+        gz = sx_cg_where(g, gt, sx_cg_maxpool2d_bwd(g, k, gp, &pp), sx_cg_scalar_like(g, k, 0));
     } else {
         cr_assert_eq(sx_ad_grad(g, loss, 1, &z, &gz), SX_OK, "%s", sx_last_error());
     }

@@ -57,7 +57,7 @@ static void set_input(sx_cg_graph *g, sx_cg_node *in, sx_rng *rng, double lo, do
 
 /* ---------------------------------------------------------------- every op */
 
-enum { OP_SEEDS = 2, MAX_SAMPLES = 64 };
+enum { OP_SEEDS = 2, MAX_SAMPLES = 128 }; /* matmul: 12 variants x 2 seeds x (1 + 3 leaves) */
 
 /* Every variant of op, OP_SEEDS times, side by side in one graph; out[] gets the nodes under
  * test and their leaves (a mutating op's result is in its parameter). */

@@ -62,8 +62,8 @@ static double ref_op(sx_map_op op, double x, double a)
         return floor(x);
     case SX_MAP_CEIL:
         return ceil(x);
-    case SX_MAP_ROUND:
-        return round(x);
+    case SX_MAP_ROUND: /* halves to even (the default rounding mode) */
+        return nearbyint(x);
     case SX_MAP_RECIPROCAL:
         return 1 / x;
     case SX_MAP_ERF:
@@ -446,4 +446,66 @@ Test(tensor_map, fused_periodic_operands_match_broadcasting_kernels)
     sx_tensor_free(x);
     sx_tensor_free(b);
     sx_tensor_free(out);
+}
+
+/* Issue 14: round sent halves away from zero (C's round); NumPy, PyTorch and ONNX send them to
+ * the even integer. Exact halves, their neighbours, the largest f32 halves below 2^23, signed
+ * zeros and special values, repeated past the vector width so that every instruction set's
+ * vector body and tail run them (ctest runs this suite again under SX_ISA=avx2 and base), in f32
+ * and f64, through the map kernel and a fused program. */
+Test(tensor_map, round_halves_to_even)
+{
+    static const double cases[][2] = {{0.5, 0},
+                                      {1.5, 2},
+                                      {2.5, 2},
+                                      {3.5, 4},
+                                      {-0.5, -0.0},
+                                      {-1.5, -2},
+                                      {-2.5, -2},
+                                      {-3.5, -4},
+                                      {0.49999997, 0},
+                                      {0.50000006, 1},
+                                      {2.4999998, 2},
+                                      {2.5000002, 3},
+                                      {-2.5000002, -3},
+                                      {1e6 + 0.5, 1e6},
+                                      {8388607.5, 8388608},
+                                      {-8388606.5, -8388606},
+                                      {8388608, 8388608},
+                                      {-0.0, -0.0},
+                                      {0.0, 0.0},
+                                      {7, 7},
+                                      {-7.25, -7},
+                                      {HUGE_VAL, HUGE_VAL},
+                                      {-HUGE_VAL, -HUGE_VAL},
+                                      {1e30, 1e30}};
+    const int nc = (int)(sizeof cases / sizeof cases[0]);
+    int64_t n = 5 * nc + 3; /* several vectors and a tail */
+    for (int dt = 0; dt < 2; dt++) {
+        sx_tensor *x = tu_zeros((sx_dtype)dt, 1, &n), *y = tu_zeros((sx_dtype)dt, 1, &n);
+        sx_tensor *z = tu_zeros((sx_dtype)dt, 1, &n);
+        for (int64_t i = 0; i < n; i++)
+            sx_tensor_set(x, i, cases[i % nc][0]);
+        sx_tensor_set(x, n - 1, (double)NAN);
+        cr_assert_eq(sx_tensor_map_out(SX_MAP_ROUND, 0, x, y), SX_OK, "%s", sx_last_error());
+        sx_fused_prog prog = {.n = 1};
+        prog.ins[0] = (sx_fused_instr){.kind = SX_FUSED_MAP, .op = SX_MAP_ROUND, .a = 0};
+        const sx_tensor *in[1] = {x};
+        cr_assert_eq(sx_tensor_fused_out(&prog, 1, in, z), SX_OK, "%s", sx_last_error());
+        for (int64_t i = 0; i < n - 1; i++) {
+            double want = cases[i % nc][1];
+            if (dt == SX_F32)
+                want = (float)want;
+            for (int k = 0; k < 2; k++) {
+                double got = sx_tensor_get(k ? z : y, i);
+                cr_expect(got == want && signbit(got) == signbit(want),
+                          "%s %s round(%.9g) = %.9g, want %.9g", sx_dtype_name((sx_dtype)dt),
+                          k ? "fused" : "map", sx_tensor_get(x, i), got, want);
+            }
+        }
+        cr_expect(isnan(sx_tensor_get(y, n - 1)) && isnan(sx_tensor_get(z, n - 1)));
+        sx_tensor_free(x);
+        sx_tensor_free(y);
+        sx_tensor_free(z);
+    }
 }

@@ -140,8 +140,9 @@ static sx_tensor *rand_input(sx_rng *r, sx_dtype dt, const int64_t xs[4], bool t
     return x;
 }
 
-/* The relu form is the plain backward times (x > 0), bit for bit (the two graph steps it
- * replaces); with windows that do not overlap, both forms give the same bits in place (dx = x). */
+/* The relu form is the plain backward where x > 0 and +0 elsewhere, bit for bit (the two graph
+ * steps it replaces: a selection, so an infinite dy gives no NaN); with windows that do not
+ * overlap, both forms give the same bits in place (dx = x). */
 static void check_relu_and_inplace(sx_dtype dt, const sx_tensor *x, const sx_tensor *dy,
                                    sx_pool2d_params p)
 {
@@ -153,10 +154,10 @@ static void check_relu_and_inplace(sx_dtype dt, const sx_tensor *x, const sx_ten
     for (int64_t i = 0; i < x->size; i++) {
         if (dt == SX_F32) {
             float v = ((const float *)x->data)[i];
-            ((float *)masked->data)[i] = ((const float *)plain->data)[i] * (v > 0 ? 1.0f : 0.0f);
+            ((float *)masked->data)[i] = v > 0 ? ((const float *)plain->data)[i] : 0.0f;
         } else {
             double v = ((const double *)x->data)[i];
-            ((double *)masked->data)[i] = ((const double *)plain->data)[i] * (v > 0 ? 1.0 : 0.0);
+            ((double *)masked->data)[i] = v > 0 ? ((const double *)plain->data)[i] : 0.0;
         }
     }
     size_t bytes = (size_t)x->size * sx_dtype_size(dt);
@@ -714,4 +715,42 @@ Test(tensor_pool, errors_leave_outputs_untouched)
     sx_tensor *ts[] = {x, x3, xd, dy, dyb, y, yb, yd, dx};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         sx_tensor_free(ts[i]);
+}
+
+/* Issue 14: the relu form multiplied the routed gradient by (x > 0), so an infinite dy gave
+ * NaN (inf * 0) where x <= 0; it selects now, as relu's gradient does (+0 there). Windows of
+ * 2x2 (the fast path), 3x3 (the general store path) and overlapping 3x3 stride 1 (accumulate,
+ * then select), f32 and f64, dy all infinite: dx is +inf at each window's first maximum when
+ * that is positive, and +0 everywhere else. */
+Test(tensor_pool, relu_backward_selects_so_an_infinite_dy_gives_zeros)
+{
+    static const sx_pool2d_params ps[3] = {
+        {2, 2, 2, 2, SX_PAD_VALID}, {3, 3, 3, 3, SX_PAD_VALID}, {3, 3, 1, 1, SX_PAD_VALID}};
+    int64_t xs[4] = {2, 6, 6, 3};
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < 3; k++) {
+            sx_rng r;
+            sx_rng_seed(&r, 1400 + k);
+            sx_tensor *x = tu_rand(&r, (sx_dtype)dt, 4, xs, -1, 0.3), *dy = NULL, *dx = NULL;
+            for (int64_t i = 0; i < x->size; i += 5) /* relu's exact zeros */
+                sx_tensor_set(x, i, 0.0);
+            int64_t ys[4];
+            cr_assert_eq(sx_pool2d_shape(NULL, x, &ps[k], ys), SX_OK);
+            cr_assert_eq(sx_tensor_full((sx_dtype)dt, 4, ys, HUGE_VAL, &dy), SX_OK);
+            cr_assert_eq(sx_tensor_zeros((sx_dtype)dt, 4, xs, &dx), SX_OK);
+            cr_assert_eq(sx_tensor_maxpool2d_relu_backward_out(x, dy, &ps[k], dx), SX_OK, "%s",
+                         sx_last_error());
+            for (int64_t i = 0; i < x->size; i++) {
+                double v = sx_tensor_get(dx, i), xi = sx_tensor_get(x, i);
+                if (xi > 0)
+                    cr_assert(v == 0 || v == HUGE_VAL, "%s case %d: dx[%lld] = %g",
+                              sx_dtype_name((sx_dtype)dt), k, (long long)i, v);
+                else
+                    cr_assert(v == 0 && !signbit(v), "%s case %d: dx[%lld] = %g at x = %g",
+                              sx_dtype_name((sx_dtype)dt), k, (long long)i, v, xi);
+            }
+            sx_tensor_free(x);
+            sx_tensor_free(dy);
+            sx_tensor_free(dx);
+        }
 }

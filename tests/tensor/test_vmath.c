@@ -67,7 +67,7 @@ static const struct {
     [F_ERF] = {"erf", SX_MAP_ERF, erf, -5, 5, 0.51},
     [F_FLOOR] = {"floor", SX_MAP_FLOOR, floor, -0x1p25f, 0x1p25f, 0},
     [F_CEIL] = {"ceil", SX_MAP_CEIL, ceil, -0x1p25f, 0x1p25f, 0},
-    [F_ROUND] = {"round", SX_MAP_ROUND, round, -0x1p25f, 0x1p25f, 0},
+    [F_ROUND] = {"round", SX_MAP_ROUND, nearbyint, -0x1p25f, 0x1p25f, 0}, /* halves to even */
 };
 
 /* One function over an array: a plain loop the compiler vectorises (ranged functions with
