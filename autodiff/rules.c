@@ -31,6 +31,15 @@ static sx_cg_node *positive_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
     return sx_cg_where(g, sx_cg_gt(g, x, zero), G, zero);
 }
 
+/* G sign(x) as a selection: G where x > 0, -G where x < 0, 0 where x = 0 (also when G is
+ * infinite there; PyTorch's G * sgn(x) gives NaN). The gradient of |x| and of l1norm. */
+static sx_cg_node *signed_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
+{
+    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0);
+    return sx_cg_where(g, sx_cg_gt(g, x, zero), G,
+                       sx_cg_where(g, sx_cg_lt(g, x, zero), sx_cg_neg(g, G), zero));
+}
+
 /* Rules for ops with no gradient (piecewise constant, index-valued or leaves). */
 #define NO_GRAD(name)                                                                              \
     sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
@@ -71,8 +80,8 @@ NO_GRAD(dropout_mask)
 
 /* -x */
 UNARY_RULE(neg, sx_cg_neg(g, gy))
-/* |x|: sign(x) (0 at 0) */
-UNARY_RULE(abs, sx_cg_mul(g, gy, sx_cg_sign(g, x)))
+/* |x|: G where x > 0, -G where x < 0, 0 at 0 (selected, so an infinite G gives 0 at 0) */
+UNARY_RULE(abs, signed_part(g, x, gy))
 /* x^2: 2x */
 UNARY_RULE(sqr, sx_cg_mul(g, gy, scale(g, x, 2.0)))
 /* sqrt x: 1 / (2 y) */
@@ -119,6 +128,15 @@ UNARY_RULE(erf, sx_cg_mul(g, gy,
 #undef UNARY_RULE
 
 /* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */
+/* G y log a for a^b, with 0 where a = 0 and b >= 0 (the limit of y log a as a -> 0+). */
+static sx_cg_node *pow_exponent_grad(sx_cg_graph *g, sx_cg_node *gy, sx_cg_node *a, sx_cg_node *b,
+                                     sx_cg_node *y)
+{
+    sx_cg_node *zero = sx_cg_scalar_like(g, a, 0.0);
+    sx_cg_node *at_zero = sx_cg_mul(g, sx_cg_eq(g, a, zero), sx_cg_ge(g, b, zero));
+    return sx_cg_where(g, at_zero, zero, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, a))));
+}
+
 #define BINARY_RULE(name, ga, gb)                                                                  \
     sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
                           sx_cg_node **gin)                                                        \
@@ -140,9 +158,13 @@ BINARY_RULE(sub, gy, sx_cg_neg(g, gy))
 BINARY_RULE(mul, sx_cg_mul(g, gy, b), sx_cg_mul(g, gy, a))
 /* a / b: 1/b and -a/b^2 = -y/b */
 BINARY_RULE(div, sx_cg_div(g, gy, b), sx_cg_neg(g, sx_cg_div(g, sx_cg_mul(g, gy, y), b)))
-/* a^b: b a^(b-1) and y log a */
-BINARY_RULE(pow, sx_cg_mul(g, gy, sx_cg_mul(g, b, sx_cg_pow(g, a, sx_cg_add_scalar(g, b, -1.0)))),
-            sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, a))))
+/* a^b: b a^(b-1), 0 where b = 0 (0 * 0^-1 would be NaN at a = 0); and y log a, 0 where a = 0
+ * and b >= 0 (0 * log 0 would be NaN). The same conventions as PyTorch. */
+BINARY_RULE(pow,
+            ad_select(g, sx_cg_ne(g, b, sx_cg_scalar_like(g, b, 0.0)),
+                      sx_cg_mul(g, gy,
+                                sx_cg_mul(g, b, sx_cg_pow(g, a, sx_cg_add_scalar(g, b, -1.0))))),
+            pow_exponent_grad(g, gy, a, b, y))
 /* min(a, b): G to a where a <= b (ties go to a), else to b (selected) */
 BINARY_RULE(min, ad_select(g, sx_cg_le(g, a, b), gy), ad_select(g, sx_cg_gt(g, a, b), gy))
 /* max(a, b): G to a where a >= b (ties go to a), else to b (selected) */
@@ -208,6 +230,21 @@ static double reduced_count(const sx_cg_node *y, const sx_cg_node *x)
     return c;
 }
 
+/* For y = prod(x) over y's axes: each element's product of the others in its group, without
+ * dividing by zero (y / x away from zeros; the non-zero product where x is the group's only
+ * zero; 0 where the group has another zero). */
+static sx_cg_node *prod_of_others(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(y);
+    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0), *one = sx_cg_scalar_like(g, x, 1.0);
+    sx_cg_node *is0 = sx_cg_eq(g, x, zero);
+    sx_cg_node *nz = sx_cg_where(g, is0, one, x); /* x with its zeros made ones */
+    sx_cg_node *zeros = expand(g, sx_cg_sum(g, is0, at->axes, false), y, x);
+    sx_cg_node *rest = expand(g, sx_cg_prod(g, nz, at->axes, false), y, x);
+    sx_cg_node *lone = sx_cg_where(g, sx_cg_eq(g, zeros, one), rest, zero);
+    return sx_cg_where(g, is0, lone, sx_cg_div(g, expand(g, y, y, x), nz));
+}
+
 #define FOLD_RULE(name, expr)                                                                      \
     sx_status grad_##name(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,         \
                           sx_cg_node **gin)                                                        \
@@ -222,10 +259,11 @@ static double reduced_count(const sx_cg_node *y, const sx_cg_node *x)
 FOLD_RULE(sum, G)
 /* mean: G / count */
 FOLD_RULE(mean, scale(g, G, 1.0 / reduced_count(y, x)))
-/* prod: G y / x (inputs away from 0) */
-FOLD_RULE(prod, sx_cg_div(g, sx_cg_mul(g, G, expand(g, y, y, x)), x))
-/* l1norm = sum |x|: G sign x */
-FOLD_RULE(l1norm, sx_cg_mul(g, G, sx_cg_sign(g, x)))
+/* prod: G times the product of the other elements of x's group: G y / x where x != 0; where
+ * x = 0, the product of the group's non-zero elements if x is its only zero, else 0 */
+FOLD_RULE(prod, sx_cg_mul(g, G, prod_of_others(g, y, x)))
+/* l1norm = sum |x|: G sign x (selected: 0 at x = 0) */
+FOLD_RULE(l1norm, signed_part(g, x, G))
 /* l2norm = sqrt(sum x^2): G x / y */
 FOLD_RULE(l2norm, sx_cg_div(g, sx_cg_mul(g, G, x), expand(g, y, y, x)))
 /* logsumexp: G exp(x - y) */
