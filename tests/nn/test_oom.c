@@ -1,0 +1,329 @@
+/* Out of memory in nn and optim: the k-th allocation fails, for every k, while building a
+ * network, compiling it (training and inference), running a step, predicting, saving, loading,
+ * writing and reading checkpoints, building each optimiser's update, and over a whole small
+ * training run. Every k must give SX_E_NOMEM (or success once k passes the last allocation),
+ * never a crash, a leak or another status. Each scenario runs its whole life (objects made and
+ * freed) under the failing allocator, so that the count of live allocations checks leaks. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nn_impl.h"
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/sx_nn_oom_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* Run `fn` under an allocator failing at the k-th allocation for k = 0, 1, ... until it
+ * succeeds; every failure must be SX_E_NOMEM and leave nothing allocated. */
+static void every_k(const char *what, sx_status (*fn)(void *), void *ctx)
+{
+    for (long k = 0;; k++) {
+        tu_fail_after(k);
+        sx_status s = fn(ctx);
+        long live = tu_live_allocs(), made = tu_alloc_count();
+        tu_fail_reset();
+        cr_assert_eq(live, 0, "%s, k=%ld: %ld allocations leaked (%s)", what, k, live,
+                     sx_status_str(s));
+        if (s == SX_OK) {
+            cr_assert_lt(made, k + 1, "%s: success with a failed allocation", what);
+            break;
+        }
+        cr_assert_eq(s, SX_E_NOMEM, "%s, k=%ld: %s: %s", what, k, sx_status_str(s),
+                     sx_last_error());
+        cr_assert_lt(k, 100000, "%s: no end", what);
+    }
+}
+
+static sx_cg_node *halve(sx_cg_graph *g, sx_cg_node *x, void *ctx)
+{
+    (void)ctx;
+    return sx_cg_mul_scalar(g, x, 0.5);
+}
+
+/* A small network with every kind of layer that builds graph nodes of its own kind (dropout
+ * masks, batch-norm updates, a lambda); NULL-tolerant. (6,6,1) -> 3 classes. */
+static sx_status small_net(sx_nn_net **out)
+{
+    sx_nn_net *net = NULL;
+    *out = NULL;
+    SX_TRY(sx_nn_net_new("oom", SX_F32, 3, &net));
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){6, 6, 1});
+    x = sx_nn_lambda(net, x, halve, NULL, "halve");
+    x = sx_nn_conv2d(net, x, 3, 3, 2, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = sx_nn_batch_norm(net, x, 0.9, 1e-3);
+    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = sx_nn_dropout(net, x, 0.25);
+    x = sx_nn_fully_connected(net, x, 4, SX_ACT_TANH);
+    x = sx_nn_linear(net, x, 3, SX_ACT_SOFTMAX);
+    sx_status s = sx_nn_net_status(net);
+    if (s != SX_OK) {
+        sx_nn_net_free(net);
+        return s;
+    }
+    *out = net;
+    return SX_OK;
+}
+
+/* x (n,6,6,1) in [0,1) and one-hot y (n,3), made with malloc outside the failing allocator. */
+typedef struct data {
+    float x[8 * 36], y[8 * 3];
+} data;
+
+static void data_fill(data *d)
+{
+    sx_rng r;
+    sx_rng_seed(&r, 9);
+    for (int i = 0; i < 8 * 36; i++)
+        d->x[i] = (float)sx_rng_uniform(&r);
+    memset(d->y, 0, sizeof d->y);
+    for (int i = 0; i < 8; i++)
+        d->y[i * 3 + i % 3] = 1;
+}
+
+typedef struct scene {
+    data d;
+    sx_optim_kind kind;
+    bool eager;
+    const char *path;  /* a model or checkpoint file */
+    sx_nn_net *net;    /* made outside the failing allocator, for the save scenarios */
+    sx_ds_images imgs; /* for the training loop */
+} scene;
+
+static sx_status train_steps(void *ctx)
+{
+    scene *c = ctx;
+    sx_nn_net *net = NULL;
+    sx_nn_model *m = NULL;
+    SX_TRY(small_net(&net));
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.optim = sx_optim_params_default(c->kind);
+    p.clip_norm = 1;
+    p.l2 = 1e-4;
+    sx_tensor x = sx_tensor_view(SX_F32, 4, (int64_t[]){4, 6, 6, 1}, c->d.x);
+    sx_tensor y = sx_tensor_view(SX_F32, 2, (int64_t[]){4, 3}, c->d.y);
+    double loss = 0;
+    sx_status s = SX_OK;
+    if (c->eager) {
+        s = nn_eager_step(net, &p, &x, &y, 0.01, 1, &loss, NULL);
+        if (s == SX_OK)
+            s = nn_eager_step(net, &p, &x, &y, 0.01, 2, &loss, NULL);
+    } else {
+        s = sx_nn_compile_train(net, &p, 4, &m);
+        for (int step = 1; s == SX_OK && step <= 2; step++)
+            s = sx_nn_model_step(m, &x, &y, 0.01, step, &loss, NULL);
+    }
+    sx_nn_model_free(m);
+    sx_nn_net_free(net);
+    return s;
+}
+
+Test(nn_oom, compile_and_train_with_every_optimiser, .timeout = 300)
+{
+    scene c;
+    data_fill(&c.d);
+    c.eager = false;
+    for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+        c.kind = (sx_optim_kind)k;
+        every_k(sx_optim_name(c.kind), train_steps, &c);
+    }
+}
+
+Test(nn_oom, eager_steps, .timeout = 300)
+{
+    scene c;
+    data_fill(&c.d);
+    c.eager = true;
+    c.kind = SX_OPTIM_ADAM;
+    every_k("eager adam", train_steps, &c);
+}
+
+static sx_status infer(void *ctx)
+{
+    scene *c = ctx;
+    sx_nn_net *net = NULL;
+    sx_nn_model *m = NULL;
+    SX_TRY(small_net(&net));
+    float out[8 * 3];
+    sx_tensor x = sx_tensor_view(SX_F32, 4, (int64_t[]){4, 6, 6, 1}, c->d.x);
+    sx_tensor y = sx_tensor_view(SX_F32, 2, (int64_t[]){4, 3}, out);
+    sx_tensor x3 = sx_tensor_view(SX_F32, 4, (int64_t[]){3, 6, 6, 1}, c->d.x);
+    sx_tensor y3 = sx_tensor_view(SX_F32, 2, (int64_t[]){3, 3}, out);
+    sx_status s = sx_nn_compile_infer(net, 4, &m);
+    if (s == SX_OK)
+        s = sx_nn_model_predict(m, &x, &y);
+    if (s == SX_OK) /* a smaller batch: a graph made on demand in m's arena */
+        s = sx_nn_model_predict(m, &x3, &y3);
+    sx_nn_model_free(m);
+    sx_nn_net_free(net);
+    return s;
+}
+
+Test(nn_oom, compile_for_inference_and_predict)
+{
+    scene c;
+    data_fill(&c.d);
+    every_k("inference", infer, &c);
+}
+
+static sx_status save(void *ctx)
+{
+    scene *c = ctx;
+    return sx_nn_save(c->net, c->path);
+}
+
+static sx_status load(void *ctx)
+{
+    scene *c = ctx;
+    sx_nn_loaded *m = NULL;
+    SX_TRY(sx_nn_load(c->path, 4, &m));
+    float out[8 * 3];
+    sx_tensor x = sx_tensor_view(SX_F32, 4, (int64_t[]){2, 6, 6, 1}, c->d.x);
+    sx_tensor y = sx_tensor_view(SX_F32, 2, (int64_t[]){2, 3}, out);
+    sx_status s = sx_nn_loaded_predict(m, &x, &y);
+    sx_nn_loaded_free(m);
+    return s;
+}
+
+Test(nn_oom, save_and_load_a_model, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    scene c;
+    data_fill(&c.d);
+    char path[128];
+    snprintf(path, sizeof path, "%s/m.sxm", tmpdir);
+    c.path = path;
+    cr_assert_eq(small_net(&c.net), SX_OK, "%s", sx_last_error());
+    every_k("save", save, &c);
+    every_k("load", load, &c);
+    sx_nn_net_free(c.net);
+}
+
+static sx_status checkpoint_save(void *ctx)
+{
+    scene *c = ctx;
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    return nn_checkpoint_save(c->net, &p, c->path);
+}
+
+static sx_status checkpoint_load(void *ctx)
+{
+    scene *c = ctx;
+    sx_nn_net *net = NULL;
+    SX_TRY(small_net(&net));
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.verbose = 0;
+    sx_status s = nn_checkpoint_load(net, &p, c->path);
+    sx_nn_net_free(net);
+    return s;
+}
+
+Test(nn_oom, write_and_read_a_checkpoint, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    scene c;
+    data_fill(&c.d);
+    char path[128];
+    snprintf(path, sizeof path, "%s/c.ckpt", tmpdir);
+    c.path = path;
+    /* a network with Adam's state, after one step */
+    cr_assert_eq(small_net(&c.net), SX_OK, "%s", sx_last_error());
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    sx_tensor x = sx_tensor_view(SX_F32, 4, (int64_t[]){4, 6, 6, 1}, c.d.x);
+    sx_tensor y = sx_tensor_view(SX_F32, 2, (int64_t[]){4, 3}, c.d.y);
+    cr_assert_eq(nn_eager_step(c.net, &p, &x, &y, 0.01, 1, NULL, NULL), SX_OK, "%s",
+                 sx_last_error());
+    every_k("checkpoint save", checkpoint_save, &c);
+    every_k("checkpoint load", checkpoint_load, &c);
+    sx_nn_net_free(c.net);
+}
+
+/* Each optimiser's update of a (3,2) parameter, with states made by the builder and given by
+ * the caller, evaluated once. */
+static sx_status optimiser(void *ctx)
+{
+    const scene *c = ctx;
+    sx_cg_graph *g = NULL;
+    SX_TRY(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g));
+    double w[6] = {1, -2, 3, 0.5, -0.25, 2}, gr[6] = {0.1, 0.2, -0.3, 0.4, 0.5, -0.6};
+    sx_tensor wt = sx_tensor_view(SX_F64, 2, (int64_t[]){3, 2}, w);
+    sx_tensor gt = sx_tensor_view(SX_F64, 2, (int64_t[]){3, 2}, gr);
+    sx_cg_node *p = sx_cg_param(g, "w", &wt), *q = sx_cg_param(g, "q", &wt);
+    sx_cg_node *grad = sx_cg_const(g, &gt);
+    sx_cg_node *lr = sx_cg_scalar_of(g, SX_F64, 0.1), *step = sx_cg_scalar_of(g, SX_F64, 1);
+    sx_cg_node *states[2] = {sx_cg_param(g, "s0", &wt), sx_cg_param(g, "s1", &wt)};
+    sx_status s = sx_cg_graph_status(g);
+    sx_optim_params op = sx_optim_params_default(c->kind);
+    sx_cg_node *ups[6];
+    int n1 = 0, n2 = 0;
+    if (s == SX_OK)
+        s = sx_optim_update(g, &op, p, grad, lr, step, NULL, ups, &n1);
+    if (s == SX_OK)
+        s = sx_optim_update(g, &op, q, grad, lr, step, states, ups + n1, &n2);
+    if (s == SX_OK)
+        s = sx_cg_eval(g, n1 + n2, ups);
+    sx_cg_graph_free(g);
+    return s;
+}
+
+Test(nn_oom, every_optimiser_builds_its_update)
+{
+    scene c;
+    for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+        c.kind = (sx_optim_kind)k;
+        every_k(sx_optim_name(c.kind), optimiser, &c);
+    }
+}
+
+/* A whole run: batches, the compiled model and the one of the last partial batch, the test set
+ * evaluated, a checkpoint written; then resumed from the checkpoint. */
+static sx_status training_run(void *ctx)
+{
+    scene *c = ctx;
+    sx_nn_net *net = NULL;
+    SX_TRY(small_net(&net));
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.verbose = 0;
+    p.batch = 4;
+    p.checkpoint_path = c->path;
+    unlink(c->path);
+    sx_status s = sx_nn_train(net, &p, &c->imgs, &c->imgs, NULL);
+    p.epochs = 2;
+    if (s == SX_OK)
+        s = sx_nn_train(net, &p, &c->imgs, NULL, NULL);
+    sx_nn_net_free(net);
+    return s;
+}
+
+Test(nn_oom, a_small_training_run_with_checkpoints, .init = make_tmpdir, .fini = remove_tmpdir,
+     .timeout = 300)
+{
+    scene c;
+    char path[128];
+    snprintf(path, sizeof path, "%s/run.ckpt", tmpdir);
+    c.path = path;
+    uint8_t pixels[6 * 36], labels[6];
+    for (int i = 0; i < 6 * 36; i++)
+        pixels[i] = (uint8_t)(i * 37 % 251);
+    for (int i = 0; i < 6; i++)
+        labels[i] = (uint8_t)(i % 3);
+    c.imgs = (sx_ds_images){.n = 6, .h = 6, .w = 6, .c = 1, .classes = 3};
+    c.imgs.pixels = pixels;
+    c.imgs.labels = labels;
+    every_k("training run", training_run, &c);
+}
