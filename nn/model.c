@@ -104,15 +104,19 @@ void sx_nn_model_free(sx_nn_model *m)
 {
     if (m == NULL)
         return;
-    m->net->n_models--;
-    if (m->train)
-        m->net->n_train_models--;
+    sx_nn_net *net = m->net;
+    bool train = m->train;
     for (int i = 0; i < 4; i++)
         sx_nn_model_free(m->smaller[i]);
     nn_build_free(&m->b);
     sx_cg_graph_free(m->g);
     sx_free(m->outs);
     sx_free(m);
+    net->n_models--;
+    if (train)
+        net->n_train_models--;
+    if (net->orphan && net->n_models == 0) /* sx_nn_net_free came first */
+        sx_nn_net_free(net);
 }
 
 sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m)

@@ -70,6 +70,10 @@ void sx_nn_net_free(sx_nn_net *net)
 {
     if (net == NULL)
         return;
+    if (net->n_models > 0) { /* the models borrow it: the last one to go frees it */
+        net->orphan = true;
+        return;
+    }
     for (int i = 0; i < net->n_layers; i++)
         layer_free(net->layers[i]);
     sx_free(net->layers);

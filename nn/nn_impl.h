@@ -81,6 +81,7 @@ struct sx_nn_net {
     int n_models;       /* compiled models alive: they borrow the layers, so none may be added */
     int n_train_models; /* training models alive among them, all with optimiser train_kind */
     sx_optim_kind train_kind; /* (they share the parameters' optimiser state) */
+    bool orphan;              /* sx_nn_net_free was called: the last model frees the network */
 };
 
 /* Graph building (forward.c). */

@@ -105,7 +105,9 @@ typedef struct sx_nn_init {
  * `seed`, so the same seed gives the same network and the same training run. */
 sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed,
                         sx_nn_net **out) SX_NODISCARD;
-void sx_nn_net_free(sx_nn_net *net); /* NULL is fine; compiled models must be freed first */
+/* NULL is fine. With compiled models alive, the network lives on for them (they keep working)
+ * and is freed with the last one. */
+void sx_nn_net_free(sx_nn_net *net);
 /* SX_OK, or the first error of a layer constructor (SX_E_ARG for NULL). */
 sx_status sx_nn_net_status(const sx_nn_net *net);
 const char *sx_nn_net_name(const sx_nn_net *net);

@@ -166,6 +166,32 @@ Test(nn_misuse, adding_a_layer_while_a_compiled_model_lives_is_refused)
     sx_tensor_free(b);
 }
 
+/* The network is freed with its last model when sx_nn_net_free comes first. */
+Test(nn_misuse, freeing_the_network_before_its_models_is_safe)
+{
+    sx_nn_net *net = small_net(4);
+    sx_nn_model *m = NULL, *t = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &m), SX_OK, "%s", sx_last_error());
+    sx_nn_train_params p = sx_nn_train_params_default();
+    cr_assert_eq(sx_nn_compile_train(net, &p, 2, &t), SX_OK, "%s", sx_last_error());
+    sx_nn_net_free(net);
+    sx_rng r;
+    sx_rng_seed(&r, 5);
+    sx_tensor *x = tu_rand(&r, SX_F32, 4, (int64_t[]){2, 6, 6, 1}, 0, 1);
+    sx_tensor *y = tu_zeros(SX_F32, 2, (int64_t[]){2, 3});
+    sx_tensor_set(y, 0, 1);
+    sx_tensor_set(y, 4, 1);
+    cr_assert_eq(sx_nn_model_step(t, x, y, 0.01, 1, NULL, NULL), SX_OK, "%s", sx_last_error());
+    sx_nn_model_free(t);
+    cr_assert_eq(sx_nn_model_predict(m, x, y), SX_OK, "%s", sx_last_error());
+    sx_tensor x1 = sx_tensor_view(SX_F32, 4, (int64_t[]){1, 6, 6, 1}, x->data);
+    sx_tensor y1 = sx_tensor_view(SX_F32, 2, (int64_t[]){1, 3}, y->data);
+    cr_assert_eq(sx_nn_model_predict(m, &x1, &y1), SX_OK, "%s", sx_last_error());
+    sx_nn_model_free(m); /* frees the network too (ASan: no leak, no use after free) */
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+}
+
 Test(nn_misuse, a_training_model_with_another_optimiser_than_a_live_one_is_refused)
 {
     sx_nn_net *net = small_net(2);
