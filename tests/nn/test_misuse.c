@@ -365,6 +365,50 @@ Test(nn_misuse, padding_by_2e9_gives_the_exact_shape)
     sx_nn_net_free(net);
 }
 
+/* Extreme kernels and strides whose results fit: exact shapes, or a clean error, and nothing
+ * undefined on the way (the UBSan build checks the arithmetic of the shape code). */
+Test(nn_misuse, extreme_kernels_and_strides_give_exact_shapes_or_clean_errors)
+{
+    for (int i = 0; i < 6; i++) {
+        sx_nn_net *net = net_new(1);
+        sx_nn_layer *img = sx_nn_input(net, 3, (int64_t[]){28, 28, 1}), *l = NULL;
+        int64_t want[3] = {1, 1, 1};
+        switch (i) {
+        case 0:
+            l = sx_nn_conv2d(net, img, 1, 1, 1, INT_MAX, SX_PAD_SAME, SX_ACT_NONE);
+            break;
+        case 1:
+            l = sx_nn_conv2d(net, img, 28, 28, 1, INT_MAX, SX_PAD_VALID, SX_ACT_NONE);
+            break;
+        case 2:
+            l = sx_nn_max_pool2d(net, img, 28, 28, INT_MAX, SX_PAD_VALID);
+            break;
+        case 3:
+            l = sx_nn_avg_pool2d(net, img, INT_MAX, INT_MAX, INT_MAX, SX_PAD_SAME);
+            break;
+        case 4:
+            l = sx_nn_max_pool2d(net, img, 1, 1, INT_MAX, SX_PAD_SAME);
+            break;
+        case 5:
+            l = sx_nn_upsampling2d(net, img, 1, INT_MAX);
+            want[0] = 28, want[1] = 28 * (int64_t)INT_MAX;
+            break;
+        }
+        if (l == NULL) {
+            sx_status s = sx_nn_net_status(net);
+            cr_assert(s == SX_E_ARG || s == SX_E_SHAPE || s == SX_E_UNSUPPORTED, "case %d: %s: %s",
+                      i, sx_status_str(s), sx_last_error());
+            cr_assert(strncmp(sx_last_error(), "sx_nn_", 6) == 0, "case %d: %s", i,
+                      sx_last_error());
+        } else {
+            for (int d = 0; d < 3; d++)
+                cr_assert_eq(sx_nn_layer_shape(l)[d], want[d], "case %d, axis %d: %lld", i, d,
+                             (long long)sx_nn_layer_shape(l)[d]);
+        }
+        sx_nn_net_free(net);
+    }
+}
+
 /* Sizes that fit per example but not with the batch axis: compiling says so. */
 Test(nn_misuse, a_batch_that_overflows_the_layer_sizes_is_refused)
 {
