@@ -586,6 +586,15 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_loaded_predict(NULL, &t, &t), SX_E_ARG);
     cr_assert_eq(sx_nn_loaded_predict(NULL, NULL, NULL), SX_E_ARG);
 
+    /* the datasets accessors follow the same rule (their header states each value) */
+    cr_assert_not(sx_ds_images_compacted(NULL));
+    cr_assert_eq(sx_ds_images_bytes(NULL), 0);
+    cr_assert_eq(sx_ds_batcher_epoch(NULL), -1);
+    cr_assert_eq(sx_ds_batcher_batches(NULL), -1);
+    sx_ds_images_free(NULL);
+    sx_ds_batcher_free(NULL);
+    sx_ds_idx_free(NULL);
+
     sx_optim_kind k = SX_OPTIM_ADAM;
     cr_assert_eq(sx_optim_parse(NULL, &k), SX_E_ARG);
     cr_assert_eq(k, SX_OPTIM_ADAM);
