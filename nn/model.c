@@ -173,7 +173,9 @@ static sx_status clip(sx_cg_graph *g, const sx_nn_train_params *p, sx_dtype dt, 
         sx_cg_node *sq = NULL;
         for (int i = 0; i < n; i++) {
             sx_cg_node *t = sx_cg_sum(g, sx_cg_sqr(g, grads[i]), SX_AXES_ALL, false);
-            sq = sq == NULL ? t : sx_cg_add(g, sq, t);
+            sq = sq == NULL || t == NULL ? t : sx_cg_add(g, sq, t);
+            if (sq == NULL) /* stop: the next term would start the sum again without these */
+                return graph_status(g);
         }
         sx_cg_node *c = sx_cg_scalar_of(g, dt, p->clip_norm);
         sx_cg_node *scale = sx_cg_div(g, c, sx_cg_max(g, sx_cg_sqrt(g, sq), c));
