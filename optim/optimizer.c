@@ -128,8 +128,18 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         if (states[i] == NULL)
             return sx_error(SX_E_ARG, "sx_optim_update: state %d (%s) is NULL", i,
                             sx_optim_state_name(p->kind, i));
+    /* the states first: a failed one stops before any node is built on it */
+    sx_cg_node *st[2] = {NULL, NULL};
+    for (int i = 0; i < sx_optim_n_states(p->kind); i++) {
+        sx_status err = SX_OK;
+        if ((st[i] = state(g, param, states, p->kind, i, &err)) == NULL) {
+            sx_status gs = sx_cg_graph_status(g);
+            return err != SX_OK  ? err
+                   : gs != SX_OK ? gs
+                                 : sx_error(SX_E_STATE, "sx_optim_update: state %d failed", i);
+        }
+    }
     sx_cg_node *out[3] = {NULL, NULL, NULL};
-    sx_status err = SX_OK;
     int k = 0;
     switch (p->kind) {
     case SX_OPTIM_SGD:
@@ -137,7 +147,7 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     case SX_OPTIM_MOMENTUM:
     case SX_OPTIM_NESTEROV: {
-        sx_cg_node *v = state(g, param, states, p->kind, 0, &err);
+        sx_cg_node *v = st[0];
         sx_cg_node *mu = sx_cg_scalar_like(g, grad, p->momentum);
         sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, v), grad);
         out[k++] = sx_cg_assign(g, v, vn);
@@ -147,14 +157,14 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     }
     case SX_OPTIM_ADAGRAD: {
-        sx_cg_node *a = state(g, param, states, p->kind, 0, &err);
+        sx_cg_node *a = st[0];
         sx_cg_node *an = sx_cg_add(g, a, sx_cg_mul(g, grad, grad));
         out[k++] = sx_cg_assign(g, a, an);
         out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
         break;
     }
     case SX_OPTIM_RMSPROP: {
-        sx_cg_node *a = state(g, param, states, p->kind, 0, &err);
+        sx_cg_node *a = st[0];
         sx_cg_node *an = sx_cg_add(
             g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->rho), a),
             sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
@@ -163,8 +173,8 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     }
     case SX_OPTIM_ADAM: {
-        sx_cg_node *m = state(g, param, states, p->kind, 0, &err);
-        sx_cg_node *v = state(g, param, states, p->kind, 1, &err);
+        sx_cg_node *m = st[0];
+        sx_cg_node *v = st[1];
         sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta1), m),
                                    sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta1), grad));
         sx_cg_node *vn = sx_cg_add(
@@ -187,9 +197,7 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
     for (int i = 0; i < k; i++)
         if (out[i] == NULL) {
             sx_status s = sx_cg_graph_status(g);
-            return s != SX_OK     ? s
-                   : err != SX_OK ? err
-                                  : sx_error(SX_E_STATE, "sx_optim_update: a node failed");
+            return s != SX_OK ? s : sx_error(SX_E_STATE, "sx_optim_update: a node failed");
         }
     for (int i = 0; i < k; i++)
         updates[i] = out[i];
