@@ -959,14 +959,19 @@ static sx_status every_layer(sx_nn_net *net)
     return sx_nn_net_status(net);
 }
 
-Test(nn_misuse, an_allocation_failure_while_building_layers_is_nomem)
+Test(nn_misuse, an_allocation_failure_while_building_layers_is_nomem, .timeout = 120)
 {
     for (long k = 0;; k++) {
         sx_nn_net *net = NULL;
         tu_fail_after(k);
+        sx_nn_model *m = NULL;
         sx_status s = sx_nn_net_new("oom", SX_F32, 1, &net);
         if (s == SX_OK)
             s = every_layer(net);
+        /* and building the layers' graph nodes: dropout masks, batch-norm updates */
+        if (s == SX_OK)
+            s = sx_nn_compile_train(net, NULL, 2, &m);
+        sx_nn_model_free(m);
         sx_nn_net_free(net);
         long live = tu_live_allocs();
         tu_fail_reset();
