@@ -235,11 +235,11 @@ typedef struct sx_nn_compile_report {
 
 /* The training graph of `net` for batches of `batch` examples: forward pass, loss, backward
  * pass, and the update of every parameter and optimiser state, optimised and planned once. The
- * model borrows the network: free the model before the network; no layer can be added while it
- * lives. Errors (*out NULL): SX_E_ARG (NULL net or out, batch < 1), the network's own error,
- * SX_E_STATE (no input layer, or a training model with another optimiser kind is alive over
- * the network: they would share its optimiser state), SX_E_SHAPE (the output is not (batch,
- * classes), or batch times a layer's size has too many elements), SX_E_NOMEM. */
+ * model borrows the network (sx_nn_net_free leaves the network to its last model); no layer
+ * can be added while it lives. Errors (*out NULL): SX_E_ARG (NULL net or out, batch < 1), the
+ * network's own error, SX_E_STATE (no input layer, or a training model with another optimiser kind
+ * is alive over the network: they would share its optimiser state), SX_E_SHAPE (the output is not
+ * (batch, classes), or batch times a layer's size has too many elements), SX_E_NOMEM. */
 sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch,
                               sx_nn_model **out) SX_NODISCARD;
 /* The inference graph: forward pass only, dropout off, batch norm with running statistics;
