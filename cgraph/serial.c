@@ -58,10 +58,12 @@
  */
 #include "cgraph_impl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -596,7 +598,10 @@ static void emit_file(writer *w, const save_ctx *c)
     put_u32(w, 0);
 }
 
-/* tmp = path + ".tmp" + six random letters and digits. */
+/* tmp = path + ".tmp" + the writer's process id + "-" + six random letters and digits. The
+ * process id lets a later writer of the same path recognise the file of a writer that died
+ * mid-write (kill -9) and remove it (remove_stale_temps). */
+#define TEMP_SUFFIX_MAX 32 /* ".tmp", up to 20 digits, "-", 6 characters, NUL */
 static void temp_name(char *tmp, size_t path_len)
 {
     static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -608,10 +613,45 @@ static void temp_name(char *tmp, size_t path_len)
                     (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ULL);
     sx_rng r;
     sx_rng_seed(&r, seed);
-    memcpy(tmp + path_len, ".tmp", 4);
+    int k = snprintf(tmp + path_len, TEMP_SUFFIX_MAX, ".tmp%ld-", (long)getpid());
     for (int i = 0; i < 6; i++)
-        tmp[path_len + 4 + i] = chars[sx_rng_below(&r, sizeof chars - 1)];
-    tmp[path_len + 10] = '\0';
+        tmp[path_len + (size_t)k + (size_t)i] = chars[sx_rng_below(&r, sizeof chars - 1)];
+    tmp[path_len + (size_t)k + 6] = '\0';
+}
+
+/* Remove the temporary files that writers of `path` left when they died: the names
+ * "<name>.tmp<pid>-XXXXXX" next to it whose process no longer runs (kill(pid, 0) fails with
+ * ESRCH). This process's own are kept (another thread may be writing), and so are those of a
+ * live process, even an unrelated one that reuses the id. Best effort: nothing is reported. */
+static void remove_stale_temps(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/'), *base = slash != NULL ? slash + 1 : path;
+    size_t dlen = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    if (dlen >= sizeof dir)
+        return;
+    memcpy(dir, slash != NULL ? path : ".", dlen);
+    dir[dlen] = '\0';
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    size_t blen = strlen(base);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp", 4) != 0 || n[blen + 4] < '0' ||
+            n[blen + 4] > '9')
+            continue;
+        char *end = NULL;
+        errno = 0;
+        long pid = strtol(n + blen + 4, &end, 10);
+        if (errno != 0 || pid <= 0 || pid > INT_MAX || *end != '-' || strlen(end + 1) != 6 ||
+            pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        (void)unlinkat(dirfd(d), n, 0);
+    }
+    closedir(d);
 }
 
 /* Make the rename durable: sync the folder that holds the file (best effort: some file
@@ -635,7 +675,7 @@ static sx_status write_atomic(const char *path, const save_ctx *c)
 {
     const char *who = "sx_cg_save";
     size_t len = strlen(path);
-    char *tmp = sx_alloc(len + 11);
+    char *tmp = sx_alloc(len + TEMP_SUFFIX_MAX);
     unsigned char *buf = sx_alloc(WBUF_BYTES);
     if (tmp == NULL || buf == NULL) {
         sx_free(tmp);
@@ -643,6 +683,7 @@ static sx_status write_atomic(const char *path, const save_ctx *c)
         return SX_E_NOMEM;
     }
     memcpy(tmp, path, len);
+    remove_stale_temps(path);
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         temp_name(tmp, len);

@@ -503,9 +503,11 @@ sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path) SX_NODISCARD;
  * refused as corrupt). */
 typedef struct sx_cg_file sx_cg_file;
 
-/* Write a file at `path` atomically: the bytes go to a new file next to it (path.tmpXXXXXX),
- * which is flushed, synced and renamed over `path`; on any failure `path` is left as it was and
- * the temporary file is removed.
+/* Write a file at `path` atomically: the bytes go to a new file next to it
+ * (path.tmp<pid>-XXXXXX, <pid> the writer's process id), which is flushed, synced and renamed
+ * over `path`; on any failure `path` is left as it was and the temporary file is removed. A
+ * writer killed mid-write (kill -9) leaves its temporary file behind: the next save to the same
+ * path removes those of processes that no longer run.
  * Graph: the nodes that outs[0..n_out) need, inputs before their readers, with the graph's
  * random generators in their current states; outs[i] is stored under out_names[i]. Constants
  * and parameters are stored with their current values; inputs with their dtype and shape only

@@ -11,7 +11,7 @@
  *   sx_last_error(), that names the file and the problem:
  *   "data/mnist/t10k-labels-idx1-ubyte.gz: 9999 labels but 10000 images".
  * - Constructors write their result through an out-parameter: NULL on failure, and nothing is
- *   leaked. Destructors accept NULL.
+ *   leaked. Destructors accept NULL, and so do accessors (each says what it returns for NULL).
  * - Memory comes from the allocator hook of sx_tensor.h (sx_alloc). Exception: zlib allocates
  *   its own few hundred KB of stream buffers with malloc while a file is open (the gzip-in-memory
  *   parser, sx_ds_idx_parse, routes zlib through the hook too). Blocks of 4 MB or more get a

@@ -119,7 +119,7 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
             return x;
         sx_cg_node *m =
             sx_cg_dropout_mask(g, b->rng_id, l->rate, sx_cg_node_rank(x), sx_cg_node_shape(x));
-        if (m == NULL || push(&b->masks, &b->n_masks, &b->cap_masks, m) != SX_OK)
+        if (m == NULL || (b->err = push(&b->masks, &b->n_masks, &b->cap_masks, m)) != SX_OK)
             return NULL;
         return sx_cg_mul(g, x, m);
     }
@@ -163,8 +163,8 @@ static sx_cg_node *layer_forward(sx_nn_net *net, nn_build *b, int li, sx_cg_node
                 sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, l->momentum), rv),
                           sx_cg_mul(g, sx_cg_scalar_like(g, x, (1 - l->momentum) * unbias), var)));
             if (um == NULL || uv == NULL ||
-                push(&b->updates, &b->n_updates, &b->cap_updates, um) != SX_OK ||
-                push(&b->updates, &b->n_updates, &b->cap_updates, uv) != SX_OK)
+                (b->err = push(&b->updates, &b->n_updates, &b->cap_updates, um)) != SX_OK ||
+                (b->err = push(&b->updates, &b->n_updates, &b->cap_updates, uv)) != SX_OK)
                 return NULL;
         } else {
             mean = rm;
@@ -222,8 +222,6 @@ static int layer_index(const sx_nn_net *net, const sx_nn_layer *l)
 sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **out,
                      sx_cg_node **logits)
 {
-    if (net->status != SX_OK)
-        return sx_error(net->status, "the network has an error: fix its first failing layer");
     if (nn_input_layer(net) == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
     int n = net->n_layers;
@@ -255,6 +253,8 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
         vals[i] = layer_forward(net, b, i, in, &pre);
         if (vals[i] == NULL) {
             s = sx_cg_graph_status(b->g);
+            if (s == SX_OK)
+                s = b->err;
             if (s == SX_OK)
                 s = sx_error(SX_E_STATE, "%s: the layer could not be built", l->name);
         }

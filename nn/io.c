@@ -5,6 +5,8 @@
 #include "nn_impl.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +51,38 @@ static void named_free(named *t)
     sx_free(t->buf);
 }
 
-sx_status nn_checkpoint_save(sx_nn_net *net, const char *path)
+/* Checkpoint versions: 1 had no "checkpoint_version", "batch" or "optim.*" entries (and wrote
+ * "none" for SGD); 2 records the run's batch size and optimiser with its hyper-parameters. */
+#define CHECKPOINT_VERSION 2
+
+/* The optimiser hyper-parameters a checkpoint records, and which kinds use each (lr: all). */
+static const struct {
+    const char *key;
+    size_t offset;
+    unsigned kinds; /* bit k: used by kind k */
+} hyper[] = {
+    {"optim.lr", offsetof(sx_optim_params, lr), ~0u},
+    {"optim.momentum", offsetof(sx_optim_params, momentum),
+     1u << SX_OPTIM_MOMENTUM | 1u << SX_OPTIM_NESTEROV},
+    {"optim.rho", offsetof(sx_optim_params, rho), 1u << SX_OPTIM_RMSPROP},
+    {"optim.beta1", offsetof(sx_optim_params, beta1), 1u << SX_OPTIM_ADAM},
+    {"optim.beta2", offsetof(sx_optim_params, beta2), 1u << SX_OPTIM_ADAM},
+    {"optim.eps", offsetof(sx_optim_params, eps),
+     1u << SX_OPTIM_ADAGRAD | 1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_ADAM},
+};
+#define N_HYPER (sizeof hyper / sizeof hyper[0])
+
+static double hyper_get(const sx_optim_params *o, int i)
+{
+    double v;
+    memcpy(&v, (const char *)o + hyper[i].offset, sizeof v);
+    return v;
+}
+
+sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *tp, const char *path)
 {
     named t = {0};
     sx_status s = SX_OK;
-    sx_optim_kind kind = SX_OPTIM_COUNT;
     for (int i = 0; s == SX_OK && i < net->n_layers; i++) {
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
             nn_param *p = &net->layers[i]->params[k];
@@ -65,7 +94,6 @@ sx_status nn_checkpoint_save(sx_nn_net *net, const char *path)
                 snprintf(name, sizeof name, "%s.%s", p->name,
                          sx_optim_state_name(p->state_kind, j));
                 s = named_add(&t, name, p->state[j]);
-                kind = p->state_kind;
             }
         }
     }
@@ -78,12 +106,23 @@ sx_status nn_checkpoint_save(sx_nn_net *net, const char *path)
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              net->dropout_rng.s[0], net->dropout_rng.s[1], net->dropout_rng.s[2],
              net->dropout_rng.s[3]);
-    const char *opt = kind == SX_OPTIM_COUNT ? "none" : sx_optim_name(kind);
-    const char *keys[7] = {"strix.kind", "network",     "step",     "epoch",
-                           "epoch_step", "dropout_rng", "optimiser"};
-    const char *vals[7] = {"checkpoint", net->name, step, epoch, epoch_step, rng, opt};
+    char version[16], batch[32], hv[N_HYPER][40];
+    snprintf(version, sizeof version, "%d", CHECKPOINT_VERSION);
+    snprintf(batch, sizeof batch, "%d", tp->batch);
+    const char *keys[10 + N_HYPER] = {"strix.kind", "checkpoint_version", "network",     "step",
+                                      "epoch",      "epoch_step",         "dropout_rng", "batch",
+                                      "optimiser"};
+    const char *vals[10 + N_HYPER] = {"checkpoint", version, net->name,
+                                      step,         epoch,   epoch_step,
+                                      rng,          batch,   sx_optim_name(tp->optim.kind)};
+    int nk = 9;
+    for (int i = 0; i < (int)N_HYPER; i++) {
+        snprintf(hv[i], sizeof hv[i], "%.17g", hyper_get(&tp->optim, i));
+        keys[nk] = hyper[i].key;
+        vals[nk++] = hv[i];
+    }
     if (s == SX_OK)
-        s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, 7, keys, vals, path);
+        s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, nk, keys, vals, path);
     named_free(&t);
     return s;
 }
@@ -112,13 +151,84 @@ static sx_status parse_i64(const char *path, const char *key, const char *v, int
     return SX_OK;
 }
 
-sx_status nn_checkpoint_load(sx_nn_net *net, const char *path)
+/* The checkpoint's run against this one (tp): the same optimiser with the same hyper-parameters
+ * (the learning rate may change: noted when verbose), and mid-epoch the same batch size (the
+ * steps done are counted in batches). *kind: the optimiser whose state the file holds
+ * (SX_OPTIM_COUNT: none). */
+static sx_status check_run(const char *path, const sx_cg_file *f, const sx_nn_train_params *tp,
+                           int64_t epoch_step, sx_optim_kind *kind)
+{
+    const char *ver = sx_cg_file_meta(f, "checkpoint_version");
+    int64_t version = 1;
+    if (ver != NULL)
+        SX_TRY(parse_i64(path, "checkpoint_version", ver, &version));
+    if (version < 1 || version > CHECKPOINT_VERSION)
+        return sx_error(SX_E_FORMAT, "%s: checkpoint version %lld (this strix reads 1 to %d)", path,
+                        (long long)version, CHECKPOINT_VERSION);
+    const char *opt = sx_cg_file_meta(f, "optimiser");
+    *kind = SX_OPTIM_COUNT;
+    if (opt != NULL && strcmp(opt, "none") != 0 && sx_optim_parse(opt, kind) != SX_OK)
+        return sx_error(SX_E_FORMAT, "%s: unknown optimiser '%s'", path, opt);
+    if (version >= 2 && *kind == SX_OPTIM_COUNT)
+        return sx_error(SX_E_FORMAT, "%s: bad or missing 'optimiser'", path);
+    /* version 1 wrote "none" for SGD (no state) and for a run without parameters */
+    if (*kind != SX_OPTIM_COUNT && *kind != tp->optim.kind)
+        return sx_error(SX_E_STATE,
+                        "%s: the checkpoint is of a run with optimiser %s, this run uses %s: "
+                        "resume with %s, or remove the checkpoint to start over",
+                        path, sx_optim_name(*kind), sx_optim_name(tp->optim.kind),
+                        sx_optim_name(*kind));
+    for (int i = 0; version >= 2 && i < (int)N_HYPER; i++) {
+        if (!(hyper[i].kinds >> tp->optim.kind & 1u))
+            continue;
+        const char *v = sx_cg_file_meta(f, hyper[i].key);
+        char *end = NULL;
+        double saved = v ? strtod(v, &end) : 0, now = hyper_get(&tp->optim, i);
+        if (v == NULL || end == v || *end != '\0' || !isfinite(saved))
+            return sx_error(SX_E_FORMAT, "%s: bad or missing '%s'", path, hyper[i].key);
+        if (saved == now)
+            continue;
+        const char *name = hyper[i].key + strlen("optim.");
+        if (strcmp(name, "lr") == 0) {
+            if (tp->verbose > 0)
+                fprintf(stderr,
+                        "%s: resuming with learning rate %.9g (the checkpoint's run had "
+                        "%.9g)\n",
+                        path, now, saved);
+            continue;
+        }
+        return sx_error(SX_E_STATE,
+                        "%s: the checkpoint's run has %s %s %.17g, this run %.17g: resume with "
+                        "the same hyper-parameters (the optimiser's state depends on them)",
+                        path, sx_optim_name(tp->optim.kind), name, saved, now);
+    }
+    if (epoch_step > 0) {
+        const char *b = sx_cg_file_meta(f, "batch");
+        int64_t batch = 0;
+        if (version < 2)
+            return sx_error(SX_E_STATE,
+                            "%s: a version-1 checkpoint, %lld steps into an epoch, does not record "
+                            "its batch size: the images done cannot be counted; resume from a "
+                            "checkpoint at an epoch's end",
+                            path, (long long)epoch_step);
+        SX_TRY(parse_i64(path, "batch", b, &batch));
+        if (batch != tp->batch)
+            return sx_error(SX_E_STATE,
+                            "%s: the checkpoint stopped %lld steps into an epoch with batch %lld, "
+                            "this run has batch %d: resume with batch %lld (or from a checkpoint "
+                            "at an epoch's end)",
+                            path, (long long)epoch_step, (long long)batch, tp->batch,
+                            (long long)batch);
+    }
+    return SX_OK;
+}
+
+sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const char *path)
 {
     sx_cg_file *f = NULL;
     SX_TRY(sx_cg_file_read(path, &f));
     sx_status s = SX_OK;
     const char *kind = sx_cg_file_meta(f, "strix.kind");
-    const char *opt = sx_cg_file_meta(f, "optimiser");
     if (kind == NULL || strcmp(kind, "checkpoint") != 0)
         s = sx_error(SX_E_FORMAT, "%s: not a strix checkpoint", path);
     int64_t step = 0, epoch = 0, epoch_step = 0;
@@ -145,8 +255,8 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const char *path)
             s = sx_error(SX_E_FORMAT, "%s: bad 'dropout_rng'", path);
     }
     sx_optim_kind ok = SX_OPTIM_COUNT;
-    if (s == SX_OK && opt != NULL && strcmp(opt, "none") != 0)
-        s = sx_optim_parse(opt, &ok);
+    if (s == SX_OK)
+        s = check_run(path, f, tp, epoch_step, &ok);
     /* check every tensor (weights and optimiser states) before changing anything */
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
@@ -310,9 +420,10 @@ void sx_nn_loaded_free(sx_nn_loaded *m)
 
 sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
 {
+    if (out != NULL)
+        *out = NULL;
     if (out == NULL || path == NULL)
         return sx_error(SX_E_ARG, "sx_nn_load: NULL argument");
-    *out = NULL;
     if (batch < 1)
         return sx_error(SX_E_ARG, "sx_nn_load: batch %lld (want >= 1)", (long long)batch);
     sx_nn_loaded *m = sx_calloc(1, sizeof *m);
@@ -355,27 +466,27 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
 
 int sx_nn_loaded_input_rank(const sx_nn_loaded *m)
 {
-    return m->rank;
+    return m != NULL ? m->rank : 0;
 }
 
 const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m)
 {
-    return m->shape;
+    return m != NULL ? m->shape : NULL;
 }
 
 int64_t sx_nn_loaded_classes(const sx_nn_loaded *m)
 {
-    return m->classes;
+    return m != NULL ? m->classes : 0;
 }
 
 double sx_nn_loaded_input_scale(const sx_nn_loaded *m)
 {
-    return m->input_scale;
+    return m != NULL ? m->input_scale : 0;
 }
 
 sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m)
 {
-    return m->dtype;
+    return m != NULL ? m->dtype : (sx_dtype)-1;
 }
 
 sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out)
@@ -387,14 +498,21 @@ sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *o
     if (n < 1 || n > m->batch)
         return sx_error(SX_E_SHAPE, "%s: %lld examples (want 1..%lld)", who, (long long)n,
                         (long long)m->batch);
+    /* out must be (n, classes) of the model's dtype exactly, checked before running */
+    int64_t want[2] = {n, m->classes};
+    if (out->dtype != m->dtype)
+        return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
+                        sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
+    if (!sx_shape_equal(out->rank, out->shape, 2, want)) {
+        char a[160], b[64];
+        return sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
+                        sx_shape_str(out->rank, out->shape, a, sizeof a),
+                        sx_shape_str(2, want, b, sizeof b));
+    }
     int slot = 0;
     SX_TRY(loaded_graph(m, n, &slot));
     sx_cg_graph *g = m->graphs[slot].g;
     SX_TRY(sx_cg_input_set(g, m->graphs[slot].x, x, SX_CG_BORROW));
     SX_TRY(sx_cg_eval(g, 1, &m->graphs[slot].y));
-    const sx_tensor *y = sx_cg_value(m->graphs[slot].y);
-    if (out->size != y->size || out->dtype != y->dtype)
-        return sx_error(SX_E_SHAPE, "%s: out has %lld elements, the result %lld", who,
-                        (long long)out->size, (long long)y->size);
-    return sx_tensor_copy_out(y, out);
+    return sx_tensor_copy_out(sx_cg_value(m->graphs[slot].y), out);
 }

@@ -19,9 +19,11 @@ struct sx_nn_model {
     sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
     sx_cg_node **outs;
     int n_outs;
+    int n_layers; /* the network's layers when the model was made (b.param_nodes has as many) */
     sx_nn_compile_report report;
     sx_nn_model *smaller[4]; /* inference graphs for smaller batches, made on demand */
     void *lend;              /* arena lent by another model (nn_compile_infer_lent), or NULL */
+    bool sibling;            /* one of another model's smaller graphs */
     size_t lend_bytes;
 };
 
@@ -102,22 +104,31 @@ void sx_nn_model_free(sx_nn_model *m)
 {
     if (m == NULL)
         return;
+    sx_nn_net *net = m->net;
+    bool train = m->train;
     for (int i = 0; i < 4; i++)
         sx_nn_model_free(m->smaller[i]);
     nn_build_free(&m->b);
     sx_cg_graph_free(m->g);
     sx_free(m->outs);
     sx_free(m);
+    net->n_models--;
+    if (train)
+        net->n_train_models--;
+    if (net->orphan && net->n_models == 0) /* sx_nn_net_free came first */
+        sx_nn_net_free(net);
 }
 
 sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m)
 {
-    return m->report;
+    sx_nn_compile_report zero;
+    memset(&zero, 0, sizeof zero);
+    return m != NULL ? m->report : zero;
 }
 
 sx_cg_graph *sx_nn_model_graph(sx_nn_model *m)
 {
-    return m->g;
+    return m != NULL ? m->g : NULL;
 }
 
 /* The optimiser state tensors of a parameter, made (zero) when missing or of another kind. */
@@ -162,7 +173,9 @@ static sx_status clip(sx_cg_graph *g, const sx_nn_train_params *p, sx_dtype dt, 
         sx_cg_node *sq = NULL;
         for (int i = 0; i < n; i++) {
             sx_cg_node *t = sx_cg_sum(g, sx_cg_sqr(g, grads[i]), SX_AXES_ALL, false);
-            sq = sq == NULL ? t : sx_cg_add(g, sq, t);
+            sq = sq == NULL || t == NULL ? t : sx_cg_add(g, sq, t);
+            if (sq == NULL) /* stop: the next term would start the sum again without these */
+                return graph_status(g);
         }
         sx_cg_node *c = sx_cg_scalar_of(g, dt, p->clip_norm);
         sx_cg_node *scale = sx_cg_div(g, c, sx_cg_max(g, sx_cg_sqrt(g, sq), c));
@@ -334,7 +347,9 @@ static sx_status build(sx_nn_model *m, const feed *f)
     *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
 
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (net->status != SX_OK)
+    /* a smaller graph of a model compiled before the network's error (a layer refused since)
+     * is built from the same, valid layers */
+    if (net->status != SX_OK && !m->sibling)
         return sx_error(net->status, "network %s has an error: fix its first failing layer",
                         net->name);
     if (in == NULL || last == NULL)
@@ -387,23 +402,55 @@ static sx_status compile(sx_nn_model *m)
     return SX_OK;
 }
 
-static sx_status model_new(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch, bool train,
-                           sx_nn_model **out)
+sx_status nn_check_train_kind(const sx_nn_net *net, sx_optim_kind kind, const char *who)
+{
+    if (net->n_train_models > 0 && net->train_kind != kind)
+        return sx_error(SX_E_STATE,
+                        "%s: a training model with optimiser %s is alive over network %s: free it "
+                        "before training with %s (the two would share the parameters' optimiser "
+                        "state)",
+                        who, sx_optim_name(net->train_kind), net->name, sx_optim_name(kind));
+    return SX_OK;
+}
+
+/* A new model over net (counted in the network, which refuses new layers while it lives). */
+static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_params *p,
+                           int64_t batch, bool train, sx_nn_model **out)
 {
     if (out == NULL)
-        return sx_error(SX_E_ARG, "sx_nn_compile: out is NULL");
+        return sx_error(SX_E_ARG, "%s: out is NULL", who);
     *out = NULL;
     if (net == NULL)
-        return sx_error(SX_E_ARG, "sx_nn_compile: net is NULL");
+        return sx_error(SX_E_ARG, "%s: net is NULL", who);
     if (batch < 1)
-        return sx_error(SX_E_ARG, "sx_nn_compile: batch %lld (want >= 1)", (long long)batch);
+        return sx_error(SX_E_ARG, "%s: batch %lld (want >= 1)", who, (long long)batch);
+    /* every layer's value with the batch axis must fit */
+    for (int i = 0; i < net->n_layers; i++) {
+        const sx_nn_layer *l = net->layers[i];
+        int64_t n = sx_shape_size(l->rank, l->shape);
+        if (n > INT64_MAX / 8 / batch) {
+            char a[160];
+            return sx_error(
+                SX_E_SHAPE, "%s: a batch of %lld examples of layer %s's %s has too many elements",
+                who, (long long)batch, l->name, sx_shape_str(l->rank, l->shape, a, sizeof a));
+        }
+    }
+    sx_nn_train_params params = p ? *p : sx_nn_train_params_default();
+    if (train)
+        SX_TRY(nn_check_train_kind(net, params.optim.kind, who));
     sx_nn_model *m = sx_calloc(1, sizeof *m);
     if (m == NULL)
         return SX_E_NOMEM;
     m->net = net;
     m->train = train;
     m->batch = batch;
-    m->params = p ? *p : sx_nn_train_params_default();
+    m->params = params;
+    m->n_layers = net->n_layers;
+    net->n_models++;
+    if (train) {
+        net->n_train_models++;
+        net->train_kind = params.optim.kind;
+    }
     *out = m;
     return SX_OK;
 }
@@ -411,7 +458,7 @@ static sx_status model_new(sx_nn_net *net, const sx_nn_train_params *p, int64_t 
 sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch,
                               sx_nn_model **out)
 {
-    SX_TRY(model_new(net, p, batch, true, out));
+    SX_TRY(model_new("sx_nn_compile_train", net, p, batch, true, out));
     sx_nn_model *m = *out;
     double t0 = now();
     sx_status s = build(m, NULL);
@@ -427,11 +474,12 @@ sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64
 }
 
 /* The inference graph, planned in `lend` when it fits there (else in an arena of its own). */
-static sx_status compile_infer(sx_nn_net *net, int64_t batch, void *lend, size_t lend_bytes,
-                               sx_nn_model **out)
+static sx_status compile_infer(const char *who, sx_nn_net *net, int64_t batch, void *lend,
+                               size_t lend_bytes, bool sibling, sx_nn_model **out)
 {
-    SX_TRY(model_new(net, NULL, batch, false, out));
+    SX_TRY(model_new(who, net, NULL, batch, false, out));
     sx_nn_model *m = *out;
+    m->sibling = sibling;
     m->lend = lend;
     m->lend_bytes = lend_bytes;
     double t0 = now();
@@ -449,7 +497,7 @@ static sx_status compile_infer(sx_nn_net *net, int64_t batch, void *lend, size_t
 
 sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out)
 {
-    return compile_infer(net, batch, NULL, 0, out);
+    return compile_infer("sx_nn_compile_infer", net, batch, NULL, 0, false, out);
 }
 
 sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model *lender,
@@ -457,7 +505,7 @@ sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model
 {
     size_t bytes = 0;
     void *lend = lender != NULL ? sx_cg_arena(lender->g, &bytes) : NULL;
-    return compile_infer(net, batch, lend, bytes, out);
+    return compile_infer("sx_nn_compile_infer", net, batch, lend, bytes, false, out);
 }
 
 static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
@@ -487,7 +535,7 @@ static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_ten
  * checkpoint was loaded): what depends on them is recomputed. */
 static sx_status invalidate_params(sx_nn_model *m)
 {
-    int n = m->net->n_layers * NN_MAX_PARAMS;
+    int n = m->n_layers * NN_MAX_PARAMS;
     for (int i = 0; m->b.param_nodes != NULL && i < n; i++)
         if (m->b.param_nodes[i] != NULL)
             SX_TRY(sx_cg_invalidate(m->g, m->b.param_nodes[i]));
@@ -531,7 +579,7 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
                         const sx_tensor *y, double lr, int64_t step, double *loss, int64_t *correct)
 {
     sx_nn_model *m = NULL;
-    SX_TRY(model_new(net, p, x->shape[0], true, &m));
+    SX_TRY(model_new("sx_nn_train (eager step)", net, p, x->shape[0], true, &m));
     feed f = {x, y, lr, step};
     sx_status s = build(m, &f);
     if (s == SX_OK) {
@@ -569,7 +617,10 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
             sx_nn_model_free(m->smaller[slot]);
             m->smaller[slot] = NULL;
             /* in m's arena: the two never run at the same time */
-            SX_TRY(nn_compile_infer_lent(m->net, n, m, &m->smaller[slot]));
+            size_t bytes = 0;
+            void *lend = sx_cg_arena(m->g, &bytes);
+            SX_TRY(compile_infer("sx_nn_model_predict", m->net, n, lend, bytes, true,
+                                 &m->smaller[slot]));
         }
         return sx_nn_model_predict(m->smaller[slot], x, out);
     }

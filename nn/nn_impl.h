@@ -78,6 +78,10 @@ struct sx_nn_net {
     int64_t step;       /* training steps done (1-based step of the next one is step + 1) */
     int64_t epoch;      /* epochs done */
     int64_t epoch_step; /* steps done in the current epoch (a checkpoint may fall mid-epoch) */
+    int n_models;       /* compiled models alive: they borrow the layers, so none may be added */
+    int n_train_models; /* training models alive among them, all with optimiser train_kind */
+    sx_optim_kind train_kind; /* (they share the parameters' optimiser state) */
+    bool orphan;              /* sx_nn_net_free was called: the last model frees the network */
 };
 
 /* Graph building (forward.c). */
@@ -92,6 +96,7 @@ typedef struct nn_build {
     int n_updates, cap_updates;
     sx_cg_node *
         *param_nodes; /* the graph node of each (layer, param): [layer * NN_MAX_PARAMS + i] */
+    sx_status err;    /* a failure the graph does not record (an allocation of these arrays) */
 } nn_build;
 
 /* Build the forward graph from input node x (batch, input shape). *out: the network's output;
@@ -117,9 +122,16 @@ sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model
 sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
                       const sx_nn_model *lender, double *accuracy);
 
-/* Checkpoints (io.c): weights, optimiser state, step, epoch and the dropout generator. */
-sx_status nn_checkpoint_save(sx_nn_net *net, const char *path);
-sx_status nn_checkpoint_load(sx_nn_net *net, const char *path);
+/* SX_OK when a training model with optimiser `kind` may be made over net: no training model
+ * with another optimiser is alive (it would lose the state it borrows). */
+sx_status nn_check_train_kind(const sx_nn_net *net, sx_optim_kind kind, const char *who);
+
+/* Checkpoints (io.c): weights, optimiser state, step, epoch, the dropout generator, and the
+ * run's batch size and optimiser (kind and hyper-parameters) from p. Loading refuses a
+ * checkpoint of another optimiser or, mid-epoch, of another batch size, before changing
+ * anything; `verbose` > 0 notes a changed learning rate on stderr. */
+sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
+sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 
 sx_nn_layer *nn_input_layer(const sx_nn_net *net);
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);

@@ -14,10 +14,33 @@
  *     if (sx_nn_net_status(net) != SX_OK) ... // one check for the whole list
  *
  * Layers take the batch axis implicitly: shapes given and reported exclude it; images are NHWC.
- * Layer constructors return NULL on error (message in sx_last_error(), the net remembers its
- * first error, a NULL input propagates), like cgraph's node constructors. The network owns its
- * layers, weights, optimiser state and running statistics; every compiled graph borrows them,
- * so training, inference and checkpoints always see one set of weights.
+ * Layer constructors return NULL on error (message in sx_last_error(), naming the function, the
+ * layer and the numbers; the net remembers its first error, a NULL input propagates), like
+ * cgraph's node constructors. The network owns its layers, weights, optimiser state and running
+ * statistics; every compiled graph borrows them, so training, inference and checkpoints always
+ * see one set of weights.
+ *
+ * Sizes. Every shape a layer computes from the numbers it is given (its output, its weights)
+ * must have dims >= 1 and an element count whose bytes fit in int64, as sx_shape_check asks;
+ * otherwise the constructor fails with SX_E_SHAPE (e.g. sx_nn_padding2d or sx_nn_upsampling2d
+ * by 2e9, a conv kernel or a dense weight too large). Compiling checks the same with the batch
+ * axis. A shape that fits may still be too large for memory: then compiling fails with
+ * SX_E_NOMEM.
+ *
+ * Networks and compiled models. A compiled model (sx_nn_compile_train, sx_nn_compile_infer, and
+ * those sx_nn_train and sx_nn_evaluate make for themselves) borrows the network's layers: while
+ * one is alive, no layer can be added. The constructor then fails with SX_E_STATE, recorded in
+ * the network like any layer error (the living models keep working, smaller batches included);
+ * free the models first, then build the whole network, then compile. Training models made over
+ * one network at the same time share its optimiser state, so they must use one optimiser kind.
+ *
+ * NULL handles. Destructors and accessors (the functions that return a property instead of a
+ * status) accept NULL and then return a neutral value: "" for a name, NULL for a shape or a
+ * graph, 0 for a rank, a count or an input scale, a zeroed report, (sx_dtype)-1 (not a dtype)
+ * for a dtype, SX_E_ARG for sx_nn_net_status; setters do nothing. Every function returning a
+ * status returns SX_E_ARG for a NULL handle or out-parameter (the out-parameter NULL when one is
+ * given), and layer constructors return NULL. Training parameters `p` may be NULL (the
+ * defaults), and so may the outputs a function writes "when not NULL".
  *
  * The neural compiler (sx_nn_compile) traces forward pass, loss, backward pass and the update
  * of every parameter into ONE static graph, optimises it (the whole optimiser update fused into
@@ -82,7 +105,10 @@ typedef struct sx_nn_init {
  * `seed`, so the same seed gives the same network and the same training run. */
 sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed,
                         sx_nn_net **out) SX_NODISCARD;
-void sx_nn_net_free(sx_nn_net *net); /* NULL is fine; compiled models must be freed first */
+/* NULL is fine. With compiled models alive, the network lives on for them (they keep working)
+ * and is freed with the last one. */
+void sx_nn_net_free(sx_nn_net *net);
+/* SX_OK, or the first error of a layer constructor (SX_E_ARG for NULL). */
 sx_status sx_nn_net_status(const sx_nn_net *net);
 const char *sx_nn_net_name(const sx_nn_net *net);
 /* The initialiser used by the weight layers added from now on (default: SX_INIT_DEFAULT). */
@@ -209,11 +235,15 @@ typedef struct sx_nn_compile_report {
 
 /* The training graph of `net` for batches of `batch` examples: forward pass, loss, backward
  * pass, and the update of every parameter and optimiser state, optimised and planned once. The
- * model borrows the network: free the model before the network. */
+ * model borrows the network (sx_nn_net_free leaves the network to its last model); no layer
+ * can be added while it lives. Errors (*out NULL): SX_E_ARG (NULL net or out, batch < 1), the
+ * network's own error, SX_E_STATE (no input layer, or a training model with another optimiser kind
+ * is alive over the network: they would share its optimiser state), SX_E_SHAPE (the output is not
+ * (batch, classes), or batch times a layer's size has too many elements), SX_E_NOMEM. */
 sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch,
                               sx_nn_model **out) SX_NODISCARD;
 /* The inference graph: forward pass only, dropout off, batch norm with running statistics;
- * runs any batch of up to `batch` examples. */
+ * runs any batch of up to `batch` examples. Errors as sx_nn_compile_train's. */
 sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out) SX_NODISCARD;
 void sx_nn_model_free(sx_nn_model *m);
 sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m);
@@ -240,7 +270,18 @@ typedef struct sx_nn_train_report {
 /* Train on (train_x u8 images, labels) for p->epochs; evaluate on the test set after each
  * epoch when it is not NULL. Stops cleanly (writing a checkpoint when a path is set) on SIGINT
  * and returns SX_E_INTERRUPTED. Resumes from p->checkpoint_path when that file exists and
- * matches the network. */
+ * matches the network.
+ * A checkpoint (version 2) holds the weights, optimiser state, step counters and dropout
+ * generator, and the run's batch size and optimiser with its hyper-parameters. Resuming checks
+ * them before changing anything: another optimiser kind, or other hyper-parameters that its
+ * state depends on (momentum, rho, beta1, beta2, eps), is SX_E_STATE naming both; the learning
+ * rate may change (noted on stderr when verbose). A checkpoint written mid-epoch resumes only
+ * with its own batch size (the steps done are counted in batches): another one is SX_E_STATE
+ * naming both (a checkpoint at an epoch's end resumes with any). Version-1 checkpoints (no
+ * batch or hyper-parameters recorded) load at an epoch's end and are refused mid-epoch.
+ * Errors also: SX_E_ARG (NULL net or train, a bad parameter), SX_E_SHAPE (the data does not
+ * fit the network), SX_E_FORMAT (a checkpoint of another network, or damaged), SX_E_IO, and
+ * those of sx_nn_compile_train. */
 /* p->epochs counts the network's epochs, not this call's: a network already trained (or resumed)
  * for e epochs trains epochs e+1..p->epochs, and nothing when e >= p->epochs. */
 sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *p, const sx_ds_images *train,
@@ -265,7 +306,9 @@ int64_t sx_nn_loaded_classes(const sx_nn_loaded *m);
 double sx_nn_loaded_input_scale(const sx_nn_loaded *m);
 /* The dtype of the model's inputs and outputs (that of the saved network). */
 sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m);
-/* Outputs (n, classes) for x (n, input shape), n <= the batch given to sx_nn_load. */
+/* Outputs (n, classes) for x (n, input shape), n <= the batch given to sx_nn_load. `out` must
+ * be (n, classes) of the model's dtype: another shape, even of as many elements, is SX_E_SHAPE
+ * naming both shapes, another dtype SX_E_DTYPE (out unchanged). */
 sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
 
 #ifdef __cplusplus

@@ -52,10 +52,19 @@ static sx_status check_params(const sx_nn_train_params *p)
     const char *who = "sx_nn_train";
     if (p->epochs < 1 || p->batch < 1)
         return sx_error(SX_E_ARG, "%s: epochs %d, batch %d (want >= 1)", who, p->epochs, p->batch);
+    if ((unsigned)p->optim.kind >= SX_OPTIM_COUNT)
+        return sx_error(SX_E_ARG, "%s: unknown optimiser %d", who, (int)p->optim.kind);
     if (!(p->optim.lr > 0) || !isfinite(p->optim.lr))
         return sx_error(SX_E_ARG, "%s: learning rate %g (want > 0)", who, p->optim.lr);
-    if (p->l1 < 0 || p->l2 < 0 || p->clip_value < 0 || p->clip_norm < 0)
-        return sx_error(SX_E_ARG, "%s: negative regularisation or clipping", who);
+    if (!(p->l1 >= 0) || !(p->l2 >= 0) || !(p->clip_value >= 0) || !(p->clip_norm >= 0) ||
+        !isfinite(p->l1 + p->l2 + p->clip_value + p->clip_norm))
+        return sx_error(SX_E_ARG,
+                        "%s: regularisation l1 %g, l2 %g or clipping %g, %g (want finite "
+                        ">= 0)",
+                        who, p->l1, p->l2, p->clip_value, p->clip_norm);
+    if (p->checkpoint_every < 0 || p->progress_every < 0)
+        return sx_error(SX_E_ARG, "%s: checkpoint_every %lld, progress_every %lld (want >= 0)", who,
+                        (long long)p->checkpoint_every, (long long)p->progress_every);
     if (p->schedule.kind == SX_SCHED_EXPLICIT &&
         (p->schedule.values == NULL || p->schedule.n_values < 1))
         return sx_error(SX_E_ARG, "%s: an explicit schedule needs values", who);
@@ -198,9 +207,13 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
         s = sx_tensor_new(net->dtype, 4, xs, &x);
     if (s == SX_OK)
         s = sx_tensor_new(net->dtype, 2, ys, &y);
+    /* a training model of another optimiser alive over net: refused before a checkpoint's
+     * optimiser state replaces the one it borrows */
+    if (s == SX_OK)
+        s = nn_check_train_kind(net, p.optim.kind, who);
     /* resume */
     if (s == SX_OK && p.checkpoint_path != NULL && access(p.checkpoint_path, F_OK) == 0) {
-        s = nn_checkpoint_load(net, p.checkpoint_path);
+        s = nn_checkpoint_load(net, &p, p.checkpoint_path);
         if (s == SX_OK && p.verbose > 0)
             fprintf(stderr, "resuming from %s at epoch %lld, step %lld\n", p.checkpoint_path,
                     (long long)net->epoch + 1, (long long)net->step);
@@ -271,12 +284,12 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
             if (p.checkpoint_path != NULL && p.checkpoint_every > 0 &&
                 net->step % p.checkpoint_every == 0) {
                 double c0 = now();
-                s = nn_checkpoint_save(net, p.checkpoint_path);
+                s = nn_checkpoint_save(net, &p, p.checkpoint_path);
                 t0 += now() - c0;
             }
             if (s == SX_OK && interrupted) {
                 if (p.checkpoint_path != NULL)
-                    s = nn_checkpoint_save(net, p.checkpoint_path);
+                    s = nn_checkpoint_save(net, &p, p.checkpoint_path);
                 if (s == SX_OK)
                     s = sx_error(SX_E_INTERRUPTED, "%s: interrupted at step %lld%s%s", who,
                                  (long long)net->step,
@@ -291,7 +304,7 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
         net->epoch_step = 0;
         rep.last_loss = seen > 0 ? loss_sum / (double)seen : 0;
         if (p.checkpoint_path != NULL && p.checkpoint_every == 0)
-            s = nn_checkpoint_save(net, p.checkpoint_path);
+            s = nn_checkpoint_save(net, &p, p.checkpoint_path);
         if (s == SX_OK && test != NULL) {
             /* the training graph is idle: the evaluation plans in its arena */
             s = nn_evaluate(net, test, B, model, &rep.test_accuracy);

@@ -16,6 +16,8 @@ const char *sx_optim_name(sx_optim_kind k)
 
 sx_status sx_optim_parse(const char *s, sx_optim_kind *out)
 {
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "sx_optim_parse: out is NULL");
     for (int k = 0; s != NULL && k < SX_OPTIM_COUNT; k++)
         if (strcmp(s, names[k]) == 0) {
             *out = (sx_optim_kind)k;
@@ -59,16 +61,21 @@ const char *sx_optim_state_name(sx_optim_kind k, int i)
     }
 }
 
-/* State i: the caller's, or a new zero-initialised parameter shaped like p, "<p>.<name>". */
+/* State i: the caller's, or a new zero-initialised parameter shaped like p, "<p>.<name>".
+ * NULL on failure, with *err the status when the graph does not hold it (an allocation). */
 static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *const *given, sx_optim_kind k,
-                         int i)
+                         int i, sx_status *err)
 {
     if (given != NULL)
         return given[i];
     const char *what = sx_optim_state_name(k, i);
     sx_tensor *z = NULL;
-    if (sx_tensor_zeros(sx_cg_node_dtype(p), sx_cg_node_rank(p), sx_cg_node_shape(p), &z) != SX_OK)
+    sx_status st =
+        sx_tensor_zeros(sx_cg_node_dtype(p), sx_cg_node_rank(p), sx_cg_node_shape(p), &z);
+    if (st != SX_OK) {
+        *err = st;
         return NULL;
+    }
     char name[256];
     snprintf(name, sizeof name, "%s.%s", sx_cg_node_name(p), what);
     sx_cg_node *s = sx_cg_param(g, name, z);
@@ -117,6 +124,21 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         return sx_error(SX_E_ARG, "sx_optim_update: NULL argument");
     *n = 0;
     SX_TRY(check(p, param, grad, lr, step));
+    for (int i = 0; states != NULL && i < sx_optim_n_states(p->kind); i++)
+        if (states[i] == NULL)
+            return sx_error(SX_E_ARG, "sx_optim_update: state %d (%s) is NULL", i,
+                            sx_optim_state_name(p->kind, i));
+    /* the states first: a failed one stops before any node is built on it */
+    sx_cg_node *st[2] = {NULL, NULL};
+    for (int i = 0; i < sx_optim_n_states(p->kind); i++) {
+        sx_status err = SX_OK;
+        if ((st[i] = state(g, param, states, p->kind, i, &err)) == NULL) {
+            sx_status gs = sx_cg_graph_status(g);
+            return err != SX_OK  ? err
+                   : gs != SX_OK ? gs
+                                 : sx_error(SX_E_STATE, "sx_optim_update: state %d failed", i);
+        }
+    }
     sx_cg_node *out[3] = {NULL, NULL, NULL};
     int k = 0;
     switch (p->kind) {
@@ -125,7 +147,7 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     case SX_OPTIM_MOMENTUM:
     case SX_OPTIM_NESTEROV: {
-        sx_cg_node *v = state(g, param, states, p->kind, 0);
+        sx_cg_node *v = st[0];
         sx_cg_node *mu = sx_cg_scalar_like(g, grad, p->momentum);
         sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, v), grad);
         out[k++] = sx_cg_assign(g, v, vn);
@@ -135,14 +157,14 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     }
     case SX_OPTIM_ADAGRAD: {
-        sx_cg_node *a = state(g, param, states, p->kind, 0);
+        sx_cg_node *a = st[0];
         sx_cg_node *an = sx_cg_add(g, a, sx_cg_mul(g, grad, grad));
         out[k++] = sx_cg_assign(g, a, an);
         out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
         break;
     }
     case SX_OPTIM_RMSPROP: {
-        sx_cg_node *a = state(g, param, states, p->kind, 0);
+        sx_cg_node *a = st[0];
         sx_cg_node *an = sx_cg_add(
             g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->rho), a),
             sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
@@ -151,8 +173,8 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         break;
     }
     case SX_OPTIM_ADAM: {
-        sx_cg_node *m = state(g, param, states, p->kind, 0);
-        sx_cg_node *v = state(g, param, states, p->kind, 1);
+        sx_cg_node *m = st[0];
+        sx_cg_node *v = st[1];
         sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta1), m),
                                    sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta1), grad));
         sx_cg_node *vn = sx_cg_add(

@@ -3,7 +3,10 @@
  * optimiser then fuses each update into one pass over memory (cgraph's update fusion
  * recognises exactly the forms built here).
  *
- * Errors follow cgraph: status values, a message in sx_last_error(), out-parameters NULL. */
+ * Errors follow cgraph: status values, a message in sx_last_error(), out-parameters NULL.
+ * NULL: the functions of this header that take a pointer return SX_E_ARG for a NULL one (a
+ * NULL `states` excepted: see sx_optim_update); those taking a kind accept any value (an
+ * unknown kind has no state and the name "bad-optimiser"). */
 #ifndef SX_OPTIM_H
 #define SX_OPTIM_H
 
@@ -24,7 +27,8 @@ typedef enum {
 } sx_optim_kind;
 
 const char *sx_optim_name(sx_optim_kind k); /* "adagrad" */
-/* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam"). */
+/* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam").
+ * SX_E_ARG (*out unchanged) for another name or NULL. */
 sx_status sx_optim_parse(const char *s, sx_optim_kind *out) SX_NODISCARD;
 
 /* Hyper-parameters (those a kind does not use are ignored). */
@@ -59,7 +63,11 @@ const char *sx_optim_state_name(sx_optim_kind k, int i);
  *   adagrad:  a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
  *   rmsprop:  a <- rho a + (1 - rho) g g;  p <- p - lr (g / (sqrt(a) + eps))
  *   adam:     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g g;
- *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) */
+ *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)
+ * Errors (*n = 0): SX_E_ARG (NULL g, p, param, grad, lr, updates or n, a NULL state in a
+ * given `states`, an unknown kind, param not a parameter, Adam without step, a hyper-parameter
+ * out of range), SX_E_SHAPE (lr or step not of one element), SX_E_NOMEM, and the graph's error
+ * when a node cannot be made. */
 sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
                           sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
                           sx_cg_node *const *states, sx_cg_node **updates, int *n) SX_NODISCARD;
