@@ -1190,23 +1190,15 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
     return SX_OK;
 }
 
-/* A fused program reads only operands that exist and registers already computed (the
- * kernel checks this too, at every evaluation; a file is refused at once). */
+/* A fused node's program, judged at once by the one validator of programs (tensor/fused.c:
+ * every field of every instruction), with the node named in the message. */
 static sx_status check_prog(const reader *r, int64_t i, const sx_cg_attr *a, int n_in)
 {
-    if (a->prog.n < 1 || n_in > 64)
-        return bad(r, "node %lld: fused node with %d instructions and %d operands", (long long)i,
-                   a->prog.n, n_in);
-    for (int k = 0; k < a->prog.n; k++) {
-        const sx_fused_instr *in = &a->prog.ins[k];
-        int srcs = in->kind == SX_FUSED_MAP ? 1 : in->kind == SX_FUSED_BINARY ? 2 : 3;
-        int16_t s[3] = {in->a, in->b, in->c};
-        for (int j = 0; j < srcs; j++)
-            if (s[j] >= n_in || (s[j] < 0 && -1 - s[j] >= k))
-                return bad(r, "node %lld: fused instruction %d reads source %d, which is not there",
-                           (long long)i, k, s[j]);
-    }
-    return SX_OK;
+    if (sx__fused_check("fused", &a->prog, n_in) == SX_OK)
+        return SX_OK;
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", sx_last_error());
+    return bad(r, "node %lld: %s", (long long)i, msg);
 }
 
 /* ---------------------------------------------------------------- sections */

@@ -586,6 +586,7 @@ sx_status cg_shape_seq(sx_cg_node *n)
 sx_status cg_shape_fused(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
+    SX_TRY(sx__fused_check(cg_who(n), &n->attr.prog, n->n_in)); /* what the kernel will run */
     SX_TRY(attr_shape(n));
     int64_t size = sx_shape_size(n->attr.rank, n->attr.shape);
     for (int i = 0; i < n->n_in; i++)

@@ -56,22 +56,43 @@ static void fused_run(const sx_fused_prog *prog, const void *const *ops, const i
     }
 }
 
-static sx_status check_prog(const char *who, const sx_fused_prog *p, int n_in)
+/* Every field of every instruction, the one validator of fused programs (sx_tensor_fused_out,
+ * the FUSED node's shape rule, the file reader): a known kind and op (0 for fma and where),
+ * each source it reads an operand < n_in or an earlier register, each source it does not read
+ * 0. (alpha is a value: any double.) */
+sx_status sx__fused_check(const char *who, const sx_fused_prog *p, int n_in)
 {
     if (p == NULL || p->n < 1 || p->n > SX_FUSED_MAX)
         return sx_error(SX_E_ARG, "%s: program with %d instructions (want 1..%d)", who,
                         p ? p->n : 0, SX_FUSED_MAX);
+    if (n_in < 1 || n_in > 64)
+        return sx_error(SX_E_ARG, "%s: program over %d operands (want 1..64)", who, n_in);
+    static const char *const kinds[] = {"map", "binary", "fma", "where"};
     for (int k = 0; k < p->n; k++) {
         const sx_fused_instr *in = &p->ins[k];
-        int srcs = in->kind == SX_FUSED_MAP ? 1 : in->kind == SX_FUSED_BINARY ? 2 : 3;
-        if (in->kind > SX_FUSED_WHERE || (in->kind == SX_FUSED_MAP && in->op >= SX_MAP_COUNT) ||
-            (in->kind == SX_FUSED_BINARY && in->op >= SX_BINARY_COUNT))
-            return sx_error(SX_E_ARG, "%s: instruction %d is not valid", who, k);
-        int16_t s[3] = {in->a, in->b, in->c};
-        for (int j = 0; j < srcs; j++)
-            if (s[j] >= n_in || (s[j] < 0 && -1 - s[j] >= k))
-                return sx_error(SX_E_ARG, "%s: instruction %d reads source %d, which is not there",
-                                who, k, s[j]);
+        int ops = in->kind == SX_FUSED_MAP      ? SX_MAP_COUNT
+                  : in->kind == SX_FUSED_BINARY ? SX_BINARY_COUNT
+                                                : 1;
+        if (in->kind > SX_FUSED_WHERE)
+            return sx_error(SX_E_ARG, "%s: instruction %d has kind %d (want 0..%d)", who, k,
+                            in->kind, SX_FUSED_WHERE);
+        if (in->op >= ops)
+            return sx_error(SX_E_ARG, "%s: instruction %d (%s) has op %d (want 0..%d)", who, k,
+                            kinds[in->kind], in->op, ops - 1);
+        const int16_t s[3] = {in->a, in->b, in->c};
+        const int srcs = sx__fused_sources(in->kind);
+        for (int j = 0; j < 3; j++) {
+            if (j < srcs && (s[j] >= n_in || (s[j] < 0 && -1 - s[j] >= k)))
+                return sx_error(SX_E_ARG,
+                                "%s: instruction %d (%s) reads source %c = %d, which is not "
+                                "there (%d operands, %d earlier registers)",
+                                who, k, kinds[in->kind], "abc"[j], s[j], n_in, k);
+            if (j >= srcs && s[j] != 0)
+                return sx_error(SX_E_ARG,
+                                "%s: instruction %d (%s) has source %c = %d, which it does not "
+                                "read (want 0)",
+                                who, k, kinds[in->kind], "abc"[j], s[j]);
+        }
     }
     return SX_OK;
 }
@@ -80,9 +101,9 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
                               sx_tensor *out)
 {
     const char *who = "sx_tensor_fused_out";
-    if (n_in < 0 || n_in > 64 || (n_in > 0 && in == NULL))
-        return sx_error(SX_E_ARG, "%s: %d operands (want 0..64)", who, n_in);
-    SX_TRY(check_prog(who, prog, n_in));
+    if (n_in < 1 || n_in > 64 || in == NULL)
+        return sx_error(SX_E_ARG, "%s: %d operands (want 1..64)", who, n_in);
+    SX_TRY(sx__fused_check(who, prog, n_in));
     SX_TRY(sx__check_tensor(who, "out", out));
     for (int i = 0; i < n_in; i++) {
         SX_TRY(sx__check_tensor(who, "operand", in[i]));

@@ -18,7 +18,10 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
         int16_t s3[3] = {ins->a, ins->b, ins->c};
         const T *src[3] = {NULL, NULL, NULL};
         int bslot = 0;
-        for (int j = 0; j < 3; j++) {
+        /* only the sources this kind reads: the others are never looked at (the program was
+         * checked by sx__fused_check, which also wants them 0) */
+        const int srcs = sx__fused_sources(ins->kind);
+        for (int j = 0; j < srcs; j++) {
             int16_t s = s3[j];
             if (s >= 0 && period[s] == 1) {
                 /* broadcast a single-element operand through a stack block */
@@ -37,7 +40,7 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
                     r = r + 1 == period[s] ? 0 : r + 1;
                 }
                 src[j] = b;
-            } else if (s < 0 || j == 0 || ins->kind != SX_FUSED_MAP) {
+            } else {
                 src[j] = s < 0 ? regs[-1 - s] : (const T *)ops[s] + at;
             }
         }

@@ -523,13 +523,19 @@ sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx
  * a source s >= 0 is operand s, s < 0 is register -1-s (an earlier instruction). The result
  * is the last register. Operands have the output's size, or m elements with m dividing it:
  * element i then reads operand element i % m (one element: a scalar; the size of the output's
- * trailing axes: NumPy broadcasting over the leading ones, e.g. a bias over the channels). */
+ * trailing axes: NumPy broadcasting over the leading ones, e.g. a bias over the channels).
+ * Every field of every instruction is checked before anything runs: a known kind; op a map op
+ * (map), a binary op (binary) or 0 (fma, where); each source the kind reads (map: a; binary:
+ * a, b; fma and where: a, b, c) an operand < n_in or an earlier register; each source it does
+ * not read 0. Errors (out untouched): SX_E_ARG (a bad field, named with its instruction;
+ * n_in outside 1..64; NULL), SX_E_DTYPE, SX_E_SHAPE (an operand whose size does not divide
+ * the output's). */
 #define SX_FUSED_MAX 16
 typedef enum { SX_FUSED_MAP, SX_FUSED_BINARY, SX_FUSED_FMA, SX_FUSED_WHERE } sx_fused_kind;
 typedef struct sx_fused_instr {
     uint8_t kind;    /* sx_fused_kind */
     uint8_t op;      /* sx_map_op or sx_binary_op */
-    int16_t a, b, c; /* sources (b, c unused by maps; c by binaries) */
+    int16_t a, b, c; /* sources (b, c unused by maps, c by binaries: then 0) */
     double alpha;    /* map parameter */
 } sx_fused_instr;
 typedef struct sx_fused_prog {

@@ -44,6 +44,15 @@ sx_status sx__check_apart(const char *who, const char *in_name, const sx_tensor 
                           const char *out_name, const sx_tensor *out);
 /* Resolve a possibly negative axis against rank (SX_E_AXIS naming it). */
 sx_status sx__axis(const char *who, int axis, int rank, int *out);
+/* Fused programs (tensor/fused.c): how many sources (a, b, c) an instruction of `kind` reads,
+ * and the one validator of every field of a program over n_in operands (sx_tensor_fused_out's
+ * rules, stated in sx_tensor.h), used by sx_tensor_fused_out, the FUSED node's shape rule and
+ * the model file reader. SX_E_ARG naming `who`, the instruction and the field. */
+static inline int sx__fused_sources(int kind)
+{
+    return kind == SX_FUSED_MAP ? 1 : kind == SX_FUSED_BINARY ? 2 : 3;
+}
+sx_status sx__fused_check(const char *who, const sx_fused_prog *p, int n_in);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
 sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
 

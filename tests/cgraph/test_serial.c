@@ -1068,11 +1068,84 @@ Test(cgraph_serial, crafted_files_are_clean_errors)
     le_set(b + p + 8, 5, 2);
     reseal(b, n);
     expect_crafted(bad, b, n, SX_E_FORMAT,
-                   "fused instruction 1 reads source 5, which is not there");
+                   "node 2: fused: instruction 1 (map) reads source a = 5, which is not there");
     free(b);
     free(orig);
     tdir_free(&d);
 #undef FRESH
+}
+
+/* Issue 14, bug 6: a fused map whose unused source b is out of range passed the reader (which
+ * checked only the sources an instruction reads), then the interpreter read period[] and ops[]
+ * at it: a stack overflow at the first evaluation. The reader now judges every field with the
+ * kernel's own validator; the damaged file (checksum recomputed) is a clean error. */
+Test(cgraph_serial, fused_unused_source_out_of_range_is_refused)
+{
+    tdir d;
+    tdir_new(&d);
+    char path[128], bad[128];
+    tdir_file(&d, "fused.sxm", path, sizeof path);
+    tdir_file(&d, "bad.sxm", bad, sizeof bad);
+    sx_cg_graph *g = new_graph(SX_F32);
+    int64_t s3[1] = {3};
+    sx_cg_node *ins[2] = {sx_cg_input(g, "a", SX_F32, 1, s3), sx_cg_input(g, "b", SX_F32, 1, s3)};
+    sx_cg_attr at = sx_cg_attr_default();
+    at.rank = 1;
+    at.shape[0] = 3;
+    at.prog.n = 2;
+    at.prog.ins[0] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_ADD, 0, 1, 0, 0};
+    at.prog.ins[1] = (sx_fused_instr){SX_FUSED_MAP, SX_MAP_TANH, -1, 0, 0, 0};
+    sx_cg_node *fu = sx_cg_op_new(g, SX_OP_FUSED, 2, ins, &at);
+    cr_assert_not_null(fu, "%s", sx_last_error());
+    sx_cg_node *outs[3] = {fu, ins[0], ins[1]};
+    const char *names[3] = {"f", "a", "b"};
+    cr_assert_eq(sx_cg_save(g, 3, outs, names, 0, NULL, NULL, 0, NULL, NULL, path), SX_OK);
+    /* the same program built by hand is refused by the node's shape rule */
+    at.prog.ins[1].b = 1000;
+    cr_assert_null(sx_cg_op_new(g, SX_OP_FUSED, 2, ins, &at));
+    cr_assert(strstr(sx_last_error(), "instruction 1 (map) has source b = 1000") != NULL, "%s",
+              sx_last_error());
+    sx_cg_graph_free(g);
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    long p = find(b, n, "\x04\0\0\0tanh", 8);
+    cr_assert_geq(p, 0);
+    cr_assert_eq(le(b + p + 10, 2), 0, "the map's b");
+    struct {
+        long at;
+        uint64_t v;
+        const char *msg;
+    } cases[] = {
+        {p + 10, 1000,
+         "node 2: fused: instruction 1 (map) has source b = 1000, which it does not "
+         "read (want 0)"},
+        {p + 12, (uint64_t)-1000, "node 2: fused: instruction 1 (map) has source c = -1000"},
+        {p - 11, 7, "node 2: fused: instruction 0 (binary) has source c = 7"}, /* the add's c */
+    };
+    cr_assert_eq(le(b + p - 13, 2), 1, "the add's b");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char *c = malloc(n);
+        memcpy(c, b, n);
+        le_set(c + cases[i].at, cases[i].v, 2);
+        reseal(c, n);
+        expect_crafted(bad, c, n, SX_E_FORMAT, cases[i].msg);
+        free(c);
+    }
+    /* the intact file loads and runs */
+    sx_cg_file *f = NULL;
+    cr_assert_eq(sx_cg_file_read(path, &f), SX_OK, "%s", sx_last_error());
+    sx_cg_graph *h = NULL;
+    sx_cg_node *o[3];
+    cr_assert_eq(sx_cg_file_graph(f, 3, names, &h, o), SX_OK);
+    sx_tensor *v = tu_zeros(SX_F32, 1, s3);
+    set_input(h, o[1], v);
+    set_input(h, o[2], v);
+    cr_assert_eq(sx_cg_eval(h, 1, o), SX_OK, "%s", sx_last_error());
+    sx_tensor_free(v);
+    sx_cg_graph_free(h);
+    sx_cg_file_free(f);
+    free(b);
+    tdir_free(&d);
 }
 
 /* ---------------------------------------------------------------- out of memory */

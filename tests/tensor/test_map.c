@@ -509,3 +509,72 @@ Test(tensor_map, round_halves_to_even)
         sx_tensor_free(z);
     }
 }
+
+/* Every field of every instruction is checked before anything runs (issue 14, bug 6): a map
+ * whose unused source b is 1000 used to send the interpreter to period[1000] and ops[1000]
+ * (a stack overflow); now it, and each other bad field, is SX_E_ARG naming the instruction
+ * and the field, and out is untouched. */
+Test(tensor_map, fused_unused_source_out_of_range_is_refused)
+{
+    int64_t n = 5;
+    sx_tensor *x = NULL, *out = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F32, 1, &n, 0.5, &x), SX_OK);
+    cr_assert_eq(sx_tensor_full(SX_F32, 1, &n, 3.0, &out), SX_OK);
+    const sx_tensor *in[2] = {x, x};
+    const sx_fused_instr map = {.kind = SX_FUSED_MAP, .op = (uint8_t)SX_MAP_EXP, .a = 0};
+    const sx_fused_instr add = {
+        .kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_ADD, .a = 0, .b = -1};
+    struct {
+        sx_fused_instr ins;
+        int at; /* the instruction's place: 0 alone, 1 after map */
+        const char *msg;
+    } cases[] = {
+        {{.kind = SX_FUSED_MAP, .op = (uint8_t)SX_MAP_EXP, .a = 0, .b = 1000},
+         0,
+         "instruction 0 (map) has source b = 1000, which it does not read (want 0)"},
+        {{.kind = SX_FUSED_MAP, .op = (uint8_t)SX_MAP_EXP, .a = 0, .c = -1000},
+         0,
+         "instruction 0 (map) has source c = -1000"},
+        {{.kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_ADD, .a = 0, .b = 1, .c = 7},
+         0,
+         "instruction 0 (binary) has source c = 7"},
+        {{.kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_ADD, .a = 0, .b = 2},
+         0,
+         "instruction 0 (binary) reads source b = 2, which is not there (2 operands"},
+        {{.kind = SX_FUSED_FMA, .a = 0, .b = -1, .c = -2},
+         1,
+         "instruction 1 (fma) reads source c = -2, which is not there (2 operands, 1 earlier"},
+        {{.kind = SX_FUSED_WHERE, .op = 1, .a = 0, .b = 0, .c = 0},
+         0,
+         "instruction 0 (where) has op 1 (want 0..0)"},
+        {{.kind = SX_FUSED_MAP, .op = (uint8_t)SX_MAP_COUNT, .a = 0},
+         0,
+         "instruction 0 (map) has op"},
+        {{.kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_COUNT, .a = 0, .b = 1},
+         0,
+         "instruction 0 (binary) has op"},
+        {{.kind = 4, .a = 0}, 0, "instruction 0 has kind 4 (want 0..3)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sx_fused_prog prog = {.n = cases[i].at + 1};
+        prog.ins[0] = map;
+        prog.ins[cases[i].at] = cases[i].ins;
+        sx_error_clear();
+        cr_assert_eq(sx_tensor_fused_out(&prog, 2, in, out), SX_E_ARG, "case %zu", i);
+        cr_assert(strstr(sx_last_error(), cases[i].msg) != NULL, "case %zu: '%s' not in '%s'", i,
+                  cases[i].msg, sx_last_error());
+        for (int64_t k = 0; k < n; k++)
+            cr_assert_eq(sx_tensor_get(out, k), 3.0, "case %zu: out changed", i);
+    }
+    /* no operands, a NULL operand list */
+    sx_fused_prog one = {.n = 1, .ins = {map}};
+    cr_assert_eq(sx_tensor_fused_out(&one, 0, in, out), SX_E_ARG);
+    cr_assert_eq(sx_tensor_fused_out(&one, 1, NULL, out), SX_E_ARG);
+    /* the same programs with their unused sources 0 run */
+    sx_fused_prog two = {.n = 2, .ins = {map, add}};
+    cr_assert_eq(sx_tensor_fused_out(&two, 2, in, out), SX_OK, "%s", sx_last_error());
+    for (int64_t k = 0; k < n; k++)
+        cr_assert_float_eq(sx_tensor_get(out, k), 0.5 + exp(0.5), 1e-6);
+    sx_tensor_free(x);
+    sx_tensor_free(out);
+}
