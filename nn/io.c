@@ -141,13 +141,45 @@ static sx_status copy_into(const char *path, const char *name, const sx_tensor *
     return sx_tensor_copy_out(from, to);
 }
 
+/* A count written by the saver: decimal digits only (no sign, space or prefix, which strtoll
+ * would take), at most INT64_MAX. */
 static sx_status parse_i64(const char *path, const char *key, const char *v, int64_t *out)
 {
-    char *end = NULL;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (v == NULL || end == v || *end != '\0' || x < 0)
-        return sx_error(SX_E_FORMAT, "%s: bad or missing '%s'", path, key);
+    int64_t x = 0;
+    bool ok = v != NULL && v[0] != '\0';
+    for (const char *c = v; ok && *c != '\0'; c++) {
+        ok = *c >= '0' && *c <= '9' && x <= (INT64_MAX - (*c - '0')) / 10;
+        x = ok ? x * 10 + (*c - '0') : x;
+    }
+    if (!ok)
+        return sx_error(SX_E_FORMAT, "%s: bad or missing '%s' ('%s')", path, key, v ? v : "");
     *out = x;
+    return SX_OK;
+}
+
+/* A generator state written by the saver: 4 x 16 lowercase or uppercase hex digits, not all
+ * zero (xoshiro256** never leaves the zero state). */
+static sx_status parse_rng(const char *path, const char *key, const char *v, sx_rng *out)
+{
+    bool ok = v != NULL && strlen(v) == 64;
+    uint64_t any = 0;
+    for (int i = 0; ok && i < 4; i++) {
+        uint64_t w = 0;
+        for (int k = 0; ok && k < 16; k++) {
+            char c = v[16 * i + k];
+            int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+            ok = d >= 0;
+            w = w << 4 | (uint64_t)(d & 15);
+        }
+        out->s[i] = w;
+        any |= w;
+    }
+    if (!ok || any == 0)
+        return sx_error(SX_E_FORMAT, "%s: bad or missing '%s' (want 64 hex digits, not all zero)",
+                        path, key);
     return SX_OK;
 }
 
@@ -242,18 +274,8 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const
         s = sx_error(SX_E_FORMAT, "%s: %lld steps into an epoch but %lld in all", path,
                      (long long)epoch_step, (long long)step);
     sx_rng rng;
-    const char *r = sx_cg_file_meta(f, "dropout_rng");
-    if (s == SX_OK && (r == NULL || strlen(r) != 64))
-        s = sx_error(SX_E_FORMAT, "%s: bad or missing 'dropout_rng'", path);
-    for (int i = 0; s == SX_OK && i < 4; i++) {
-        char part[17];
-        memcpy(part, r + 16 * i, 16);
-        part[16] = '\0';
-        char *end = NULL;
-        rng.s[i] = strtoull(part, &end, 16);
-        if (end != part + 16)
-            s = sx_error(SX_E_FORMAT, "%s: bad 'dropout_rng'", path);
-    }
+    if (s == SX_OK)
+        s = parse_rng(path, "dropout_rng", sx_cg_file_meta(f, "dropout_rng"), &rng);
     sx_optim_kind ok = SX_OPTIM_COUNT;
     if (s == SX_OK)
         s = check_run(path, f, tp, epoch_step, &ok);
@@ -436,25 +458,43 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
         s = sx_error(SX_E_FORMAT, "%s: not a strix model file%s", path,
                      kind && strcmp(kind, "checkpoint") == 0 ? " (a checkpoint)" : "");
     if (s == SX_OK) {
+        /* the scale is what sx_nn_net_set_input_scale accepts (finite) */
         const char *sc = sx_cg_file_meta(m->file, "input_scale");
-        const char *cl = sx_cg_file_meta(m->file, "classes");
-        char *e1 = NULL, *e2 = NULL;
+        char *e1 = NULL;
         m->input_scale = sc ? strtod(sc, &e1) : 0;
-        m->classes = cl ? strtoll(cl, &e2, 10) : 0;
-        if (sc == NULL || cl == NULL || *e1 != '\0' || *e2 != '\0' || m->classes < 1)
-            s = sx_error(SX_E_FORMAT, "%s: bad or missing model metadata", path);
+        if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->input_scale))
+            s = sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path,
+                         sc ? sc : "");
+        if (s == SX_OK)
+            s = parse_i64(path, "classes", sx_cg_file_meta(m->file, "classes"), &m->classes);
+        if (s == SX_OK && m->classes < 1)
+            s = sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
     }
     int slot = 0;
     if (s == SX_OK)
         s = loaded_graph(m, batch, &slot);
     if (s == SX_OK) {
+        /* judge x and y before reading anything from them: x is an input (batch, example
+         * shape) with an example of rank 1..7 (sx_nn_input's), y is (batch, classes) of x's
+         * dtype */
         const sx_cg_node *x = m->graphs[slot].x, *y = m->graphs[slot].y;
-        m->rank = sx_cg_node_rank(x) - 1;
-        m->dtype = sx_cg_node_dtype(x);
-        memcpy(m->shape, sx_cg_node_shape(x) + 1, (size_t)m->rank * sizeof *m->shape);
-        if (sx_cg_node_op(x) != SX_OP_INPUT || sx_cg_node_rank(y) != 2 ||
-            sx_cg_node_shape(y)[1] != m->classes)
-            s = sx_error(SX_E_FORMAT, "%s: the graph's input or output is not as a model's", path);
+        int xr = sx_cg_node_rank(x), yr = sx_cg_node_rank(y);
+        const int64_t *xs = sx_cg_node_shape(x), *ys = sx_cg_node_shape(y);
+        if (sx_cg_node_op(x) != SX_OP_INPUT || xr < 2 || xs[0] != batch || yr != 2 ||
+            ys[0] != batch || ys[1] != m->classes || sx_cg_node_dtype(y) != sx_cg_node_dtype(x)) {
+            char a[128], b[128];
+            s = sx_error(SX_E_FORMAT,
+                         "%s: not a model's x and y: x is %s %s %s, y %s %s (want x an input "
+                         "(%lld, example) and y (%lld,%lld) of its dtype)",
+                         path, sx_cg_op_name(sx_cg_node_op(x)), sx_dtype_name(sx_cg_node_dtype(x)),
+                         sx_shape_str(xr, xs, a, sizeof a), sx_dtype_name(sx_cg_node_dtype(y)),
+                         sx_shape_str(yr, ys, b, sizeof b), (long long)batch, (long long)batch,
+                         (long long)m->classes);
+        } else {
+            m->rank = xr - 1;
+            m->dtype = sx_cg_node_dtype(x);
+            memcpy(m->shape, xs + 1, (size_t)m->rank * sizeof *m->shape);
+        }
     }
     if (s != SX_OK) {
         sx_nn_loaded_free(m);

@@ -295,7 +295,13 @@ sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
 /* Save the network for inference: its inference graph (lambda nodes included), its weights and
  * running statistics, in a versioned, checksummed file written atomically. */
 sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
-/* A saved model, loaded without the network definition. */
+/* A saved model, loaded without the network definition, for batches of up to `batch`
+ * examples. The file is judged as sx_cg_file_read judges it (every field, every node through
+ * its shape rule), then as a model: metadata strix.kind "model", input_scale a finite number,
+ * classes a plain decimal count >= 1; outputs x, an input (batch, example) with an example of
+ * rank 1..7, and y, (batch, classes) of x's dtype. Errors (*out = NULL): SX_E_ARG (NULL,
+ * batch < 1), SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file),
+ * SX_E_UNSUPPORTED (a newer format), SX_E_NOMEM. */
 typedef struct sx_nn_loaded sx_nn_loaded;
 sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out) SX_NODISCARD;
 void sx_nn_loaded_free(sx_nn_loaded *m);

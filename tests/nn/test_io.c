@@ -401,3 +401,108 @@ Test(nn_io, save_replaces_an_existing_file, .init = make_tmpdir, .fini = remove_
     sx_nn_net_free(a);
     sx_nn_net_free(b);
 }
+
+/* ---------------------------------------------------------------- hostile files */
+
+/* Save a graph as a model file: x and y as its outputs, the given metadata. Anyone can write
+ * such a file (the checksum is right): the loader must judge what it holds. */
+static void save_model_graph(const char *path, sx_cg_graph *g, sx_cg_node *x, sx_cg_node *y,
+                             const char *scale, const char *classes)
+{
+    sx_cg_node *outs[2] = {x, y};
+    const char *names[2] = {"x", "y"};
+    const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
+    const char *vals[4] = {"model", "hostile", scale, classes};
+    cr_assert_eq(sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path), SX_OK, "%s",
+                 sx_last_error());
+}
+
+/* A model whose x and y are (batch, 3) and (batch, 2): y = x @ w. */
+static void save_linear_model(const char *path, const char *scale, const char *classes)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F32, 2, (int64_t[]){1, 3});
+    sx_tensor *wv = tu_zeros(SX_F32, 2, (int64_t[]){3, 2});
+    sx_cg_node *y = sx_cg_matmul(g, x, sx_cg_param(g, "w", wv), false, false);
+    sx_tensor_free(wv);
+    cr_assert_not_null(y, "%s", sx_last_error());
+    save_model_graph(path, g, x, y, scale, classes);
+    sx_cg_graph_free(g);
+}
+
+/* Issue 14, bug 5: a model whose x is a rank-0 node. The loader computed the example's rank
+ * as -1 and copied its shape with memcpy(..., -8) before checking that x is an input: SIGSEGV
+ * in Release. Now x and y are judged before anything is read from them. */
+Test(nn_io, rank0_input_is_a_clean_error, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "rank0.sxm");
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F32, 0, NULL);
+    sx_tensor *yv = tu_zeros(SX_F32, 2, (int64_t[]){1, 2});
+    sx_cg_node *y = sx_cg_const(g, yv);
+    sx_tensor_free(yv);
+    save_model_graph(path, g, x, y, "1", "2");
+    /* x a rank-0 constant, x of rank 1 (no example axes), y of rank 0 */
+    char p2[128], p3[128], p4[128];
+    tmp_path(p2, sizeof p2, "const.sxm");
+    tmp_path(p3, sizeof p3, "rank1.sxm");
+    tmp_path(p4, sizeof p4, "y0.sxm");
+    save_model_graph(p2, g, sx_cg_scalar(g, 1.0), y, "1", "2");
+    sx_cg_node *x1 = sx_cg_input(g, "x1", SX_F32, 1, (int64_t[]){1});
+    save_model_graph(p3, g, x1, y, "1", "2");
+    sx_cg_node *x2 = sx_cg_input(g, "x2", SX_F32, 2, (int64_t[]){1, 4});
+    save_model_graph(p4, g, x2, sx_cg_sum(g, x2, SX_AXES_ALL, false), "1", "2");
+    sx_cg_graph_free(g);
+
+    load_fails(path, SX_E_FORMAT, "x of rank 0");
+    cr_assert(strstr(sx_last_error(), "not a model's x and y: x is input f32 (), y f32 (1,2)") !=
+                  NULL,
+              "%s", sx_last_error());
+    load_fails(p2, SX_E_FORMAT, "x a constant");
+    load_fails(p3, SX_E_FORMAT, "x of rank 1");
+    load_fails(p4, SX_E_FORMAT, "y of rank 0");
+    /* a y that keeps batch 1 whatever the batch: refused for batch 4 */
+    char p5[128];
+    tmp_path(p5, sizeof p5, "fixed.sxm");
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+    x2 = sx_cg_input(g, "x", SX_F32, 2, (int64_t[]){1, 2});
+    yv = tu_zeros(SX_F32, 2, (int64_t[]){1, 2});
+    y = sx_cg_add(g, sx_cg_const(g, yv), sx_cg_sum(g, x2, SX_AXES_ALL, false));
+    sx_tensor_free(yv);
+    cr_assert_not_null(y, "%s", sx_last_error());
+    save_model_graph(p5, g, x2, y, "1", "2");
+    sx_cg_graph_free(g);
+    load_fails(p5, SX_E_FORMAT, "y of batch 1");
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(p5, 1, &m), SX_OK, "batch 1 fits: %s", sx_last_error());
+    sx_nn_loaded_free(m);
+}
+
+/* The metadata is parsed strictly (what sx_nn_save writes): a finite scale, a plain decimal
+ * class count that fits (strtoll took signs, spaces and saturated on overflow). */
+Test(nn_io, bad_model_metadata_is_a_clean_error, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "meta.sxm");
+    const char *scales[] = {"nan", "inf", "-inf", "", "1x", "1e999"};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+        save_linear_model(path, scales[i], "2");
+        load_fails(path, SX_E_FORMAT, scales[i]);
+        cr_assert(strstr(sx_last_error(), "input_scale") != NULL, "%s", sx_last_error());
+    }
+    const char *classes[] = {"+2", " 2", "2 ", "0", "-2", "0x2", "99999999999999999999", ""};
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+        save_linear_model(path, "0.5", classes[i]);
+        load_fails(path, SX_E_FORMAT, classes[i]);
+        cr_assert(strstr(sx_last_error(), "classes") != NULL, "%s", sx_last_error());
+    }
+    save_linear_model(path, "0.5", "2");
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(path, 3, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_loaded_input_scale(m), 0.5);
+    cr_assert_eq(sx_nn_loaded_classes(m), 2);
+    sx_nn_loaded_free(m);
+}
