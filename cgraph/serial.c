@@ -8,9 +8,9 @@
  * The format, version 1. Integers are unsigned little-endian (u8, u16, u32, u64) or two's
  * complement little-endian (i16, i32, i64); f32/f64 are IEEE-754 bit patterns, little-endian.
  * A string is a u32 byte count followed by that many bytes (UTF-8 by convention, no NUL byte,
- * no terminator). A shape is a u8 rank (0..8) followed by rank u64 dims (each < 2^63, product
- * < 2^63). A dtype is a u8: 0 = f32, 1 = f64. Values are row-major, 4 (f32) or 8 (f64) bytes
- * each.
+ * no terminator). A shape is a u8 rank (0..8) followed by rank u64 dims (each < 2^63; the
+ * product of the non-zero ones < 2^60, so that byte counts fit). A dtype is a u8: 0 = f32, 1 = f64.
+ * Values are row-major, 4 (f32) or 8 (f64) bytes each.
  *
  *   file    = header section* trailer
  *   header  = "STRIXMDL" (8 bytes)  u32 version (= 1)  u32 flags (= 0; unknown bits are refused)
@@ -24,7 +24,8 @@
  *
  *   "GRPH" (a graph)
  *     dtype               the graph's dtype (of sx_cg_scalar constants)
- *     u32 R               random generators, then R x (4 x u64): xoshiro256** states; the i-th
+ *     u32 R               random generators, then R x (4 x u64): xoshiro256** states (not all
+ *                         zero); the i-th
  *                         is generator id i (sx_cg_rng_new, dropout masks' attr.rng_id)
  *     u64 N               nodes, then N nodes, inputs before their readers; per node:
  *       string op         the op's name in sx_ops.def ("conv2d"), never its number, so that
@@ -1042,7 +1043,10 @@ static sx_status rd_shape(reader *r, const char *what, sx_dtype *dtype, int *ran
         return bad(r, "%s: dtype %u is neither f32 (0) nor f64 (1)", what, dt);
     if (rk > SX_MAX_RANK)
         return bad(r, "%s: rank %u (at most %d)", what, rk, SX_MAX_RANK);
-    int64_t n = 1;
+    /* the product of the non-zero dims too must fit (with room for the bytes): an empty
+     * tensor of (0, 2^62, 2^62) would overflow whatever drops its zero axis (a sum over it) */
+    int64_t n = 1, nz = 1;
+    bool empty = false;
     for (unsigned i = 0; i < SX_MAX_RANK; i++)
         shape[i] = 1;
     for (unsigned i = 0; i < rk; i++) {
@@ -1051,10 +1055,12 @@ static sx_status rd_shape(reader *r, const char *what, sx_dtype *dtype, int *ran
         if (d > INT64_MAX)
             return bad(r, "%s: dimension %u is %llu", what, i, (unsigned long long)d);
         shape[i] = (int64_t)d;
-        if (d > 0 && n > INT64_MAX / (int64_t)d)
+        empty |= d == 0;
+        if (d > 0 && nz > INT64_MAX / 8 / (int64_t)d)
             return bad(r, "%s: the shape's element count overflows", what);
-        n *= (int64_t)d;
+        nz *= d > 0 ? (int64_t)d : 1;
     }
+    n = empty ? 0 : nz;
     *dtype = (sx_dtype)dt;
     *rank = (int)rk;
     *size = n;
@@ -1288,9 +1294,15 @@ static sx_status parse_graph(sx_cg_file *f, reader *r)
             return SX_E_NOMEM;
     }
     f->n_rngs = (int)n;
-    for (int i = 0; i < f->n_rngs; i++)
-        for (int k = 0; k < 4; k++)
+    for (int i = 0; i < f->n_rngs; i++) {
+        uint64_t any = 0;
+        for (int k = 0; k < 4; k++) {
             SX_TRY(rd_u64(r, &f->rngs[i].s[k]));
+            any |= f->rngs[i].s[k];
+        }
+        if (any == 0)
+            return bad(r, "generator %d has the all-zero state (xoshiro256** never reaches it)", i);
+    }
     SX_TRY(rd_count(r, 8, NODE_MIN_BYTES, INT64_MAX, "nodes", &n));
     if (n > 0) {
         f->nodes = sx_calloc((size_t)n, sizeof *f->nodes);

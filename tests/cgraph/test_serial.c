@@ -1303,3 +1303,40 @@ Test(cgraph_serial, argument_errors)
     sx_cg_graph_free(h);
     tdir_free(&d);
 }
+
+/* The loader audit of issue 14: an empty tensor whose other dims multiply past 2^60 (the zero
+ * hid them from the overflow check, and a sum over the zero axis would overflow), and a
+ * generator in the all-zero state (xoshiro256** never reaches it: a stuck dropout mask) are
+ * refused. */
+Test(cgraph_serial, empty_shape_overflow_and_zero_generator_are_refused)
+{
+    tdir d;
+    tdir_new(&d);
+    char path[128], bad[128];
+    tdir_file(&d, "small.sxm", path, sizeof path);
+    tdir_file(&d, "bad.sxm", bad, sizeof bad);
+    small_file(path, true);
+    size_t n;
+    unsigned char *orig = slurp(path, &n);
+    unsigned char *b = malloc(n);
+    long t = find(orig, n, "TENS", 4);
+    cr_assert_geq(t, 0);
+    long dims = t + 12 + 8 + 4 + 1 + 2; /* count, name "t", dtype, rank */
+    cr_assert_eq(orig[dims - 1], 2, "t is (2,3)");
+    memcpy(b, orig, n);
+    le_set(b + dims, 0, 8);
+    le_set(b + dims + 8, (uint64_t)1 << 62, 8);
+    reseal(b, n);
+    expect_crafted(bad, b, n, SX_E_FORMAT, "t: the shape's element count overflows");
+    /* the generator's state: GRPH payload = dtype, u32 count (1), 4 x u64 */
+    long g = find(orig, n, "GRPH", 4);
+    cr_assert_geq(g, 0);
+    cr_assert_eq(le(orig + g + 13, 4), 1, "one generator");
+    memcpy(b, orig, n);
+    memset(b + g + 17, 0, 32);
+    reseal(b, n);
+    expect_crafted(bad, b, n, SX_E_FORMAT, "generator 0 has the all-zero state");
+    free(b);
+    free(orig);
+    tdir_free(&d);
+}
