@@ -255,6 +255,29 @@ static sx_status check_run(const char *path, const sx_cg_file *f, const sx_nn_tr
     return SX_OK;
 }
 
+/* State j of optimiser k is a sum or average of squared gradients (adagrad's sum_sq, rmsprop's
+ * mean_sq, adam's v): never negative, and the update takes its square root. */
+static bool squares_state(sx_optim_kind k, int j)
+{
+    return (k == SX_OPTIM_ADAGRAD && j == 0) || (k == SX_OPTIM_RMSPROP && j == 0) ||
+           (k == SX_OPTIM_ADAM && j == 1);
+}
+
+/* Such a state from a file: every element >= 0 (NaN fails too), else every later update of
+ * that weight would be NaN without a word. */
+static sx_status check_squares(const char *path, const char *name, const sx_tensor *v)
+{
+    for (int64_t i = 0; i < v->size; i++) {
+        double x = sx_tensor_get(v, i);
+        if (!(x >= 0))
+            return sx_error(SX_E_FORMAT,
+                            "%s: %s[%lld] is %g; a sum of squared gradients is >= 0 (file "
+                            "corrupt)",
+                            path, name, (long long)i, x);
+    }
+    return SX_OK;
+}
+
 sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const char *path)
 {
     sx_cg_file *f = NULL;
@@ -292,6 +315,8 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const
                 if (v == NULL || v->dtype != p->value->dtype ||
                     !sx_shape_equal(v->rank, v->shape, p->value->rank, p->value->shape))
                     s = copy_into(path, name, v, p->value); /* reports the mismatch */
+                if (s == SX_OK && j >= 0 && squares_state(ok, j))
+                    s = check_squares(path, name, v);
             }
         }
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)

@@ -506,3 +506,109 @@ Test(nn_io, bad_model_metadata_is_a_clean_error, .init = make_tmpdir, .fini = re
     cr_assert_eq(sx_nn_loaded_classes(m), 2);
     sx_nn_loaded_free(m);
 }
+
+/* The checkpoint `from` written again as `to` with metadata `key` set to `value` (NULL: kept)
+ * and, when `tensor` is not NULL, its element 0 set to x: a damaged checkpoint with a right
+ * checksum. */
+static void resave_checkpoint(const char *from, const char *to, const char *key, const char *value,
+                              const char *tensor, double x)
+{
+    sx_cg_file *f = NULL;
+    cr_assert_eq(sx_cg_file_read(from, &f), SX_OK, "%s", sx_last_error());
+    int nt = sx_cg_file_n_tensors(f), nm = sx_cg_file_n_meta(f);
+    const char **tn = calloc((size_t)nt, sizeof *tn), *keys[16], *vals[16];
+    const sx_tensor **tv = calloc((size_t)nt, sizeof *tv);
+    sx_tensor *changed = NULL;
+    for (int i = 0; i < nt; i++) {
+        tn[i] = sx_cg_file_tensor_name(f, i);
+        tv[i] = sx_cg_file_tensor(f, tn[i]);
+        if (tensor != NULL && strcmp(tn[i], tensor) == 0) {
+            cr_assert_eq(sx_tensor_clone(tv[i], &changed), SX_OK);
+            sx_tensor_set(changed, 0, x);
+            tv[i] = changed;
+        }
+    }
+    cr_assert(tensor == NULL || changed != NULL, "no tensor %s", tensor);
+    cr_assert_leq(nm, 16);
+    for (int i = 0; i < nm; i++) {
+        keys[i] = sx_cg_file_meta_key(f, i);
+        vals[i] = key != NULL && strcmp(keys[i], key) == 0 ? value : sx_cg_file_meta(f, keys[i]);
+    }
+    cr_assert_eq(sx_cg_save(NULL, 0, NULL, NULL, nt, tn, tv, nm, keys, vals, to), SX_OK, "%s",
+                 sx_last_error());
+    sx_tensor_free(changed);
+    free(tn);
+    free(tv);
+    sx_cg_file_free(f);
+}
+
+/* The checkpoint loader's audit (issue 14): counters are plain decimal digits that fit (strtoll
+ * took signs, spaces and saturated on overflow), the dropout generator 64 hex digits not all
+ * zero (strtoull took "-", spaces and 0x), the optimiser a known name (SX_E_FORMAT naming the
+ * file, not SX_E_ARG), and a squared-gradient state (Adam's v) never negative or NaN. Each
+ * failure changes nothing in the network. */
+Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char ckpt[128], bad[128];
+    tmp_path(ckpt, sizeof ckpt, "run.ckpt");
+    tmp_path(bad, sizeof bad, "bad.ckpt");
+    sx_ds_images d = {.n = 8, .h = 10, .w = 10, .c = 1, .classes = 5};
+    uint8_t pix[800], lab[8];
+    for (int i = 0; i < 800; i++)
+        pix[i] = (uint8_t)(i * 37);
+    for (int i = 0; i < 8; i++)
+        lab[i] = (uint8_t)(i % 5);
+    d.pixels = pix;
+    d.labels = lab;
+    sx_nn_net *net = io_net(SX_F32, 5);
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.batch = 4;
+    p.verbose = 0;
+    p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.checkpoint_path = ckpt;
+    cr_assert_eq(sx_nn_train(net, &p, &d, NULL, NULL), SX_OK, "%s", sx_last_error());
+    sx_nn_net *fresh = io_net(SX_F32, 6);
+    cr_assert_eq(nn_checkpoint_load(fresh, ckpt), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(fresh->step, 2);
+
+    char v_name[160];
+    snprintf(v_name, sizeof v_name, "%s.v", net->layers[2]->params[0].name);
+    struct {
+        const char *key, *value, *tensor;
+        double x;
+        const char *msg;
+    } cases[] = {
+        {"step", "+2", NULL, 0, "bad or missing 'step' ('+2')"},
+        {"step", " 2", NULL, 0, "bad or missing 'step'"},
+        {"step", "-1", NULL, 0, "bad or missing 'step'"},
+        {"step", "99999999999999999999", NULL, 0, "bad or missing 'step'"},
+        {"epoch", "1x", NULL, 0, "bad or missing 'epoch'"},
+        {"dropout_rng", "-000000000000001000000000000000100000000000000010000000000000001", NULL, 0,
+         "bad or missing 'dropout_rng'"},
+        {"dropout_rng", "0x00000000000001000000000000000100000000000000010000000000000001", NULL, 0,
+         "bad or missing 'dropout_rng'"},
+        {"dropout_rng", "0000000000000000000000000000000000000000000000000000000000000000", NULL, 0,
+         "not all zero"},
+        {"optimiser", "adamw", NULL, 0, "unknown optimiser 'adamw'"},
+        {NULL, NULL, v_name, -1.0, ".v[0] is -1; a sum of squared gradients is >= 0"},
+        {NULL, NULL, v_name, NAN, ".v[0] is nan"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        resave_checkpoint(ckpt, bad, cases[i].key, cases[i].value, cases[i].tensor, cases[i].x);
+        sx_nn_net *other = io_net(SX_F32, 7);
+        float w0 = ((float *)other->layers[2]->params[0].value->data)[0];
+        sx_status s = nn_checkpoint_load(other, bad);
+        cr_assert_eq(s, SX_E_FORMAT, "case %zu: %s (%s)", i, sx_status_str(s), sx_last_error());
+        cr_assert(strstr(sx_last_error(), bad) != NULL && strstr(sx_last_error(), cases[i].msg),
+                  "case %zu: '%s' not in '%s'", i, cases[i].msg, sx_last_error());
+        cr_assert_eq(((float *)other->layers[2]->params[0].value->data)[0], w0,
+                     "case %zu: the network changed", i);
+        cr_assert_eq(other->step, 0);
+        sx_nn_net_free(other);
+    }
+    /* the same file written again unchanged still loads */
+    resave_checkpoint(ckpt, bad, NULL, NULL, NULL, 0);
+    cr_assert_eq(nn_checkpoint_load(fresh, bad), SX_OK, "%s", sx_last_error());
+    sx_nn_net_free(fresh);
+    sx_nn_net_free(net);
+}
