@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# make_corpus.sh: regenerate fuzz/corpus/, the seed corpus of fuzz_idx: small valid IDX files of
-# every element type and rank 1..8, raw and gzip (one made of two concatenated gzip members).
-# The output is deterministic (gzip -n); the files are committed, this script documents them.
+# make_corpus.sh: regenerate the seed corpora (the files are committed; this script documents
+# them):
+# - fuzz/corpus/, of fuzz_idx: small valid IDX files of every element type and rank 1..8, raw
+#   and gzip (one made of two concatenated gzip members); deterministic (gzip -n).
+# - fuzz/corpus_model/, of fuzz_model: the real files make_model_corpus.c writes (models, one
+#   with fused nodes, checkpoints of three optimisers, a fused training graph), built with the
+#   Release build in build/ (deterministic on one machine). Files named crash-* or regress-*
+#   are inputs that once crashed the loader: kept as regressions, never regenerated.
 #     fuzz/make_corpus.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+
+cmake -S .. -B ../build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build ../build --target make_model_corpus >/dev/null
+mkdir -p corpus_model
+rm -f corpus_model/model_*.sxm corpus_model/ckpt_*.sxm corpus_model/graph_*.sxm corpus_model/regress_*.sxm
+../build/fuzz/make_model_corpus corpus_model
+ls -l corpus_model
+
 rm -rf corpus
 mkdir corpus
 
