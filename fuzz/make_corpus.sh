@@ -4,9 +4,10 @@
 # - fuzz/corpus/, of fuzz_idx: small valid IDX files of every element type and rank 1..8, raw
 #   and gzip (one made of two concatenated gzip members); deterministic (gzip -n).
 # - fuzz/corpus_model/, of fuzz_model: the real files make_model_corpus.c writes (models, one
-#   with fused nodes, checkpoints of three optimisers, a fused training graph), built with the
-#   Release build in build/ (deterministic on one machine). Files named crash-* or regress-*
-#   are inputs that once crashed the loader: kept as regressions, never regenerated.
+#   with fused nodes, checkpoints of three optimisers, a fused training graph, the hostile files
+#   of issue 14), built with the Release build in build/ (deterministic on one machine). Files
+#   named crash-* are inputs that once crashed a loader or failed a check of fuzz_model (found
+#   by fuzzing): kept as regressions, never regenerated.
 #     fuzz/make_corpus.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -14,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 cmake -S .. -B ../build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build ../build --target make_model_corpus >/dev/null
 mkdir -p corpus_model
-rm -f corpus_model/model_*.sxm corpus_model/ckpt_*.sxm corpus_model/graph_*.sxm corpus_model/regress_*.sxm
+rm -f corpus_model/{model,ckpt,graph,hostile}_*.sxm
 ../build/fuzz/make_model_corpus corpus_model
 ls -l corpus_model
 

@@ -11,8 +11,8 @@
  *                        Adam updates) after the optimiser fused it, by sx_cg_save; with named
  *                        tensors and metadata
  * and the hostile files of issue 14 that crashed the loader, as regressions (checksums right):
- *   regress_rank0_x.sxm        a model whose x is a rank-0 input (bug 5: memcpy of -8 bytes)
- *   regress_fused_unused_b.sxm a model whose fused tanh has unused source b = 1000 (bug 6: the
+ *   hostile_rank0_x.sxm        a model whose x is a rank-0 input (bug 5: memcpy of -8 bytes)
+ *   hostile_fused_unused_b.sxm a model whose fused tanh has unused source b = 1000 (bug 6: the
  *                              interpreter read period[1000], a stack overflow)
  * Deterministic for a given machine (fixed seeds). Usage: make_model_corpus DIR */
 #include "fuzz_nets.h"
@@ -216,7 +216,7 @@ static void save_model(const char *path, sx_cg_graph *g, sx_cg_node *x, sx_cg_no
     CHECK(sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path));
 }
 
-static void regress_rank0_x(const char *path)
+static void hostile_rank0_x(const char *path)
 {
     sx_cg_graph *g = NULL;
     CHECK(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g));
@@ -232,7 +232,7 @@ static void regress_rank0_x(const char *path)
 
 /* y = fused [t = a + b; tanh(t)] over (x @ w, bias), then the tanh's unused source b set to
  * 1000 in the file's bytes and the checksum recomputed. */
-static void regress_fused_unused_b(const char *path)
+static void hostile_fused_unused_b(const char *path)
 {
     sx_cg_graph *g = NULL;
     CHECK(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g));
@@ -299,8 +299,8 @@ int main(int argc, char **argv)
     sx_nn_net_free(trained(SX_OPTIM_MOMENTUM, 1, 0, at("ckpt_momentum.sxm")));
     mlp_f64(at("model_mlp_f64.sxm"));
     train_graph(at("graph_train.sxm"));
-    regress_rank0_x(at("regress_rank0_x.sxm"));
-    regress_fused_unused_b(at("regress_fused_unused_b.sxm"));
+    hostile_rank0_x(at("hostile_rank0_x.sxm"));
+    hostile_fused_unused_b(at("hostile_fused_unused_b.sxm"));
     /* every file loads as what it is */
     const char *models[3] = {"model_cnn_f32.sxm", "model_fused_f32.sxm", "model_mlp_f64.sxm"};
     for (int i = 0; i < 3; i++) {
@@ -319,7 +319,7 @@ int main(int argc, char **argv)
     CHECK(sx_cg_file_read(at("graph_train.sxm"), &f));
     sx_cg_file_free(f);
     /* and the hostile ones are refused */
-    const char *hostile[2] = {"regress_rank0_x.sxm", "regress_fused_unused_b.sxm"};
+    const char *hostile[2] = {"hostile_rank0_x.sxm", "hostile_fused_unused_b.sxm"};
     for (int i = 0; i < 2; i++) {
         sx_nn_loaded *m = NULL;
         if (sx_nn_load(at(hostile[i]), 1, &m) != SX_E_FORMAT) {

@@ -495,9 +495,15 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
         if (s == SX_OK && m->classes < 1)
             s = sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
     }
+    /* the file's graph must have outputs x and y and run for this batch: anything else is a
+     * bad model file (SX_E_FORMAT naming it), not a bad argument */
     int slot = 0;
-    if (s == SX_OK)
-        s = loaded_graph(m, batch, &slot);
+    if (s == SX_OK && (s = loaded_graph(m, batch, &slot)) != SX_OK && s != SX_E_NOMEM) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", sx_last_error());
+        s = sx_error(SX_E_FORMAT, "%s: not a model's graph for batch %lld: %s", path,
+                     (long long)batch, msg);
+    }
     if (s == SX_OK) {
         /* judge x and y before reading anything from them: x is an input (batch, example
          * shape) with an example of rank 1..7 (sx_nn_input's), y is (batch, classes) of x's

@@ -481,6 +481,38 @@ Test(nn_io, rank0_input_is_a_clean_error, .init = make_tmpdir, .fini = remove_tm
     sx_nn_loaded_free(m);
 }
 
+/* A model file whose graph has no output "x", or one that cannot run the asked batch (a
+ * reshape to batch 1), is a bad model file: SX_E_FORMAT naming it, not the SX_E_ARG /
+ * SX_E_SHAPE of the graph calls underneath (found by fuzz_model). */
+Test(nn_io, model_graph_without_x_is_a_format_error, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128], p2[128];
+    tmp_path(path, sizeof path, "nox.sxm");
+    tmp_path(p2, sizeof p2, "fixed.sxm");
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F32, 2, (int64_t[]){1, 4});
+    sx_cg_node *y = sx_cg_softmax(g, x, -1);
+    sx_cg_node *outs[2] = {x, y};
+    const char *names[2] = {"input", "y"};
+    const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
+    const char *vals[4] = {"model", "nox", "1", "4"};
+    cr_assert_eq(sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path), SX_OK);
+    /* y = reshape(x, (1, 4)): batch 1 only */
+    sx_cg_node *r = sx_cg_reshape(g, x, 2, (int64_t[]){1, 4});
+    cr_assert_not_null(r, "%s", sx_last_error());
+    save_model_graph(p2, g, x, r, "1", "4");
+    sx_cg_graph_free(g);
+    load_fails(path, SX_E_FORMAT, "no output x");
+    cr_assert(strstr(sx_last_error(), "has no output 'x'") != NULL, "%s", sx_last_error());
+    load_fails(p2, SX_E_FORMAT, "a fixed batch");
+    cr_assert(strstr(sx_last_error(), "not a model's graph for batch 4") != NULL, "%s",
+              sx_last_error());
+    sx_nn_loaded *m = NULL;
+    cr_assert_eq(sx_nn_load(p2, 1, &m), SX_OK, "%s", sx_last_error());
+    sx_nn_loaded_free(m);
+}
+
 /* The metadata is parsed strictly (what sx_nn_save writes): a finite scale, a plain decimal
  * class count that fits (strtoll took signs, spaces and saturated on overflow). */
 Test(nn_io, bad_model_metadata_is_a_clean_error, .init = make_tmpdir, .fini = remove_tmpdir)
