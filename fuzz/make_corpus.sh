@@ -19,6 +19,19 @@ rm -f corpus_model/{model,ckpt,graph,hostile}_*.sxm
 ../build/fuzz/make_model_corpus corpus_model
 ls -l corpus_model
 
+# model.dict: a libFuzzer dictionary of every op name as the file stores it (u32 length, bytes):
+# graph ops (sx_ops.def), map and binary ops of fused programs (sx_map.def, sx_binary.def).
+{
+    echo "# fuzz_model's dictionary, written by make_corpus.sh: op names as stored in files"
+    {
+        sed -n 's/^X([A-Z0-9_]*, *\([a-z0-9_]*\),.*/\1/p' ../cgraph/sx_ops.def
+        sed -n 's/^X([A-Z0-9_]*, *"\([a-z0-9_]*\)",.*/\1/p' ../tensor/sx_map.def ../tensor/sx_binary.def
+    } | sort -u | while read -r name; do
+        printf '"\\x%02x\\x00\\x00\\x00%s"\n' "${#name}" "$name"
+    done
+    for tag in STRIXMDL GRPH TENS META "END "; do printf '"%s"\n' "$tag"; done
+} >model.dict
+
 rm -rf corpus
 mkdir corpus
 
