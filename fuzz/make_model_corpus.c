@@ -175,7 +175,7 @@ static void train_graph(const char *path)
     sx_optim_params op = sx_optim_params_default(SX_OPTIM_ADAM);
     sx_cg_node *outs[16];
     const char *names[16] = {"loss", "x", "t", "lr", "step"};
-    char buf[16][16];
+    char buf[16][32];
     int n = 0;
     outs[n++] = loss;
     outs[n++] = x;
