@@ -7,7 +7,7 @@
  *     zero inputs, then optimised, frozen and evaluated again;
  *   - sx_nn_load for a batch of 1 or 2 (by the input's size); on success a prediction for up
  *     to that many examples;
- *   - a checkpoint load into fuzz_nets.h's network.
+ *   - a checkpoint load into fuzz_nets.h's network, for the optimiser and batch it names.
  * A failure must be one of the documented statuses, with no result and a message naming the
  * file; ASan/UBSan (and LeakSanitizer) catch the rest. Allocations go through a hook that
  * refuses any single one above 256 MB (the loader must then say SX_E_NOMEM, not crash), and
@@ -136,8 +136,16 @@ static void run(sx_cg_graph *g, int n, sx_cg_node *const *outs)
     (void)s;
 }
 
+/* The run that resumes from the file (checkpoint_file): the optimiser, with its default
+ * hyper-parameters (those of the corpus), and the batch the file names, so that a checkpoint
+ * reaches its tensors; anything else must be refused as another run's (SX_E_STATE). */
+static sx_optim_kind ckpt_kind;
+static int ckpt_batch;
+
 static void graph_file(void)
 {
+    ckpt_kind = SX_OPTIM_ADAGRAD;
+    ckpt_batch = 4;
     sx_cg_file *f = (sx_cg_file *)1;
     sx_status s = sx_cg_file_read(memfd_path, &f);
     if (s != SX_OK) {
@@ -155,6 +163,10 @@ static void graph_file(void)
         const char *key = sx_cg_file_meta_key(f, i);
         CHECK(key != NULL && sx_cg_file_meta(f, key) != NULL);
     }
+    const char *opt = sx_cg_file_meta(f, "optimiser"), *batch = sx_cg_file_meta(f, "batch");
+    if (opt != NULL && sx_optim_parse(opt, &ckpt_kind) != SX_OK)
+        ckpt_kind = SX_OPTIM_ADAGRAD;
+    ckpt_batch = batch != NULL && atoi(batch) > 0 ? atoi(batch) : 4;
     int n = sx_cg_file_n_outputs(f);
     if (n > 0 && n <= 256) {
         const char *names[256];
@@ -220,8 +232,12 @@ static void checkpoint_file(void)
     sx_nn_net *net = NULL;
     if (fuzz_net(SX_F32, 1, &net) != SX_OK)
         return;
-    sx_status s = nn_checkpoint_load(net, memfd_path);
-    CHECK(s == SX_OK || s == SX_E_FORMAT || s == SX_E_UNSUPPORTED || s == SX_E_NOMEM);
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.optim = sx_optim_params_default(ckpt_kind);
+    p.batch = ckpt_batch;
+    sx_status s = nn_checkpoint_load(net, &p, memfd_path);
+    CHECK(s == SX_OK || s == SX_E_FORMAT || s == SX_E_UNSUPPORTED || s == SX_E_NOMEM ||
+          s == SX_E_STATE);
     sx_nn_net_free(net);
 }
 

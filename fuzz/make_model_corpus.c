@@ -309,10 +309,14 @@ int main(int argc, char **argv)
         sx_nn_loaded_free(m);
     }
     const char *ckpts[3] = {"ckpt_adam.sxm", "ckpt_adagrad.sxm", "ckpt_momentum.sxm"};
+    const sx_optim_kind kinds[3] = {SX_OPTIM_ADAM, SX_OPTIM_ADAGRAD, SX_OPTIM_MOMENTUM};
     for (int i = 0; i < 3; i++) {
         sx_nn_net *net2 = NULL;
         CHECK(fuzz_net(SX_F32, 1, &net2));
-        CHECK(nn_checkpoint_load(net2, at(ckpts[i])));
+        sx_nn_train_params p = sx_nn_train_params_default();
+        p.batch = 4;
+        p.optim = sx_optim_params_default(kinds[i]);
+        CHECK(nn_checkpoint_load(net2, &p, at(ckpts[i])));
         sx_nn_net_free(net2);
     }
     sx_cg_file *f = NULL;

@@ -600,7 +600,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
     p.checkpoint_path = ckpt;
     cr_assert_eq(sx_nn_train(net, &p, &d, NULL, NULL), SX_OK, "%s", sx_last_error());
     sx_nn_net *fresh = io_net(SX_F32, 6);
-    cr_assert_eq(nn_checkpoint_load(fresh, ckpt), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(nn_checkpoint_load(fresh, &p, ckpt), SX_OK, "%s", sx_last_error());
     cr_assert_eq(fresh->step, 2);
 
     char v_name[160];
@@ -629,7 +629,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
         resave_checkpoint(ckpt, bad, cases[i].key, cases[i].value, cases[i].tensor, cases[i].x);
         sx_nn_net *other = io_net(SX_F32, 7);
         float w0 = ((float *)other->layers[2]->params[0].value->data)[0];
-        sx_status s = nn_checkpoint_load(other, bad);
+        sx_status s = nn_checkpoint_load(other, &p, bad);
         cr_assert_eq(s, SX_E_FORMAT, "case %zu: %s (%s)", i, sx_status_str(s), sx_last_error());
         cr_assert(strstr(sx_last_error(), bad) != NULL && strstr(sx_last_error(), cases[i].msg),
                   "case %zu: '%s' not in '%s'", i, cases[i].msg, sx_last_error());
@@ -640,7 +640,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
     }
     /* the same file written again unchanged still loads */
     resave_checkpoint(ckpt, bad, NULL, NULL, NULL, 0);
-    cr_assert_eq(nn_checkpoint_load(fresh, bad), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(nn_checkpoint_load(fresh, &p, bad), SX_OK, "%s", sx_last_error());
     sx_nn_net_free(fresh);
     sx_nn_net_free(net);
 }
