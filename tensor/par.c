@@ -1,0 +1,302 @@
+/* par.c: the thread pool behind every parallel loop of strix (par_impl.h).
+ *
+ * One word holds the current loop: its epoch (40 bits, +1 per loop) and the number of its tasks
+ * not yet claimed (24 bits). Caller and workers claim a task by a compare-and-swap that lowers
+ * the count of the same epoch, so a worker that wakes late can never take a task of a newer
+ * loop it did not check in for; the loop's function, context and size are read only after a
+ * claim succeeded, when the loop cannot end before that task does. A completion counter tells
+ * the caller when every task has run; it waits only for tasks that were claimed. */
+#define _GNU_SOURCE /* pthread_sigmask, clock_gettime */
+#include "par_impl.h"
+#include "sx_tensor.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#define COUNT_BITS 24
+#define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
+#define EPOCH_MASK ((UINT64_C(1) << (64 - COUNT_BITS)) - 1)
+
+typedef struct worker {
+    alignas(64) pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int sleeping; /* 1 while the worker waits (or is about to wait) on cv */
+    int index;
+    uint64_t seen; /* the epoch the worker has last looked at (read at its start only) */
+} worker;
+
+static struct {
+    atomic_flag busy;      /* held by the thread whose loop uses the pool */
+    _Atomic uint64_t word; /* epoch << COUNT_BITS | tasks not yet claimed */
+    atomic_int seats;      /* workers 0 .. seats-1 may join the current loop */
+    _Atomic int64_t done;  /* tasks of the current loop that have run */
+    atomic_int waiting;    /* 1 while the caller sleeps on cv for `done` */
+    sx__par_task_fn fn;    /* the current loop; written by the owner of `busy` before the */
+    void *ctx;             /* epoch is published, read by a worker after a successful claim */
+    int64_t n;
+    uint64_t epoch; /* the owner's copy */
+    int n_workers;  /* started; changed by the owner of `busy` only */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    worker workers[SX__PAR_MAX_WORKERS];
+} pool = {
+    .busy = ATOMIC_FLAG_INIT, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local bool in_task; /* this thread runs a task (or is a pool worker) */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Claim a task of the loop of `epoch`: its index, or -1 when none is left (or a newer loop has
+ * started). Tasks go out in order 0, 1, ..., n-1. */
+static int64_t claim(uint64_t epoch)
+{
+    uint64_t w = atomic_load_explicit(&pool.word, memory_order_acquire);
+    while ((w >> COUNT_BITS) == epoch && (w & COUNT_MASK) != 0) {
+        if (atomic_compare_exchange_weak_explicit(&pool.word, &w, w - 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return pool.n - (int64_t)(w & COUNT_MASK);
+    }
+    return -1;
+}
+
+/* Run tasks of the loop of `epoch` until none is left to claim; return how many ran. */
+static int64_t run_tasks(uint64_t epoch)
+{
+    int64_t ran = 0, t;
+    while ((t = claim(epoch)) >= 0) {
+        pool.fn(pool.ctx, t);
+        ran++;
+    }
+    return ran;
+}
+
+/* A worker: wait for a new epoch (spin, then sleep), join the loop if seated, repeat. */
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    uint64_t seen = w->seen;
+    in_task = true; /* loops inside tasks run serially */
+    for (;;) {
+        uint64_t word = atomic_load_explicit(&pool.word, memory_order_acquire);
+        if ((word >> COUNT_BITS) == seen) {
+            const int64_t t0 = now_ns();
+            for (int i = 1; (word >> COUNT_BITS) == seen; i++) {
+                cpu_relax();
+                word = atomic_load_explicit(&pool.word, memory_order_acquire);
+                if ((i & 63) == 0 && now_ns() - t0 > SX__PAR_SPIN_NS)
+                    break;
+            }
+        }
+        if ((word >> COUNT_BITS) == seen) {
+            pthread_mutex_lock(&w->mu);
+            atomic_store(&w->sleeping, 1);
+            while (((word = atomic_load(&pool.word)) >> COUNT_BITS) == seen)
+                pthread_cond_wait(&w->cv, &w->mu);
+            atomic_store(&w->sleeping, 0);
+            pthread_mutex_unlock(&w->mu);
+        }
+        seen = word >> COUNT_BITS;
+        if (w->index >= atomic_load_explicit(&pool.seats, memory_order_relaxed))
+            continue;
+        int64_t t;
+        while ((t = claim(seen)) >= 0) {
+            /* the loop cannot end before this task does: its fields are stable */
+            const int64_t n = pool.n;
+            pool.fn(pool.ctx, t);
+            if (atomic_fetch_add(&pool.done, 1) + 1 == n && atomic_load(&pool.waiting)) {
+                pthread_mutex_lock(&pool.mu);
+                pthread_cond_signal(&pool.cv);
+                pthread_mutex_unlock(&pool.mu);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* In a child after fork() the workers are gone: start again from none. */
+static void after_fork_child(void)
+{
+    pool.n_workers = 0;
+    atomic_flag_clear(&pool.busy);
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.cv, NULL);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void register_fork(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+/* Start workers until there are `want` (owner of `busy` only); return how many there are, at
+ * most `want` (fewer if a thread cannot be started: the loop then uses fewer). Workers block
+ * every signal, which go to the program's own threads. */
+static int ensure_workers(int want)
+{
+    if (want > SX__PAR_MAX_WORKERS)
+        want = SX__PAR_MAX_WORKERS;
+    if (pool.n_workers < want) {
+        pthread_once(&fork_once, register_fork);
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        while (pool.n_workers < want) {
+            worker *w = &pool.workers[pool.n_workers];
+            w->index = pool.n_workers;
+            w->seen = pool.epoch;
+            atomic_store(&w->sleeping, 0);
+            if (pthread_mutex_init(&w->mu, NULL) != 0)
+                break;
+            if (pthread_cond_init(&w->cv, NULL) != 0) {
+                pthread_mutex_destroy(&w->mu);
+                break;
+            }
+            pthread_attr_t attr;
+            bool ok = pthread_attr_init(&attr) == 0;
+            if (ok) {
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                ok = pthread_create(&w->thread, &attr, worker_main, w) == 0;
+                pthread_attr_destroy(&attr);
+            }
+            if (!ok) {
+                pthread_cond_destroy(&w->cv);
+                pthread_mutex_destroy(&w->mu);
+                break;
+            }
+            pool.n_workers++;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    return pool.n_workers < want ? pool.n_workers : want;
+}
+
+int sx__par_threads(void)
+{
+    return in_task ? 1 : sx_threads_get();
+}
+
+int sx__par_workers(void)
+{
+    bool mine = !atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire);
+    int n = pool.n_workers;
+    if (mine)
+        atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    return mine ? n : -1;
+}
+
+void sx__par_for(int64_t n_tasks, sx__par_task_fn fn, void *ctx)
+{
+    if (n_tasks <= 0)
+        return;
+    assert(fn != NULL && n_tasks <= SX__PAR_MAX_TASKS);
+    int64_t t = sx__par_threads();
+    if (t > n_tasks)
+        t = n_tasks;
+    int seats = 0;
+    if (t > 1 && !atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire)) {
+        seats = ensure_workers((int)t - 1);
+        if (seats == 0)
+            atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    }
+    if (seats == 0) { /* one thread, inside a task, or the pool is someone else's */
+        const bool outer = in_task;
+        in_task = true;
+        for (int64_t i = 0; i < n_tasks; i++)
+            fn(ctx, i);
+        in_task = outer;
+        return;
+    }
+
+    /* publish the loop, then wake the seated workers that sleep */
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.n = n_tasks;
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool.seats, seats, memory_order_relaxed);
+    const uint64_t epoch = pool.epoch = (pool.epoch + 1) & EPOCH_MASK;
+    atomic_store(&pool.word, epoch << COUNT_BITS | (uint64_t)n_tasks);
+    for (int i = 0; i < seats; i++) {
+        worker *w = &pool.workers[i];
+        if (atomic_load(&w->sleeping)) {
+            pthread_mutex_lock(&w->mu);
+            pthread_cond_signal(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+        }
+    }
+
+    /* take part, then wait for the tasks that workers claimed: spin briefly, then sleep */
+    in_task = true;
+    const int64_t mine = run_tasks(epoch);
+    in_task = false;
+    if (atomic_fetch_add(&pool.done, mine) + mine != n_tasks) {
+        const int64_t t0 = now_ns();
+        for (int i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) != n_tasks; i++) {
+            cpu_relax();
+            if ((i & 63) == 0 && now_ns() - t0 > SX__PAR_SPIN_NS) {
+                pthread_mutex_lock(&pool.mu);
+                atomic_store(&pool.waiting, 1);
+                while (atomic_load(&pool.done) != n_tasks)
+                    pthread_cond_wait(&pool.cv, &pool.mu);
+                atomic_store(&pool.waiting, 0);
+                pthread_mutex_unlock(&pool.mu);
+                break;
+            }
+        }
+    }
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+}
+
+typedef struct range_ctx {
+    sx__par_range_fn fn;
+    void *ctx;
+    int64_t n, chunk;
+} range_ctx;
+
+static void range_task(void *c, int64_t t)
+{
+    const range_ctx *r = c;
+    const int64_t lo = t * r->chunk, hi = lo + r->chunk < r->n ? lo + r->chunk : r->n;
+    r->fn(r->ctx, lo, hi);
+}
+
+void sx__par_range(int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    const int64_t t = sx__par_threads();
+    int64_t tasks = n / grain;
+    if (tasks > 4 * t)
+        tasks = 4 * t;
+    if (t <= 1 || tasks <= 1) {
+        const bool outer = in_task;
+        in_task = true;
+        fn(ctx, 0, n);
+        in_task = outer;
+        return;
+    }
+    range_ctx r = {fn, ctx, n, (n + tasks - 1) / tasks};
+    sx__par_for((n + r.chunk - 1) / r.chunk, range_task, &r);
+}

@@ -1,0 +1,59 @@
+/* par_impl.h: strix's one parallel runtime (tensor/par.c), used by every parallel kernel, the
+ * GEMM, the convolution drivers and the parallel graph evaluation (never installed).
+ *
+ * A parallel loop is a number of tasks. The calling thread takes part: it and whichever pool
+ * workers are awake claim tasks from one atomic counter, and the call returns when every TASK
+ * has run, never waiting for a worker that has not claimed one (a descheduled worker cannot hold
+ * the caller up; one that holds a task costs at most that task, so big loops are cut into about
+ * four tasks per thread). Idle workers spin for about SX__PAR_SPIN_NS, then sleep; a call wakes
+ * only the workers it may use. The policy as a whole is documented at "Threads" in sx_tensor.h. */
+#ifndef SX_PAR_IMPL_H
+#define SX_PAR_IMPL_H
+
+#include <stdint.h>
+
+/* Loops over at least this many elements run in parallel (cheap element-wise work); expensive
+ * per-element work (transcendentals) uses the lower threshold. As a grain of sx__par_range (the
+ * fewest items per task) use half of it, so that a loop of SX_PAR_MIN items makes two tasks. */
+#define SX_PAR_MIN 32768
+#define SX_PAR_MIN_HEAVY 4096
+
+/* How long an idle worker (and a caller waiting for a worker's last task) spins before it
+ * sleeps: about the time a loop of SX_PAR_MIN cheap elements takes, and a few times the cost of
+ * waking a sleeping thread, so that back-to-back parallel loops keep their workers awake while
+ * an idle pool leaves the cores to others within tens of microseconds. */
+#define SX__PAR_SPIN_NS 50000
+
+/* At most this many pool workers (a kernel uses at most one more thread: the caller). */
+#define SX__PAR_MAX_WORKERS 255
+
+/* At most this many tasks per call (a bigger n_tasks is an internal bug: assert). */
+#define SX__PAR_MAX_TASKS ((int64_t)1 << 24)
+
+typedef void (*sx__par_task_fn)(void *ctx, int64_t task);
+typedef void (*sx__par_range_fn)(void *ctx, int64_t lo, int64_t hi);
+
+/* The number of threads a parallel loop started now by this thread would use: 1 inside a task
+ * of a parallel loop (nested loops run serially in the task that calls them), else
+ * sx_threads_get(). Kernels that pick a strategy by the thread count ask this. */
+int sx__par_threads(void);
+
+/* Run fn(ctx, t) once for every t in [0, n_tasks), in any order and on any of up to
+ * sx__par_threads() threads (the caller included); return when all have run. n_tasks <= 0 does
+ * nothing. Tasks must not depend on one another's order or thread: each writes its own part of
+ * the output. Runs everything on the calling thread when one thread is allowed, when called from
+ * inside a task, or when another thread's loop holds the pool (one loop at a time: the pool
+ * never runs two callers' loops against each other). */
+void sx__par_for(int64_t n_tasks, sx__par_task_fn fn, void *ctx);
+
+/* Run fn(ctx, lo, hi) over consecutive ranges covering [0, n) (n <= 0: nothing), each of at
+ * least `grain` items (grain >= 1) but the last, at most four per thread; with one range the
+ * call is fn(ctx, 0, n) on the calling thread. The boundaries depend on n and the thread count:
+ * use it only where each item's result does not depend on them (element-wise loops); a
+ * reduction cuts its input into fixed blocks itself and uses sx__par_for. */
+void sx__par_range(int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx);
+
+/* For the tests: how many pool workers have been started so far. */
+int sx__par_workers(void);
+
+#endif
