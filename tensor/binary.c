@@ -106,7 +106,7 @@ static void execute(int kind, int op, int nin, const sx_tensor *const *in, sx_te
 /* Ops whose expression calls libm run in parallel from a lower size. */
 static int64_t binary_threshold(sx_binary_op op)
 {
-    return op == SX_BINARY_POW || op == SX_BINARY_ATAN2 ? SX_OMP_MIN_HEAVY : SX_OMP_MIN;
+    return op == SX_BINARY_POW || op == SX_BINARY_ATAN2 ? SX_PAR_MIN_HEAVY : SX_PAR_MIN;
 }
 
 /* Everything after the op check, shared by the tensor-tensor and scalar forms. */
@@ -211,7 +211,7 @@ sx_status sx_tensor_fma_out(const sx_tensor *a, const sx_tensor *b, const sx_ten
     if (out->size == 0)
         return SX_OK;
     const sx_tensor *in[3] = {a, b, c};
-    execute(KIND_FMA, 0, 3, in, out, SX_OMP_MIN);
+    execute(KIND_FMA, 0, 3, in, out, SX_PAR_MIN);
     return SX_OK;
 }
 
@@ -234,6 +234,6 @@ sx_status sx_tensor_broadcast_out(const sx_tensor *x, sx_tensor *out)
     if (out->size == 0)
         return SX_OK;
     const sx_tensor *in[1] = {x};
-    execute(KIND_COPY, 0, 1, in, out, SX_OMP_MIN);
+    execute(KIND_COPY, 0, 1, in, out, SX_PAR_MIN);
     return SX_OK;
 }

@@ -139,26 +139,43 @@ static void BN_CAT(run, SFX)(const bplan *p, int kind, BN_CAT(bin_row, SFX) f, c
     }
 }
 
+typedef struct BN_CAT(drive_ctx, SFX) {
+    const bplan *p;
+    int kind;
+    BN_CAT(bin_row, SFX) f;
+    const T *in[3];
+    T *out;
+    int64_t total, blk;
+} BN_CAT(drive_ctx, SFX);
+
+/* The blocks [b0, b1) of blk elements. */
+static void BN_CAT(drive_blocks, SFX)(void *ctx, int64_t b0, int64_t b1)
+{
+    const BN_CAT(drive_ctx, SFX) *d = ctx;
+    const int64_t e1 = b1 * d->blk < d->total ? b1 * d->blk : d->total;
+    BN_CAT(run, SFX)(d->p, d->kind, d->f, d->in, d->out, b0 * d->blk, e1);
+}
+
 /* Run plan p over all `total` output elements: in blocks of `blk` elements, spread over the
- * OpenMP threads when total >= thr (element-wise, so the result never depends on the
+ * pool's threads when total >= thr (element-wise, so the result never depends on the
  * schedule). */
 static void BN_CAT(drive, SFX)(const bplan *p, int kind, int op, const void *const *vin, void *vout,
                                int64_t total, int64_t thr)
 {
-    const T *in[3] = {vin[0], p->nin > 1 ? vin[1] : vin[0], p->nin > 2 ? vin[2] : vin[0]};
-    T *out = vout;
-    BN_CAT(bin_row, SFX) f = kind == KIND_BINARY ? BN_CAT(bin_rows, SFX)[op] : NULL;
-    const int64_t blk = thr / 4 > 1024 ? thr / 4 : 1024;
-    const int64_t nblk = (total + blk - 1) / blk;
+    BN_CAT(drive_ctx, SFX)
+    d = {p,
+         kind,
+         kind == KIND_BINARY ? BN_CAT(bin_rows, SFX)[op] : NULL,
+         {vin[0], p->nin > 1 ? vin[1] : vin[0], p->nin > 2 ? vin[2] : vin[0]},
+         vout,
+         total,
+         thr / 4 > 1024 ? thr / 4 : 1024};
+    const int64_t nblk = (total + d.blk - 1) / d.blk;
     if (nblk <= 1 || total < thr) {
-        BN_CAT(run, SFX)(p, kind, f, in, out, 0, total);
+        BN_CAT(run, SFX)(p, kind, d.f, d.in, d.out, 0, total);
         return;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t e1 = (b + 1) * blk;
-        BN_CAT(run, SFX)(p, kind, f, in, out, b * blk, e1 < total ? e1 : total);
-    }
+    sx__par_range(nblk, 1, BN_CAT(drive_blocks, SFX), &d);
 }
 
 #undef BN_CAT

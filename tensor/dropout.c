@@ -73,25 +73,28 @@ typedef struct drop_job {
     double keep;
 } drop_job;
 
-/* Mask block b: elements [b * DROP_BLOCK, min(n, (b + 1) * DROP_BLOCK)). */
-static void drop_block(const drop_job *j, int64_t b)
+/* Mask blocks [b0, b1): elements [b0 * DROP_BLOCK, min(n, b1 * DROP_BLOCK)). */
+static void drop_blocks(void *ctx, int64_t b0, int64_t b1)
 {
-    const int64_t n = j->out->size, at = b * DROP_BLOCK;
-    const int64_t len = n - at < DROP_BLOCK ? n - at : DROP_BLOCK;
-    if (j->out->dtype == SX_F32)
-        j->k32((float *)j->out->data + at, at, len, j->key, j->below, (float)j->keep);
-    else
-        j->k64((double *)j->out->data + at, at, len, j->key, j->below, j->keep);
+    const drop_job *j = ctx;
+    const int64_t n = j->out->size;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t at = b * DROP_BLOCK, len = n - at < DROP_BLOCK ? n - at : DROP_BLOCK;
+        if (j->out->dtype == SX_F32)
+            j->k32((float *)j->out->data + at, at, len, j->key, j->below, (float)j->keep);
+        else
+            j->k64((double *)j->out->data + at, at, len, j->key, j->below, j->keep);
+    }
 }
 
 /* Below these many elements one thread writes the whole mask. A mask costs about 0.15 ns per
  * element with AVX-512 (64-bit multiplies in one instruction) and 0.7-1 ns with AVX2 or the
- * portable kernel; waking a sleeping OpenMP worker (OMP_WAIT_POLICY=PASSIVE) costs 10-25 us. Both
- * thresholds are about 40 us of work, where splitting it in two starts to pay. */
+ * portable kernel; waking a sleeping pool worker costs 10-25 us. Both thresholds are about 40 us
+ * of work, where splitting it in two starts to pay. */
 #define DROP_PAR_AVX512 262144
 #define DROP_PAR 65536
 
-/* The whole mask, block by block; OpenMP over blocks from the threshold on. */
+/* The whole mask, block by block; the pool's threads over blocks from the threshold on. */
 static void drop_run(sx_tensor *out, uint64_t key, uint64_t below, double keep)
 {
     drop_job j = {drop_f32_base, drop_f64_base, out, key, below, keep};
@@ -111,15 +114,8 @@ static void drop_run(sx_tensor *out, uint64_t key, uint64_t below, double keep)
         break;
     }
 #endif
-    const int64_t n = out->size, blocks = (n + DROP_BLOCK - 1) / DROP_BLOCK;
-    if (n < par) { /* no parallel region at all: even an inactive one costs a microsecond */
-        for (int64_t b = 0; b < blocks; b++)
-            drop_block(&j, b);
-        return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < blocks; b++)
-        drop_block(&j, b);
+    const int64_t blocks = (out->size + DROP_BLOCK - 1) / DROP_BLOCK;
+    sx__par_range(blocks, (par + 2 * DROP_BLOCK - 1) / (2 * DROP_BLOCK), drop_blocks, &j);
 }
 
 /* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask

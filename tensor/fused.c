@@ -39,21 +39,37 @@ static fused_f32_fn *fused_f32_kernel(void)
     return fused_block_f32;
 }
 
-/* The program over all n elements, block by block (OpenMP over blocks above SX_OMP_MIN). */
+typedef struct fused_ctx {
+    const sx_fused_prog *prog;
+    const void *const *ops;
+    const int64_t *period;
+    sx_tensor *out;
+    fused_f32_fn *k32;
+} fused_ctx;
+
+/* The blocks [b0, b1) of FUSED_BLOCK elements. */
+static void fused_blocks(void *ctx, int64_t b0, int64_t b1)
+{
+    const fused_ctx *f = ctx;
+    const int64_t n = f->out->size;
+    for (int64_t bk = b0; bk < b1; bk++) {
+        const int64_t at = bk * FUSED_BLOCK;
+        const int len = (int)(n - at < FUSED_BLOCK ? n - at : FUSED_BLOCK);
+        if (f->k32 != NULL)
+            f->k32(f->prog, f->ops, f->period, f->out->data, at, len);
+        else
+            fused_block_f64(f->prog, f->ops, f->period, f->out->data, at, len);
+    }
+}
+
+/* The program over all n elements, block by block (the pool's threads over blocks above
+ * SX_PAR_MIN elements). */
 static void fused_run(const sx_fused_prog *prog, const void *const *ops, const int64_t *period,
                       sx_tensor *out)
 {
-    const int64_t n = out->size, blocks = (n + FUSED_BLOCK - 1) / FUSED_BLOCK;
-    fused_f32_fn *k32 = out->dtype == SX_F32 ? fused_f32_kernel() : NULL;
-#pragma omp parallel for if (n >= SX_OMP_MIN)
-    for (int64_t bk = 0; bk < blocks; bk++) {
-        const int64_t at = bk * FUSED_BLOCK;
-        const int len = (int)(n - at < FUSED_BLOCK ? n - at : FUSED_BLOCK);
-        if (k32 != NULL)
-            k32(prog, ops, period, out->data, at, len);
-        else
-            fused_block_f64(prog, ops, period, out->data, at, len);
-    }
+    fused_ctx f = {prog, ops, period, out, out->dtype == SX_F32 ? fused_f32_kernel() : NULL};
+    sx__par_range((out->size + FUSED_BLOCK - 1) / FUSED_BLOCK, SX_PAR_MIN / 2 / FUSED_BLOCK,
+                  fused_blocks, &f);
 }
 
 /* Every field of every instruction, the one validator of fused programs (sx_tensor_fused_out,

@@ -7,9 +7,6 @@
 #include "vmath.h"
 
 #include <tgmath.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static const char *const map_names[] = {
 #define X(name, str, expr) str,
@@ -57,42 +54,38 @@ static map_f32_fn *map_f32_kernel(void)
 }
 
 /* Below these sizes one thread does the whole map: f32 kernels are vectorised (a few tenths of
- * a nanosecond per element, less than waking a sleeping OpenMP worker costs for smaller
- * inputs); f64 transcendentals are libm calls, about ten times slower. Above, each thread takes
- * one contiguous range (a multiple of 16 elements): the result does not depend on the split. */
+ * a nanosecond per element, less than waking a sleeping worker costs for smaller inputs); f64
+ * transcendentals are libm calls, about ten times slower. Above, the pool's tasks take
+ * contiguous ranges (multiples of 16 elements): the result does not depend on the split. */
 #define MAP_PAR_F32 65536
-#define MAP_PAR_F64 SX_OMP_MIN_HEAVY
+#define MAP_PAR_F64 SX_PAR_MIN_HEAVY
 
-/* out[lo, hi) = op(x[lo, hi)). */
-static void map_range(sx_map_op op, double alpha, const sx_tensor *x, sx_tensor *out,
-                      map_f32_fn *k32, int64_t lo, int64_t hi)
+typedef struct map_ctx {
+    sx_map_op op;
+    double alpha;
+    const sx_tensor *x;
+    sx_tensor *out;
+    map_f32_fn *k32;
+} map_ctx;
+
+/* out[lo, hi) = op(x[lo, hi)), for the blocks [lo16, hi16) of 16 elements. */
+static void map_range(void *ctx, int64_t lo16, int64_t hi16)
 {
-    if (x->dtype == SX_F32)
-        k32(op, (float)alpha, (const float *)x->data + lo, (float *)out->data + lo, hi - lo);
+    const map_ctx *m = ctx;
+    const int64_t n = m->x->size, lo = lo16 * 16, hi = hi16 * 16 < n ? hi16 * 16 : n;
+    if (m->x->dtype == SX_F32)
+        m->k32(m->op, (float)m->alpha, (const float *)m->x->data + lo, (float *)m->out->data + lo,
+               hi - lo);
     else
-        map_f64(op, alpha, (const double *)x->data + lo, (double *)out->data + lo, hi - lo);
+        map_f64(m->op, m->alpha, (const double *)m->x->data + lo, (double *)m->out->data + lo,
+                hi - lo);
 }
 
 static void map_run(sx_map_op op, double alpha, const sx_tensor *x, sx_tensor *out)
 {
-    const int64_t n = x->size;
-    map_f32_fn *k32 = x->dtype == SX_F32 ? map_f32_kernel() : NULL;
-    if (n < (x->dtype == SX_F32 ? MAP_PAR_F32 : MAP_PAR_F64)) {
-        map_range(op, alpha, x, out, k32, 0, n);
-        return;
-    }
-#pragma omp parallel
-    {
-        int64_t lo = 0, hi = n;
-#ifdef _OPENMP
-        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t per = ((n + nt - 1) / nt + 15) & ~(int64_t)15;
-        lo = t * per < n ? t * per : n;
-        hi = n - lo > per ? lo + per : n;
-#endif
-        if (hi > lo)
-            map_range(op, alpha, x, out, k32, lo, hi);
-    }
+    map_ctx m = {op, alpha, x, out, x->dtype == SX_F32 ? map_f32_kernel() : NULL};
+    const int64_t grain = (x->dtype == SX_F32 ? MAP_PAR_F32 : MAP_PAR_F64) / 2 / 16;
+    sx__par_range((x->size + 15) / 16, grain, map_range, &m);
 }
 
 sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x, sx_tensor *out)

@@ -240,16 +240,28 @@ void sx_tensor_set(sx_tensor *t, int64_t i, double v)
 
 /* ---------------------------------------------------------------- fills */
 
+typedef struct fill_ctx {
+    void *p;
+    sx_dtype dtype;
+    double value;
+} fill_ctx;
+
+static void fill_range(void *c, int64_t lo, int64_t hi)
+{
+    const fill_ctx *f = c;
+#define FILL(T)                                                                                    \
+    T *p = (T *)f->p;                                                                              \
+    const T v = (T)f->value;                                                                       \
+    _Pragma("omp simd") for (int64_t i = lo; i < hi; i++) p[i] = v
+    SX_DISPATCH(f->dtype, FILL);
+#undef FILL
+}
+
 sx_status sx_tensor_fill(sx_tensor *out, double value)
 {
     SX_TRY(sx__check_tensor("sx_tensor_fill", "out", out));
-    int64_t n = out->size;
-#define FILL(T)                                                                                    \
-    T *p = (T *)out->data;                                                                         \
-    T v = (T)value;                                                                                \
-    _Pragma("omp parallel for simd if (n >= SX_OMP_MIN)") for (int64_t i = 0; i < n; i++) p[i] = v
-    SX_DISPATCH(out->dtype, FILL);
-#undef FILL
+    fill_ctx f = {out->data, out->dtype, value};
+    sx__par_range(out->size, SX_PAR_MIN / 2, fill_range, &f);
     return SX_OK;
 }
 
@@ -310,27 +322,39 @@ sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out)
     return SX_OK;
 }
 
+typedef struct cast_ctx {
+    const void *x;
+    void *out;
+    bool up; /* f32 -> f64, else f64 -> f32 */
+} cast_ctx;
+
+static void cast_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const cast_ctx *c = ctx;
+    if (c->up) {
+        const float *s = c->x;
+        double *d = c->out;
+#pragma omp simd
+        for (int64_t i = lo; i < hi; i++)
+            d[i] = (double)s[i];
+    } else {
+        const double *s = c->x;
+        float *d = c->out;
+#pragma omp simd
+        for (int64_t i = lo; i < hi; i++)
+            d[i] = (float)s[i];
+    }
+}
+
 sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out)
 {
     const char *who = "sx_tensor_cast_out";
     SX_TRY(sx__check_tensor(who, "x", x));
     SX_TRY(sx__check_out(who, out, out ? out->dtype : SX_F32, x->rank, x->shape));
-    int64_t n = x->size;
     if (x->dtype == out->dtype)
         return sx_tensor_copy_out(x, out);
-    if (x->dtype == SX_F32) {
-        const float *s = SX_F32P(x);
-        double *d = SX_F64P(out);
-#pragma omp parallel for simd if (n >= SX_OMP_MIN)
-        for (int64_t i = 0; i < n; i++)
-            d[i] = (double)s[i];
-    } else {
-        const double *s = SX_F64P(x);
-        float *d = SX_F32P(out);
-#pragma omp parallel for simd if (n >= SX_OMP_MIN)
-        for (int64_t i = 0; i < n; i++)
-            d[i] = (float)s[i];
-    }
+    cast_ctx c = {x->data, out->data, x->dtype == SX_F32};
+    sx__par_range(x->size, SX_PAR_MIN / 2, cast_range, &c);
     return SX_OK;
 }
 

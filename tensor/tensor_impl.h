@@ -4,6 +4,7 @@
 #ifndef SX_TENSOR_IMPL_H
 #define SX_TENSOR_IMPL_H
 
+#include "par_impl.h"
 #include "sx_tensor.h"
 
 #include <assert.h>

@@ -58,16 +58,24 @@ static upd_fn *const upd_f32[3][UPD_COUNT] = {UPD_SET(f32),
 static upd_fn *const upd_f64[UPD_COUNT] = UPD_SET(f64);
 #undef UPD_SET
 
+typedef struct upd_ctx {
+    upd_fn *fn;
+    const upd_args *u;
+} upd_ctx;
+
+static void upd_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const upd_ctx *c = ctx;
+    c->fn(c->u, lo, hi);
+}
+
 /* Run step `k` over p's elements: f32 with the widest instruction set this CPU has (vm_isa),
- * in blocks split over the threads above SX_OMP_MIN elements (element-wise: the bits do not
- * depend on the split). */
+ * in ranges split over the pool's threads above SX_PAR_MIN elements (element-wise: the bits do
+ * not depend on the split). */
 static void upd_run(int k, const sx_tensor *p, const upd_args *u)
 {
-    upd_fn *fn = p->dtype == SX_F32 ? upd_f32[vm_isa()][k] : upd_f64[k];
-    const int64_t n = p->size, blk = 8192, nb = (n + blk - 1) / blk;
-#pragma omp parallel for schedule(static) if (n >= SX_OMP_MIN)
-    for (int64_t b = 0; b < nb; b++)
-        fn(u, b * blk, (b + 1) * blk < n ? (b + 1) * blk : n);
+    upd_ctx c = {p->dtype == SX_F32 ? upd_f32[vm_isa()][k] : upd_f64[k], u};
+    sx__par_range(p->size, SX_PAR_MIN / 2, upd_range, &c);
 }
 
 sx_status sx_tensor_sgd_step(sx_tensor *p, const sx_tensor *g, double lr)
