@@ -7,9 +7,6 @@
 #include "vmath.h"
 
 #include <tgmath.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static const char *const fold_names[] = {
 #define X(name, str) str,
@@ -35,8 +32,9 @@ const char *sx_fold_name(sx_fold_op op)
  * rows), the double sum of the blocks adds nothing measurable; NumPy instead adds rows one by one
  * into the f32 result (error growing with the number of rows). The reduction of every output is cut
  * into chunks whose size depends only on the shape (never on the thread count); chunk partials are
- * combined in chunk order. OpenMP runs over outputs (or tiles of outputs) when there are many, else
- * over the chunks of each output: either way the result is bit-identical for any number of threads.
+ * combined in chunk order. The pool runs over outputs (or tiles of outputs) when there are many,
+ * else over the chunks of each output: either way the result is bit-identical for any number of
+ * threads.
  */
 
 /* ---------------------------------------------------------------- the plan */
@@ -143,15 +141,6 @@ static int64_t b_chunks(const fplan *p, int64_t *rows)
     int64_t a = ceil_div(CHUNK_B, w), b = ceil_div(p->R, NCH_B);
     *rows = ceil_div(a > b ? a : b, B_BLOCK) * B_BLOCK;
     return ceil_div(p->R, *rows);
-}
-
-static int max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
 
 /* ---------------------------------------------------------------- accumulators */

@@ -201,8 +201,24 @@ static facc FD(a_chunk)(rkind rk, const T *x, const fplan *p, int64_t base, int6
     return acc;
 }
 
+typedef struct FD(a_chunks_ctx) {
+    rkind rk;
+    const T *x;
+    const fplan *p;
+    int64_t base, ch;
+    T shift;
+    facc *parts; /* (nch) */
+} FD(a_chunks_ctx);
+
+static void FD(a_chunk_task)(void *ctx, int64_t c)
+{
+    const FD(a_chunks_ctx) *a = ctx;
+    const int64_t r1 = (c + 1) * a->ch < a->p->R ? (c + 1) * a->ch : a->p->R;
+    a->parts[c] = FD(a_chunk)(a->rk, a->x, a->p, a->base, c * a->ch, r1, a->shift);
+}
+
 /* Case A: the whole reduction of one output, as the chunks of a_chunks() folded in order.
- * With `par` the chunks run on the OpenMP threads; the result is the same either way. */
+ * With `par` the chunks run on the pool's threads; the result is the same either way. */
 static facc FD(a_reduce)(rkind rk, const T *x, const fplan *p, int64_t base, T shift, bool par)
 {
     if (p->nr == 1 && p->R <= CHUNK_A) /* one run, one chunk: the same result, less overhead */
@@ -217,11 +233,8 @@ static facc FD(a_reduce)(rkind rk, const T *x, const fplan *p, int64_t base, T s
         return acc;
     }
     facc parts[NCH_A];
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t r1 = (c + 1) * ch < p->R ? (c + 1) * ch : p->R;
-        parts[c] = FD(a_chunk)(rk, x, p, base, c * ch, r1, shift);
-    }
+    FD(a_chunks_ctx) ac = {rk, x, p, base, ch, shift, parts};
+    sx__par_for(nch, FD(a_chunk_task), &ac);
     facc acc = facc_identity(rk);
     for (int64_t c = 0; c < nch; c++)
         acc = facc_combine(rk, acc, parts[c]);
@@ -243,13 +256,30 @@ static T FD(a_output)(sx_fold_op op, const T *x, const fplan *p, int64_t o, bool
     return (T)fold_finish(op, a, p->R);
 }
 
+typedef struct FD(outputs_ctx) {
+    sx_fold_op op;
+    const T *x;
+    const fplan *p;
+    T *out;
+    int64_t w; /* case B: the tile width */
+} FD(outputs_ctx);
+
+static void FD(a_outputs)(void *ctx, int64_t o0, int64_t o1)
+{
+    const FD(outputs_ctx) *a = ctx;
+    for (int64_t o = o0; o < o1; o++)
+        a->out[o] = FD(a_output)(a->op, a->x, a->p, o, false);
+}
+
 static void FD(drive_a)(sx_fold_op op, const T *x, const fplan *p, T *out, bool big)
 {
     const int64_t K = p->K;
-    if (!big || K >= 4 * max_threads()) {
-#pragma omp parallel for schedule(static) if (big)
-        for (int64_t o = 0; o < K; o++)
-            out[o] = FD(a_output)(op, x, p, o, false);
+    if (!big || K >= 4 * sx__par_threads()) {
+        FD(outputs_ctx) a = {op, x, p, out, 0};
+        if (big)
+            sx__par_range(K, 1, FD(a_outputs), &a);
+        else
+            FD(a_outputs)(&a, 0, K);
     } else {
         for (int64_t o = 0; o < K; o++)
             out[o] = FD(a_output)(op, x, p, o, true);
@@ -371,8 +401,26 @@ static void FD(b_chunk)(rkind rk, const T *x, const fplan *p, int64_t base, int6
 #undef B_ROWS
 #undef B_ARG
 
+typedef struct FD(b_chunks_ctx) {
+    rkind rk;
+    const T *x;
+    const fplan *p;
+    int64_t base, cr, n;
+    const T *shift;
+    double (*pa)[TILE]; /* (nch, TILE) */
+    int64_t (*pi)[TILE];
+} FD(b_chunks_ctx);
+
+static void FD(b_chunk_task)(void *ctx, int64_t c)
+{
+    const FD(b_chunks_ctx) *b = ctx;
+    const int64_t r1 = (c + 1) * b->cr < b->p->R ? (c + 1) * b->cr : b->p->R;
+    tile_identity(b->rk, b->n, b->pa[c], b->pi[c]);
+    FD(b_chunk)(b->rk, b->x, b->p, b->base, c * b->cr, r1, b->n, b->pa[c], b->pi[c], b->shift);
+}
+
 /* Case B: the whole reduction of a tile of n adjacent outputs into acc/idx: chunks of
- * rows (b_chunks()) folded separately and combined in order, on the OpenMP threads with `par`
+ * rows (b_chunks()) folded separately and combined in order, on the pool's threads with `par`
  * (same result either way). */
 static void FD(b_reduce)(rkind rk, const T *x, const fplan *p, int64_t base, int64_t n,
                          const T *shift, double *acc, int64_t *idx, bool par)
@@ -396,12 +444,8 @@ static void FD(b_reduce)(rkind rk, const T *x, const fplan *p, int64_t base, int
     }
     double pa[NCH_B][TILE];
     int64_t pi[NCH_B][TILE];
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t r1 = (c + 1) * cr < p->R ? (c + 1) * cr : p->R;
-        tile_identity(rk, n, pa[c], pi[c]);
-        FD(b_chunk)(rk, x, p, base, c * cr, r1, n, pa[c], pi[c], shift);
-    }
+    FD(b_chunks_ctx) b = {rk, x, p, base, cr, n, shift, pa, pi};
+    sx__par_for(nch, FD(b_chunk_task), &b);
     for (int64_t c = 0; c < nch; c++)
         tile_combine(rk, n, acc, idx, pa[c], pi[c]);
 }
@@ -454,7 +498,14 @@ static void FD(b_task)(sx_fold_op op, const T *x, const fplan *p, int64_t t, T *
         o[j] = (T)acc[j];
 }
 
-/* OpenMP over the tasks, unless there are row chunks and too few tasks for the threads: then
+static void FD(b_tasks)(void *ctx, int64_t t0, int64_t t1)
+{
+    const FD(outputs_ctx) *b = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        FD(b_task)(b->op, b->x, b->p, t, b->out, false, b->w);
+}
+
+/* The pool over the tasks, unless there are row chunks and too few tasks for the threads: then
  * over the chunks of each task in turn. */
 static void FD(drive_b)(sx_fold_op op, const T *x, const fplan *p, T *out, bool big)
 {
@@ -463,10 +514,12 @@ static void FD(drive_b)(sx_fold_op op, const T *x, const fplan *p, T *out, bool 
     const rkind rk = fold_kind(op);
     const bool wide = !chunked && (rk == RK_SUM || rk == RK_ABS || rk == RK_SQR);
     const int64_t w = wide ? TILE_WIDE : TILE, tasks = b_tasks(p, w);
-    if (!big || !chunked || tasks >= 4 * max_threads()) {
-#pragma omp parallel for schedule(static) if (big)
-        for (int64_t t = 0; t < tasks; t++)
-            FD(b_task)(op, x, p, t, out, false, w);
+    if (!big || !chunked || tasks >= 4 * sx__par_threads()) {
+        FD(outputs_ctx) b = {op, x, p, out, w};
+        if (big)
+            sx__par_range(tasks, 1, FD(b_tasks), &b);
+        else
+            FD(b_tasks)(&b, 0, tasks);
     } else {
         for (int64_t t = 0; t < tasks; t++)
             FD(b_task)(op, x, p, t, out, true, w);
@@ -474,6 +527,19 @@ static void FD(drive_b)(sx_fold_op op, const T *x, const fplan *p, T *out, bool 
 }
 
 /* ------------------------------------------------------------ entry */
+
+/* R == 1: out[o0, o1) from x's elements (nothing to fold). */
+static void FD(copy_outputs)(void *ctx, int64_t o0, int64_t o1)
+{
+    const FD(outputs_ctx) *c = ctx;
+    const bool mag = c->op == SX_FOLD_L1NORM || c->op == SX_FOLD_L2NORM;
+    const bool arg = c->op == SX_FOLD_ARGMAX || c->op == SX_FOLD_ARGMIN;
+    const T *x = c->x;
+    T *out = c->out;
+#pragma omp simd
+    for (int64_t o = o0; o < o1; o++)
+        out[o] = arg ? (T)0 : mag ? fabs(x[o]) : x[o];
+}
 
 /* Fold x into out by plan p (K > 0; R == 0 only for ops with an identity). */
 static void FD(fold)(sx_fold_op op, const fplan *p, const T *x, T *out)
@@ -486,14 +552,11 @@ static void FD(fold)(sx_fold_op op, const fplan *p, const T *x, T *out)
         return;
     }
     if (p->R == 1) { /* nothing to fold: out has x's layout */
-        const bool mag = op == SX_FOLD_L1NORM || op == SX_FOLD_L2NORM;
-        const bool arg = op == SX_FOLD_ARGMAX || op == SX_FOLD_ARGMIN;
-#pragma omp parallel for simd if (K >= SX_OMP_MIN)
-        for (int64_t o = 0; o < K; o++)
-            out[o] = arg ? (T)0 : mag ? fabs(x[o]) : x[o];
+        FD(outputs_ctx) c = {op, x, p, out, 0};
+        sx__par_range(K, SX_PAR_MIN / 2, FD(copy_outputs), &c);
         return;
     }
-    const bool big = K * p->R >= (op == SX_FOLD_LOGSUMEXP ? SX_OMP_MIN_HEAVY : SX_OMP_MIN);
+    const bool big = K * p->R >= (op == SX_FOLD_LOGSUMEXP ? SX_PAR_MIN_HEAVY : SX_PAR_MIN);
     if (p->inner_reduced)
         FD(drive_a)(op, x, p, out, big);
     else
