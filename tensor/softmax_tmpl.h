@@ -74,34 +74,62 @@ static void SM_CAT(sm_block_bwd, SFX)(const T *restrict y, const T *restrict dy,
         }
 }
 
+typedef struct SM_CAT(sm_ctx, SFX) {
+    const sm_geom *g;
+    const T *a, *dy;
+    T *out;
+    bool log_form;
+} SM_CAT(sm_ctx, SFX);
+
+/* Blocks [t0, t1) of sm_run. */
+static void SM_CAT(sm_blocks, SFX)(void *ctx, int64_t t0, int64_t t1)
+{
+    const SM_CAT(sm_ctx, SFX) *c = ctx;
+    const sm_geom *g = c->g;
+    const int64_t ncb = (g->inner + SM_CB - 1) / SM_CB;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t o = t / ncb, j0 = (t % ncb) * SM_CB;
+        const int64_t cn = g->inner - j0 < SM_CB ? g->inner - j0 : SM_CB;
+        const int64_t base = o * g->len * g->inner + j0;
+        if (c->dy == NULL)
+            SM_CAT(sm_block_fwd, SFX)
+            (c->a + base, c->out + base, g->len, g->inner, cn, c->log_form);
+        else
+            SM_CAT(sm_block_bwd, SFX)
+        (c->a + base, c->dy + base, c->out + base, g->len, g->inner, cn, c->log_form);
+    }
+}
+
 /* Run the forward (dy == NULL) or backward kernel over every block of x viewed as
  * (outer, len, inner). Blocks are independent, so the split over threads changes nothing. */
 static void SM_CAT(sm_run, SFX)(const sm_geom *g, const T *a, const T *dy, T *out, bool log_form)
 {
     const int64_t ncb = (g->inner + SM_CB - 1) / SM_CB;
     const int64_t tasks = g->len > 0 ? g->outer * ncb : 0; /* an empty axis has nothing to do */
-#pragma omp parallel for if (g->outer * g->len * g->inner >= SX_OMP_MIN_HEAVY)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t o = t / ncb, j0 = (t % ncb) * SM_CB;
-        const int64_t cn = g->inner - j0 < SM_CB ? g->inner - j0 : SM_CB;
-        const int64_t base = o * g->len * g->inner + j0;
-        if (dy == NULL)
-            SM_CAT(sm_block_fwd, SFX)(a + base, out + base, g->len, g->inner, cn, log_form);
-        else
-            SM_CAT(sm_block_bwd, SFX)
-        (a + base, dy + base, out + base, g->len, g->inner, cn, log_form);
-    }
+    SM_CAT(sm_ctx, SFX) c = {g, a, dy, out, log_form};
+    if (g->outer * g->len * g->inner >= SX_PAR_MIN_HEAVY)
+        sx__par_range(tasks, 1, SM_CAT(sm_blocks, SFX), &c);
+    else
+        SM_CAT(sm_blocks, SFX)(&c, 0, tasks);
 }
 
 /* Per row i of logits x (n,k): lse = m + log(sum exp(x - m)); with dout == NULL,
  * out[i] = sum_j t[i,j] * (lse - x[i,j]) (terms with t == 0 skipped, so 0 * -inf never
  * appears); otherwise the exact gradient dx[i,j] = dout[i] * (softmax[i,j] * sum_j t[i,j] -
  * t[i,j]), which is the familiar dout[i] * (softmax - t) when the target rows sum to 1. */
-static void SM_CAT(xent_run, SFX)(int64_t n, int64_t k, const T *x, const T *t, const T *dout,
-                                  T *out)
+typedef struct SM_CAT(xent_ctx, SFX) {
+    int64_t k;
+    const T *x, *t, *dout;
+    T *out;
+} SM_CAT(xent_ctx, SFX);
+
+static void SM_CAT(xent_rows, SFX)(void *ctx, int64_t i0, int64_t i1)
 {
-#pragma omp parallel for if (n * k >= SX_OMP_MIN_HEAVY)
-    for (int64_t i = 0; i < n; i++) {
+    const SM_CAT(xent_ctx, SFX) *c = ctx;
+    const int64_t k = c->k;
+    const T *x = c->x, *t = c->t, *dout = c->dout;
+    T *out = c->out;
+    for (int64_t i = i0; i < i1; i++) {
         const T *xr = x + i * k, *tr = t + i * k;
         if (k == 0) {
             if (dout == NULL)
@@ -130,6 +158,16 @@ static void SM_CAT(xent_run, SFX)(int64_t n, int64_t k, const T *x, const T *t, 
                 out[i * k + j] = (T)(d * (exp((double)xr[j] - lse) * tsum - (double)tr[j]));
         }
     }
+}
+
+static void SM_CAT(xent_run, SFX)(int64_t n, int64_t k, const T *x, const T *t, const T *dout,
+                                  T *out)
+{
+    SM_CAT(xent_ctx, SFX) c = {k, x, t, dout, out};
+    if (n * k >= SX_PAR_MIN_HEAVY)
+        sx__par_range(n, 1, SM_CAT(xent_rows, SFX), &c);
+    else
+        SM_CAT(xent_rows, SFX)(&c, 0, n);
 }
 
 #undef SM_CAT
