@@ -7,15 +7,11 @@
 #include "tensor_impl.h"
 
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 /* Copies of fewer output bytes than this run on one thread. Measured on a 2-core AVX-512 VM:
  * one thread writes ~40 GB/s while the data is in cache, so 256 KB take ~6 us and a parallel
  * region made them slower; from ~1 MB two threads win (1.5x at 5 MB). */
-#ifndef LAYOUT_OMP_MIN_BYTES
-#define LAYOUT_OMP_MIN_BYTES ((int64_t)1 << 20)
+#ifndef LAYOUT_PAR_MIN_BYTES
+#define LAYOUT_PAR_MIN_BYTES ((int64_t)1 << 20)
 #endif
 /* Repeat/tile replicate blocks up to this size by copying the output just written, while it is
  * still in L2 (1 MB per core on Zen 4); larger blocks are recomputed from the source, which
@@ -29,22 +25,27 @@
 #define LAYOUT_TILE 32
 #endif
 
-static int max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* Threads for a copy of `bytes` bytes made of `units` independent pieces. */
 static int threads_for(int64_t bytes, int64_t units)
 {
-    if (bytes < LAYOUT_OMP_MIN_BYTES || units < 2)
+    if (bytes < LAYOUT_PAR_MIN_BYTES || units < 2)
         return 1;
-    int nt = max_threads();
+    int nt = sx__par_threads();
     return units < nt ? (int)units : nt;
+}
+
+/* fn(ctx, lo, hi) over pieces of [0, n) of at least `grain` items, on up to nt threads (from
+ * threads_for; nt <= 1: the caller alone, in one piece), about four pieces per thread. */
+static void par_split(int nt, int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (nt <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    const int64_t g = n / (4 * (int64_t)nt);
+    sx__par_range(n, g > grain ? g : grain, fn, ctx);
 }
 
 /* Piece t of nt of [0, n): [*lo, *hi). */
@@ -128,50 +129,41 @@ static void value_pattern(sx_dtype dt, double value, unsigned char *pat)
     }
 }
 
+typedef struct bytes_ctx {
+    char *dst;
+    const char *src;          /* memcpy; NULL: memset to 0 */
+    const unsigned char *pat; /* par_fill */
+    size_t es;
+} bytes_ctx;
+
+static void bytes_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const bytes_ctx *c = ctx;
+    if (c->pat != NULL)
+        fill_run(c->dst + lo * (int64_t)c->es, hi - lo, c->pat, c->es);
+    else if (c->src != NULL)
+        memcpy(c->dst + lo, c->src + lo, (size_t)(hi - lo));
+    else
+        memset(c->dst + lo, 0, (size_t)(hi - lo));
+}
+
 /* memcpy / memset split over threads for large sizes. */
 static void par_memcpy(char *dst, const char *src, int64_t bytes)
 {
-    int nt = threads_for(bytes / 2, bytes / 4096);
-    if (nt <= 1) {
-        memcpy(dst, src, (size_t)bytes);
-        return;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < nt; t++) {
-        int64_t lo, hi;
-        split_range(bytes, t, nt, &lo, &hi);
-        memcpy(dst + lo, src + lo, (size_t)(hi - lo));
-    }
+    bytes_ctx c = {dst, src, NULL, 1};
+    par_split(threads_for(bytes / 2, bytes / 4096), bytes, 4096, bytes_piece, &c);
 }
 
 static void par_zero(char *dst, int64_t bytes)
 {
-    int nt = threads_for(bytes / 2, bytes / 4096);
-    if (nt <= 1) {
-        memset(dst, 0, (size_t)bytes);
-        return;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < nt; t++) {
-        int64_t lo, hi;
-        split_range(bytes, t, nt, &lo, &hi);
-        memset(dst + lo, 0, (size_t)(hi - lo));
-    }
+    bytes_ctx c = {dst, NULL, NULL, 1};
+    par_split(threads_for(bytes / 2, bytes / 4096), bytes, 4096, bytes_piece, &c);
 }
 
 static void par_fill(char *dst, int64_t n, const unsigned char *pat, size_t es)
 {
-    int nt = threads_for(n * (int64_t)es, n / 1024);
-    if (nt <= 1) {
-        fill_run(dst, n, pat, es);
-        return;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < nt; t++) {
-        int64_t lo, hi;
-        split_range(n, t, nt, &lo, &hi);
-        fill_run(dst + lo * (int64_t)es, hi - lo, pat, es);
-    }
+    bytes_ctx c = {dst, NULL, pat, es};
+    par_split(threads_for(n * (int64_t)es, n / 1024), n, 1024, bytes_piece, &c);
 }
 
 /* ---------------------------------------------------------------- strided copies */
@@ -242,6 +234,15 @@ static void xplan_rows(const xplan *p, const char *src, char *dst, int64_t r0, i
     }
 }
 
+typedef struct xtiles_ctx {
+    const xplan *p;
+    const char *src;
+    char *dst;
+    int pa;
+} xtiles_ctx;
+
+static void xtiles_units(void *ctx, int64_t u0, int64_t u1);
+
 /* Transposing copy: the innermost axis is contiguous on one side only and axis `pa` on the
  * other. Going through (pa, innermost) in square tiles keeps both sides' cache lines in L1. */
 static void xplan_tiles(const xplan *p, const char *src, char *dst, int pa, int64_t bytes)
@@ -255,9 +256,21 @@ static void xplan_tiles(const xplan *p, const char *src, char *dst, int pa, int6
         if (a != pa)
             outer *= p->n[a];
     const int64_t units = outer * tp * ti;
-    const int nt = threads_for(bytes, units);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t u = 0; u < units; u++) {
+    xtiles_ctx c = {p, src, dst, pa};
+    par_split(threads_for(bytes, units), units, 1, xtiles_units, &c);
+}
+
+static void xtiles_units(void *ctx, int64_t u0, int64_t u1)
+{
+    const xtiles_ctx *c = ctx;
+    const xplan *p = c->p;
+    const char *src = c->src;
+    char *dst = c->dst;
+    const int pa = c->pa, k = p->k, ia = k - 1;
+    const int64_t np = p->n[pa], ni = p->n[ia];
+    const int64_t tp = (np + LAYOUT_TILE - 1) / LAYOUT_TILE,
+                  ti = (ni + LAYOUT_TILE - 1) / LAYOUT_TILE;
+    for (int64_t u = u0; u < u1; u++) {
         int64_t rem = u;
         const int64_t bi = rem % ti;
         rem /= ti;
@@ -295,6 +308,26 @@ static int transpose_axis(const xplan *p)
     return -1;
 }
 
+typedef struct xrun_ctx {
+    const xplan *p;
+    const char *src;
+    char *dst;
+} xrun_ctx;
+
+/* Elements [lo, hi) of a one-axis plan. */
+static void xrun_elems(void *ctx, int64_t lo, int64_t hi)
+{
+    const xrun_ctx *c = ctx;
+    const int64_t ss = c->p->ss[0], ds = c->p->ds[0];
+    strided_run(c->dst + lo * ds, ds, c->src + lo * ss, ss, hi - lo, c->p->es);
+}
+
+static void xrun_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const xrun_ctx *c = ctx;
+    xplan_rows(c->p, c->src, c->dst, lo, hi);
+}
+
 /* Run a merged plan: a single element, one long run (split across threads), a tiled transpose,
  * or rows (contiguous or strided) split across threads. */
 static void xplan_run(xplan *p, const char *src, char *dst)
@@ -310,18 +343,13 @@ static void xplan_run(xplan *p, const char *src, char *dst)
         total *= p->n[a];
     const int64_t bytes = total * es;
     if (p->k == 1) {
-        const int64_t n = p->n[0], ss = p->ss[0], ds = p->ds[0];
-        if (ss == es && ds == es) {
+        const int64_t n = p->n[0];
+        if (p->ss[0] == es && p->ds[0] == es) {
             par_memcpy(dst, src, bytes);
             return;
         }
-        const int nt = threads_for(bytes, n / 1024);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-        for (int t = 0; t < nt; t++) {
-            int64_t lo, hi;
-            split_range(n, t, nt, &lo, &hi);
-            strided_run(dst + lo * ds, ds, src + lo * ss, ss, hi - lo, p->es);
-        }
+        xrun_ctx c = {p, src, dst};
+        par_split(threads_for(bytes, n / 1024), n, 1024, xrun_elems, &c);
         return;
     }
     const int pa = transpose_axis(p);
@@ -330,13 +358,8 @@ static void xplan_run(xplan *p, const char *src, char *dst)
         return;
     }
     const int64_t rows = total / p->n[p->k - 1];
-    const int nt = threads_for(bytes, rows);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int64_t lo, hi;
-        split_range(rows, t, nt, &lo, &hi);
-        xplan_rows(p, src, dst, lo, hi);
-    }
+    xrun_ctx c = {p, src, dst};
+    par_split(threads_for(bytes, rows), rows, 1, xrun_rows, &c);
 }
 
 /* Row-major strides in bytes of a shape. */
@@ -499,30 +522,67 @@ static void rplan_fill(const rplan *p, int l, const char *src, char *dst)
     }
 }
 
+typedef struct rrun_ctx {
+    const rplan *p;
+    const char *src;
+    char *dst;
+    int64_t chunks;      /* rplan_run_flat, tile: chunks of the source */
+    int L;               /* rplan_run: the levels cut into blocks */
+    const int64_t *dims; /* rplan_run: output dims */
+} rrun_ctx;
+
+/* Repeat along one merged axis: source elements [lo, hi). */
+static void rflat_repeat(void *ctx, int64_t lo, int64_t hi)
+{
+    const rrun_ctx *c = ctx;
+    const int64_t r = c->p->r[0], es = (int64_t)c->p->es;
+    if (r == 1)
+        memcpy(c->dst + lo * es, c->src + lo * es, (size_t)((hi - lo) * es));
+    else if (es == 4)
+        expand_4(c->dst + lo * r * es, c->src + lo * es, hi - lo, r);
+    else
+        expand_8(c->dst + lo * r * es, c->src + lo * es, hi - lo, r);
+}
+
+/* Tile along one merged axis: the (copy, chunk) units [u0, u1). */
+static void rflat_tile(void *ctx, int64_t u0, int64_t u1)
+{
+    const rrun_ctx *c = ctx;
+    const int64_t d = c->p->d[0], es = (int64_t)c->p->es, chunks = c->chunks;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t lo, hi;
+        split_range(d, (int)(u % chunks), (int)chunks, &lo, &hi);
+        memcpy(c->dst + ((u / chunks) * d + lo) * es, c->src + lo * es, (size_t)((hi - lo) * es));
+    }
+}
+
 /* One merged axis: split the source (repeat) or the (copy, chunk) pairs (tile) over threads. */
 static void rplan_run_flat(const rplan *p, const char *src, char *dst, int nt)
 {
-    const int64_t d = p->d[0], r = p->r[0], es = (int64_t)p->es;
-    if (!p->tile) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int t = 0; t < nt; t++) {
-            int64_t lo, hi;
-            split_range(d, t, nt, &lo, &hi);
-            if (r == 1)
-                memcpy(dst + lo * es, src + lo * es, (size_t)((hi - lo) * es));
-            else if (es == 4)
-                expand_4(dst + lo * r * es, src + lo * es, hi - lo, r);
-            else
-                expand_8(dst + lo * r * es, src + lo * es, hi - lo, r);
+    const int64_t d = p->d[0], r = p->r[0];
+    rrun_ctx c = {p, src, dst, min64((d + 1023) / 1024, 4 * (int64_t)nt), 0, NULL};
+    if (!p->tile)
+        par_split(nt, d, 1, rflat_repeat, &c);
+    else
+        par_split(nt, r * c.chunks, 1, rflat_tile, &c);
+}
+
+/* Output blocks [u0, u1) of rplan_run (an index prefix of L levels each). */
+static void rrun_blocks(void *ctx, int64_t u0, int64_t u1)
+{
+    const rrun_ctx *c = ctx;
+    const rplan *p = c->p;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t rem = u;
+        const char *s = c->src;
+        char *d = c->dst;
+        for (int a = c->L - 1; a >= 0; a--) {
+            const int64_t o = rem % c->dims[a];
+            rem /= c->dims[a];
+            s += (p->tile ? o % p->d[a] : o / p->r[a]) * p->xs[a];
+            d += o * p->os[a];
         }
-        return;
-    }
-    const int64_t chunks = min64((d + 1023) / 1024, 4 * (int64_t)nt), units = r * chunks;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t u = 0; u < units; u++) {
-        int64_t lo, hi;
-        split_range(d, (int)(u % chunks), (int)chunks, &lo, &hi);
-        memcpy(dst + ((u / chunks) * d + lo) * es, src + lo * es, (size_t)((hi - lo) * es));
+        rplan_fill(p, c->L, s, d);
     }
 }
 
@@ -551,19 +611,8 @@ static void rplan_run(const rplan *p, const char *src, char *dst, int64_t out_by
     int64_t units = dims[0];
     while (L < p->k - 1 && units < 8 * (int64_t)nt)
         units *= dims[L++];
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t u = 0; u < units; u++) {
-        int64_t rem = u;
-        const char *s = src;
-        char *d = dst;
-        for (int a = L - 1; a >= 0; a--) {
-            const int64_t o = rem % dims[a];
-            rem /= dims[a];
-            s += (p->tile ? o % p->d[a] : o / p->r[a]) * p->xs[a];
-            d += o * p->os[a];
-        }
-        rplan_fill(p, L, s, d);
-    }
+    rrun_ctx c = {p, src, dst, 0, L, dims};
+    par_split(nt, units, 1, rrun_blocks, &c);
 }
 
 /* Checks shared by repeat and tile, and the result shape. */
@@ -721,6 +770,17 @@ sx_status sx_tensor_unslice_out(const sx_tensor *g, const sx_slice *s, sx_tensor
 
 /* ---------------------------------------------------------------- concat and split */
 
+typedef struct join_ctx {
+    char *whole;
+    int n;
+    const sx_tensor *const *parts;
+    int ax;
+    int64_t ib, row;
+    bool to_whole;
+} join_ctx;
+
+static void join_units(void *ctx, int64_t lo, int64_t hi);
+
 /* Both directions of concat: the joined tensor `whole` viewed as (outer, sum m_i * inner) and
  * part i as (outer, m_i * inner), m_i = parts[i]->shape[ax]. The work is the (outer row, part)
  * pieces in output order, cut into one contiguous range per thread; when there are only a few
@@ -730,7 +790,7 @@ static void join(char *whole, int n, const sx_tensor *const *parts, int ax, int6
 {
     const int64_t ib = inner * (int64_t)es, row = total_m * ib, bytes = outer * row;
     const int64_t units = outer * n;
-    if (bytes >= LAYOUT_OMP_MIN_BYTES && units < 2 * (int64_t)max_threads()) {
+    if (bytes >= LAYOUT_PAR_MIN_BYTES && units < 2 * (int64_t)sx__par_threads()) {
         for (int64_t o = 0; o < outer; o++) {
             int64_t off = 0;
             for (int i = 0; i < n; i++) {
@@ -745,11 +805,20 @@ static void join(char *whole, int n, const sx_tensor *const *parts, int ax, int6
         }
         return;
     }
-    const int nt = threads_for(bytes, units);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int64_t lo, hi;
-        split_range(units, t, nt, &lo, &hi);
+    join_ctx c = {whole, n, parts, ax, ib, row, to_whole};
+    par_split(threads_for(bytes, units), units, 1, join_units, &c);
+}
+
+/* The (outer row, part) pieces [lo, hi) of join, in output order. */
+static void join_units(void *ctx, int64_t lo, int64_t hi)
+{
+    const join_ctx *c = ctx;
+    char *whole = c->whole;
+    const sx_tensor *const *parts = c->parts;
+    const int n = c->n, ax = c->ax;
+    const int64_t ib = c->ib, row = c->row;
+    const bool to_whole = c->to_whole;
+    {
         int64_t o = lo / n, off = 0;
         int i = (int)(lo % n);
         for (int j = 0; j < i; j++)
@@ -986,6 +1055,18 @@ static void pplan_rows(const pplan *p, const char *src, char *dst, int64_t r0, i
     }
 }
 
+typedef struct pad_ctx {
+    const pplan *p;
+    const char *src;
+    char *dst;
+} pad_ctx;
+
+static void pad_rows(void *ctx, int64_t r0, int64_t r1)
+{
+    const pad_ctx *c = ctx;
+    pplan_rows(c->p, c->src, c->dst, r0, r1);
+}
+
 sx_status sx_tensor_pad_out(const sx_tensor *x, const int64_t *before, const int64_t *after,
                             double value, sx_tensor *out)
 {
@@ -1046,13 +1127,8 @@ sx_status sx_tensor_pad_out(const sx_tensor *x, const int64_t *before, const int
     }
     const int64_t N = p.b[p.k - 1] + p.n[p.k - 1] + p.e[p.k - 1];
     const int64_t rows = out->size / N;
-    const int nt = threads_for(out->size * es, rows);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int64_t lo, hi;
-        split_range(rows, t, nt, &lo, &hi);
-        pplan_rows(&p, x->data, out->data, lo, hi);
-    }
+    pad_ctx c = {&p, x->data, out->data};
+    par_split(threads_for(out->size * es, rows), rows, 1, pad_rows, &c);
     return SX_OK;
 }
 
@@ -1131,6 +1207,20 @@ static sx_status check_rows(const char *who, const char *rn, const sx_tensor *ro
     return SX_OK;
 }
 
+typedef struct gather_ctx {
+    const char *src;
+    char *dst;
+    const sx_tensor *idx;
+    int64_t rowb;
+} gather_ctx;
+
+static void gather_rows(void *ctx, int64_t i0, int64_t i1)
+{
+    const gather_ctx *c = ctx;
+    for (int64_t i = i0; i < i1; i++)
+        memcpy(c->dst + i * c->rowb, c->src + index_at(c->idx, i) * c->rowb, (size_t)c->rowb);
+}
+
 sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx, sx_tensor *out)
 {
     const char *who = "sx_tensor_gather_out";
@@ -1146,11 +1236,28 @@ sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx, sx_tens
     const int64_t n = idx->size, rowb = (out->size / n) * (int64_t)sx_dtype_size(x->dtype);
     const char *src = x->data;
     char *dst = out->data;
-    const int nt = threads_for(n * rowb, n);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t i = 0; i < n; i++)
-        memcpy(dst + i * rowb, src + index_at(idx, i) * rowb, (size_t)rowb);
+    gather_ctx c = {src, dst, idx, rowb};
+    par_split(threads_for(n * rowb, n), n, 1, gather_rows, &c);
     return SX_OK;
+}
+
+typedef struct scatter_ctx {
+    sx_tensor *out;
+    const sx_tensor *g, *idx;
+    int64_t m, row, nrows;
+    bool by_cols;
+} scatter_ctx;
+
+/* Output columns (by_cols) or rows [lo, hi) of scatter_add. */
+static void scatter_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const scatter_ctx *c = ctx;
+    const int64_t r0 = c->by_cols ? 0 : lo, r1 = c->by_cols ? c->nrows : hi;
+    const int64_t c0 = c->by_cols ? lo : 0, c1 = c->by_cols ? hi : c->row;
+    if (c->out->dtype == SX_F32)
+        scatter_add_f32(c->out->data, c->g->data, c->idx->data, c->m, c->row, r0, r1, c0, c1);
+    else
+        scatter_add_f64(c->out->data, c->g->data, c->idx->data, c->m, c->row, r0, r1, c0, c1);
 }
 
 sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx, sx_tensor *out)
@@ -1173,18 +1280,8 @@ sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx, sx
     /* Threads own disjoint output columns (long rows) or output rows (short rows); either way
      * each output element is summed in index order by one thread. */
     const bool by_cols = row >= 256;
-    const int nt = threads_for(m * row * es, by_cols ? row / 64 : nrows);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int64_t r0 = 0, r1 = nrows, c0 = 0, c1 = row;
-        if (by_cols)
-            split_range(row, t, nt, &c0, &c1);
-        else
-            split_range(nrows, t, nt, &r0, &r1);
-        if (out->dtype == SX_F32)
-            scatter_add_f32(out->data, g->data, idx->data, m, row, r0, r1, c0, c1);
-        else
-            scatter_add_f64(out->data, g->data, idx->data, m, row, r0, r1, c0, c1);
-    }
+    scatter_ctx c = {out, g, idx, m, row, nrows, by_cols};
+    par_split(threads_for(m * row * es, by_cols ? row / 64 : nrows), by_cols ? row : nrows,
+              by_cols ? 64 : 1, scatter_piece, &c);
     return SX_OK;
 }
