@@ -20,7 +20,7 @@ typedef struct pool_geom {
 /* Channels per backward task: its per-lane state (running max, found flag) lives on the stack. */
 #define POOL_CB 64
 
-/* Elements touched by one pass: the OpenMP threshold compares it with SX_OMP_MIN. */
+/* Elements touched by one pass: the OpenMP threshold compares it with SX_PAR_MIN. */
 static double pool_work(const pool_geom *g)
 {
     return (double)(g->n * g->oh * g->ow * g->c) * (double)(g->kh * g->kw);
@@ -202,13 +202,49 @@ static const pool_kernels *pool_pick(sx_dtype dt)
     return &pool_sets[isa][dt == SX_F32 ? 0 : 1];
 }
 
+/* One pooling pass over the pool's threads: its kernel and arguments. */
+typedef struct pool_ctx {
+    const pool_geom *g;
+    pool_fwd_fn fwd;
+    pool_mbwd_fn max_bwd;
+    pool_abwd_fn avg_bwd;
+    const void *x, *dy;
+    void *out; /* y or dx */
+    bool relu;
+} pool_ctx;
+
+static void pool_fwd_rows(void *ctx, int64_t r0, int64_t r1)
+{
+    const pool_ctx *c = ctx;
+    c->fwd(c->g, c->x, c->out, r0, r1);
+}
+
+static void pool_max_bwd_tasks(void *ctx, int64_t t0, int64_t t1)
+{
+    const pool_ctx *c = ctx;
+    c->max_bwd(c->g, c->x, c->dy, c->out, c->relu, t0, t1);
+}
+
+static void pool_avg_bwd_tasks(void *ctx, int64_t t0, int64_t t1)
+{
+    const pool_ctx *c = ctx;
+    c->avg_bwd(c->g, c->dy, c->out, t0, t1);
+}
+
+/* fn over [0, n) (rows or tasks), on the pool's threads when the pass is big enough. */
+static void pool_par(const pool_geom *g, int64_t n, sx__par_range_fn fn, pool_ctx *c)
+{
+    if (pool_work(g) >= SX_PAR_MIN)
+        sx__par_range(n, 1, fn, c);
+    else if (n > 0)
+        fn(c, 0, n);
+}
+
 /* Forward: output rows split over threads (each row is written by one thread). */
 static void pool_run_fwd(const pool_geom *g, pool_fwd_fn fn, const void *x, void *y)
 {
-    const int64_t rows = g->n * g->oh;
-#pragma omp parallel for schedule(static) if (pool_work(g) >= SX_OMP_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        fn(g, x, y, r, r + 1);
+    pool_ctx c = {.g = g, .fwd = fn, .x = x, .out = y};
+    pool_par(g, g->n * g->oh, pool_fwd_rows, &c);
 }
 
 /* Backward: tasks of one image and one block of POOL_CB channels. */
@@ -274,11 +310,13 @@ static sx_status maxpool_backward(const char *who, const sx_tensor *x, const sx_
     if (dx->data != x->data || !pool_disjoint(&g) || dx->size == 0)
         SX_TRY(sx__check_apart(who, "x", x, "dx", dx));
     SX_TRY(sx__check_apart(who, "dy", dy, "dx", dx));
-    const pool_mbwd_fn fn = pool_pick(x->dtype)->max_bwd;
-    const int64_t tasks = pool_tasks(&g);
-#pragma omp parallel for schedule(static) if (pool_work(&g) >= SX_OMP_MIN)
-    for (int64_t t = 0; t < tasks; t++)
-        fn(&g, x->data, dy->data, dx->data, relu, t, t + 1);
+    pool_ctx c = {.g = &g,
+                  .max_bwd = pool_pick(x->dtype)->max_bwd,
+                  .x = x->data,
+                  .dy = dy->data,
+                  .out = dx->data,
+                  .relu = relu};
+    pool_par(&g, pool_tasks(&g), pool_max_bwd_tasks, &c);
     return SX_OK;
 }
 
@@ -305,10 +343,8 @@ sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_
     const int64_t ys[4] = {g.n, g.oh, g.ow, g.c};
     SX_TRY(check_arg(who, "dy", dy, dx->dtype, ys));
     SX_TRY(sx__check_apart(who, "dy", dy, "dx", dx));
-    const pool_abwd_fn fn = pool_pick(dx->dtype)->avg_bwd;
-    const int64_t tasks = pool_tasks(&g);
-#pragma omp parallel for schedule(static) if (pool_work(&g) >= SX_OMP_MIN)
-    for (int64_t t = 0; t < tasks; t++)
-        fn(&g, dy->data, dx->data, t, t + 1);
+    pool_ctx c = {
+        .g = &g, .avg_bwd = pool_pick(dx->dtype)->avg_bwd, .dy = dy->data, .out = dx->data};
+    pool_par(&g, pool_tasks(&g), pool_avg_bwd_tasks, &c);
     return SX_OK;
 }
