@@ -29,9 +29,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) &&                            \
     !defined(STRIX_GEMM_PORTABLE)
@@ -462,9 +459,12 @@ bool sx__gemm_blocks(int isa, sx_dtype dt, int blocks[5])
 
 /* ---------------------------------------------------------------- driver */
 
-/* A second thread pays off from about this many flops per thread (waking a passive OpenMP
- * worker costs some microseconds). */
+/* A second thread pays off from about this many flops per thread (waking a sleeping pool worker
+ * costs some microseconds). */
 #define GEMM_FLOPS_PER_THREAD 4e6
+/* Rectangles per thread for products of at least 2 * this * GEMM_FLOPS_PER_THREAD flops per
+ * thread (the grid never changes the bits: each element is computed by the same operations). */
+#define GEMM_PARTS_PER_THREAD 2
 /* Packing one element costs about as much kernel time as this many flops. */
 #define GEMM_PACK_COST 24.0
 
@@ -510,6 +510,19 @@ static void run_part(const gemm_impl *im, size_t esz, const gemm_job *jb, int tm
     sub.b = (const char *)jb->b + (size_t)(jb->tb ? j0 * jb->ldb : j0) * esz;
     sub.c = (char *)jb->c + (size_t)(i0 * jb->ldc + j0) * esz;
     im->run(&sub);
+}
+
+typedef struct gemm_parts_ctx {
+    const gemm_impl *im;
+    size_t esz;
+    const gemm_job *jb;
+    int tm, tn;
+} gemm_parts_ctx;
+
+static void gemm_part_task(void *ctx, int64_t part)
+{
+    const gemm_parts_ctx *c = ctx;
+    run_part(c->im, c->esz, c->jb, c->tm, c->tn, (int)part);
 }
 
 /* alpha = 0 (or k = 0): c = beta * c (zeros when beta = 0), a and b unread, as BLAS does. */
@@ -570,33 +583,25 @@ void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, do
         scale_c(dt, &jb);
         return;
     }
-    int nt = sx_threads_get();
-#ifdef _OPENMP
-    if (omp_get_active_level() >= omp_get_max_active_levels())
-        nt = 1; /* inside a parallel region that cannot nest */
-#endif
+    int nt = sx__par_threads(); /* 1 inside a task of a parallel loop */
     const double flops = 2.0 * (double)m * (double)n * (double)k;
     if (nt > 1 && flops < GEMM_FLOPS_PER_THREAD * nt)
         nt = flops < 2 * GEMM_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_FLOPS_PER_THREAD);
+    /* Big products get up to GEMM_PARTS_PER_THREAD rectangles per thread, so that a thread
+     * descheduled while it holds one delays the caller by a fraction of its share. */
+    int tasks = nt;
+    if (nt > 1 && flops >= 2.0 * GEMM_PARTS_PER_THREAD * GEMM_FLOPS_PER_THREAD * nt)
+        tasks = GEMM_PARTS_PER_THREAD * nt;
     int tm = 1, tn = 1;
     if (nt > 1)
-        choose_grid(&jb, im, nt, &tm, &tn);
+        choose_grid(&jb, im, tasks, &tm, &tn);
     const int parts = tm * tn;
     if (parts == 1) {
         im->run(&jb);
         return;
     }
-#pragma omp parallel num_threads(parts)
-    {
-#ifdef _OPENMP
-        const int tid = omp_get_thread_num(), team = omp_get_num_threads();
-#else
-        const int tid = 0, team = 1;
-#endif
-        /* the team may be smaller than asked: each thread takes every team-th rectangle */
-        for (int part = tid; part < parts; part += team)
-            run_part(im, esz, &jb, tm, tn, part);
-    }
+    gemm_parts_ctx pc = {im, esz, &jb, tm, tn};
+    sx__par_for(parts, gemm_part_task, &pc);
 }
 
 #else /* GEMM_TEMPLATE: one kernel set for one dtype ------------------------------------------ */

@@ -256,6 +256,23 @@ static double dot_f64(const double *x, const double *y, int64_t n)
     return s;
 }
 
+typedef struct dot_ctx {
+    const sx_tensor *a, *b;
+    int64_t n, chunk;
+    double *part; /* (nchunks) */
+} dot_ctx;
+
+/* The fixed chunk c of a dot product (summed in chunk order by the caller). */
+static void dot_chunk(void *ctx, int64_t c)
+{
+    const dot_ctx *d = ctx;
+    const int64_t lo = c * d->chunk, len = lo + d->chunk < d->n ? d->chunk : d->n - lo;
+    if (d->a->dtype == SX_F32)
+        d->part[c] = dot_f32((const float *)d->a->data + lo, (const float *)d->b->data + lo, len);
+    else
+        d->part[c] = dot_f64((const double *)d->a->data + lo, (const double *)d->b->data + lo, len);
+}
+
 sx_status sx_tensor_dot_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out)
 {
     const char *who = "sx_tensor_dot_out";
@@ -284,12 +301,8 @@ sx_status sx_tensor_dot_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *o
     const int64_t nchunks = n == 0 ? 0 : (n + chunk - 1) / chunk;
     double part[DOT_CHUNKS];
     const bool f32 = a->dtype == SX_F32;
-#pragma omp parallel for if (nchunks > 1) schedule(static)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t lo = c * chunk, len = lo + chunk < n ? chunk : n - lo;
-        part[c] = f32 ? dot_f32((const float *)a->data + lo, (const float *)b->data + lo, len)
-                      : dot_f64((const double *)a->data + lo, (const double *)b->data + lo, len);
-    }
+    dot_ctx dc = {a, b, n, chunk, part};
+    sx__par_for(nchunks, dot_chunk, &dc);
     double tot = 0;
     for (int64_t c = 0; c < nchunks; c++)
         tot += part[c];

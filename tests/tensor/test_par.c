@@ -121,7 +121,7 @@ static sx_tensor *kernels_run(void)
 {
     sx_rng rng;
     sx_rng_seed(&rng, 7);
-    const int64_t xs[] = {300, 257}, as[] = {96, 130}, bs[] = {130, 77};
+    const int64_t xs[] = {300, 257}, as[] = {260, 200}, bs[] = {200, 330}; /* 34 Mflop */
     const int64_t cx[] = {4, 20, 20, 8}, ck[] = {3, 3, 8, 16};
     sx_tensor *x = tu_rand(&rng, SX_F32, 2, xs, -3, 3);
     sx_tensor *a = tu_rand(&rng, SX_F32, 2, as, -1, 1);
@@ -129,7 +129,7 @@ static sx_tensor *kernels_run(void)
     sx_tensor *img = tu_rand(&rng, SX_F32, 4, cx, -1, 1);
     sx_tensor *ker = tu_rand(&rng, SX_F32, 4, ck, -1, 1);
     sx_tensor *out = NULL;
-    const int64_t total = 300 * 257 + 257 + 1 + 96 * 77 + 4 * 20 * 20 * 16;
+    const int64_t total = 300 * 257 + 257 + 1 + 260 * 330 + 4 * 20 * 20 * 16;
     cr_assert_eq(sx_tensor_new(SX_F32, 1, &total, &out), SX_OK);
     float *o = SX_F32P(out);
     sx_tensor m = sx_tensor_view(SX_F32, 2, xs, o);
@@ -141,10 +141,10 @@ static sx_tensor *kernels_run(void)
     sx_tensor s = sx_tensor_view(SX_F32, 0, NULL, o);
     cr_assert_eq(sx_tensor_fold_out(SX_FOLD_SUM, x, SX_AXES_ALL, false, &s), SX_OK);
     o += 1;
-    const int64_t ms[] = {96, 77};
+    const int64_t ms[] = {260, 330};
     sx_tensor mm = sx_tensor_view(SX_F32, 2, ms, o);
     cr_assert_eq(sx_tensor_matmul_out(a, b, false, false, 1, 0, &mm), SX_OK);
-    o += 96 * 77;
+    o += 260 * 330;
     const int64_t ys[] = {4, 20, 20, 16};
     sx_tensor y = sx_tensor_view(SX_F32, 4, ys, o);
     sx_conv2d_params p = {1, 1, SX_PAD_SAME};
