@@ -48,7 +48,8 @@ static struct {
 } pool = {
     .busy = ATOMIC_FLAG_INIT, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-static _Thread_local bool in_task; /* this thread runs a task (or is a pool worker) */
+static _Thread_local bool in_task; /* this thread runs a task of a parallel loop (or is a worker) */
+static _Thread_local int slot;     /* sx__par_slot() */
 
 static inline void cpu_relax(void)
 {
@@ -96,6 +97,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     uint64_t seen = w->seen;
     in_task = true; /* loops inside tasks run serially */
+    const int my_slot = w->index + 1;
     for (;;) {
         uint64_t word = atomic_load_explicit(&pool.word, memory_order_acquire);
         if ((word >> COUNT_BITS) == seen) {
@@ -122,6 +124,7 @@ static void *worker_main(void *arg)
         while ((t = claim(seen)) >= 0) {
             /* the loop cannot end before this task does: its fields are stable */
             const int64_t n = pool.n;
+            slot = my_slot;
             pool.fn(pool.ctx, t);
             if (atomic_fetch_add(&pool.done, 1) + 1 == n && atomic_load(&pool.waiting)) {
                 pthread_mutex_lock(&pool.mu);
@@ -205,12 +208,24 @@ int sx__par_workers(void)
     return mine ? n : -1;
 }
 
+int sx__par_slot(void)
+{
+    return slot;
+}
+
 void sx__par_for(int64_t n_tasks, sx__par_task_fn fn, void *ctx)
+{
+    sx__par_for_upto(SX__PAR_MAX_WORKERS + 1, n_tasks, fn, ctx);
+}
+
+void sx__par_for_upto(int max_threads, int64_t n_tasks, sx__par_task_fn fn, void *ctx)
 {
     if (n_tasks <= 0)
         return;
     assert(fn != NULL && n_tasks <= SX__PAR_MAX_TASKS);
     int64_t t = sx__par_threads();
+    if (t > max_threads)
+        t = max_threads;
     if (t > n_tasks)
         t = n_tasks;
     int seats = 0;
@@ -220,11 +235,11 @@ void sx__par_for(int64_t n_tasks, sx__par_task_fn fn, void *ctx)
             atomic_flag_clear_explicit(&pool.busy, memory_order_release);
     }
     if (seats == 0) { /* one thread, inside a task, or the pool is someone else's */
-        const bool outer = in_task;
-        in_task = true;
+        const int outer = slot;
+        slot = 0;
         for (int64_t i = 0; i < n_tasks; i++)
             fn(ctx, i);
-        in_task = outer;
+        slot = outer;
         return;
     }
 
@@ -246,9 +261,12 @@ void sx__par_for(int64_t n_tasks, sx__par_task_fn fn, void *ctx)
     }
 
     /* take part, then wait for the tasks that workers claimed: spin briefly, then sleep */
+    const int outer = slot;
     in_task = true;
+    slot = 0;
     const int64_t mine = run_tasks(epoch);
     in_task = false;
+    slot = outer;
     if (atomic_fetch_add(&pool.done, mine) + mine != n_tasks) {
         const int64_t t0 = now_ns();
         for (int i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) != n_tasks; i++) {
@@ -291,10 +309,10 @@ void sx__par_range(int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx)
     if (tasks > 4 * t)
         tasks = 4 * t;
     if (t <= 1 || tasks <= 1) {
-        const bool outer = in_task;
-        in_task = true;
+        const int outer = slot;
+        slot = 0;
         fn(ctx, 0, n);
-        in_task = outer;
+        slot = outer;
         return;
     }
     range_ctx r = {fn, ctx, n, (n + tasks - 1) / tasks};

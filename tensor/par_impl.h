@@ -33,18 +33,27 @@
 typedef void (*sx__par_task_fn)(void *ctx, int64_t task);
 typedef void (*sx__par_range_fn)(void *ctx, int64_t lo, int64_t hi);
 
-/* The number of threads a parallel loop started now by this thread would use: 1 inside a task
- * of a parallel loop (nested loops run serially in the task that calls them), else
- * sx_threads_get(). Kernels that pick a strategy by the thread count ask this. */
+/* The number of threads a parallel loop started now by this thread may use: 1 inside a task of
+ * a loop that runs on several threads (nested loops then run serially in the task that calls
+ * them), else sx_threads_get(). Kernels that pick a strategy by the thread count ask this. */
 int sx__par_threads(void);
 
 /* Run fn(ctx, t) once for every t in [0, n_tasks), in any order and on any of up to
- * sx__par_threads() threads (the caller included); return when all have run. n_tasks <= 0 does
- * nothing. Tasks must not depend on one another's order or thread: each writes its own part of
- * the output. Runs everything on the calling thread when one thread is allowed, when called from
- * inside a task, or when another thread's loop holds the pool (one loop at a time: the pool
- * never runs two callers' loops against each other). */
+ * min(sx__par_threads(), n_tasks) threads (the caller included); return when all have run.
+ * n_tasks <= 0 does nothing. Tasks must not depend on one another's order or thread: each
+ * writes its own part of the output. Runs everything on the calling thread, in order, when one
+ * thread is allowed, when called from inside a task, or when another thread's loop holds the
+ * pool (one loop at a time: the pool never runs two callers' loops against each other). */
 void sx__par_for(int64_t n_tasks, sx__par_task_fn fn, void *ctx);
+/* The same on at most max_threads threads (a kernel whose per-thread scratch has room for
+ * that many). */
+void sx__par_for_upto(int max_threads, int64_t n_tasks, sx__par_task_fn fn, void *ctx);
+
+/* Inside a task: the index of the thread running it among the threads of its loop, in
+ * [0, threads used): 0 for the caller (and for every task of a loop run serially), 1.. for
+ * workers. A thread keeps its index for the whole loop, so a kernel can give each thread its
+ * own scratch slot. */
+int sx__par_slot(void);
 
 /* Run fn(ctx, lo, hi) over consecutive ranges covering [0, n) (n <= 0: nothing), each of at
  * least `grain` items (grain >= 1) but the last, at most four per thread; with one range the
