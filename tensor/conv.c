@@ -14,10 +14,7 @@
 #include "tensor_impl.h"
 
 #include <limits.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <unistd.h>
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -421,12 +418,8 @@ static bool unit_fits(const conv_geom *g, conv_path path, conv_kind kind, size_t
 
 static int max_slots(void)
 {
-#ifdef _OPENMP
-    int n = omp_get_num_procs();
-#else
-    int n = 1;
-#endif
-    return n < 1 ? 1 : n > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : n;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : (int)n;
 }
 
 /* Bytes of a Winograd slot for units of at most rpu output rows: the padded band, then the
@@ -696,11 +689,7 @@ static sx_status plan_make(const char *who, const conv_geom *g, conv_kind kind, 
 /* Threads for a call of `macs` multiply-adds over `tasks` independent tasks. */
 static int threads_for(int64_t macs, int64_t tasks, int64_t slots)
 {
-#ifdef _OPENMP
-    int64_t nt = omp_get_max_threads();
-#else
-    int64_t nt = 1;
-#endif
+    int64_t nt = sx__par_threads();
     if (macs < CONV_PAR_MIN_MACS)
         nt = 1;
     nt = nt < tasks ? nt : tasks;
@@ -708,18 +697,71 @@ static int threads_for(int64_t macs, int64_t tasks, int64_t slots)
     return nt < 1 ? 1 : (int)nt;
 }
 
-static int thread_num(void)
+/* One run of units: task t on the scratch slot of the thread that runs it. fresh[k]: slot k has
+ * not been used yet in this run (each slot belongs to one thread for the whole run). */
+typedef struct units_ctx {
+    conv_job *jb;
+    conv_kind kind;
+    unit_fn fn;
+    char *parts;
+    bool wino;
+    bool fresh[CONV_MAX_SLOTS];
+} units_ctx;
+
+static void units_run(units_ctx *c, int64_t t, int k)
 {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
+    const conv_plan *pl = c->jb->pl;
+    char *slot = pl->ws + pl->pre_bytes + (size_t)k * pl->slot_bytes;
+    bool fresh = c->fresh[k];
+    if (c->kind == CONV_BWD_K) {
+        void *acc = c->wino  ? c->parts + (size_t)t * pl->part_bytes
+                    : t == 0 ? c->jb->out
+                             : c->parts + (size_t)(t - 1) * pl->part_bytes;
+        int64_t u0 = t * pl->units / pl->groups, u1 = (t + 1) * pl->units / pl->groups;
+        for (int64_t u = u0; u < u1; u++)
+            fresh = !c->fn(c->jb, u, slot, fresh, acc, u == u0);
+    } else {
+        fresh = !c->fn(c->jb, t, slot, fresh, NULL, false);
+    }
+    c->fresh[k] = fresh;
+}
+
+static void units_task(void *ctx, int64_t t)
+{
+    units_run(ctx, t, sx__par_slot());
+}
+
+/* The partials of groups 1.. added, in order, to the output's elements [i0, i1). */
+typedef struct sum_ctx {
+    const conv_job *jb;
+    const char *parts;
+    int64_t ng;
+    size_t pstride;
+} sum_ctx;
+
+static void sum_partials(void *ctx, int64_t i0, int64_t i1)
+{
+    const sum_ctx *c = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        if (c->jb->dt == SX_F32) {
+            float *d = c->jb->out, s = d[i];
+            for (int64_t t = 1; t < c->ng; t++)
+                s += ((const float *)(const void *)
+                          c->parts)[(size_t)(t - 1) * c->pstride + (size_t)i];
+            d[i] = s;
+        } else {
+            double *d = c->jb->out, s = d[i];
+            for (int64_t t = 1; t < c->ng; t++)
+                s += ((const double *)(const void *)
+                          c->parts)[(size_t)(t - 1) * c->pstride + (size_t)i];
+            d[i] = s;
+        }
+    }
 }
 
 /* Run every unit of the plan. One thread: the units in order, and the unit functions may use
  * threads inside (jb->par; GEMMs thread themselves). Several: the units are shared out, each
- * run whole by one thread on its own slot (GEMMs inside a parallel region run on one thread).
+ * run whole by one thread on its own slot (sx__par_slot; GEMMs inside a task run on one thread).
  * Backward-kernel: group i sums units [i * units / groups, (i + 1) * units / groups) into its
  * partial (group 0 into the output), then the partials are added to the output in order; with
  * Winograd every group has a partial, and wino_finish adds them in order and transforms the
@@ -736,24 +778,14 @@ static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
     const bool wino = pl->path == PATH_WINO;
     char *parts = pl->ws + pl->pre_bytes + (size_t)pl->slots * pl->slot_bytes;
     jb->par = nt == 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        char *slot = pl->ws + pl->pre_bytes + (size_t)thread_num() * pl->slot_bytes;
-        bool fresh = true;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < tasks; t++) {
-            if (kind == CONV_BWD_K) {
-                void *acc = wino     ? parts + (size_t)t * pl->part_bytes
-                            : t == 0 ? jb->out
-                                     : parts + (size_t)(t - 1) * pl->part_bytes;
-                int64_t u0 = t * pl->units / pl->groups, u1 = (t + 1) * pl->units / pl->groups;
-                for (int64_t u = u0; u < u1; u++)
-                    fresh = !fn(jb, u, slot, fresh, acc, u == u0);
-            } else {
-                fresh = !fn(jb, t, slot, fresh, NULL, false);
-            }
-        }
-    }
+    units_ctx uc = {jb, kind, fn, parts, wino, {0}};
+    for (int k = 0; k < CONV_MAX_SLOTS; k++)
+        uc.fresh[k] = true;
+    if (nt == 1) /* in order on this thread, on slot 0; the units may use threads inside */
+        for (int64_t t = 0; t < tasks; t++)
+            units_run(&uc, t, 0);
+    else
+        sx__par_for_upto(nt, tasks, units_task, &uc);
 #ifdef CONV_AVX512
     if (kind == CONV_BWD_K && wino) {
         if (jb->dt == SX_F32)
@@ -766,21 +798,11 @@ static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
     if (kind != CONV_BWD_K || pl->groups == 1)
         return;
     const int64_t nk = jb->g->kdim * jb->g->f, ng = pl->groups;
-    const size_t pstride = pl->part_bytes / esz;
-#pragma omp parallel for schedule(static) if (nk * ng >= SX_OMP_MIN)
-    for (int64_t i = 0; i < nk; i++) {
-        if (jb->dt == SX_F32) {
-            float *d = jb->out, s = d[i];
-            for (int64_t t = 1; t < ng; t++)
-                s += ((const float *)(const void *)parts)[(size_t)(t - 1) * pstride + (size_t)i];
-            d[i] = s;
-        } else {
-            double *d = jb->out, s = d[i];
-            for (int64_t t = 1; t < ng; t++)
-                s += ((const double *)(const void *)parts)[(size_t)(t - 1) * pstride + (size_t)i];
-            d[i] = s;
-        }
-    }
+    sum_ctx sc = {jb, parts, ng, pl->part_bytes / esz};
+    if (nk * ng >= SX_PAR_MIN)
+        sx__par_range(nk, 1, sum_partials, &sc);
+    else
+        sum_partials(&sc, 0, nk);
 }
 
 static void zero_fill(sx_tensor *t)

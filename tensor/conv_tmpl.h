@@ -31,17 +31,27 @@ static inline void FN(interior)(const conv_geom *g, int64_t *ox_a, int64_t *ox_b
 /* col (np * ow, kdim) = the im2col rows of output image rows [p0, p0 + np) (p = img * oh + oy)
  * of x (n,h,w,c); padding reads as zero. With zeros false the padded cells are not written:
  * the caller knows they still hold the zeros of an earlier block with the same layout. */
-static void FN(im2col)(const conv_geom *g, const void *xv, int64_t p0, int64_t np, void *colv,
-                       bool zeros, bool par)
+typedef struct FN(cols_ctx) {
+    const conv_geom *g;
+    const void *in; /* x (im2col) or col (col2im) */
+    void *out;      /* col (im2col) or dx (col2im) */
+    int64_t p0, np;
+    bool flag; /* zeros (im2col) or fresh (col2im) */
+} FN(cols_ctx);
+
+static void FN(im2col_rows)(void *ctx, int64_t q0, int64_t q1)
 {
-    const T *x = xv;
-    T *col = colv;
+    const FN(cols_ctx) *cc = ctx;
+    const conv_geom *g = cc->g;
+    const T *x = cc->in;
+    T *col = cc->out;
+    const int64_t p0 = cc->p0;
+    const bool zeros = cc->flag;
     const int64_t c = g->c, kw = g->kw, ow = g->ow, kdim = g->kdim, seg = kw * c;
     const size_t segb = (size_t)seg * sizeof(T);
     int64_t ox_a, ox_b;
     FN(interior)(g, &ox_a, &ox_b);
-#pragma omp parallel for schedule(static) if (par && np * ow * kdim >= SX_OMP_MIN)
-    for (int64_t q = 0; q < np; q++) {
+    for (int64_t q = q0; q < q1; q++) {
         const int64_t img = (p0 + q) / g->oh, oy = (p0 + q) % g->oh;
         T *row = col + q * ow * kdim;
         for (int64_t ky = 0; ky < g->kh; ky++) {
@@ -75,24 +85,35 @@ static void FN(im2col)(const conv_geom *g, const void *xv, int64_t p0, int64_t n
     }
 }
 
+static void FN(im2col)(const conv_geom *g, const void *xv, int64_t p0, int64_t np, void *colv,
+                       bool zeros, bool par)
+{
+    FN(cols_ctx) cc = {g, xv, colv, p0, np, zeros};
+    if (par && np * g->ow * g->kdim >= SX_PAR_MIN)
+        sx__par_range(np, 1, FN(im2col_rows), &cc);
+    else
+        FN(im2col_rows)(&cc, 0, np);
+}
+
 /* dx (n,h,w,c) += the col2im of col (np * ow, kdim), the rows of output rows [p0, p0 + np).
  * Each input row (img, iy) gathers every contribution it receives from the block, in the order
  * oy, ox ascending: threads never write the same row, and the sums do not depend on the number
  * of threads. With `fresh` the block holds whole images: each input row of them is zeroed just
  * before its sums (while it is in cache) instead of by a separate pass over dx. */
-static void FN(col2im)(const conv_geom *g, const void *colv, int64_t p0, int64_t np, void *dxv,
-                       bool fresh, bool par)
+static void FN(col2im_rows)(void *ctx, int64_t q0, int64_t q1)
 {
-    const T *col = colv;
-    T *dx = dxv;
+    const FN(cols_ctx) *cc = ctx;
+    const conv_geom *g = cc->g;
+    const T *col = cc->in;
+    T *dx = cc->out;
+    const int64_t p0 = cc->p0, np = cc->np;
+    const bool fresh = cc->flag;
     const int64_t c = g->c, kw = g->kw, kh = g->kh, ow = g->ow, oh = g->oh, kdim = g->kdim;
     const int64_t seg = kw * c;
     int64_t ox_a, ox_b;
     FN(interior)(g, &ox_a, &ox_b);
-    const int64_t img0 = p0 / oh, img1 = (p0 + np - 1) / oh;
-    const int64_t nq = (img1 - img0 + 1) * g->h;
-#pragma omp parallel for schedule(static) if (par && np * ow * kdim >= SX_OMP_MIN)
-    for (int64_t q = 0; q < nq; q++) {
+    const int64_t img0 = p0 / oh;
+    for (int64_t q = q0; q < q1; q++) {
         const int64_t img = img0 + q / g->h, iy = q % g->h;
         T *drow = dx + (img * g->h + iy) * g->w * c;
         if (fresh)
@@ -129,6 +150,18 @@ static void FN(col2im)(const conv_geom *g, const void *colv, int64_t p0, int64_t
             }
         }
     }
+}
+
+static void FN(col2im)(const conv_geom *g, const void *colv, int64_t p0, int64_t np, void *dxv,
+                       bool fresh, bool par)
+{
+    FN(cols_ctx) cc = {g, colv, dxv, p0, np, fresh};
+    const int64_t img0 = p0 / g->oh, img1 = (p0 + np - 1) / g->oh;
+    const int64_t nq = (img1 - img0 + 1) * g->h;
+    if (par && np * g->ow * g->kdim >= SX_PAR_MIN)
+        sx__par_range(nq, 1, FN(col2im_rows), &cc);
+    else
+        FN(col2im_rows)(&cc, 0, nq);
 }
 
 /* ---------------------------------------------------------------- GEMM-path units */
@@ -1148,14 +1181,30 @@ static void FN(wino_prep)(const conv_job *jb, bool bwdi)
 
 /* After the units of backward-kernel: dk = G^T (the group partials, summed in order) G, the
  * input channels split over threads. */
+typedef struct FN(wfin_ctx) {
+    const conv_job *jb;
+    const void *parts;
+    int64_t groups;
+    size_t pstride;
+} FN(wfin_ctx);
+
+static void FN(wino_finish_chans)(void *ctx, int64_t c0, int64_t c1)
+{
+    const FN(wfin_ctx) *w = ctx;
+    const conv_geom *g = w->jb->g;
+    const int64_t c = g->c, f = g->f;
+    FN(wino_kgrad)
+    (w->parts, w->groups, w->pstride, wino_ld(c * f, sizeof(T)), c, f, g->kh, c0, c1, w->jb->out);
+}
+
 static void FN(wino_finish)(const conv_job *jb, const void *parts, int64_t groups, size_t pstride)
 {
     const conv_geom *g = jb->g;
-    const int64_t c = g->c, f = g->f;
-#pragma omp parallel for schedule(static) if (36 * c * f * groups >= SX_OMP_MIN)
-    for (int64_t ci = 0; ci < c; ci++)
-        FN(wino_kgrad)
-    (parts, groups, pstride, wino_ld(c * f, sizeof(T)), c, f, g->kh, ci, ci + 1, jb->out);
+    FN(wfin_ctx) w = {jb, parts, groups, pstride};
+    if (36 * g->c * g->f * groups >= SX_PAR_MIN)
+        sx__par_range(g->c, 1, FN(wino_finish_chans), &w);
+    else
+        FN(wino_finish_chans)(&w, 0, g->c);
 }
 
 #endif /* V_FMA */
