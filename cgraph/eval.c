@@ -3,10 +3,8 @@
  * op table's kernel column, so an element-wise op is one row and no code here. */
 #include "cgraph_impl.h"
 
+#include <stdatomic.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define IN(i) (&n->in[i]->value)
 #define OUT (&n->value)
@@ -420,6 +418,52 @@ sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
     return s;
 }
 
+/* One matmul-update: its operands, and the first failure of a block (SX_OK if none). */
+typedef struct mmu_ctx {
+    sx_cg_node *n;
+    sx_cg_op op;
+    const sx_tensor *a, *b, *p;
+    double lr;
+    bool ta, tb;
+    int k;
+    int64_t m, cols, kk, lda, ldb, brows;
+    size_t esz, slot_bytes;
+    void *ws;
+    _Atomic int first;
+} mmu_ctx;
+
+/* Block blk of rows on scratch slot `slot`. */
+static void mmu_block(mmu_ctx *c, int64_t blk, int slot)
+{
+    sx_cg_node *n = c->n;
+    const sx_tensor *p = c->p;
+    const size_t esz = c->esz;
+    char *gbuf = (char *)c->ws + (size_t)slot * c->slot_bytes;
+    const int64_t r0 = blk * c->brows, cols = c->cols;
+    const int64_t rows = c->m - r0 < c->brows ? c->m - r0 : c->brows;
+    const char *ap = (const char *)c->a->data + (size_t)(c->ta ? r0 : r0 * c->lda) * esz;
+    sx__gemm(p->dtype, c->ta, c->tb, rows, cols, c->kk, n->attr.alpha, ap, c->lda, c->b->data,
+             c->ldb, 0.0, gbuf, cols);
+    int64_t shape[2] = {rows, cols};
+    const size_t off = (size_t)(r0 * cols) * esz;
+    sx_tensor pv = sx_tensor_view(p->dtype, 2, shape, (char *)p->data + off);
+    sx_tensor sv[2], gv = sx_tensor_view(p->dtype, 2, shape, gbuf);
+    sx_tensor *st[2] = {NULL, NULL};
+    for (int i = 1; i < c->k; i++) {
+        sv[i - 1] = sx_tensor_view(p->dtype, 2, shape, (char *)MUT(n, i)->data + off);
+        st[i - 1] = &sv[i - 1];
+    }
+    sx_status s = run_step(n, c->op, &pv, st, &gv, c->lr);
+    int ok = SX_OK;
+    if (s != SX_OK)
+        atomic_compare_exchange_strong(&c->first, &ok, (int)s);
+}
+
+static void mmu_task(void *ctx, int64_t blk)
+{
+    mmu_block(ctx, blk, sx__par_slot());
+}
+
 /* The step with gradient op(a) @ op(b), a block of rows at a time (cg_mmu_rows): each block's
  * gradient is made in a scratch slot (cache-sized) and applied to the same rows of the parameter
  * and its states at once. Blocks run in parallel, one slot per thread; the GEMM and the step inside
@@ -441,43 +485,35 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
     const int64_t blocks = (m + brows - 1) / brows;
-    int threads = sx_threads_get();
+    int threads = sx__par_threads();
     if (threads > CG_MMU_SLOTS)
         threads = CG_MMU_SLOTS;
     if (threads > blocks)
         threads = (int)blocks;
-    sx_status first = SX_OK;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        int slot = 0;
-#ifdef _OPENMP
-        slot = omp_get_thread_num();
-#endif
-        char *gbuf = (char *)ws + (size_t)slot * slot_bytes;
-#pragma omp for schedule(static)
-        for (int64_t blk = 0; blk < blocks; blk++) {
-            const int64_t r0 = blk * brows;
-            const int64_t rows = m - r0 < brows ? m - r0 : brows;
-            const char *ap = (const char *)a->data + (size_t)(ta ? r0 : r0 * lda) * esz;
-            sx__gemm(p->dtype, ta, tb, rows, cols, kk, n->attr.alpha, ap, lda, b->data, ldb, 0.0,
-                     gbuf, cols);
-            int64_t shape[2] = {rows, cols};
-            const size_t off = (size_t)(r0 * cols) * esz;
-            sx_tensor pv = sx_tensor_view(p->dtype, 2, shape, (char *)p->data + off);
-            sx_tensor sv[2], gv = sx_tensor_view(p->dtype, 2, shape, gbuf);
-            sx_tensor *st[2] = {NULL, NULL};
-            for (int i = 1; i < k; i++) {
-                sv[i - 1] = sx_tensor_view(p->dtype, 2, shape, (char *)MUT(n, i)->data + off);
-                st[i - 1] = &sv[i - 1];
-            }
-            sx_status s = run_step(n, op, &pv, st, &gv, lr);
-            if (s != SX_OK) {
-#pragma omp critical(cg_matmul_update)
-                if (first == SX_OK)
-                    first = s;
-            }
-        }
-    }
+    mmu_ctx c = {.n = n,
+                 .op = op,
+                 .a = a,
+                 .b = b,
+                 .p = p,
+                 .lr = lr,
+                 .ta = ta,
+                 .tb = tb,
+                 .k = k,
+                 .m = m,
+                 .cols = cols,
+                 .kk = kk,
+                 .lda = lda,
+                 .ldb = ldb,
+                 .brows = brows,
+                 .esz = esz,
+                 .slot_bytes = slot_bytes,
+                 .ws = ws};
+    atomic_init(&c.first, SX_OK);
+    if (threads <= 1) /* on this thread, in order; the GEMMs may use threads inside */
+        for (int64_t blk = 0; blk < blocks; blk++)
+            mmu_block(&c, blk, 0);
+    else
+        sx__par_for_upto(threads, blocks, mmu_task, &c);
     OUT->data = IN(0)->data;
-    return first;
+    return (sx_status)atomic_load(&c.first);
 }
