@@ -1,14 +1,13 @@
 /* status.c: what every module shares: status strings, the per-thread error message, the
- * allocator hook and the thread policy for OpenMP and OpenBLAS. */
+ * allocator hook and the thread counts (strix's pool, tensor/par.c, and OpenBLAS). */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (Linux) */
 #include "tensor_impl.h"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -133,7 +132,8 @@ void sx_free(void *p)
 
 /* ---------------------------------------------------------------- threads */
 
-static int n_threads; /* 0 until first use */
+static atomic_int n_threads; /* set once by threads_default, then by sx_threads_set */
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 
 static int cores(void)
 {
@@ -141,19 +141,29 @@ static int cores(void)
     return n < 1 ? 1 : (int)n;
 }
 
+/* The one place the counts are set: strix's kernels read n_threads (sx_threads_get) at each
+ * call; OpenBLAS (LAPACK-based kernels only) gets the same count. */
 static void apply_threads(int n)
 {
-    n_threads = n;
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
+    atomic_store_explicit(&n_threads, n, memory_order_relaxed);
     openblas_set_num_threads(n);
+}
+
+/* The default: the number of cores, or $SX_THREADS (1..1024) when set. */
+static void threads_default(void)
+{
+    int n = cores();
+    const char *env = getenv("SX_THREADS");
+    if (env != NULL && atoi(env) > 0 && atoi(env) <= 1024)
+        n = atoi(env);
+    apply_threads(n);
 }
 
 sx_status sx_threads_set(int n)
 {
     if (n < 0 || n > 1024)
         return sx_error(SX_E_ARG, "sx_threads_set: %d threads (want 0..1024)", n);
+    pthread_once(&threads_once, threads_default); /* never to override this call later */
     apply_threads(n == 0 ? cores() : n);
     return SX_OK;
 }
@@ -165,9 +175,6 @@ sx_status sx_threads_set_local(int n)
     if (n < 0 || n > 1024)
         return sx_error(SX_E_ARG, "sx_threads_set_local: %d threads (want 0..1024)", n);
     local_threads = n;
-#ifdef _OPENMP
-    omp_set_num_threads(n == 0 ? sx_threads_get() : n); /* this thread's ICV only */
-#endif
     return SX_OK;
 }
 
@@ -175,14 +182,8 @@ int sx_threads_get(void)
 {
     if (local_threads > 0)
         return local_threads;
-    if (n_threads == 0) {
-        int n = cores();
-        const char *env = getenv("SX_THREADS");
-        if (env != NULL && atoi(env) > 0 && atoi(env) <= 1024)
-            n = atoi(env);
-        apply_threads(n);
-    }
-    return n_threads;
+    pthread_once(&threads_once, threads_default);
+    return atomic_load_explicit(&n_threads, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- checks (tensor_impl.h) */

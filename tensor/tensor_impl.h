@@ -1,6 +1,6 @@
 /* tensor_impl.h: helpers shared by the kernel files of tensor/ (never installed).
- * Argument checks that produce strix's error messages, the OpenMP threshold, and the macro
- * that instantiates a kernel body once per dtype (seed 002's template approach). */
+ * Argument checks that produce strix's error messages, the parallel runtime (par_impl.h), and
+ * the macro that instantiates a kernel body once per dtype (seed 002's template approach). */
 #ifndef SX_TENSOR_IMPL_H
 #define SX_TENSOR_IMPL_H
 
@@ -9,11 +9,6 @@
 
 #include <assert.h>
 #include <string.h>
-
-/* Loops over at least this many elements run with OpenMP (cheap element-wise work); expensive
- * per-element work (transcendentals) uses the lower threshold. */
-#define SX_OMP_MIN 32768
-#define SX_OMP_MIN_HEAVY 4096
 
 /* Instantiate `BODY(T)` for the dtype of `dt`: `SX_DISPATCH(x->dtype, MY_BODY)` expands to a
  * switch whose cases run MY_BODY(float) and MY_BODY(double). */

@@ -9,6 +9,7 @@
 #include "tensor_impl.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,6 +316,21 @@ Test(tensor_gemm, same_bits_for_one_two_and_three_threads)
     }
 }
 
+typedef struct concurrent_call {
+    prob *p;
+    int threads;
+    sx_status st[2];
+} concurrent_call;
+
+static void *concurrent_main(void *arg)
+{
+    concurrent_call *c = arg;
+    c->st[0] = sx_threads_set_local(c->threads);
+    prob_run(c->p);
+    c->st[1] = sx_threads_set_local(0);
+    return NULL;
+}
+
 /* Several threads calling the GEMM at once (as the dependency engine does), each with a local
  * thread count: each thread's packing buffers are its own, and each result matches the one
  * computed alone. */
@@ -332,15 +348,17 @@ Test(tensor_gemm, concurrent_calls_from_several_threads)
         memcpy(ps[i].c, ps[i].c0, (size_t)(ps[i].m * ps[i].ldc) * sx_dtype_size(ps[i].dt));
     }
     cr_assert_eq(sx_threads_set(2), SX_OK);
-    sx_status st[NP][2]; /* checked after the loop: no assertion inside a worker thread */
-#pragma omp parallel for num_threads(2) schedule(static, 1)
+    concurrent_call calls[NP]; /* checked after the join: no assertion inside a thread */
+    pthread_t th[NP];
     for (int i = 0; i < NP; i++) {
-        st[i][0] = sx_threads_set_local(1 + i % 2);
-        prob_run(&ps[i]);
-        st[i][1] = sx_threads_set_local(0);
+        calls[i] = (concurrent_call){&ps[i], 1 + i % 2, {SX_OK, SX_OK}};
+        cr_assert_eq(pthread_create(&th[i], NULL, concurrent_main, &calls[i]), 0);
     }
+    for (int i = 0; i < NP; i++)
+        pthread_join(th[i], NULL);
     for (int i = 0; i < NP; i++) {
-        cr_assert(st[i][0] == SX_OK && st[i][1] == SX_OK);
+        const sx_status *st = calls[i].st;
+        cr_assert(st[0] == SX_OK && st[1] == SX_OK);
         size_t bytes = (size_t)(ps[i].m * ps[i].ldc) * sx_dtype_size(ps[i].dt);
         cr_assert(memcmp(alone[i], ps[i].c, bytes) == 0, "problem %d", i);
         free(alone[i]);

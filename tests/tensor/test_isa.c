@@ -6,15 +6,13 @@
 #include "testutil.h"
 #include "vmath.h"
 
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 extern char **environ;
 
@@ -74,20 +72,21 @@ Test(tensor_isa, follows_cpu_and_environment)
     cr_log_info("instruction set: %s (SX_ISA=%s)", sx_isa_name(), env ? env : "(unset)");
 }
 
+static void *isa_name_main(void *arg)
+{
+    *(const char **)arg = sx_isa_name();
+    return NULL;
+}
+
 /* Criterion runs each test in a fresh process, so these are the first calls: all agree. */
 Test(tensor_isa, racing_first_calls_agree)
 {
     const char *got[8] = {0};
-#pragma omp parallel num_threads(8)
-    {
-#ifdef _OPENMP
-        const int t = omp_get_thread_num();
-#else
-        const int t = 0;
-#endif
-        if (t < 8)
-            got[t] = sx_isa_name();
-    }
+    pthread_t th[8];
+    for (int t = 0; t < 8; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, isa_name_main, &got[t]), 0);
+    for (int t = 0; t < 8; t++)
+        pthread_join(th[t], NULL);
     for (int t = 0; t < 8; t++)
         if (got[t] != NULL)
             cr_assert_str_eq(got[t], got[0], "thread %d", t);
