@@ -133,6 +133,8 @@ static void bench_shape(sx_dtype dt, const shape *s, int nt, int reps_opt, doubl
         fprintf(stderr, "bench_gemm: %s\n", sx_last_error());
         exit(1);
     }
+    openblas_set_num_threads(
+        nt); /* the peer's count, after sx_threads_set (strix keeps OpenBLAS at one) */
     cpu_clock = nt == 1;
     double flops = 2.0 * s->m * s->n * s->k;
     /* warm-up (and the sanity check), then a rep count that fits about 0.25 s */

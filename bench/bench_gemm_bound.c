@@ -246,6 +246,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_gemm_bound: %s\n", sx_last_error());
         return 1;
     }
+    openblas_set_num_threads(
+        (int)threads); /* the peer's count, after sx_threads_set (strix keeps OpenBLAS at one) */
     const char *core = getenv("OPENBLAS_CORETYPE"), *wait = getenv("OMP_WAIT_POLICY");
     printf("GEMM bound of one MNIST training step (batch 100), f32, %d threads\n",
            sx_threads_get());

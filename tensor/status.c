@@ -142,14 +142,16 @@ static int cores(void)
 }
 
 /* The one place the counts are set: strix's kernels read n_threads (sx_threads_get) at each
- * call; OpenBLAS (LAPACK-based kernels only) gets the same count. */
+ * call and run on strix's pool (tensor/par.c). */
 static void apply_threads(int n)
 {
     atomic_store_explicit(&n_threads, n, memory_order_relaxed);
-    openblas_set_num_threads(n);
 }
 
-/* The default: the number of cores, or $SX_THREADS (1..1024) when set. */
+/* The default: the number of cores, or $SX_THREADS (1..1024) when set. OpenBLAS (only the
+ * LAPACK-based kernels call it) runs on the calling thread, once and for all: its own workers
+ * would spin-yield after each call against the pool's, and its count is process-wide, so an
+ * engine worker holding one kernel thread could not keep LAPACK to one. */
 static void threads_default(void)
 {
     int n = cores();
@@ -157,6 +159,7 @@ static void threads_default(void)
     if (env != NULL && atoi(env) > 0 && atoi(env) <= 1024)
         n = atoi(env);
     apply_threads(n);
+    openblas_set_num_threads(1);
 }
 
 sx_status sx_threads_set(int n)
