@@ -10,7 +10,7 @@
  *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid]
  *                [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]
  *
- * OMP_WAIT_POLICY is set to PASSIVE (by re-executing) when unset, as in bench_tensor. */
+ */
 #include "sx_tensor.h"
 
 #include <math.h>
@@ -49,10 +49,6 @@ static bool parse4(const char *s, int64_t v[4])
 
 int main(int argc, char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") == NULL) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);
-    }
     int nthreads = 1, reps = 21, stride = 1;
     sx_dtype dt = SX_F32;
     sx_padding pad = SX_PAD_SAME;

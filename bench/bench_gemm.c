@@ -10,8 +10,7 @@
  * --f64 measures dgemm instead of sgemm; --reps: timed runs per figure (default: as many as
  * fit about 0.25 s, 5..60); --threads: comma-separated thread counts (default 1,2); --quick:
  * skip the 2048 square. The last line, `result: ...`, gives the geometric mean of the speed-up
- * over the MNIST shapes and per thread count. OMP_WAIT_POLICY is set to PASSIVE and the program
- * re-executed when it is unset (libgomp reads it only at load time). */
+ * over the MNIST shapes and per thread count. */
 #include "tensor_impl.h"
 
 #include <cblas.h>
@@ -178,10 +177,6 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") == NULL) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);
-    }
     sx_dtype dt = SX_F32;
     int reps = 0, tlist[MAX_THREADS] = {1, 2}, n_t = 2;
     bool quick = false, want[N_SHAPES] = {false}, any = false;

@@ -15,11 +15,10 @@
  * Each figure is the median (and minimum) of at least 9 timed calls and --min-seconds (0.4 s)
  * of calls per shape and kernel, in 3 blocks with the two kernels taking turns. A warning
  * is printed where sx__gemm's result differs from cblas_sgemm's (relative 1e-4). Threads:
- * sx_threads_set(T), T = 2 by default, which sets OpenMP's and OpenBLAS's counts alike.
- * OMP_WAIT_POLICY: set to PASSIVE by re-executing when unset (libgomp reads it at load time;
- * bench_tensor does the same). Ends with: result: gemm_bound_s=X peak_gflops=Y step_gflop=Z
- * cblas_bound_s=A sx_gemm_bound_s=B flop_bound_s=C gemm_bound_min_s=D mem_floor_s=E
- * gemm_mem_bound_s=F */
+ * sx_threads_set(T) and openblas_set_num_threads(T), T = 2 by default. Ends with: result:
+ * gemm_bound_s=X peak_gflops=Y step_gflop=Z cblas_bound_s=A sx_gemm_bound_s=B flop_bound_s=C
+ * gemm_bound_min_s=D mem_floor_s=E gemm_mem_bound_s=F */
+#include "par_impl.h" /* strix's pool, for the streaming loop */
 #include "sx_tensor.h"
 
 #include <cblas.h>
@@ -162,7 +161,7 @@ static double median_of(double *t, int n)
 /* Median and minimum seconds of one call of each kernel. The kernels take turns in blocks of
  * calls (ROUNDS blocks each, the first kernel alternating), so that a change of load on a shared
  * machine hits both; each block starts with an untimed call, which absorbs what the other
- * kernel's threads leave behind (OpenBLAS's workers spin for a while after a call, OpenMP's go
+ * kernel's threads leave behind (OpenBLAS's workers spin for a while after a call, strix's go
  * to sleep) and the first touch of c. */
 static void time_gemm(const shape *s, const float *a, const float *b, float *c, double min_seconds,
                       double median[2], double best[2])
@@ -189,6 +188,20 @@ static void time_gemm(const shape *s, const float *a, const float *b, float *c, 
     }
 }
 
+typedef struct stream_ctx {
+    float *p, *a;
+} stream_ctx;
+
+static void stream_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const stream_ctx *c = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        float ai = c->a[i] + 1e-9f;
+        c->a[i] = ai;
+        c->p[i] -= 1e-9f * ai;
+    }
+}
+
 /* Best time of one pass of the optimiser's memory pattern over `count` parameters: p and its
  * state a, each read and written once (p -= c * a', a' = a + d), split over the threads. */
 static double update_floor(int64_t count, double min_seconds)
@@ -203,12 +216,8 @@ static double update_floor(int64_t count, double min_seconds)
     double best = INFINITY, start = now();
     for (int rep = 0; rep < 9 || now() - start < min_seconds; rep++) {
         double t0 = now();
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < count; i++) {
-            float ai = a[i] + 1e-9f;
-            a[i] = ai;
-            p[i] -= 1e-9f * ai;
-        }
+        stream_ctx sc = {p, a};
+        sx__par_range(count, 65536, stream_range, &sc);
         double t = now() - t0;
         best = t < best ? t : best;
     }
@@ -221,11 +230,6 @@ static double update_floor(int64_t count, double min_seconds)
 
 int main(int argc, char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") == NULL) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);
-        fprintf(stderr, "bench_gemm_bound: could not re-execute with OMP_WAIT_POLICY=PASSIVE\n");
-    }
     long threads = 2, steps = 600;
     double min_seconds = 0.4;
     for (int i = 1; i < argc; i++) {
@@ -248,11 +252,10 @@ int main(int argc, char **argv)
     }
     openblas_set_num_threads(
         (int)threads); /* the peer's count, after sx_threads_set (strix keeps OpenBLAS at one) */
-    const char *core = getenv("OPENBLAS_CORETYPE"), *wait = getenv("OMP_WAIT_POLICY");
+    const char *core = getenv("OPENBLAS_CORETYPE");
     printf("GEMM bound of one MNIST training step (batch 100), f32, %d threads\n",
            sx_threads_get());
-    printf("OMP_WAIT_POLICY=%s OPENBLAS_CORETYPE=%s; %s\n", wait ? wait : "(unset)",
-           core ? core : "(unset)", openblas_get_config());
+    printf("OPENBLAS_CORETYPE=%s; %s\n", core ? core : "(unset)", openblas_get_config());
     const char *sxg = getenv("STRIX_GEMM"), *isa = getenv("STRIX_GEMM_ISA");
     printf("sx__gemm: strix's GEMM (tensor/gemm.c)%s%s%s%s\n", sxg ? "; STRIX_GEMM=" : "",
            sxg ? sxg : "", isa ? "; STRIX_GEMM_ISA=" : "", isa ? isa : "");

@@ -3,7 +3,7 @@
  * optim/: the unfused graph (five element-wise passes over memory), the fused update node (one
  * pass), and a plain memcpy moving the same number of bytes. Prints medians and one line:
  *   result: fused_ms=.. unfused_ms=.. memcpy_ms=.. fused_over_memcpy=.. speedup=..
- * Run: OMP_WAIT_POLICY=PASSIVE build/bench/bench_opt [repeats] */
+ * Run: build/bench/bench_opt [repeats] */
 #include <sx_optim.h>
 
 #include <stdio.h>

@@ -9,10 +9,7 @@
  * SECTION: sin, fold, repeat, conv (default: all). --side: side of the array summed (64: 64^4
  * elements); --rside: side of the array repeated (32: 32^4 in, 64^4 out); --threads: thread
  * counts for conv, comma-separated (default 1,2); --reps: timed runs per figure. --raw prints
- * `key sample sample ...` lines for compare_tensor instead of tables.
- * OMP_WAIT_POLICY: libgomp's spinning idle workers starve OpenBLAS's threads on a 2-core
- * machine, so when the variable is unset the program sets it to PASSIVE and re-executes itself
- * (libgomp reads it once, at load time). */
+ * `key sample sample ...` lines for compare_tensor instead of tables. */
 #include "sx_tensor.h"
 
 #include <math.h>
@@ -483,12 +480,6 @@ static long arg_long(const char *s, long lo, long hi)
 
 int main(int argc, char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") == NULL) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);
-        fprintf(stderr, "bench_tensor: could not re-execute with OMP_WAIT_POLICY=PASSIVE; "
-                        "figures with 2 threads may suffer\n");
-    }
     int reps = 0, n_t = 2, tlist[MAX_THREADS] = {1, 2};
     int64_t side = 64, rside = 32;
     bool want[4] = {false, false, false, false}, any = false;
@@ -522,7 +513,6 @@ int main(int argc, char **argv)
     }
     if (raw) {
         printf("info/strix_default_threads %d\n", sx_threads_get());
-        printf("info/OMP_WAIT_POLICY %s\n", getenv("OMP_WAIT_POLICY"));
         const char *core = getenv("OPENBLAS_CORETYPE");
         printf("info/OPENBLAS_CORETYPE %s\n", core ? core : "(unset)");
     }

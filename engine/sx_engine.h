@@ -28,9 +28,13 @@
  * an operation pushed with SX_ENGINE_WIDE runs alone (the engine lets the running operations
  * finish, starts no other until it is done) and may use every core; any other operation runs
  * with one kernel thread beside the others, or with every core when it starts while no other
- * runs or is ready (so a chain of operations runs as fast as one thread calling them). This
- * keeps OpenMP/BLAS teams from oversubscribing the cores. "Every core" is the global count of
- * sx_threads_set.
+ * runs or is ready (so a chain of operations runs as fast as one thread calling them). "Every
+ * core" is the global count of sx_threads_set. The rule that keeps engine workers and strix's
+ * kernel pool (tensor/par.c) from oversubscribing the cores: an operation with one kernel thread
+ * never touches the pool, and one with every core runs its loops on the pool while the other
+ * engine workers wait (asleep); so at most "every core" threads compute at once. Pool workers
+ * spin for a few tens of microseconds after a loop before they sleep; engine workers never
+ * spin.
  *
  * Thread safety: push, var_new, and the waits may be called from one thread at a time (the
  * engine's owner); operations must not call into the engine.

@@ -1,8 +1,8 @@
 /* binary.c: element-wise kernels of two or three operands with NumPy broadcasting (binary ops
  * of sx_binary.def, their scalar forms, fma, broadcast_to). The idea: turn the shapes into a
  * plan of per-operand strides (0 on broadcast axes), merge adjacent axes that are contiguous for
- * every operand, and run a vectorisable row kernel along the last merged axis; OpenMP splits
- * the flat output range into blocks. */
+ * every operand, and run a vectorisable row kernel along the last merged axis; the pool's threads
+ * share the blocks of the flat output range. */
 #include "tensor_impl.h"
 
 #include <tgmath.h>

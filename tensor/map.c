@@ -2,7 +2,7 @@
  * loop is instantiated per op and per dtype (map_tmpl.h included with T = float and with
  * T = double) so the compiler sees plain loops it can vectorise. f32 transcendentals are the
  * branch-free functions of vmath.h, and the f32 kernel is also built for AVX2 and AVX-512 and
- * picked at run time; OpenMP above a size threshold. */
+ * picked at run time; the pool's threads above a size threshold. */
 #include "tensor_impl.h"
 #include "vmath.h"
 

@@ -20,7 +20,7 @@ typedef struct pool_geom {
 /* Channels per backward task: its per-lane state (running max, found flag) lives on the stack. */
 #define POOL_CB 64
 
-/* Elements touched by one pass: the OpenMP threshold compares it with SX_PAR_MIN. */
+/* Elements touched by one pass: the parallel threshold compares it with SX_PAR_MIN. */
 static double pool_work(const pool_geom *g)
 {
     return (double)(g->n * g->oh * g->ow * g->c) * (double)(g->kh * g->kw);

@@ -1,6 +1,6 @@
 /* pool_tmpl.h: the pooling kernels for one dtype and one instruction set; included by pool.c
  * with T, SFX (dtype and ISA suffix, e.g. f32_avx512) and POOL_ATTR (the target attribute)
- * defined. Each kernel does a range [lo, hi) of rows or tasks; pool.c's OpenMP loops call the
+ * defined. Each kernel does a range [lo, hi) of rows or tasks; pool.c's parallel loops call the
  * instance this CPU runs best. Every inner loop runs over the channel axis c, which is innermost
  * and contiguous in NHWC, so the compiler vectorises it; the outer loops walk the clamped window
  * (padded cells are never visited). Max pooling tracks the winning cell's index next to the

@@ -91,12 +91,13 @@ static void SM_CAT(sm_blocks, SFX)(void *ctx, int64_t t0, int64_t t1)
         const int64_t o = t / ncb, j0 = (t % ncb) * SM_CB;
         const int64_t cn = g->inner - j0 < SM_CB ? g->inner - j0 : SM_CB;
         const int64_t base = o * g->len * g->inner + j0;
-        if (c->dy == NULL)
+        if (c->dy == NULL) {
             SM_CAT(sm_block_fwd, SFX)
             (c->a + base, c->out + base, g->len, g->inner, cn, c->log_form);
-        else
+        } else {
             SM_CAT(sm_block_bwd, SFX)
-        (c->a + base, c->dy + base, c->out + base, g->len, g->inner, cn, c->log_form);
+            (c->a + base, c->dy + base, c->out + base, g->len, g->inner, cn, c->log_form);
+        }
     }
 }
 

@@ -24,15 +24,23 @@
  *   the caller, who frees it with sx_tensor_free. On failure *out is set to NULL.
  * - Axes sets are bit masks: bit i set means axis i (SX_AXIS(i)); SX_AXES_ALL means every axis.
  *
- * Threads: strix runs OpenMP loops above a size threshold, and its own GEMM (tensor/gemm.c;
- * AVX-512, AVX2 or portable kernels picked at run time) for matmul and conv2d; OpenBLAS is left
- * for LAPACK. Each uses sx_threads_get() threads, set for all at once by sx_threads_set() (or
- * per calling thread by sx_threads_set_local()). Results are bit-reproducible and do not depend
- * on the thread count: work is split so that every element is computed by the same operations
- * in the same order (matmul and conv2d included; the LAPACK-based kernels excepted); bits may
- * differ between CPUs with and without AVX2/AVX-512. On a busy machine run with
- * OMP_WAIT_POLICY=PASSIVE (scripts and tests set it): spinning idle OpenMP workers steal the
- * cores others need.
+ * Threads (the one policy for every parallel piece of strix): the kernels run their loops above
+ * a size threshold, and strix's own GEMM (tensor/gemm.c; AVX-512, AVX2 or portable kernels
+ * picked at run time) its rectangles, on one thread pool (tensor/par.c; no OpenMP runtime, and no
+ * environment variable is needed). A loop is cut into tasks, about four per thread; the calling
+ * thread takes part, tasks go to whichever threads are awake, and the call returns when every
+ * task has run, never waiting for a worker that has not started one: a worker the OS has
+ * descheduled cannot hold the caller up, so a loaded machine slows strix by about its fair share.
+ * Idle workers spin for about 50 us, then sleep until a loop needs them. Each kernel uses at
+ * most sx_threads_get() threads (the caller included, at most 256), set for all at once by
+ * sx_threads_set() or per calling thread by sx_threads_set_local(). One loop uses the pool at a
+ * time: a kernel called while another thread's loop holds it, or from inside a task, runs on its
+ * calling thread alone. The dependency engine's workers follow the rule in sx_engine.h, so they
+ * and the pool never oversubscribe the cores. OpenBLAS (the LAPACK-based kernels only) runs on
+ * the calling thread. Results are bit-reproducible and depend neither on the thread count nor on
+ * the load: work is split so that every element is computed by the same operations in the same
+ * order, and reductions combine fixed blocks in a fixed order (matmul and conv2d included; the
+ * LAPACK-based kernels excepted); bits may differ between CPUs with and without AVX2/AVX-512.
  */
 #ifndef SX_TENSOR_H
 #define SX_TENSOR_H
@@ -113,12 +121,13 @@ void sx_free(void *p);                      /* NULL is fine */
 
 /* ---------------------------------------------------------------- threads */
 
-/* Set the number of threads for OpenMP loops and OpenBLAS together (n >= 1; n = 0 means the
- * number of cores). The default is the number of cores, or $SX_THREADS when set. */
+/* Set the number of threads strix's kernels use (n >= 1; n = 0 means the number of cores); may
+ * be called at any time (running kernels keep the count they started with). The default is the
+ * number of cores, or $SX_THREADS (1..1024) when set. Pool workers start as loops need them. */
 sx_status sx_threads_set(int n) SX_NODISCARD;
 /* Override the count for the calling thread only (n >= 1; 0 returns to the global count): the
  * strix kernels this thread calls then use n threads. The dependency engine gives each worker
- * its share this way. OpenBLAS's own count stays global (only LAPACK-based kernels use it). */
+ * its share this way. */
 sx_status sx_threads_set_local(int n) SX_NODISCARD;
 /* The count for the calling thread: its local override, else the global count. */
 int sx_threads_get(void);
@@ -506,7 +515,7 @@ sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODIS
  *   rmsprop:  a = rho * a + c * (g * g);  p -= lr * (g / (sqrt(a) + eps))     (c = 1 - rho)
  *   adam:     m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);  p -= lr * (m / (sqrt(v) + eps))
  *             (c1 = 1 - b1, c2 = 1 - b2; lr already holds Adam's bias correction)
- * All tensors have p's shape and dtype. OpenMP-parallel above a threshold. */
+ * All tensors have p's shape and dtype. Parallel above a threshold. */
 sx_status sx_tensor_sgd_step(sx_tensor *p, const sx_tensor *g, double lr) SX_NODISCARD;
 sx_status sx_tensor_momentum_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g, double lr,
                                   double mu, bool nesterov) SX_NODISCARD;

@@ -1,7 +1,7 @@
 /* Binary element-wise kernels with NumPy broadcasting: every op of sx_binary.def on random
  * broadcastable shapes (size-1 axes, rank mismatch, rank-0 scalars, empty axes) in f32 and f64
  * against a reference loop in double; the scalar forms in both orders; fma with a three-way
- * broadcast; broadcast_out; in-place use; large sizes on the OpenMP path; every error path. */
+ * broadcast; broadcast_out; in-place use; large sizes on the parallel path; every error path. */
 #include "testutil.h"
 
 #include <math.h>
@@ -485,7 +485,7 @@ Test(tensor_binary, broadcast_out)
     sx_tensor_free(o34f);
 }
 
-/* Large operands: every op above the OpenMP thresholds, in the common layouts (same shape,
+/* Large operands: every op above the parallel thresholds, in the common layouts (same shape,
  * row vector, column vector, scalar), out of place and in place, and the same bits with 1 and
  * 2 threads. */
 Test(tensor_binary, large_parallel)

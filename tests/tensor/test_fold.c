@@ -1,6 +1,6 @@
 /* Reductions (fold): every op of sx_fold.def over every subset of axes of random shapes, with and
  * without keepdims, in f32 and f64, against a plain reference loop in double; empty reductions,
- * bad arguments, NaN propagation, first-index ties, large inputs on the OpenMP paths (same bits
+ * bad arguments, NaN propagation, first-index ties, large inputs on the parallel paths (same bits
  * for any thread count) and the accuracy of f32 sums of millions of elements. */
 #include "testutil.h"
 

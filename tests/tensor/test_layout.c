@@ -1,6 +1,6 @@
 /* Layout kernels (repeat, tile, slice, unslice, concat, split, permute, transpose, pad, one-hot,
  * gather, scatter-add) against plain reference loops over multi-indices, in f32 and f64, on
- * random shapes with size-1 and empty axes; adjoint identities; sizes that take the OpenMP
+ * random shapes with size-1 and empty axes; adjoint identities; sizes that take the parallel
  * path (compared bit for bit across thread counts); and every error path. */
 #include "testutil.h"
 

@@ -1,6 +1,6 @@
 /* Unary element-wise kernels (map): every op of sx_map.def in f32 and f64 against a reference
  * written in double with libm, on inputs drawn from each op's domain; in-place use; the alpha
- * of leaky_relu and elu; special values; large sizes on the OpenMP path; the fused interpreter
+ * of leaky_relu and elu; special values; large sizes on the parallel path; the fused interpreter
  * giving the map kernels' bits; every error path. (The f32 functions of vmath.h have their own
  * ulp-level suite, test_vmath.c.) */
 #include "testutil.h"
@@ -287,7 +287,7 @@ Test(tensor_map, empty_and_scalar)
     sx_tensor_free(e);
 }
 
-/* Above the OpenMP thresholds (65536 f32 elements, 4096 f64), out of place and in place, and
+/* Above the parallel thresholds (65536 f32 elements, 4096 f64), out of place and in place, and
  * the same bits with 1 and 2 threads. The sizes split into two halves of a multiple of 16
  * elements plus one: the last element belongs to the second thread's range. */
 Test(tensor_map, large_parallel)

@@ -272,7 +272,7 @@ Test(tensor_pool, random_configs_against_reference)
     }
 }
 
-/* Large enough for the OpenMP path, with more channels than one backward channel block. */
+/* Large enough for the parallel path, with more channels than one backward channel block. */
 Test(tensor_pool, large_inputs_against_reference)
 {
     sx_rng r;

@@ -153,7 +153,7 @@ Test(tensor_softmax, every_axis_of_random_tensors)
     }
 }
 
-/* Large enough for the OpenMP path; lanes wider than one block (inner > 64). */
+/* Large enough for the parallel path; lanes wider than one block (inner > 64). */
 Test(tensor_softmax, large_tensors_and_wide_lanes)
 {
     sx_rng r;
@@ -346,7 +346,7 @@ Test(tensor_softmax, xent_against_reference)
         sx_dtype dt = dtypes[trial % 2];
         int64_t s[2] = {1 + (int64_t)sx_rng_below(&r, 9), 1 + (int64_t)sx_rng_below(&r, 12)};
         if (trial == 39) {
-            s[0] = 200; /* OpenMP path */
+            s[0] = 200; /* parallel path */
             s[1] = 100;
         }
         double scale = trial % 3 == 2 ? 1000 : 6;
