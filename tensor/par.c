@@ -223,7 +223,7 @@ void sx__par_for_upto(int max_threads, int64_t n_tasks, sx__par_task_fn fn, void
     if (n_tasks <= 0)
         return;
     assert(fn != NULL && n_tasks <= SX__PAR_MAX_TASKS);
-    int64_t t = sx__par_threads();
+    int64_t t = n_tasks <= SX__PAR_MAX_TASKS ? sx__par_threads() : 1; /* the count's 24 bits */
     if (t > max_threads)
         t = max_threads;
     if (t > n_tasks)

@@ -27,7 +27,8 @@
 /* At most this many pool workers (a kernel uses at most one more thread: the caller). */
 #define SX__PAR_MAX_WORKERS 255
 
-/* At most this many tasks per call (a bigger n_tasks is an internal bug: assert). */
+/* At most this many tasks per call run in parallel (more is an internal bug: an assert, and
+ * in a release build the loop runs serially). */
 #define SX__PAR_MAX_TASKS ((int64_t)1 << 24)
 
 typedef void (*sx__par_task_fn)(void *ctx, int64_t task);
