@@ -117,6 +117,10 @@ extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
  * result's size nor one element): its workspace is that many results (shape.c). */
 int cg_where_scratch(const sx_cg_node *n);
 
+/* May a matmul be written over its addend (input 2) and keep the bits it has when it is not?
+ * When alpha = beta = 1 and the product is summed in one K block (eval.c). */
+bool cg_matmul_inplace_ok(const sx_cg_node *n);
+
 /* How many leading inputs a node writes in place (the kernel column of mutating ops; 0 for
  * every other op). */
 static inline int cg_mutated(const sx_cg_node *n)

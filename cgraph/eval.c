@@ -176,17 +176,34 @@ sx_status cg_eval_scatter_add(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_scatter_add_out(IN(0), IN(1), OUT);
 }
 
+/* alpha op(a) op(b) (+ beta c): the product first (the GEMM with beta = 0 rounds alpha times the
+ * finished sum), then beta c added element by element over the broadcast (beta c rounded, then
+ * the sum): the operations, in the order, of separate matmul, mul and add nodes, so that the
+ * gemm-folding pass keeps every bit. Planned over its dying addend (cg_matmul_inplace_ok: alpha
+ * = beta = 1, one K block), the GEMM adds c to the product's one sum, rounded once: the same. */
 sx_status cg_eval_matmul(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    double beta = 0;
-    if (n->n_in == 3) {
-        if (IN(2)->data != OUT->data) /* planned in place: already there */
-            SX_TRY(sx_tensor_broadcast_out(IN(2), OUT));
-        beta = n->attr.beta;
-    }
-    return sx_tensor_matmul_out(IN(0), IN(1), n->attr.trans_a, n->attr.trans_b, n->attr.alpha, beta,
-                                OUT);
+    const bool ta = n->attr.trans_a, tb = n->attr.trans_b;
+    if (n->n_in == 3 && IN(2)->data == OUT->data) /* planned in place: c is already there */
+        return sx_tensor_matmul_out(IN(0), IN(1), ta, tb, n->attr.alpha, n->attr.beta, OUT);
+    SX_TRY(sx_tensor_matmul_out(IN(0), IN(1), ta, tb, n->attr.alpha, 0.0, OUT));
+    if (n->n_in < 3 || n->attr.beta == 0.0) /* beta = 0 ignores c, NaN too */
+        return SX_OK;
+    if (n->attr.beta == 1.0)
+        return sx_tensor_binary_out(SX_BINARY_ADD, OUT, IN(2), OUT);
+    float bf = (float)n->attr.beta;
+    double bd = n->attr.beta;
+    int64_t one = 1;
+    sx_tensor beta = sx_tensor_view(OUT->dtype, 0, &one, OUT->dtype == SX_F32 ? (void *)&bf : &bd);
+    return sx_tensor_fma_out(IN(2), &beta, OUT, OUT);
+}
+
+bool cg_matmul_inplace_ok(const sx_cg_node *n)
+{
+    const sx_tensor *a = IN(0);
+    const int64_t k = n->attr.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+    return n->n_in == 3 && n->attr.alpha == 1.0 && n->attr.beta == 1.0 && sx__gemm_kblocks(k) <= 1;
 }
 
 /* dot takes any two tensors of one size (the shape rule); the kernel takes vectors: flat views. */

@@ -627,14 +627,15 @@ static sx_status pass_gemm_fold(sx_cg_graph *g, int64_t *changed)
             if (m->op != SX_OP_MATMUL || !single_use(m, n) || !opt_same_shape(m, n))
                 continue;
             if (n->op == SX_OP_MUL) {
-                /* s * (alpha A B + beta C) = (s alpha) A B + (s beta) C */
+                /* s * (A B) = s A B: the GEMM rounds s times the finished sum, as the mul did.
+                 * Not s * (alpha A B) nor s * (A B + C): one rounding fewer would change bits */
                 double s = scalar_value(o);
-                if (isnan(s))
+                if (isnan(s) || m->n_in != 2 || m->attr.alpha != 1.0)
                     continue;
-                m->attr.alpha *= s;
-                m->attr.beta *= s;
+                m->attr.alpha = s;
             } else {
-                /* alpha A B + C: C becomes the addend (broadcast into the output first) */
+                /* alpha A B + C: C becomes the addend, added after the product as the add did
+                 * (cg_eval_matmul) */
                 if (m->n_in != 2 || o == m)
                     continue;
                 sx_cg_node *ins[3] = {m->in[0], m->in[1], o};

@@ -227,9 +227,10 @@ struct cg_plan_slot {
 /* May n be written over its input i when that input dies at n? Element-wise ops over any input
  * of the result's size (the only broadcast operand of that size is one of the result's shape,
  * read element by element before being written); matmul over its addend only, never over a
- * factor that shares the addend's storage; max-pool backward over x when no two windows share
- * a cell (each window is read whole before its cells are written) and the upstream gradient is
- * not x's storage too. */
+ * factor that shares the addend's storage, and only when that gives the bits of adding the
+ * addend after the product (cg_matmul_inplace_ok); max-pool backward over x when no two windows
+ * share a cell (each window is read whole before its cells are written) and the upstream
+ * gradient is not x's storage too. */
 static bool inplace_ok(const sx_cg_node *n, int i, const struct cg_plan_slot *s)
 {
     unsigned f = sx_cg_ops[n->op].flags;
@@ -242,7 +243,7 @@ static bool inplace_ok(const sx_cg_node *n, int i, const struct cg_plan_slot *s)
         return n->attr.pool.stride_h >= n->attr.pool.kernel_h &&
                n->attr.pool.stride_w >= n->attr.pool.kernel_w &&
                s[n->in[1]->step].root != s[x->step].root;
-    if ((f & SX_OPF_INPLACE_ADDEND) && i == 2 && n->n_in == 3) {
+    if ((f & SX_OPF_INPLACE_ADDEND) && i == 2 && cg_matmul_inplace_ok(n)) {
         int64_t r = s[x->step].root;
         return s[n->in[0]->step].root != r && s[n->in[1]->step].root != r;
     }

@@ -430,11 +430,21 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- optimiser */
 
-/* Graph-to-graph passes that keep every requested output's value (bit for bit: no pass
- * reassociates arithmetic; see each pass for what it assumes). Passes rewrite the graph in
- * place: handles to the requested outputs stay valid (an output that a pass replaces becomes
- * a view of its replacement); other nodes may be removed (sx_cg_graph_node returns NULL for
- * them). Run to a fixed point; running it again changes nothing. Only lazy, unfrozen graphs. */
+/* Graph-to-graph passes that keep every requested output's value, bit for bit: a rewritten or
+ * fused node computes the operations of the nodes it replaces, in the same order and precision
+ * (strix is built with -ffp-contract=off, so no a*b+c becomes a hardware fma unless the graph
+ * says fma; a folded gemm adds its addend after the product and scales the finished sum by
+ * alpha, as separate add and mul nodes do). Training with any passes or none, eagerly, lazily
+ * or frozen (planned or not), on any number of kernel threads and engine workers, gives the
+ * same weights (tests/nn/test_bits.c). The one exception is SX_PASS_SIMPLIFY, whose rewrites
+ * replace an expression by an operand it equals in exact arithmetic: log(exp x) -> x and
+ * exp(log x) -> x give x itself, where the unsimplified pair rounds twice (a few ulp apart, and
+ * log(exp x) is inf once exp overflows); x*0 -> 0 assumes x finite (x*0 is NaN for inf and NaN)
+ * and gives +0 where x*0 is -0 (x < 0); x+0 -> x and a sum over axes of size 1 keep a -0 that
+ * the unsimplified sum makes +0. Passes rewrite the graph in place: handles to the requested
+ * outputs stay valid (an output that a pass replaces becomes a view of its replacement); other
+ * nodes may be removed (sx_cg_graph_node returns NULL for them). Run to a fixed point; running it
+ * again changes nothing. Only lazy, unfrozen graphs. */
 typedef enum {
     SX_PASS_DCE,           /* remove nodes no output needs */
     SX_PASS_CSE,           /* merge nodes with the same op, inputs and attributes */
@@ -444,7 +454,8 @@ typedef enum {
                               exp(log x) for x >= 0 */
     SX_PASS_BROADCAST,     /* drop broadcast/repeat/tile feeding an op that broadcasts */
     SX_PASS_UPDATE_FUSION, /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
-    SX_PASS_GEMM_FOLD,     /* transposes, scalar factors and addends into the matmul call */
+    SX_PASS_GEMM_FOLD,     /* transposes, an addend, and a scalar factor of a product that has
+                              neither factor nor addend yet, into the matmul call */
     SX_PASS_FMA,           /* a*b + c -> fma(a, b, c) */
     SX_PASS_POOL_RELU,     /* where(x > 0, maxpool2d_bwd(x, d), 0) (relu's gradient through a
                               max pooling) -> maxpool2d_relu_bwd(x, d): x dies there, and the

@@ -6,9 +6,11 @@
  * the set is picked at first use from what the CPU has (the build needs no -march flag).
  *
  * Determinism: every element of c is summed in the same order whatever the thread count. K is
- * cut into blocks that depend on k and the kernel set only; within a block an element is one
+ * cut into blocks that depend on k only (sx__gemm_kblocks); within a block an element is one
  * chain of multiply-adds in k order starting from zero (one vector lane, the same arithmetic in
- * full and edge tiles), and the blocks are added into c in k order. Threads split c into
+ * full and edge tiles), and the blocks are added into c in k order. With beta = 0, alpha scales
+ * the finished sum (rounded once more), so alpha * A @ B has the bits of A @ B followed by a
+ * multiplication by alpha, as separate graph nodes would compute it. Threads split c into
  * rectangles of whole micro-tiles (over M and/or N, never K), so the thread count changes who
  * computes an element, not how. Bits differ between kernel sets (the portable one does not fuse
  * multiply and add) but not between runs or thread counts.
@@ -71,6 +73,9 @@ typedef struct gemm_impl {
  * problem) and op(a) blocks (MC x KC). Shared by both dtypes and every kernel set. */
 #define GEMM_WS_B (512 * 1024)
 #define GEMM_WS_A (128 * 1024)
+/* The K block of every kernel set and dtype (GT_KC): the blocks a product is summed in depend on
+ * k alone (sx__gemm_kblocks). */
+#define GEMM_KC 256
 /* c larger than this (bytes), written once, gets streaming stores */
 #define GEMM_STREAM_MIN (8 << 20)
 static _Thread_local _Alignas(64) unsigned char ws_b[GEMM_WS_B];
@@ -553,6 +558,11 @@ static void blas_gemm(sx_dtype dt, const gemm_job *jb)
                     (int)jb->lda, jb->b, (int)jb->ldb, jb->beta, jb->c, (int)jb->ldc);
 }
 
+int64_t sx__gemm_kblocks(int64_t k)
+{
+    return k > 0 ? kblock_count(k, GEMM_KC) : 0;
+}
+
 void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
               const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
               int64_t ldc)
@@ -617,6 +627,7 @@ void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, do
 #define PACK_B GT_NAME(pack_b)
 #define RUN GT_NAME(run)
 
+_Static_assert(GT_KC == GEMM_KC, "one K block for every kernel set");
 _Static_assert(sizeof(GT_T) * GT_KC * GT_NC <= GEMM_WS_B, "b block fits the workspace");
 _Static_assert(sizeof(GT_T) * GT_MC * GT_KC <= GEMM_WS_A, "a block fits the workspace");
 _Static_assert(GT_MC % GT_MR == 0 && GT_NC % GT_NR == 0 && GT_KC % 16 == 0,
@@ -648,7 +659,9 @@ _Static_assert(GT_NV == 2, "masked tiles are one or two vectors wide");
 
 /* The micro-kernel: c (mr, nv vectors) = alpha * A @ B + beta * c (mode 0), or = alpha * A @ B
  * with c unread (mode 1: beta = 0 overwrites NaN; mode 2: the same with streaming stores of the
- * full vectors, for a large c written once and 64-byte aligned rows). A is an a micro-panel of mr
+ * full vectors, for a large c written once and 64-byte aligned rows), or = alpha * (A @ B + c)
+ * (mode 3: the last K block of a product with beta = 0, alpha applied to the whole sum, rounded
+ * once as the sum and once as the product). A is an a micro-panel of mr
  * rows and kc columns: row-major with row stride GT_KC when arow ([i][p]), else p-major with stride
  * GT_MR ([p][i]); B is a b panel, p-major with stride GT_NR (64-byte aligned). mr, nv and arow are
  * constants at every call (always inlined), so the accumulators live in registers. */
@@ -698,6 +711,13 @@ KERNEL(const int mr, const int nv, const int arow, int64_t kc, const GT_T *restr
         for (int i = 0; i < mr; i++)
             for (int v = 0; v < nv; v++)
                 GT_CSTORE(v, c + i * ldc + v * GT_VL, GT_MUL(va, acc[i][v]));
+    } else if (mode == 3) {
+        const GT_V one = GT_SET1((GT_T)1);
+        for (int i = 0; i < mr; i++)
+            for (int v = 0; v < nv; v++) {
+                GT_T *cp = c + i * ldc + v * GT_VL;
+                GT_CSTORE(v, cp, GT_MUL(va, GT_FMA(one, acc[i][v], GT_CLOAD(v, cp))));
+            }
     } else {
         GT_V vb = GT_SET1(beta);
         for (int i = 0; i < mr; i++)
@@ -773,10 +793,12 @@ static GT_TARGET void TILE(int mr, int nr, bool arow, int64_t kc, const GT_T *a,
         return;
     }
     _Alignas(64) GT_T t[GT_MR * GT_NR];
+    const bool reads_c = mode == 0 || mode == 3;
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < GT_NR; j++)
-            t[i * GT_NR + j] = mode != 0 || j >= nr ? 0 : c[i * ldc + j];
-    MICRO(mr, nv, arow, kc, a, b, t, GT_NR, alpha, beta, mode != 0, pf); /* no streaming */
+            t[i * GT_NR + j] = !reads_c || j >= nr ? 0 : c[i * ldc + j];
+    MICRO(mr, nv, arow, kc, a, b, t, GT_NR, alpha, beta, mode == 2 ? 1 : mode,
+          pf); /* no streaming */
     for (int i = 0; i < mr; i++)
         memcpy(c + i * ldc, t + i * GT_NR, (size_t)nr * sizeof(GT_T));
 #endif
@@ -879,6 +901,10 @@ static GT_TARGET void RUN(const gemm_job *jb)
     const int64_t es = (int64_t)sizeof(GT_T);
     const GT_T alpha = (GT_T)jb->alpha, beta = (GT_T)jb->beta;
     const int64_t nkb = kblock_count(k, GT_KC);
+    /* beta = 0 with several K blocks: the blocks are summed with alpha = 1 and alpha scales the
+     * whole sum at the end, so that the result is round(alpha * P) for P the product (the bits
+     * of a product followed by a scaling) */
+    const bool defer = jb->beta == 0.0 && nkb > 1 && alpha != (GT_T)1;
     /* c written once (one K block, beta = 0), large, rows of whole aligned lines: streaming
      * stores save reading it into the cache first */
     const bool stream =
@@ -900,9 +926,15 @@ static GT_TARGET void RUN(const gemm_job *jb)
                     const int64_t kc = k1 - k0;
                     const GT_T *ap = ta ? a + k0 * lda + ic : a + ic * lda + k0;
                     PACK_A(ta, mc, kc, ap, lda, abuf);
-                    /* the first K block applies beta, the others add */
+                    /* the first K block applies beta, the others add; with beta = 0 and
+                     * several K blocks, alpha waits for the last one (mode 3) */
                     const GT_T bq = q == 0 ? beta : 1;
-                    const int mode = q > 0 || jb->beta != 0.0 ? 0 : stream ? 2 : 1;
+                    const bool last = q == nkb - 1;
+                    const GT_T aq = defer && !last ? 1 : alpha;
+                    const int mode = defer && last              ? 3
+                                     : q > 0 || jb->beta != 0.0 ? 0
+                                     : stream                   ? 2
+                                                                : 1;
                     const GT_T *bblk = bbuf + (k0 - kg) * ncr;
                     /* the next a block (same K block), fetched during this one's kernels */
                     pf_walk pf = {NULL, 0, 0, 0, 0, 0};
@@ -921,7 +953,7 @@ static GT_TARGET void RUN(const gemm_job *jb)
                         const GT_T *apan = abuf + ir * GT_KC;
                         for (int64_t jr = 0; jr < nc; jr += GT_NR)
                             TILE(mr, (int)min64(GT_NR, nc - jr), !ta, kc, apan, bblk + jr * kc,
-                                 c + (ic + ir) * ldc + jc + jr, ldc, alpha, bq, mode, &pf);
+                                 c + (ic + ir) * ldc + jc + jr, ldc, aq, bq, mode, &pf);
                     }
                 }
             }

@@ -390,7 +390,9 @@ sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
 
 /* out = alpha * op(a) @ op(b) + beta * out, op(m) = m or its transpose (of the last two axes).
  * a, b of rank >= 2; leading (batch) axes broadcast (NumPy matmul); a rank-2 operand is shared
- * by every batch. beta = 0 ignores out's old contents (even NaN). One cblas ?gemm per batch. */
+ * by every batch. beta = 0 ignores out's old contents (even NaN). One GEMM per batch.
+ * Rounding with beta = 0: alpha times the finished sum, rounded once more, so alpha != 1 gives
+ * the bits of the product followed by a multiplication by alpha. */
 sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
                                double alpha, double beta, sx_tensor *out) SX_NODISCARD;
 sx_status sx_tensor_matmul(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,

@@ -79,9 +79,17 @@ int sx__isa(void);
 /* One row-major GEMM (tensor/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)
  * (m,k) and op(b) (k,n); lda, ldb, ldc are row strides in elements; all dims >= 1 and <= INT_MAX
  * (checked by the caller); beta = 0 overwrites c (NaN too). c must not overlap a or b. Uses
- * sx_threads_get() threads; the result does not depend on the thread count. */
+ * sx_threads_get() threads; the result does not depend on the thread count.
+ * Rounding: each element's sum P runs over sx__gemm_kblocks(k) blocks of k, each one chain of
+ * multiply-adds from zero, added in order. beta = 0: c = alpha * P rounded after P (the bits of
+ * P then a scaling by alpha; alpha = 1 gives P). alpha = beta = 1 with one K block: c = P + c,
+ * rounded once. Otherwise beta * c is added to the first block's sum (the BLAS contract, no
+ * promise on rounding). */
 void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
               const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
               int64_t ldc);
+/* The number of K blocks sx__gemm sums a product of inner size k in (0 for k = 0): the same for
+ * every kernel set and dtype. */
+int64_t sx__gemm_kblocks(int64_t k);
 
 #endif

@@ -331,6 +331,68 @@ static void *concurrent_main(void *arg)
     return NULL;
 }
 
+/* With beta = 0, alpha scales the finished sum: alpha A B has the bits of A B (alpha = 1)
+ * followed by a multiplication by alpha, as the graph's matmul and mul nodes compute it, for an
+ * inner size of one K block or several, in every kernel set (edge tiles too: n is not a multiple
+ * of any NR). And alpha = beta = 1 over one K block gives P + c rounded once, the bits of the
+ * product followed by an addition. */
+Test(tensor_gemm, alpha_scales_the_finished_sum_bit_for_bit)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 21);
+    static const int64_t ks[] = {7, 256, 300, 1000};
+    int best = sx__gemm_isa(-1);
+    for (int isa = 0; isa <= best; isa++) {
+        cr_assert_eq(sx__gemm_isa(isa), isa);
+        for (int d = 0; d < 2; d++)
+            for (int t = 0; t < 4; t++)
+                for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+                    const sx_dtype dt = dtypes[d];
+                    const size_t es = sx_dtype_size(dt);
+                    prob p = prob_new(&rng, dt, t & 1, t & 2, 19, 37, ks[q], -0.3, 0, 2);
+                    const size_t bytes = (size_t)(p.m * p.ldc) * es;
+                    prob_run(&p); /* alpha A B */
+                    void *want = malloc(bytes), *sum = malloc(bytes);
+                    cr_assert(want && sum);
+                    memcpy(sum, p.c0, bytes);
+                    sx__gemm(dt, p.ta, p.tb, p.m, p.n, p.k, 1.0, p.a, p.lda, p.b, p.ldb, 0.0, sum,
+                             p.ldc); /* A B, then alpha times it */
+                    memcpy(want, sum, bytes);
+                    for (int64_t i = 0; i < p.m; i++)
+                        for (int64_t j = 0; j < p.n; j++) {
+                            const int64_t e = i * p.ldc + j;
+                            if (dt == SX_F32)
+                                ((float *)want)[e] = (float)-0.3 * ((float *)sum)[e];
+                            else
+                                ((double *)want)[e] = -0.3 * ((double *)sum)[e];
+                        }
+                    cr_assert(memcmp(p.c, want, bytes) == 0,
+                              "isa %d %s flags %d k %lld: alpha A B is not alpha times A B", isa,
+                              dt == SX_F32 ? "f32" : "f64", t, (long long)ks[q]);
+                    if (sx__gemm_kblocks(p.k) == 1) { /* c + A B, rounded once */
+                        fill(&rng, dt, p.c, p.m, p.n, p.ldc, 12345.0);
+                        memcpy(want, p.c, bytes);
+                        sx__gemm(dt, p.ta, p.tb, p.m, p.n, p.k, 1.0, p.a, p.lda, p.b, p.ldb, 1.0,
+                                 p.c, p.ldc);
+                        for (int64_t i = 0; i < p.m; i++)
+                            for (int64_t j = 0; j < p.n; j++) {
+                                const int64_t e = i * p.ldc + j;
+                                if (dt == SX_F32)
+                                    ((float *)want)[e] += ((float *)sum)[e];
+                                else
+                                    ((double *)want)[e] += ((double *)sum)[e];
+                            }
+                        cr_assert(memcmp(p.c, want, bytes) == 0,
+                                  "isa %d %s flags %d k %lld: c + A B is not A B then + c", isa,
+                                  dt == SX_F32 ? "f32" : "f64", t, (long long)ks[q]);
+                    }
+                    free(want);
+                    free(sum);
+                    prob_free(&p);
+                }
+    }
+}
+
 /* Several threads calling the GEMM at once (as the dependency engine does), each with a local
  * thread count: each thread's packing buffers are its own, and each result matches the one
  * computed alone. */
