@@ -11,7 +11,7 @@
 static const char *const pass_names[SX_PASS_COUNT] = {
     "dead code", "common subexpr",     "constant fold", "simplify",
     "broadcast", "update fusion",      "gemm fold",     "fma",
-    "pool relu", "elementwise fusion", "gemm update"};
+    "pool relu", "elementwise fusion", "gemm update",   "algebra"};
 
 const char *sx_cg_pass_name(sx_cg_pass p)
 {
@@ -23,6 +23,7 @@ sx_cg_opt_params sx_cg_opt_params_default(void)
     sx_cg_opt_params p;
     for (int i = 0; i < SX_PASS_COUNT; i++)
         p.enable[i] = true;
+    p.enable[SX_PASS_ALGEBRA] = false; /* changes values: only when asked for */
     p.max_rounds = 8;
     return p;
 }
@@ -374,10 +375,6 @@ static sx_cg_node *simpler(sx_cg_node *n)
         return opt_const_all(b, 1) && opt_same_shape(a, n) ? a : NULL;
     case SX_OP_NEG:
         return a->op == SX_OP_NEG ? a->in[0] : NULL;
-    case SX_OP_LOG:
-        return a->op == SX_OP_EXP ? a->in[0] : NULL;
-    case SX_OP_EXP:
-        return a->op == SX_OP_LOG && nonneg(a->in[0]) ? a->in[0] : NULL;
     case SX_OP_RESHAPE:
     case SX_OP_BROADCAST:
         return opt_same_shape(a, n) ? a : NULL;
@@ -400,6 +397,40 @@ static sx_cg_node *simpler(sx_cg_node *n)
     }
 }
 
+/* The rewrites that hold in exact arithmetic only (SX_PASS_ALGEBRA, off by default):
+ * log(exp x) -> x, exp(log x) -> x for x >= 0 (the pair rounds twice; log(exp x) is inf once exp
+ * overflows), x * 0 -> 0 (x*0 is NaN for an infinite or NaN x, and -0 for x < 0). */
+static sx_status pass_algebra(sx_cg_graph *g, int64_t *changed)
+{
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *n = g->nodes[i];
+        if (!live_op(n))
+            continue;
+        sx_cg_node *a = n->n_in > 0 ? n->in[0] : NULL, *to = NULL;
+        if (n->op == SX_OP_LOG && a->op == SX_OP_EXP)
+            to = a->in[0];
+        else if (n->op == SX_OP_EXP && a->op == SX_OP_LOG && nonneg(a->in[0]))
+            to = a->in[0];
+        if (to != NULL) {
+            SX_TRY(opt_replace(n, to));
+            (*changed)++;
+            continue;
+        }
+        if (n->op == SX_OP_MUL && (opt_const_all(n->in[0], 0) || opt_const_all(n->in[1], 0)) &&
+            n->value.size <= FOLD_MAX_ELEMS) {
+            sx_tensor *z = NULL;
+            SX_TRY(sx_tensor_zeros(n->value.dtype, n->value.rank, n->value.shape, &z));
+            sx_cg_node *c = sx_cg_const(g, z);
+            sx_tensor_free(z);
+            if (c == NULL)
+                return sx_cg_graph_status(g);
+            SX_TRY(opt_replace(n, c));
+            (*changed)++;
+        }
+    }
+    return SX_OK;
+}
+
 static sx_status pass_simplify(sx_cg_graph *g, int64_t *changed)
 {
     for (int64_t i = 0; i < g->n_nodes; i++) {
@@ -413,19 +444,6 @@ static sx_status pass_simplify(sx_cg_graph *g, int64_t *changed)
             continue;
         }
         sx_cg_node *a = n->n_in > 0 ? n->in[0] : NULL;
-        /* x * 0 -> zeros of the result's shape (x assumed finite) */
-        if (n->op == SX_OP_MUL && (opt_const_all(n->in[0], 0) || opt_const_all(n->in[1], 0)) &&
-            n->value.size <= FOLD_MAX_ELEMS) {
-            sx_tensor *z = NULL;
-            SX_TRY(sx_tensor_zeros(n->value.dtype, n->value.rank, n->value.shape, &z));
-            sx_cg_node *c = sx_cg_const(g, z);
-            sx_tensor_free(z);
-            if (c == NULL)
-                return sx_cg_graph_status(g);
-            SX_TRY(opt_replace(n, c));
-            (*changed)++;
-            continue;
-        }
         /* a reduction over size-1 axes only is a reshape */
         if ((n->op == SX_OP_SUM || n->op == SX_OP_MEAN || n->op == SX_OP_PROD ||
              n->op == SX_OP_REDUCE_MAX || n->op == SX_OP_REDUCE_MIN) &&
@@ -730,6 +748,9 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 break;
             case SX_PASS_GEMM_UPDATE:
                 s = opt_pass_gemm_update(g, &c);
+                break;
+            case SX_PASS_ALGEBRA:
+                s = pass_algebra(g, &c);
                 break;
             case SX_PASS_COUNT:
                 break;

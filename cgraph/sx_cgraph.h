@@ -436,22 +436,20 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
  * says fma; a folded gemm adds its addend after the product and scales the finished sum by
  * alpha, as separate add and mul nodes do). Training with any passes or none, eagerly, lazily
  * or frozen (planned or not), on any number of kernel threads and engine workers, gives the
- * same weights (tests/nn/test_bits.c). The one exception is SX_PASS_SIMPLIFY, whose rewrites
- * replace an expression by an operand it equals in exact arithmetic: log(exp x) -> x and
- * exp(log x) -> x give x itself, where the unsimplified pair rounds twice (a few ulp apart, and
- * log(exp x) is inf once exp overflows); x*0 -> 0 assumes x finite (x*0 is NaN for inf and NaN)
- * and gives +0 where x*0 is -0 (x < 0); x+0 -> x and a sum over axes of size 1 keep a -0 that
- * the unsimplified sum makes +0. Passes rewrite the graph in place: handles to the requested
- * outputs stay valid (an output that a pass replaces becomes a view of its replacement); other
- * nodes may be removed (sx_cg_graph_node returns NULL for them). Run to a fixed point; running it
- * again changes nothing. Only lazy, unfrozen graphs. */
+ * same weights (tests/nn/test_bits.c; tests/cgraph/test_diff.c checks it on random graphs).
+ * Two precise exceptions: x+0 -> x and a sum over axes of size 1 keep a -0 that the
+ * unsimplified sum makes +0 (equal values, another sign of zero); and SX_PASS_ALGEBRA, off by
+ * default, whose rewrites hold in exact arithmetic only (log(exp x) -> x and exp(log x) -> x skip
+ * two roundings; x*0 -> 0 is wrong for an infinite or NaN x). Passes rewrite the graph in place:
+ * handles to the requested outputs stay valid (an output that a pass replaces becomes a view of
+ * its replacement); other nodes may be removed (sx_cg_graph_node returns NULL for them). Run to a
+ * fixed point; running it again changes nothing. Only lazy, unfrozen graphs. */
 typedef enum {
     SX_PASS_DCE,           /* remove nodes no output needs */
     SX_PASS_CSE,           /* merge nodes with the same op, inputs and attributes */
     SX_PASS_CONST_FOLD,    /* compute subgraphs of constants once, at compile time */
-    SX_PASS_SIMPLIFY,      /* x+0, x*1, x*0 (assumes x finite), x/1, --x, x^1, reshape of
-                              reshape, permute of permute, sum over size-1 axes, log(exp x),
-                              exp(log x) for x >= 0 */
+    SX_PASS_SIMPLIFY,      /* x+0, x-0, x*1, x/1, --x, x^1, reshape of reshape, permute of
+                              permute, sum over size-1 axes */
     SX_PASS_BROADCAST,     /* drop broadcast/repeat/tile feeding an op that broadcasts */
     SX_PASS_UPDATE_FUSION, /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
     SX_PASS_GEMM_FOLD,     /* transposes, an addend, and a scalar factor of a product that has
@@ -463,13 +461,15 @@ typedef enum {
     SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
     SX_PASS_GEMM_UPDATE,     /* a fused update whose gradient is a matmul computes it in row
                                 blocks (matmul_update): no gradient buffer */
+    SX_PASS_ALGEBRA, /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
+                        x >= 0, x*0 -> 0 (assumes x finite) */
     SX_PASS_COUNT
 } sx_cg_pass;
 
 const char *sx_cg_pass_name(sx_cg_pass p);
 
 typedef struct sx_cg_opt_params {
-    bool enable[SX_PASS_COUNT]; /* all true by default */
+    bool enable[SX_PASS_COUNT]; /* all true by default but SX_PASS_ALGEBRA */
     int max_rounds;             /* fixed-point iterations (default 8) */
 } sx_cg_opt_params;
 sx_cg_opt_params sx_cg_opt_params_default(void);
