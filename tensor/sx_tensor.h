@@ -405,7 +405,17 @@ sx_status sx_tensor_dot_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *o
 
 /* ---------------------------------------------------------------- convolution and pooling */
 
-typedef enum { SX_PAD_VALID = 0, SX_PAD_SAME = 1 } sx_padding;
+/* Padding of a window op (convolution, pooling). VALID: none. SAME_UPPER (= SAME, TensorFlow's and
+ * ONNX's default): out = ceil(in / stride), the odd padding cell after (bottom/right);
+ * SAME_LOWER: the same total, the odd cell before (top/left). EXPLICIT: the pad_* fields of the
+ * params struct. The values are stored in saved models: append only. */
+typedef enum {
+    SX_PAD_VALID = 0,
+    SX_PAD_SAME = 1,
+    SX_PAD_SAME_UPPER = SX_PAD_SAME,
+    SX_PAD_SAME_LOWER = 2,
+    SX_PAD_EXPLICIT = 3
+} sx_padding;
 
 /* 2-d convolution (cross-correlation, as in every DL framework) of an NHWC input x (n,h,w,c)
  * with a kernel k (kh,kw,c,f) giving y (n,oh,ow,f). VALID: oh = (h - kh) / sh + 1; SAME:
