@@ -746,3 +746,57 @@ sx_cg_node *cg_hash_twin(sx_cg_graph *g, sx_cg_node *n)
     sx_cg_node *t = hash_find(g, h, n->op, n->n_in, n->in, &n->attr);
     return t == n ? NULL : t;
 }
+
+/* ---------------------------------------------------------------- invalidation */
+
+sx_status cg_reserve_stack(sx_cg_graph *g, int64_t need)
+{
+    if (need <= g->cap_stack)
+        return SX_OK;
+    int64_t cap = g->cap_stack ? g->cap_stack : 64;
+    while (cap < need)
+        cap *= 2;
+    sx_cg_node **s = sx_realloc(g->stack, (size_t)cap * sizeof *s);
+    if (s == NULL)
+        return SX_E_NOMEM;
+    g->stack = s;
+    g->cap_stack = cap;
+    return SX_OK;
+}
+
+/* Iterative, with the graph's stack (kept at least as large as the graph by node_link), so it
+ * cannot fail. A node is pushed once: it is marked invalid when pushed. */
+void cg_invalidate(sx_cg_graph *g, sx_cg_node *n)
+{
+    g->version++;
+    if (!n->valid || n->dead)
+        return;
+    int64_t top = 0;
+    if (sx_cg_ops[n->op].flags & SX_OPF_LEAF) {
+        /* a leaf stays valid (its value is what was set): only its readers go stale */
+        for (int i = 0; i < n->n_users; i++)
+            if (n->users[i]->valid) {
+                n->users[i]->valid = false;
+                g->stack[top++] = n->users[i];
+            }
+    } else {
+        n->valid = false;
+        g->stack[top++] = n;
+    }
+    while (top > 0) {
+        sx_cg_node *x = g->stack[--top];
+        for (int i = 0; i < x->n_users; i++)
+            if (x->users[i]->valid) {
+                x->users[i]->valid = false;
+                g->stack[top++] = x->users[i];
+            }
+    }
+}
+
+sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node)
+{
+    if (g == NULL || node == NULL || node->graph != g)
+        return sx_error(SX_E_ARG, "sx_cg_invalidate: NULL argument or foreign node");
+    cg_invalidate(g, node);
+    return SX_OK;
+}

@@ -628,3 +628,99 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g)
     sx_free(active);
     return st;
 }
+
+/* ---------------------------------------------------------------- freezing */
+
+sx_cg_freeze_params sx_cg_freeze_params_default(void)
+{
+    sx_cg_freeze_params p = {true, true, NULL, 0};
+    return p;
+}
+
+sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
+{
+    sx_cg_freeze_params p = sx_cg_freeze_params_default();
+    return sx_cg_freeze_ex(g, n, outputs, &p, NULL);
+}
+
+/* Order, plan (plan.c), then every allocation (arena, own buffers of the kept nodes, scratch);
+ * the graph changes only once all of them succeeded. Own buffers made before a failure stay
+ * with their nodes (as after a lazy evaluation) and are freed with the graph. */
+sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                          const sx_cg_freeze_params *p, sx_cg_plan_report *report)
+{
+    double t0 = cg_seconds();
+    SX_TRY(check_request("sx_cg_freeze", g, n, outputs));
+    if (g->frozen)
+        return sx_error(SX_E_STATE, "sx_cg_freeze: the graph is already frozen");
+    if (n == 0)
+        return sx_error(SX_E_ARG, "sx_cg_freeze: no outputs");
+    sx_cg_freeze_params def = sx_cg_freeze_params_default();
+    if (p == NULL)
+        p = &def;
+    int64_t count = 0, len = 0;
+    SX_TRY(mark_needed(g, n, outputs, true, &count));
+    sx_cg_node **order = sx_alloc((size_t)count * sizeof *order);
+    sx_cg_node **outs = sx_alloc((size_t)n * sizeof *outs);
+    sx_cg_node **memo = realloc_nodes(g->memo, n); /* room to remember one request */
+    cg_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (memo != NULL) {
+        g->memo = memo;
+        g->memo_cap = n;
+        g->memo_n = 0;
+    }
+    sx_status s = order && outs && memo ? SX_OK : SX_E_NOMEM;
+    if (s == SX_OK)
+        s = topo_order(g, n, outputs, count, order, &len);
+    if (s == SX_OK)
+        s = cg_plan_make(g, order, len, n, outputs, p, &plan);
+    size_t ws = 0;
+    for (int64_t i = 0; s == SX_OK && i < len; i++) {
+        if (!cg_plan_planned(&plan, i))
+            s = cg_storage(g, order[i]);
+        if (order[i]->ws_bytes > ws)
+            ws = order[i]->ws_bytes;
+    }
+    void *wsp = NULL;
+    if (s == SX_OK && ws > 0)
+        s = cg_workspace(g, ws, &wsp);
+    if (s == SX_OK && sx_cg_workers(g) >= 2) {
+        int64_t n_planned = 0;
+        for (int64_t i = 0; i < len; i++)
+            n_planned += cg_plan_planned(&plan, i);
+        s = par_prepare_frozen(g, sx_cg_workers(g), order, len, n_planned);
+    }
+    if (s != SX_OK) {
+        cg_plan_discard(&plan);
+        sx_free(order);
+        sx_free(outs);
+        return s;
+    }
+    sx_cg_plan_report rep = plan.report;
+    cg_plan_commit(g, order, len, &plan);
+    for (int64_t i = 0; i < len; i++)
+        order[i]->frozen_member = true;
+    memcpy(outs, outputs, (size_t)n * sizeof *outs);
+    g->order = order;
+    g->n_order = len;
+    g->outputs = outs;
+    g->n_outputs = n;
+    g->memo_cap = n;
+    g->memo_n = 0;
+    g->frozen = true;
+    if (sx_cg_workers(g) >= 2 &&
+        par_prepare_frozen(g, sx_cg_workers(g), g->order, g->n_order, -1) != SX_OK)
+        sx_error_clear(); /* room in the engine is made at the first evaluation instead */
+    if (report != NULL) {
+        rep.workspace_bytes = g->ws_bytes;
+        rep.seconds = cg_seconds() - t0;
+        *report = rep;
+    }
+    return SX_OK;
+}
+
+bool sx_cg_frozen(const sx_cg_graph *g)
+{
+    return g != NULL && g->frozen;
+}
