@@ -1,3 +1,14 @@
+/* codec.c: the byte codec of strix model files (codec.h): CRC-32, the buffered writer and
+ * the bounds-checked reader. Every number goes byte by byte, little-endian, whatever the host;
+ * a read past the end of a section is an error, never a read out of bounds. */
+#include "codec.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
 /* ---------------------------------------------------------------- CRC-32 */
 
 /* zlib's crc32, eight bytes at a time ("slicing by 8", about 2 GB/s): table k maps a byte to
@@ -19,7 +30,7 @@ static void crc_init(void)
 }
 
 /* crc32(crc, p, n) with zlib's conventions: start from 0, chain calls. */
-static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t n)
+uint32_t cg_crc32(uint32_t crc, const unsigned char *p, size_t n)
 {
     pthread_once(&crc_once, crc_init);
     crc = ~crc;
@@ -35,53 +46,8 @@ static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t n)
     return ~crc;
 }
 
-/* ---------------------------------------------------------------- little-endian bytes */
-
-static void le_put(unsigned char *b, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t le_get(const unsigned char *b, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)b[i] << (8 * i);
-    return v;
-}
-
-/* Two's complement of `bits` bits back to a signed value, without implementation-defined
- * conversions. */
-static int64_t to_signed(uint64_t u, int bits)
-{
-    uint64_t sign = (uint64_t)1 << (bits - 1);
-    if (bits < 64)
-        u &= ((uint64_t)1 << bits) - 1;
-    if ((u & sign) == 0)
-        return (int64_t)u;
-    return -(int64_t)((~u & (sign - 1))) - 1;
-}
-
-static uint64_t f64_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-/* On a little-endian host an array of f32/f64 already is its file encoding, and is copied in
- * one go; elsewhere values go byte by byte. */
-static bool host_little_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
 /* size values of dtype from little-endian bytes src to native memory dst. */
-static void decode_values(sx_dtype dtype, int64_t size, const unsigned char *src, void *dst)
+void cg_decode_values(sx_dtype dtype, int64_t size, const unsigned char *src, void *dst)
 {
     size_t elt = sx_dtype_size(dtype);
     if (host_little_endian()) {
@@ -102,21 +68,9 @@ static void decode_values(sx_dtype dtype, int64_t size, const unsigned char *src
 
 /* ---------------------------------------------------------------- writing */
 
-#define WBUF_BYTES (64u * 1024u)
-
-/* A byte sink: with fd < 0 it only counts (to learn a section's length before writing it). */
-typedef struct writer {
-    int fd;
-    uint64_t bytes;     /* bytes put so far */
-    uint32_t crc;       /* CRC-32 of the bytes flushed so far */
-    int err;            /* errno of the first failed write; 0 if none */
-    unsigned char *buf; /* WBUF_BYTES of buffering (fd >= 0) */
-    size_t n;
-} writer;
-
-static void w_flush(writer *w)
+void cg_w_flush(writer *w)
 {
-    w->crc = crc_update(w->crc, w->buf, w->n);
+    w->crc = cg_crc32(w->crc, w->buf, w->n);
     size_t done = 0;
     while (done < w->n && w->err == 0) {
         ssize_t k = write(w->fd, w->buf + done, w->n - done);
@@ -130,7 +84,7 @@ static void w_flush(writer *w)
     w->n = 0;
 }
 
-static void put(writer *w, const void *p, size_t n)
+void cg_put(writer *w, const void *p, size_t n)
 {
     w->bytes += n;
     if (w->fd < 0 || w->err != 0)
@@ -143,66 +97,66 @@ static void put(writer *w, const void *p, size_t n)
         b += k;
         n -= k;
         if (w->n == WBUF_BYTES)
-            w_flush(w);
+            cg_w_flush(w);
     }
 }
 
-static void put_uint(writer *w, uint64_t v, int bytes)
+void cg_put_uint(writer *w, uint64_t v, int bytes)
 {
     unsigned char b[8];
     le_put(b, v, bytes);
-    put(w, b, (size_t)bytes);
+    cg_put(w, b, (size_t)bytes);
 }
 
-static void put_u8(writer *w, unsigned v)
+void cg_put_u8(writer *w, unsigned v)
 {
-    put_uint(w, v, 1);
+    cg_put_uint(w, v, 1);
 }
 
-static void put_u32(writer *w, uint32_t v)
+void cg_put_u32(writer *w, uint32_t v)
 {
-    put_uint(w, v, 4);
+    cg_put_uint(w, v, 4);
 }
 
-static void put_u64(writer *w, uint64_t v)
+void cg_put_u64(writer *w, uint64_t v)
 {
-    put_uint(w, v, 8);
+    cg_put_uint(w, v, 8);
 }
 
-static void put_i16(writer *w, int v)
+void cg_put_i16(writer *w, int v)
 {
-    put_uint(w, (uint64_t)(int64_t)v, 2);
+    cg_put_uint(w, (uint64_t)(int64_t)v, 2);
 }
 
-static void put_i32(writer *w, int v)
+void cg_put_i32(writer *w, int v)
 {
-    put_uint(w, (uint64_t)(int64_t)v, 4);
+    cg_put_uint(w, (uint64_t)(int64_t)v, 4);
 }
 
-static void put_i64(writer *w, int64_t v)
+void cg_put_i64(writer *w, int64_t v)
 {
-    put_uint(w, (uint64_t)v, 8);
+    cg_put_uint(w, (uint64_t)v, 8);
 }
 
-static void put_f64(writer *w, double v)
+void cg_put_f64(writer *w, double v)
 {
-    put_uint(w, f64_bits(v), 8);
+    cg_put_uint(w, f64_bits(v), 8);
 }
 
 /* A string: u32 length, bytes (lengths were checked to fit by the caller). */
-static void put_str(writer *w, const char *s)
+void cg_put_str(writer *w, const char *s)
 {
     size_t n = strlen(s);
-    put_u32(w, (uint32_t)n);
-    put(w, s, n);
+    cg_put_u32(w, (uint32_t)n);
+    cg_put(w, s, n);
 }
 
 /* `size` values of `dtype` from data, little-endian (encoded straight into the buffer). */
-static void put_values(writer *w, sx_dtype dtype, int64_t size, const void *data)
+void cg_put_values(writer *w, sx_dtype dtype, int64_t size, const void *data)
 {
     size_t elt = sx_dtype_size(dtype);
     if (host_little_endian()) {
-        put(w, data, (size_t)size * elt);
+        cg_put(w, data, (size_t)size * elt);
         return;
     }
     w->bytes += (uint64_t)size * elt;
@@ -210,7 +164,7 @@ static void put_values(writer *w, sx_dtype dtype, int64_t size, const void *data
         return;
     for (int64_t i = 0; i < size; i++) {
         if (WBUF_BYTES - w->n < elt)
-            w_flush(w);
+            cg_w_flush(w);
         if (dtype == SX_F32) {
             uint32_t u;
             memcpy(&u, (const float *)data + i, 4);
@@ -226,16 +180,7 @@ static void put_values(writer *w, sx_dtype dtype, int64_t size, const void *data
 
 /* ---------------------------------------------------------------- reading fields */
 
-/* A cursor over one section's payload. */
-typedef struct reader {
-    const unsigned char *p;
-    size_t left;
-    const char *path;
-    char tag[5];
-} reader;
-
-static sx_status bad(const reader *r, const char *fmt, ...) SX_PRINTF(2, 3);
-static sx_status bad(const reader *r, const char *fmt, ...)
+sx_status cg_rd_bad(const reader *r, const char *fmt, ...)
 {
     char msg[400];
     va_list ap;
@@ -245,116 +190,116 @@ static sx_status bad(const reader *r, const char *fmt, ...)
     return sx_error(SX_E_FORMAT, "%s: section %s: %s", r->path, r->tag, msg);
 }
 
-static sx_status short_read(const reader *r)
+sx_status cg_rd_short(const reader *r)
 {
     return sx_error(SX_E_FORMAT, "%s: section %s ends inside its contents (file corrupt)", r->path,
                     r->tag);
 }
 
-static sx_status rd_bytes(reader *r, size_t n, const unsigned char **out)
+sx_status cg_rd_bytes(reader *r, size_t n, const unsigned char **out)
 {
     *out = r->p;
     if (n > r->left)
-        return short_read(r);
+        return cg_rd_short(r);
     r->p += n;
     r->left -= n;
     return SX_OK;
 }
 
-static sx_status rd_uint(reader *r, int bytes, uint64_t *v)
+sx_status cg_rd_uint(reader *r, int bytes, uint64_t *v)
 {
     const unsigned char *b;
-    SX_TRY(rd_bytes(r, (size_t)bytes, &b));
+    SX_TRY(cg_rd_bytes(r, (size_t)bytes, &b));
     *v = le_get(b, bytes);
     return SX_OK;
 }
 
-static sx_status rd_u8(reader *r, unsigned *v)
+sx_status cg_rd_u8(reader *r, unsigned *v)
 {
     uint64_t u;
-    SX_TRY(rd_uint(r, 1, &u));
+    SX_TRY(cg_rd_uint(r, 1, &u));
     *v = (unsigned)u;
     return SX_OK;
 }
 
-static sx_status rd_u32(reader *r, uint32_t *v)
+sx_status cg_rd_u32(reader *r, uint32_t *v)
 {
     uint64_t u;
-    SX_TRY(rd_uint(r, 4, &u));
+    SX_TRY(cg_rd_uint(r, 4, &u));
     *v = (uint32_t)u;
     return SX_OK;
 }
 
-static sx_status rd_u64(reader *r, uint64_t *v)
+sx_status cg_rd_u64(reader *r, uint64_t *v)
 {
-    return rd_uint(r, 8, v);
+    return cg_rd_uint(r, 8, v);
 }
 
-static sx_status rd_i16(reader *r, int16_t *v)
+sx_status cg_rd_i16(reader *r, int16_t *v)
 {
     uint64_t u;
-    SX_TRY(rd_uint(r, 2, &u));
+    SX_TRY(cg_rd_uint(r, 2, &u));
     *v = (int16_t)to_signed(u, 16);
     return SX_OK;
 }
 
-static sx_status rd_i32(reader *r, int *v)
+sx_status cg_rd_i32(reader *r, int *v)
 {
     uint64_t u;
-    SX_TRY(rd_uint(r, 4, &u));
+    SX_TRY(cg_rd_uint(r, 4, &u));
     *v = (int)to_signed(u, 32);
     return SX_OK;
 }
 
-static sx_status rd_i64(reader *r, int64_t *v)
+sx_status cg_rd_i64(reader *r, int64_t *v)
 {
     uint64_t u;
-    SX_TRY(rd_uint(r, 8, &u));
+    SX_TRY(cg_rd_uint(r, 8, &u));
     *v = to_signed(u, 64);
     return SX_OK;
 }
 
-static sx_status rd_f64(reader *r, double *v)
+sx_status cg_rd_f64(reader *r, double *v)
 {
     uint64_t u;
-    SX_TRY(rd_uint(r, 8, &u));
+    SX_TRY(cg_rd_uint(r, 8, &u));
     memcpy(v, &u, sizeof *v);
     return SX_OK;
 }
 
-static sx_status rd_bool(reader *r, const char *what, bool *v)
+sx_status cg_rd_bool(reader *r, const char *what, bool *v)
 {
     unsigned u;
-    SX_TRY(rd_u8(r, &u));
+    SX_TRY(cg_rd_u8(r, &u));
     if (u > 1)
-        return bad(r, "%s is %u (want 0 or 1)", what, u);
+        return cg_rd_bad(r, "%s is %u (want 0 or 1)", what, u);
     *v = u == 1;
     return SX_OK;
 }
 
 /* A count of entries taking at least `min_bytes` each: more than the section can hold, or
  * more than `limit`, is an error before anything is allocated. */
-static sx_status rd_count(reader *r, int bytes, uint64_t min_bytes, uint64_t limit,
-                          const char *what, uint64_t *n)
+sx_status cg_rd_count(reader *r, int bytes, uint64_t min_bytes, uint64_t limit, const char *what,
+                      uint64_t *n)
 {
-    SX_TRY(rd_uint(r, bytes, n));
+    SX_TRY(cg_rd_uint(r, bytes, n));
     if (*n > r->left / min_bytes || *n > limit)
-        return bad(r, "claims %llu %s, more than its %zu remaining bytes can hold",
-                   (unsigned long long)*n, what, r->left);
+        return cg_rd_bad(r, "claims %llu %s, more than its %zu remaining bytes can hold",
+                         (unsigned long long)*n, what, r->left);
     return SX_OK;
 }
 
 /* A string, allocated and terminated (empty strings too). */
-static sx_status rd_string(reader *r, const char *what, bool allow_empty, char **out)
+sx_status cg_rd_string(reader *r, const char *what, bool allow_empty, char **out)
 {
     uint32_t n;
     const unsigned char *b;
-    SX_TRY(rd_u32(r, &n));
-    SX_TRY(rd_bytes(r, n, &b));
+    SX_TRY(cg_rd_u32(r, &n));
+    SX_TRY(cg_rd_bytes(r, n, &b));
     if (n == 0 && !allow_empty)
-        return bad(r, "%s is empty", what);
+        return cg_rd_bad(r, "%s is empty", what);
     if (n > 0 && memchr(b, 0, n) != NULL)
-        return bad(r, "%s contains a NUL byte", what);
+        return cg_rd_bad(r, "%s contains a NUL byte", what);
     char *s = sx_alloc((size_t)n + 1);
     if (s == NULL)
         return SX_E_NOMEM;
@@ -365,11 +310,11 @@ static sx_status rd_string(reader *r, const char *what, bool allow_empty, char *
 }
 
 /* `size` values of dtype: *at = where their bytes are, checked to be there. */
-static sx_status rd_values(reader *r, sx_dtype dtype, int64_t size, const unsigned char **at)
+sx_status cg_rd_values(reader *r, sx_dtype dtype, int64_t size, const unsigned char **at)
 {
     size_t elt = sx_dtype_size(dtype);
     *at = r->p;
     if ((uint64_t)size > r->left / elt)
-        return short_read(r);
-    return rd_bytes(r, (size_t)size * elt, at);
+        return cg_rd_short(r);
+    return cg_rd_bytes(r, (size_t)size * elt, at);
 }

@@ -1,18 +1,12 @@
-/* exec.c: evaluation. Need-based recomputation (seed 003): nodes carry a valid flag, changes
- * invalidate only dependents, and sx_cg_eval computes the invalid nodes the requested ones need,
- * in a topological order where every other reader of a parameter runs before an assign to it.
- * Freezing fixes that order and the storage once, so later evaluations allocate nothing. With
- * workers (sx_cg_set_workers) the same nodes, in the same order, are pushed to a dependency
- * engine (seed 001) whose read/mutate tags keep every result equal to the sequential one. */
+/* exec.c: running nodes. A node is computed once its inputs are valid: its storage is made
+ * if it has none, its kernel runs with the graph's scratch (or, on an engine worker, that
+ * worker's), and it is marked valid; an order of nodes runs by need-based recomputation
+ * (seed 003: only the invalid ones, or those a planned evaluation selected). After a run, what
+ * read a parameter a node wrote is invalidated. Uses graph.c and profile.c only. */
 #include "cgraph_impl.h"
-#include "sx_engine.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---------------------------------------------------------------- storage and compute */
 
@@ -86,8 +80,7 @@ static sx_status compute_node(sx_cg_graph *g, sx_cg_node *n, double *seconds)
     return SX_OK;
 }
 
-/* Count a kernel run of n that took `seconds` (profiling). */
-static void count_run(sx_cg_graph *g, sx_cg_node *n, double seconds)
+void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds)
 {
     if (g->profile) {
         g->prof_seconds[n->op] += seconds;
@@ -103,7 +96,25 @@ sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n)
     double seconds = 0;
     SX_TRY(compute_node(g, n, &seconds));
     if (!(sx_cg_ops[n->op].flags & SX_OPF_LEAF))
-        count_run(g, n, seconds);
+        cg_count_run(g, n, seconds);
+    return SX_OK;
+}
+
+sx_status cg_compute_on(sx_cg_graph *g, sx_cg_node *n, void *ws, size_t ws_bytes, double *seconds)
+{
+    worker_ws.on = true;
+    worker_ws.p = ws;
+    worker_ws.bytes = ws_bytes;
+    sx_status st = compute_node(g, n, seconds);
+    worker_ws.on = false;
+    return st;
+}
+
+sx_status cg_run_seq(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, bool by_need)
+{
+    for (int64_t i = 0; i < len; i++)
+        if (cg_runs(order[i], by_need))
+            SX_TRY(cg_compute(g, order[i]));
     return SX_OK;
 }
 

@@ -1,6 +1,8 @@
 /* graph.c: graphs and nodes: the op table, construction with shape inference and structural
- * hashing, leaves, accessors and statistics. A node is linked into the graph only after every
- * check and allocation has succeeded, so a failed constructor leaves the graph unchanged. */
+ * hashing, leaves, accessors, statistics and invalidation. A node is linked into the graph only
+ * after every check and allocation has succeeded, so a failed constructor leaves the graph
+ * unchanged. The bottom of cgraph: it calls no other cgraph file (evaluation during eager
+ * construction is run.c's sx_cg_op_new, which calls cg_op_make and cg_op_link here). */
 #include "cgraph_impl.h"
 
 #include <stdlib.h>
@@ -345,9 +347,10 @@ static bool check_inputs(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
     return true;
 }
 
-sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
-                         const sx_cg_attr *attr)
+sx_cg_node *cg_op_make(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
+                       const sx_cg_attr *attr, bool *fresh)
 {
+    *fresh = false;
     if (g == NULL)
         return NULL;
     if ((unsigned)op >= SX_OP_COUNT || (sx_cg_ops[op].flags & SX_OPF_LEAF)) {
@@ -369,8 +372,7 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
         cg_fail(g, s);
         return NULL;
     }
-    bool hash = hashable(op);
-    if (hash) {
+    if (hashable(op)) {
         n->hash = node_hash(op, n_in, in, &n->attr);
         sx_cg_node *same = hash_find(g, n->hash, op, n_in, in, &n->attr);
         if (same != NULL) {
@@ -378,26 +380,18 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
             return same;
         }
     }
-    if (g->mode == SX_CG_EAGER) {
-        /* inputs changed since they were computed (or never given a value) come first */
-        s = sx_cg_eval(g, n_in, in);
-        if (s == SX_OK) {
-            g->run_epoch++;
-            s = cg_compute(g, n);
-        }
-        if (s == SX_OK)
-            s = node_link(g, n, hash);
-        if (s == SX_OK)
-            cg_finish_run(g, &n, 1);
-    } else {
-        s = node_link(g, n, hash);
-    }
-    if (s != SX_OK) {
-        node_free(n);
-        cg_fail(g, s);
-        return NULL;
-    }
+    *fresh = true;
     return n;
+}
+
+sx_status cg_op_link(sx_cg_graph *g, sx_cg_node *n)
+{
+    return node_link(g, n, hashable(n->op));
+}
+
+void cg_node_discard(sx_cg_node *n)
+{
+    node_free(n);
 }
 
 /* ---------------------------------------------------------------- leaves */

@@ -1,6 +1,10 @@
-enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
+/* order.c: what an evaluation or a freeze runs, and in which order. A request is checked,
+ * the nodes it needs are marked (every ancestor, or only the invalid ones), and a post-order
+ * DFS writes a topological order where every other reader of a parameter runs before an assign
+ * to it. Depends on graph.c only. */
+#include "cgraph_impl.h"
 
-/* ---------------------------------------------------------------- ordering */
+enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
 
 /* The dependencies of n that must run before it in this traversal: its inputs, and for a
  * mutating node the other readers of the parameters it writes (only those in the current set,
@@ -26,8 +30,7 @@ enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
 
 /* Mark (with a new epoch) every node the roots need: all ancestors when `all`, otherwise only
  * invalid ones (valid nodes are not entered). Returns how many were marked. */
-static sx_status mark_needed(sx_cg_graph *g, int n, sx_cg_node *const *roots, bool all,
-                             int64_t *count)
+sx_status cg_mark_needed(sx_cg_graph *g, int n, sx_cg_node *const *roots, bool all, int64_t *count)
 {
     g->epoch++;
     SX_TRY(cg_reserve_stack(g, g->n_nodes + n));
@@ -57,8 +60,8 @@ static sx_status mark_needed(sx_cg_graph *g, int n, sx_cg_node *const *roots, bo
 
 /* Post-order DFS over the marked set, honouring the extra dependencies of mutating nodes.
  * Writes the order into out (room for `count` nodes). Uses g->stack as the DFS stack. */
-static sx_status topo_order(sx_cg_graph *g, int n, sx_cg_node *const *roots, int64_t count,
-                            sx_cg_node **out, int64_t *n_out)
+sx_status cg_topo_order(sx_cg_graph *g, int n, sx_cg_node *const *roots, int64_t count,
+                        sx_cg_node **out, int64_t *n_out)
 {
     SX_TRY(cg_reserve_stack(g, count + 1));
     int64_t len = 0;
@@ -96,4 +99,27 @@ static sx_status topo_order(sx_cg_graph *g, int n, sx_cg_node *const *roots, int
     }
     *n_out = len;
     return SX_OK;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+sx_status cg_check_request(const char *who, sx_cg_graph *g, int n, sx_cg_node *const *nodes)
+{
+    if (g == NULL)
+        return sx_error(SX_E_ARG, "%s: graph is NULL", who);
+    if (n < 0 || (n > 0 && nodes == NULL))
+        return sx_error(SX_E_ARG, "%s: bad node list", who);
+    for (int i = 0; i < n; i++) {
+        if (nodes[i] == NULL || nodes[i]->graph != g || nodes[i]->dead)
+            return sx_error(SX_E_ARG, "%s: node %d is NULL, removed or of another graph", who, i);
+    }
+    return SX_OK;
+}
+
+sx_cg_node **cg_realloc_nodes(sx_cg_node **p, int n)
+{
+    sx_cg_node **q = sx_realloc(p, (size_t)n * sizeof *q);
+    if (q == NULL)
+        sx_error_clear(); /* remembering a request is optional */
+    return q;
 }

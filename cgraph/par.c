@@ -1,4 +1,16 @@
-/* ---------------------------------------------------------------- parallel evaluation */
+/* par.c: the parallel driver. With workers (sx_cg_set_workers) an evaluation pushes the nodes
+ * it runs, in the sequential order, to a dependency engine (seed 001) whose read/mutate tags
+ * (inputs, written parameters, generators, reused arena bytes) keep every result equal to the
+ * sequential one. Engines are pooled per process; the driver's state lives in the graph's
+ * scratch. Uses exec.c (running one node) and graph.c. */
+#include "cgraph_impl.h"
+#include "sx_engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The WIDE rule (sx_cgraph.h): matrix products and convolutions of at least WIDE_FLOPS flops,
  * and nodes whose inputs and result hold WIDE_ELEMS elements together, run alone with every
@@ -246,11 +258,7 @@ static sx_status node_run(void *arg)
     int s = 0;
     while (atomic_exchange(&p->busy[s], 1) != 0)
         s = (s + 1) % p->slots;
-    worker_ws.on = true;
-    worker_ws.p = p->ws + (size_t)s * p->ws_each;
-    worker_ws.bytes = p->ws_each;
-    sx_status st = compute_node(g, n, &it->seconds);
-    worker_ws.on = false;
+    sx_status st = cg_compute_on(g, n, p->ws + (size_t)s * p->ws_each, p->ws_each, &it->seconds);
     atomic_store(&p->busy[s], 0);
     return st;
 }
@@ -293,17 +301,11 @@ static int paint(struct par_seg *segs, int64_t *n, size_t lo, size_t hi, sx_var 
     return k;
 }
 
-/* Does the node at order position x run in this evaluation? */
-static bool runs(const sx_cg_node *x, bool by_need)
-{
-    return by_need ? x->plan_need : !x->valid;
-}
-
 /* Does the evaluation push the node at order position x: every op node (all: a frozen graph's
  * layout, made once for any evaluation), or those that run? */
 static bool pushes(const sx_cg_node *x, bool all, bool by_need)
 {
-    return !(sx_cg_ops[x->op].flags & SX_OPF_LEAF) && (all || runs(x, by_need));
+    return !(sx_cg_ops[x->op].flags & SX_OPF_LEAF) && (all || cg_runs(x, by_need));
 }
 
 /* Lay out the parallel state for evaluating `order` (see pushes). n_planned < 0: count the
@@ -382,8 +384,8 @@ static sx_status engine_room(const sx_cg_graph *g, sx_engine *e, sx_cg_node *con
 /* Set up what a frozen graph's parallel evaluations use (its scratch layout, the engine, its
  * variables, and room in it for every node), so that they allocate nothing. Before the plan is
  * committed (n_planned >= 0), the engine's room is made at the first evaluation instead. */
-static sx_status par_prepare_frozen(sx_cg_graph *g, int workers, sx_cg_node *const *order,
-                                    int64_t len, int64_t n_planned)
+sx_status cg_par_prepare_frozen(sx_cg_graph *g, int workers, sx_cg_node *const *order, int64_t len,
+                                int64_t n_planned)
 {
     uint32_t vars = 0;
     SX_TRY(graph_vars(g, &vars));
@@ -400,8 +402,8 @@ static sx_status par_prepare_frozen(sx_cg_graph *g, int workers, sx_cg_node *con
 /* Evaluate the nodes of `order` that run (plan_need when by_need, else the invalid ones) on an
  * engine of `workers` workers: in order, each pushed with its tags (see sx_cgraph.h), leaves
  * checked here. *done = false when no engine is free (nothing happened: run sequentially). */
-static sx_status par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, int64_t len,
-                         bool by_need, bool *done)
+sx_status cg_par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, int64_t len,
+                     bool by_need, bool *done)
 {
     *done = false;
     uint32_t vars = 0;
@@ -419,7 +421,7 @@ static sx_status par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, 
     char leaf_msg[512] = "";
     for (int64_t i = 0; i < len && st == SX_OK; i++) {
         sx_cg_node *x = order[i];
-        if (!runs(x, by_need))
+        if (!cg_runs(x, by_need))
             continue;
         if (sx_cg_ops[x->op].flags & SX_OPF_LEAF) { /* a check, here */
             st = cg_compute(g, x);
@@ -442,7 +444,7 @@ static sx_status par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, 
     for (int64_t k = 0; k < n_items; k++) {
         sx_cg_node *x = p->items[k].node;
         if (x->ran == g->run_epoch)
-            count_run(g, x, p->items[k].seconds);
+            cg_count_run(g, x, p->items[k].seconds);
     }
     if (est != SX_OK)
         return est; /* a node's failure came before the owner's (it was pushed earlier) */
@@ -451,7 +453,6 @@ static sx_status par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, 
     return st;
 }
 
-/* Evaluate `order` sequentially or in parallel, as the graph's workers say. */
 sx_status sx_cg_set_workers(sx_cg_graph *g, int n)
 {
     if (g == NULL)
@@ -462,7 +463,7 @@ sx_status sx_cg_set_workers(sx_cg_graph *g, int n)
     g->workers = n;
     int w = sx_cg_workers(g);
     if (g->frozen && w >= 2) {
-        sx_status s = par_prepare_frozen(g, w, g->order, g->n_order, -1);
+        sx_status s = cg_par_prepare_frozen(g, w, g->order, g->n_order, -1);
         if (s != SX_OK) {
             g->workers = old;
             return s;
