@@ -338,6 +338,11 @@ static bool check_inputs(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
         cg_fail(g, sx_error(SX_E_ARG, "%s: %d inputs (want %d)", who, n_in, arity));
         return false;
     }
+    if (n_in > SX_CG_MAX_INPUTS) {
+        cg_fail(g, sx_error(SX_E_ARG, "%s: %d inputs (at most SX_CG_MAX_INPUTS = %d)", who, n_in,
+                            SX_CG_MAX_INPUTS));
+        return false;
+    }
     for (int i = 0; i < n_in; i++)
         if (in[i]->graph != g || in[i]->dead) {
             cg_fail(g, sx_error(SX_E_ARG, "%s: input %d belongs to another graph or was removed",
