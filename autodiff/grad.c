@@ -223,13 +223,13 @@ sx_status sx_ad_grad(sx_cg_graph *g, sx_cg_node *y, int n, sx_cg_node *const *xs
     return sx_ad_vjp(g, y, one, n, xs, grads);
 }
 
-/* Join rows along axis 0 in groups (concat evaluates at most 64 inputs at once). */
+/* Join rows along axis 0 in groups (concat evaluates at most SX_CG_MAX_INPUTS inputs). */
 static sx_cg_node *concat_rows(sx_cg_graph *g, sx_cg_node **rows, int64_t m)
 {
     while (m > 1) {
         int64_t out = 0;
-        for (int64_t i = 0; i < m; i += 64) {
-            int k = (int)(m - i < 64 ? m - i : 64);
+        for (int64_t i = 0; i < m; i += SX_CG_MAX_INPUTS) {
+            int k = (int)(m - i < SX_CG_MAX_INPUTS ? m - i : SX_CG_MAX_INPUTS);
             rows[out++] = k == 1 ? rows[i] : sx_cg_concat(g, k, rows + i, 0);
             if (rows[out - 1] == NULL)
                 return NULL;

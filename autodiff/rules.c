@@ -566,8 +566,8 @@ sx_status grad_maxpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
 }
 
 /* Stack the kh*kw strided views of a padded (n, h', w', c) tensor, one per window offset in
- * row-major order, along a new last axis: (n, oh, ow, c, kh*kw). Concat joins at most 64 inputs
- * per node, so larger windows are joined in groups. */
+ * row-major order, along a new last axis: (n, oh, ow, c, kh*kw). Concat joins at most
+ * SX_CG_MAX_INPUTS inputs per node, so larger windows are joined in groups. */
 static sx_cg_node *window_stack(sx_cg_graph *g, sx_cg_node *xp, const sx_pool2d_params *p,
                                 int64_t oh, int64_t ow)
 {
@@ -588,8 +588,8 @@ static sx_cg_node *window_stack(sx_cg_graph *g, sx_cg_node *xp, const sx_pool2d_
     int64_t m = k;
     while (m > 1) {
         int64_t out = 0;
-        for (int64_t i = 0; i < m; i += 64) {
-            int n = (int)(m - i < 64 ? m - i : 64);
+        for (int64_t i = 0; i < m; i += SX_CG_MAX_INPUTS) {
+            int n = (int)(m - i < SX_CG_MAX_INPUTS ? m - i : SX_CG_MAX_INPUTS);
             parts[out++] = n == 1 ? parts[i] : sx_cg_concat(g, n, parts + i, 4);
         }
         m = out;

@@ -65,7 +65,7 @@ struct sx_cg_graph {
     uint64_t memo_version;
     /* The execution scratch (exec.c), one allocation: the kernel scratch shared by sequential
      * evaluation (ws_bytes, at ws), then, once the graph has been evaluated in parallel, the
-     * parallel evaluation's state `par` (per-worker scratch, push tables). */
+     * parallel evaluation's state `par` (par.c: per-worker scratch, push tables). */
     void *ws;
     size_t ws_bytes;
     struct cg_par *par; /* inside ws; NULL until a parallel evaluation lays it out */
@@ -169,18 +169,33 @@ static inline bool cg_reads(const sx_cg_node *n, const sx_cg_node *m)
     return false;
 }
 
-/* Monotonic seconds (exec.c). */
-double cg_seconds(void);
+/* The files of cgraph, bottom-up: a file calls only files before it in this list (checked by
+ * the cgraph_layers test, tests/cgraph/layers.cmake; calls through the op table's shape-rule
+ * and evaluator columns are dispatch and do not count).
+ *   graph.c    nodes, the op table, construction, hashing, leaves, accessors, invalidation
+ *   profile.c  kernel timing per op, node and scope
+ *   shape.c    shape rules;  exec.c  running a node or an order;  eval.c  evaluators
+ *   order.c    requests, marking what they need, the topological order
+ *   par.c      the parallel driver;  plan.c  freezing and memory planning
+ *   run.c      sx_cg_eval and sx_cg_op_new (eager construction evaluates here)
+ *   build.c, opt*.c, copy.c, dot.c, codec.c, serial.c   built on the above */
+
+/* ---- graph.c */
 
 /* Record a constructor error on the graph (first one wins) and return NULL-friendly status. */
 sx_status cg_fail(sx_cg_graph *g, sx_status s);
-/* The scratch buffer of at least `bytes` (grown when not frozen; SX_E_STATE if a frozen graph
- * would need to grow it, which freezing prevents). */
-sx_status cg_workspace(sx_cg_graph *g, size_t bytes, void **ws);
-/* Give a node storage for its value if it has none (its own buffer). */
-sx_status cg_storage(sx_cg_graph *g, sx_cg_node *n);
-/* Compute one node whose inputs are valid; marks it valid and counts the kernel call. */
-sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n);
+/* "sx_cg_<op>" for messages. */
+const char *cg_who(const sx_cg_node *n);
+/* Construction up to linking: the checks, the shape rule and the structural-hash lookup.
+ * Returns a live twin already in the graph (*fresh = false), or a new node not linked yet
+ * (*fresh = true) that cg_op_link links or cg_node_discard frees. NULL, with the error recorded
+ * on the graph, on failure. */
+sx_cg_node *cg_op_make(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
+                       const sx_cg_attr *attr, bool *fresh);
+/* Link a node from cg_op_make into the graph; on failure the graph is unchanged. */
+sx_status cg_op_link(sx_cg_graph *g, sx_cg_node *n);
+/* Free a node from cg_op_make that was not linked. */
+void cg_node_discard(sx_cg_node *n);
 /* Make room for `extra` more users of n. */
 sx_status cg_reserve_users(sx_cg_node *n, int extra);
 /* Rebuild the structural-hash table; find a live twin of n (NULL if none). */
@@ -188,42 +203,72 @@ sx_status cg_rehash(sx_cg_graph *g);
 sx_cg_node *cg_hash_twin(sx_cg_graph *g, sx_cg_node *n);
 /* Grow the graph's traversal stack to hold `need` nodes. */
 sx_status cg_reserve_stack(sx_cg_graph *g, int64_t need);
-/* After an evaluation that ran the nodes of order[0..len): invalidate what read a parameter
- * that one of them wrote (exec.c). */
-void cg_finish_run(sx_cg_graph *g, sx_cg_node *const *order, int64_t len);
 /* Mark n and everything depending on it invalid (stops at nodes already invalid). */
 void cg_invalidate(sx_cg_graph *g, sx_cg_node *n);
-/* "sx_cg_<op>" for messages. */
-const char *cg_who(const sx_cg_node *n);
 
-/* Memory planning (plan.c). A plan of a frozen order is made before anything in the graph
- * changes, so that freezing can fail cleanly, then committed (which cannot fail). */
-typedef struct cg_plan {
-    struct cg_plan_slot *slots; /* per position of the order */
-    void *arena_raw;            /* the arena allocation (plan_memory), NULL when empty */
-    char *arena;                /* its 64-byte aligned start */
-    size_t arena_bytes;
-    bool place;               /* plan_memory: planned nodes get arena blocks */
-    sx_cg_plan_report report; /* all but workspace_bytes and seconds */
-} cg_plan;
-/* Plan the storage of the `len` nodes of a frozen order for the requested outputs and allocate
- * the arena. Sets each order node's `step`. On failure nothing is left allocated. */
-sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
-                       sx_cg_node *const *outs, const sx_cg_freeze_params *p, cg_plan *plan);
-/* Does the plan place the node at position i in the arena? (Such nodes need no own storage.) */
-bool cg_plan_planned(const cg_plan *plan, int64_t i);
-/* Install the plan: the graph takes the arena, planned nodes drop any own buffer and point into
- * it, views are re-pointed. The plan is emptied. */
-void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_plan *plan);
-/* Free a plan that was not committed. */
-void cg_plan_discard(cg_plan *plan);
+/* ---- profile.c */
+
+/* Monotonic seconds. */
+double cg_seconds(void);
+
+/* ---- exec.c */
+
+/* The scratch buffer of at least `bytes` (grown when not frozen; SX_E_STATE if a frozen graph
+ * would need to grow it, which freezing prevents). On an engine worker: that worker's. */
+sx_status cg_workspace(sx_cg_graph *g, size_t bytes, void **ws);
+/* Give a node storage for its value if it has none (its own buffer). */
+sx_status cg_storage(sx_cg_graph *g, sx_cg_node *n);
+/* Compute one node whose inputs are valid; marks it valid and counts the kernel call. */
+sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n);
+/* Compute one node on an engine worker, with `ws` (ws_bytes) as its kernel scratch and its
+ * kernel time in *seconds (profiling); storage was given beforehand, the counting is the
+ * caller's (cg_count_run). */
+sx_status cg_compute_on(sx_cg_graph *g, sx_cg_node *n, void *ws, size_t ws_bytes, double *seconds);
+/* Count a kernel run of n that took `seconds` (profiling). */
+void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds);
+/* Does the node at an order position run in this evaluation: plan_need when by_need (a planned
+ * evaluation, see cg_plan_select), else when it is invalid? */
+static inline bool cg_runs(const sx_cg_node *x, bool by_need)
+{
+    return by_need ? x->plan_need : !x->valid;
+}
+/* Run the nodes of order[0..len) that run (cg_runs), one after the other. */
+sx_status cg_run_seq(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, bool by_need);
+/* After an evaluation that ran the nodes of order[0..len): invalidate what read a parameter
+ * that one of them wrote. */
+void cg_finish_run(sx_cg_graph *g, sx_cg_node *const *order, int64_t len);
+
+/* ---- order.c */
+
+/* Check a request (`who` names it in messages): a graph, and n live nodes of it. */
+sx_status cg_check_request(const char *who, sx_cg_graph *g, int n, sx_cg_node *const *nodes);
+/* Grow a request memo to n nodes; NULL (and no error left set) when out of memory. */
+sx_cg_node **cg_realloc_nodes(sx_cg_node **p, int n);
+/* Mark (with a new epoch) every node the roots need: all ancestors when `all`, otherwise only
+ * invalid ones (valid nodes are not entered). *count = how many were marked. */
+sx_status cg_mark_needed(sx_cg_graph *g, int n, sx_cg_node *const *roots, bool all, int64_t *count);
+/* Post-order DFS over the marked set, honouring the extra dependencies of mutating nodes.
+ * Writes the order into out (room for `count` nodes). Uses g->stack as the DFS stack. */
+sx_status cg_topo_order(sx_cg_graph *g, int n, sx_cg_node *const *roots, int64_t count,
+                        sx_cg_node **out, int64_t *n_out);
+
+/* ---- par.c */
+
+/* Evaluate the nodes of `order` that run (cg_runs) on an engine of `workers` workers, with
+ * the same results as cg_run_seq. *done = false when no engine is free (nothing happened:
+ * run sequentially). */
+sx_status cg_par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, int64_t len,
+                     bool by_need, bool *done);
+/* Lay out what a frozen graph's parallel evaluations use, so that they allocate nothing.
+ * n_planned >= 0: the plan is not committed yet and has that many planned nodes. */
+sx_status cg_par_prepare_frozen(sx_cg_graph *g, int workers, sx_cg_node *const *order, int64_t len,
+                                int64_t n_planned);
+
+/* ---- plan.c */
+
 /* Check a request to a frozen graph with planned nodes and mark (plan_need) the nodes of the
  * order that its evaluation runs: invalid kept nodes, and the transient nodes running nodes
  * read. The caller runs them in the frozen order and clears plan_need. */
 sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
-/* Evaluate a frozen graph with planned nodes: invalid kept nodes run in the frozen order, and
- * the transient (planned) nodes they read, which are recomputed whenever read since their
- * blocks are reused. Requests for transient nodes are an error (SX_E_STATE). */
-sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
 
 #endif

@@ -64,19 +64,10 @@ sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
             }
             y = x->op == SX_OP_CONST ? sx_cg_const(c, v) : sx_cg_param(c, x->name, v);
         } else {
-            sx_cg_node *ins[64], **in = ins;
-            if (x->n_in > 64) {
-                in = sx_alloc((size_t)x->n_in * sizeof *in);
-                if (in == NULL) {
-                    s = SX_E_NOMEM;
-                    break;
-                }
-            }
+            sx_cg_node *in[SX_CG_MAX_INPUTS]; /* a node has at most that many */
             for (int k = 0; k < x->n_in; k++)
                 in[k] = map[x->in[k]->id];
             y = sx_cg_op_new(c, x->op, x->n_in, in, &x->attr);
-            if (in != ins)
-                sx_free(in);
             if (y != NULL && x->name != NULL)
                 s = sx_cg_node_set_name(c, y, x->name);
         }

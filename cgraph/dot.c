@@ -18,20 +18,18 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
+/* Leaves by kind, then mutating ops, then the rest (no switch over ops: STYLE.md). */
 static const char *style_of(const sx_cg_node *n)
 {
-    switch (n->op) {
-    case SX_OP_INPUT:
+    if (n->op == SX_OP_INPUT)
         return "shape=ellipse, style=filled, fillcolor=\"#cfe8ff\"";
-    case SX_OP_PARAM:
+    if (n->op == SX_OP_PARAM)
         return "shape=box, style=\"filled,bold\", fillcolor=\"#ffd9a8\"";
-    case SX_OP_CONST:
+    if (n->op == SX_OP_CONST)
         return "shape=box, style=\"filled,dashed\", fillcolor=\"#eeeeee\"";
-    default:
-        return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES)
-                   ? "shape=box, style=\"filled\", fillcolor=\"#f4b6b6\""
-                   : "shape=box, style=\"rounded,filled\", fillcolor=white";
-    }
+    if (sx_cg_ops[n->op].flags & SX_OPF_MUTATES)
+        return "shape=box, style=\"filled\", fillcolor=\"#f4b6b6\"";
+    return "shape=box, style=\"rounded,filled\", fillcolor=white";
 }
 
 /* In a planned graph, nodes sharing an arena block share a colour (a hue from the block's

@@ -135,9 +135,9 @@ sx_status cg_eval_unslice(sx_cg_graph *g, sx_cg_node *n)
 sx_status cg_eval_concat(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    const sx_tensor *xs[64];
-    if (n->n_in > 64)
-        return sx_error(SX_E_UNSUPPORTED, "%s: more than 64 inputs", cg_who(n));
+    const sx_tensor *xs[SX_CG_MAX_INPUTS];
+    if (n->n_in > SX_CG_MAX_INPUTS)
+        return sx_error(SX_E_UNSUPPORTED, "%s: more than %d inputs", cg_who(n), SX_CG_MAX_INPUTS);
     for (int i = 0; i < n->n_in; i++)
         xs[i] = IN(i);
     return sx_tensor_concat_out(n->n_in, xs, n->attr.axis, OUT);
@@ -393,9 +393,9 @@ sx_status cg_eval_assign(sx_cg_graph *g, sx_cg_node *n)
 sx_status cg_eval_fused(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    const sx_tensor *in[64];
-    if (n->n_in > 64)
-        return sx_error(SX_E_UNSUPPORTED, "%s: more than 64 inputs", cg_who(n));
+    const sx_tensor *in[SX_CG_MAX_INPUTS];
+    if (n->n_in > SX_CG_MAX_INPUTS)
+        return sx_error(SX_E_UNSUPPORTED, "%s: more than %d inputs", cg_who(n), SX_CG_MAX_INPUTS);
     for (int i = 0; i < n->n_in; i++)
         in[i] = IN(i);
     return sx_tensor_fused_out(&n->attr.prog, n->n_in, in, OUT);

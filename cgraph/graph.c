@@ -1,6 +1,8 @@
 /* graph.c: graphs and nodes: the op table, construction with shape inference and structural
- * hashing, leaves, accessors and statistics. A node is linked into the graph only after every
- * check and allocation has succeeded, so a failed constructor leaves the graph unchanged. */
+ * hashing, leaves, accessors, statistics and invalidation. A node is linked into the graph only
+ * after every check and allocation has succeeded, so a failed constructor leaves the graph
+ * unchanged. The bottom of cgraph: it calls no other cgraph file (evaluation during eager
+ * construction is run.c's sx_cg_op_new, which calls cg_op_make and cg_op_link here). */
 #include "cgraph_impl.h"
 
 #include <stdlib.h>
@@ -336,6 +338,11 @@ static bool check_inputs(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
         cg_fail(g, sx_error(SX_E_ARG, "%s: %d inputs (want %d)", who, n_in, arity));
         return false;
     }
+    if (n_in > SX_CG_MAX_INPUTS) {
+        cg_fail(g, sx_error(SX_E_ARG, "%s: %d inputs (at most SX_CG_MAX_INPUTS = %d)", who, n_in,
+                            SX_CG_MAX_INPUTS));
+        return false;
+    }
     for (int i = 0; i < n_in; i++)
         if (in[i]->graph != g || in[i]->dead) {
             cg_fail(g, sx_error(SX_E_ARG, "%s: input %d belongs to another graph or was removed",
@@ -345,9 +352,10 @@ static bool check_inputs(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
     return true;
 }
 
-sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
-                         const sx_cg_attr *attr)
+sx_cg_node *cg_op_make(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
+                       const sx_cg_attr *attr, bool *fresh)
 {
+    *fresh = false;
     if (g == NULL)
         return NULL;
     if ((unsigned)op >= SX_OP_COUNT || (sx_cg_ops[op].flags & SX_OPF_LEAF)) {
@@ -369,8 +377,7 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
         cg_fail(g, s);
         return NULL;
     }
-    bool hash = hashable(op);
-    if (hash) {
+    if (hashable(op)) {
         n->hash = node_hash(op, n_in, in, &n->attr);
         sx_cg_node *same = hash_find(g, n->hash, op, n_in, in, &n->attr);
         if (same != NULL) {
@@ -378,26 +385,18 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
             return same;
         }
     }
-    if (g->mode == SX_CG_EAGER) {
-        /* inputs changed since they were computed (or never given a value) come first */
-        s = sx_cg_eval(g, n_in, in);
-        if (s == SX_OK) {
-            g->run_epoch++;
-            s = cg_compute(g, n);
-        }
-        if (s == SX_OK)
-            s = node_link(g, n, hash);
-        if (s == SX_OK)
-            cg_finish_run(g, &n, 1);
-    } else {
-        s = node_link(g, n, hash);
-    }
-    if (s != SX_OK) {
-        node_free(n);
-        cg_fail(g, s);
-        return NULL;
-    }
+    *fresh = true;
     return n;
+}
+
+sx_status cg_op_link(sx_cg_graph *g, sx_cg_node *n)
+{
+    return node_link(g, n, hashable(n->op));
+}
+
+void cg_node_discard(sx_cg_node *n)
+{
+    node_free(n);
 }
 
 /* ---------------------------------------------------------------- leaves */
@@ -745,4 +744,58 @@ sx_cg_node *cg_hash_twin(sx_cg_graph *g, sx_cg_node *n)
     uint64_t h = node_hash(n->op, n->n_in, n->in, &n->attr);
     sx_cg_node *t = hash_find(g, h, n->op, n->n_in, n->in, &n->attr);
     return t == n ? NULL : t;
+}
+
+/* ---------------------------------------------------------------- invalidation */
+
+sx_status cg_reserve_stack(sx_cg_graph *g, int64_t need)
+{
+    if (need <= g->cap_stack)
+        return SX_OK;
+    int64_t cap = g->cap_stack ? g->cap_stack : 64;
+    while (cap < need)
+        cap *= 2;
+    sx_cg_node **s = sx_realloc(g->stack, (size_t)cap * sizeof *s);
+    if (s == NULL)
+        return SX_E_NOMEM;
+    g->stack = s;
+    g->cap_stack = cap;
+    return SX_OK;
+}
+
+/* Iterative, with the graph's stack (kept at least as large as the graph by node_link), so it
+ * cannot fail. A node is pushed once: it is marked invalid when pushed. */
+void cg_invalidate(sx_cg_graph *g, sx_cg_node *n)
+{
+    g->version++;
+    if (!n->valid || n->dead)
+        return;
+    int64_t top = 0;
+    if (sx_cg_ops[n->op].flags & SX_OPF_LEAF) {
+        /* a leaf stays valid (its value is what was set): only its readers go stale */
+        for (int i = 0; i < n->n_users; i++)
+            if (n->users[i]->valid) {
+                n->users[i]->valid = false;
+                g->stack[top++] = n->users[i];
+            }
+    } else {
+        n->valid = false;
+        g->stack[top++] = n;
+    }
+    while (top > 0) {
+        sx_cg_node *x = g->stack[--top];
+        for (int i = 0; i < x->n_users; i++)
+            if (x->users[i]->valid) {
+                x->users[i]->valid = false;
+                g->stack[top++] = x->users[i];
+            }
+    }
+}
+
+sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node)
+{
+    if (g == NULL || node == NULL || node->graph != g)
+        return sx_error(SX_E_ARG, "sx_cg_invalidate: NULL argument or foreign node");
+    cg_invalidate(g, node);
+    return SX_OK;
 }

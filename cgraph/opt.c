@@ -49,8 +49,8 @@ sx_status opt_set_inputs(sx_cg_node *n, int k, sx_cg_node *const *ins)
         if (arr == NULL)
             return SX_E_NOMEM;
     }
-    sx_cg_node *tmp[64];
-    int kk = k < 64 ? k : 64;
+    sx_cg_node *tmp[SX_CG_MAX_INPUTS];
+    int kk = k < SX_CG_MAX_INPUTS ? k : SX_CG_MAX_INPUTS;
     if (kk > 0)
         memcpy(tmp, ins, (size_t)kk * sizeof *tmp); /* ins may alias n->in */
     for (int i = 0; i < n->n_in; i++)
@@ -60,7 +60,7 @@ sx_status opt_set_inputs(sx_cg_node *n, int k, sx_cg_node *const *ins)
     n->in = arr;
     n->n_in = k;
     for (int i = 0; i < k; i++) {
-        n->in[i] = i < 64 ? tmp[i] : ins[i];
+        n->in[i] = i < SX_CG_MAX_INPUTS ? tmp[i] : ins[i];
         n->in[i]->users[n->in[i]->n_users++] = n;
     }
     return SX_OK;
@@ -525,7 +525,7 @@ static sx_status pass_broadcast(sx_cg_graph *g, int64_t *changed)
             }
             if (!ok || !sx_shape_equal(r, s, n->value.rank, n->value.shape))
                 continue;
-            sx_cg_node *ins[64];
+            sx_cg_node *ins[SX_CG_MAX_INPUTS];
             memcpy(ins, n->in, (size_t)n->n_in * sizeof *ins);
             ins[k] = src;
             SX_TRY(opt_set_inputs(n, n->n_in, ins));

@@ -273,7 +273,7 @@ static bool fusible_op(const sx_cg_node *n)
 
 typedef struct fuse_tree {
     sx_fused_prog prog;
-    sx_cg_node *operands[64];
+    sx_cg_node *operands[SX_CG_MAX_INPUTS];
     int n_operands;
     sx_cg_node *absorbed[SX_FUSED_MAX];
     int n_absorbed;
@@ -298,7 +298,7 @@ static int operand(fuse_tree *t, sx_cg_node *x)
     for (int i = 0; i < t->n_operands; i++)
         if (t->operands[i] == x)
             return i;
-    if (t->n_operands == 64)
+    if (t->n_operands == SX_CG_MAX_INPUTS)
         return -1000;
     t->operands[t->n_operands] = x;
     return t->n_operands++;

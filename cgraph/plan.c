@@ -1,9 +1,12 @@
-/* plan.c: the memory planner (seed 000, "pebbles") and its checker. Over the frozen order, the
+/* plan.c: freezing and memory planning, in one place. sx_cg_freeze_ex fixes the evaluation
+ * order (order.c), plans the storage and makes every allocation before the graph changes.
+ * The memory planner (seed 000, "pebbles") and its checker. Over the frozen order, the
  * value of each planned node lives in a block from the step that computes it to the step of its
  * last reader (reading through views counts); blocks are placed in one arena by best fit over
  * the ranges released so far, or written over a dying input in place. Planned values are
  * transient: a planned evaluation recomputes a planned node whenever a running node reads it. */
 #include "cgraph_impl.h"
+/* Uses order.c, exec.c (storage, scratch), par.c (the frozen parallel layout) and eval.c. */
 
 #include <assert.h>
 #include <stdint.h>
@@ -211,7 +214,7 @@ enum { N_SPLITS = 5 };
 static const int split_shift[N_SPLITS] = {1, 2, 3, 4, 6};
 
 /* What planning knows of the node at one position of the order. */
-struct cg_plan_slot {
+struct plan_slot {
     int64_t root;  /* position of the node whose storage holds this value (itself, but for
                       views: the root of the chain of views) */
     int64_t last;  /* last step reading this storage (directly or through views) */
@@ -224,6 +227,17 @@ struct cg_plan_slot {
     bool released; /* scratch of a walk: its death was handled */
 };
 
+/* A plan of a frozen order is made before anything in the graph changes, so that freezing can
+ * fail cleanly, then committed (which cannot fail). */
+typedef struct mem_plan {
+    struct plan_slot *slots; /* per position of the order */
+    void *arena_raw;         /* the arena allocation (plan_memory), NULL when empty */
+    char *arena;             /* its 64-byte aligned start */
+    size_t arena_bytes;
+    bool place;               /* plan_memory: planned nodes get arena blocks */
+    sx_cg_plan_report report; /* all but workspace_bytes and seconds */
+} mem_plan;
+
 /* May n be written over its input i when that input dies at n? Element-wise ops over any input
  * of the result's size (the only broadcast operand of that size is one of the result's shape,
  * read element by element before being written); matmul over its addend only, never over a
@@ -231,7 +245,7 @@ struct cg_plan_slot {
  * addend after the product (cg_matmul_inplace_ok); max-pool backward over x when no two windows
  * share a cell (each window is read whole before its cells are written) and the upstream
  * gradient is not x's storage too. */
-static bool inplace_ok(const sx_cg_node *n, int i, const struct cg_plan_slot *s)
+static bool inplace_ok(const sx_cg_node *n, int i, const struct plan_slot *s)
 {
     unsigned f = sx_cg_ops[n->op].flags;
     const sx_cg_node *x = n->in[i];
@@ -261,13 +275,13 @@ static bool plannable(const sx_cg_node *n)
 
 /* Roots, kinds and lifetimes of the order's nodes (inputs come before their readers). */
 static void classify(sx_cg_node *const *order, int64_t len, int n_out, sx_cg_node *const *outs,
-                     struct cg_plan_slot *s)
+                     struct plan_slot *s)
 {
     for (int64_t i = 0; i < len; i++) {
         sx_cg_node *x = order[i];
         x->step = i;
         bool view = (sx_cg_ops[x->op].flags & SX_OPF_VIEW) && x->n_in > 0;
-        s[i] = (struct cg_plan_slot){
+        s[i] = (struct plan_slot){
             view ? s[x->in[0]->step].root : i, i, -1, 0, 0, SLOT_KEPT, 0, false, false};
         if (view)
             s[i].kind = SLOT_VIEW;
@@ -309,7 +323,7 @@ static void classify(sx_cg_node *const *order, int64_t len, int n_out, sx_cg_nod
 /* Decide the in-place pairs and measure the naive and peak-live bytes: walk the order, each
  * planned node allocating its block at its step (or taking over a dying input's), each block
  * released after its last reader's step. */
-static void simulate(sx_cg_node *const *order, int64_t len, struct cg_plan_slot *s, bool inplace,
+static void simulate(sx_cg_node *const *order, int64_t len, struct plan_slot *s, bool inplace,
                      sx_cg_plan_report *rep)
 {
     size_t live = 0;
@@ -339,7 +353,7 @@ static void simulate(sx_cg_node *const *order, int64_t len, struct cg_plan_slot 
  * the arena and smaller ones in an upper part (split = 0: one part). Segregating sizes keeps
  * small long-lived blocks from pinning the space that large short-lived ones could share.
  * Returns the arena's size; offsets go to s[].offset. O(p log p) for p planned nodes. */
-static size_t place(sx_cg_node *const *order, int64_t len, struct cg_plan_slot *s, fset f[2],
+static size_t place(sx_cg_node *const *order, int64_t len, struct plan_slot *s, fset f[2],
                     size_t split)
 {
     for (int k = 0; k < 2; k++) {
@@ -364,8 +378,10 @@ static size_t place(sx_cg_node *const *order, int64_t len, struct cg_plan_slot *
     return f[0].end + f[1].end;
 }
 
-sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
-                       sx_cg_node *const *outs, const sx_cg_freeze_params *p, cg_plan *plan)
+/* Plan the storage of the `len` nodes of a frozen order for the requested outputs and allocate
+ * the arena. Sets each order node's `step`. On failure nothing is left allocated. */
+static sx_status plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
+                           sx_cg_node *const *outs, const sx_cg_freeze_params *p, mem_plan *plan)
 {
     (void)g;
     memset(plan, 0, sizeof *plan);
@@ -374,7 +390,7 @@ sx_status cg_plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, in
     bool on = p->plan_memory;
     int64_t n_planned = 0;
     size_t largest = 0;
-    struct cg_plan_slot *s = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *s);
+    struct plan_slot *s = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *s);
     if (s == NULL)
         return SX_E_NOMEM;
     classify(order, len, n_out, outs, s);
@@ -448,14 +464,17 @@ void *sx_cg_arena(const sx_cg_graph *g, size_t *bytes)
     return has ? g->arena : NULL;
 }
 
-bool cg_plan_planned(const cg_plan *plan, int64_t i)
+/* Does the plan place the node at position i in the arena? (Such nodes need no own storage.) */
+static bool plan_planned(const mem_plan *plan, int64_t i)
 {
     return plan->place && plan->slots[i].kind == SLOT_PLANNED;
 }
 
-void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_plan *plan)
+/* Install the plan: the graph takes the arena, planned nodes drop any own buffer and point into
+ * it, views are re-pointed. The plan is emptied. */
+static void plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, mem_plan *plan)
 {
-    struct cg_plan_slot *s = plan->slots;
+    struct plan_slot *s = plan->slots;
     g->arena_raw = plan->arena_raw;
     g->arena = plan->arena;
     g->arena_bytes = plan->arena_bytes;
@@ -463,7 +482,7 @@ void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_pl
     for (int64_t i = 0; i < len; i++) {
         sx_cg_node *x = order[i];
         x->step = i;
-        x->planned = cg_plan_planned(plan, i);
+        x->planned = plan_planned(plan, i);
         x->transient = plan->place && s[s[i].root].kind == SLOT_PLANNED;
         x->plan_need = false;
         x->plan_from = NULL;
@@ -499,7 +518,8 @@ void cg_plan_commit(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, cg_pl
     memset(plan, 0, sizeof *plan);
 }
 
-void cg_plan_discard(cg_plan *plan)
+/* Free a plan that was not committed. */
+static void plan_discard(mem_plan *plan)
 {
     sx_free(plan->slots);
     sx_free(plan->arena_raw);
@@ -528,21 +548,6 @@ sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
     }
     return SX_OK;
 }
-
-sx_status cg_plan_run(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
-{
-    SX_TRY(cg_plan_select(g, n, nodes));
-    sx_status st = SX_OK;
-    for (int64_t i = 0; i < g->n_order; i++) {
-        sx_cg_node *x = g->order[i];
-        if (x->plan_need && st == SX_OK)
-            st = cg_compute(g, x);
-        x->plan_need = false;
-    }
-    return st;
-}
-
-/* ---------------------------------------------------------------- checking */
 
 sx_status sx_cg_plan_check(const sx_cg_graph *g)
 {
@@ -627,4 +632,100 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g)
     sx_free(last);
     sx_free(active);
     return st;
+}
+
+/* ---------------------------------------------------------------- freezing */
+
+sx_cg_freeze_params sx_cg_freeze_params_default(void)
+{
+    sx_cg_freeze_params p = {true, true, NULL, 0};
+    return p;
+}
+
+sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
+{
+    sx_cg_freeze_params p = sx_cg_freeze_params_default();
+    return sx_cg_freeze_ex(g, n, outputs, &p, NULL);
+}
+
+/* Order, plan (plan.c), then every allocation (arena, own buffers of the kept nodes, scratch);
+ * the graph changes only once all of them succeeded. Own buffers made before a failure stay
+ * with their nodes (as after a lazy evaluation) and are freed with the graph. */
+sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                          const sx_cg_freeze_params *p, sx_cg_plan_report *report)
+{
+    double t0 = cg_seconds();
+    SX_TRY(cg_check_request("sx_cg_freeze", g, n, outputs));
+    if (g->frozen)
+        return sx_error(SX_E_STATE, "sx_cg_freeze: the graph is already frozen");
+    if (n == 0)
+        return sx_error(SX_E_ARG, "sx_cg_freeze: no outputs");
+    sx_cg_freeze_params def = sx_cg_freeze_params_default();
+    if (p == NULL)
+        p = &def;
+    int64_t count = 0, len = 0;
+    SX_TRY(cg_mark_needed(g, n, outputs, true, &count));
+    sx_cg_node **order = sx_alloc((size_t)count * sizeof *order);
+    sx_cg_node **outs = sx_alloc((size_t)n * sizeof *outs);
+    sx_cg_node **memo = cg_realloc_nodes(g->memo, n); /* room to remember one request */
+    mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (memo != NULL) {
+        g->memo = memo;
+        g->memo_cap = n;
+        g->memo_n = 0;
+    }
+    sx_status s = order && outs && memo ? SX_OK : SX_E_NOMEM;
+    if (s == SX_OK)
+        s = cg_topo_order(g, n, outputs, count, order, &len);
+    if (s == SX_OK)
+        s = plan_make(g, order, len, n, outputs, p, &plan);
+    size_t ws = 0;
+    for (int64_t i = 0; s == SX_OK && i < len; i++) {
+        if (!plan_planned(&plan, i))
+            s = cg_storage(g, order[i]);
+        if (order[i]->ws_bytes > ws)
+            ws = order[i]->ws_bytes;
+    }
+    void *wsp = NULL;
+    if (s == SX_OK && ws > 0)
+        s = cg_workspace(g, ws, &wsp);
+    if (s == SX_OK && sx_cg_workers(g) >= 2) {
+        int64_t n_planned = 0;
+        for (int64_t i = 0; i < len; i++)
+            n_planned += plan_planned(&plan, i);
+        s = cg_par_prepare_frozen(g, sx_cg_workers(g), order, len, n_planned);
+    }
+    if (s != SX_OK) {
+        plan_discard(&plan);
+        sx_free(order);
+        sx_free(outs);
+        return s;
+    }
+    sx_cg_plan_report rep = plan.report;
+    plan_commit(g, order, len, &plan);
+    for (int64_t i = 0; i < len; i++)
+        order[i]->frozen_member = true;
+    memcpy(outs, outputs, (size_t)n * sizeof *outs);
+    g->order = order;
+    g->n_order = len;
+    g->outputs = outs;
+    g->n_outputs = n;
+    g->memo_cap = n;
+    g->memo_n = 0;
+    g->frozen = true;
+    if (sx_cg_workers(g) >= 2 &&
+        cg_par_prepare_frozen(g, sx_cg_workers(g), g->order, g->n_order, -1) != SX_OK)
+        sx_error_clear(); /* room in the engine is made at the first evaluation instead */
+    if (report != NULL) {
+        rep.workspace_bytes = g->ws_bytes;
+        rep.seconds = cg_seconds() - t0;
+        *report = rep;
+    }
+    return SX_OK;
+}
+
+bool sx_cg_frozen(const sx_cg_graph *g)
+{
+    return g != NULL && g->frozen;
 }

@@ -58,6 +58,7 @@
  *     u64 count, then per entry: string key (non-empty, distinct), string value
  */
 #include "cgraph_impl.h"
+#include "codec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -89,285 +90,59 @@ _Static_assert(sizeof(sx_cg_attr) == 768, "sx_cg_attr changed: update the attrib
                                           "of serial.c and bump FORMAT_VERSION");
 #endif
 
-/* ---------------------------------------------------------------- CRC-32 */
-
-/* zlib's crc32, eight bytes at a time ("slicing by 8", about 2 GB/s): table k maps a byte to
- * its contribution k bytes further on. The tables are filled once, on first use. */
-static uint32_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (int n = 0; n < 256; n++)
-        for (int k = 1; k < 8; k++)
-            crc_table[k][n] = crc_table[0][crc_table[k - 1][n] & 255] ^ (crc_table[k - 1][n] >> 8);
-}
-
-/* crc32(crc, p, n) with zlib's conventions: start from 0, chain calls. */
-static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t n)
-{
-    pthread_once(&crc_once, crc_init);
-    crc = ~crc;
-    for (; n >= 8; n -= 8, p += 8) {
-        uint32_t a = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                            (uint32_t)p[3] << 24);
-        crc = crc_table[7][a & 255] ^ crc_table[6][(a >> 8) & 255] ^ crc_table[5][(a >> 16) & 255] ^
-              crc_table[4][a >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
-              crc_table[0][p[7]];
-    }
-    for (; n > 0; n--, p++)
-        crc = crc_table[0][(crc ^ *p) & 255] ^ (crc >> 8);
-    return ~crc;
-}
-
-/* ---------------------------------------------------------------- little-endian bytes */
-
-static void le_put(unsigned char *b, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t le_get(const unsigned char *b, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)b[i] << (8 * i);
-    return v;
-}
-
-/* Two's complement of `bits` bits back to a signed value, without implementation-defined
- * conversions. */
-static int64_t to_signed(uint64_t u, int bits)
-{
-    uint64_t sign = (uint64_t)1 << (bits - 1);
-    if (bits < 64)
-        u &= ((uint64_t)1 << bits) - 1;
-    if ((u & sign) == 0)
-        return (int64_t)u;
-    return -(int64_t)((~u & (sign - 1))) - 1;
-}
-
-static uint64_t f64_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-/* On a little-endian host an array of f32/f64 already is its file encoding, and is copied in
- * one go; elsewhere values go byte by byte. */
-static bool host_little_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-/* size values of dtype from little-endian bytes src to native memory dst. */
-static void decode_values(sx_dtype dtype, int64_t size, const unsigned char *src, void *dst)
-{
-    size_t elt = sx_dtype_size(dtype);
-    if (host_little_endian()) {
-        if (size > 0)
-            memcpy(dst, src, (size_t)size * elt);
-        return;
-    }
-    for (int64_t i = 0; i < size; i++, src += elt) {
-        if (dtype == SX_F32) {
-            uint32_t u = (uint32_t)le_get(src, 4);
-            memcpy((float *)dst + i, &u, 4);
-        } else {
-            uint64_t u = le_get(src, 8);
-            memcpy((double *)dst + i, &u, 8);
-        }
-    }
-}
-
-/* ---------------------------------------------------------------- writing */
-
-#define WBUF_BYTES (64u * 1024u)
-
-/* A byte sink: with fd < 0 it only counts (to learn a section's length before writing it). */
-typedef struct writer {
-    int fd;
-    uint64_t bytes;     /* bytes put so far */
-    uint32_t crc;       /* CRC-32 of the bytes flushed so far */
-    int err;            /* errno of the first failed write; 0 if none */
-    unsigned char *buf; /* WBUF_BYTES of buffering (fd >= 0) */
-    size_t n;
-} writer;
-
-static void w_flush(writer *w)
-{
-    w->crc = crc_update(w->crc, w->buf, w->n);
-    size_t done = 0;
-    while (done < w->n && w->err == 0) {
-        ssize_t k = write(w->fd, w->buf + done, w->n - done);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            w->err = k < 0 ? errno : EIO;
-        else
-            done += (size_t)k;
-    }
-    w->n = 0;
-}
-
-static void put(writer *w, const void *p, size_t n)
-{
-    w->bytes += n;
-    if (w->fd < 0 || w->err != 0)
-        return;
-    const unsigned char *b = p;
-    while (n > 0) {
-        size_t k = WBUF_BYTES - w->n < n ? WBUF_BYTES - w->n : n;
-        memcpy(w->buf + w->n, b, k);
-        w->n += k;
-        b += k;
-        n -= k;
-        if (w->n == WBUF_BYTES)
-            w_flush(w);
-    }
-}
-
-static void put_uint(writer *w, uint64_t v, int bytes)
-{
-    unsigned char b[8];
-    le_put(b, v, bytes);
-    put(w, b, (size_t)bytes);
-}
-
-static void put_u8(writer *w, unsigned v)
-{
-    put_uint(w, v, 1);
-}
-
-static void put_u32(writer *w, uint32_t v)
-{
-    put_uint(w, v, 4);
-}
-
-static void put_u64(writer *w, uint64_t v)
-{
-    put_uint(w, v, 8);
-}
-
-static void put_i16(writer *w, int v)
-{
-    put_uint(w, (uint64_t)(int64_t)v, 2);
-}
-
-static void put_i32(writer *w, int v)
-{
-    put_uint(w, (uint64_t)(int64_t)v, 4);
-}
-
-static void put_i64(writer *w, int64_t v)
-{
-    put_uint(w, (uint64_t)v, 8);
-}
-
-static void put_f64(writer *w, double v)
-{
-    put_uint(w, f64_bits(v), 8);
-}
-
-/* A string: u32 length, bytes (lengths were checked to fit by the caller). */
-static void put_str(writer *w, const char *s)
-{
-    size_t n = strlen(s);
-    put_u32(w, (uint32_t)n);
-    put(w, s, n);
-}
-
 static void put_shape(writer *w, sx_dtype dtype, int rank, const int64_t *shape)
 {
-    put_u8(w, (unsigned)dtype);
-    put_u8(w, (unsigned)rank);
+    cg_put_u8(w, (unsigned)dtype);
+    cg_put_u8(w, (unsigned)rank);
     for (int i = 0; i < rank; i++)
-        put_u64(w, (uint64_t)shape[i]);
-}
-
-/* `size` values of `dtype` from data, little-endian (encoded straight into the buffer). */
-static void put_values(writer *w, sx_dtype dtype, int64_t size, const void *data)
-{
-    size_t elt = sx_dtype_size(dtype);
-    if (host_little_endian()) {
-        put(w, data, (size_t)size * elt);
-        return;
-    }
-    w->bytes += (uint64_t)size * elt;
-    if (w->fd < 0 || w->err != 0)
-        return;
-    for (int64_t i = 0; i < size; i++) {
-        if (WBUF_BYTES - w->n < elt)
-            w_flush(w);
-        if (dtype == SX_F32) {
-            uint32_t u;
-            memcpy(&u, (const float *)data + i, 4);
-            le_put(w->buf + w->n, u, 4);
-        } else {
-            uint64_t u;
-            memcpy(&u, (const double *)data + i, 8);
-            le_put(w->buf + w->n, u, 8);
-        }
-        w->n += elt;
-    }
+        cg_put_u64(w, (uint64_t)shape[i]);
 }
 
 /* Every field of sx_cg_attr, in declaration order; get_attr reads the same sequence. The
  * fused program's instructions past prog.n are never run and not stored. */
 static void put_attr(writer *w, const sx_cg_attr *a)
 {
-    put_f64(w, a->alpha);
-    put_f64(w, a->beta);
-    put_u32(w, a->axes);
-    put_u8(w, a->keepdims);
-    put_u8(w, a->trans_a);
-    put_u8(w, a->trans_b);
-    put_i32(w, a->axis);
-    put_i32(w, a->rank);
+    cg_put_f64(w, a->alpha);
+    cg_put_f64(w, a->beta);
+    cg_put_u32(w, a->axes);
+    cg_put_u8(w, a->keepdims);
+    cg_put_u8(w, a->trans_a);
+    cg_put_u8(w, a->trans_b);
+    cg_put_i32(w, a->axis);
+    cg_put_i32(w, a->rank);
     for (int i = 0; i < SX_MAX_RANK; i++)
-        put_i64(w, a->shape[i]);
+        cg_put_i64(w, a->shape[i]);
     for (int i = 0; i < SX_MAX_RANK; i++)
-        put_i64(w, a->ints[i]);
+        cg_put_i64(w, a->ints[i]);
     for (int i = 0; i < SX_MAX_RANK; i++)
-        put_i64(w, a->ints2[i]);
+        cg_put_i64(w, a->ints2[i]);
     for (int i = 0; i < SX_MAX_RANK; i++) {
-        put_i64(w, a->slice[i].start);
-        put_i64(w, a->slice[i].stop);
-        put_i64(w, a->slice[i].step);
+        cg_put_i64(w, a->slice[i].start);
+        cg_put_i64(w, a->slice[i].stop);
+        cg_put_i64(w, a->slice[i].step);
     }
-    put_i32(w, a->conv.stride_h);
-    put_i32(w, a->conv.stride_w);
-    put_i32(w, (int)a->conv.padding);
-    put_i32(w, a->pool.kernel_h);
-    put_i32(w, a->pool.kernel_w);
-    put_i32(w, a->pool.stride_h);
-    put_i32(w, a->pool.stride_w);
-    put_i32(w, (int)a->pool.padding);
-    put_i32(w, a->rng_id);
+    cg_put_i32(w, a->conv.stride_h);
+    cg_put_i32(w, a->conv.stride_w);
+    cg_put_i32(w, (int)a->conv.padding);
+    cg_put_i32(w, a->pool.kernel_h);
+    cg_put_i32(w, a->pool.kernel_w);
+    cg_put_i32(w, a->pool.stride_h);
+    cg_put_i32(w, a->pool.stride_w);
+    cg_put_i32(w, (int)a->pool.padding);
+    cg_put_i32(w, a->rng_id);
     for (int i = 0; i < 6; i++)
-        put_f64(w, a->coef[i]);
-    put_i32(w, a->prog.n);
+        cg_put_f64(w, a->coef[i]);
+    cg_put_i32(w, a->prog.n);
     for (int k = 0; k < a->prog.n; k++) {
         const sx_fused_instr *in = &a->prog.ins[k];
-        put_u8(w, in->kind);
-        put_str(w, in->kind == SX_FUSED_MAP      ? sx_map_name((sx_map_op)in->op)
-                   : in->kind == SX_FUSED_BINARY ? sx_binary_name((sx_binary_op)in->op)
-                                                 : "");
-        put_i16(w, in->a);
-        put_i16(w, in->b);
-        put_i16(w, in->c);
-        put_f64(w, in->alpha);
+        cg_put_u8(w, in->kind);
+        cg_put_str(w, in->kind == SX_FUSED_MAP      ? sx_map_name((sx_map_op)in->op)
+                      : in->kind == SX_FUSED_BINARY ? sx_binary_name((sx_binary_op)in->op)
+                                                    : "");
+        cg_put_i16(w, in->a);
+        cg_put_i16(w, in->b);
+        cg_put_i16(w, in->c);
+        cg_put_f64(w, in->alpha);
     }
 }
 
@@ -522,49 +297,49 @@ static void emit_graph(writer *w, const save_ctx *c)
 {
     const sx_cg_graph *g = c->g;
     sx_cg_attr none = sx_cg_attr_default();
-    put_u8(w, (unsigned)g->dtype);
-    put_u32(w, (uint32_t)g->n_rngs);
+    cg_put_u8(w, (unsigned)g->dtype);
+    cg_put_u32(w, (uint32_t)g->n_rngs);
     for (int r = 0; r < g->n_rngs; r++)
         for (int k = 0; k < 4; k++)
-            put_u64(w, g->rngs[r].s[k]);
-    put_u64(w, (uint64_t)c->n_order);
+            cg_put_u64(w, g->rngs[r].s[k]);
+    cg_put_u64(w, (uint64_t)c->n_order);
     for (int64_t i = 0; i < c->n_order; i++) {
         const sx_cg_node *n = c->order[i];
         bool leaf = sx_cg_ops[n->op].flags & SX_OPF_LEAF;
-        put_str(w, sx_cg_op_name(n->op));
+        cg_put_str(w, sx_cg_op_name(n->op));
         put_shape(w, n->value.dtype, n->value.rank, n->value.shape);
-        put_str(w, sx_cg_node_name(n));
-        put_u32(w, (uint32_t)n->n_in);
+        cg_put_str(w, sx_cg_node_name(n));
+        cg_put_u32(w, (uint32_t)n->n_in);
         for (int k = 0; k < n->n_in; k++)
-            put_u64(w, (uint64_t)c->pos[n->in[k]->id]);
+            cg_put_u64(w, (uint64_t)c->pos[n->in[k]->id]);
         put_attr(w, leaf ? &none : &n->attr);
         if (n->op == SX_OP_CONST || n->op == SX_OP_PARAM)
-            put_values(w, n->value.dtype, n->value.size, n->value.data);
+            cg_put_values(w, n->value.dtype, n->value.size, n->value.data);
     }
-    put_u32(w, (uint32_t)c->n_out);
+    cg_put_u32(w, (uint32_t)c->n_out);
     for (int i = 0; i < c->n_out; i++) {
-        put_u64(w, (uint64_t)c->pos[c->outs[i]->id]);
-        put_str(w, c->out_names[i]);
+        cg_put_u64(w, (uint64_t)c->pos[c->outs[i]->id]);
+        cg_put_str(w, c->out_names[i]);
     }
 }
 
 static void emit_tensors(writer *w, const save_ctx *c)
 {
-    put_u64(w, (uint64_t)c->n_tensors);
+    cg_put_u64(w, (uint64_t)c->n_tensors);
     for (int i = 0; i < c->n_tensors; i++) {
         const sx_tensor *t = c->tensors[i];
-        put_str(w, c->tensor_names[i]);
+        cg_put_str(w, c->tensor_names[i]);
         put_shape(w, t->dtype, t->rank, t->shape);
-        put_values(w, t->dtype, t->size, t->data);
+        cg_put_values(w, t->dtype, t->size, t->data);
     }
 }
 
 static void emit_meta(writer *w, const save_ctx *c)
 {
-    put_u64(w, (uint64_t)c->n_meta);
+    cg_put_u64(w, (uint64_t)c->n_meta);
     for (int i = 0; i < c->n_meta; i++) {
-        put_str(w, c->keys[i]);
-        put_str(w, c->values[i]);
+        cg_put_str(w, c->keys[i]);
+        cg_put_str(w, c->values[i]);
     }
 }
 
@@ -575,28 +350,28 @@ static void put_section(writer *w, const char *tag, emit_fn emit, const save_ctx
 {
     writer count = {.fd = -1};
     emit(&count, c);
-    put(w, tag, 4);
-    put_u64(w, count.bytes);
+    cg_put(w, tag, 4);
+    cg_put_u64(w, count.bytes);
     emit(w, c);
 }
 
 static void emit_file(writer *w, const save_ctx *c)
 {
-    put(w, magic, 8);
-    put_u32(w, FORMAT_VERSION);
-    put_u32(w, 0); /* flags */
+    cg_put(w, magic, 8);
+    cg_put_u32(w, FORMAT_VERSION);
+    cg_put_u32(w, 0); /* flags */
     if (c->n_out > 0)
         put_section(w, "GRPH", emit_graph, c);
     if (c->n_tensors > 0)
         put_section(w, "TENS", emit_tensors, c);
     if (c->n_meta > 0)
         put_section(w, "META", emit_meta, c);
-    w_flush(w); /* the checksum covers everything before the trailer */
+    cg_w_flush(w); /* the checksum covers everything before the trailer */
     uint32_t crc = w->crc;
-    put(w, "END ", 4);
-    put_u64(w, 8);
-    put_u32(w, crc);
-    put_u32(w, 0);
+    cg_put(w, "END ", 4);
+    cg_put_u64(w, 8);
+    cg_put_u32(w, crc);
+    cg_put_u32(w, 0);
 }
 
 /* tmp = path + ".tmp" + the writer's process id + "-" + six random letters and digits. The
@@ -700,7 +475,7 @@ static sx_status write_atomic(const char *path, const save_ctx *c)
     }
     writer w = {.fd = fd, .buf = buf};
     emit_file(&w, c);
-    w_flush(&w);
+    cg_w_flush(&w);
     if (w.err == 0 && fsync(fd) != 0)
         w.err = errno;
     if (close(fd) != 0 && w.err == 0)
@@ -892,157 +667,17 @@ void sx_cg_file_free(sx_cg_file *f)
     sx_free(f);
 }
 
-/* ---------------------------------------------------------------- reading fields */
-
-/* A cursor over one section's payload. */
-typedef struct reader {
-    const unsigned char *p;
-    size_t left;
-    const char *path;
-    char tag[5];
-} reader;
-
-static sx_status bad(const reader *r, const char *fmt, ...) SX_PRINTF(2, 3);
-static sx_status bad(const reader *r, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return sx_error(SX_E_FORMAT, "%s: section %s: %s", r->path, r->tag, msg);
-}
-
-static sx_status short_read(const reader *r)
-{
-    return sx_error(SX_E_FORMAT, "%s: section %s ends inside its contents (file corrupt)", r->path,
-                    r->tag);
-}
-
-static sx_status rd_bytes(reader *r, size_t n, const unsigned char **out)
-{
-    *out = r->p;
-    if (n > r->left)
-        return short_read(r);
-    r->p += n;
-    r->left -= n;
-    return SX_OK;
-}
-
-static sx_status rd_uint(reader *r, int bytes, uint64_t *v)
-{
-    const unsigned char *b;
-    SX_TRY(rd_bytes(r, (size_t)bytes, &b));
-    *v = le_get(b, bytes);
-    return SX_OK;
-}
-
-static sx_status rd_u8(reader *r, unsigned *v)
-{
-    uint64_t u;
-    SX_TRY(rd_uint(r, 1, &u));
-    *v = (unsigned)u;
-    return SX_OK;
-}
-
-static sx_status rd_u32(reader *r, uint32_t *v)
-{
-    uint64_t u;
-    SX_TRY(rd_uint(r, 4, &u));
-    *v = (uint32_t)u;
-    return SX_OK;
-}
-
-static sx_status rd_u64(reader *r, uint64_t *v)
-{
-    return rd_uint(r, 8, v);
-}
-
-static sx_status rd_i16(reader *r, int16_t *v)
-{
-    uint64_t u;
-    SX_TRY(rd_uint(r, 2, &u));
-    *v = (int16_t)to_signed(u, 16);
-    return SX_OK;
-}
-
-static sx_status rd_i32(reader *r, int *v)
-{
-    uint64_t u;
-    SX_TRY(rd_uint(r, 4, &u));
-    *v = (int)to_signed(u, 32);
-    return SX_OK;
-}
-
-static sx_status rd_i64(reader *r, int64_t *v)
-{
-    uint64_t u;
-    SX_TRY(rd_uint(r, 8, &u));
-    *v = to_signed(u, 64);
-    return SX_OK;
-}
-
-static sx_status rd_f64(reader *r, double *v)
-{
-    uint64_t u;
-    SX_TRY(rd_uint(r, 8, &u));
-    memcpy(v, &u, sizeof *v);
-    return SX_OK;
-}
-
-static sx_status rd_bool(reader *r, const char *what, bool *v)
-{
-    unsigned u;
-    SX_TRY(rd_u8(r, &u));
-    if (u > 1)
-        return bad(r, "%s is %u (want 0 or 1)", what, u);
-    *v = u == 1;
-    return SX_OK;
-}
-
-/* A count of entries taking at least `min_bytes` each: more than the section can hold, or
- * more than `limit`, is an error before anything is allocated. */
-static sx_status rd_count(reader *r, int bytes, uint64_t min_bytes, uint64_t limit,
-                          const char *what, uint64_t *n)
-{
-    SX_TRY(rd_uint(r, bytes, n));
-    if (*n > r->left / min_bytes || *n > limit)
-        return bad(r, "claims %llu %s, more than its %zu remaining bytes can hold",
-                   (unsigned long long)*n, what, r->left);
-    return SX_OK;
-}
-
-/* A string, allocated and terminated (empty strings too). */
-static sx_status rd_string(reader *r, const char *what, bool allow_empty, char **out)
-{
-    uint32_t n;
-    const unsigned char *b;
-    SX_TRY(rd_u32(r, &n));
-    SX_TRY(rd_bytes(r, n, &b));
-    if (n == 0 && !allow_empty)
-        return bad(r, "%s is empty", what);
-    if (n > 0 && memchr(b, 0, n) != NULL)
-        return bad(r, "%s contains a NUL byte", what);
-    char *s = sx_alloc((size_t)n + 1);
-    if (s == NULL)
-        return SX_E_NOMEM;
-    memcpy(s, b, n);
-    s[n] = '\0';
-    *out = s;
-    return SX_OK;
-}
-
 /* dtype, rank and dims; *size = the element count. */
 static sx_status rd_shape(reader *r, const char *what, sx_dtype *dtype, int *rank, int64_t *shape,
                           int64_t *size)
 {
     unsigned dt, rk;
-    SX_TRY(rd_u8(r, &dt));
-    SX_TRY(rd_u8(r, &rk));
+    SX_TRY(cg_rd_u8(r, &dt));
+    SX_TRY(cg_rd_u8(r, &rk));
     if (dt > SX_F64)
-        return bad(r, "%s: dtype %u is neither f32 (0) nor f64 (1)", what, dt);
+        return cg_rd_bad(r, "%s: dtype %u is neither f32 (0) nor f64 (1)", what, dt);
     if (rk > SX_MAX_RANK)
-        return bad(r, "%s: rank %u (at most %d)", what, rk, SX_MAX_RANK);
+        return cg_rd_bad(r, "%s: rank %u (at most %d)", what, rk, SX_MAX_RANK);
     /* the product of the non-zero dims too must fit (with room for the bytes): an empty
      * tensor of (0, 2^62, 2^62) would overflow whatever drops its zero axis (a sum over it) */
     int64_t n = 1, nz = 1;
@@ -1051,13 +686,13 @@ static sx_status rd_shape(reader *r, const char *what, sx_dtype *dtype, int *ran
         shape[i] = 1;
     for (unsigned i = 0; i < rk; i++) {
         uint64_t d;
-        SX_TRY(rd_u64(r, &d));
+        SX_TRY(cg_rd_u64(r, &d));
         if (d > INT64_MAX)
-            return bad(r, "%s: dimension %u is %llu", what, i, (unsigned long long)d);
+            return cg_rd_bad(r, "%s: dimension %u is %llu", what, i, (unsigned long long)d);
         shape[i] = (int64_t)d;
         empty |= d == 0;
         if (d > 0 && nz > INT64_MAX / 8 / (int64_t)d)
-            return bad(r, "%s: the shape's element count overflows", what);
+            return cg_rd_bad(r, "%s: the shape's element count overflows", what);
         nz *= d > 0 ? (int64_t)d : 1;
     }
     n = empty ? 0 : nz;
@@ -1067,22 +702,12 @@ static sx_status rd_shape(reader *r, const char *what, sx_dtype *dtype, int *ran
     return SX_OK;
 }
 
-/* `size` values of dtype: *at = where their bytes are, checked to be there. */
-static sx_status rd_values(reader *r, sx_dtype dtype, int64_t size, const unsigned char **at)
-{
-    size_t elt = sx_dtype_size(dtype);
-    *at = r->p;
-    if ((uint64_t)size > r->left / elt)
-        return short_read(r);
-    return rd_bytes(r, (size_t)size * elt, at);
-}
-
 static sx_status rd_padding(reader *r, const char *what, sx_padding *p)
 {
     int v;
-    SX_TRY(rd_i32(r, &v));
+    SX_TRY(cg_rd_i32(r, &v));
     if (v != SX_PAD_VALID && v != SX_PAD_SAME)
-        return bad(r, "%s padding %d is neither VALID (0) nor SAME (1)", what, v);
+        return cg_rd_bad(r, "%s padding %d is neither VALID (0) nor SAME (1)", what, v);
     *p = (sx_padding)v;
     return SX_OK;
 }
@@ -1130,52 +755,53 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
 {
     *a = sx_cg_attr_default();
     uint32_t axes;
-    SX_TRY(rd_f64(r, &a->alpha));
-    SX_TRY(rd_f64(r, &a->beta));
-    SX_TRY(rd_u32(r, &axes));
+    SX_TRY(cg_rd_f64(r, &a->alpha));
+    SX_TRY(cg_rd_f64(r, &a->beta));
+    SX_TRY(cg_rd_u32(r, &axes));
     a->axes = axes;
-    SX_TRY(rd_bool(r, "keepdims", &a->keepdims));
-    SX_TRY(rd_bool(r, "trans_a", &a->trans_a));
-    SX_TRY(rd_bool(r, "trans_b", &a->trans_b));
-    SX_TRY(rd_i32(r, &a->axis));
-    SX_TRY(rd_i32(r, &a->rank));
+    SX_TRY(cg_rd_bool(r, "keepdims", &a->keepdims));
+    SX_TRY(cg_rd_bool(r, "trans_a", &a->trans_a));
+    SX_TRY(cg_rd_bool(r, "trans_b", &a->trans_b));
+    SX_TRY(cg_rd_i32(r, &a->axis));
+    SX_TRY(cg_rd_i32(r, &a->rank));
     if (a->rank < 0 || a->rank > SX_MAX_RANK)
-        return bad(r, "attribute rank %d (want 0..%d)", a->rank, SX_MAX_RANK);
+        return cg_rd_bad(r, "attribute rank %d (want 0..%d)", a->rank, SX_MAX_RANK);
     for (int i = 0; i < SX_MAX_RANK; i++)
-        SX_TRY(rd_i64(r, &a->shape[i]));
+        SX_TRY(cg_rd_i64(r, &a->shape[i]));
     for (int i = 0; i < SX_MAX_RANK; i++)
-        SX_TRY(rd_i64(r, &a->ints[i]));
+        SX_TRY(cg_rd_i64(r, &a->ints[i]));
     for (int i = 0; i < SX_MAX_RANK; i++)
-        SX_TRY(rd_i64(r, &a->ints2[i]));
+        SX_TRY(cg_rd_i64(r, &a->ints2[i]));
     for (int i = 0; i < SX_MAX_RANK; i++) {
-        SX_TRY(rd_i64(r, &a->slice[i].start));
-        SX_TRY(rd_i64(r, &a->slice[i].stop));
-        SX_TRY(rd_i64(r, &a->slice[i].step));
+        SX_TRY(cg_rd_i64(r, &a->slice[i].start));
+        SX_TRY(cg_rd_i64(r, &a->slice[i].stop));
+        SX_TRY(cg_rd_i64(r, &a->slice[i].step));
     }
-    SX_TRY(rd_i32(r, &a->conv.stride_h));
-    SX_TRY(rd_i32(r, &a->conv.stride_w));
+    SX_TRY(cg_rd_i32(r, &a->conv.stride_h));
+    SX_TRY(cg_rd_i32(r, &a->conv.stride_w));
     SX_TRY(rd_padding(r, "conv", &a->conv.padding));
-    SX_TRY(rd_i32(r, &a->pool.kernel_h));
-    SX_TRY(rd_i32(r, &a->pool.kernel_w));
-    SX_TRY(rd_i32(r, &a->pool.stride_h));
-    SX_TRY(rd_i32(r, &a->pool.stride_w));
+    SX_TRY(cg_rd_i32(r, &a->pool.kernel_h));
+    SX_TRY(cg_rd_i32(r, &a->pool.kernel_w));
+    SX_TRY(cg_rd_i32(r, &a->pool.stride_h));
+    SX_TRY(cg_rd_i32(r, &a->pool.stride_w));
     SX_TRY(rd_padding(r, "pool", &a->pool.padding));
-    SX_TRY(rd_i32(r, &a->rng_id));
+    SX_TRY(cg_rd_i32(r, &a->rng_id));
     for (int i = 0; i < 6; i++)
-        SX_TRY(rd_f64(r, &a->coef[i]));
-    SX_TRY(rd_i32(r, &a->prog.n));
+        SX_TRY(cg_rd_f64(r, &a->coef[i]));
+    SX_TRY(cg_rd_i32(r, &a->prog.n));
     if (a->prog.n < 0 || a->prog.n > SX_FUSED_MAX)
-        return bad(r, "fused program of %d instructions (want 0..%d)", a->prog.n, SX_FUSED_MAX);
+        return cg_rd_bad(r, "fused program of %d instructions (want 0..%d)", a->prog.n,
+                         SX_FUSED_MAX);
     for (int k = 0; k < a->prog.n; k++) {
         sx_fused_instr *in = &a->prog.ins[k];
         unsigned kind;
         uint32_t len;
         const unsigned char *name;
-        SX_TRY(rd_u8(r, &kind));
-        SX_TRY(rd_u32(r, &len));
-        SX_TRY(rd_bytes(r, len, &name));
+        SX_TRY(cg_rd_u8(r, &kind));
+        SX_TRY(cg_rd_u32(r, &len));
+        SX_TRY(cg_rd_bytes(r, len, &name));
         if (kind > SX_FUSED_WHERE)
-            return bad(r, "fused instruction %d has kind %u", k, kind);
+            return cg_rd_bad(r, "fused instruction %d has kind %u", k, kind);
         int op = kind == SX_FUSED_MAP      ? find_name(name, len, SX_MAP_COUNT, map_name)
                  : kind == SX_FUSED_BINARY ? find_name(name, len, SX_BINARY_COUNT, binary_name)
                  : len == 0                ? 0
@@ -1183,15 +809,15 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
         if (op < 0) {
             char shown[MAX_OP_NAME + 1];
             printable(name, len, shown, sizeof shown);
-            return bad(r, "fused instruction %d: unknown op '%s' (written by a newer strix?)", k,
-                       shown);
+            return cg_rd_bad(r, "fused instruction %d: unknown op '%s' (written by a newer strix?)",
+                             k, shown);
         }
         in->kind = (uint8_t)kind;
         in->op = (uint8_t)op;
-        SX_TRY(rd_i16(r, &in->a));
-        SX_TRY(rd_i16(r, &in->b));
-        SX_TRY(rd_i16(r, &in->c));
-        SX_TRY(rd_f64(r, &in->alpha));
+        SX_TRY(cg_rd_i16(r, &in->a));
+        SX_TRY(cg_rd_i16(r, &in->b));
+        SX_TRY(cg_rd_i16(r, &in->c));
+        SX_TRY(cg_rd_f64(r, &in->alpha));
     }
     return SX_OK;
 }
@@ -1204,7 +830,7 @@ static sx_status check_prog(const reader *r, int64_t i, const sx_cg_attr *a, int
         return SX_OK;
     char msg[400];
     snprintf(msg, sizeof msg, "%s", sx_last_error());
-    return bad(r, "node %lld: %s", (long long)i, msg);
+    return cg_rd_bad(r, "node %lld: %s", (long long)i, msg);
 }
 
 /* ---------------------------------------------------------------- sections */
@@ -1214,34 +840,35 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
     file_node *fn = &f->nodes[i];
     uint32_t len;
     const unsigned char *b;
-    SX_TRY(rd_u32(r, &len));
+    SX_TRY(cg_rd_u32(r, &len));
     if (len == 0 || len > MAX_OP_NAME)
-        return bad(r, "node %lld: op name of %u bytes", (long long)i, len);
-    SX_TRY(rd_bytes(r, len, &b));
+        return cg_rd_bad(r, "node %lld: op name of %u bytes", (long long)i, len);
+    SX_TRY(cg_rd_bytes(r, len, &b));
     int op = find_name(b, len, SX_OP_COUNT, graph_op_name);
     if (op < 0) {
         char name[MAX_OP_NAME + 1];
         printable(b, len, name, sizeof name);
-        return bad(r, "node %lld: unknown op '%s' (written by a newer strix?)", (long long)i, name);
+        return cg_rd_bad(r, "node %lld: unknown op '%s' (written by a newer strix?)", (long long)i,
+                         name);
     }
     fn->op = (sx_cg_op)op;
     const char *opname = sx_cg_op_name(fn->op);
     int64_t size;
     SX_TRY(rd_shape(r, opname, &fn->dtype, &fn->rank, fn->shape, &size));
-    SX_TRY(rd_string(r, "node name", true, &fn->name));
+    SX_TRY(cg_rd_string(r, "node name", true, &fn->name));
     if (fn->name[0] == '\0') {
         sx_free(fn->name);
         fn->name = NULL;
     }
     uint32_t n_in;
-    SX_TRY(rd_u32(r, &n_in));
+    SX_TRY(cg_rd_u32(r, &n_in));
     if (n_in > r->left / 8)
-        return short_read(r);
+        return cg_rd_short(r);
     bool leaf = sx_cg_ops[op].flags & SX_OPF_LEAF;
     int arity = sx_cg_ops[op].arity;
     if ((leaf && n_in != 0) || (!leaf && arity >= 0 && n_in != (uint32_t)arity) ||
         (!leaf && arity < 0 && (n_in < 1 || n_in > INT_MAX)))
-        return bad(r, "node %lld: %s with %u inputs", (long long)i, opname, n_in);
+        return cg_rd_bad(r, "node %lld: %s with %u inputs", (long long)i, opname, n_in);
     if (n_in > 0) {
         fn->in = sx_alloc((size_t)n_in * sizeof *fn->in);
         if (fn->in == NULL)
@@ -1252,28 +879,29 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
         f->max_in = fn->n_in;
     for (int k = 0; k < fn->n_in; k++) {
         uint64_t in;
-        SX_TRY(rd_u64(r, &in));
+        SX_TRY(cg_rd_u64(r, &in));
         if (in >= (uint64_t)i)
-            return bad(r, "node %lld: input %d is node %llu, not an earlier node", (long long)i, k,
-                       (unsigned long long)in);
+            return cg_rd_bad(r, "node %lld: input %d is node %llu, not an earlier node",
+                             (long long)i, k, (unsigned long long)in);
         fn->in[k] = (int64_t)in;
     }
     SX_TRY(get_attr(r, &fn->attr));
     if (leaf) {
         sx_cg_attr none = sx_cg_attr_default();
         if (memcmp(&fn->attr, &none, sizeof none) != 0)
-            return bad(r, "node %lld: a %s with attributes", (long long)i, opname);
+            return cg_rd_bad(r, "node %lld: a %s with attributes", (long long)i, opname);
     } else if (fn->op == SX_OP_FUSED) {
         SX_TRY(check_prog(r, i, &fn->attr, fn->n_in));
     }
     /* an input's buffer is allocated when the graph is built, yet nothing in the file backs
      * it: refuse what no machine could hold rather than try */
     if (fn->op == SX_OP_INPUT && (uint64_t)size > MAX_INPUT_BYTES / sx_dtype_size(fn->dtype))
-        return bad(r, "node %lld: an input of %lld elements, more memory than any machine has",
-                   (long long)i, (long long)size);
+        return cg_rd_bad(r,
+                         "node %lld: an input of %lld elements, more memory than any machine has",
+                         (long long)i, (long long)size);
     if (fn->op == SX_OP_CONST || fn->op == SX_OP_PARAM) {
         const unsigned char *at;
-        SX_TRY(rd_values(r, fn->dtype, size, &at));
+        SX_TRY(cg_rd_values(r, fn->dtype, size, &at));
         fn->data = f->buf + (at - f->buf); /* the file's own (mutable) buffer */
     }
     return SX_OK;
@@ -1282,12 +910,12 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
 static sx_status parse_graph(sx_cg_file *f, reader *r)
 {
     unsigned dt;
-    SX_TRY(rd_u8(r, &dt));
+    SX_TRY(cg_rd_u8(r, &dt));
     if (dt > SX_F64)
-        return bad(r, "graph dtype %u is neither f32 (0) nor f64 (1)", dt);
+        return cg_rd_bad(r, "graph dtype %u is neither f32 (0) nor f64 (1)", dt);
     f->dtype = (sx_dtype)dt;
     uint64_t n;
-    SX_TRY(rd_count(r, 4, 32, INT_MAX, "generators", &n));
+    SX_TRY(cg_rd_count(r, 4, 32, INT_MAX, "generators", &n));
     if (n > 0) {
         f->rngs = sx_alloc((size_t)n * sizeof *f->rngs);
         if (f->rngs == NULL)
@@ -1297,13 +925,14 @@ static sx_status parse_graph(sx_cg_file *f, reader *r)
     for (int i = 0; i < f->n_rngs; i++) {
         uint64_t any = 0;
         for (int k = 0; k < 4; k++) {
-            SX_TRY(rd_u64(r, &f->rngs[i].s[k]));
+            SX_TRY(cg_rd_u64(r, &f->rngs[i].s[k]));
             any |= f->rngs[i].s[k];
         }
         if (any == 0)
-            return bad(r, "generator %d has the all-zero state (xoshiro256** never reaches it)", i);
+            return cg_rd_bad(
+                r, "generator %d has the all-zero state (xoshiro256** never reaches it)", i);
     }
-    SX_TRY(rd_count(r, 8, NODE_MIN_BYTES, INT64_MAX, "nodes", &n));
+    SX_TRY(cg_rd_count(r, 8, NODE_MIN_BYTES, INT64_MAX, "nodes", &n));
     if (n > 0) {
         f->nodes = sx_calloc((size_t)n, sizeof *f->nodes);
         if (f->nodes == NULL)
@@ -1312,9 +941,9 @@ static sx_status parse_graph(sx_cg_file *f, reader *r)
     f->n_nodes = (int64_t)n;
     for (int64_t i = 0; i < f->n_nodes; i++)
         SX_TRY(parse_node(f, r, i));
-    SX_TRY(rd_count(r, 4, 8 + 4 + 1, INT_MAX, "outputs", &n));
+    SX_TRY(cg_rd_count(r, 4, 8 + 4 + 1, INT_MAX, "outputs", &n));
     if (n == 0)
-        return bad(r, "a graph without outputs");
+        return cg_rd_bad(r, "a graph without outputs");
     f->out_node = sx_calloc((size_t)n, sizeof *f->out_node);
     f->out_name = sx_calloc((size_t)n, sizeof *f->out_name);
     if (f->out_node == NULL || f->out_name == NULL)
@@ -1322,17 +951,17 @@ static sx_status parse_graph(sx_cg_file *f, reader *r)
     f->n_out = (int)n;
     for (int i = 0; i < f->n_out; i++) {
         uint64_t idx;
-        SX_TRY(rd_u64(r, &idx));
+        SX_TRY(cg_rd_u64(r, &idx));
         if (idx >= (uint64_t)f->n_nodes)
-            return bad(r, "output %d is node %llu of %lld", i, (unsigned long long)idx,
-                       (long long)f->n_nodes);
+            return cg_rd_bad(r, "output %d is node %llu of %lld", i, (unsigned long long)idx,
+                             (long long)f->n_nodes);
         f->out_node[i] = (int64_t)idx;
-        SX_TRY(rd_string(r, "output name", false, &f->out_name[i]));
+        SX_TRY(cg_rd_string(r, "output name", false, &f->out_name[i]));
     }
     int dup;
     SX_TRY(index_build(&f->out_ix, f->n_out, (const char *const *)f->out_name, &dup));
     if (dup >= 0)
-        return bad(r, "two outputs named '%s'", f->out_name[dup]);
+        return cg_rd_bad(r, "two outputs named '%s'", f->out_name[dup]);
     f->has_graph = true;
     return SX_OK;
 }
@@ -1340,7 +969,7 @@ static sx_status parse_graph(sx_cg_file *f, reader *r)
 static sx_status parse_tensors(sx_cg_file *f, reader *r)
 {
     uint64_t n;
-    SX_TRY(rd_count(r, 8, 4 + 1 + 1 + 1, INT_MAX, "tensors", &n));
+    SX_TRY(cg_rd_count(r, 8, 4 + 1 + 1 + 1, INT_MAX, "tensors", &n));
     if (n > 0) {
         f->tensor_name = sx_calloc((size_t)n, sizeof *f->tensor_name);
         f->tensor = sx_calloc((size_t)n, sizeof *f->tensor);
@@ -1349,27 +978,27 @@ static sx_status parse_tensors(sx_cg_file *f, reader *r)
     }
     f->n_tensors = (int)n;
     for (int i = 0; i < f->n_tensors; i++) {
-        SX_TRY(rd_string(r, "tensor name", false, &f->tensor_name[i]));
+        SX_TRY(cg_rd_string(r, "tensor name", false, &f->tensor_name[i]));
         sx_dtype dt;
         int rank;
         int64_t shape[SX_MAX_RANK], size;
         SX_TRY(rd_shape(r, f->tensor_name[i], &dt, &rank, shape, &size));
         const unsigned char *at;
-        SX_TRY(rd_values(r, dt, size, &at));
+        SX_TRY(cg_rd_values(r, dt, size, &at));
         SX_TRY(sx_tensor_new(dt, rank, shape, &f->tensor[i]));
-        decode_values(dt, size, at, f->tensor[i]->data);
+        cg_decode_values(dt, size, at, f->tensor[i]->data);
     }
     int dup;
     SX_TRY(index_build(&f->tensor_ix, f->n_tensors, (const char *const *)f->tensor_name, &dup));
     if (dup >= 0)
-        return bad(r, "two tensors named '%s'", f->tensor_name[dup]);
+        return cg_rd_bad(r, "two tensors named '%s'", f->tensor_name[dup]);
     return SX_OK;
 }
 
 static sx_status parse_meta(sx_cg_file *f, reader *r)
 {
     uint64_t n;
-    SX_TRY(rd_count(r, 8, 4 + 1 + 4, INT_MAX, "entries", &n));
+    SX_TRY(cg_rd_count(r, 8, 4 + 1 + 4, INT_MAX, "entries", &n));
     if (n > 0) {
         f->key = sx_calloc((size_t)n, sizeof *f->key);
         f->value = sx_calloc((size_t)n, sizeof *f->value);
@@ -1378,13 +1007,13 @@ static sx_status parse_meta(sx_cg_file *f, reader *r)
     }
     f->n_meta = (int)n;
     for (int i = 0; i < f->n_meta; i++) {
-        SX_TRY(rd_string(r, "key", false, &f->key[i]));
-        SX_TRY(rd_string(r, "value", true, &f->value[i]));
+        SX_TRY(cg_rd_string(r, "key", false, &f->key[i]));
+        SX_TRY(cg_rd_string(r, "value", true, &f->value[i]));
     }
     int dup;
     SX_TRY(index_build(&f->meta_ix, f->n_meta, (const char *const *)f->key, &dup));
     if (dup >= 0)
-        return bad(r, "two entries with key '%s'", f->key[dup]);
+        return cg_rd_bad(r, "two entries with key '%s'", f->key[dup]);
     return SX_OK;
 }
 
@@ -1456,7 +1085,7 @@ static sx_status parse_file(sx_cg_file *f, size_t size)
         memcpy(last, tag, 4);
         off += 12 + (size_t)len;
     }
-    if (crc_update(0, buf, off) != (uint32_t)le_get(buf + off + 12, 4))
+    if (cg_crc32(0, buf, off) != (uint32_t)le_get(buf + off + 12, 4))
         return sx_error(SX_E_FORMAT, "%s: checksum mismatch (file corrupt)", path);
 
     for (int k = 0; k < SEC_COUNT; k++) {
@@ -1466,7 +1095,7 @@ static sx_status parse_file(sx_cg_file *f, size_t size)
         memcpy(r.tag, sec_tags[k], 5);
         SX_TRY(sec_parse[k](f, &r));
         if (r.left != 0)
-            return bad(&r, "%zu bytes left over (file corrupt)", r.left);
+            return cg_rd_bad(&r, "%zu bytes left over (file corrupt)", r.left);
     }
     return SX_OK;
 }
@@ -1504,7 +1133,7 @@ static sx_status build(const sx_cg_file *f, sx_cg_graph **out, sx_cg_node ***map
                     s = SX_E_NOMEM;
                     break;
                 }
-                decode_values(fn->dtype, size, fn->data, tmp);
+                cg_decode_values(fn->dtype, size, fn->data, tmp);
                 vals = tmp;
             }
             sx_tensor v = sx_tensor_view(fn->dtype, fn->rank, fn->shape, vals);

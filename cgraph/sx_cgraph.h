@@ -216,9 +216,15 @@ int sx_cg_node_n_users(const sx_cg_node *n); /* live nodes that read it */
 
 /* ---------------------------------------------------------------- building ops */
 
+/* The most inputs a node can have (concat, fused and matmul_update take a variable number):
+ * every constructor given more fails with SX_E_ARG. Join more tensors in groups (a concat of
+ * concats). The fused kernel of sx_tensor.h takes as many. */
+#define SX_CG_MAX_INPUTS 64
+
 /* The generic constructor every named one below goes through: op, inputs, attributes. Used by
  * autodiff, the optimiser and load. Structural hashing: when a live node with the same op,
- * inputs and attributes exists (and the op is not random or mutating), it is returned. */
+ * inputs and attributes exists (and the op is not random or mutating), it is returned. More
+ * than SX_CG_MAX_INPUTS inputs is SX_E_ARG. */
 sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
                          const sx_cg_attr *attr);
 

@@ -1,7 +1,8 @@
 /* Shape inference at construction, for every op family: result shapes against hand-computed
  * ones, and every error a constructor reports: the status, a message naming the op and the
  * shapes, the graph left unchanged (same node and edge counts) and its status set; NULL inputs
- * propagate (NULL back, no new message, no crash). Lazy graphs: nothing is evaluated here. */
+ * propagate (NULL back, no new message, no crash). Lazy graphs: nothing is evaluated here (but for
+ * the input limit at its edge). */
 #include "testutil.h"
 
 #include <sx_cgraph.h>
@@ -518,6 +519,34 @@ Test(cgraph_shapes, concat_mismatch)
     FAILS(g, SX_E_SHAPE, sx_cg_concat(g, 2, b, 1), "sx_cg_concat:", "(2,3,1)");
     FAILS(g, SX_E_ARG, sx_cg_concat(g, 0, a, 0), "sx_cg_concat:");
     sx_cg_graph_free(g);
+}
+
+/* Regression (issue 15): a concat of 65 inputs used to build, then fail at evaluation ("more
+ * than 64 inputs"); the limit is SX_CG_MAX_INPUTS, checked at construction. At the limit a
+ * concat builds and evaluates, lazily and eagerly. */
+Test(cgraph_shapes, concat_over_max_inputs_fails_at_construction)
+{
+    for (int eager = 0; eager <= 1; eager++) {
+        sx_cg_graph *g = NULL;
+        cr_assert_eq(sx_cg_graph_new(eager ? SX_CG_EAGER : SX_CG_LAZY, SX_F32, &g), SX_OK);
+        sx_cg_node *xs[SX_CG_MAX_INPUTS + 1];
+        for (int i = 0; i <= SX_CG_MAX_INPUTS; i++) {
+            float v[2] = {(float)i, (float)-i};
+            sx_tensor t = sx_tensor_view(SX_F32, 2, DIMS(1, 2), v);
+            xs[i] = sx_cg_const(g, &t);
+            cr_assert_not_null(xs[i], "%s", sx_last_error());
+        }
+        FAILS(g, SX_E_ARG, sx_cg_concat(g, SX_CG_MAX_INPUTS + 1, xs, 0),
+              "sx_cg_concat:", "65 inputs", "SX_CG_MAX_INPUTS");
+        sx_cg_graph_status_clear(g);
+        sx_cg_node *y = sx_cg_concat(g, SX_CG_MAX_INPUTS, xs, 0);
+        SHAPE(y, SX_CG_MAX_INPUTS, 2);
+        cr_assert_eq(sx_cg_eval(g, 1, &y), SX_OK, "%s", sx_last_error());
+        const float *out = sx_cg_value(y)->data;
+        for (int i = 0; i < SX_CG_MAX_INPUTS; i++)
+            cr_assert(out[2 * i] == (float)i && out[2 * i + 1] == (float)-i, "row %d", i);
+        sx_cg_graph_free(g);
+    }
 }
 
 Test(cgraph_shapes, assign_errors)

@@ -1,0 +1,74 @@
+/* profile.c: profiling of evaluations. The kernel time of every node is added to its op's and
+ * its own totals when the graph profiles (sx_cg_profile_enable), and printed per op and per
+ * scope. Depends on graph.c only; exec.c and par.c feed it through cg_seconds. */
+#include "cgraph_impl.h"
+
+#include <string.h>
+#include <time.h>
+
+double cg_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void sx_cg_profile_enable(sx_cg_graph *g, bool on)
+{
+    if (g != NULL)
+        g->profile = on;
+}
+
+void sx_cg_profile_reset(sx_cg_graph *g)
+{
+    if (g == NULL)
+        return;
+    memset(g->prof_seconds, 0, sizeof g->prof_seconds);
+    memset(g->prof_calls, 0, sizeof g->prof_calls);
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        g->nodes[i]->prof_seconds = 0;
+        g->nodes[i]->prof_calls = 0;
+    }
+}
+
+void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
+{
+    int idx[SX_OP_COUNT], n = 0;
+    double total = 0;
+    for (int i = 0; i < SX_OP_COUNT; i++)
+        if (g->prof_calls[i] > 0) {
+            idx[n++] = i;
+            total += g->prof_seconds[i];
+        }
+    for (int i = 1; i < n; i++) /* by time, descending */
+        for (int j = i; j > 0 && g->prof_seconds[idx[j]] > g->prof_seconds[idx[j - 1]]; j--) {
+            int t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    fprintf(f, "%-20s %10s %12s %7s\n", "op", "calls", "ms", "share");
+    for (int i = 0; i < n && (top <= 0 || i < top); i++)
+        fprintf(f, "%-20s %10lld %12.1f %6.1f%%\n", sx_cg_op_name((sx_cg_op)idx[i]),
+                (long long)g->prof_calls[idx[i]], 1e3 * g->prof_seconds[idx[i]],
+                total > 0 ? 100 * g->prof_seconds[idx[i]] / total : 0);
+    fprintf(f, "%-20s %10s %12.1f\n", "total", "", 1e3 * total);
+    /* per scope, in order of first appearance; unscoped nodes last */
+    bool any = false;
+    for (int sc = 1; sc <= g->n_scopes + 1; sc++) {
+        int want = sc <= g->n_scopes ? sc : 0;
+        double t = 0;
+        int64_t calls = 0;
+        for (int64_t i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i]->scope == want) {
+                t += g->nodes[i]->prof_seconds;
+                calls += g->nodes[i]->prof_calls;
+            }
+        if (calls == 0)
+            continue;
+        if (!any)
+            fprintf(f, "%-20s %10s %12s %7s\n", "scope", "kernels", "ms", "share");
+        any = true;
+        fprintf(f, "%-20.20s %10lld %12.1f %6.1f%%\n", want ? g->scopes[want - 1] : "(none)",
+                (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0);
+    }
+}
