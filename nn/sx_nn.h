@@ -6,8 +6,12 @@
  *     sx_nn_net_new("mnist", SX_F32, 42, &net);           // name, dtype, seed of every draw
  *     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
  *     x = sx_nn_lambda(net, x, scale_by_1_256, NULL, "x/256");
- *     x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
- *     x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+ *     sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(32, 5, 5); // filters, kernel
+ *     conv.conv.padding = SX_PAD_SAME;
+ *     conv.act = SX_ACT_RELU;
+ *     x = sx_nn_conv2d(net, x, &conv);
+ *     sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);  // stride 2, VALID
+ *     x = sx_nn_max_pool2d(net, x, &pool);
  *     x = sx_nn_dropout(net, x, 0.1);
  *     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
  *     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
@@ -130,13 +134,34 @@ const int64_t *sx_nn_layer_shape(const sx_nn_layer *l);
 /* ---------------------------------------------------------------- layers */
 
 sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape);
-/* kernel kh x kw, `filters` output channels, stride in both directions, SAME or VALID */
-sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int filters, int stride,
-                          sx_padding padding, sx_nn_act act);
-sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int stride,
-                              sx_padding padding);
-sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int stride,
-                              sx_padding padding);
+/* A 2-d convolution layer over (h,w,c): y = act(conv2d(x, kernel) + bias), kernel
+ * (kernel_h, kernel_w, c, filters), bias (filters). `conv` is the op's own parameter struct
+ * (tensor/sx_tensor.h): strides and padding, judged by sx_conv2d_shape (its errors, e.g.
+ * SX_E_ARG for a stride < 1 or a padding the op does not take). Turn the bias off before a
+ * batch norm, which has its own shift. */
+typedef struct sx_nn_conv2d_params {
+    int filters;            /* output channels, >= 1 */
+    int kernel_h, kernel_w; /* >= 1 */
+    sx_conv2d_params conv;  /* stride 1 x 1, SX_PAD_VALID */
+    bool bias;              /* true */
+    sx_nn_act act;          /* SX_ACT_NONE */
+} sx_nn_conv2d_params;
+
+sx_nn_conv2d_params sx_nn_conv2d_params_default(int filters, int kernel_h, int kernel_w);
+/* p NULL, a kernel or filters < 1, an unknown activation: SX_E_ARG; an input not (h,w,c):
+ * SX_E_RANK; a kernel or output with too many elements: SX_E_SHAPE. */
+sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_conv2d_params *p);
+
+/* Max and average pooling over windows of (h,w,c). `pool` is the op's own parameter struct
+ * (tensor/sx_tensor.h: kernel, strides, padding), judged by sx_pool2d_shape. */
+typedef struct sx_nn_pool2d_params {
+    sx_pool2d_params pool; /* stride = the kernel, SX_PAD_VALID */
+} sx_nn_pool2d_params;
+
+sx_nn_pool2d_params sx_nn_pool2d_params_default(int kernel_h, int kernel_w);
+/* p NULL: SX_E_ARG; an input not (h,w,c): SX_E_RANK; sx_pool2d_shape's errors. */
+sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
+sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
 sx_nn_layer *sx_nn_global_max_pool(sx_nn_net *net, sx_nn_layer *in); /* (h,w,c) -> (c) */
 sx_nn_layer *sx_nn_global_avg_pool(sx_nn_net *net, sx_nn_layer *in);
 /* Inverted dropout in training (drop with probability rate, scale the rest), identity at
@@ -153,8 +178,17 @@ sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act,
 /* Batch normalisation over every axis but the last (channels): in training, batch statistics,
  * with running averages (momentum m: r <- m r + (1 - m) batch; the variance averaged is the
  * unbiased one, count / (count - 1) times the biased variance the batch is normalised with, as
- * in PyTorch and Keras) kept in the network; at inference the running averages. */
-sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, double momentum, double eps);
+ * in PyTorch and Keras) kept in the network; at inference the running averages. Then, when
+ * affine, y = gamma xhat + beta with learned gamma, beta (channels). */
+typedef struct sx_nn_batch_norm_params {
+    double momentum; /* 0 <= m < 1: 0.99 (Keras's; PyTorch's momentum 0.1 is m = 0.9) */
+    double eps;      /* added to the variance, > 0: 1e-3 */
+    bool affine;     /* learned scale and shift: true */
+} sx_nn_batch_norm_params;
+
+sx_nn_batch_norm_params sx_nn_batch_norm_params_default(void);
+/* p NULL: the defaults. A bad momentum or eps: SX_E_ARG; an input of rank 0: SX_E_RANK. */
+sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_batch_norm_params *p);
 sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in);
 sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape);
 /* zero padding of the two spatial axes of (h,w,c): top, bottom, left, right */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 static char tmpdir[64];
 
@@ -70,15 +71,15 @@ static sx_nn_net *io_net(sx_dtype dt, uint64_t seed)
     sx_nn_net_set_input_scale(net, 1.0);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){10, 10, 1});
     x = sx_nn_lambda(net, x, affine, affine_ctx, "affine");
-    sx_nn_layer *c = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
-    sx_nn_layer *bn = sx_nn_batch_norm(net, c, 0.9, 1e-3);
+    sx_nn_layer *c = t_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    sx_nn_layer *bn = t_batch_norm(net, c, 0.9, 1e-3);
     sx_nn_layer *sq = sx_nn_lambda(net, c, square, NULL, "square");
     sx_nn_layer *pair[2] = {bn, sq};
     x = sx_nn_add(net, 2, pair);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.3);
     x = sx_nn_padding2d(net, x, 1, 0, 0, 1);
-    x = sx_nn_avg_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
+    x = t_avg_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
     x = sx_nn_fully_connected(net, x, 12, SX_ACT_TANH);
     x = sx_nn_linear(net, x, 5, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <sx_nn.h>
+#include "nn_layer_calls.h"
 
 static bool has_mnist(const char *dir)
 {
@@ -45,8 +46,8 @@ static sx_nn_net *reference_net(uint64_t seed)
     sx_nn_net_set_input_scale(net, 1.0);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
     x = sx_nn_lambda(net, x, over_256, NULL, "x/256");
-    x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.1);
     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
@@ -198,8 +199,8 @@ Test(nn_mnist, fashion_mnist_through_the_same_loader, .timeout = 300)
     sx_nn_net *net = NULL;
     cr_assert_eq(sx_nn_net_new("fashion", SX_F32, 7, &net), SX_OK);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
-    x = sx_nn_conv2d(net, x, 5, 5, 8, 2, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 5, 5, 8, 2, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_fully_connected(net, x, 64, SX_ACT_RELU);
     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
