@@ -154,6 +154,40 @@ sx_cg_node *nn_activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double par
 sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, double param,
                              sx_cg_node **pre_softmax);
 
+#define NN_SMALLER 4 /* graphs for smaller batches a model keeps */
+
+/* A model: a compiled graph over a network (net, training or inference), or a model file's
+ * graph (file, inference only); both predict through the same path. */
+struct sx_nn_model {
+    sx_nn_net *net;   /* the network it borrows, or NULL for a loaded model */
+    sx_cg_file *file; /* a loaded model's file (owned unless sibling), else NULL */
+    bool train;
+    int64_t batch;
+    int in_rank; /* the input without the batch axis */
+    int64_t in_shape[SX_MAX_RANK];
+    int64_t classes;
+    double input_scale; /* a loaded model's (a network's lives in the network) */
+    sx_dtype dtype;
+    sx_nn_train_params params;
+    sx_cg_graph *g;
+    nn_build b;
+    sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
+    sx_cg_node **outs;
+    int n_outs;
+    int n_layers; /* the network's layers when the model was made (b.param_nodes has as many) */
+    sx_nn_compile_report report;
+    sx_nn_model *smaller[NN_SMALLER]; /* inference graphs for smaller batches, made on demand */
+    void *lend;   /* arena lent by another model (nn_compile_infer_lent), or NULL */
+    bool sibling; /* one of another model's smaller graphs */
+    size_t lend_bytes;
+};
+
+/* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
+ * network, planned in m's arena, or the file). */
+sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
+/* The frozen inference graph of a loaded model's file for batches of n into m (g, x, out). */
+sx_status nn_loaded_graph(sx_nn_model *m, int64_t n);
+
 /* One training step without the compiler (model.c). */
 sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_tensor *x,
                         const sx_tensor *y, double lr, int64_t step, double *loss,

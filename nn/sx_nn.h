@@ -257,7 +257,7 @@ sx_nn_train_params sx_nn_train_params_default(void);
 
 /* ---------------------------------------------------------------- the neural compiler */
 
-typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network */
+typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network, or a loaded model */
 
 typedef struct sx_nn_compile_report {
     int64_t nodes_before, nodes_after, edges_before, edges_after;
@@ -288,8 +288,19 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * Writes the batch loss and the number of correct predictions (argmax) when not NULL. */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
-/* Outputs (n, classes) for x (n, input shape), n <= the compiled batch. */
+/* Outputs (n, classes) for x (n, input shape), n <= the compiled (or loaded) batch; a smaller
+ * n runs a graph of its own size, made on first use and kept. x must be of the model's dtype
+ * and input shape, `out` (n, classes) of its dtype: another shape, even of as many elements, is
+ * SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a training model is
+ * SX_E_ARG. */
 sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+/* A model's input shape (without the batch axis), number of outputs, the factor from pixel
+ * bytes to its input values (a compiled model's is its network's), and dtype. */
+int sx_nn_model_input_rank(const sx_nn_model *m);
+const int64_t *sx_nn_model_input_shape(const sx_nn_model *m);
+int64_t sx_nn_model_classes(const sx_nn_model *m);
+double sx_nn_model_input_scale(const sx_nn_model *m);
+sx_dtype sx_nn_model_dtype(const sx_nn_model *m);
 
 /* ---------------------------------------------------------------- training loop */
 
@@ -330,26 +341,15 @@ sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
  * running statistics, in a versioned, checksummed file written atomically. */
 sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
 /* A saved model, loaded without the network definition, for batches of up to `batch`
- * examples. The file is judged as sx_cg_file_read judges it (every field, every node through
- * its shape rule), then as a model: metadata strix.kind "model", input_scale a finite number,
- * classes a plain decimal count >= 1; outputs x, an input (batch, example) with an example of
- * rank 1..7, and y, (batch, classes) of x's dtype. Errors (*out = NULL): SX_E_ARG (NULL,
- * batch < 1), SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file),
- * SX_E_UNSUPPORTED (a newer format), SX_E_NOMEM. */
-typedef struct sx_nn_loaded sx_nn_loaded;
-sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out) SX_NODISCARD;
-void sx_nn_loaded_free(sx_nn_loaded *m);
-/* Input shape (without batch) and number of outputs of a loaded model. */
-int sx_nn_loaded_input_rank(const sx_nn_loaded *m);
-const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m);
-int64_t sx_nn_loaded_classes(const sx_nn_loaded *m);
-double sx_nn_loaded_input_scale(const sx_nn_loaded *m);
-/* The dtype of the model's inputs and outputs (that of the saved network). */
-sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m);
-/* Outputs (n, classes) for x (n, input shape), n <= the batch given to sx_nn_load. `out` must
- * be (n, classes) of the model's dtype: another shape, even of as many elements, is SX_E_SHAPE
- * naming both shapes, another dtype SX_E_DTYPE (out unchanged). */
-sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+ * examples: an inference model like sx_nn_compile_infer's (sx_nn_model_predict, the accessors
+ * below, sx_nn_model_free; sx_nn_model_step refuses it with SX_E_ARG; its report is zero).
+ * The file is judged as sx_cg_file_read judges it (every field, every node through its shape
+ * rule), then as a model: metadata strix.kind "model", input_scale a finite number, classes a
+ * plain decimal count >= 1; outputs x, an input (batch, example) with an example of rank 1..7,
+ * and y, (batch, classes) of x's dtype. Errors (*out = NULL): SX_E_ARG (NULL, batch < 1),
+ * SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file), SX_E_UNSUPPORTED (a
+ * newer format), SX_E_NOMEM. */
+sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODISCARD;
 
 #ifdef __cplusplus
 }

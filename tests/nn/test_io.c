@@ -112,15 +112,15 @@ static void round_trip(sx_dtype dt)
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(dir_entries(tmpdir), 1, "temporary files left behind");
 
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 100, &m), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_input_rank(m), 3);
-    cr_assert_eq(sx_nn_loaded_input_shape(m)[0], 10);
-    cr_assert_eq(sx_nn_loaded_input_shape(m)[1], 10);
-    cr_assert_eq(sx_nn_loaded_input_shape(m)[2], 1);
-    cr_assert_eq(sx_nn_loaded_classes(m), 5);
-    cr_assert_eq(sx_nn_loaded_input_scale(m), 1.0);
-    cr_assert_eq(sx_nn_loaded_dtype(m), dt);
+    cr_assert_eq(sx_nn_model_input_rank(m), 3);
+    cr_assert_eq(sx_nn_model_input_shape(m)[0], 10);
+    cr_assert_eq(sx_nn_model_input_shape(m)[1], 10);
+    cr_assert_eq(sx_nn_model_input_shape(m)[2], 1);
+    cr_assert_eq(sx_nn_model_classes(m), 5);
+    cr_assert_eq(sx_nn_model_input_scale(m), 1.0);
+    cr_assert_eq(sx_nn_model_dtype(m), dt);
 
     sx_nn_model *orig = NULL;
     cr_assert_eq(sx_nn_compile_infer(net, 100, &orig), SX_OK, "%s", sx_last_error());
@@ -132,7 +132,7 @@ static void round_trip(sx_dtype dt)
         sx_tensor *x = pixels(&r, dt, n);
         sx_tensor *a = tu_zeros(dt, 2, os), *b = tu_zeros(dt, 2, os);
         cr_assert_eq(sx_nn_model_predict(orig, x, a), SX_OK, "%s", sx_last_error());
-        cr_assert_eq(sx_nn_loaded_predict(m, x, b), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_model_predict(m, x, b), SX_OK, "%s", sx_last_error());
         cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)), 0,
                      "batch %lld: predictions differ (%.9g vs %.9g)", (long long)n,
                      sx_tensor_get(a, 0), sx_tensor_get(b, 0));
@@ -146,7 +146,7 @@ static void round_trip(sx_dtype dt)
         sx_tensor_free(b);
     }
     sx_nn_model_free(orig);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 
     /* loading again after the network changed: the file keeps the saved weights */
     cr_assert_eq(sx_tensor_fill(net->layers[2]->params[0].value, 0.0), SX_OK);
@@ -156,17 +156,17 @@ static void round_trip(sx_dtype dt)
     int64_t os[2] = {3, 5};
     sx_tensor *x = pixels(&r, dt, 3), *a = tu_zeros(dt, 2, os), *b = tu_zeros(dt, 2, os);
     cr_assert_eq(sx_nn_model_predict(orig, x, a), SX_OK);
-    cr_assert_eq(sx_nn_loaded_predict(m, x, b), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_predict(m, x, b), SX_OK, "%s", sx_last_error());
     cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)), 0);
     /* more examples than the loaded batch, a wrong input shape, a wrong output */
     sx_tensor *x4 = pixels(&r, dt, 4), *o4 = tu_zeros(dt, 2, (int64_t[]){4, 5});
-    cr_assert_eq(sx_nn_loaded_predict(m, x4, o4), SX_E_SHAPE);
+    cr_assert_eq(sx_nn_model_predict(m, x4, o4), SX_E_SHAPE);
     sx_tensor *wrong = tu_zeros(dt, 4, (int64_t[]){3, 10, 9, 1});
-    cr_assert_neq(sx_nn_loaded_predict(m, wrong, b), SX_OK);
+    cr_assert_neq(sx_nn_model_predict(m, wrong, b), SX_OK);
     sx_tensor *small = tu_zeros(dt, 2, (int64_t[]){3, 4});
-    cr_assert_neq(sx_nn_loaded_predict(m, x, small), SX_OK);
-    cr_assert_eq(sx_nn_loaded_predict(m, NULL, b), SX_E_ARG);
-    cr_assert_eq(sx_nn_loaded_predict(NULL, x, b), SX_E_ARG);
+    cr_assert_neq(sx_nn_model_predict(m, x, small), SX_OK);
+    cr_assert_eq(sx_nn_model_predict(m, NULL, b), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_predict(NULL, x, b), SX_E_ARG);
     sx_tensor_free(x4);
     sx_tensor_free(o4);
     sx_tensor_free(wrong);
@@ -175,7 +175,7 @@ static void round_trip(sx_dtype dt)
     sx_tensor_free(a);
     sx_tensor_free(b);
     sx_nn_model_free(orig);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     sx_nn_net_free(fresh);
     sx_nn_net_free(net);
 }
@@ -204,12 +204,12 @@ Test(nn_io, input_scale_is_saved, .init = make_tmpdir, .fini = remove_tmpdir)
     sx_nn_layer *x = sx_nn_input(net, 1, (int64_t[]){3});
     sx_nn_linear(net, x, 2, SX_ACT_NONE);
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 1, &m), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_input_scale(m), 0.125);
-    cr_assert_eq(sx_nn_loaded_input_rank(m), 1);
-    cr_assert_eq(sx_nn_loaded_classes(m), 2);
-    sx_nn_loaded_free(m);
+    cr_assert_eq(sx_nn_model_input_scale(m), 0.125);
+    cr_assert_eq(sx_nn_model_input_rank(m), 1);
+    cr_assert_eq(sx_nn_model_classes(m), 2);
+    sx_nn_model_free(m);
     sx_nn_net_free(net);
 }
 
@@ -240,7 +240,7 @@ static void write_all(const char *path, const unsigned char *b, size_t len)
 /* Loading `path` fails with `want` (0: any error), a message naming the file, and no model. */
 static void load_fails(const char *path, sx_status want, const char *what)
 {
-    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    sx_nn_model *m = (sx_nn_model *)1;
     sx_error_clear();
     sx_status s = sx_nn_load(path, 4, &m);
     cr_assert_neq(s, SX_OK, "%s: loaded", what);
@@ -298,9 +298,9 @@ Test(nn_io, bad_files_are_clean_errors, .init = make_tmpdir, .fini = remove_tmpd
     load_fails(tmpdir, SX_E_IO, "a directory");
     /* the intact bytes still load */
     write_all(bad, b, len);
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(bad, 4, &m), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     free(b);
     sx_nn_net_free(net);
 }
@@ -365,12 +365,12 @@ Test(nn_io, save_errors_leave_no_file, .init = make_tmpdir, .fini = remove_tmpdi
     cr_assert_eq(dir_entries(tmpdir), 1);
     sx_nn_net_free(empty);
 
-    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    sx_nn_model *m = (sx_nn_model *)1;
     cr_assert_eq(sx_nn_load(NULL, 1, &m), SX_E_ARG);
     cr_assert_eq(sx_nn_load(path, 1, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_load(path, 0, &m), SX_E_ARG);
     cr_assert_null(m);
-    sx_nn_loaded_free(NULL);
+    sx_nn_model_free(NULL);
     sx_nn_net_free(net);
 }
 
@@ -383,7 +383,7 @@ Test(nn_io, save_replaces_an_existing_file, .init = make_tmpdir, .fini = remove_
     cr_assert_eq(sx_nn_save(a, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_nn_save(b, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(dir_entries(tmpdir), 1);
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 2, &m), SX_OK, "%s", sx_last_error());
     sx_nn_model *orig = NULL;
     cr_assert_eq(sx_nn_compile_infer(b, 2, &orig), SX_OK);
@@ -392,13 +392,13 @@ Test(nn_io, save_replaces_an_existing_file, .init = make_tmpdir, .fini = remove_
     sx_tensor *x = pixels(&r, SX_F64, 2), *pa = tu_zeros(SX_F64, 2, (int64_t[]){2, 5}),
               *pb = tu_zeros(SX_F64, 2, (int64_t[]){2, 5});
     cr_assert_eq(sx_nn_model_predict(orig, x, pa), SX_OK);
-    cr_assert_eq(sx_nn_loaded_predict(m, x, pb), SX_OK);
+    cr_assert_eq(sx_nn_model_predict(m, x, pb), SX_OK);
     cr_assert_eq(memcmp(pa->data, pb->data, 10 * sizeof(double)), 0);
     sx_tensor_free(x);
     sx_tensor_free(pa);
     sx_tensor_free(pb);
     sx_nn_model_free(orig);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     sx_nn_net_free(a);
     sx_nn_net_free(b);
 }
@@ -477,9 +477,9 @@ Test(nn_io, rank0_input_is_a_clean_error, .init = make_tmpdir, .fini = remove_tm
     save_model_graph(p5, g, x2, y, "1", "2");
     sx_cg_graph_free(g);
     load_fails(p5, SX_E_FORMAT, "y of batch 1");
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(p5, 1, &m), SX_OK, "batch 1 fits: %s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 }
 
 /* A model file whose graph has no output "x", or one that cannot run the asked batch (a
@@ -509,9 +509,9 @@ Test(nn_io, model_graph_without_x_is_a_format_error, .init = make_tmpdir, .fini 
     load_fails(p2, SX_E_FORMAT, "a fixed batch");
     cr_assert(strstr(sx_last_error(), "not a model's graph for batch 4") != NULL, "%s",
               sx_last_error());
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(p2, 1, &m), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 }
 
 /* The metadata is parsed strictly (what sx_nn_save writes): a finite scale, a plain decimal
@@ -533,11 +533,11 @@ Test(nn_io, bad_model_metadata_is_a_clean_error, .init = make_tmpdir, .fini = re
         cr_assert(strstr(sx_last_error(), "classes") != NULL, "%s", sx_last_error());
     }
     save_linear_model(path, "0.5", "2");
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 3, &m), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_input_scale(m), 0.5);
-    cr_assert_eq(sx_nn_loaded_classes(m), 2);
-    sx_nn_loaded_free(m);
+    cr_assert_eq(sx_nn_model_input_scale(m), 0.5);
+    cr_assert_eq(sx_nn_model_classes(m), 2);
+    sx_nn_model_free(m);
 }
 
 /* The checkpoint `from` written again as `to` with metadata `key` set to `value` (NULL: kept)

@@ -482,13 +482,11 @@ static const char *const null_calls[] = {
     "sx_nn_evaluate",
     "sx_nn_save",
     "sx_nn_load",
-    "sx_nn_loaded_free",
-    "sx_nn_loaded_input_rank",
-    "sx_nn_loaded_input_shape",
-    "sx_nn_loaded_classes",
-    "sx_nn_loaded_input_scale",
-    "sx_nn_loaded_dtype",
-    "sx_nn_loaded_predict",
+    "sx_nn_model_input_rank",
+    "sx_nn_model_input_shape",
+    "sx_nn_model_classes",
+    "sx_nn_model_input_scale",
+    "sx_nn_model_dtype",
     "sx_optim_parse",
     "sx_optim_update",
 };
@@ -574,18 +572,18 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_evaluate(NULL, &d, 1, &acc), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, "/nonexistent/x"), SX_E_ARG);
-    sx_nn_loaded *ld = (sx_nn_loaded *)1;
+    sx_nn_model *ld = (sx_nn_model *)1;
     cr_assert_eq(sx_nn_load(NULL, 1, &ld), SX_E_ARG);
     cr_assert_null(ld);
     cr_assert_eq(sx_nn_load("x", 1, NULL), SX_E_ARG);
-    sx_nn_loaded_free(NULL);
-    cr_assert_eq(sx_nn_loaded_input_rank(NULL), 0);
-    cr_assert_null(sx_nn_loaded_input_shape(NULL));
-    cr_assert_eq(sx_nn_loaded_classes(NULL), 0);
-    cr_assert_eq(sx_nn_loaded_input_scale(NULL), 0);
-    cr_assert_str_eq(sx_dtype_name(sx_nn_loaded_dtype(NULL)), "bad-dtype");
-    cr_assert_eq(sx_nn_loaded_predict(NULL, &t, &t), SX_E_ARG);
-    cr_assert_eq(sx_nn_loaded_predict(NULL, NULL, NULL), SX_E_ARG);
+    sx_nn_model_free(NULL);
+    cr_assert_eq(sx_nn_model_input_rank(NULL), 0);
+    cr_assert_null(sx_nn_model_input_shape(NULL));
+    cr_assert_eq(sx_nn_model_classes(NULL), 0);
+    cr_assert_eq(sx_nn_model_input_scale(NULL), 0);
+    cr_assert_str_eq(sx_dtype_name(sx_nn_model_dtype(NULL)), "bad-dtype");
+    cr_assert_eq(sx_nn_model_predict(NULL, &t, &t), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_predict(NULL, NULL, NULL), SX_E_ARG);
 
     /* the datasets accessors follow the same rule (their header states each value) */
     cr_assert_not(sx_ds_images_compacted(NULL));
@@ -809,7 +807,7 @@ Test(nn_misuse, loaded_predict_refuses_an_output_of_the_wrong_shape, .init = mak
     snprintf(path, sizeof path, "%s/m.sxm", tmpdir);
     sx_nn_net *net = small_net(3);
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 4, &m), SX_OK, "%s", sx_last_error());
     sx_rng r;
     sx_rng_seed(&r, 8);
@@ -818,7 +816,7 @@ Test(nn_misuse, loaded_predict_refuses_an_output_of_the_wrong_shape, .init = mak
     const int64_t shapes[3][2] = {{3, 4}, {12, 1}, {2, 6}};
     for (int i = 0; i < 3; i++) {
         sx_tensor *out = tu_zeros(SX_F32, 2, shapes[i]);
-        cr_assert_eq(sx_nn_loaded_predict(m, x, out), SX_E_SHAPE, "(%lld,%lld) accepted",
+        cr_assert_eq(sx_nn_model_predict(m, x, out), SX_E_SHAPE, "(%lld,%lld) accepted",
                      (long long)shapes[i][0], (long long)shapes[i][1]);
         assert_msg_has("(4,3)");
         char s[64];
@@ -829,16 +827,16 @@ Test(nn_misuse, loaded_predict_refuses_an_output_of_the_wrong_shape, .init = mak
         sx_tensor_free(out);
     }
     sx_tensor *flat = tu_zeros(SX_F32, 1, (int64_t[]){12});
-    cr_assert_eq(sx_nn_loaded_predict(m, x, flat), SX_E_SHAPE);
+    cr_assert_eq(sx_nn_model_predict(m, x, flat), SX_E_SHAPE);
     sx_tensor *f64 = tu_zeros(SX_F64, 2, (int64_t[]){4, 3});
-    cr_assert_eq(sx_nn_loaded_predict(m, x, f64), SX_E_DTYPE);
+    cr_assert_eq(sx_nn_model_predict(m, x, f64), SX_E_DTYPE);
     sx_tensor *ok = tu_zeros(SX_F32, 2, (int64_t[]){4, 3});
-    cr_assert_eq(sx_nn_loaded_predict(m, x, ok), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_predict(m, x, ok), SX_OK, "%s", sx_last_error());
     sx_tensor_free(flat);
     sx_tensor_free(f64);
     sx_tensor_free(ok);
     sx_tensor_free(x);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     sx_nn_net_free(net);
 }
 
@@ -902,9 +900,9 @@ Test(nn_misuse, a_temporary_file_left_by_a_killed_writer_is_removed_by_the_next_
     /* the next write of the same path removes it */
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(dir_entries(tmpdir), 1, "the stale temporary file is still there");
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 1, &m), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     /* a killed checkpoint writer too, then a training run that writes the same checkpoint */
     sx_ds_images d = images(20, 13);
     char ckpt[128];

@@ -66,7 +66,7 @@ static sx_status model_predict(void *m, const sx_tensor *x, sx_tensor *out)
 
 static sx_status loaded_predict(void *m, const sx_tensor *x, sx_tensor *out)
 {
-    return sx_nn_loaded_predict(m, x, out);
+    return sx_nn_model_predict(m, x, out);
 }
 
 static float *predict_all(const sx_ds_images *set, double scale, predict_fn fn, void *m)
@@ -158,15 +158,15 @@ Test(nn_mnist, reference_network_5000_images_one_epoch, .timeout = 550)
     snprintf(path, sizeof path, "%s/lazy_mnist.sxm", tmp);
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     sx_nn_net_free(net); /* the loaded model does not need the network */
-    sx_nn_loaded *lm = NULL;
+    sx_nn_model *lm = NULL;
     cr_assert_eq(sx_nn_load(path, 100, &lm), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_classes(lm), 10);
-    cr_assert_eq(sx_nn_loaded_input_scale(lm), 1.0);
-    float *pb = predict_all(test, sx_nn_loaded_input_scale(lm), loaded_predict, lm);
+    cr_assert_eq(sx_nn_model_classes(lm), 10);
+    cr_assert_eq(sx_nn_model_input_scale(lm), 1.0);
+    float *pb = predict_all(test, sx_nn_model_input_scale(lm), loaded_predict, lm);
     for (int64_t i = 0; i < test->n * 10; i++)
         cr_assert(pa[i] == pb[i], "test image %lld, class %lld: %.9g after loading, %.9g before",
                   (long long)(i / 10), (long long)(i % 10), (double)pb[i], (double)pa[i]);
-    sx_nn_loaded_free(lm);
+    sx_nn_model_free(lm);
     unlink(path);
     rmdir(tmp);
     free(pa);

@@ -300,15 +300,15 @@ static sx_status save(void *ctx)
 static sx_status load(void *ctx)
 {
     scene *c = ctx;
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     SX_TRY(sx_nn_load(c->path, 4, &m));
     float out[8 * 3];
     sx_tensor x = sx_tensor_view(SX_F32, 4, (int64_t[]){2, 6, 6, 1}, c->d.x);
     sx_tensor y = sx_tensor_view(SX_F32, 2, (int64_t[]){2, 3}, out);
-    sx_status s = sx_nn_loaded_predict(m, &x, &y);
+    sx_status s = sx_nn_model_predict(m, &x, &y);
     if (s == SX_OK)
         digest = sum(out, 6);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     return s;
 }
 
