@@ -190,6 +190,53 @@ Test(nn_io, save_load_round_trip_f64, .init = make_tmpdir, .fini = remove_tmpdir
     round_trip(SX_F64);
 }
 
+/* sx_nn_load gives the model type sx_nn_compile_infer gives: the same accessors, the same
+ * predict checks, and no training step. */
+Test(nn_io, a_loaded_model_is_an_inference_model, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "m.sxm");
+    sx_nn_net *net = io_net(SX_F32, 4);
+    cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+    sx_nn_model *m = NULL, *c = NULL;
+    cr_assert_eq(sx_nn_load(path, 4, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_compile_infer(net, 4, &c), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_input_rank(c), sx_nn_model_input_rank(m));
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(sx_nn_model_input_shape(c)[i], sx_nn_model_input_shape(m)[i]);
+    cr_assert_eq(sx_nn_model_classes(c), 5);
+    cr_assert_eq(sx_nn_model_input_scale(c), 1.0);
+    cr_assert_eq(sx_nn_model_dtype(c), SX_F32);
+    cr_assert_eq(sx_nn_model_report(m).nodes_before, 0);
+    cr_assert_not_null(sx_nn_model_graph(m));
+
+    sx_rng r;
+    sx_rng_seed(&r, 6);
+    sx_tensor *x = pixels(&r, SX_F32, 4), *y = tu_zeros(SX_F32, 2, (int64_t[]){4, 5});
+    cr_assert_eq(sx_nn_model_step(m, x, y, 0.1, 1, NULL, NULL), SX_E_ARG);
+    /* the same checks of x and out for both */
+    sx_tensor *x64 = tu_zeros(SX_F64, 4, (int64_t[]){4, 10, 10, 1});
+    sx_tensor *x9 = tu_zeros(SX_F32, 4, (int64_t[]){4, 9, 10, 1});
+    sx_tensor *o64 = tu_zeros(SX_F64, 2, (int64_t[]){4, 5});
+    sx_tensor *o6 = tu_zeros(SX_F32, 2, (int64_t[]){4, 6});
+    sx_nn_model *both[2] = {m, c};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(sx_nn_model_predict(both[i], x64, y), SX_E_DTYPE);
+        cr_assert_eq(sx_nn_model_predict(both[i], x9, y), SX_E_SHAPE);
+        cr_assert_eq(sx_nn_model_predict(both[i], x, o64), SX_E_DTYPE);
+        cr_assert_eq(sx_nn_model_predict(both[i], x, o6), SX_E_SHAPE);
+    }
+    sx_tensor_free(x64);
+    sx_tensor_free(x9);
+    sx_tensor_free(o64);
+    sx_tensor_free(o6);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+    sx_nn_model_free(m);
+    sx_nn_model_free(c);
+    sx_nn_net_free(net);
+}
+
 Test(nn_io, input_scale_is_saved, .init = make_tmpdir, .fini = remove_tmpdir)
 {
     char path[128];

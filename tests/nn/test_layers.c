@@ -1063,6 +1063,143 @@ Test(nn_layers, batch_norm_inference_uses_running_statistics)
     sx_nn_net_free(net);
 }
 
+Test(nn_layers, batch_norm_without_affine_has_no_gamma_or_beta)
+{
+    sx_rng r;
+    sx_rng_seed(&r, 26);
+    const int64_t n = 2, h = 2, w = 3, c = 4;
+    sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
+    bp.eps = 1e-2;
+    bp.affine = false;
+    sx_nn_net *net = net_new(SX_F64, 1);
+    sx_nn_layer *x = input(net, 3, h, w, c);
+    sx_nn_layer *bn = sx_nn_batch_norm(net, x, &bp);
+    sx_nn_flatten(net, bn);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_net_param_count(net), 0); /* only the running statistics */
+    cr_assert_eq(bn->n_params, 2);
+    cr_assert_str_eq(bn->params[0].name, "batch_norm_1.running_mean");
+    cr_assert_str_eq(bn->params[1].name, "batch_norm_1.running_var");
+    randomise(net, &r);
+    sx_tensor *xb = batch(net, &r, n, -2, 2), *y = predict(net, xb);
+    const double *rm = D(ptensor(bn, 0)), *rv = D(ptensor(bn, 1));
+    double want[2 * 2 * 3 * 4];
+    for (int64_t i = 0; i < n * h * w * c; i++)
+        want[i] = (D(xb)[i] - rm[i % c]) / sqrt(rv[i % c] + bp.eps);
+    expect_close(y, want, n * h * w * c, 1e-12);
+    sx_tensor_free(xb);
+    sx_tensor_free(y);
+    sx_nn_net_free(net);
+}
+
+Test(nn_layers, parameter_structs_defaults_and_null)
+{
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(8, 3, 5);
+    cr_assert_eq(cp.filters, 8);
+    cr_assert_eq(cp.kernel_h, 3);
+    cr_assert_eq(cp.kernel_w, 5);
+    cr_assert_eq(cp.conv.stride_h, 1);
+    cr_assert_eq(cp.conv.stride_w, 1);
+    cr_assert_eq(cp.conv.padding, SX_PAD_VALID);
+    cr_assert(cp.bias);
+    cr_assert_eq(cp.act, SX_ACT_NONE);
+    sx_nn_pool2d_params pp = sx_nn_pool2d_params_default(3, 2);
+    cr_assert_eq(pp.pool.kernel_h, 3);
+    cr_assert_eq(pp.pool.kernel_w, 2);
+    cr_assert_eq(pp.pool.stride_h, 3);
+    cr_assert_eq(pp.pool.stride_w, 2);
+    cr_assert_eq(pp.pool.padding, SX_PAD_VALID);
+    sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
+    cr_assert_eq(bp.momentum, 0.99);
+    cr_assert_eq(bp.eps, 1e-3);
+    cr_assert(bp.affine);
+
+    sx_nn_net *net = net_new(SX_F32, 1);
+    sx_nn_layer *img = input(net, 3, 9, 8, 2), *last = NULL;
+    /* the defaults: VALID, stride 1, bias; a pool's stride is its kernel */
+    ADDED(net, sx_nn_conv2d(net, img, &cp), 3, 7, 4, 8, 3 * 5 * 2 * 8 + 8);
+    ADDED(net, sx_nn_max_pool2d(net, img, &pp), 3, 3, 4, 2, 0);
+    ADDED(net, sx_nn_avg_pool2d(net, img, &pp), 3, 3, 4, 2, 0);
+    ADDED(net, sx_nn_batch_norm(net, img, NULL), 3, 9, 8, 2, 2 * 2); /* NULL: the defaults */
+    cp.bias = false;
+    ADDED(net, sx_nn_conv2d(net, img, &cp), 3, 7, 4, 8, 3 * 5 * 2 * 8);
+    cr_assert_eq(last->n_params, 1);
+    cr_assert_str_eq(last->params[0].name, "conv2d_2.kernel");
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    /* conv and pooling need their params */
+    cr_assert_null(sx_nn_conv2d(net, img, NULL));
+    cr_assert_eq(sx_nn_net_status(net), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "sx_nn_conv2d") != NULL, "%s", sx_last_error());
+    sx_nn_net_free(net);
+    net = net_new(SX_F32, 1);
+    img = input(net, 3, 9, 8, 2);
+    cr_assert_null(sx_nn_avg_pool2d(net, img, NULL));
+    cr_assert_eq(sx_nn_net_status(net), SX_E_ARG);
+    cr_assert_eq(net->n_layers, 1);
+    sx_nn_net_free(net);
+}
+
+Test(nn_layers, conv2d_without_bias_equals_a_zero_bias)
+{
+    sx_rng r;
+    sx_rng_seed(&r, 27);
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(3, 3, 3);
+    cp.conv.padding = SX_PAD_SAME;
+    cp.act = SX_ACT_TANH;
+    sx_nn_net *a = net_new(SX_F64, 5), *b = net_new(SX_F64, 5);
+    sx_nn_layer *ca = sx_nn_conv2d(a, input(a, 3, 5, 4, 2), &cp);
+    sx_nn_flatten(a, ca);
+    cp.bias = false;
+    sx_nn_layer *cb = sx_nn_conv2d(b, input(b, 3, 5, 4, 2), &cp);
+    sx_nn_flatten(b, cb);
+    cr_assert_eq(sx_nn_net_status(b), SX_OK, "%s", sx_last_error());
+    /* the same seed draws the same kernel; a's bias stays 0 */
+    cr_assert_eq(memcmp(ptensor(ca, 0)->data, ptensor(cb, 0)->data, 3 * 3 * 2 * 3 * 8), 0);
+    sx_tensor *x = batch(a, &r, 2, -1, 1), *ya = predict(a, x), *yb = predict(b, x);
+    expect_close(yb, D(ya), ya->size, 0);
+    sx_tensor_free(x);
+    sx_tensor_free(ya);
+    sx_tensor_free(yb);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+}
+
+/* Every row of layers.def: a kind with a name, and a forward function; names unique (they
+ * name the layers and their parameters in files). */
+Test(nn_layers, every_kind_of_the_table_has_a_name_and_a_forward)
+{
+    const nn_layer_ops *ops[] = {
+#define X(kind, o) &o,
+#include "layers.def"
+#undef X
+    };
+    int n = (int)(sizeof ops / sizeof ops[0]);
+    cr_assert_eq(n, L_KIND_COUNT);
+    for (int i = 0; i < n; i++) {
+        cr_assert_not_null(ops[i]->name);
+        cr_assert_not_null(ops[i]->forward, "%s", ops[i]->name);
+        for (int k = 0; k < i; k++)
+            cr_assert_str_neq(ops[i]->name, ops[k]->name);
+    }
+}
+
+Test(nn_layers, print_shows_each_layers_options)
+{
+    sx_nn_net *net = reference_net(SX_F32, 3);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    sx_nn_net_print(net, f);
+    fclose(f);
+    const char *want[] = {"32 filters 5x5 stride 1x1 same relu", "2x2 stride 2x2 valid", "rate 0.1",
+                          "flatten relu", "softmax"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(text, want[i]) != NULL, "no '%s' in\n%s", want[i], text);
+    free(text);
+    sx_nn_net_free(net);
+}
+
 Test(nn_layers, padding_and_upsampling_forward)
 {
     sx_rng r;
