@@ -121,6 +121,9 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m)
 static sx_status ensure_states(sx_nn_net *net, nn_param *p, sx_optim_kind kind)
 {
     int ns = sx_optim_n_states(kind);
+    if (ns > NN_MAX_STATES) /* an optimiser's bug: raise NN_MAX_STATES */
+        return sx_error(SX_E_STATE, "nn: optimiser %s keeps %d states per parameter (at most %d)",
+                        sx_optim_name(kind), ns, NN_MAX_STATES);
     bool fresh = p->state_kind != kind;
     for (int k = 0; k < NN_MAX_STATES; k++) {
         if ((fresh || k >= ns) && p->state[k] != NULL) {

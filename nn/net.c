@@ -322,6 +322,9 @@ sx_status nn_layer_add_param(sx_nn_net *net, sx_nn_layer *l, const char *what, i
                              const int64_t *shape, double fill, int64_t fan_in, int64_t fan_out,
                              bool trainable, bool regularised)
 {
+    if (l->n_params == NN_MAX_PARAMS) /* a layer kind's bug: raise NN_MAX_PARAMS */
+        return sx_error(SX_E_STATE, "%s: a layer keeps at most %d tensors (NN_MAX_PARAMS)", l->name,
+                        NN_MAX_PARAMS);
     nn_param *p = &l->params[l->n_params];
     SX_TRY(sx_tensor_new(net->dtype, rank, shape, &p->value));
     l->n_params++;

@@ -4,9 +4,13 @@
 
 #include "sx_nn.h"
 
-#define NN_MAX_IN 16    /* inputs of a merge layer */
-#define NN_MAX_PARAMS 4 /* tensors a layer keeps: weight, bias / gamma, beta, running stats */
-#define NN_MAX_STATES 2 /* optimiser states per parameter */
+/* Limits, each checked where a layer is made: inputs of a merge layer (nn_layer_begin); tensors
+ * a layer keeps, e.g. weight and bias, or gamma, beta and running statistics, room for an
+ * attention layer's four projections and biases (nn_layer_add_param); optimiser states per
+ * parameter (ensure_states in model.c). */
+#define NN_MAX_IN 16
+#define NN_MAX_PARAMS 8
+#define NN_MAX_STATES 2
 
 /* Layer kinds, one per row of layers.def. */
 typedef enum {

@@ -177,7 +177,7 @@ static sx_cg_node *scalar_input(sx_cg_graph *g, const char *name, bool eager, do
 }
 
 /* The forward pass and the mean loss, in the graph's mode (eager: on step s's batch), with the
- * weights borrowed from r, as nn/forward.c builds these layers. */
+ * weights borrowed from r, as nn/conv2d.c, nn/pool.c and nn/dense.c build these layers. */
 static void forward(tgraph *t, run *r, const data *d, int s, bool eager)
 {
     sx_cg_graph *g = t->g;
