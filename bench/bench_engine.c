@@ -245,8 +245,12 @@ static double bench_mnist(int reps, int workers)
     sx_nn_net_set_input_scale(net, 1.0);
     sx_nn_layer *l = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
     l = sx_nn_lambda(net, l, scale_input, NULL, "x/256");
-    l = sx_nn_conv2d(net, l, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
-    l = sx_nn_max_pool2d(net, l, 2, 2, 2, SX_PAD_VALID);
+    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(32, 5, 5);
+    conv.conv.padding = SX_PAD_SAME;
+    conv.act = SX_ACT_RELU;
+    l = sx_nn_conv2d(net, l, &conv);
+    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2); /* stride 2, VALID */
+    l = sx_nn_max_pool2d(net, l, &pool);
     l = sx_nn_dropout(net, l, 0.1);
     l = sx_nn_fully_connected(net, l, 1024, SX_ACT_RELU);
     l = sx_nn_linear(net, l, 10, SX_ACT_SOFTMAX);

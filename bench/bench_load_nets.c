@@ -23,8 +23,14 @@
 static sx_nn_layer *conv_bn(sx_nn_net *net, sx_nn_layer *in, int k, int filters, int stride,
                             bool relu)
 {
-    sx_nn_layer *c = sx_nn_conv2d(net, in, k, k, filters, stride, SX_PAD_SAME, SX_ACT_NONE);
-    sx_nn_layer *b = sx_nn_batch_norm(net, c, 0.9, 1e-5);
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(filters, k, k);
+    cp.conv.stride_h = cp.conv.stride_w = stride;
+    cp.conv.padding = SX_PAD_SAME;
+    sx_nn_layer *c = sx_nn_conv2d(net, in, &cp);
+    sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
+    bp.momentum = 0.9;
+    bp.eps = 1e-5;
+    sx_nn_layer *b = sx_nn_batch_norm(net, c, &bp);
     return relu ? sx_nn_activation(net, b, SX_ACT_RELU) : b;
 }
 
@@ -45,10 +51,16 @@ static sx_nn_net *build(const char *name, uint64_t seed, sx_nn_train_params *p)
     const int64_t shape[3] = {28, 28, 1};
     sx_nn_layer *x = sx_nn_input(net, 3, shape);
     if (strcmp(name, "lenet") == 0) {
-        x = sx_nn_conv2d(net, x, 5, 5, 6, 1, SX_PAD_SAME, SX_ACT_RELU);
-        x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
-        x = sx_nn_conv2d(net, x, 5, 5, 16, 1, SX_PAD_VALID, SX_ACT_RELU);
-        x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+        sx_nn_conv2d_params c1 = sx_nn_conv2d_params_default(6, 5, 5);
+        c1.conv.padding = SX_PAD_SAME;
+        c1.act = SX_ACT_RELU;
+        sx_nn_conv2d_params c2 = sx_nn_conv2d_params_default(16, 5, 5); /* VALID */
+        c2.act = SX_ACT_RELU;
+        sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);
+        x = sx_nn_conv2d(net, x, &c1);
+        x = sx_nn_max_pool2d(net, x, &pool);
+        x = sx_nn_conv2d(net, x, &c2);
+        x = sx_nn_max_pool2d(net, x, &pool);
         x = sx_nn_fully_connected(net, x, 120, SX_ACT_RELU);
         x = sx_nn_fully_connected(net, x, 84, SX_ACT_RELU);
         p->optim = sx_optim_params_default(SX_OPTIM_MOMENTUM);

@@ -178,19 +178,19 @@ static int fail_sx(const char *what)
 }
 
 /* The model's (h, w, 1) input; false when it takes something else than one-channel images. */
-static bool image_input(const sx_nn_loaded *m, int64_t *h, int64_t *w)
+static bool image_input(const sx_nn_model *m, int64_t *h, int64_t *w)
 {
-    const int64_t *s = sx_nn_loaded_input_shape(m);
-    if (sx_nn_loaded_input_rank(m) != 3 || s[2] != 1)
+    const int64_t *s = sx_nn_model_input_shape(m);
+    if (sx_nn_model_input_rank(m) != 3 || s[2] != 1)
         return false;
     *h = s[0];
     *w = s[1];
     return true;
 }
 
-static int predict_image(sx_nn_loaded *m, const char *path, bool invert)
+static int predict_image(sx_nn_model *m, const char *path, bool invert)
 {
-    int64_t h, w, k = sx_nn_loaded_classes(m);
+    int64_t h, w, k = sx_nn_model_classes(m);
     if (!image_input(m, &h, &w))
         return fail("the model does not take one-channel images");
     uint8_t *pix = malloc((size_t)(h * w));
@@ -205,16 +205,16 @@ static int predict_image(sx_nn_loaded *m, const char *path, bool invert)
         rc = fail(err);
         goto done;
     }
-    sx_dtype dt = sx_nn_loaded_dtype(m);
+    sx_dtype dt = sx_nn_model_dtype(m);
     if (sx_tensor_new(dt, 4, (int64_t[]){1, h, w, 1}, &x) != SX_OK ||
         sx_tensor_new(dt, 2, (int64_t[]){1, k}, &out) != SX_OK) {
         rc = fail_sx("tensors");
         goto done;
     }
-    double scale = sx_nn_loaded_input_scale(m);
+    double scale = sx_nn_model_input_scale(m);
     for (int64_t i = 0; i < h * w; i++)
         sx_tensor_set(x, i, (invert ? 255 - pix[i] : pix[i]) * scale);
-    if (sx_nn_loaded_predict(m, x, out) != SX_OK) {
+    if (sx_nn_model_predict(m, x, out) != SX_OK) {
         rc = fail_sx("prediction");
         goto done;
     }
@@ -231,9 +231,9 @@ done:
     return rc;
 }
 
-static int evaluate(sx_nn_loaded *m, const char *dir, int64_t batch, int64_t limit)
+static int evaluate(sx_nn_model *m, const char *dir, int64_t batch, int64_t limit)
 {
-    int64_t h, w, k = sx_nn_loaded_classes(m);
+    int64_t h, w, k = sx_nn_model_classes(m);
     if (!image_input(m, &h, &w))
         return fail("the model does not take one-channel images");
     sx_ds_images *test = NULL;
@@ -255,13 +255,13 @@ static int evaluate(sx_nn_loaded *m, const char *dir, int64_t batch, int64_t lim
     sx_tensor *x = NULL, *out = NULL;
     int64_t *index = malloc((size_t)batch * sizeof *index);
     int rc = 1;
-    sx_dtype dt = sx_nn_loaded_dtype(m);
+    sx_dtype dt = sx_nn_model_dtype(m);
     if (index == NULL || sx_tensor_new(dt, 4, (int64_t[]){batch, h, w, 1}, &x) != SX_OK ||
         sx_tensor_new(dt, 2, (int64_t[]){batch, k}, &out) != SX_OK) {
         rc = fail_sx("tensors");
         goto done;
     }
-    double scale = sx_nn_loaded_input_scale(m), t0 = now();
+    double scale = sx_nn_model_input_scale(m), t0 = now();
     int64_t right = 0;
     for (int64_t first = 0; first < test->n; first += batch) {
         int64_t count = test->n - first < batch ? test->n - first : batch;
@@ -276,7 +276,7 @@ static int evaluate(sx_nn_loaded *m, const char *dir, int64_t batch, int64_t lim
         xv.shape[0] = ov.shape[0] = count;
         xv.size = count * h * w;
         ov.size = count * k;
-        if (sx_nn_loaded_predict(m, &xv, &ov) != SX_OK) {
+        if (sx_nn_model_predict(m, &xv, &ov) != SX_OK) {
             rc = fail_sx("prediction");
             goto done;
         }
@@ -344,10 +344,10 @@ int main(int argc, char **argv)
     if (threads > 0 && sx_threads_set((int)threads) != SX_OK)
         return fail_sx("--threads");
 
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     if (sx_nn_load(model, image ? 1 : batch, &m) != SX_OK)
         return fail_sx("--model");
     int rc = image ? predict_image(m, image, invert) : evaluate(m, data, batch, limit);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     return rc;
 }

@@ -231,8 +231,12 @@ int main(int argc, char **argv)
     sx_nn_net_set_input_scale(net, 1.0); /* raw pixel values; the lambda scales them */
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
     x = sx_nn_lambda(net, x, scale_input, NULL, "x/256");
-    x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(32, 5, 5);
+    conv.conv.padding = SX_PAD_SAME;
+    conv.act = SX_ACT_RELU;
+    x = sx_nn_conv2d(net, x, &conv);
+    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2); /* stride 2, VALID */
+    x = sx_nn_max_pool2d(net, x, &pool);
     x = sx_nn_dropout(net, x, 0.1);
     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);

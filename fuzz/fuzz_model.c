@@ -199,17 +199,17 @@ static void graph_file(void)
  * the batch it was saved with). */
 static void model_file(int64_t batch)
 {
-    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    sx_nn_model *m = (sx_nn_model *)1;
     sx_status s = sx_nn_load(memfd_path, batch, &m);
     if (s != SX_OK) {
         check_failure(s, m);
         return;
     }
-    int rank = sx_nn_loaded_input_rank(m);
+    int rank = sx_nn_model_input_rank(m);
     CHECK(rank >= 1 && rank < SX_MAX_RANK);
-    int64_t xs[SX_MAX_RANK], os[2] = {1, sx_nn_loaded_classes(m)};
-    memcpy(xs + 1, sx_nn_loaded_input_shape(m), (size_t)rank * sizeof *xs);
-    sx_dtype dt = sx_nn_loaded_dtype(m);
+    int64_t xs[SX_MAX_RANK], os[2] = {1, sx_nn_model_classes(m)};
+    memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)rank * sizeof *xs);
+    sx_dtype dt = sx_nn_model_dtype(m);
     for (xs[0] = 1; xs[0] <= batch; xs[0]++) {
         os[0] = xs[0];
         if (sx_shape_size(rank + 1, xs) > MAX_EVAL_ELEMENTS ||
@@ -218,13 +218,13 @@ static void model_file(int64_t batch)
         sx_tensor *x = NULL, *y = NULL;
         if (sx_tensor_zeros(dt, rank + 1, xs, &x) == SX_OK &&
             sx_tensor_zeros(dt, 2, os, &y) == SX_OK) {
-            sx_status ps = sx_nn_loaded_predict(m, x, y);
+            sx_status ps = sx_nn_model_predict(m, x, y);
             (void)ps;
         }
         sx_tensor_free(x);
         sx_tensor_free(y);
     }
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 }
 
 static void checkpoint_file(void)

@@ -12,9 +12,15 @@ static inline sx_status fuzz_net(sx_dtype dt, uint64_t seed, sx_nn_net **out)
     SX_TRY(sx_nn_net_new("fuzz", dt, seed, out));
     sx_nn_net *net = *out;
     sx_nn_layer *x = sx_nn_input(net, 3, (const int64_t[]){6, 6, 1});
-    x = sx_nn_conv2d(net, x, 3, 3, 2, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_batch_norm(net, x, 0.9, 1e-3);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(2, 3, 3);
+    conv.conv.padding = SX_PAD_SAME;
+    conv.act = SX_ACT_RELU;
+    x = sx_nn_conv2d(net, x, &conv);
+    sx_nn_batch_norm_params bn = sx_nn_batch_norm_params_default();
+    bn.momentum = 0.9;
+    x = sx_nn_batch_norm(net, x, &bn);
+    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);
+    x = sx_nn_max_pool2d(net, x, &pool);
     x = sx_nn_dropout(net, x, 0.25);
     x = sx_nn_fully_connected(net, x, 4, SX_ACT_TANH);
     sx_nn_linear(net, x, 3, SX_ACT_SOFTMAX);

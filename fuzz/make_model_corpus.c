@@ -304,9 +304,9 @@ int main(int argc, char **argv)
     /* every file loads as what it is */
     const char *models[3] = {"model_cnn_f32.sxm", "model_fused_f32.sxm", "model_mlp_f64.sxm"};
     for (int i = 0; i < 3; i++) {
-        sx_nn_loaded *m = NULL;
+        sx_nn_model *m = NULL;
         CHECK(sx_nn_load(at(models[i]), 1, &m)); /* the fused one: only the saved batch */
-        sx_nn_loaded_free(m);
+        sx_nn_model_free(m);
     }
     const char *ckpts[3] = {"ckpt_adam.sxm", "ckpt_adagrad.sxm", "ckpt_momentum.sxm"};
     const sx_optim_kind kinds[3] = {SX_OPTIM_ADAM, SX_OPTIM_ADAGRAD, SX_OPTIM_MOMENTUM};
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
     /* and the hostile ones are refused */
     const char *hostile[2] = {"hostile_rank0_x.sxm", "hostile_fused_unused_b.sxm"};
     for (int i = 0; i < 2; i++) {
-        sx_nn_loaded *m = NULL;
+        sx_nn_model *m = NULL;
         if (sx_nn_load(at(hostile[i]), 1, &m) != SX_E_FORMAT) {
             fprintf(stderr, "make_model_corpus: %s is not refused: %s\n", hostile[i],
                     sx_last_error());

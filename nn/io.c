@@ -399,39 +399,8 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     return s;
 }
 
-#define LOADED_CACHE 4
-
-struct sx_nn_loaded {
-    sx_cg_file *file;
-    int64_t batch;
-    int rank;
-    int64_t shape[SX_MAX_RANK]; /* input without the batch axis */
-    int64_t classes;
-    double input_scale;
-    sx_dtype dtype;
-    struct {
-        int64_t batch;
-        sx_cg_graph *g;
-        sx_cg_node *x, *y;
-    } graphs[LOADED_CACHE];
-};
-
-/* A frozen graph of the file for batches of n. */
-static sx_status loaded_graph(sx_nn_loaded *m, int64_t n, int *slot)
+sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
 {
-    for (int i = 0; i < LOADED_CACHE; i++)
-        if (m->graphs[i].g != NULL && m->graphs[i].batch == n) {
-            *slot = i;
-            return SX_OK;
-        }
-    int k = 0;
-    for (int i = 0; i < LOADED_CACHE; i++)
-        if (m->graphs[i].g == NULL) {
-            k = i;
-            break;
-        }
-    sx_cg_graph_free(m->graphs[k].g);
-    m->graphs[k].g = NULL;
     const char *names[2] = {"x", "y"};
     sx_cg_node *outs[2];
     sx_cg_graph *saved = NULL, *g = NULL;
@@ -447,25 +416,57 @@ static sx_status loaded_graph(sx_nn_loaded *m, int64_t n, int *slot)
         sx_cg_graph_free(g);
         return s;
     }
-    m->graphs[k].g = g;
-    m->graphs[k].batch = n;
-    m->graphs[k].x = outs[0];
-    m->graphs[k].y = outs[1];
-    *slot = k;
+    m->g = g;
+    m->x = outs[0];
+    m->out = outs[1];
     return SX_OK;
 }
 
-void sx_nn_loaded_free(sx_nn_loaded *m)
+/* A model file's metadata: input_scale (finite, as sx_nn_net_set_input_scale accepts) and
+ * classes (a count >= 1). */
+static sx_status loaded_meta(const char *path, sx_nn_model *m)
 {
-    if (m == NULL)
-        return;
-    for (int i = 0; i < LOADED_CACHE; i++)
-        sx_cg_graph_free(m->graphs[i].g);
-    sx_cg_file_free(m->file);
-    sx_free(m);
+    const char *kind = sx_cg_file_meta(m->file, "strix.kind");
+    if (kind == NULL || strcmp(kind, "model") != 0)
+        return sx_error(SX_E_FORMAT, "%s: not a strix model file%s", path,
+                        kind && strcmp(kind, "checkpoint") == 0 ? " (a checkpoint)" : "");
+    const char *sc = sx_cg_file_meta(m->file, "input_scale");
+    char *e1 = NULL;
+    m->input_scale = sc ? strtod(sc, &e1) : 0;
+    if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->input_scale))
+        return sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path, sc ? sc : "");
+    SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(m->file, "classes"), &m->classes));
+    if (m->classes < 1)
+        return sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
+    return SX_OK;
 }
 
-sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
+/* Judge the graph's x and y before reading anything from them: x is an input (batch, example
+ * shape) with an example of rank 1..7 (sx_nn_input's), y is (batch, classes) of x's dtype. */
+static sx_status loaded_io(const char *path, sx_nn_model *m)
+{
+    const sx_cg_node *x = m->x, *y = m->out;
+    int64_t batch = m->batch;
+    int xr = sx_cg_node_rank(x), yr = sx_cg_node_rank(y);
+    const int64_t *xs = sx_cg_node_shape(x), *ys = sx_cg_node_shape(y);
+    if (sx_cg_node_op(x) != SX_OP_INPUT || xr < 2 || xs[0] != batch || yr != 2 || ys[0] != batch ||
+        ys[1] != m->classes || sx_cg_node_dtype(y) != sx_cg_node_dtype(x)) {
+        char a[128], b[128];
+        return sx_error(SX_E_FORMAT,
+                        "%s: not a model's x and y: x is %s %s %s, y %s %s (want x an input "
+                        "(%lld, example) and y (%lld,%lld) of its dtype)",
+                        path, sx_cg_op_name(sx_cg_node_op(x)), sx_dtype_name(sx_cg_node_dtype(x)),
+                        sx_shape_str(xr, xs, a, sizeof a), sx_dtype_name(sx_cg_node_dtype(y)),
+                        sx_shape_str(yr, ys, b, sizeof b), (long long)batch, (long long)batch,
+                        (long long)m->classes);
+    }
+    m->in_rank = xr - 1;
+    m->dtype = sx_cg_node_dtype(x);
+    memcpy(m->in_shape, xs + 1, (size_t)m->in_rank * sizeof *m->in_shape);
+    return SX_OK;
+}
+
+sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
 {
     if (out != NULL)
         *out = NULL;
@@ -473,117 +474,27 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out)
         return sx_error(SX_E_ARG, "sx_nn_load: NULL argument");
     if (batch < 1)
         return sx_error(SX_E_ARG, "sx_nn_load: batch %lld (want >= 1)", (long long)batch);
-    sx_nn_loaded *m = sx_calloc(1, sizeof *m);
+    sx_nn_model *m = sx_calloc(1, sizeof *m);
     if (m == NULL)
         return SX_E_NOMEM;
     m->batch = batch;
     sx_status s = sx_cg_file_read(path, &m->file);
-    const char *kind = s == SX_OK ? sx_cg_file_meta(m->file, "strix.kind") : NULL;
-    if (s == SX_OK && (kind == NULL || strcmp(kind, "model") != 0))
-        s = sx_error(SX_E_FORMAT, "%s: not a strix model file%s", path,
-                     kind && strcmp(kind, "checkpoint") == 0 ? " (a checkpoint)" : "");
-    if (s == SX_OK) {
-        /* the scale is what sx_nn_net_set_input_scale accepts (finite) */
-        const char *sc = sx_cg_file_meta(m->file, "input_scale");
-        char *e1 = NULL;
-        m->input_scale = sc ? strtod(sc, &e1) : 0;
-        if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->input_scale))
-            s = sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path,
-                         sc ? sc : "");
-        if (s == SX_OK)
-            s = parse_i64(path, "classes", sx_cg_file_meta(m->file, "classes"), &m->classes);
-        if (s == SX_OK && m->classes < 1)
-            s = sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
-    }
+    if (s == SX_OK)
+        s = loaded_meta(path, m);
     /* the file's graph must have outputs x and y and run for this batch: anything else is a
      * bad model file (SX_E_FORMAT naming it), not a bad argument */
-    int slot = 0;
-    if (s == SX_OK && (s = loaded_graph(m, batch, &slot)) != SX_OK && s != SX_E_NOMEM) {
+    if (s == SX_OK && (s = nn_loaded_graph(m, batch)) != SX_OK && s != SX_E_NOMEM) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", sx_last_error());
         s = sx_error(SX_E_FORMAT, "%s: not a model's graph for batch %lld: %s", path,
                      (long long)batch, msg);
     }
-    if (s == SX_OK) {
-        /* judge x and y before reading anything from them: x is an input (batch, example
-         * shape) with an example of rank 1..7 (sx_nn_input's), y is (batch, classes) of x's
-         * dtype */
-        const sx_cg_node *x = m->graphs[slot].x, *y = m->graphs[slot].y;
-        int xr = sx_cg_node_rank(x), yr = sx_cg_node_rank(y);
-        const int64_t *xs = sx_cg_node_shape(x), *ys = sx_cg_node_shape(y);
-        if (sx_cg_node_op(x) != SX_OP_INPUT || xr < 2 || xs[0] != batch || yr != 2 ||
-            ys[0] != batch || ys[1] != m->classes || sx_cg_node_dtype(y) != sx_cg_node_dtype(x)) {
-            char a[128], b[128];
-            s = sx_error(SX_E_FORMAT,
-                         "%s: not a model's x and y: x is %s %s %s, y %s %s (want x an input "
-                         "(%lld, example) and y (%lld,%lld) of its dtype)",
-                         path, sx_cg_op_name(sx_cg_node_op(x)), sx_dtype_name(sx_cg_node_dtype(x)),
-                         sx_shape_str(xr, xs, a, sizeof a), sx_dtype_name(sx_cg_node_dtype(y)),
-                         sx_shape_str(yr, ys, b, sizeof b), (long long)batch, (long long)batch,
-                         (long long)m->classes);
-        } else {
-            m->rank = xr - 1;
-            m->dtype = sx_cg_node_dtype(x);
-            memcpy(m->shape, xs + 1, (size_t)m->rank * sizeof *m->shape);
-        }
-    }
+    if (s == SX_OK)
+        s = loaded_io(path, m);
     if (s != SX_OK) {
-        sx_nn_loaded_free(m);
+        sx_nn_model_free(m);
         return s;
     }
     *out = m;
     return SX_OK;
-}
-
-int sx_nn_loaded_input_rank(const sx_nn_loaded *m)
-{
-    return m != NULL ? m->rank : 0;
-}
-
-const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m)
-{
-    return m != NULL ? m->shape : NULL;
-}
-
-int64_t sx_nn_loaded_classes(const sx_nn_loaded *m)
-{
-    return m != NULL ? m->classes : 0;
-}
-
-double sx_nn_loaded_input_scale(const sx_nn_loaded *m)
-{
-    return m != NULL ? m->input_scale : 0;
-}
-
-sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m)
-{
-    return m != NULL ? m->dtype : (sx_dtype)-1;
-}
-
-sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out)
-{
-    const char *who = "sx_nn_loaded_predict";
-    if (m == NULL || x == NULL || out == NULL)
-        return sx_error(SX_E_ARG, "%s: NULL argument", who);
-    int64_t n = x->rank > 0 ? x->shape[0] : 0;
-    if (n < 1 || n > m->batch)
-        return sx_error(SX_E_SHAPE, "%s: %lld examples (want 1..%lld)", who, (long long)n,
-                        (long long)m->batch);
-    /* out must be (n, classes) of the model's dtype exactly, checked before running */
-    int64_t want[2] = {n, m->classes};
-    if (out->dtype != m->dtype)
-        return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
-                        sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
-    if (!sx_shape_equal(out->rank, out->shape, 2, want)) {
-        char a[160], b[64];
-        return sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
-                        sx_shape_str(out->rank, out->shape, a, sizeof a),
-                        sx_shape_str(2, want, b, sizeof b));
-    }
-    int slot = 0;
-    SX_TRY(loaded_graph(m, n, &slot));
-    sx_cg_graph *g = m->graphs[slot].g;
-    SX_TRY(sx_cg_input_set(g, m->graphs[slot].x, x, SX_CG_BORROW));
-    SX_TRY(sx_cg_eval(g, 1, &m->graphs[slot].y));
-    return sx_tensor_copy_out(sx_cg_value(m->graphs[slot].y), out);
 }

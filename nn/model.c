@@ -9,24 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-struct sx_nn_model {
-    sx_nn_net *net;
-    bool train;
-    int64_t batch;
-    sx_nn_train_params params;
-    sx_cg_graph *g;
-    nn_build b;
-    sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
-    sx_cg_node **outs;
-    int n_outs;
-    int n_layers; /* the network's layers when the model was made (b.param_nodes has as many) */
-    sx_nn_compile_report report;
-    sx_nn_model *smaller[4]; /* inference graphs for smaller batches, made on demand */
-    void *lend;              /* arena lent by another model (nn_compile_infer_lent), or NULL */
-    bool sibling;            /* one of another model's smaller graphs */
-    size_t lend_bytes;
-};
-
 /* Values of the inputs, for eager graphs (which compute while they are built). */
 typedef struct feed {
     const sx_tensor *x, *y;
@@ -106,12 +88,16 @@ void sx_nn_model_free(sx_nn_model *m)
         return;
     sx_nn_net *net = m->net;
     bool train = m->train;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NN_SMALLER; i++)
         sx_nn_model_free(m->smaller[i]);
     nn_build_free(&m->b);
     sx_cg_graph_free(m->g);
     sx_free(m->outs);
+    if (!m->sibling)
+        sx_cg_file_free(m->file);
     sx_free(m);
+    if (net == NULL) /* a loaded model */
+        return;
     net->n_models--;
     if (train)
         net->n_train_models--;
@@ -135,6 +121,9 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m)
 static sx_status ensure_states(sx_nn_net *net, nn_param *p, sx_optim_kind kind)
 {
     int ns = sx_optim_n_states(kind);
+    if (ns > NN_MAX_STATES) /* an optimiser's bug: raise NN_MAX_STATES */
+        return sx_error(SX_E_STATE, "nn: optimiser %s keeps %d states per parameter (at most %d)",
+                        sx_optim_name(kind), ns, NN_MAX_STATES);
     bool fresh = p->state_kind != kind;
     for (int k = 0; k < NN_MAX_STATES; k++) {
         if ((fresh || k >= ns) && p->state[k] != NULL) {
@@ -446,6 +435,13 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     m->batch = batch;
     m->params = params;
     m->n_layers = net->n_layers;
+    m->dtype = net->dtype;
+    const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    if (in != NULL) {
+        m->in_rank = in->rank;
+        memcpy(m->in_shape, in->shape, sizeof m->in_shape);
+    }
+    m->classes = last != NULL && last->rank == 1 ? last->shape[0] : 0;
     net->n_models++;
     if (train) {
         net->n_train_models++;
@@ -513,9 +509,9 @@ static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_ten
 {
     if (t == NULL)
         return sx_error(SX_E_ARG, "%s: NULL tensor", who);
-    if (t->dtype != m->net->dtype)
-        return sx_error(SX_E_DTYPE, "%s: the batch is %s, the network %s", who,
-                        sx_dtype_name(t->dtype), sx_dtype_name(m->net->dtype));
+    if (t->dtype != m->dtype)
+        return sx_error(SX_E_DTYPE, "%s: the batch is %s, the model %s", who,
+                        sx_dtype_name(t->dtype), sx_dtype_name(m->dtype));
     bool ok = t->rank == rank && t->shape[0] == rows;
     for (int i = 1; ok && i < rank; i++)
         ok = t->shape[i] == shape[i];
@@ -590,6 +586,50 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
     return s;
 }
 
+sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
+{
+    for (int i = 0; i < NN_SMALLER; i++)
+        if (m->smaller[i] != NULL && m->smaller[i]->batch == n) {
+            *out = m->smaller[i];
+            return SX_OK;
+        }
+    int slot = 0;
+    for (int i = 0; i < NN_SMALLER; i++)
+        if (m->smaller[i] == NULL) {
+            slot = i;
+            break;
+        }
+    sx_nn_model_free(m->smaller[slot]);
+    m->smaller[slot] = NULL;
+    if (m->net != NULL) {
+        /* in m's arena: the two never run at the same time */
+        size_t bytes = 0;
+        void *lend = sx_cg_arena(m->g, &bytes);
+        SX_TRY(
+            compile_infer("sx_nn_model_predict", m->net, n, lend, bytes, true, &m->smaller[slot]));
+    } else {
+        sx_nn_model *s = sx_calloc(1, sizeof *s);
+        if (s == NULL)
+            return SX_E_NOMEM;
+        *s = (sx_nn_model){.file = m->file,
+                           .sibling = true,
+                           .batch = n,
+                           .dtype = m->dtype,
+                           .in_rank = m->in_rank,
+                           .classes = m->classes,
+                           .input_scale = m->input_scale};
+        memcpy(s->in_shape, m->in_shape, sizeof s->in_shape);
+        sx_status st = nn_loaded_graph(s, n);
+        if (st != SX_OK) {
+            sx_nn_model_free(s);
+            return st;
+        }
+        m->smaller[slot] = s;
+    }
+    *out = m->smaller[slot];
+    return SX_OK;
+}
+
 sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out)
 {
     const char *who = "sx_nn_model_predict";
@@ -601,33 +641,50 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
                         (long long)m->batch);
     if (m->train)
         return sx_error(SX_E_ARG, "%s: a training model (compile for inference)", who);
-    if (n < m->batch) {
-        /* a graph for this batch size, kept for the next call (the last batch of a set) */
-        int slot = -1;
-        for (int i = 0; i < 4 && slot < 0; i++)
-            if (m->smaller[i] != NULL && m->smaller[i]->batch == n)
-                slot = i;
-        if (slot < 0) {
-            slot = 0;
-            for (int i = 0; i < 4; i++)
-                if (m->smaller[i] == NULL) {
-                    slot = i;
-                    break;
-                }
-            sx_nn_model_free(m->smaller[slot]);
-            m->smaller[slot] = NULL;
-            /* in m's arena: the two never run at the same time */
-            size_t bytes = 0;
-            void *lend = sx_cg_arena(m->g, &bytes);
-            SX_TRY(compile_infer("sx_nn_model_predict", m->net, n, lend, bytes, true,
-                                 &m->smaller[slot]));
-        }
-        return sx_nn_model_predict(m->smaller[slot], x, out);
+    /* out must be (n, classes) of the model's dtype exactly, checked before running */
+    int64_t want[2] = {n, m->classes}, xs[SX_MAX_RANK];
+    if (out->dtype != m->dtype)
+        return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
+                        sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
+    if (!sx_shape_equal(out->rank, out->shape, 2, want)) {
+        char a[160], b[64];
+        return sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
+                        sx_shape_str(out->rank, out->shape, a, sizeof a),
+                        sx_shape_str(2, want, b, sizeof b));
     }
-    SX_TRY(check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
-    SX_TRY(check_batch(who, m, out, 2, sx_cg_node_shape(m->out), m->batch));
-    SX_TRY(sx_cg_input_set(m->g, m->x, x, SX_CG_BORROW));
-    SX_TRY(invalidate_params(m));
-    SX_TRY(sx_cg_eval(m->g, 1, &m->out));
-    return sx_tensor_copy_out(sx_cg_value(m->out), out);
+    xs[0] = n;
+    memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    SX_TRY(check_batch(who, m, x, m->in_rank + 1, xs, n));
+    sx_nn_model *r = m;
+    if (n < m->batch) /* a graph for this batch size, kept for the next call */
+        SX_TRY(nn_model_smaller(m, n, &r));
+    SX_TRY(sx_cg_input_set(r->g, r->x, x, SX_CG_BORROW));
+    SX_TRY(invalidate_params(r));
+    SX_TRY(sx_cg_eval(r->g, 1, &r->out));
+    return sx_tensor_copy_out(sx_cg_value(r->out), out);
+}
+
+int sx_nn_model_input_rank(const sx_nn_model *m)
+{
+    return m != NULL ? m->in_rank : 0;
+}
+
+const int64_t *sx_nn_model_input_shape(const sx_nn_model *m)
+{
+    return m != NULL ? m->in_shape : NULL;
+}
+
+int64_t sx_nn_model_classes(const sx_nn_model *m)
+{
+    return m != NULL ? m->classes : 0;
+}
+
+double sx_nn_model_input_scale(const sx_nn_model *m)
+{
+    return m == NULL ? 0 : m->net != NULL ? m->net->input_scale : m->input_scale;
+}
+
+sx_dtype sx_nn_model_dtype(const sx_nn_model *m)
+{
+    return m != NULL ? m->dtype : (sx_dtype)-1;
 }

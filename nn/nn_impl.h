@@ -4,30 +4,19 @@
 
 #include "sx_nn.h"
 
-#define NN_MAX_IN 16    /* inputs of a merge layer */
-#define NN_MAX_PARAMS 4 /* tensors a layer keeps: weight, bias / gamma, beta, running stats */
-#define NN_MAX_STATES 2 /* optimiser states per parameter */
+/* Limits, each checked where a layer is made: inputs of a merge layer (nn_layer_begin); tensors
+ * a layer keeps, e.g. weight and bias, or gamma, beta and running statistics, room for an
+ * attention layer's four projections and biases (nn_layer_add_param); optimiser states per
+ * parameter (ensure_states in model.c). */
+#define NN_MAX_IN 16
+#define NN_MAX_PARAMS 8
+#define NN_MAX_STATES 2
 
+/* Layer kinds, one per row of layers.def. */
 typedef enum {
-    L_INPUT,
-    L_CONV2D,
-    L_MAXPOOL,
-    L_AVGPOOL,
-    L_GMAXPOOL,
-    L_GAVGPOOL,
-    L_DROPOUT,
-    L_DENSE,
-    L_ACT,
-    L_BATCHNORM,
-    L_RESHAPE,
-    L_PAD2D,
-    L_UPSAMPLE,
-    L_LAMBDA,
-    L_ADD,
-    L_MUL,
-    L_MAX,
-    L_AVERAGE,
-    L_CONCAT,
+#define X(kind, ops) L_##kind,
+#include "layers.def"
+#undef X
     L_KIND_COUNT
 } nn_kind;
 
@@ -42,23 +31,43 @@ typedef struct nn_param {
     sx_optim_kind state_kind;        /* which optimiser the state belongs to */
 } nn_param;
 
+typedef struct nn_build nn_build;
+
+/* The interface of a layer kind: one constant per kind, defined in the kind's file and listed in
+ * layers.def. A layer is made by its public constructor (in the same file), which calls
+ * nn_layer_begin, checks its options, writes its output shape (l->rank, l->shape, batch axis
+ * excluded) and its options (l->attr, a struct of attr_size bytes of its own), adds its
+ * parameters with nn_layer_add_param, and ends with nn_layer_finish. Afterwards only these
+ * functions see the layer:
+ * - forward: the layer's output node (batch axis first) from its inputs' nodes in[0..n_in-1],
+ *   for b->mode (NN_TRAIN or NN_INFER); parameters through nn_param_node_of(b, l, k). A layer
+ *   ending in a softmax activation writes the node before it to *pre_softmax (the loss folds the
+ *   softmax in); others leave it NULL. NULL on failure (the graph's status, or b->err).
+ * - describe: its options in a few words for sx_nn_net_print ("5x5 /1 same relu"), "" if none.
+ * Saving needs no function of its own: a model file holds the graph forward builds (each op's
+ * attributes in it), a checkpoint the parameters by name. */
+typedef struct nn_layer_ops {
+    const char *name; /* default layer names: name_1, name_2, ... */
+    size_t attr_size; /* bytes of the kind's options (l->attr), 0 for none */
+    sx_cg_node *(*forward)(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
+                           sx_cg_node **pre_softmax);
+    void (*describe)(const sx_nn_layer *l, char *buf, size_t size);
+} nn_layer_ops;
+
+#define X(kind, ops) extern const nn_layer_ops ops;
+#include "layers.def"
+#undef X
+
 struct sx_nn_layer {
     nn_kind kind;
+    const nn_layer_ops *ops;
     char name[64];
+    int index; /* position in the network */
     int n_in;
     sx_nn_layer *in[NN_MAX_IN];
     int rank; /* output shape without the batch axis */
     int64_t shape[SX_MAX_RANK];
-    sx_nn_act act;
-    double act_param;
-    int kh, kw, stride;
-    sx_padding padding;
-    double rate, momentum, eps;
-    bool flatten; /* dense over the flattened input */
-    int pads[4];  /* top, bottom, left, right */
-    int up[2];
-    sx_nn_lambda_fn fn;
-    void *ctx;
+    void *attr; /* the kind's options (ops->attr_size bytes, zeroed), owned */
     int n_params;
     nn_param params[NN_MAX_PARAMS];
 };
@@ -86,7 +95,7 @@ struct sx_nn_net {
 
 /* Graph building (forward.c). */
 typedef enum { NN_TRAIN, NN_INFER } nn_mode;
-typedef struct nn_build {
+struct nn_build {
     sx_cg_graph *g;
     nn_mode mode;
     int rng_id;         /* dropout generator of the graph */
@@ -97,7 +106,7 @@ typedef struct nn_build {
     sx_cg_node *
         *param_nodes; /* the graph node of each (layer, param): [layer * NN_MAX_PARAMS + i] */
     sx_status err;    /* a failure the graph does not record (an allocation of these arrays) */
-} nn_build;
+};
 
 /* Build the forward graph from input node x (batch, input shape). *out: the network's output;
  * *logits: the last layer's value before a final softmax (== *out otherwise). The param nodes
@@ -106,7 +115,82 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
                      sx_cg_node **logits);
 /* The graph node of a layer's parameter in this build (NULL before it is made). */
 sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int param);
+/* The graph node of layer l's parameter k, made (borrowing the tensor) on first use. */
+sx_cg_node *nn_param_node_of(nn_build *b, const sx_nn_layer *l, int k);
+/* Remember a node of the build: a dropout mask (re-drawn every step) or a running-statistics
+ * assign (run with the training step). SX_OK or SX_E_NOMEM, also recorded in b->err. */
+sx_status nn_build_add_mask(nn_build *b, sx_cg_node *mask);
+sx_status nn_build_add_update(nn_build *b, sx_cg_node *assign);
 void nn_build_free(nn_build *b);
+
+/* ---------------------------------------------------------------- making layers (net.c) */
+
+/* Start a layer of `kind` for the public function `who`: checks the net and inputs (a NULL input
+ * propagates the network's first error), names it, copies in[0]'s shape as the output's, and
+ * allocates its zeroed attr. NULL on error (recorded in the net). */
+sx_nn_layer *nn_layer_begin(sx_nn_net *net, const char *who, nn_kind kind, int n_in,
+                            sx_nn_layer *const *in);
+/* Append the layer when s is SX_OK and its output shape fits; else free it and record s (its
+ * message prefixed with who). Returns the layer or NULL. */
+sx_nn_layer *nn_layer_finish(sx_nn_net *net, const char *who, sx_nn_layer *l, sx_status s);
+/* Record an error on the network (the first wins); returns NULL. */
+sx_nn_layer *nn_layer_fail(sx_nn_net *net, sx_status s);
+/* Add a parameter tensor "<layer>.<what>" of the given shape to l, filled with `fill`, or with
+ * the network's initialiser (fan_in, fan_out as for a dense layer) when fill is NAN. */
+sx_status nn_layer_add_param(sx_nn_net *net, sx_nn_layer *l, const char *what, int rank,
+                             const int64_t *shape, double fill, int64_t fan_in, int64_t fan_out,
+                             bool trainable, bool regularised);
+/* True when dims are >= 1 and the element count's bytes fit in int64 (batch axis checked at
+ * compile time). */
+bool nn_shape_fits(int rank, const int64_t *shape);
+/* A shape given by the user: rank 1..SX_MAX_RANK-1, dims >= 1, an element count that fits. */
+sx_status nn_user_shape(const char *who, const char *name, int rank, const int64_t *shape);
+
+/* ---------------------------------------------------------------- activations (activation.c) */
+
+bool nn_act_ok(sx_nn_act act);
+/* The parameter an activation takes when none is given: leaky_relu's slope, elu's alpha. */
+double nn_act_default_param(sx_nn_act act);
+/* y = act(x) (x itself for SX_ACT_NONE); NULL when x is NULL. */
+sx_cg_node *nn_activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double param);
+/* The output of a layer ending in activation act over its pre-activation y: *pre_softmax = y
+ * when act is softmax. */
+sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, double param,
+                             sx_cg_node **pre_softmax);
+
+#define NN_SMALLER 4 /* graphs for smaller batches a model keeps */
+
+/* A model: a compiled graph over a network (net, training or inference), or a model file's
+ * graph (file, inference only); both predict through the same path. */
+struct sx_nn_model {
+    sx_nn_net *net;   /* the network it borrows, or NULL for a loaded model */
+    sx_cg_file *file; /* a loaded model's file (owned unless sibling), else NULL */
+    bool train;
+    int64_t batch;
+    int in_rank; /* the input without the batch axis */
+    int64_t in_shape[SX_MAX_RANK];
+    int64_t classes;
+    double input_scale; /* a loaded model's (a network's lives in the network) */
+    sx_dtype dtype;
+    sx_nn_train_params params;
+    sx_cg_graph *g;
+    nn_build b;
+    sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
+    sx_cg_node **outs;
+    int n_outs;
+    int n_layers; /* the network's layers when the model was made (b.param_nodes has as many) */
+    sx_nn_compile_report report;
+    sx_nn_model *smaller[NN_SMALLER]; /* inference graphs for smaller batches, made on demand */
+    void *lend;   /* arena lent by another model (nn_compile_infer_lent), or NULL */
+    bool sibling; /* one of another model's smaller graphs */
+    size_t lend_bytes;
+};
+
+/* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
+ * network, planned in m's arena, or the file). */
+sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
+/* The frozen inference graph of a loaded model's file for batches of n into m (g, x, out). */
+sx_status nn_loaded_graph(sx_nn_model *m, int64_t n);
 
 /* One training step without the compiler (model.c). */
 sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_tensor *x,

@@ -6,8 +6,12 @@
  *     sx_nn_net_new("mnist", SX_F32, 42, &net);           // name, dtype, seed of every draw
  *     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
  *     x = sx_nn_lambda(net, x, scale_by_1_256, NULL, "x/256");
- *     x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
- *     x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+ *     sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(32, 5, 5); // filters, kernel
+ *     conv.conv.padding = SX_PAD_SAME;
+ *     conv.act = SX_ACT_RELU;
+ *     x = sx_nn_conv2d(net, x, &conv);
+ *     sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);  // stride 2, VALID
+ *     x = sx_nn_max_pool2d(net, x, &pool);
  *     x = sx_nn_dropout(net, x, 0.1);
  *     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
  *     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
@@ -130,13 +134,34 @@ const int64_t *sx_nn_layer_shape(const sx_nn_layer *l);
 /* ---------------------------------------------------------------- layers */
 
 sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape);
-/* kernel kh x kw, `filters` output channels, stride in both directions, SAME or VALID */
-sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int filters, int stride,
-                          sx_padding padding, sx_nn_act act);
-sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int stride,
-                              sx_padding padding);
-sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, int kh, int kw, int stride,
-                              sx_padding padding);
+/* A 2-d convolution layer over (h,w,c): y = act(conv2d(x, kernel) + bias), kernel
+ * (kernel_h, kernel_w, c, filters), bias (filters). `conv` is the op's own parameter struct
+ * (tensor/sx_tensor.h): strides and padding, judged by sx_conv2d_shape (its errors, e.g.
+ * SX_E_ARG for a stride < 1 or a padding the op does not take). Turn the bias off before a
+ * batch norm, which has its own shift. */
+typedef struct sx_nn_conv2d_params {
+    int filters;            /* output channels, >= 1 */
+    int kernel_h, kernel_w; /* >= 1 */
+    sx_conv2d_params conv;  /* stride 1 x 1, SX_PAD_VALID */
+    bool bias;              /* true */
+    sx_nn_act act;          /* SX_ACT_NONE */
+} sx_nn_conv2d_params;
+
+sx_nn_conv2d_params sx_nn_conv2d_params_default(int filters, int kernel_h, int kernel_w);
+/* p NULL, a kernel or filters < 1, an unknown activation: SX_E_ARG; an input not (h,w,c):
+ * SX_E_RANK; a kernel or output with too many elements: SX_E_SHAPE. */
+sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_conv2d_params *p);
+
+/* Max and average pooling over windows of (h,w,c). `pool` is the op's own parameter struct
+ * (tensor/sx_tensor.h: kernel, strides, padding), judged by sx_pool2d_shape. */
+typedef struct sx_nn_pool2d_params {
+    sx_pool2d_params pool; /* stride = the kernel, SX_PAD_VALID */
+} sx_nn_pool2d_params;
+
+sx_nn_pool2d_params sx_nn_pool2d_params_default(int kernel_h, int kernel_w);
+/* p NULL: SX_E_ARG; an input not (h,w,c): SX_E_RANK; sx_pool2d_shape's errors. */
+sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
+sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
 sx_nn_layer *sx_nn_global_max_pool(sx_nn_net *net, sx_nn_layer *in); /* (h,w,c) -> (c) */
 sx_nn_layer *sx_nn_global_avg_pool(sx_nn_net *net, sx_nn_layer *in);
 /* Inverted dropout in training (drop with probability rate, scale the rest), identity at
@@ -153,8 +178,17 @@ sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act,
 /* Batch normalisation over every axis but the last (channels): in training, batch statistics,
  * with running averages (momentum m: r <- m r + (1 - m) batch; the variance averaged is the
  * unbiased one, count / (count - 1) times the biased variance the batch is normalised with, as
- * in PyTorch and Keras) kept in the network; at inference the running averages. */
-sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, double momentum, double eps);
+ * in PyTorch and Keras) kept in the network; at inference the running averages. Then, when
+ * affine, y = gamma xhat + beta with learned gamma, beta (channels). */
+typedef struct sx_nn_batch_norm_params {
+    double momentum; /* 0 <= m < 1: 0.99 (Keras's; PyTorch's momentum 0.1 is m = 0.9) */
+    double eps;      /* added to the variance, > 0: 1e-3 */
+    bool affine;     /* learned scale and shift: true */
+} sx_nn_batch_norm_params;
+
+sx_nn_batch_norm_params sx_nn_batch_norm_params_default(void);
+/* p NULL: the defaults. A bad momentum or eps: SX_E_ARG; an input of rank 0: SX_E_RANK. */
+sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_batch_norm_params *p);
 sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in);
 sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape);
 /* zero padding of the two spatial axes of (h,w,c): top, bottom, left, right */
@@ -223,7 +257,7 @@ sx_nn_train_params sx_nn_train_params_default(void);
 
 /* ---------------------------------------------------------------- the neural compiler */
 
-typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network */
+typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network, or a loaded model */
 
 typedef struct sx_nn_compile_report {
     int64_t nodes_before, nodes_after, edges_before, edges_after;
@@ -254,8 +288,19 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * Writes the batch loss and the number of correct predictions (argmax) when not NULL. */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
-/* Outputs (n, classes) for x (n, input shape), n <= the compiled batch. */
+/* Outputs (n, classes) for x (n, input shape), n <= the compiled (or loaded) batch; a smaller
+ * n runs a graph of its own size, made on first use and kept. x must be of the model's dtype
+ * and input shape, `out` (n, classes) of its dtype: another shape, even of as many elements, is
+ * SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a training model is
+ * SX_E_ARG. */
 sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+/* A model's input shape (without the batch axis), number of outputs, the factor from pixel
+ * bytes to its input values (a compiled model's is its network's), and dtype. */
+int sx_nn_model_input_rank(const sx_nn_model *m);
+const int64_t *sx_nn_model_input_shape(const sx_nn_model *m);
+int64_t sx_nn_model_classes(const sx_nn_model *m);
+double sx_nn_model_input_scale(const sx_nn_model *m);
+sx_dtype sx_nn_model_dtype(const sx_nn_model *m);
 
 /* ---------------------------------------------------------------- training loop */
 
@@ -296,26 +341,15 @@ sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
  * running statistics, in a versioned, checksummed file written atomically. */
 sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
 /* A saved model, loaded without the network definition, for batches of up to `batch`
- * examples. The file is judged as sx_cg_file_read judges it (every field, every node through
- * its shape rule), then as a model: metadata strix.kind "model", input_scale a finite number,
- * classes a plain decimal count >= 1; outputs x, an input (batch, example) with an example of
- * rank 1..7, and y, (batch, classes) of x's dtype. Errors (*out = NULL): SX_E_ARG (NULL,
- * batch < 1), SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file),
- * SX_E_UNSUPPORTED (a newer format), SX_E_NOMEM. */
-typedef struct sx_nn_loaded sx_nn_loaded;
-sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_loaded **out) SX_NODISCARD;
-void sx_nn_loaded_free(sx_nn_loaded *m);
-/* Input shape (without batch) and number of outputs of a loaded model. */
-int sx_nn_loaded_input_rank(const sx_nn_loaded *m);
-const int64_t *sx_nn_loaded_input_shape(const sx_nn_loaded *m);
-int64_t sx_nn_loaded_classes(const sx_nn_loaded *m);
-double sx_nn_loaded_input_scale(const sx_nn_loaded *m);
-/* The dtype of the model's inputs and outputs (that of the saved network). */
-sx_dtype sx_nn_loaded_dtype(const sx_nn_loaded *m);
-/* Outputs (n, classes) for x (n, input shape), n <= the batch given to sx_nn_load. `out` must
- * be (n, classes) of the model's dtype: another shape, even of as many elements, is SX_E_SHAPE
- * naming both shapes, another dtype SX_E_DTYPE (out unchanged). */
-sx_status sx_nn_loaded_predict(sx_nn_loaded *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+ * examples: an inference model like sx_nn_compile_infer's (sx_nn_model_predict, the accessors
+ * below, sx_nn_model_free; sx_nn_model_step refuses it with SX_E_ARG; its report is zero).
+ * The file is judged as sx_cg_file_read judges it (every field, every node through its shape
+ * rule), then as a model: metadata strix.kind "model", input_scale a finite number, classes a
+ * plain decimal count >= 1; outputs x, an input (batch, example) with an example of rank 1..7,
+ * and y, (batch, classes) of x's dtype. Errors (*out = NULL): SX_E_ARG (NULL, batch < 1),
+ * SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file), SX_E_UNSUPPORTED (a
+ * newer format), SX_E_NOMEM. */
+sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODISCARD;
 
 #ifdef __cplusplus
 }

@@ -165,14 +165,9 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     return s;
 }
 
-sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx_ds_images *train,
-                      const sx_ds_images *test, sx_nn_train_report *report)
+/* The network against the data: an input of the images' shape, one output per class. */
+static sx_status check_fit(const char *who, const sx_nn_net *net, const sx_ds_images *train)
 {
-    const char *who = "sx_nn_train";
-    if (net == NULL || train == NULL)
-        return sx_error(SX_E_ARG, "%s: NULL network or training set", who);
-    sx_nn_train_params p = params ? *params : sx_nn_train_params_default();
-    SX_TRY(check_params(&p));
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (in == NULL || last == NULL || last->rank != 1)
         return sx_error(SX_E_STATE, "%s: the network needs an input and a (batch, classes) output",
@@ -188,143 +183,203 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
                         who, (long long)in->shape[0], (long long)in->shape[1],
                         (long long)in->shape[2], (long long)train->h, (long long)train->w,
                         (long long)train->c);
+    return SX_OK;
+}
 
+/* One training run: the network, its parameters, the data and what the steps share. */
+typedef struct run {
+    const char *who;
+    sx_nn_net *net;
+    sx_nn_train_params p;
+    const sx_ds_images *test;
+    sx_nn_model *model;   /* the compiled graph for full batches (NULL when eager) */
+    sx_nn_model *partial; /* the graph for the last, smaller batch, made when first needed */
+    sx_ds_batcher *batches;
+    sx_tensor *x, *y;  /* (batch, h, w, c), (batch, classes) */
+    int64_t per_epoch; /* batches per epoch */
+    bool tty;
+    double train_time;
     sx_nn_train_report rep;
-    memset(&rep, 0, sizeof rep);
-    rep.test_accuracy = -1;
-    int64_t B = p.batch;
-    sx_nn_model *model = NULL, *partial = NULL;
-    sx_ds_batcher *batches = NULL;
-    sx_tensor *x = NULL, *y = NULL;
+} run;
+
+/* The batcher and batch tensors, the resumed checkpoint (when p.checkpoint_path exists), and
+ * the compiled model. */
+static sx_status run_start(run *r, const sx_ds_images *train)
+{
+    sx_nn_net *net = r->net;
+    int64_t B = r->p.batch;
     int64_t xs[4] = {B, train->h, train->w, train->c}, ys[2] = {B, train->classes};
     sx_ds_batcher_params bp = sx_ds_batcher_params_default();
     bp.batch_size = B;
-    bp.shuffle = p.shuffle;
+    bp.shuffle = r->p.shuffle;
     bp.seed = net->seed;
     bp.scale = net->input_scale;
-    sx_status s = sx_ds_batcher_new(train, &bp, &batches);
-    if (s == SX_OK)
-        s = sx_tensor_new(net->dtype, 4, xs, &x);
-    if (s == SX_OK)
-        s = sx_tensor_new(net->dtype, 2, ys, &y);
+    SX_TRY(sx_ds_batcher_new(train, &bp, &r->batches));
+    SX_TRY(sx_tensor_new(net->dtype, 4, xs, &r->x));
+    SX_TRY(sx_tensor_new(net->dtype, 2, ys, &r->y));
     /* a training model of another optimiser alive over net: refused before a checkpoint's
      * optimiser state replaces the one it borrows */
-    if (s == SX_OK)
-        s = nn_check_train_kind(net, p.optim.kind, who);
-    /* resume */
-    if (s == SX_OK && p.checkpoint_path != NULL && access(p.checkpoint_path, F_OK) == 0) {
-        s = nn_checkpoint_load(net, &p, p.checkpoint_path);
-        if (s == SX_OK && p.verbose > 0)
-            fprintf(stderr, "resuming from %s at epoch %lld, step %lld\n", p.checkpoint_path,
+    SX_TRY(nn_check_train_kind(net, r->p.optim.kind, r->who));
+    const char *ck = r->p.checkpoint_path;
+    if (ck != NULL && access(ck, F_OK) == 0) {
+        SX_TRY(nn_checkpoint_load(net, &r->p, ck));
+        if (r->p.verbose > 0)
+            fprintf(stderr, "resuming from %s at epoch %lld, step %lld\n", ck,
                     (long long)net->epoch + 1, (long long)net->step);
     }
-    if (s == SX_OK && !p.eager) {
-        s = sx_nn_compile_train(net, &p, B, &model);
-        if (s == SX_OK)
-            rep.compile = sx_nn_model_report(model);
-        if (s == SX_OK && p.profile)
-            sx_cg_profile_enable(sx_nn_model_graph(model), true);
+    if (!r->p.eager) {
+        SX_TRY(sx_nn_compile_train(net, &r->p, B, &r->model));
+        r->rep.compile = sx_nn_model_report(r->model);
+        if (r->p.profile)
+            sx_cg_profile_enable(sx_nn_model_graph(r->model), true);
     }
+    r->per_epoch = sx_ds_batcher_batches(r->batches);
+    return SX_OK;
+}
+
+/* One step on the batch x, y of `count` rows: the compiled graph (or, for a smaller last
+ * batch, one of its size; or an eager graph), then the step counters. */
+static sx_status run_step(run *r, sx_tensor *x, sx_tensor *y, int64_t count, double *loss)
+{
+    sx_nn_net *net = r->net;
+    double lr = scheduled_lr(&r->p, net->step, net->epoch);
+    int64_t step = net->step + 1;
+    if (r->p.eager) {
+        SX_TRY(nn_eager_step(net, &r->p, x, y, lr, step, loss, NULL));
+    } else if (count == r->p.batch) {
+        SX_TRY(sx_nn_model_step(r->model, x, y, lr, step, loss, NULL));
+    } else {
+        if (r->partial == NULL)
+            SX_TRY(sx_nn_compile_train(net, &r->p, count, &r->partial));
+        SX_TRY(sx_nn_model_step(r->partial, x, y, lr, step, loss, NULL));
+    }
+    if (!isfinite(*loss))
+        return sx_error(SX_E_RANGE,
+                        "%s: the loss became %g at step %lld (lower the learning rate?)", r->who,
+                        *loss, (long long)step);
+    net->step = step;
+    net->epoch_step++;
+    r->rep.steps++;
+    return SX_OK;
+}
+
+/* After a step: a checkpoint every p.checkpoint_every steps (its time not counted in *t0's
+ * epoch), and on Ctrl-C a last checkpoint and SX_E_INTERRUPTED. */
+static sx_status run_after_step(run *r, double *t0)
+{
+    sx_nn_net *net = r->net;
+    const char *ck = r->p.checkpoint_path;
+    if (ck != NULL && r->p.checkpoint_every > 0 && net->step % r->p.checkpoint_every == 0) {
+        double c0 = now();
+        sx_status s = nn_checkpoint_save(net, &r->p, ck);
+        *t0 += now() - c0;
+        SX_TRY(s);
+    }
+    if (!interrupted)
+        return SX_OK;
+    if (ck != NULL)
+        SX_TRY(nn_checkpoint_save(net, &r->p, ck));
+    return sx_error(SX_E_INTERRUPTED, "%s: interrupted at step %lld%s%s", r->who,
+                    (long long)net->step, ck ? "; checkpoint written to " : "", ck ? ck : "");
+}
+
+/* The batches of the network's current epoch (after those a mid-epoch checkpoint has done);
+ * *loss_sum and *seen: the loss summed over the examples, and their number. */
+static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
+{
+    sx_nn_net *net = r->net;
+    SX_TRY(sx_ds_batcher_set_epoch(r->batches, net->epoch));
+    /* mid-epoch resume: skip the batches already trained on */
+    int64_t done_in_epoch = net->epoch_step, count = 0;
+    if (done_in_epoch > r->per_epoch)
+        return sx_error(SX_E_STATE,
+                        "%s: the network stopped %lld steps into an epoch of %lld: resume with "
+                        "the data and batch size it was trained with",
+                        r->who, (long long)done_in_epoch, (long long)r->per_epoch);
+    for (int64_t k = 0; k < done_in_epoch; k++)
+        SX_TRY(sx_ds_batcher_next(r->batches, NULL, NULL, &count));
+    double t0 = now();
+    int64_t i = done_in_epoch;
+    sx_status s;
+    while ((s = sx_ds_batcher_next(r->batches, r->x, r->y, &count)) == SX_OK && count > 0) {
+        sx_tensor xv = rows_view(r->x, count), yv = rows_view(r->y, count);
+        double loss = 0;
+        if ((s = run_step(r, &xv, &yv, count, &loss)) != SX_OK)
+            break;
+        i++;
+        *seen += count;
+        *loss_sum += loss * (double)count;
+        double el = now() - t0, ips = el > 0 ? (double)*seen / el : 0;
+        double eta = ips > 0 ? (double)(r->per_epoch - i) * (double)r->p.batch / ips : 0;
+        progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, eta);
+        if ((s = run_after_step(r, &t0)) != SX_OK)
+            break;
+    }
+    r->train_time += now() - t0;
+    return s;
+}
+
+/* One epoch: its batches, then the epoch's checkpoint (when checkpoint_every is 0) and the
+ * test accuracy. */
+static sx_status run_epoch(run *r)
+{
+    sx_nn_net *net = r->net;
+    double loss_sum = 0;
+    int64_t seen = 0;
+    SX_TRY(run_epoch_batches(r, &loss_sum, &seen));
+    net->epoch++;
+    net->epoch_step = 0;
+    r->rep.last_loss = seen > 0 ? loss_sum / (double)seen : 0;
+    if (r->p.checkpoint_path != NULL && r->p.checkpoint_every == 0)
+        SX_TRY(nn_checkpoint_save(net, &r->p, r->p.checkpoint_path));
+    if (r->test != NULL) {
+        /* the training graph is idle: the evaluation plans in its arena */
+        SX_TRY(nn_evaluate(net, r->test, r->p.batch, r->model, &r->rep.test_accuracy));
+        if (r->p.verbose > 0)
+            fprintf(stderr, "epoch %lld: loss %.4f, test accuracy %.2f%%\n", (long long)net->epoch,
+                    r->rep.last_loss, 100 * r->rep.test_accuracy);
+    }
+    return SX_OK;
+}
+
+sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx_ds_images *train,
+                      const sx_ds_images *test, sx_nn_train_report *report)
+{
+    const char *who = "sx_nn_train";
+    if (net == NULL || train == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL network or training set", who);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.who = who;
+    r.net = net;
+    r.test = test;
+    r.p = params ? *params : sx_nn_train_params_default();
+    r.rep.test_accuracy = -1;
+    SX_TRY(check_params(&r.p));
+    SX_TRY(check_fit(who, net, train));
+
+    sx_status s = run_start(&r, train);
     struct sigaction old, sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     interrupted = 0;
     sigaction(SIGINT, &sa, &old);
-    bool tty = isatty(STDERR_FILENO);
-    int64_t per_epoch = batches ? sx_ds_batcher_batches(batches) : 0;
-    double train_time = 0;
-
-    while (s == SX_OK && net->epoch < p.epochs) {
-        s = sx_ds_batcher_set_epoch(batches, net->epoch);
-        /* mid-epoch resume: skip the batches already trained on */
-        int64_t done_in_epoch = net->epoch_step, count = 0;
-        if (s == SX_OK && done_in_epoch > per_epoch)
-            s = sx_error(SX_E_STATE,
-                         "%s: the network stopped %lld steps into an epoch of %lld: resume with "
-                         "the data and batch size it was trained with",
-                         who, (long long)done_in_epoch, (long long)per_epoch);
-        for (int64_t k = 0; s == SX_OK && k < done_in_epoch; k++)
-            s = sx_ds_batcher_next(batches, NULL, NULL, &count);
-        double t0 = now(), loss_sum = 0;
-        int64_t i = done_in_epoch, seen = 0;
-        while (s == SX_OK && (s = sx_ds_batcher_next(batches, x, y, &count)) == SX_OK &&
-               count > 0) {
-            double lr = scheduled_lr(&p, net->step, net->epoch), loss = 0;
-            int64_t step = net->step + 1;
-            sx_tensor xv = rows_view(x, count), yv = rows_view(y, count);
-            if (p.eager) {
-                s = nn_eager_step(net, &p, &xv, &yv, lr, step, &loss, NULL);
-            } else if (count == B) {
-                s = sx_nn_model_step(model, &xv, &yv, lr, step, &loss, NULL);
-            } else {
-                if (partial == NULL)
-                    s = sx_nn_compile_train(net, &p, count, &partial);
-                if (s == SX_OK)
-                    s = sx_nn_model_step(partial, &xv, &yv, lr, step, &loss, NULL);
-            }
-            if (s != SX_OK)
-                break;
-            if (!isfinite(loss)) {
-                s = sx_error(SX_E_RANGE,
-                             "%s: the loss became %g at step %lld (lower the "
-                             "learning rate?)",
-                             who, loss, (long long)step);
-                break;
-            }
-            net->step = step;
-            net->epoch_step++;
-            rep.steps++;
-            i++;
-            seen += count;
-            loss_sum += loss * (double)count;
-            double el = now() - t0, ips = el > 0 ? (double)seen / el : 0;
-            double eta = ips > 0 ? (double)(per_epoch - i) * (double)B / ips : 0;
-            progress(&p, tty, net->epoch, i, per_epoch, loss_sum / (double)seen, ips, eta);
-            if (p.checkpoint_path != NULL && p.checkpoint_every > 0 &&
-                net->step % p.checkpoint_every == 0) {
-                double c0 = now();
-                s = nn_checkpoint_save(net, &p, p.checkpoint_path);
-                t0 += now() - c0;
-            }
-            if (s == SX_OK && interrupted) {
-                if (p.checkpoint_path != NULL)
-                    s = nn_checkpoint_save(net, &p, p.checkpoint_path);
-                if (s == SX_OK)
-                    s = sx_error(SX_E_INTERRUPTED, "%s: interrupted at step %lld%s%s", who,
-                                 (long long)net->step,
-                                 p.checkpoint_path ? "; checkpoint written to " : "",
-                                 p.checkpoint_path ? p.checkpoint_path : "");
-            }
-        }
-        train_time += now() - t0;
-        if (s != SX_OK)
-            break;
-        net->epoch++;
-        net->epoch_step = 0;
-        rep.last_loss = seen > 0 ? loss_sum / (double)seen : 0;
-        if (p.checkpoint_path != NULL && p.checkpoint_every == 0)
-            s = nn_checkpoint_save(net, &p, p.checkpoint_path);
-        if (s == SX_OK && test != NULL) {
-            /* the training graph is idle: the evaluation plans in its arena */
-            s = nn_evaluate(net, test, B, model, &rep.test_accuracy);
-            if (s == SX_OK && p.verbose > 0)
-                fprintf(stderr, "epoch %lld: loss %.4f, test accuracy %.2f%%\n",
-                        (long long)net->epoch, rep.last_loss, 100 * rep.test_accuracy);
-        }
-    }
+    r.tty = isatty(STDERR_FILENO);
+    while (s == SX_OK && net->epoch < r.p.epochs)
+        s = run_epoch(&r);
     sigaction(SIGINT, &old, NULL);
-    if (model != NULL && p.profile) {
+    if (r.model != NULL && r.p.profile) {
         fprintf(stderr, "time per op kind (compiled training graph):\n");
-        sx_cg_profile_print(sx_nn_model_graph(model), 10, stderr);
+        sx_cg_profile_print(sx_nn_model_graph(r.model), 10, stderr);
     }
-    rep.train_seconds = train_time;
+    r.rep.train_seconds = r.train_time;
     if (report != NULL)
-        *report = rep;
-    sx_tensor_free(x);
-    sx_tensor_free(y);
-    sx_ds_batcher_free(batches);
-    sx_nn_model_free(partial);
-    sx_nn_model_free(model);
+        *report = r.rep;
+    sx_tensor_free(r.x);
+    sx_tensor_free(r.y);
+    sx_ds_batcher_free(r.batches);
+    sx_nn_model_free(r.partial);
+    sx_nn_model_free(r.model);
     return s;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 #define BATCH 8
 #define SIDE 28                  /* input SIDE x SIDE x 1 */
@@ -176,7 +177,7 @@ static sx_cg_node *scalar_input(sx_cg_graph *g, const char *name, bool eager, do
 }
 
 /* The forward pass and the mean loss, in the graph's mode (eager: on step s's batch), with the
- * weights borrowed from r, as nn/forward.c builds these layers. */
+ * weights borrowed from r, as nn/conv2d.c, nn/pool.c and nn/dense.c build these layers. */
 static void forward(tgraph *t, run *r, const data *d, int s, bool eager)
 {
     sx_cg_graph *g = t->g;
@@ -385,8 +386,8 @@ static sx_nn_net *nn_net(void)
     sx_nn_net *net = NULL;
     cr_assert_eq(sx_nn_net_new("bits", SX_F32, 3, &net), SX_OK);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){SIDE, SIDE, 1});
-    x = sx_nn_conv2d(net, x, 5, 5, FILTERS, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 5, 5, FILTERS, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.1);
     x = sx_nn_fully_connected(net, x, HIDDEN, SX_ACT_RELU);
     x = sx_nn_linear(net, x, CLASSES, SX_ACT_SOFTMAX);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 static char tmpdir[64];
 
@@ -70,15 +71,15 @@ static sx_nn_net *io_net(sx_dtype dt, uint64_t seed)
     sx_nn_net_set_input_scale(net, 1.0);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){10, 10, 1});
     x = sx_nn_lambda(net, x, affine, affine_ctx, "affine");
-    sx_nn_layer *c = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
-    sx_nn_layer *bn = sx_nn_batch_norm(net, c, 0.9, 1e-3);
+    sx_nn_layer *c = t_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    sx_nn_layer *bn = t_batch_norm(net, c, 0.9, 1e-3);
     sx_nn_layer *sq = sx_nn_lambda(net, c, square, NULL, "square");
     sx_nn_layer *pair[2] = {bn, sq};
     x = sx_nn_add(net, 2, pair);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.3);
     x = sx_nn_padding2d(net, x, 1, 0, 0, 1);
-    x = sx_nn_avg_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
+    x = t_avg_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
     x = sx_nn_fully_connected(net, x, 12, SX_ACT_TANH);
     x = sx_nn_linear(net, x, 5, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
@@ -111,15 +112,15 @@ static void round_trip(sx_dtype dt)
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(dir_entries(tmpdir), 1, "temporary files left behind");
 
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 100, &m), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_input_rank(m), 3);
-    cr_assert_eq(sx_nn_loaded_input_shape(m)[0], 10);
-    cr_assert_eq(sx_nn_loaded_input_shape(m)[1], 10);
-    cr_assert_eq(sx_nn_loaded_input_shape(m)[2], 1);
-    cr_assert_eq(sx_nn_loaded_classes(m), 5);
-    cr_assert_eq(sx_nn_loaded_input_scale(m), 1.0);
-    cr_assert_eq(sx_nn_loaded_dtype(m), dt);
+    cr_assert_eq(sx_nn_model_input_rank(m), 3);
+    cr_assert_eq(sx_nn_model_input_shape(m)[0], 10);
+    cr_assert_eq(sx_nn_model_input_shape(m)[1], 10);
+    cr_assert_eq(sx_nn_model_input_shape(m)[2], 1);
+    cr_assert_eq(sx_nn_model_classes(m), 5);
+    cr_assert_eq(sx_nn_model_input_scale(m), 1.0);
+    cr_assert_eq(sx_nn_model_dtype(m), dt);
 
     sx_nn_model *orig = NULL;
     cr_assert_eq(sx_nn_compile_infer(net, 100, &orig), SX_OK, "%s", sx_last_error());
@@ -131,7 +132,7 @@ static void round_trip(sx_dtype dt)
         sx_tensor *x = pixels(&r, dt, n);
         sx_tensor *a = tu_zeros(dt, 2, os), *b = tu_zeros(dt, 2, os);
         cr_assert_eq(sx_nn_model_predict(orig, x, a), SX_OK, "%s", sx_last_error());
-        cr_assert_eq(sx_nn_loaded_predict(m, x, b), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_model_predict(m, x, b), SX_OK, "%s", sx_last_error());
         cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)), 0,
                      "batch %lld: predictions differ (%.9g vs %.9g)", (long long)n,
                      sx_tensor_get(a, 0), sx_tensor_get(b, 0));
@@ -145,7 +146,7 @@ static void round_trip(sx_dtype dt)
         sx_tensor_free(b);
     }
     sx_nn_model_free(orig);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 
     /* loading again after the network changed: the file keeps the saved weights */
     cr_assert_eq(sx_tensor_fill(net->layers[2]->params[0].value, 0.0), SX_OK);
@@ -155,17 +156,17 @@ static void round_trip(sx_dtype dt)
     int64_t os[2] = {3, 5};
     sx_tensor *x = pixels(&r, dt, 3), *a = tu_zeros(dt, 2, os), *b = tu_zeros(dt, 2, os);
     cr_assert_eq(sx_nn_model_predict(orig, x, a), SX_OK);
-    cr_assert_eq(sx_nn_loaded_predict(m, x, b), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_predict(m, x, b), SX_OK, "%s", sx_last_error());
     cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)), 0);
     /* more examples than the loaded batch, a wrong input shape, a wrong output */
     sx_tensor *x4 = pixels(&r, dt, 4), *o4 = tu_zeros(dt, 2, (int64_t[]){4, 5});
-    cr_assert_eq(sx_nn_loaded_predict(m, x4, o4), SX_E_SHAPE);
+    cr_assert_eq(sx_nn_model_predict(m, x4, o4), SX_E_SHAPE);
     sx_tensor *wrong = tu_zeros(dt, 4, (int64_t[]){3, 10, 9, 1});
-    cr_assert_neq(sx_nn_loaded_predict(m, wrong, b), SX_OK);
+    cr_assert_neq(sx_nn_model_predict(m, wrong, b), SX_OK);
     sx_tensor *small = tu_zeros(dt, 2, (int64_t[]){3, 4});
-    cr_assert_neq(sx_nn_loaded_predict(m, x, small), SX_OK);
-    cr_assert_eq(sx_nn_loaded_predict(m, NULL, b), SX_E_ARG);
-    cr_assert_eq(sx_nn_loaded_predict(NULL, x, b), SX_E_ARG);
+    cr_assert_neq(sx_nn_model_predict(m, x, small), SX_OK);
+    cr_assert_eq(sx_nn_model_predict(m, NULL, b), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_predict(NULL, x, b), SX_E_ARG);
     sx_tensor_free(x4);
     sx_tensor_free(o4);
     sx_tensor_free(wrong);
@@ -174,7 +175,7 @@ static void round_trip(sx_dtype dt)
     sx_tensor_free(a);
     sx_tensor_free(b);
     sx_nn_model_free(orig);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     sx_nn_net_free(fresh);
     sx_nn_net_free(net);
 }
@@ -187,6 +188,53 @@ Test(nn_io, save_load_round_trip_f32, .init = make_tmpdir, .fini = remove_tmpdir
 Test(nn_io, save_load_round_trip_f64, .init = make_tmpdir, .fini = remove_tmpdir)
 {
     round_trip(SX_F64);
+}
+
+/* sx_nn_load gives the model type sx_nn_compile_infer gives: the same accessors, the same
+ * predict checks, and no training step. */
+Test(nn_io, a_loaded_model_is_an_inference_model, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "m.sxm");
+    sx_nn_net *net = io_net(SX_F32, 4);
+    cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+    sx_nn_model *m = NULL, *c = NULL;
+    cr_assert_eq(sx_nn_load(path, 4, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_compile_infer(net, 4, &c), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_input_rank(c), sx_nn_model_input_rank(m));
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(sx_nn_model_input_shape(c)[i], sx_nn_model_input_shape(m)[i]);
+    cr_assert_eq(sx_nn_model_classes(c), 5);
+    cr_assert_eq(sx_nn_model_input_scale(c), 1.0);
+    cr_assert_eq(sx_nn_model_dtype(c), SX_F32);
+    cr_assert_eq(sx_nn_model_report(m).nodes_before, 0);
+    cr_assert_not_null(sx_nn_model_graph(m));
+
+    sx_rng r;
+    sx_rng_seed(&r, 6);
+    sx_tensor *x = pixels(&r, SX_F32, 4), *y = tu_zeros(SX_F32, 2, (int64_t[]){4, 5});
+    cr_assert_eq(sx_nn_model_step(m, x, y, 0.1, 1, NULL, NULL), SX_E_ARG);
+    /* the same checks of x and out for both */
+    sx_tensor *x64 = tu_zeros(SX_F64, 4, (int64_t[]){4, 10, 10, 1});
+    sx_tensor *x9 = tu_zeros(SX_F32, 4, (int64_t[]){4, 9, 10, 1});
+    sx_tensor *o64 = tu_zeros(SX_F64, 2, (int64_t[]){4, 5});
+    sx_tensor *o6 = tu_zeros(SX_F32, 2, (int64_t[]){4, 6});
+    sx_nn_model *both[2] = {m, c};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(sx_nn_model_predict(both[i], x64, y), SX_E_DTYPE);
+        cr_assert_eq(sx_nn_model_predict(both[i], x9, y), SX_E_SHAPE);
+        cr_assert_eq(sx_nn_model_predict(both[i], x, o64), SX_E_DTYPE);
+        cr_assert_eq(sx_nn_model_predict(both[i], x, o6), SX_E_SHAPE);
+    }
+    sx_tensor_free(x64);
+    sx_tensor_free(x9);
+    sx_tensor_free(o64);
+    sx_tensor_free(o6);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+    sx_nn_model_free(m);
+    sx_nn_model_free(c);
+    sx_nn_net_free(net);
 }
 
 Test(nn_io, input_scale_is_saved, .init = make_tmpdir, .fini = remove_tmpdir)
@@ -203,12 +251,12 @@ Test(nn_io, input_scale_is_saved, .init = make_tmpdir, .fini = remove_tmpdir)
     sx_nn_layer *x = sx_nn_input(net, 1, (int64_t[]){3});
     sx_nn_linear(net, x, 2, SX_ACT_NONE);
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 1, &m), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_input_scale(m), 0.125);
-    cr_assert_eq(sx_nn_loaded_input_rank(m), 1);
-    cr_assert_eq(sx_nn_loaded_classes(m), 2);
-    sx_nn_loaded_free(m);
+    cr_assert_eq(sx_nn_model_input_scale(m), 0.125);
+    cr_assert_eq(sx_nn_model_input_rank(m), 1);
+    cr_assert_eq(sx_nn_model_classes(m), 2);
+    sx_nn_model_free(m);
     sx_nn_net_free(net);
 }
 
@@ -239,7 +287,7 @@ static void write_all(const char *path, const unsigned char *b, size_t len)
 /* Loading `path` fails with `want` (0: any error), a message naming the file, and no model. */
 static void load_fails(const char *path, sx_status want, const char *what)
 {
-    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    sx_nn_model *m = (sx_nn_model *)1;
     sx_error_clear();
     sx_status s = sx_nn_load(path, 4, &m);
     cr_assert_neq(s, SX_OK, "%s: loaded", what);
@@ -297,9 +345,9 @@ Test(nn_io, bad_files_are_clean_errors, .init = make_tmpdir, .fini = remove_tmpd
     load_fails(tmpdir, SX_E_IO, "a directory");
     /* the intact bytes still load */
     write_all(bad, b, len);
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(bad, 4, &m), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     free(b);
     sx_nn_net_free(net);
 }
@@ -364,12 +412,12 @@ Test(nn_io, save_errors_leave_no_file, .init = make_tmpdir, .fini = remove_tmpdi
     cr_assert_eq(dir_entries(tmpdir), 1);
     sx_nn_net_free(empty);
 
-    sx_nn_loaded *m = (sx_nn_loaded *)1;
+    sx_nn_model *m = (sx_nn_model *)1;
     cr_assert_eq(sx_nn_load(NULL, 1, &m), SX_E_ARG);
     cr_assert_eq(sx_nn_load(path, 1, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_load(path, 0, &m), SX_E_ARG);
     cr_assert_null(m);
-    sx_nn_loaded_free(NULL);
+    sx_nn_model_free(NULL);
     sx_nn_net_free(net);
 }
 
@@ -382,7 +430,7 @@ Test(nn_io, save_replaces_an_existing_file, .init = make_tmpdir, .fini = remove_
     cr_assert_eq(sx_nn_save(a, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_nn_save(b, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(dir_entries(tmpdir), 1);
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 2, &m), SX_OK, "%s", sx_last_error());
     sx_nn_model *orig = NULL;
     cr_assert_eq(sx_nn_compile_infer(b, 2, &orig), SX_OK);
@@ -391,13 +439,13 @@ Test(nn_io, save_replaces_an_existing_file, .init = make_tmpdir, .fini = remove_
     sx_tensor *x = pixels(&r, SX_F64, 2), *pa = tu_zeros(SX_F64, 2, (int64_t[]){2, 5}),
               *pb = tu_zeros(SX_F64, 2, (int64_t[]){2, 5});
     cr_assert_eq(sx_nn_model_predict(orig, x, pa), SX_OK);
-    cr_assert_eq(sx_nn_loaded_predict(m, x, pb), SX_OK);
+    cr_assert_eq(sx_nn_model_predict(m, x, pb), SX_OK);
     cr_assert_eq(memcmp(pa->data, pb->data, 10 * sizeof(double)), 0);
     sx_tensor_free(x);
     sx_tensor_free(pa);
     sx_tensor_free(pb);
     sx_nn_model_free(orig);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     sx_nn_net_free(a);
     sx_nn_net_free(b);
 }
@@ -476,9 +524,9 @@ Test(nn_io, rank0_input_is_a_clean_error, .init = make_tmpdir, .fini = remove_tm
     save_model_graph(p5, g, x2, y, "1", "2");
     sx_cg_graph_free(g);
     load_fails(p5, SX_E_FORMAT, "y of batch 1");
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(p5, 1, &m), SX_OK, "batch 1 fits: %s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 }
 
 /* A model file whose graph has no output "x", or one that cannot run the asked batch (a
@@ -508,9 +556,9 @@ Test(nn_io, model_graph_without_x_is_a_format_error, .init = make_tmpdir, .fini 
     load_fails(p2, SX_E_FORMAT, "a fixed batch");
     cr_assert(strstr(sx_last_error(), "not a model's graph for batch 4") != NULL, "%s",
               sx_last_error());
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(p2, 1, &m), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
 }
 
 /* The metadata is parsed strictly (what sx_nn_save writes): a finite scale, a plain decimal
@@ -532,11 +580,11 @@ Test(nn_io, bad_model_metadata_is_a_clean_error, .init = make_tmpdir, .fini = re
         cr_assert(strstr(sx_last_error(), "classes") != NULL, "%s", sx_last_error());
     }
     save_linear_model(path, "0.5", "2");
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 3, &m), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_input_scale(m), 0.5);
-    cr_assert_eq(sx_nn_loaded_classes(m), 2);
-    sx_nn_loaded_free(m);
+    cr_assert_eq(sx_nn_model_input_scale(m), 0.5);
+    cr_assert_eq(sx_nn_model_classes(m), 2);
+    sx_nn_model_free(m);
 }
 
 /* The checkpoint `from` written again as `to` with metadata `key` set to `value` (NULL: kept)

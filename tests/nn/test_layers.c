@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -131,20 +132,20 @@ Test(nn_layers, every_kind_shape_and_parameters)
     sx_nn_layer *last = NULL;
     ADDED(net, sx_nn_input(net, 3, (int64_t[]){8, 8, 3}), 3, 8, 8, 3, 0);
     sx_nn_layer *img = last;
-    ADDED(net, sx_nn_conv2d(net, img, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU), 3, 8, 8, 4,
+    ADDED(net, t_conv2d(net, img, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU), 3, 8, 8, 4,
           3 * 3 * 3 * 4 + 4);
     sx_nn_layer *c1 = last;
-    ADDED(net, sx_nn_conv2d(net, c1, 3, 3, 5, 2, SX_PAD_VALID, SX_ACT_NONE), 3, 3, 3, 5,
+    ADDED(net, t_conv2d(net, c1, 3, 3, 5, 2, SX_PAD_VALID, SX_ACT_NONE), 3, 3, 3, 5,
           3 * 3 * 4 * 5 + 5);
-    ADDED(net, sx_nn_conv2d(net, c1, 2, 3, 6, 3, SX_PAD_SAME, SX_ACT_TANH), 3, 3, 3, 6,
+    ADDED(net, t_conv2d(net, c1, 2, 3, 6, 3, SX_PAD_SAME, SX_ACT_TANH), 3, 3, 3, 6,
           2 * 3 * 4 * 6 + 6);
-    ADDED(net, sx_nn_conv2d(net, img, 8, 8, 2, 1, SX_PAD_VALID, SX_ACT_NONE), 3, 1, 1, 2,
+    ADDED(net, t_conv2d(net, img, 8, 8, 2, 1, SX_PAD_VALID, SX_ACT_NONE), 3, 1, 1, 2,
           8 * 8 * 3 * 2 + 2);
-    ADDED(net, sx_nn_max_pool2d(net, c1, 2, 2, 2, SX_PAD_VALID), 3, 4, 4, 4, 0);
+    ADDED(net, t_max_pool2d(net, c1, 2, 2, 2, SX_PAD_VALID), 3, 4, 4, 4, 0);
     sx_nn_layer *p1 = last;
-    ADDED(net, sx_nn_max_pool2d(net, c1, 3, 3, 2, SX_PAD_VALID), 3, 3, 3, 4, 0);
-    ADDED(net, sx_nn_avg_pool2d(net, c1, 3, 3, 3, SX_PAD_SAME), 3, 3, 3, 4, 0);
-    ADDED(net, sx_nn_avg_pool2d(net, c1, 2, 1, 1, SX_PAD_VALID), 3, 7, 8, 4, 0);
+    ADDED(net, t_max_pool2d(net, c1, 3, 3, 2, SX_PAD_VALID), 3, 3, 3, 4, 0);
+    ADDED(net, t_avg_pool2d(net, c1, 3, 3, 3, SX_PAD_SAME), 3, 3, 3, 4, 0);
+    ADDED(net, t_avg_pool2d(net, c1, 2, 1, 1, SX_PAD_VALID), 3, 7, 8, 4, 0);
     ADDED(net, sx_nn_global_max_pool(net, c1), 1, 4, 0, 0, 0);
     ADDED(net, sx_nn_global_avg_pool(net, p1), 1, 4, 0, 0, 0);
     ADDED(net, sx_nn_dropout(net, p1, 0.5), 3, 4, 4, 4, 0);
@@ -160,8 +161,8 @@ Test(nn_layers, every_kind_shape_and_parameters)
     for (int a = 0; a < SX_ACT_COUNT; a++)
         ADDED(net, sx_nn_activation(net, lin, (sx_nn_act)a), 3, 4, 4, 6, 0);
     ADDED(net, sx_nn_activation_ex(net, lin, SX_ACT_LEAKY_RELU, 0.2), 3, 4, 4, 6, 0);
-    ADDED(net, sx_nn_batch_norm(net, lin, 0.9, 1e-5), 3, 4, 4, 6, 2 * 6); /* gamma, beta */
-    ADDED(net, sx_nn_batch_norm(net, fc, 0.99, 1e-3), 1, 10, 0, 0, 2 * 10);
+    ADDED(net, t_batch_norm(net, lin, 0.9, 1e-5), 3, 4, 4, 6, 2 * 6); /* gamma, beta */
+    ADDED(net, t_batch_norm(net, fc, 0.99, 1e-3), 1, 10, 0, 0, 2 * 10);
     ADDED(net, sx_nn_flatten(net, lin), 1, 96, 0, 0, 0);
     ADDED(net, sx_nn_flatten(net, fc), 1, 10, 0, 0, 0);
     ADDED(net, sx_nn_reshape(net, lin, 2, (int64_t[]){16, 6}), 2, 16, 6, 0, 0);
@@ -204,8 +205,8 @@ static sx_nn_net *reference_net(sx_dtype dt, uint64_t seed)
     sx_nn_net *net = net_new(dt, seed);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
     x = sx_nn_lambda(net, x, over_256, NULL, "x/256");
-    x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.1);
     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
@@ -235,7 +236,8 @@ Test(nn_layers, reference_network_has_6434634_parameters_and_prints_them)
     cr_assert_not_null(f);
     sx_nn_net_print(net, f);
     fclose(f);
-    /* one line per layer, in order, with its name, output shape and parameters; then the total */
+    /* one line per layer, in order, with its name, output shape, options and parameters; then
+     * the total */
     const char *want[7][3] = {
         {"input_1", "(batch,28,28,1)", "0"},     {"x/256", "(batch,28,28,1)", "0"},
         {"conv2d_1", "(batch,28,28,32)", "832"}, {"max_pool2d_1", "(batch,14,14,32)", "0"},
@@ -374,27 +376,27 @@ static sx_nn_layer *bad_layer(int i, sx_nn_net *net, sx_nn_layer *img, sx_nn_lay
     case 4:
         return sx_nn_input(net, 2, NULL);
     case 5:
-        return sx_nn_conv2d(net, vec, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+        return t_conv2d(net, vec, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
     case 6:
-        return sx_nn_conv2d(net, img, 0, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+        return t_conv2d(net, img, 0, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
     case 7:
-        return sx_nn_conv2d(net, img, 3, 3, 0, 1, SX_PAD_SAME, SX_ACT_RELU);
+        return t_conv2d(net, img, 3, 3, 0, 1, SX_PAD_SAME, SX_ACT_RELU);
     case 8:
-        return sx_nn_conv2d(net, img, 3, 3, 4, 0, SX_PAD_SAME, SX_ACT_RELU);
+        return t_conv2d(net, img, 3, 3, 4, 0, SX_PAD_SAME, SX_ACT_RELU);
     case 9:
-        return sx_nn_conv2d(net, img, 3, 3, 4, 1, (sx_padding)7, SX_ACT_RELU);
+        return t_conv2d(net, img, 3, 3, 4, 1, (sx_padding)7, SX_ACT_RELU);
     case 10:
-        return sx_nn_conv2d(net, img, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_COUNT);
+        return t_conv2d(net, img, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_COUNT);
     case 11:
-        return sx_nn_conv2d(net, img, 9, 3, 4, 1, SX_PAD_VALID, SX_ACT_RELU);
+        return t_conv2d(net, img, 9, 3, 4, 1, SX_PAD_VALID, SX_ACT_RELU);
     case 12:
-        return sx_nn_max_pool2d(net, vec, 2, 2, 2, SX_PAD_VALID);
+        return t_max_pool2d(net, vec, 2, 2, 2, SX_PAD_VALID);
     case 13:
-        return sx_nn_max_pool2d(net, img, 0, 2, 2, SX_PAD_VALID);
+        return t_max_pool2d(net, img, 0, 2, 2, SX_PAD_VALID);
     case 14:
-        return sx_nn_avg_pool2d(net, img, 2, 2, 0, SX_PAD_VALID);
+        return t_avg_pool2d(net, img, 2, 2, 0, SX_PAD_VALID);
     case 15:
-        return sx_nn_avg_pool2d(net, img, 2, 9, 1, SX_PAD_VALID);
+        return t_avg_pool2d(net, img, 2, 9, 1, SX_PAD_VALID);
     case 16:
         return sx_nn_global_max_pool(net, vec);
     case 17:
@@ -418,13 +420,13 @@ static sx_nn_layer *bad_layer(int i, sx_nn_net *net, sx_nn_layer *img, sx_nn_lay
     case 26:
         return sx_nn_activation_ex(net, vec, (sx_nn_act)-3, 0.1);
     case 27:
-        return sx_nn_batch_norm(net, img, 1.0, 1e-3);
+        return t_batch_norm(net, img, 1.0, 1e-3);
     case 28:
-        return sx_nn_batch_norm(net, img, -0.5, 1e-3);
+        return t_batch_norm(net, img, -0.5, 1e-3);
     case 29:
-        return sx_nn_batch_norm(net, img, 0.9, 0);
+        return t_batch_norm(net, img, 0.9, 0);
     case 30:
-        return sx_nn_batch_norm(net, img, 0.9, (double)NAN);
+        return t_batch_norm(net, img, 0.9, (double)NAN);
     case 31:
         return sx_nn_reshape(net, img, 2, (int64_t[]){8, 25});
     case 32:
@@ -468,7 +470,7 @@ static sx_nn_layer *bad_layer(int i, sx_nn_net *net, sx_nn_layer *img, sx_nn_lay
     case 49:
         init.fn = failing_init;
         sx_nn_net_set_init(net, init);
-        return sx_nn_conv2d(net, img, 3, 3, 2, 1, SX_PAD_SAME, SX_ACT_NONE);
+        return t_conv2d(net, img, 3, 3, 2, 1, SX_PAD_SAME, SX_ACT_NONE);
     case 50:
         return sx_nn_dropout(net, foreign, 0.5);
     }
@@ -509,7 +511,7 @@ Test(nn_layers, constructor_errors_return_null_and_set_the_status)
         /* a NULL input propagates, and the first error stays */
         sx_nn_net_set_init(net, (sx_nn_init){.kind = SX_INIT_DEFAULT});
         cr_assert_null(sx_nn_dropout(net, l, 0.1));
-        cr_assert_null(sx_nn_conv2d(net, l, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU));
+        cr_assert_null(t_conv2d(net, l, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU));
         sx_nn_layer *pair[2] = {vec, l};
         cr_assert_null(sx_nn_add(net, 2, pair));
         cr_assert_null(sx_nn_concatenate(net, 2, pair));
@@ -537,9 +539,16 @@ Test(nn_layers, layers_before_the_input_and_null_networks)
     /* every constructor accepts a NULL network */
     int64_t s[3] = {4, 4, 1};
     cr_assert_null(sx_nn_input(NULL, 3, s));
-    cr_assert_null(sx_nn_conv2d(NULL, NULL, 3, 3, 1, 1, SX_PAD_SAME, SX_ACT_NONE));
-    cr_assert_null(sx_nn_max_pool2d(NULL, NULL, 2, 2, 2, SX_PAD_VALID));
-    cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, 2, 2, 2, SX_PAD_VALID));
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(1, 3, 3);
+    sx_nn_pool2d_params pp = sx_nn_pool2d_params_default(2, 2);
+    sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
+    cr_assert_null(sx_nn_conv2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_conv2d(NULL, NULL, &cp));
+    cr_assert_null(sx_nn_max_pool2d(NULL, NULL, &pp));
+    cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, &pp));
+    cr_assert_null(sx_nn_batch_norm(NULL, NULL, &bp));
+    cr_assert_null(sx_nn_max_pool2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_global_max_pool(NULL, NULL));
     cr_assert_null(sx_nn_global_avg_pool(NULL, NULL));
     cr_assert_null(sx_nn_dropout(NULL, NULL, 0.1));
@@ -547,7 +556,7 @@ Test(nn_layers, layers_before_the_input_and_null_networks)
     cr_assert_null(sx_nn_linear(NULL, NULL, 3, SX_ACT_NONE));
     cr_assert_null(sx_nn_linear_nobias(NULL, NULL, 3, SX_ACT_NONE));
     cr_assert_null(sx_nn_activation(NULL, NULL, SX_ACT_RELU));
-    cr_assert_null(sx_nn_batch_norm(NULL, NULL, 0.9, 1e-3));
+    cr_assert_null(sx_nn_batch_norm(NULL, NULL, NULL));
     cr_assert_null(sx_nn_flatten(NULL, NULL));
     cr_assert_null(sx_nn_reshape(NULL, NULL, 1, s));
     cr_assert_null(sx_nn_padding2d(NULL, NULL, 1, 1, 1, 1));
@@ -601,8 +610,8 @@ static sx_nn_net *small_net(uint64_t seed)
 {
     sx_nn_net *net = net_new(SX_F32, seed);
     sx_nn_layer *x = input(net, 3, 6, 6, 2);
-    x = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_batch_norm(net, x, 0.9, 1e-3);
+    x = t_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_batch_norm(net, x, 0.9, 1e-3);
     x = sx_nn_fully_connected(net, x, 8, SX_ACT_TANH);
     x = sx_nn_linear(net, x, 3, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
@@ -742,7 +751,7 @@ Test(nn_layers, custom_initialiser_gets_the_fans)
     sx_nn_net *net = net_new(SX_F64, 5);
     sx_nn_net_set_init(net, (sx_nn_init){.kind = SX_INIT_CUSTOM, .fn = record_fans, .ctx = &f});
     sx_nn_layer *x = input(net, 3, 6, 6, 3);
-    sx_nn_layer *c = sx_nn_conv2d(net, x, 5, 3, 7, 1, SX_PAD_SAME, SX_ACT_NONE);
+    sx_nn_layer *c = t_conv2d(net, x, 5, 3, 7, 1, SX_PAD_SAME, SX_ACT_NONE);
     cr_assert_eq(f.calls, 1);
     cr_assert_eq(f.fan_in, 5 * 3 * 3);
     cr_assert_eq(f.fan_out, 5 * 3 * 7);
@@ -935,8 +944,8 @@ Test(nn_layers, conv2d_forward_against_a_loop)
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         sx_nn_net *net = net_new(SX_F64, 1);
         sx_nn_layer *x = input(net, 3, h, w, c);
-        sx_nn_layer *cv = sx_nn_conv2d(net, x, cases[t].kh, cases[t].kw, (int)f, cases[t].s,
-                                       cases[t].p, cases[t].act);
+        sx_nn_layer *cv = t_conv2d(net, x, cases[t].kh, cases[t].kw, (int)f, cases[t].s, cases[t].p,
+                                   cases[t].act);
         sx_nn_flatten(net, cv);
         cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
         randomise(net, &r);
@@ -1037,7 +1046,7 @@ Test(nn_layers, batch_norm_inference_uses_running_statistics)
     const double eps = 1e-2;
     sx_nn_net *net = net_new(SX_F64, 1);
     sx_nn_layer *x = input(net, 3, h, w, c);
-    sx_nn_layer *bn = sx_nn_batch_norm(net, x, 0.9, eps);
+    sx_nn_layer *bn = t_batch_norm(net, x, 0.9, eps);
     sx_nn_flatten(net, bn);
     randomise(net, &r); /* gamma, beta, running mean in [-1, 1), running var in [0.5, 2) */
     sx_tensor *xb = batch(net, &r, n, -2, 2), *y = predict(net, xb);
@@ -1051,6 +1060,143 @@ Test(nn_layers, batch_norm_inference_uses_running_statistics)
     expect_close(y, want, n * h * w * c, 1e-12);
     sx_tensor_free(xb);
     sx_tensor_free(y);
+    sx_nn_net_free(net);
+}
+
+Test(nn_layers, batch_norm_without_affine_has_no_gamma_or_beta)
+{
+    sx_rng r;
+    sx_rng_seed(&r, 26);
+    const int64_t n = 2, h = 2, w = 3, c = 4;
+    sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
+    bp.eps = 1e-2;
+    bp.affine = false;
+    sx_nn_net *net = net_new(SX_F64, 1);
+    sx_nn_layer *x = input(net, 3, h, w, c);
+    sx_nn_layer *bn = sx_nn_batch_norm(net, x, &bp);
+    sx_nn_flatten(net, bn);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_net_param_count(net), 0); /* only the running statistics */
+    cr_assert_eq(bn->n_params, 2);
+    cr_assert_str_eq(bn->params[0].name, "batch_norm_1.running_mean");
+    cr_assert_str_eq(bn->params[1].name, "batch_norm_1.running_var");
+    randomise(net, &r);
+    sx_tensor *xb = batch(net, &r, n, -2, 2), *y = predict(net, xb);
+    const double *rm = D(ptensor(bn, 0)), *rv = D(ptensor(bn, 1));
+    double want[2 * 2 * 3 * 4];
+    for (int64_t i = 0; i < n * h * w * c; i++)
+        want[i] = (D(xb)[i] - rm[i % c]) / sqrt(rv[i % c] + bp.eps);
+    expect_close(y, want, n * h * w * c, 1e-12);
+    sx_tensor_free(xb);
+    sx_tensor_free(y);
+    sx_nn_net_free(net);
+}
+
+Test(nn_layers, parameter_structs_defaults_and_null)
+{
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(8, 3, 5);
+    cr_assert_eq(cp.filters, 8);
+    cr_assert_eq(cp.kernel_h, 3);
+    cr_assert_eq(cp.kernel_w, 5);
+    cr_assert_eq(cp.conv.stride_h, 1);
+    cr_assert_eq(cp.conv.stride_w, 1);
+    cr_assert_eq(cp.conv.padding, SX_PAD_VALID);
+    cr_assert(cp.bias);
+    cr_assert_eq(cp.act, SX_ACT_NONE);
+    sx_nn_pool2d_params pp = sx_nn_pool2d_params_default(3, 2);
+    cr_assert_eq(pp.pool.kernel_h, 3);
+    cr_assert_eq(pp.pool.kernel_w, 2);
+    cr_assert_eq(pp.pool.stride_h, 3);
+    cr_assert_eq(pp.pool.stride_w, 2);
+    cr_assert_eq(pp.pool.padding, SX_PAD_VALID);
+    sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
+    cr_assert_eq(bp.momentum, 0.99);
+    cr_assert_eq(bp.eps, 1e-3);
+    cr_assert(bp.affine);
+
+    sx_nn_net *net = net_new(SX_F32, 1);
+    sx_nn_layer *img = input(net, 3, 9, 8, 2), *last = NULL;
+    /* the defaults: VALID, stride 1, bias; a pool's stride is its kernel */
+    ADDED(net, sx_nn_conv2d(net, img, &cp), 3, 7, 4, 8, 3 * 5 * 2 * 8 + 8);
+    ADDED(net, sx_nn_max_pool2d(net, img, &pp), 3, 3, 4, 2, 0);
+    ADDED(net, sx_nn_avg_pool2d(net, img, &pp), 3, 3, 4, 2, 0);
+    ADDED(net, sx_nn_batch_norm(net, img, NULL), 3, 9, 8, 2, 2 * 2); /* NULL: the defaults */
+    cp.bias = false;
+    ADDED(net, sx_nn_conv2d(net, img, &cp), 3, 7, 4, 8, 3 * 5 * 2 * 8);
+    cr_assert_eq(last->n_params, 1);
+    cr_assert_str_eq(last->params[0].name, "conv2d_2.kernel");
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    /* conv and pooling need their params */
+    cr_assert_null(sx_nn_conv2d(net, img, NULL));
+    cr_assert_eq(sx_nn_net_status(net), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "sx_nn_conv2d") != NULL, "%s", sx_last_error());
+    sx_nn_net_free(net);
+    net = net_new(SX_F32, 1);
+    img = input(net, 3, 9, 8, 2);
+    cr_assert_null(sx_nn_avg_pool2d(net, img, NULL));
+    cr_assert_eq(sx_nn_net_status(net), SX_E_ARG);
+    cr_assert_eq(net->n_layers, 1);
+    sx_nn_net_free(net);
+}
+
+Test(nn_layers, conv2d_without_bias_equals_a_zero_bias)
+{
+    sx_rng r;
+    sx_rng_seed(&r, 27);
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(3, 3, 3);
+    cp.conv.padding = SX_PAD_SAME;
+    cp.act = SX_ACT_TANH;
+    sx_nn_net *a = net_new(SX_F64, 5), *b = net_new(SX_F64, 5);
+    sx_nn_layer *ca = sx_nn_conv2d(a, input(a, 3, 5, 4, 2), &cp);
+    sx_nn_flatten(a, ca);
+    cp.bias = false;
+    sx_nn_layer *cb = sx_nn_conv2d(b, input(b, 3, 5, 4, 2), &cp);
+    sx_nn_flatten(b, cb);
+    cr_assert_eq(sx_nn_net_status(b), SX_OK, "%s", sx_last_error());
+    /* the same seed draws the same kernel; a's bias stays 0 */
+    cr_assert_eq(memcmp(ptensor(ca, 0)->data, ptensor(cb, 0)->data, 3 * 3 * 2 * 3 * 8), 0);
+    sx_tensor *x = batch(a, &r, 2, -1, 1), *ya = predict(a, x), *yb = predict(b, x);
+    expect_close(yb, D(ya), ya->size, 0);
+    sx_tensor_free(x);
+    sx_tensor_free(ya);
+    sx_tensor_free(yb);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+}
+
+/* Every row of layers.def: a kind with a name, and a forward function; names unique (they
+ * name the layers and their parameters in files). */
+Test(nn_layers, every_kind_of_the_table_has_a_name_and_a_forward)
+{
+    const nn_layer_ops *ops[] = {
+#define X(kind, o) &o,
+#include "layers.def"
+#undef X
+    };
+    int n = (int)(sizeof ops / sizeof ops[0]);
+    cr_assert_eq(n, L_KIND_COUNT);
+    for (int i = 0; i < n; i++) {
+        cr_assert_not_null(ops[i]->name);
+        cr_assert_not_null(ops[i]->forward, "%s", ops[i]->name);
+        for (int k = 0; k < i; k++)
+            cr_assert_str_neq(ops[i]->name, ops[k]->name);
+    }
+}
+
+Test(nn_layers, print_shows_each_layers_options)
+{
+    sx_nn_net *net = reference_net(SX_F32, 3);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    sx_nn_net_print(net, f);
+    fclose(f);
+    const char *want[] = {"32 filters 5x5 stride 1x1 same relu", "2x2 stride 2x2 valid", "rate 0.1",
+                          "flatten relu", "softmax"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(text, want[i]) != NULL, "no '%s' in\n%s", want[i], text);
+    free(text);
     sx_nn_net_free(net);
 }
 
@@ -1143,8 +1289,8 @@ Test(nn_layers, pools_forward)
         sx_nn_net *net = net_new(SX_F64, 1);
         sx_nn_layer *x = input(net, 3, h, w, c);
         sx_nn_layer *pl =
-            cases[t].max ? sx_nn_max_pool2d(net, x, cases[t].k, cases[t].k, cases[t].s, cases[t].p)
-                         : sx_nn_avg_pool2d(net, x, cases[t].k, cases[t].k, cases[t].s, cases[t].p);
+            cases[t].max ? t_max_pool2d(net, x, cases[t].k, cases[t].k, cases[t].s, cases[t].p)
+                         : t_avg_pool2d(net, x, cases[t].k, cases[t].k, cases[t].s, cases[t].p);
         sx_nn_flatten(net, pl);
         cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
         sx_tensor *xb = batch(net, &r, n, -1, 1), *y = predict(net, xb);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -60,8 +61,8 @@ static sx_nn_net *small_net(uint64_t seed)
 {
     sx_nn_net *net = net_new(seed);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){6, 6, 1});
-    x = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_fully_connected(net, x, 3, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
     return net;
@@ -284,9 +285,9 @@ static sx_nn_layer *size_layer(int i, sx_nn_net *net)
     case 3:
         return sx_nn_upsampling2d(net, img, INT_MAX, INT_MAX);
     case 4:
-        return sx_nn_conv2d(net, img, INT_MAX, INT_MAX, INT_MAX, 1, SX_PAD_SAME, SX_ACT_NONE);
+        return t_conv2d(net, img, INT_MAX, INT_MAX, INT_MAX, 1, SX_PAD_SAME, SX_ACT_NONE);
     case 5:
-        return sx_nn_conv2d(net, img, 1 << 20, 1 << 20, 1 << 21, 1, SX_PAD_SAME, SX_ACT_NONE);
+        return t_conv2d(net, img, 1 << 20, 1 << 20, 1 << 21, 1, SX_PAD_SAME, SX_ACT_NONE);
     case 6:
         return sx_nn_linear(net, vec, INT64_MAX, SX_ACT_NONE);
     case 7:
@@ -321,11 +322,11 @@ static sx_nn_layer *size_layer(int i, sx_nn_net *net)
     case 13:
         return sx_nn_activation_ex(net, vec, SX_ACT_ELU, (double)INFINITY);
     case 14:
-        return sx_nn_batch_norm(net, img, 0.9, (double)INFINITY);
+        return t_batch_norm(net, img, 0.9, (double)INFINITY);
     case 15:
-        return sx_nn_max_pool2d(net, img, INT_MAX, INT_MAX, INT_MAX, SX_PAD_VALID);
+        return t_max_pool2d(net, img, INT_MAX, INT_MAX, INT_MAX, SX_PAD_VALID);
     case 16:
-        return sx_nn_conv2d(net, img, 65536, 65536, 65536, 1, SX_PAD_SAME, SX_ACT_NONE);
+        return t_conv2d(net, img, 65536, 65536, 65536, 1, SX_PAD_SAME, SX_ACT_NONE);
     }
     cr_assert_fail("no case %d", i);
     return NULL;
@@ -375,19 +376,19 @@ Test(nn_misuse, extreme_kernels_and_strides_give_exact_shapes_or_clean_errors)
         int64_t want[3] = {1, 1, 1};
         switch (i) {
         case 0:
-            l = sx_nn_conv2d(net, img, 1, 1, 1, INT_MAX, SX_PAD_SAME, SX_ACT_NONE);
+            l = t_conv2d(net, img, 1, 1, 1, INT_MAX, SX_PAD_SAME, SX_ACT_NONE);
             break;
         case 1:
-            l = sx_nn_conv2d(net, img, 28, 28, 1, INT_MAX, SX_PAD_VALID, SX_ACT_NONE);
+            l = t_conv2d(net, img, 28, 28, 1, INT_MAX, SX_PAD_VALID, SX_ACT_NONE);
             break;
         case 2:
-            l = sx_nn_max_pool2d(net, img, 28, 28, INT_MAX, SX_PAD_VALID);
+            l = t_max_pool2d(net, img, 28, 28, INT_MAX, SX_PAD_VALID);
             break;
         case 3:
-            l = sx_nn_avg_pool2d(net, img, INT_MAX, INT_MAX, INT_MAX, SX_PAD_SAME);
+            l = t_avg_pool2d(net, img, INT_MAX, INT_MAX, INT_MAX, SX_PAD_SAME);
             break;
         case 4:
-            l = sx_nn_max_pool2d(net, img, 1, 1, INT_MAX, SX_PAD_SAME);
+            l = t_max_pool2d(net, img, 1, 1, INT_MAX, SX_PAD_SAME);
             break;
         case 5:
             l = sx_nn_upsampling2d(net, img, 1, INT_MAX);
@@ -481,13 +482,11 @@ static const char *const null_calls[] = {
     "sx_nn_evaluate",
     "sx_nn_save",
     "sx_nn_load",
-    "sx_nn_loaded_free",
-    "sx_nn_loaded_input_rank",
-    "sx_nn_loaded_input_shape",
-    "sx_nn_loaded_classes",
-    "sx_nn_loaded_input_scale",
-    "sx_nn_loaded_dtype",
-    "sx_nn_loaded_predict",
+    "sx_nn_model_input_rank",
+    "sx_nn_model_input_shape",
+    "sx_nn_model_classes",
+    "sx_nn_model_input_scale",
+    "sx_nn_model_dtype",
     "sx_optim_parse",
     "sx_optim_update",
 };
@@ -512,9 +511,9 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_layer_shape(NULL));
 
     cr_assert_null(sx_nn_input(NULL, 3, s3));
-    cr_assert_null(sx_nn_conv2d(NULL, NULL, 3, 3, 1, 1, SX_PAD_SAME, SX_ACT_NONE));
-    cr_assert_null(sx_nn_max_pool2d(NULL, NULL, 2, 2, 2, SX_PAD_VALID));
-    cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, 2, 2, 2, SX_PAD_VALID));
+    cr_assert_null(sx_nn_conv2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_max_pool2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_global_max_pool(NULL, NULL));
     cr_assert_null(sx_nn_global_avg_pool(NULL, NULL));
     cr_assert_null(sx_nn_dropout(NULL, NULL, 0.1));
@@ -523,7 +522,7 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_linear_nobias(NULL, NULL, 3, SX_ACT_NONE));
     cr_assert_null(sx_nn_activation(NULL, NULL, SX_ACT_RELU));
     cr_assert_null(sx_nn_activation_ex(NULL, NULL, SX_ACT_RELU, 0));
-    cr_assert_null(sx_nn_batch_norm(NULL, NULL, 0.9, 1e-3));
+    cr_assert_null(sx_nn_batch_norm(NULL, NULL, NULL));
     cr_assert_null(sx_nn_flatten(NULL, NULL));
     cr_assert_null(sx_nn_reshape(NULL, NULL, 1, s3));
     cr_assert_null(sx_nn_padding2d(NULL, NULL, 1, 1, 1, 1));
@@ -573,18 +572,18 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_evaluate(NULL, &d, 1, &acc), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, "/nonexistent/x"), SX_E_ARG);
-    sx_nn_loaded *ld = (sx_nn_loaded *)1;
+    sx_nn_model *ld = (sx_nn_model *)1;
     cr_assert_eq(sx_nn_load(NULL, 1, &ld), SX_E_ARG);
     cr_assert_null(ld);
     cr_assert_eq(sx_nn_load("x", 1, NULL), SX_E_ARG);
-    sx_nn_loaded_free(NULL);
-    cr_assert_eq(sx_nn_loaded_input_rank(NULL), 0);
-    cr_assert_null(sx_nn_loaded_input_shape(NULL));
-    cr_assert_eq(sx_nn_loaded_classes(NULL), 0);
-    cr_assert_eq(sx_nn_loaded_input_scale(NULL), 0);
-    cr_assert_str_eq(sx_dtype_name(sx_nn_loaded_dtype(NULL)), "bad-dtype");
-    cr_assert_eq(sx_nn_loaded_predict(NULL, &t, &t), SX_E_ARG);
-    cr_assert_eq(sx_nn_loaded_predict(NULL, NULL, NULL), SX_E_ARG);
+    sx_nn_model_free(NULL);
+    cr_assert_eq(sx_nn_model_input_rank(NULL), 0);
+    cr_assert_null(sx_nn_model_input_shape(NULL));
+    cr_assert_eq(sx_nn_model_classes(NULL), 0);
+    cr_assert_eq(sx_nn_model_input_scale(NULL), 0);
+    cr_assert_str_eq(sx_dtype_name(sx_nn_model_dtype(NULL)), "bad-dtype");
+    cr_assert_eq(sx_nn_model_predict(NULL, &t, &t), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_predict(NULL, NULL, NULL), SX_E_ARG);
 
     /* the datasets accessors follow the same rule (their header states each value) */
     cr_assert_not(sx_ds_images_compacted(NULL));
@@ -808,7 +807,7 @@ Test(nn_misuse, loaded_predict_refuses_an_output_of_the_wrong_shape, .init = mak
     snprintf(path, sizeof path, "%s/m.sxm", tmpdir);
     sx_nn_net *net = small_net(3);
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 4, &m), SX_OK, "%s", sx_last_error());
     sx_rng r;
     sx_rng_seed(&r, 8);
@@ -817,7 +816,7 @@ Test(nn_misuse, loaded_predict_refuses_an_output_of_the_wrong_shape, .init = mak
     const int64_t shapes[3][2] = {{3, 4}, {12, 1}, {2, 6}};
     for (int i = 0; i < 3; i++) {
         sx_tensor *out = tu_zeros(SX_F32, 2, shapes[i]);
-        cr_assert_eq(sx_nn_loaded_predict(m, x, out), SX_E_SHAPE, "(%lld,%lld) accepted",
+        cr_assert_eq(sx_nn_model_predict(m, x, out), SX_E_SHAPE, "(%lld,%lld) accepted",
                      (long long)shapes[i][0], (long long)shapes[i][1]);
         assert_msg_has("(4,3)");
         char s[64];
@@ -828,16 +827,16 @@ Test(nn_misuse, loaded_predict_refuses_an_output_of_the_wrong_shape, .init = mak
         sx_tensor_free(out);
     }
     sx_tensor *flat = tu_zeros(SX_F32, 1, (int64_t[]){12});
-    cr_assert_eq(sx_nn_loaded_predict(m, x, flat), SX_E_SHAPE);
+    cr_assert_eq(sx_nn_model_predict(m, x, flat), SX_E_SHAPE);
     sx_tensor *f64 = tu_zeros(SX_F64, 2, (int64_t[]){4, 3});
-    cr_assert_eq(sx_nn_loaded_predict(m, x, f64), SX_E_DTYPE);
+    cr_assert_eq(sx_nn_model_predict(m, x, f64), SX_E_DTYPE);
     sx_tensor *ok = tu_zeros(SX_F32, 2, (int64_t[]){4, 3});
-    cr_assert_eq(sx_nn_loaded_predict(m, x, ok), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_predict(m, x, ok), SX_OK, "%s", sx_last_error());
     sx_tensor_free(flat);
     sx_tensor_free(f64);
     sx_tensor_free(ok);
     sx_tensor_free(x);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     sx_nn_net_free(net);
 }
 
@@ -901,9 +900,9 @@ Test(nn_misuse, a_temporary_file_left_by_a_killed_writer_is_removed_by_the_next_
     /* the next write of the same path removes it */
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(dir_entries(tmpdir), 1, "the stale temporary file is still there");
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_load(path, 1, &m), SX_OK, "%s", sx_last_error());
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     /* a killed checkpoint writer too, then a training run that writes the same checkpoint */
     sx_ds_images d = images(20, 13);
     char ckpt[128];
@@ -932,10 +931,10 @@ static sx_status every_layer(sx_nn_net *net)
 {
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){6, 6, 2});
     x = sx_nn_lambda(net, x, halve, NULL, "halve");
-    x = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_batch_norm(net, x, 0.9, 1e-3);
-    sx_nn_layer *p = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
-    sx_nn_layer *q = sx_nn_avg_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_batch_norm(net, x, 0.9, 1e-3);
+    sx_nn_layer *p = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    sx_nn_layer *q = t_avg_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     sx_nn_layer *pq[2] = {p, q};
     x = sx_nn_add(net, 2, pq);
     x = sx_nn_padding2d(net, x, 1, 0, 0, 1);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <sx_nn.h>
+#include "nn_layer_calls.h"
 
 static bool has_mnist(const char *dir)
 {
@@ -45,8 +46,8 @@ static sx_nn_net *reference_net(uint64_t seed)
     sx_nn_net_set_input_scale(net, 1.0);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
     x = sx_nn_lambda(net, x, over_256, NULL, "x/256");
-    x = sx_nn_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 5, 5, 32, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.1);
     x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
@@ -65,7 +66,7 @@ static sx_status model_predict(void *m, const sx_tensor *x, sx_tensor *out)
 
 static sx_status loaded_predict(void *m, const sx_tensor *x, sx_tensor *out)
 {
-    return sx_nn_loaded_predict(m, x, out);
+    return sx_nn_model_predict(m, x, out);
 }
 
 static float *predict_all(const sx_ds_images *set, double scale, predict_fn fn, void *m)
@@ -157,15 +158,15 @@ Test(nn_mnist, reference_network_5000_images_one_epoch, .timeout = 550)
     snprintf(path, sizeof path, "%s/lazy_mnist.sxm", tmp);
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     sx_nn_net_free(net); /* the loaded model does not need the network */
-    sx_nn_loaded *lm = NULL;
+    sx_nn_model *lm = NULL;
     cr_assert_eq(sx_nn_load(path, 100, &lm), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_loaded_classes(lm), 10);
-    cr_assert_eq(sx_nn_loaded_input_scale(lm), 1.0);
-    float *pb = predict_all(test, sx_nn_loaded_input_scale(lm), loaded_predict, lm);
+    cr_assert_eq(sx_nn_model_classes(lm), 10);
+    cr_assert_eq(sx_nn_model_input_scale(lm), 1.0);
+    float *pb = predict_all(test, sx_nn_model_input_scale(lm), loaded_predict, lm);
     for (int64_t i = 0; i < test->n * 10; i++)
         cr_assert(pa[i] == pb[i], "test image %lld, class %lld: %.9g after loading, %.9g before",
                   (long long)(i / 10), (long long)(i % 10), (double)pb[i], (double)pa[i]);
-    sx_nn_loaded_free(lm);
+    sx_nn_model_free(lm);
     unlink(path);
     rmdir(tmp);
     free(pa);
@@ -198,8 +199,8 @@ Test(nn_mnist, fashion_mnist_through_the_same_loader, .timeout = 300)
     sx_nn_net *net = NULL;
     cr_assert_eq(sx_nn_net_new("fashion", SX_F32, 7, &net), SX_OK);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
-    x = sx_nn_conv2d(net, x, 5, 5, 8, 2, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 5, 5, 8, 2, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_fully_connected(net, x, 64, SX_ACT_RELU);
     x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());

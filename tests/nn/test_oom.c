@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 static char tmpdir[64];
 
@@ -164,9 +165,9 @@ static sx_status small_net(sx_nn_net **out)
     SX_TRY(sx_nn_net_new("oom", SX_F32, 3, &net));
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){6, 6, 1});
     x = sx_nn_lambda(net, x, halve, NULL, "halve");
-    x = sx_nn_conv2d(net, x, 3, 3, 2, 1, SX_PAD_SAME, SX_ACT_RELU);
-    x = sx_nn_batch_norm(net, x, 0.9, 1e-3);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+    x = t_conv2d(net, x, 3, 3, 2, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_batch_norm(net, x, 0.9, 1e-3);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.25);
     x = sx_nn_fully_connected(net, x, 4, SX_ACT_TANH);
     x = sx_nn_linear(net, x, 3, SX_ACT_SOFTMAX);
@@ -299,15 +300,15 @@ static sx_status save(void *ctx)
 static sx_status load(void *ctx)
 {
     scene *c = ctx;
-    sx_nn_loaded *m = NULL;
+    sx_nn_model *m = NULL;
     SX_TRY(sx_nn_load(c->path, 4, &m));
     float out[8 * 3];
     sx_tensor x = sx_tensor_view(SX_F32, 4, (int64_t[]){2, 6, 6, 1}, c->d.x);
     sx_tensor y = sx_tensor_view(SX_F32, 2, (int64_t[]){2, 3}, out);
-    sx_status s = sx_nn_loaded_predict(m, &x, &y);
+    sx_status s = sx_nn_model_predict(m, &x, &y);
     if (s == SX_OK)
         digest = sum(out, 6);
-    sx_nn_loaded_free(m);
+    sx_nn_model_free(m);
     return s;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "nn_impl.h"
+#include "nn_layer_calls.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -132,8 +133,8 @@ static sx_nn_net *fd_net(uint64_t seed)
 {
     sx_nn_net *net = net_new(SX_F64, seed);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){FD_H, FD_W, FD_C});
-    x = sx_nn_conv2d(net, x, 3, 3, 3, 1, SX_PAD_SAME, SX_ACT_TANH);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
+    x = t_conv2d(net, x, 3, 3, 3, 1, SX_PAD_SAME, SX_ACT_TANH);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_SAME);
     x = sx_nn_fully_connected(net, x, FD_K, SX_ACT_SOFTMAX);
     cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
     /* biases away from zero too */
@@ -391,10 +392,10 @@ static sx_nn_net *small_cnn(uint64_t seed, sx_dtype dt, bool bn)
 {
     sx_nn_net *net = net_new(dt, seed);
     sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){6, 6, 1});
-    x = sx_nn_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_conv2d(net, x, 3, 3, 4, 1, SX_PAD_SAME, SX_ACT_RELU);
     if (bn)
-        x = sx_nn_batch_norm(net, x, 0.9, 1e-3);
-    x = sx_nn_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
+        x = t_batch_norm(net, x, 0.9, 1e-3);
+    x = t_max_pool2d(net, x, 2, 2, 2, SX_PAD_VALID);
     x = sx_nn_dropout(net, x, 0.25);
     x = sx_nn_fully_connected(net, x, 16, SX_ACT_RELU);
     x = sx_nn_dropout(net, x, 0.1);
@@ -970,7 +971,7 @@ Test(nn_train, checkpoint_of_another_network_is_refused, .init = make_tmpdir, .f
     /* a different network (batch norm adds tensors; other widths) cannot resume from it */
     sx_nn_net *b = net_new(SX_F32, 41);
     sx_nn_layer *x = sx_nn_input(b, 3, (int64_t[]){6, 6, 1});
-    x = sx_nn_conv2d(b, x, 3, 3, 5, 1, SX_PAD_SAME, SX_ACT_RELU);
+    x = t_conv2d(b, x, 3, 3, 5, 1, SX_PAD_SAME, SX_ACT_RELU);
     x = sx_nn_fully_connected(b, x, 3, SX_ACT_SOFTMAX);
     int64_t n0;
     double *w0 = snapshot(b, &n0);
@@ -998,7 +999,7 @@ Test(nn_train, batch_norm_training_updates_running_statistics)
     for (int eager = 0; eager < 2; eager++) {
         sx_nn_net *net = net_new(SX_F64, 2);
         sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){h, w, c});
-        sx_nn_layer *bn = sx_nn_batch_norm(net, x, mom, 1e-3);
+        sx_nn_layer *bn = t_batch_norm(net, x, mom, 1e-3);
         sx_nn_linear(net, sx_nn_flatten(net, bn), 2, SX_ACT_SOFTMAX);
         cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
         sx_nn_train_params p = sx_nn_train_params_default();

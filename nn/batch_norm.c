@@ -1,0 +1,113 @@
+/* batch_norm.c: batch normalisation over every axis but the last (channels). Training
+ * normalises with the batch's statistics and updates running averages kept in the network
+ * (assign nodes run with the step); inference uses the running averages. */
+#include "nn_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+
+typedef struct bn_attr {
+    sx_nn_batch_norm_params p;
+    int running; /* index of running_mean (running_var follows) */
+} bn_attr;
+
+sx_nn_batch_norm_params sx_nn_batch_norm_params_default(void)
+{
+    sx_nn_batch_norm_params p = {.momentum = 0.99, .eps = 1e-3, .affine = true};
+    return p;
+}
+
+/* The training graph's statistics of x over `axes`, and the assigns that fold them into the
+ * running averages rm, rv: running <- m running + (1 - m) batch. The running variance takes the
+ * unbiased batch variance (times count / (count - 1)), as PyTorch and Keras do, while the batch
+ * is normalised with the biased one. */
+static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, unsigned axes,
+                             sx_cg_node *rm, sx_cg_node *rv, sx_cg_node **mean, sx_cg_node **var)
+{
+    sx_cg_graph *g = b->g;
+    int r = sx_cg_node_rank(x);
+    double m = a->p.momentum;
+    *mean = sx_cg_mean(g, x, axes, false);
+    *var = sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, x, *mean)), axes, false);
+    double count = (double)(sx_cg_node_size(x) / sx_cg_node_shape(x)[r - 1]);
+    double unbias = count > 1 ? count / (count - 1) : 1.0;
+    sx_cg_node *um = sx_cg_assign(g, rm,
+                                  sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, m), rm),
+                                            sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - m), *mean)));
+    sx_cg_node *uv =
+        sx_cg_assign(g, rv,
+                     sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, m), rv),
+                               sx_cg_mul(g, sx_cg_scalar_like(g, x, (1 - m) * unbias), *var)));
+    if (um == NULL || uv == NULL)
+        return SX_E_STATE; /* the graph holds the cause */
+    SX_TRY(nn_build_add_update(b, um));
+    return nn_build_add_update(b, uv);
+}
+
+/* x (batch, ..., c) -> the same shape */
+static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
+                              sx_cg_node **pre_softmax)
+{
+    (void)pre_softmax;
+    const bn_attr *a = l->attr;
+    sx_cg_graph *g = b->g;
+    sx_cg_node *x = in[0];
+    int r = sx_cg_node_rank(x);
+    unsigned axes = 0;
+    for (int i = 0; i < r - 1; i++)
+        axes |= SX_AXIS(i);
+    sx_cg_node *gamma = NULL, *beta = NULL;
+    if (a->p.affine) {
+        gamma = nn_param_node_of(b, l, 0);
+        beta = nn_param_node_of(b, l, 1);
+    }
+    sx_cg_node *rm = nn_param_node_of(b, l, a->running),
+               *rv = nn_param_node_of(b, l, a->running + 1);
+    sx_cg_node *mean = rm, *var = rv;
+    if (b->mode == NN_TRAIN && batch_stats(b, a, x, axes, rm, rv, &mean, &var) != SX_OK)
+        return NULL;
+    sx_cg_node *xhat =
+        sx_cg_mul(g, sx_cg_sub(g, x, mean),
+                  sx_cg_rsqrt(g, sx_cg_add(g, var, sx_cg_scalar_like(g, x, a->p.eps))));
+    return a->p.affine ? sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta) : xhat;
+}
+
+static void bn_describe(const sx_nn_layer *l, char *buf, size_t size)
+{
+    const bn_attr *a = l->attr;
+    snprintf(buf, size, "momentum %g eps %g%s", a->p.momentum, a->p.eps,
+             a->p.affine ? "" : " no-affine");
+}
+
+const nn_layer_ops nn_batch_norm_ops = {"batch_norm", sizeof(bn_attr), bn_forward, bn_describe};
+
+sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_batch_norm_params *p)
+{
+    const char *who = "sx_nn_batch_norm";
+    sx_nn_layer *l = nn_layer_begin(net, who, L_BATCHNORM, 1, &in);
+    if (l == NULL)
+        return NULL;
+    sx_nn_batch_norm_params d = sx_nn_batch_norm_params_default();
+    if (p == NULL)
+        p = &d;
+    double momentum = p->momentum, eps = p->eps;
+    sx_status s = in->rank < 1
+                      ? sx_error(SX_E_RANK, "%s: input of rank 0 (no channel axis)", l->name)
+                  : momentum >= 0 && momentum < 1 && eps > 0 && isfinite(eps)
+                      ? SX_OK
+                      : sx_error(SX_E_ARG, "%s: momentum %g (want 0 <= m < 1), eps %g (want > 0)",
+                                 l->name, momentum, eps);
+    bn_attr *a = l->attr;
+    a->p = *p;
+    a->running = p->affine ? 2 : 0;
+    int64_t c[1] = {in->rank > 0 ? in->shape[in->rank - 1] : 1};
+    if (s == SX_OK && p->affine)
+        s = nn_layer_add_param(net, l, "gamma", 1, c, 1, 0, 0, true, false);
+    if (s == SX_OK && p->affine)
+        s = nn_layer_add_param(net, l, "beta", 1, c, 0, 0, 0, true, false);
+    if (s == SX_OK)
+        s = nn_layer_add_param(net, l, "running_mean", 1, c, 0, 0, 0, false, false);
+    if (s == SX_OK)
+        s = nn_layer_add_param(net, l, "running_var", 1, c, 1, 0, 0, false, false);
+    return nn_layer_finish(net, who, l, s);
+}
