@@ -331,8 +331,11 @@ static sx_status parse_file(csv_state *c, FILE *f)
     int64_t skip = c->p.skip_lines;
     sx_status st = SX_OK;
     size_t n;
-    while (st == SX_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        st = feed_chunk(c, &ps, chunk, n, &skip);
+    for (bool first = true; st == SX_OK && (n = fread(chunk, 1, sizeof chunk, f)) > 0;
+         first = false) {
+        size_t bom = first && n >= 3 && memcmp(chunk, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+        st = feed_chunk(c, &ps, chunk + bom, n - bom, &skip); /* a UTF-8 BOM is not data */
+    }
     if (st == SX_OK && ferror(f))
         st = sx_error(SX_E_IO, "sx_ds_csv_load: %s: read error", c->path);
     if (st == SX_OK && csv_fini(&ps, on_field, on_record, c) != 0)

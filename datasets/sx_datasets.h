@@ -450,18 +450,16 @@ sx_ds_csv_params sx_ds_csv_params_default(void);
 
 /* Read a CSV file (RFC 4180 through libcsv, strict: quoted fields with "" for a quote and
  * embedded delimiters, CR, LF; LF, CRLF or CR line ends; blank lines skipped; spaces around
- * unquoted fields trimmed) into a source that owns the table: x f64 of (columns - 1) features,
- * every column but the label, in file order; y an i32 class index (classes = the distinct
- * labels, names kept: sx_ds_source_class_name) or an f64 target. Line numbers in messages count
- * LF from 1, skipped lines included; columns count from 1 and are named when there is a header.
- * On success *out owns the table (sx_ds_source_free); on failure *out is NULL, nothing leaked.
- * Errors:
- *   SX_E_ARG     path or out NULL; p invalid (skip_lines < 0, a bad delimiter, label_name
- *                without a header, an unknown label kind)
- *   SX_E_IO      "PATH: cannot open: <reason>", or a read error
- *   SX_E_FORMAT  "PATH: <problem>": no data rows (an empty file, or only a header); "line L:
- *                K fields, want M (as line L0)" (ragged rows); "line L, column C ("name"):
- *                missing value" (an empty field); "... not a number: 'text'" (a feature or a
+ * unquoted fields trimmed; a UTF-8 byte order mark at the start ignored) into a source that owns
+ * the table: x f64 of (columns - 1) features, every column but the label, in file order; y an i32
+ * class index (classes = the distinct labels, names kept: sx_ds_source_class_name) or an f64
+ * target. Line numbers in messages count LF from 1, skipped lines included; columns count from 1
+ * and are named when there is a header. On success *out owns the table (sx_ds_source_free); on
+ * failure *out is NULL, nothing leaked. Errors: SX_E_ARG     path or out NULL; p invalid
+ * (skip_lines < 0, a bad delimiter, label_name without a header, an unknown label kind) SX_E_IO
+ * "PATH: cannot open: <reason>", or a read error SX_E_FORMAT  "PATH: <problem>": no data rows (an
+ * empty file, or only a header); "line L: K fields, want M (as line L0)" (ragged rows); "line L,
+ * column C ("name"): missing value" (an empty field); "... not a number: 'text'" (a feature or a
  *                target that is not a finite number); "line L: malformed quoting" (a quote
  *                inside an unquoted field, text after a closing quote, an unterminated quote);
  *                the label column outside the row ("label column 7 but rows have 5 fields");

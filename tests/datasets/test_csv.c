@@ -141,7 +141,7 @@ Test(datasets_csv, sorted_class_order_numeric_and_text)
 
 Test(datasets_csv, label_by_name_as_regression_target)
 {
-    const char *text = "price,rooms,area\n250.5,3,80\n199,2,61.5\n";
+    const char *text = "\xEF\xBB\xBFprice,rooms,area\n250.5,3,80\n199,2,61.5\n"; /* a BOM */
     sx_ds_csv_params p = sx_ds_csv_params_default();
     p.label_name = "price";
     p.label = SX_DS_LABEL_TARGET;
