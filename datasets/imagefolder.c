@@ -83,7 +83,7 @@ static sx_status list_dir(const char *dir, bool dirs, strlist *out)
             memmove(full, full + strlen(dir) + 1, strlen(e->d_name) + 1);
     }
     closedir(d);
-    if (st == SX_OK)
+    if (st == SX_OK && out->n > 0) /* qsort's array must not be NULL, even for 0 */
         qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_str);
     return st;
 }

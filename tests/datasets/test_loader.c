@@ -224,6 +224,8 @@ Test(datasets_loader, idx_and_element_types_and_targets)
     y.dims[0] = 5;
     cr_assert_eq(sx_ds_source_idx(&x, &y, 3, &s), SX_E_SHAPE);
     cr_assert_null(s);
+    sx_tensor_free(bx);
+    sx_tensor_free(by);
 }
 
 /* Tensors as a source; a label that is not a class is SX_E_RANGE naming the example. */
@@ -310,6 +312,9 @@ Test(datasets_loader, callback_source)
     cr_assert_eq(sx_ds_loader_next(l, x, y, &m), SX_E_IO);
     cr_assert(fx_msg_has("example 4 is on a missing disk"));
     cr_assert_eq(sx_ds_source_get(s, 6, NULL, NULL), SX_E_RANGE);
+    sx_ds_loader_free(l);
+    l = NULL;
+    sx_ds_source_free(s);
     cr_assert_eq(sx_ds_source_callback(&spec, 0, cb_get, &calls, &s), SX_E_ARG);
     spec.classes = 2;
     spec.y_rank = 1;
