@@ -21,6 +21,28 @@ find_package(ZLIB)
 if(NOT ZLIB_FOUND)
     message(FATAL_ERROR "zlib not found: apt-get install zlib1g-dev (or run scripts/setup)")
 endif()
+# datasets/: PNG and JPEG images (libpng, libjpeg-turbo) and CSV files (libcsv, which ships no
+# .pc file on Debian).
+pkg_check_modules(LIBPNG IMPORTED_TARGET libpng)
+if(NOT LIBPNG_FOUND)
+    message(FATAL_ERROR "libpng not found: apt-get install libpng-dev (or run scripts/setup)")
+endif()
+pkg_check_modules(LIBJPEG IMPORTED_TARGET libjpeg)
+if(NOT LIBJPEG_FOUND)
+    message(FATAL_ERROR "libjpeg not found: apt-get install libjpeg62-turbo-dev "
+                        "(or run scripts/setup)")
+endif()
+find_path(LIBCSV_INCLUDE_DIR csv.h)
+find_library(LIBCSV_LIBRARY csv)
+if(NOT LIBCSV_INCLUDE_DIR OR NOT LIBCSV_LIBRARY)
+    message(FATAL_ERROR "libcsv not found: apt-get install libcsv-dev (or run scripts/setup)")
+endif()
+if(NOT TARGET strix_libcsv)
+    add_library(strix_libcsv INTERFACE IMPORTED GLOBAL)
+    set_target_properties(strix_libcsv PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES ${LIBCSV_INCLUDE_DIR}
+        INTERFACE_LINK_LIBRARIES ${LIBCSV_LIBRARY})
+endif()
 find_package(Threads REQUIRED)
 find_library(STRIX_LIBM m)
 

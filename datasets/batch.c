@@ -25,24 +25,28 @@ sx_ds_batcher_params sx_ds_batcher_params_default(void)
                                   .scale = SX_DS_PIXEL_SCALE};
 }
 
-/* The order of the current epoch: identity, shuffled when asked. */
-static void make_order(sx_ds_batcher *b)
+void sx__order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch)
 {
-    int64_t n = b->d->n;
     for (int64_t i = 0; i < n; i++)
-        b->perm[i] = i;
-    if (!b->p.shuffle)
+        perm[i] = i;
+    if (!shuffle)
         return;
     /* A generator for (seed, epoch): the seed's first draw, mixed with the epoch, seeds it. */
     sx_rng rng;
-    sx_rng_seed(&rng, b->p.seed);
-    sx_rng_seed(&rng, sx_rng_u64(&rng) ^ ((uint64_t)b->epoch * 0x9e3779b97f4a7c15ULL));
+    sx_rng_seed(&rng, seed);
+    sx_rng_seed(&rng, sx_rng_u64(&rng) ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ULL));
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)sx_rng_below(&rng, (uint64_t)i + 1);
-        int64_t t = b->perm[i];
-        b->perm[i] = b->perm[j];
-        b->perm[j] = t;
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
+}
+
+/* The order of the current epoch: identity, shuffled when asked. */
+static void make_order(sx_ds_batcher *b)
+{
+    sx__order(b->perm, b->d->n, b->p.shuffle, b->p.seed, b->epoch);
 }
 
 sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p,

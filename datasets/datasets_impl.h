@@ -77,4 +77,37 @@ sx_status sx__check_images(const char *who, const sx_ds_images *d);
 sx_status sx__check_batch(const char *who, const sx_ds_images *d, const sx_tensor *x,
                           const sx_tensor *y, int64_t want_rows, int64_t *rows);
 
+/* The order of an epoch (batch.c): perm = 0..n-1, Fisher-Yates shuffled with a generator seeded
+ * from (seed, epoch) when shuffle is true. Shared by sx_ds_batcher and sx_ds_loader. */
+void sx__order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+/* A source: its spec, count and a small vtable (source.c). get copies example i (in range,
+ * checked by the caller) into the rows (either may be NULL); class_name may be NULL (no names);
+ * drop releases impl (may be NULL). */
+struct sx_ds_source {
+    sx_ds_spec spec;
+    int64_t n;
+    int64_t x_size, y_size; /* elements of one example's x and y */
+    const char *name;       /* for messages: a path or the constructor's name (borrowed/owned
+                               by impl) */
+    sx_status (*get)(const sx_ds_source *s, int64_t i, void *x, void *y);
+    const char *(*class_name)(const sx_ds_source *s, int64_t k);
+    void (*drop)(void *impl);
+    void *impl;
+};
+
+/* Check a spec for `who` (SX_E_ARG naming the bad field). */
+sx_status sx__spec_check(const char *who, const sx_ds_spec *spec);
+/* A new source; on failure (SX_E_NOMEM) drop(impl) has been called and *out is NULL. */
+sx_status sx__source_new(const char *who, const sx_ds_spec *spec, int64_t n, const char *name,
+                         sx_status (*get)(const sx_ds_source *, int64_t, void *, void *),
+                         void *impl, void (*drop)(void *), sx_ds_source **out);
+/* Element k of a row of type t, as a double. */
+double sx__elem(const void *row, sx_ds_type t, int64_t k);
+/* dst[k] = (dtype)(src[k] * scale) for k < n; src of type t, dst an f32 or f64 array. */
+void sx__convert(const void *src, sx_ds_type t, int64_t n, double scale, void *dst, sx_dtype dtype);
+/* Copy image i of a set (h*w*c bytes) into dst, from either form (images.c). The set must
+ * have been checked. */
+void sx__image_bytes(const sx_ds_images *d, int64_t i, uint8_t *dst);
+
 #endif

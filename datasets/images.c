@@ -240,6 +240,26 @@ static void convert_image(const table *t, const sx_ds_images *d, int64_t i, int6
         table_apply(t, d->pixels + i * row, row, dst, at);
 }
 
+void sx__image_bytes(const sx_ds_images *d, int64_t i, uint8_t *dst)
+{
+    int64_t row = d->h * d->w * d->c;
+    if (d->packed == NULL) {
+        memcpy(dst, d->pixels + i * row, (size_t)row);
+        return;
+    }
+    const uint8_t *p = d->packed + d->offsets[i];
+    memset(dst, 0, (size_t)row);
+    for (int64_t k = 0; k < row;) { /* the tokens, clamped to the row as in decode_row */
+        k += get_len(&p);
+        int64_t l = get_len(&p);
+        k = k < row ? k : row;
+        l = l < row - k ? l : row - k;
+        memcpy(dst + k, p, (size_t)l);
+        p += l;
+        k += l;
+    }
+}
+
 sx_status sx_ds_images_compact(sx_ds_images *d)
 {
     const char *who = "sx_ds_images_compact";
@@ -381,6 +401,9 @@ void sx_ds_images_free(sx_ds_images *d)
     sx_free(d->packed);
     sx_free(d->offsets);
     sx_free(d->labels);
+    for (int64_t k = 0; d->class_names != NULL && k < d->classes; k++)
+        sx_free(d->class_names[k]);
+    sx_free(d->class_names);
     sx_free(d);
 }
 

@@ -139,14 +139,16 @@ sx_status sx_ds_idx_to_tensor(const sx_ds_idx *idx, sx_dtype dtype, double scale
  * e.g. (sx_ds_images){.n = n, .h = 28, ..., .pixels = p, .labels = l}.
  * From a loader, release it with sx_ds_images_free (either form). */
 typedef struct sx_ds_images {
-    int64_t n;        /* examples, >= 1 */
-    int64_t h, w, c;  /* image height, width, channels: 28, 28, 1 for MNIST */
-    int64_t classes;  /* labels are in [0, classes): 10 for MNIST */
-    uint8_t *pixels;  /* raw form: (n, h, w, c) row-major (NHWC): n*h*w*c bytes; else NULL */
-    uint8_t *labels;  /* (n) class indices */
-    uint8_t *packed;  /* packed form: the images' codes, offsets[n] bytes; else NULL */
-    int64_t *offsets; /* packed form: (n + 1) offsets into packed, offsets[0] = 0, rising;
-                         else NULL */
+    int64_t n;          /* examples, >= 1 */
+    int64_t h, w, c;    /* image height, width, channels: 28, 28, 1 for MNIST */
+    int64_t classes;    /* labels are in [0, classes): 10 for MNIST */
+    uint8_t *pixels;    /* raw form: (n, h, w, c) row-major (NHWC): n*h*w*c bytes; else NULL */
+    uint8_t *labels;    /* (n) class indices */
+    uint8_t *packed;    /* packed form: the images' codes, offsets[n] bytes; else NULL */
+    int64_t *offsets;   /* packed form: (n + 1) offsets into packed, offsets[0] = 0, rising;
+                           else NULL */
+    char **class_names; /* NULL, or (classes) names (sx_ds_image_folder_load sets them: the
+                           folder names); owned by a loader's set, freed by sx_ds_images_free */
 } sx_ds_images;
 
 /* Load an images file (u8, rank 3 (n,h,w) read as c = 1, or rank 4 (n,h,w,c)) and its labels
@@ -288,6 +290,298 @@ int64_t sx_ds_batcher_epoch(const sx_ds_batcher *b);
 /* Batches in one epoch: ceil(n / batch_size), or floor with drop_last; -1 for NULL. */
 int64_t sx_ds_batcher_batches(const sx_ds_batcher *b);
 void sx_ds_batcher_free(sx_ds_batcher *b);
+
+/* ---------------------------------------------------------------- sources of examples */
+
+/* A source: n examples (x, y) with random access by index; x and y are arrays of any element
+ * type (sx_ds_type) and rank, the same shape for every example. What a loader
+ * (sx_ds_loader_new) batches, whatever the data is: tensors in memory, an image set, a user
+ * callback, a CSV file, an image folder, an IDX pair, or a view (subset, split, standardised)
+ * over another source. A source is an opaque handle; release it with sx_ds_source_free. A source
+ * that wraps a caller's data or another source borrows it (it must outlive the source and stay
+ * unchanged); the functions say which. Reading a source (sx_ds_source_get) never allocates. */
+typedef struct sx_ds_source sx_ds_source;
+
+/* What one example is. Shapes are of one example (no leading n); rank 0 is a scalar. */
+typedef struct sx_ds_spec {
+    sx_ds_type x_type;            /* element type of x */
+    int x_rank;                   /* 0..SX_MAX_RANK */
+    int64_t x_shape[SX_MAX_RANK]; /* dims >= 1; an image is (h, w, c) */
+    sx_ds_type y_type;            /* element type of y */
+    int y_rank;                   /* 0..SX_MAX_RANK; 0 when classes > 0 */
+    int64_t y_shape[SX_MAX_RANK]; /* dims >= 1 */
+    int64_t classes; /* > 0: y is one class index, an integer in [0, classes); 0: y holds target
+                        values (regression) */
+    double x_scale;  /* a loader's x value = element * x_scale (finite): 1/255 for u8 images, else
+                        1 */
+} sx_ds_spec;
+
+/* Elements in x and in y of one example (products of the shapes; 1 for rank 0); -1 for NULL. */
+int64_t sx_ds_spec_x_size(const sx_ds_spec *spec);
+int64_t sx_ds_spec_y_size(const sx_ds_spec *spec);
+
+/* The number of examples (>= 1); -1 for NULL. */
+int64_t sx_ds_source_count(const sx_ds_source *s);
+/* The source's spec (valid while the source lives); NULL for NULL. */
+const sx_ds_spec *sx_ds_source_spec(const sx_ds_source *s);
+/* The name of class k (a CSV label's text, an image folder's class folder), valid while the
+ * source lives; NULL when the source has no names, k is out of range, or s is NULL. */
+const char *sx_ds_source_class_name(const sx_ds_source *s, int64_t k);
+
+/* Copy example i into x_row (x_size elements of x_type) and y_row (y_size elements of y_type);
+ * either may be NULL (not wanted). Never allocates.
+ * Errors: SX_E_ARG (s NULL), SX_E_RANGE (i outside [0, n)), and whatever a callback source's
+ * function returns (its message kept). */
+sx_status sx_ds_source_get(const sx_ds_source *s, int64_t i, void *x_row, void *y_row) SX_NODISCARD;
+
+/* Release a source (and what it owns: a CSV table, a view's index). NULL is fine. Sources built
+ * over it must be released first (they borrow it). */
+void sx_ds_source_free(sx_ds_source *s);
+
+/* A source over arrays in memory, which it borrows: x holds n*x_size elements of spec->x_type,
+ * y n*y_size of spec->y_type, row-major, example after example. spec is copied.
+ * Errors (*out NULL): SX_E_ARG (spec, x, y or out NULL; n < 1; a spec that is not valid: an
+ * unknown type, a rank outside 0..SX_MAX_RANK, a dim < 1, sizes overflowing, classes < 0,
+ * classes > 0 with y_rank != 0, a non-finite x_scale), SX_E_NOMEM.
+ * Class labels are checked when a loader reads them (see sx_ds_loader_next). */
+sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, const void *x, const void *y,
+                              sx_ds_source **out) SX_NODISCARD;
+
+/* A source over tensors, which it borrows: x is (n, ...) (rank >= 1); classes > 0: y is (n) of
+ * class indices held as floats (checked when read); classes == 0: y is (n, ...) targets. x_type
+ * and y_type are SX_DS_F32 / SX_DS_F64 after the tensors' dtypes; x_scale 1.
+ * Errors (*out NULL): SX_E_ARG (x, y or out NULL; x of rank 0; classes < 0), SX_E_SHAPE (x and y
+ * with different first dims, y not of rank 1 with classes > 0), SX_E_NOMEM. */
+sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t classes,
+                               sx_ds_source **out) SX_NODISCARD;
+
+/* A source over an image set, which it borrows in either form (raw or packed: nothing is
+ * copied): x is u8 (h, w, c), x_scale SX_DS_PIXEL_SCALE, y a u8 class index, classes d->classes;
+ * class names from d->class_names when set.
+ * Errors (*out NULL): SX_E_ARG (out NULL, d NULL or not valid: see sx_ds_images_tensor),
+ * SX_E_NOMEM. */
+sx_status sx_ds_source_images(const sx_ds_images *d, sx_ds_source **out) SX_NODISCARD;
+
+/* A source over two read IDX files, which it borrows: x's first axis is the examples (the rest
+ * is one example's shape), y is (n) class indices (classes > 0; any integer type) or (n, ...)
+ * targets (classes == 0). Elements keep their IDX type; x_scale 1.
+ * Errors (*out NULL): SX_E_ARG (x, y or out NULL, classes < 0), SX_E_SHAPE (the first dims
+ * differ; y not of rank 1 with classes > 0), SX_E_NOMEM. */
+sx_status sx_ds_source_idx(const sx_ds_idx *x, const sx_ds_idx *y, int64_t classes,
+                           sx_ds_source **out) SX_NODISCARD;
+
+/* The user's function of a callback source: write example i (0 <= i < n, checked before the
+ * call) into x_row (x_size elements of x_type) and y_row (y_size of y_type) and return SX_OK; or
+ * return an error status (after sx_error(...) to say why). Either row may be NULL: that part is
+ * not wanted. It must not keep the row pointers. */
+typedef sx_status (*sx_ds_get_fn)(int64_t i, void *x_row, void *y_row, void *ctx);
+
+/* A source whose examples come from `get` (ctx passed through, borrowed). spec is copied.
+ * Errors (*out NULL): SX_E_ARG (spec, get or out NULL, n < 1, spec not valid: see
+ * sx_ds_source_memory), SX_E_NOMEM. */
+sx_status sx_ds_source_callback(const sx_ds_spec *spec, int64_t n, sx_ds_get_fn get, void *ctx,
+                                sx_ds_source **out) SX_NODISCARD;
+
+/* A view of some examples of `s` (borrowed): example r of the view is example index[r] of s.
+ * The index is copied (8 bytes an example); no example is. Repeats are allowed.
+ * Errors (*out NULL): SX_E_ARG (s, index or out NULL, count < 1), SX_E_RANGE (an index outside
+ * [0, n)), SX_E_NOMEM. */
+sx_status sx_ds_source_subset(const sx_ds_source *s, const int64_t *index, int64_t count,
+                              sx_ds_source **out) SX_NODISCARD;
+
+/* Split `s` (borrowed) into two disjoint views that together hold every example: a seeded
+ * permutation of 0..n-1 (Fisher-Yates, the same on every machine) gives its first
+ * n - round(n * val_fraction) examples to *train and the rest to *val, each view in the order
+ * of the permutation. The same seed gives the same split.
+ * Errors (both outputs NULL): SX_E_ARG (a pointer NULL, val_fraction not in (0, 1), or a
+ * fraction that leaves either part empty), SX_E_NOMEM. */
+sx_status sx_ds_split(const sx_ds_source *s, double val_fraction, uint64_t seed,
+                      sx_ds_source **train, sx_ds_source **val) SX_NODISCARD;
+
+/* Per-feature mean and standard deviation of x (element * x_scale, one value per element of
+ * x), for standardisation: compute them on the training source only, then apply them to every
+ * split with sx_ds_source_standardize. */
+typedef struct sx_ds_stats {
+    int64_t size; /* x_size of the source they were computed on */
+    double *mean; /* (size) */
+    double *std;  /* (size) population std (divided by n); a constant feature gets 1 */
+} sx_ds_stats;
+
+/* Compute the stats of `s` over all its examples (two passes, in double). channels > 0 pools
+ * the elements by channel instead (element k belongs to channel k % channels; size = channels):
+ * the per-channel mean/std of an (h, w, c) image source, for sx_ds_augment.
+ * On success *out owns the result (sx_ds_stats_free).
+ * Errors (*out NULL): SX_E_ARG (s or out NULL, channels < 0, channels > 0 not dividing x_size),
+ * SX_E_NOMEM, and any error of sx_ds_source_get. */
+sx_status sx_ds_stats_compute(const sx_ds_source *s, int64_t channels,
+                              sx_ds_stats **out) SX_NODISCARD;
+void sx_ds_stats_free(sx_ds_stats *st);
+
+/* A view of `s` (borrowed) whose x is standardised: (element * x_scale - mean[k]) / std[k], as
+ * SX_DS_F64 with x_scale 1; y unchanged. The stats are copied. It keeps one scratch row, so two
+ * threads must not read it at once.
+ * Errors (*out NULL): SX_E_ARG (a pointer NULL, st->size != x_size, a std that is not > 0 or a
+ * mean that is not finite), SX_E_NOMEM. */
+sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
+                                   sx_ds_source **out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- CSV files */
+
+/* How a CSV label column becomes y. */
+typedef enum {
+    SX_DS_LABEL_FIRST_SEEN = 0, /* classes: texts numbered in the order they first appear */
+    SX_DS_LABEL_SORTED = 1,     /* classes: numbered in sorted order (numeric when every label
+                                   is a number, else byte order: "10" after "9" only then) */
+    SX_DS_LABEL_TARGET = 2      /* a number: a regression target (y f64, classes 0) */
+} sx_ds_label_kind;
+
+typedef struct sx_ds_csv_params {
+    bool header;            /* the first line read holds the column names */
+    int64_t skip_lines;     /* >= 0 lines (LF-terminated) skipped before anything is read */
+    char delimiter;         /* field separator, not '"', CR or LF */
+    int64_t label_column;   /* index of the label column; negative counts from the end */
+    const char *label_name; /* not NULL: the label column is the one with this header name */
+    sx_ds_label_kind label; /* classes or a target */
+} sx_ds_csv_params;
+
+/* header true, skip_lines 0, delimiter ',', label_column -1 (the last), label_name NULL,
+ * SX_DS_LABEL_FIRST_SEEN. */
+sx_ds_csv_params sx_ds_csv_params_default(void);
+
+/* Read a CSV file (RFC 4180 through libcsv, strict: quoted fields with "" for a quote and
+ * embedded delimiters, CR, LF; LF, CRLF or CR line ends; blank lines skipped; spaces around
+ * unquoted fields trimmed; a UTF-8 byte order mark at the start ignored) into a source that owns
+ * the table: x f64 of (columns - 1) features, every column but the label, in file order; y an i32
+ * class index (classes = the distinct labels, names kept: sx_ds_source_class_name) or an f64
+ * target. Line numbers in messages count LF from 1, skipped lines included; columns count from 1
+ * and are named when there is a header. On success *out owns the table (sx_ds_source_free); on
+ * failure *out is NULL, nothing leaked. Errors: SX_E_ARG     path or out NULL; p invalid
+ * (skip_lines < 0, a bad delimiter, label_name without a header, an unknown label kind) SX_E_IO
+ * "PATH: cannot open: <reason>", or a read error SX_E_FORMAT  "PATH: <problem>": no data rows (an
+ * empty file, or only a header); "line L: K fields, want M (as line L0)" (ragged rows); "line L,
+ * column C ("name"): missing value" (an empty field); "... not a number: 'text'" (a feature or a
+ *                target that is not a finite number); "line L: malformed quoting" (a quote
+ *                inside an unquoted field, text after a closing quote, an unterminated quote);
+ *                the label column outside the row ("label column 7 but rows have 5 fields");
+ *                no column named label_name in the header; only one column (no features)
+ *   SX_E_RANGE   more than 2^31 - 1 classes
+ *   SX_E_NOMEM   an allocation failed (the parser's buffer included) */
+sx_status sx_ds_csv_load(const char *path, const sx_ds_csv_params *p,
+                         sx_ds_source **out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- image files */
+
+typedef enum {
+    SX_DS_RESIZE_BILINEAR = 0, /* half-pixel centres, no anti-aliasing (OpenCV's INTER_LINEAR);
+                                  rounded to the nearest byte */
+    SX_DS_RESIZE_NEAREST = 1   /* the source pixel whose centre is nearest (floor) */
+} sx_ds_resize;
+
+/* The largest decoded image accepted, in bytes (width * height * channels before resizing). */
+#define SX_DS_IMAGE_MAX_BYTES ((int64_t)1 << 28)
+
+/* Decode one PNG or JPEG image held in memory (the content decides: PNG signature or JPEG SOI
+ * marker) and resize it into out, h*w*c bytes (h, w, c) row-major. c = 1 gives grayscale
+ * (RGB converted with libpng's / libjpeg's own weights), c = 3 RGB (grayscale replicated);
+ * alpha is dropped, 16-bit samples are reduced to 8, palettes expanded. `name` is used in
+ * messages (NULL: "<memory>"). The buffer is not kept. out is unchanged on error.
+ * Memory: libpng's allocations go through the allocator hook; libjpeg-turbo allocates its own
+ * with malloc.
+ * Errors: SX_E_ARG (buf or out NULL, h, w < 1, c not 1 or 3, a bad resize mode), SX_E_FORMAT
+ * ("NAME: not a PNG or JPEG file"; "NAME: corrupt PNG: <libpng's message>"; "NAME: corrupt JPEG:
+ * <libjpeg's message>" (libjpeg's warnings, e.g. a truncated stream, count as errors); an
+ * image larger than SX_DS_IMAGE_MAX_BYTES), SX_E_NOMEM. */
+sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int64_t h, int64_t w,
+                             int64_t c, sx_ds_resize mode, uint8_t *out) SX_NODISCARD;
+
+typedef struct sx_ds_image_folder_params {
+    int64_t h, w;        /* the size every image is resized to, >= 1 */
+    int64_t c;           /* 1 (grayscale) or 3 (RGB) */
+    sx_ds_resize resize; /* how */
+} sx_ds_image_folder_params;
+
+/* h = w = 32, c = 3, bilinear. */
+sx_ds_image_folder_params sx_ds_image_folder_params_default(void);
+
+/* Load root/<class>/<file> for every class folder (sorted by name, byte order; names starting
+ * with '.' skipped) and every file in it named *.png, *.jpg or *.jpeg (any case; sorted by
+ * name; other files skipped): class k is the k-th folder. The images are decoded as
+ * sx_ds_image_decode does, resized to (h, w, c) and kept as bytes in a new raw set
+ * (sx_ds_images_compact may pack it), class_names set to the folder names.
+ * On success *out owns the set (sx_ds_images_free); on failure *out is NULL, nothing leaked.
+ * Errors:
+ *   SX_E_ARG     root or out NULL; p invalid (h, w < 1, c not 1 or 3, a bad resize mode)
+ *   SX_E_IO      "ROOT: cannot open: <reason>" (root or a class folder), a file unreadable
+ *   SX_E_FORMAT  "ROOT: no class folders"; "ROOT/CLASS: no .png/.jpg/.jpeg files"; a file that
+ *                does not decode (the message names it: see sx_ds_image_decode)
+ *   SX_E_RANGE   more than 256 classes (labels are bytes)
+ *   SX_E_NOMEM   an allocation failed */
+sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_params *p,
+                                  sx_ds_images **out) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- batches over any source */
+
+/* Augmentation of image sources (x of rank 3: (h, w, c)), done by a loader as it fills a batch:
+ * for each example, in this order, on values v = element * x_scale:
+ *   random crop: the image padded with crop_pad zeros on every side, an (h, w) window at a
+ *     random offset (dy, dx) in [0, 2*crop_pad]^2: out(y, x) = in(y + dy - pad, x + dx - pad),
+ *     0 outside the image;
+ *   horizontal flip with probability 1/2: out(y, x) = in(y, w - 1 - x);
+ *   normalisation when mean is not NULL: (v - mean[ch]) / std[ch], per channel.
+ * The random choices of example i in epoch e depend only on (seed, e, i): the same seed gives
+ * the same batches bit for bit, whatever the batch size. All zero: no augmentation. */
+typedef struct sx_ds_augment {
+    int64_t crop_pad;   /* >= 0; 0 no crop */
+    bool flip;          /* random horizontal flip */
+    const double *mean; /* NULL, or (c) per-channel means (copied by sx_ds_loader_new) */
+    const double *std;  /* (c) per-channel stds > 0, with mean (copied) */
+} sx_ds_augment;
+
+/* An iterator over minibatches of any source: the batcher of sx_ds_batcher, generalised. */
+typedef struct sx_ds_loader sx_ds_loader;
+
+typedef struct sx_ds_loader_params {
+    int64_t batch_size;    /* >= 1 */
+    bool shuffle;          /* a new random order every epoch (the order sx_ds_batcher uses) */
+    uint64_t seed;         /* order and augmentation depend only on (seed, epoch) */
+    bool drop_last;        /* skip a last batch smaller than batch_size */
+    sx_ds_augment augment; /* zero: none */
+} sx_ds_loader_params;
+
+/* batch_size 64, shuffle true, seed 0, drop_last false, no augmentation. */
+sx_ds_loader_params sx_ds_loader_params_default(void);
+
+/* A loader over `s` (borrowed: it must outlive the loader). p NULL means the defaults. It
+ * allocates its permutation (8 bytes an example) and one scratch example now, and nothing per
+ * batch. It starts at the first batch of epoch 0.
+ * Errors (*out NULL): SX_E_ARG (s or out NULL, batch_size < 1, drop_last with batch_size > n,
+ * crop_pad < 0, augmentation on a source whose x is not of rank 3, mean without std or a std
+ * <= 0 or a non-finite mean), SX_E_NOMEM. */
+sx_status sx_ds_loader_new(const sx_ds_source *s, const sx_ds_loader_params *p,
+                           sx_ds_loader **out) SX_NODISCARD;
+
+/* Fill the next batch into x and y (either may be NULL) and set *count to its examples
+ * (batch_size, or fewer for a last partial batch; 0 at the end of an epoch, as for
+ * sx_ds_batcher_next: x and y unchanged, the loader moves to the next epoch).
+ * x: f32 or f64, shape[0] = batch_size and batch_size * x_size elements: (B, ...x_shape) or
+ *   flat (B, x_size); values element * x_scale, augmented when asked.
+ * y: f32 or f64, shape[0] = batch_size. A class source: rank 1 (B) gets the class index, rank 2
+ *   (B, classes) one-hot rows. A target source: batch_size * y_size elements, the values.
+ * Rows count..B-1 are padding: zeros in x, -1 in an index y, zero rows in a one-hot or target y.
+ * Errors (the loader does not move; x and y may be partly written): SX_E_ARG (l or count NULL,
+ * an invalid tensor or dtype), SX_E_SHAPE (x or y of another shape), SX_E_RANGE (a class label
+ * that is not an integer in [0, classes): "SOURCE: example 12 has label 7.5, not a class in
+ * 0..2"), and any error of the source's get. */
+sx_status sx_ds_loader_next(sx_ds_loader *l, sx_tensor *x, sx_tensor *y,
+                            int64_t *count) SX_NODISCARD;
+
+/* Go to the first batch of epoch `epoch` (>= 0; SX_E_ARG otherwise, or for l NULL). */
+sx_status sx_ds_loader_set_epoch(sx_ds_loader *l, int64_t epoch) SX_NODISCARD;
+/* The current epoch; -1 for NULL. */
+int64_t sx_ds_loader_epoch(const sx_ds_loader *l);
+/* Batches in one epoch: ceil(n / batch_size), or floor with drop_last; -1 for NULL. */
+int64_t sx_ds_loader_batches(const sx_ds_loader *l);
+void sx_ds_loader_free(sx_ds_loader *l);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,223 @@
+/* imagefolder.c: root/<class>/<image> into an image set of bytes. Two passes: list and sort the
+ * class folders and their image files (names only), then allocate the whole set once and decode
+ * and resize every file straight into its row (decode.c), through one file buffer that grows to
+ * the largest file. */
+#define _POSIX_C_SOURCE 200809L /* opendir, stat */
+#include "datasets_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* A growing list of owned strings. */
+typedef struct strlist {
+    char **v;
+    int64_t n, cap;
+} strlist;
+
+static void list_free(strlist *l)
+{
+    for (int64_t k = 0; k < l->n; k++)
+        sx_free(l->v[k]);
+    sx_free(l->v);
+    *l = (strlist){0};
+}
+
+/* Append "a/b" (b NULL: a) to the list. */
+static bool list_push(strlist *l, const char *a, const char *b)
+{
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = sx_realloc(l->v, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t n = strlen(a) + (b ? strlen(b) + 1 : 0) + 1;
+    char *s = sx_alloc(n);
+    if (s == NULL)
+        return false;
+    snprintf(s, n, b ? "%s/%s" : "%s", a, b);
+    l->v[l->n++] = s;
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_image_name(const char *s)
+{
+    const char *dot = strrchr(s, '.');
+    return dot != NULL && (strcasecmp(dot, ".png") == 0 || strcasecmp(dot, ".jpg") == 0 ||
+                           strcasecmp(dot, ".jpeg") == 0);
+}
+
+/* The sorted names in dir (no leading '.'): folders (dirs true) or image files. */
+static sx_status list_dir(const char *dir, bool dirs, strlist *out)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return sx_error(SX_E_IO, "%s: cannot open: %s", dir, strerror(errno));
+    sx_status st = SX_OK;
+    struct dirent *e;
+    while (st == SX_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || (!dirs && !is_image_name(e->d_name)))
+            continue;
+        if (!list_push(out, dir, e->d_name)) { /* the full path first, to stat it */
+            st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
+            break;
+        }
+        char *full = out->v[out->n - 1];
+        struct stat sb;
+        bool keep = stat(full, &sb) == 0 && (dirs ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
+        if (!keep)
+            sx_free(out->v[--out->n]);
+        else if (dirs) /* a class keeps its folder's name only; a file its full path */
+            memmove(full, full + strlen(dir) + 1, strlen(e->d_name) + 1);
+    }
+    closedir(d);
+    if (st == SX_OK && out->n > 0) /* qsort's array must not be NULL, even for 0 */
+        qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_str);
+    return st;
+}
+
+/* The whole file at path into *buf (grown as needed; *cap its size), *len its bytes. */
+static sx_status read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return sx_error(SX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    sx_status st = SX_OK;
+    *len = 0;
+    for (;;) {
+        if (*len == *cap) {
+            size_t n = *cap ? 2 * *cap : (size_t)1 << 16;
+            uint8_t *b = sx_realloc(*buf, n);
+            if (b == NULL) {
+                st = sx_error(SX_E_NOMEM, "%s: out of memory reading the file", path);
+                break;
+            }
+            *buf = b;
+            *cap = n;
+        }
+        size_t got = fread(*buf + *len, 1, *cap - *len, f);
+        *len += got;
+        if (got == 0)
+            break;
+    }
+    if (st == SX_OK && ferror(f))
+        st = sx_error(SX_E_IO, "%s: read error", path);
+    fclose(f);
+    return st;
+}
+
+/* Every image path under root, sorted by class then name, and its label. */
+static sx_status scan(const char *root, strlist *classes, strlist *files, uint8_t **labels)
+{
+    SX_TRY(list_dir(root, true, classes));
+    if (classes->n == 0)
+        return sx_error(SX_E_FORMAT, "%s: no class folders", root);
+    if (classes->n > 256)
+        return sx_error(SX_E_RANGE, "%s: %lld class folders (at most 256: labels are bytes)", root,
+                        (long long)classes->n);
+    strlist dir = {0};
+    sx_status st = SX_OK;
+    for (int64_t k = 0; st == SX_OK && k < classes->n; k++) {
+        int64_t before = files->n;
+        if (!list_push(&dir, root, classes->v[k]))
+            st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
+        if (st == SX_OK)
+            st = list_dir(dir.v[dir.n - 1], false, files);
+        if (st == SX_OK && files->n == before)
+            st = sx_error(SX_E_FORMAT, "%s: no .png/.jpg/.jpeg files", dir.v[dir.n - 1]);
+        uint8_t *l = st == SX_OK ? sx_realloc(*labels, (size_t)files->n) : NULL;
+        if (st == SX_OK && l == NULL)
+            st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
+        for (int64_t i = before; st == SX_OK && i < files->n; i++)
+            l[i] = (uint8_t)k;
+        if (l != NULL)
+            *labels = l;
+    }
+    list_free(&dir);
+    return st;
+}
+
+sx_ds_image_folder_params sx_ds_image_folder_params_default(void)
+{
+    return (sx_ds_image_folder_params){.h = 32, .w = 32, .c = 3, .resize = SX_DS_RESIZE_BILINEAR};
+}
+
+/* Decode every file into d's rows. */
+static sx_status decode_all(const strlist *files, const sx_ds_image_folder_params *q,
+                            sx_ds_images *d)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0, len = 0;
+    int64_t row = q->h * q->w * q->c;
+    sx_status st = SX_OK;
+    for (int64_t i = 0; st == SX_OK && i < files->n; i++) {
+        st = read_file(files->v[i], &buf, &cap, &len);
+        if (st == SX_OK)
+            st = sx_ds_image_decode(buf, len, files->v[i], q->h, q->w, q->c, q->resize,
+                                    d->pixels + i * row);
+    }
+    sx_free(buf);
+    return st;
+}
+
+sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_params *p,
+                                  sx_ds_images **out)
+{
+    const char *who = "sx_ds_image_folder_load";
+    if (out == NULL || root == NULL)
+        return sx_error(SX_E_ARG, "%s: %s is NULL", who, out == NULL ? "out" : "root");
+    *out = NULL;
+    sx_ds_image_folder_params q = p ? *p : sx_ds_image_folder_params_default();
+    if (q.h < 1 || q.w < 1 || (q.c != 1 && q.c != 3) || q.h * q.w * q.c > SX_DS_IMAGE_MAX_BYTES ||
+        (q.resize != SX_DS_RESIZE_BILINEAR && q.resize != SX_DS_RESIZE_NEAREST))
+        return sx_error(SX_E_ARG,
+                        "%s: size %lldx%lld, %lld channels, resize mode %d (want h, w "
+                        ">= 1, 1 or 3 channels, bilinear or nearest)",
+                        who, (long long)q.h, (long long)q.w, (long long)q.c, (int)q.resize);
+    strlist classes = {0}, files = {0};
+    uint8_t *labels = NULL;
+    sx_ds_images *d = NULL;
+    sx_status st = scan(root, &classes, &files, &labels);
+    int64_t shape[4] = {files.n, q.h, q.w, q.c};
+    if (st == SX_OK && sx_shape_check(who, 4, shape) != SX_OK)
+        st = sx_error(SX_E_RANGE, "%s: %lld images of %lldx%lldx%lld overflow", root,
+                      (long long)files.n, (long long)q.h, (long long)q.w, (long long)q.c);
+    if (st == SX_OK && (d = sx_calloc(1, sizeof *d)) != NULL)
+        d->pixels = sx_alloc((size_t)sx_shape_size(4, shape));
+    if (st == SX_OK && (d == NULL || d->pixels == NULL))
+        st = sx_error(SX_E_NOMEM, "%s: out of memory for %lld images", who, (long long)files.n);
+    if (st == SX_OK) {
+        *d = (sx_ds_images){.n = files.n,
+                            .h = q.h,
+                            .w = q.w,
+                            .c = q.c,
+                            .classes = classes.n,
+                            .pixels = d->pixels,
+                            .labels = labels,
+                            .class_names = classes.v};
+        labels = NULL;
+        classes = (strlist){0}; /* now the set's */
+        st = decode_all(&files, &q, d);
+    }
+    sx_free(labels);
+    list_free(&classes);
+    list_free(&files);
+    if (st != SX_OK) {
+        sx_ds_images_free(d);
+        return st;
+    }
+    *out = d;
+    return SX_OK;
+}
