@@ -27,7 +27,9 @@
  *
  * Mutation. sx_cg_assign(param, value) writes value into the parameter's storage. Within one
  * evaluation, every other reader of the parameter runs before the assign, so all of them see the
- * old value; afterwards they are invalid (they depend on a changed parameter).
+ * old value; afterwards they are invalid (they depend on a changed parameter). The fused
+ * optimiser updates that optim/ emits (SX_OPF_UPDATE) write their parameter and states under the
+ * same rule.
  */
 #ifndef SX_CGRAPH_H
 #define SX_CGRAPH_H
