@@ -184,7 +184,9 @@ static sx_status failed(sx_cg_graph *g, const char *what)
 }
 
 /* The update node u = op(param, states..., grad, rate) and, per state, seq(state, u): the
- * state's handle, ordered after the step that writes it. out gets the seqs, then u. */
+ * state's handle, ordered after the step that writes it. out gets the seqs, then u. In an eager
+ * graph u has run when it is made and is stale at once (it reads what it wrote): a seq would
+ * run it again, so the states themselves are the handles. */
 static sx_status emit(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
                       sx_cg_node *rate, sx_cg_node *const *st, sx_cg_node **out)
 {
@@ -202,9 +204,11 @@ static sx_status emit(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *para
     if (u == NULL)
         return failed(g, sx_cg_op_name(r->op));
     const sx_cg_attr none = sx_cg_attr_default();
+    const bool eager = sx_cg_graph_mode(g) == SX_CG_EAGER;
     for (int i = 0; i < r->n_states; i++) {
         sx_cg_node *seq_in[2] = {st[i], u};
-        if ((out[i] = sx_cg_op_new(g, SX_OP_SEQ, 2, seq_in, &none)) == NULL)
+        out[i] = eager ? st[i] : sx_cg_op_new(g, SX_OP_SEQ, 2, seq_in, &none);
+        if (out[i] == NULL)
             return failed(g, "seq");
     }
     out[r->n_states] = u;

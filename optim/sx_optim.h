@@ -56,7 +56,9 @@ const char *sx_optim_state_name(sx_optim_kind k, int i);
 /* Build the update of one parameter: one fused update node writing the parameter and its
  * states in place, and the handles of what it writes, which it stores in updates[0..*n) (at
  * most 3): seq(state, update) per state (a view of the state ordered after the step), then the
- * update node itself (a view of the parameter). Ask for all of them as outputs. `states` holds
+ * update node itself (a view of the parameter). Ask for all of them as outputs. In an eager
+ * graph the step runs once, as the update node is made, and the state handles are the states
+ * themselves (evaluating the update node again takes another step). `states` holds
  * the optimiser's state parameters (sx_optim_n_states of them, shaped like the parameter, zero
  * at the start); NULL makes new zero-initialised ones named "<param name>.<state name>". `lr` is
  * a single-element node holding this step's learning rate (an input fed every step, so schedules
