@@ -4,7 +4,6 @@
  * single FUSED node that runs a short program per block of elements (tensor/fused.c). */
 #include "opt_impl.h"
 
-#include <math.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- helpers */
