@@ -401,23 +401,25 @@ sx_status cg_eval_fused(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_fused_out(&n->attr.prog, n->n_in, in, OUT);
 }
 
-/* One optimiser step of update op `op` (coefficients c, flag) on the parameter p and its
- * states st[] with gradient g. */
+/* One optimiser step of update op `op` (the coefficients by name in n->attr) on the parameter
+ * p and its states st[] with gradient g. */
 static sx_status run_step(const sx_cg_node *n, sx_cg_op op, sx_tensor *p, sx_tensor *const *st,
                           const sx_tensor *g, double lr)
 {
-    const double *c = n->attr.coef;
+    const sx_cg_attr *a = &n->attr;
     switch (op) {
     case SX_OP_SGD_UPDATE:
         return sx_tensor_sgd_step(p, g, lr);
     case SX_OP_MOMENTUM_UPDATE:
-        return sx_tensor_momentum_step(p, st[0], g, lr, c[0], n->attr.keepdims);
+        return sx_tensor_momentum_step(p, st[0], g, lr, a->momentum.mu, a->nesterov);
     case SX_OP_ADAGRAD_UPDATE:
-        return sx_tensor_adagrad_step(p, st[0], g, lr, c[0]);
+        return sx_tensor_adagrad_step(p, st[0], g, lr, a->adagrad.eps);
     case SX_OP_RMSPROP_UPDATE:
-        return sx_tensor_rmsprop_step(p, st[0], g, lr, c[0], c[1], c[2]);
+        return sx_tensor_rmsprop_step(p, st[0], g, lr, a->rmsprop.rho, a->rmsprop.one_minus_rho,
+                                      a->rmsprop.eps);
     case SX_OP_ADAM_UPDATE:
-        return sx_tensor_adam_step(p, st[0], st[1], g, lr, c[0], c[1], c[2], c[3], c[4]);
+        return sx_tensor_adam_step(p, st[0], st[1], g, lr, a->adam.beta1, a->adam.one_minus_beta1,
+                                   a->adam.beta2, a->adam.one_minus_beta2, a->adam.eps);
     default:
         return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
     }

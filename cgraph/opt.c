@@ -9,9 +9,8 @@
 #include <time.h>
 
 static const char *const pass_names[SX_PASS_COUNT] = {
-    "dead code", "common subexpr",     "constant fold", "simplify",
-    "broadcast", "update fusion",      "gemm fold",     "fma",
-    "pool relu", "elementwise fusion", "gemm update",   "algebra"};
+    "dead code", "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
+    "fma",       "pool relu",      "elementwise fusion", "gemm update", "algebra"};
 
 const char *sx_cg_pass_name(sx_cg_pass p)
 {
@@ -328,73 +327,65 @@ static sx_status pass_const_fold(sx_cg_graph *g, int64_t *changed)
 
 /* ---------------------------------------------------------------- algebraic simplification */
 
+/* Ops whose every result is >= 0 (or NaN). */
+static bool nonneg_op(sx_cg_op op)
+{
+    return op == SX_OP_EXP || op == SX_OP_SQR || op == SX_OP_SQRT || op == SX_OP_ABS ||
+           op == SX_OP_RELU || op == SX_OP_SIGMOID || op == SX_OP_SOFTPLUS || op == SX_OP_SOFTMAX;
+}
+
 /* x known to be >= 0 (so exp(log x) = x, with log 0 = -inf and exp(-inf) = 0). */
 static bool nonneg(const sx_cg_node *x)
 {
-    switch (x->op) {
-    case SX_OP_EXP:
-    case SX_OP_SQR:
-    case SX_OP_SQRT:
-    case SX_OP_ABS:
-    case SX_OP_RELU:
-    case SX_OP_SIGMOID:
-    case SX_OP_SOFTPLUS:
-    case SX_OP_SOFTMAX:
+    if (nonneg_op(x->op))
         return true;
-    default:
-        if (!opt_is_const(x) || x->value.data == NULL)
+    if (!opt_is_const(x) || x->value.data == NULL)
+        return false;
+    for (int64_t i = 0; i < x->value.size; i++)
+        if (!(sx_tensor_get(&x->value, i) >= 0))
             return false;
-        for (int64_t i = 0; i < x->value.size; i++)
-            if (!(sx_tensor_get(&x->value, i) >= 0))
-                return false;
-        return true;
-    }
+    return true;
 }
 
-/* What n simplifies to (an existing node), or NULL. */
+static bool reduction_op(sx_cg_op op)
+{
+    return op == SX_OP_SUM || op == SX_OP_MEAN || op == SX_OP_PROD || op == SX_OP_REDUCE_MAX ||
+           op == SX_OP_REDUCE_MIN;
+}
+
+/* What n simplifies to (an existing node), or NULL. (If-chains, not a switch: the ops with no
+ * identity are every other op, and a switch over ops lists them all or has a default.) */
 static sx_cg_node *simpler(sx_cg_node *n)
 {
     sx_cg_node *a = n->n_in > 0 ? n->in[0] : NULL, *b = n->n_in > 1 ? n->in[1] : NULL;
-    switch (n->op) {
-    case SX_OP_ADD:
-        if (opt_const_all(b, 0) && opt_same_shape(a, n))
+    const sx_cg_op op = n->op;
+    if (op == SX_OP_ADD || op == SX_OP_MUL) { /* x+0, 0+x, x*1, 1*x */
+        const double unit = op == SX_OP_ADD ? 0 : 1;
+        if (opt_const_all(b, unit) && opt_same_shape(a, n))
             return a;
-        if (opt_const_all(a, 0) && opt_same_shape(b, n))
+        if (opt_const_all(a, unit) && opt_same_shape(b, n))
             return b;
         return NULL;
-    case SX_OP_SUB:
+    }
+    if (op == SX_OP_SUB) /* x-0 */
         return opt_const_all(b, 0) && opt_same_shape(a, n) ? a : NULL;
-    case SX_OP_MUL:
-        if (opt_const_all(b, 1) && opt_same_shape(a, n))
-            return a;
-        if (opt_const_all(a, 1) && opt_same_shape(b, n))
-            return b;
-        return NULL;
-    case SX_OP_DIV:
-    case SX_OP_POW:
+    if (op == SX_OP_DIV || op == SX_OP_POW) /* x/1, x^1 */
         return opt_const_all(b, 1) && opt_same_shape(a, n) ? a : NULL;
-    case SX_OP_NEG:
+    if (op == SX_OP_NEG)
         return a->op == SX_OP_NEG ? a->in[0] : NULL;
-    case SX_OP_RESHAPE:
-    case SX_OP_BROADCAST:
+    if (op == SX_OP_RESHAPE || op == SX_OP_BROADCAST)
         return opt_same_shape(a, n) ? a : NULL;
-    case SX_OP_IDENTITY:
+    if (op == SX_OP_IDENTITY)
         return n->pinned ? NULL : a;
-    case SX_OP_PERMUTE: {
+    if (op == SX_OP_PERMUTE) {
         for (int i = 0; i < n->value.rank; i++)
             if (n->attr.ints[i] != i)
                 return NULL;
         return a;
     }
-    case SX_OP_SUM:
-    case SX_OP_MEAN:
-    case SX_OP_PROD:
-    case SX_OP_REDUCE_MAX:
-    case SX_OP_REDUCE_MIN:
-        return opt_same_shape(a, n) ? a : NULL; /* every reduced axis had size 1, keepdims */
-    default:
-        return NULL;
-    }
+    if (reduction_op(op)) /* every reduced axis had size 1, keepdims */
+        return opt_same_shape(a, n) ? a : NULL;
+    return NULL;
 }
 
 /* The rewrites that hold in exact arithmetic only (SX_PASS_ALGEBRA, off by default):
@@ -730,9 +721,6 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 break;
             case SX_PASS_BROADCAST:
                 s = pass_broadcast(g, &c);
-                break;
-            case SX_PASS_UPDATE_FUSION:
-                s = opt_pass_update_fusion(g, &c);
                 break;
             case SX_PASS_GEMM_FOLD:
                 s = pass_gemm_fold(g, &c);

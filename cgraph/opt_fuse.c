@@ -1,13 +1,12 @@
-/* opt_fuse.c: the fusion passes. Optimiser-update fusion recognises the update subgraphs that
- * optim/ builds (sx_optim.h documents the forms) and replaces each with one in-place update
- * node; element-wise chain fusion turns a tree of element-wise ops over one shape into a single
- * FUSED node that runs a short program per block of elements (tensor/fused.c). */
+/* opt_fuse.c: the fusion passes. Gemm-update fusion computes the matmul gradient of a fused
+ * optimiser update (which optim/ emits as such, sx_optim.h) a block of rows at a time inside
+ * the step; element-wise chain fusion turns a tree of element-wise ops over one shape into a
+ * single FUSED node that runs a short program per block of elements (tensor/fused.c). */
 #include "opt_impl.h"
 
-#include <math.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- matching helpers */
+/* ---------------------------------------------------------------- helpers */
 
 static bool is(const sx_cg_node *n, sx_cg_op op)
 {
@@ -20,210 +19,6 @@ static bool only_for(const sx_cg_node *n, const sx_cg_node *user)
     return n->n_users == 1 && n->users[0] == user && !n->pinned;
 }
 
-static double scalar_const(const sx_cg_node *c)
-{
-    if (!opt_is_const(c) || c->value.size != 1 || c->value.data == NULL)
-        return (double)NAN;
-    return sx_tensor_get(&c->value, 0);
-}
-
-/* n = op(s, x) with s a one-element constant: its value, and x; either operand order. */
-static bool scaled_by(const sx_cg_node *n, double *s, sx_cg_node **x)
-{
-    if (!is(n, SX_OP_MUL))
-        return false;
-    for (int k = 0; k < 2; k++) {
-        double v = scalar_const(n->in[k]);
-        if (!isnan(v) && n->in[1 - k]->value.size == n->value.size) {
-            *s = v;
-            *x = n->in[1 - k];
-            return true;
-        }
-    }
-    return false;
-}
-
-/* n = g * g */
-static bool is_square_of(const sx_cg_node *n, const sx_cg_node *g)
-{
-    return is(n, SX_OP_MUL) && n->in[0] == g && n->in[1] == g;
-}
-
-/* The assign that writes `value` into a parameter, among value's users. */
-static sx_cg_node *assign_of(const sx_cg_node *value)
-{
-    for (int i = 0; i < value->n_users; i++) {
-        sx_cg_node *u = value->users[i];
-        if (is(u, SX_OP_ASSIGN) && u->in[1] == value && u->in[0]->op == SX_OP_PARAM)
-            return u;
-    }
-    return NULL;
-}
-
-/* den = sqrt(s) + eps (either order), with sqrt(s) used only there: s and eps. */
-static bool root_plus_eps(const sx_cg_node *den, sx_cg_node **s, double *eps)
-{
-    if (!is(den, SX_OP_ADD))
-        return false;
-    for (int k = 0; k < 2; k++) {
-        sx_cg_node *r = den->in[k];
-        double e = scalar_const(den->in[1 - k]);
-        if (is(r, SX_OP_SQRT) && only_for(r, den) && !isnan(e)) {
-            *s = r->in[0];
-            *eps = e;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* x = b * state + c * y (the running averages of rmsprop and adam): b, state, c, y */
-static bool running_average(const sx_cg_node *x, double *b, sx_cg_node **state, double *c,
-                            sx_cg_node **y)
-{
-    if (!is(x, SX_OP_ADD) || !only_for(x->in[0], x) || !only_for(x->in[1], x))
-        return false;
-    return scaled_by(x->in[0], b, state) && (*state)->op == SX_OP_PARAM &&
-           scaled_by(x->in[1], c, y);
-}
-
-/* ---------------------------------------------------------------- update fusion */
-
-/* Rewrite `ap` (the parameter's assign) into the fused update and every state assign into
- * seq(state, fused), so handles the caller holds still name the new values. */
-static sx_status fuse(sx_cg_node *ap, sx_cg_op op, int n_in, sx_cg_node *const *ins,
-                      const double *coef, int n_coef, bool flag, sx_cg_node *const *state_assigns,
-                      int n_states)
-{
-    SX_TRY(opt_set_inputs(ap, n_in, ins));
-    ap->op = op;
-    ap->attr = sx_cg_attr_default();
-    for (int i = 0; i < n_coef; i++)
-        ap->attr.coef[i] = coef[i];
-    ap->attr.keepdims = flag;
-    for (int i = 0; i < n_states; i++) {
-        sx_cg_node *sa = state_assigns[i];
-        sx_cg_node *seq_in[2] = {sa->in[0], ap};
-        SX_TRY(opt_set_inputs(sa, 2, seq_in));
-        sa->op = SX_OP_SEQ;
-        sa->attr = sx_cg_attr_default();
-    }
-    return SX_OK;
-}
-
-/* Try every optimiser's form on the assign ap = assign(p, p - lr * dir). */
-static sx_status fuse_update(sx_cg_node *ap, bool *done)
-{
-    *done = false;
-    sx_cg_node *p = ap->in[0], *v1 = ap->in[1];
-    if (!is(v1, SX_OP_SUB) || v1->in[0] != p || !only_for(v1, ap))
-        return SX_OK;
-    sx_cg_node *t1 = v1->in[1];
-    if (!is(t1, SX_OP_MUL) || !only_for(t1, v1))
-        return SX_OK;
-    int lk = t1->in[0]->value.size == 1 ? 0 : 1;
-    sx_cg_node *lr = t1->in[lk], *dir = t1->in[1 - lk];
-    if (lr->value.size != 1 || dir->value.size != p->value.size)
-        return SX_OK;
-
-    /* adagrad, rmsprop, adam: dir = num / (sqrt(s) + eps) */
-    sx_cg_node *s = NULL;
-    double eps;
-    if (is(dir, SX_OP_DIV) && only_for(dir, t1) && root_plus_eps(dir->in[1], &s, &eps) &&
-        only_for(dir->in[1], dir)) {
-        sx_cg_node *num = dir->in[0], *as = assign_of(s);
-        if (as == NULL || s->n_users != 2)
-            goto sgd;
-        sx_cg_node *a = as->in[0];
-        double b, c, b1, c1;
-        sx_cg_node *st, *y, *m = NULL, *y1 = NULL;
-        if (is(s, SX_OP_ADD) && s->in[0] == a && is_square_of(s->in[1], num) &&
-            only_for(s->in[1], s)) {
-            /* adagrad: s = a + g*g */
-            sx_cg_node *ins[4] = {p, a, num, lr};
-            double coef[1] = {eps};
-            sx_cg_node *sa[1] = {as};
-            SX_TRY(fuse(ap, SX_OP_ADAGRAD_UPDATE, 4, ins, coef, 1, false, sa, 1));
-            *done = true;
-            return SX_OK;
-        }
-        if (!running_average(s, &b, &st, &c, &y) || st != a || !only_for(y, s->in[1]))
-            goto sgd;
-        if (y->op == SX_OP_MUL && y->in[0] == y->in[1] && y->in[0] == num) {
-            /* rmsprop: s = rho a + c (g*g) */
-            sx_cg_node *ins[4] = {p, a, num, lr};
-            double coef[3] = {b, c, eps};
-            sx_cg_node *sa[1] = {as};
-            SX_TRY(fuse(ap, SX_OP_RMSPROP_UPDATE, 4, ins, coef, 3, false, sa, 1));
-            *done = true;
-            return SX_OK;
-        }
-        /* adam: num = b1 m + c1 g (with its assign), s = b2 v + c2 (g*g) */
-        sx_cg_node *am = assign_of(num);
-        if (am == NULL || num->n_users != 2 || !running_average(num, &b1, &m, &c1, &y1) ||
-            !is_square_of(y, y1))
-            goto sgd;
-        sx_cg_node *ins[5] = {p, am->in[0], a, y1, lr};
-        double coef[5] = {b1, c1, b, c, eps};
-        sx_cg_node *sa[2] = {am, as};
-        SX_TRY(fuse(ap, SX_OP_ADAM_UPDATE, 5, ins, coef, 5, false, sa, 2));
-        *done = true;
-        return SX_OK;
-    }
-
-    /* momentum: dir = vn = mu v + g; nesterov: dir = g + mu vn */
-    {
-        sx_cg_node *vn = dir, *gr = NULL;
-        double mu_n = (double)NAN;
-        bool nesterov = false;
-        if (is(dir, SX_OP_ADD) && is(dir->in[1], SX_OP_MUL) && only_for(dir->in[1], dir)) {
-            sx_cg_node *x;
-            if (scaled_by(dir->in[1], &mu_n, &x) && is(x, SX_OP_ADD)) {
-                nesterov = true;
-                vn = x;
-                gr = dir->in[0];
-            }
-        }
-        sx_cg_node *av = assign_of(vn);
-        double mu;
-        sx_cg_node *v, *gv;
-        if (av != NULL && vn->n_users == 2 && is(vn, SX_OP_ADD) && scaled_by(vn->in[0], &mu, &v) &&
-            v == av->in[0] && only_for(vn->in[0], vn)) {
-            gv = vn->in[1];
-            if (!nesterov || (gv == gr && mu == mu_n)) {
-                sx_cg_node *ins[4] = {p, v, gv, lr};
-                double coef[1] = {mu};
-                sx_cg_node *sa[1] = {av};
-                SX_TRY(fuse(ap, SX_OP_MOMENTUM_UPDATE, 4, ins, coef, 1, nesterov, sa, 1));
-                *done = true;
-                return SX_OK;
-            }
-        }
-    }
-sgd:
-    /* any other direction: p <- p - lr dir in one pass */
-    {
-        sx_cg_node *ins[3] = {p, dir, lr};
-        SX_TRY(fuse(ap, SX_OP_SGD_UPDATE, 3, ins, NULL, 0, false, NULL, 0));
-        *done = true;
-    }
-    return SX_OK;
-}
-
-sx_status opt_pass_update_fusion(sx_cg_graph *g, int64_t *changed)
-{
-    for (int64_t i = g->n_nodes - 1; i >= 0; i--) {
-        sx_cg_node *n = g->nodes[i];
-        if (!is(n, SX_OP_ASSIGN))
-            continue;
-        bool done = false;
-        SX_TRY(fuse_update(n, &done));
-        if (done)
-            (*changed)++;
-    }
-    return SX_OK;
-}
-
 /* ---------------------------------------------------------------- gemm-update fusion */
 
 /* update(p, states..., g, lr) with g = op(a) @ op(b) a plain 2-d product (no addend, no batch)
@@ -234,7 +29,7 @@ sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed)
 {
     for (int64_t i = 0; i < g->n_nodes; i++) {
         sx_cg_node *u = g->nodes[i];
-        if (u->dead || u->op < SX_OP_SGD_UPDATE || u->op > SX_OP_ADAM_UPDATE)
+        if (u->dead || !(sx_cg_ops[u->op].flags & SX_OPF_UPDATE))
             continue;
         const int k = cg_mutated(u);
         sx_cg_node *mm = u->in[k];

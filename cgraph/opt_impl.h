@@ -17,7 +17,6 @@ bool opt_is_const(const sx_cg_node *n);
 bool opt_const_all(const sx_cg_node *n, double v);
 bool opt_same_shape(const sx_cg_node *a, const sx_cg_node *b);
 
-sx_status opt_pass_update_fusion(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_elemwise_fusion(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed);
 

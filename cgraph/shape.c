@@ -625,7 +625,7 @@ sx_status cg_shape_update(sx_cg_node *n)
 sx_status cg_shape_matmul_update(sx_cg_node *n)
 {
     int64_t u = n->attr.ints[0];
-    if (u < SX_OP_SGD_UPDATE || u > SX_OP_ADAM_UPDATE)
+    if (u < 0 || u >= SX_OP_COUNT || !(sx_cg_ops[u].flags & SX_OPF_UPDATE))
         return sx_error(SX_E_ARG, "%s: attr.ints[0] = %lld is not an update op", cg_who(n),
                         (long long)u);
     int k = cg_mutated(n);

@@ -27,7 +27,9 @@
  *
  * Mutation. sx_cg_assign(param, value) writes value into the parameter's storage. Within one
  * evaluation, every other reader of the parameter runs before the assign, so all of them see the
- * old value; afterwards they are invalid (they depend on a changed parameter).
+ * old value; afterwards they are invalid (they depend on a changed parameter). The fused
+ * optimiser updates that optim/ emits (SX_OPF_UPDATE) write their parameter and states under the
+ * same rule.
  */
 #ifndef SX_CGRAPH_H
 #define SX_CGRAPH_H
@@ -58,6 +60,10 @@ enum {
     /* the result may be written over input 0 when the pooling windows (attr.pool) do not
      * overlap (stride >= kernel on both axes) and nothing else reads it afterwards */
     SX_OPF_INPLACE_POOL = 1 << 7,
+    /* a fused optimiser step (sx_tensor_*_step): inputs (p, states..., g, lr), the leading ones
+     * written in place (count in the kernel column), value the parameter; optim/ emits them and
+     * the gemm-update pass may fold a matmul gradient into one (matmul_update) */
+    SX_OPF_UPDATE = 1 << 8,
 };
 
 typedef enum {
@@ -71,13 +77,35 @@ const char *sx_cg_op_name(sx_cg_op op); /* "add" */
 int sx_cg_op_arity(sx_cg_op op);        /* -1 = variadic */
 unsigned sx_cg_op_flags(sx_cg_op op);
 
+/* The coefficients of the fused optimiser updates (the *_update rows of sx_ops.def), by name:
+ * one struct per update op, each a view of the same six doubles (sx_cg_attr.coef), so that the
+ * saved form of a graph is the same whichever name wrote them. optim/ fills them from
+ * sx_optim_params; the kernels (sx_tensor_*_step) take them in this order. */
+typedef struct sx_cg_momentum_coef {
+    double mu; /* v <- mu v + g */
+} sx_cg_momentum_coef;
+typedef struct sx_cg_adagrad_coef {
+    double eps; /* p <- p - lr g / (sqrt(a) + eps) */
+} sx_cg_adagrad_coef;
+typedef struct sx_cg_rmsprop_coef {
+    double rho, one_minus_rho, eps; /* a <- rho a + one_minus_rho g g */
+} sx_cg_rmsprop_coef;
+typedef struct sx_cg_adam_coef {
+    double beta1, one_minus_beta1; /* m <- beta1 m + one_minus_beta1 g */
+    double beta2, one_minus_beta2; /* v <- beta2 v + one_minus_beta2 g g */
+    double eps;                    /* p <- p - lr m / (sqrt(v) + eps) */
+} sx_cg_adam_coef;
+
 /* Op attributes. One flat struct for every op (unused fields stay zero), so that generic code
  * (structural hashing, autodiff, the optimiser, save/load) handles every op alike. Which fields
  * an op reads is said in sx_ops.def. Always start from sx_cg_attr_default(). */
 typedef struct sx_cg_attr {
-    double alpha, beta;    /* map parameter; matmul alpha/beta; pad value; dropout p */
-    unsigned axes;         /* reductions: bit mask of axes */
-    bool keepdims;         /* reductions */
+    double alpha, beta; /* map parameter; matmul alpha/beta; pad value; dropout p */
+    unsigned axes;      /* reductions: bit mask of axes */
+    union {             /* one byte, two names (saved graphs store it once) */
+        bool keepdims;  /* reductions */
+        bool nesterov;  /* momentum_update: Nesterov's form */
+    };
     bool trans_a, trans_b; /* matmul */
     int axis;              /* softmax family, concat */
     int rank;              /* target shape: reshape, broadcast, unslice, bwd ops, dropout mask */
@@ -87,8 +115,14 @@ typedef struct sx_cg_attr {
     sx_slice slice[SX_MAX_RANK];
     sx_conv2d_params conv;
     sx_pool2d_params pool;
-    int rng_id;         /* dropout mask: which generator of the graph */
-    double coef[6];     /* fused optimiser updates: their coefficients */
+    int rng_id; /* dropout mask: which generator of the graph */
+    union {     /* fused optimiser updates: their coefficients, by position or by name */
+        double coef[6];
+        sx_cg_momentum_coef momentum;
+        sx_cg_adagrad_coef adagrad;
+        sx_cg_rmsprop_coef rmsprop;
+        sx_cg_adam_coef adam;
+    };
     sx_fused_prog prog; /* fused element-wise chains: their program */
 } sx_cg_attr;
 
@@ -451,22 +485,22 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
  * its replacement); other nodes may be removed (sx_cg_graph_node returns NULL for them). Run to a
  * fixed point; running it again changes nothing. Only lazy, unfrozen graphs. */
 typedef enum {
-    SX_PASS_DCE,           /* remove nodes no output needs */
-    SX_PASS_CSE,           /* merge nodes with the same op, inputs and attributes */
-    SX_PASS_CONST_FOLD,    /* compute subgraphs of constants once, at compile time */
-    SX_PASS_SIMPLIFY,      /* x+0, x-0, x*1, x/1, --x, x^1, reshape of reshape, permute of
-                              permute, sum over size-1 axes */
-    SX_PASS_BROADCAST,     /* drop broadcast/repeat/tile feeding an op that broadcasts */
-    SX_PASS_UPDATE_FUSION, /* SGD, momentum, Nesterov, Adagrad, RMSprop, Adam updates -> one node */
-    SX_PASS_GEMM_FOLD,     /* transposes, an addend, and a scalar factor of a product that has
-                              neither factor nor addend yet, into the matmul call */
-    SX_PASS_FMA,           /* a*b + c -> fma(a, b, c) */
-    SX_PASS_POOL_RELU,     /* where(x > 0, maxpool2d_bwd(x, d), 0) (relu's gradient through a
-                              max pooling) -> maxpool2d_relu_bwd(x, d): x dies there, and the
-                              result takes its memory when windows do not overlap */
+    SX_PASS_DCE,             /* remove nodes no output needs */
+    SX_PASS_CSE,             /* merge nodes with the same op, inputs and attributes */
+    SX_PASS_CONST_FOLD,      /* compute subgraphs of constants once, at compile time */
+    SX_PASS_SIMPLIFY,        /* x+0, x-0, x*1, x/1, --x, x^1, reshape of reshape, permute of
+                                permute, sum over size-1 axes */
+    SX_PASS_BROADCAST,       /* drop broadcast/repeat/tile feeding an op that broadcasts */
+    SX_PASS_GEMM_FOLD,       /* transposes, an addend, and a scalar factor of a product that has
+                                neither factor nor addend yet, into the matmul call */
+    SX_PASS_FMA,             /* a*b + c -> fma(a, b, c) */
+    SX_PASS_POOL_RELU,       /* where(x > 0, maxpool2d_bwd(x, d), 0) (relu's gradient through a
+                                max pooling) -> maxpool2d_relu_bwd(x, d): x dies there, and the
+                                result takes its memory when windows do not overlap */
     SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
-    SX_PASS_GEMM_UPDATE,     /* a fused update whose gradient is a matmul computes it in row
-                                blocks (matmul_update): no gradient buffer */
+    SX_PASS_GEMM_UPDATE,     /* a fused optimiser update (optim/ emits them) whose gradient is a
+                                matmul computes it in row blocks (matmul_update): no gradient
+                                buffer */
     SX_PASS_ALGEBRA, /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
                         x >= 0, x*0 -> 0 (assumes x finite) */
     SX_PASS_COUNT

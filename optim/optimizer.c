@@ -1,17 +1,98 @@
-/* optimizer.c: the optimisers as graph builders. Each writes its update in one canonical form
- * (the forms documented in sx_optim.h and recognised by cgraph's update fusion): scalar
- * coefficients are rank-0 constants on the left of a product, g*g is mul(g, g). */
+/* optimizer.c: the optimisers as graph builders. Each optimiser is one row of a table: its
+ * name, its state tensors, the fused update op of cgraph/sx_ops.def it emits (one pass over
+ * memory, sx_tensor_*_step) and how its hyper-parameters become that op's named coefficients.
+ * The graph holds the update op from the start, optimised or not: nothing has to recognise it. */
 #include "sx_optim.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const char *const names[SX_OPTIM_COUNT] = {"sgd",     "momentum", "nesterov",
-                                                  "adagrad", "rmsprop",  "adam"};
+enum { OPTIM_MAX_STATES = 2 };
+
+/* One optimiser: the update op it emits, with inputs (param, states..., grad, rate) where
+ * rate is `lr` or, when `rate` is set, what it builds from lr and step. */
+typedef struct optim_row {
+    const char *name;
+    sx_cg_op op;
+    int n_states;
+    const char *states[OPTIM_MAX_STATES];
+    void (*coef)(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a);
+    sx_cg_node *(*rate)(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr, sx_cg_node *step);
+} optim_row;
+
+/* A coefficient as the kernel of dtype dt sees it (it computes in dt): stored rounded, so the
+ * attribute says exactly what runs and is the value a rank-0 constant of dt would hold. */
+static double in_dtype(sx_dtype dt, double v)
+{
+    return dt == SX_F32 ? (double)(float)v : v;
+}
+
+static void coef_none(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    (void)p;
+    (void)dt;
+    (void)a;
+}
+
+static void coef_momentum(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    a->momentum.mu = in_dtype(dt, p->momentum);
+}
+
+static void coef_nesterov(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    coef_momentum(p, dt, a);
+    a->nesterov = true;
+}
+
+static void coef_adagrad(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    a->adagrad.eps = in_dtype(dt, p->eps);
+}
+
+static void coef_rmsprop(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    a->rmsprop.rho = in_dtype(dt, p->rho);
+    a->rmsprop.one_minus_rho = in_dtype(dt, 1 - p->rho);
+    a->rmsprop.eps = in_dtype(dt, p->eps);
+}
+
+static void coef_adam(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    a->adam.beta1 = in_dtype(dt, p->beta1);
+    a->adam.one_minus_beta1 = in_dtype(dt, 1 - p->beta1);
+    a->adam.beta2 = in_dtype(dt, p->beta2);
+    a->adam.one_minus_beta2 = in_dtype(dt, 1 - p->beta2);
+    a->adam.eps = in_dtype(dt, p->eps);
+}
+
+/* Adam's bias-corrected rate lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)), one element, in the
+ * graph (step is an input: the rate follows it in a compiled graph). */
+static sx_cg_node *rate_adam(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr,
+                             sx_cg_node *step)
+{
+    sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
+    sx_cg_node *c2 =
+        sx_cg_sqrt(g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
+    sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
+    return sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
+}
+
+static const optim_row rows[SX_OPTIM_COUNT] = {
+    [SX_OPTIM_SGD] = {"sgd", SX_OP_SGD_UPDATE, 0, {NULL, NULL}, coef_none, NULL},
+    [SX_OPTIM_MOMENTUM] =
+        {"momentum", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL}, coef_momentum, NULL},
+    [SX_OPTIM_NESTEROV] =
+        {"nesterov", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL}, coef_nesterov, NULL},
+    [SX_OPTIM_ADAGRAD] = {"adagrad", SX_OP_ADAGRAD_UPDATE, 1, {"sum_sq", NULL}, coef_adagrad, NULL},
+    [SX_OPTIM_RMSPROP] =
+        {"rmsprop", SX_OP_RMSPROP_UPDATE, 1, {"mean_sq", NULL}, coef_rmsprop, NULL},
+    [SX_OPTIM_ADAM] = {"adam", SX_OP_ADAM_UPDATE, 2, {"m", "v"}, coef_adam, rate_adam},
+};
 
 const char *sx_optim_name(sx_optim_kind k)
 {
-    return (unsigned)k < SX_OPTIM_COUNT ? names[k] : "bad-optimiser";
+    return (unsigned)k < SX_OPTIM_COUNT ? rows[k].name : "bad-optimiser";
 }
 
 sx_status sx_optim_parse(const char *s, sx_optim_kind *out)
@@ -19,7 +100,7 @@ sx_status sx_optim_parse(const char *s, sx_optim_kind *out)
     if (out == NULL)
         return sx_error(SX_E_ARG, "sx_optim_parse: out is NULL");
     for (int k = 0; s != NULL && k < SX_OPTIM_COUNT; k++)
-        if (strcmp(s, names[k]) == 0) {
+        if (strcmp(s, rows[k].name) == 0) {
             *out = (sx_optim_kind)k;
             return SX_OK;
         }
@@ -41,24 +122,14 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind)
 
 int sx_optim_n_states(sx_optim_kind k)
 {
-    return k == SX_OPTIM_SGD ? 0 : k == SX_OPTIM_ADAM ? 2 : (unsigned)k < SX_OPTIM_COUNT ? 1 : 0;
+    return (unsigned)k < SX_OPTIM_COUNT ? rows[k].n_states : 0;
 }
 
 const char *sx_optim_state_name(sx_optim_kind k, int i)
 {
-    switch (k) {
-    case SX_OPTIM_MOMENTUM:
-    case SX_OPTIM_NESTEROV:
-        return i == 0 ? "velocity" : "";
-    case SX_OPTIM_ADAGRAD:
-        return i == 0 ? "sum_sq" : "";
-    case SX_OPTIM_RMSPROP:
-        return i == 0 ? "mean_sq" : "";
-    case SX_OPTIM_ADAM:
-        return i == 0 ? "m" : i == 1 ? "v" : "";
-    default:
+    if ((unsigned)k >= SX_OPTIM_COUNT || i < 0 || i >= rows[k].n_states)
         return "";
-    }
+    return rows[k].states[i];
 }
 
 /* State i: the caller's, or a new zero-initialised parameter shaped like p, "<p>.<name>".
@@ -83,18 +154,6 @@ static sx_cg_node *state(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *const *given
     return s;
 }
 
-/* p <- p - lr * step */
-static sx_cg_node *descend(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *lr, sx_cg_node *step)
-{
-    return sx_cg_assign(g, p, sx_cg_sub(g, p, sx_cg_mul(g, lr, step)));
-}
-
-/* g / (sqrt(a) + eps) */
-static sx_cg_node *scaled(sx_cg_graph *g, sx_cg_node *num, sx_cg_node *a, double eps)
-{
-    return sx_cg_div(g, num, sx_cg_add(g, sx_cg_sqrt(g, a), sx_cg_scalar_like(g, a, eps)));
-}
-
 static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
                        sx_cg_node *lr, sx_cg_node *step)
 {
@@ -108,11 +167,51 @@ static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *
                         (long long)sx_cg_node_id(param), sx_cg_op_name(sx_cg_node_op(param)));
     if (sx_cg_node_size(lr) != 1 || (step != NULL && sx_cg_node_size(step) != 1))
         return sx_error(SX_E_SHAPE, "%s: lr and step must hold one element", who);
-    if (p->kind == SX_OPTIM_ADAM && step == NULL)
-        return sx_error(SX_E_ARG, "%s: adam needs the step node for its bias correction", who);
+    if (rows[p->kind].rate != NULL && step == NULL)
+        return sx_error(SX_E_ARG, "%s: %s needs the step node for its bias correction", who,
+                        rows[p->kind].name);
     if (!(p->eps >= 0) || !(p->momentum >= 0 && p->momentum < 1) || !(p->rho >= 0 && p->rho < 1) ||
         !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
         return sx_error(SX_E_ARG, "%s: hyper-parameter out of range", who);
+    return SX_OK;
+}
+
+/* The status of a failed node: the graph's, or a generic one when it has none. */
+static sx_status failed(sx_cg_graph *g, const char *what)
+{
+    sx_status s = sx_cg_graph_status(g);
+    return s != SX_OK ? s : sx_error(SX_E_STATE, "sx_optim_update: %s failed", what);
+}
+
+/* The update node u = op(param, states..., grad, rate) and, per state, seq(state, u): the
+ * state's handle, ordered after the step that writes it. out gets the seqs, then u. In an eager
+ * graph u has run when it is made and is stale at once (it reads what it wrote): a seq would
+ * run it again, so the states themselves are the handles. */
+static sx_status emit(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
+                      sx_cg_node *rate, sx_cg_node *const *st, sx_cg_node **out)
+{
+    const optim_row *r = &rows[p->kind];
+    sx_cg_node *ins[OPTIM_MAX_STATES + 3];
+    int n = 0;
+    ins[n++] = param;
+    for (int i = 0; i < r->n_states; i++)
+        ins[n++] = st[i];
+    ins[n++] = grad;
+    ins[n++] = rate;
+    sx_cg_attr a = sx_cg_attr_default();
+    r->coef(p, sx_cg_node_dtype(param), &a);
+    sx_cg_node *u = sx_cg_op_new(g, r->op, n, ins, &a);
+    if (u == NULL)
+        return failed(g, sx_cg_op_name(r->op));
+    const sx_cg_attr none = sx_cg_attr_default();
+    const bool eager = sx_cg_graph_mode(g) == SX_CG_EAGER;
+    for (int i = 0; i < r->n_states; i++) {
+        sx_cg_node *seq_in[2] = {st[i], u};
+        out[i] = eager ? st[i] : sx_cg_op_new(g, SX_OP_SEQ, 2, seq_in, &none);
+        if (out[i] == NULL)
+            return failed(g, "seq");
+    }
+    out[r->n_states] = u;
     return SX_OK;
 }
 
@@ -124,83 +223,24 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         return sx_error(SX_E_ARG, "sx_optim_update: NULL argument");
     *n = 0;
     SX_TRY(check(p, param, grad, lr, step));
-    for (int i = 0; states != NULL && i < sx_optim_n_states(p->kind); i++)
+    const optim_row *r = &rows[p->kind];
+    for (int i = 0; states != NULL && i < r->n_states; i++)
         if (states[i] == NULL)
-            return sx_error(SX_E_ARG, "sx_optim_update: state %d (%s) is NULL", i,
-                            sx_optim_state_name(p->kind, i));
+            return sx_error(SX_E_ARG, "sx_optim_update: state %d (%s) is NULL", i, r->states[i]);
     /* the states first: a failed one stops before any node is built on it */
-    sx_cg_node *st[2] = {NULL, NULL};
-    for (int i = 0; i < sx_optim_n_states(p->kind); i++) {
+    sx_cg_node *st[OPTIM_MAX_STATES] = {NULL, NULL};
+    for (int i = 0; i < r->n_states; i++) {
         sx_status err = SX_OK;
-        if ((st[i] = state(g, param, states, p->kind, i, &err)) == NULL) {
-            sx_status gs = sx_cg_graph_status(g);
-            return err != SX_OK  ? err
-                   : gs != SX_OK ? gs
-                                 : sx_error(SX_E_STATE, "sx_optim_update: state %d failed", i);
-        }
+        if ((st[i] = state(g, param, states, p->kind, i, &err)) == NULL)
+            return err != SX_OK ? err : failed(g, "a state");
     }
-    sx_cg_node *out[3] = {NULL, NULL, NULL};
-    int k = 0;
-    switch (p->kind) {
-    case SX_OPTIM_SGD:
-        out[k++] = descend(g, param, lr, grad);
-        break;
-    case SX_OPTIM_MOMENTUM:
-    case SX_OPTIM_NESTEROV: {
-        sx_cg_node *v = st[0];
-        sx_cg_node *mu = sx_cg_scalar_like(g, grad, p->momentum);
-        sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, v), grad);
-        out[k++] = sx_cg_assign(g, v, vn);
-        sx_cg_node *dir =
-            p->kind == SX_OPTIM_NESTEROV ? sx_cg_add(g, grad, sx_cg_mul(g, mu, vn)) : vn;
-        out[k++] = descend(g, param, lr, dir);
-        break;
-    }
-    case SX_OPTIM_ADAGRAD: {
-        sx_cg_node *a = st[0];
-        sx_cg_node *an = sx_cg_add(g, a, sx_cg_mul(g, grad, grad));
-        out[k++] = sx_cg_assign(g, a, an);
-        out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
-        break;
-    }
-    case SX_OPTIM_RMSPROP: {
-        sx_cg_node *a = st[0];
-        sx_cg_node *an = sx_cg_add(
-            g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->rho), a),
-            sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->rho), sx_cg_mul(g, grad, grad)));
-        out[k++] = sx_cg_assign(g, a, an);
-        out[k++] = descend(g, param, lr, scaled(g, grad, an, p->eps));
-        break;
-    }
-    case SX_OPTIM_ADAM: {
-        sx_cg_node *m = st[0];
-        sx_cg_node *v = st[1];
-        sx_cg_node *mn = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta1), m),
-                                   sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta1), grad));
-        sx_cg_node *vn = sx_cg_add(
-            g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->beta2), v),
-            sx_cg_mul(g, sx_cg_scalar_like(g, grad, 1 - p->beta2), sx_cg_mul(g, grad, grad)));
-        /* lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) */
-        sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
-        sx_cg_node *c2 = sx_cg_sqrt(
-            g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
-        sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
-        sx_cg_node *lrt = sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
-        out[k++] = sx_cg_assign(g, m, mn);
-        out[k++] = sx_cg_assign(g, v, vn);
-        out[k++] = descend(g, param, lrt, scaled(g, mn, vn, p->eps));
-        break;
-    }
-    case SX_OPTIM_COUNT:
-        break;
-    }
-    for (int i = 0; i < k; i++)
-        if (out[i] == NULL) {
-            sx_status s = sx_cg_graph_status(g);
-            return s != SX_OK ? s : sx_error(SX_E_STATE, "sx_optim_update: a node failed");
-        }
-    for (int i = 0; i < k; i++)
+    sx_cg_node *rate = r->rate != NULL ? r->rate(g, p, lr, step) : lr;
+    if (rate == NULL)
+        return failed(g, "the learning rate");
+    sx_cg_node *out[OPTIM_MAX_STATES + 1];
+    SX_TRY(emit(g, p, param, grad, rate, st, out));
+    for (int i = 0; i <= r->n_states; i++)
         updates[i] = out[i];
-    *n = k;
+    *n = r->n_states + 1;
     return SX_OK;
 }

@@ -1,7 +1,9 @@
 /* sx_optim.h: losses and optimisers as graph builders. This layer knows graphs, not networks:
- * an optimiser turns (parameter, gradient) into update nodes of the same graph; the graph
- * optimiser then fuses each update into one pass over memory (cgraph's update fusion
- * recognises exactly the forms built here).
+ * an optimiser turns (parameter, gradient) into one fused update node of the same graph (the
+ * *_update rows of cgraph/sx_ops.def, one pass over memory each), with its coefficients named in
+ * the attribute struct (sx_cg_adam_coef, ...). The node is there optimised or not, so training
+ * with and without sx_cg_optimise runs the same kernel; the graph optimiser only folds a dense
+ * layer's matmul gradient into it (SX_PASS_GEMM_UPDATE).
  *
  * Errors follow cgraph: status values, a message in sx_last_error(), out-parameters NULL.
  * NULL: the functions of this header that take a pointer return SX_E_ARG for a NULL one (a
@@ -51,23 +53,33 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 int sx_optim_n_states(sx_optim_kind k);
 const char *sx_optim_state_name(sx_optim_kind k, int i);
 
-/* Build the update of one parameter and one assign per written tensor, which it stores in
- * updates[0..*n) (at most 3; the parameter's own assign last). `states` holds the optimiser's
- * state parameters (sx_optim_n_states of them, shaped like the parameter, zero at the start);
- * NULL makes new zero-initialised ones named "<param name>.<state name>". `lr` is a single-element
- * node holding this step's learning rate (an input fed every step, so schedules advance in a
- * compiled graph); `step` is a single-element node holding the 1-based step number, used by
- * Adam's bias correction (may be NULL for the other kinds).
- *   sgd:      p <- p - lr g
- *   momentum: v <- mu v + g;  p <- p - lr v            nesterov: p <- p - lr (g + mu v)
- *   adagrad:  a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
- *   rmsprop:  a <- rho a + (1 - rho) g g;  p <- p - lr (g / (sqrt(a) + eps))
- *   adam:     m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g g;
- *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)
+/* Build the update of one parameter: one fused update node writing the parameter and its
+ * states in place, and the handles of what it writes, which it stores in updates[0..*n) (at
+ * most 3): seq(state, update) per state (a view of the state ordered after the step), then the
+ * update node itself (a view of the parameter). Ask for all of them as outputs. In an eager
+ * graph the step runs once, as the update node is made, and the state handles are the states
+ * themselves (evaluating the update node again takes another step). `states` holds
+ * the optimiser's state parameters (sx_optim_n_states of them, shaped like the parameter, zero
+ * at the start); NULL makes new zero-initialised ones named "<param name>.<state name>". `lr` is
+ * a single-element node holding this step's learning rate (an input fed every step, so schedules
+ * advance in a compiled graph); `step` is a single-element node holding the 1-based step
+ * number, used by Adam's bias correction (may be NULL for the other kinds). The update, per
+ * element, in the graph's dtype, in this order (the kernels sx_tensor_*_step):
+ *   sgd:      sgd_update(p, g, lr)           p <- p - lr g
+ *   momentum: momentum_update(p, v, g, lr)   v <- mu v + g;  p <- p - lr v
+ *   nesterov: the same with attr.nesterov    v <- mu v + g;  p <- p - lr (g + mu v)
+ *   adagrad:  adagrad_update(p, a, g, lr)    a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
+ *   rmsprop:  rmsprop_update(p, a, g, lr)    a <- rho a + (1 - rho) (g g);
+ *                                            p <- p - lr (g / (sqrt(a) + eps))
+ *   adam:     adam_update(p, m, v, g, lr_t)  m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) (g g);
+ *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr (sqrt(1 - b2^t) / (1 - b1^t))
+ *             (lr_t is built from lr and step as graph nodes)
+ * Coefficients are rounded to the graph's dtype (a f32 graph steps with (float)mu).
  * Errors (*n = 0): SX_E_ARG (NULL g, p, param, grad, lr, updates or n, a NULL state in a
  * given `states`, an unknown kind, param not a parameter, Adam without step, a hyper-parameter
  * out of range), SX_E_SHAPE (lr or step not of one element), SX_E_NOMEM, and the graph's error
- * when a node cannot be made. */
+ * when a node cannot be made (a state or gradient of another shape or dtype, a state that is not
+ * a parameter). */
 sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
                           sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
                           sx_cg_node *const *states, sx_cg_node **updates, int *n) SX_NODISCARD;

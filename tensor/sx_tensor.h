@@ -518,9 +518,10 @@ sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODIS
 
 /* ---------------------------------------------------------------- fused kernels */
 
-/* Optimiser steps in one pass over memory, in place. Each computes exactly what the unfused
- * graph of optim/ computes, in the same order of operations (same results bit for bit), for
- * every element i; lr is the (scheduled) learning rate of this step:
+/* Optimiser steps in one pass over memory, in place (the kernels of the update nodes optim/
+ * emits). Each computes exactly what the optimiser's formula (sx_optim.h) written as separate
+ * element-wise graph ops computes, in the same order of operations (same results bit for bit;
+ * tests/optim checks it), for every element i; lr is the (scheduled) learning rate of this step:
  *   sgd:      p -= lr * g
  *   momentum: v = mu * v + g;  p -= lr * v                      (nesterov: p -= lr * (g + mu * v))
  *   adagrad:  a = a + g * g;  p -= lr * (g / (sqrt(a) + eps))

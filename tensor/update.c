@@ -1,6 +1,6 @@
-/* update.c: optimiser steps fused into one pass over memory (the optimiser-update fusion of
- * cgraph replaces each optimiser's update subgraph with one of these). Each loop does the same
- * operations in the same order as the unfused graph, so results agree bit for bit; the gain is
+/* update.c: optimiser steps fused into one pass over memory (the kernels of the update nodes
+ * that optim/ emits). Each loop does the same operations in the same order as the optimiser's
+ * formula written as separate element-wise ops, so results agree bit for bit; the gain is
  * one read and one write of each array instead of one per operation. The f32 loops are built
  * for the baseline, AVX2 and AVX-512 (picked at run time, as map.c's): the square roots and
  * divisions of Adagrad, RMSprop and Adam are then no longer what bounds the step. */

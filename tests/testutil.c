@@ -126,3 +126,93 @@ void tu_mnist_dir(char *buf, size_t n)
     snprintf(file, sizeof file, "%s", __FILE__);
     snprintf(buf, n, "%s/data/mnist", dirname(dirname(file)));
 }
+
+/* ---------------------------------------------------------------- optimiser reference */
+
+static sx_cg_node *ref_state(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
+                             sx_cg_node *const *states, int i)
+{
+    if (states != NULL)
+        return states[i];
+    sx_tensor *z =
+        tu_zeros(sx_cg_node_dtype(param), sx_cg_node_rank(param), sx_cg_node_shape(param));
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", sx_cg_node_name(param), sx_optim_state_name(p->kind, i));
+    sx_cg_node *s = sx_cg_param(g, name, z);
+    sx_tensor_free(z);
+    return s;
+}
+
+/* p <- p - lr * dir */
+static sx_cg_node *ref_descend(sx_cg_graph *g, sx_cg_node *p, sx_cg_node *lr, sx_cg_node *dir)
+{
+    return sx_cg_assign(g, p, sx_cg_sub(g, p, sx_cg_mul(g, lr, dir)));
+}
+
+/* num / (sqrt(a) + eps) */
+static sx_cg_node *ref_scaled(sx_cg_graph *g, sx_cg_node *num, sx_cg_node *a, double eps)
+{
+    return sx_cg_div(g, num, sx_cg_add(g, sx_cg_sqrt(g, a), sx_cg_scalar_like(g, a, eps)));
+}
+
+/* b x + c y, with b and c rank-0 constants of y's dtype */
+static sx_cg_node *ref_average(sx_cg_graph *g, double b, sx_cg_node *x, double c, sx_cg_node *y)
+{
+    return sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, y, b), x),
+                     sx_cg_mul(g, sx_cg_scalar_like(g, y, c), y));
+}
+
+int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
+                       sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
+                       sx_cg_node *const *states, sx_cg_node **outs)
+{
+    sx_cg_node *s0 = sx_optim_n_states(p->kind) > 0 ? ref_state(g, p, param, states, 0) : NULL;
+    sx_cg_node *s1 = sx_optim_n_states(p->kind) > 1 ? ref_state(g, p, param, states, 1) : NULL;
+    int k = 0;
+    switch (p->kind) {
+    case SX_OPTIM_SGD:
+        outs[k++] = ref_descend(g, param, lr, grad);
+        break;
+    case SX_OPTIM_MOMENTUM:
+    case SX_OPTIM_NESTEROV: {
+        sx_cg_node *mu = sx_cg_scalar_like(g, grad, p->momentum);
+        sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, s0), grad);
+        outs[k++] = sx_cg_assign(g, s0, vn);
+        sx_cg_node *dir =
+            p->kind == SX_OPTIM_NESTEROV ? sx_cg_add(g, grad, sx_cg_mul(g, mu, vn)) : vn;
+        outs[k++] = ref_descend(g, param, lr, dir);
+        break;
+    }
+    case SX_OPTIM_ADAGRAD: {
+        sx_cg_node *an = sx_cg_add(g, s0, sx_cg_mul(g, grad, grad));
+        outs[k++] = sx_cg_assign(g, s0, an);
+        outs[k++] = ref_descend(g, param, lr, ref_scaled(g, grad, an, p->eps));
+        break;
+    }
+    case SX_OPTIM_RMSPROP: {
+        sx_cg_node *an = ref_average(g, p->rho, s0, 1 - p->rho, sx_cg_mul(g, grad, grad));
+        outs[k++] = sx_cg_assign(g, s0, an);
+        outs[k++] = ref_descend(g, param, lr, ref_scaled(g, grad, an, p->eps));
+        break;
+    }
+    case SX_OPTIM_ADAM: {
+        sx_cg_node *mn = ref_average(g, p->beta1, s0, 1 - p->beta1, grad);
+        sx_cg_node *vn = ref_average(g, p->beta2, s1, 1 - p->beta2, sx_cg_mul(g, grad, grad));
+        /* lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) */
+        sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
+        sx_cg_node *c2 = sx_cg_sqrt(
+            g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
+        sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
+        sx_cg_node *lrt = sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
+        outs[k++] = sx_cg_assign(g, s0, mn);
+        outs[k++] = sx_cg_assign(g, s1, vn);
+        outs[k++] = ref_descend(g, param, lrt, ref_scaled(g, mn, vn, p->eps));
+        break;
+    }
+    case SX_OPTIM_COUNT:
+        cr_assert_fail("tu_optim_reference: not an optimiser");
+    }
+    for (int i = 0; i < k; i++)
+        cr_assert_not_null(outs[i], "tu_optim_reference: %s", sx_last_error());
+    return k;
+}

@@ -4,6 +4,7 @@
 #define SX_TESTUTIL_H
 
 #include <criterion/criterion.h>
+#include <sx_optim.h>
 #include <sx_tensor.h>
 
 /* A new tensor of the given shape filled with uniform values in [lo, hi); aborts the test on
@@ -30,5 +31,14 @@ void tu_fail_after(long k);
 void tu_fail_reset(void);
 long tu_alloc_count(void);
 long tu_live_allocs(void);
+
+/* The reference formula of each optimiser (sx_optim.h) as plain graph ops, one assign per written
+ * tensor (the states' first, the parameter's last, as sx_optim_update hands out its handles):
+ * what the fused update kernels must equal bit for bit. `states` as sx_optim_update takes them
+ * (NULL: new zero ones named "<param>.<state>"). Aborts the test on a failure (tests only);
+ * returns how many assigns it stored in outs (at most 3). */
+int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
+                       sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
+                       sx_cg_node *const *states, sx_cg_node **outs);
 
 #endif

@@ -1589,7 +1589,7 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
 #define DT_fused                                                                                   \
     EXCLUDED("made by element-wise fusion after differentiation; no gradient rule (the modes "     \
              "family meets it through sx_cg_optimise)")
-#define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, made by update fusion")
+#define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, emitted by optim/")
 #define DT_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
 #define DT_adagrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
 #define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")

@@ -1165,8 +1165,8 @@ static sx_cg_node *sample_momentum_update(GEN_ARGS)
 {
     CTX;
     sx_cg_attr at = sx_cg_attr_default();
-    at.coef[0] = 0.9;
-    at.keepdims = v == 1; /* nesterov */
+    at.momentum.mu = 0.9;
+    at.nesterov = v == 1;
     return update(c, v, SX_OP_MOMENTUM_UPDATE, 1, &at);
 }
 
@@ -1175,7 +1175,7 @@ static sx_cg_node *sample_adagrad_update(GEN_ARGS)
 {
     CTX;
     sx_cg_attr at = sx_cg_attr_default();
-    at.coef[0] = 1e-8;
+    at.adagrad.eps = 1e-8;
     return update(c, v, SX_OP_ADAGRAD_UPDATE, 1, &at);
 }
 
@@ -1184,9 +1184,9 @@ static sx_cg_node *sample_rmsprop_update(GEN_ARGS)
 {
     CTX;
     sx_cg_attr at = sx_cg_attr_default();
-    at.coef[0] = 0.9;
-    at.coef[1] = 1 - 0.9;
-    at.coef[2] = 1e-8;
+    at.rmsprop.rho = 0.9;
+    at.rmsprop.one_minus_rho = 1 - 0.9;
+    at.rmsprop.eps = 1e-8;
     return update(c, v, SX_OP_RMSPROP_UPDATE, 1, &at);
 }
 
@@ -1195,11 +1195,11 @@ static sx_cg_node *sample_adam_update(GEN_ARGS)
 {
     CTX;
     sx_cg_attr at = sx_cg_attr_default();
-    at.coef[0] = 0.9;
-    at.coef[1] = 1 - 0.9;
-    at.coef[2] = 0.999;
-    at.coef[3] = 1 - 0.999;
-    at.coef[4] = 1e-8;
+    at.adam.beta1 = 0.9;
+    at.adam.one_minus_beta1 = 1 - 0.9;
+    at.adam.beta2 = 0.999;
+    at.adam.one_minus_beta2 = 1 - 0.999;
+    at.adam.eps = 1e-8;
     return update(c, v, SX_OP_ADAM_UPDATE, 2, &at);
 }
 
@@ -1220,7 +1220,7 @@ static sx_cg_node *sample_matmul_update(GEN_ARGS)
     at.trans_b = tb;
     at.alpha = v == 3 ? -0.5 : 1.0;
     at.coef[0] = kinds[v] == SX_OP_MOMENTUM_UPDATE ? 0.9 : 1e-8;
-    at.keepdims = kinds[v] == SX_OP_MOMENTUM_UPDATE; /* nesterov */
+    at.nesterov = kinds[v] == SX_OP_MOMENTUM_UPDATE;
     if (kinds[v] == SX_OP_RMSPROP_UPDATE) {
         at.coef[0] = 0.9, at.coef[1] = 1 - 0.9, at.coef[2] = 1e-8;
     } else if (kinds[v] == SX_OP_ADAM_UPDATE) {

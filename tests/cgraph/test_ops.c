@@ -131,7 +131,7 @@ static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *xin, sx
         st = sx_tensor_sgd_step(p, x[1], lr);
         break;
     case SX_OP_MOMENTUM_UPDATE:
-        st = sx_tensor_momentum_step(p, s1, x[2], lr, c[0], sx_cg_node_attr(n)->keepdims);
+        st = sx_tensor_momentum_step(p, s1, x[2], lr, c[0], sx_cg_node_attr(n)->nesterov);
         break;
     case SX_OP_ADAGRAD_UPDATE:
         st = sx_tensor_adagrad_step(p, s1, x[2], lr, c[0]);

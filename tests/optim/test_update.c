@@ -1,0 +1,321 @@
+/* The optimisers' updates (sx_optim_update): each emits one fused update node whose steps equal
+ * the optimiser's reference formula in plain graph ops (tu_optim_reference) bit for bit, in f32
+ * and f64, unoptimised and optimised; its coefficients are named in the attribute struct; and
+ * an unoptimised training graph saved with its update nodes loads and trains the same. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sx_autodiff.h>
+
+static int64_t count_op(const sx_cg_graph *g, sx_cg_op op)
+{
+    int64_t c = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        c += n != NULL && sx_cg_node_op(n) == op;
+    }
+    return c;
+}
+
+static int64_t count_updates(const sx_cg_graph *g)
+{
+    int64_t c = 0;
+    for (int op = 0; op < SX_OP_COUNT; op++)
+        if (sx_cg_op_flags((sx_cg_op)op) & SX_OPF_UPDATE)
+            c += count_op(g, (sx_cg_op)op);
+    return c;
+}
+
+static void set_scalar(sx_cg_graph *g, sx_cg_node *in, sx_dtype dt, double v)
+{
+    sx_tensor *t = NULL;
+    cr_assert_eq(sx_tensor_scalar(dt, v, &t), SX_OK);
+    cr_assert_eq(sx_cg_input_set(g, in, t, SX_CG_COPY), SX_OK, "%s", sx_last_error());
+    sx_tensor_free(t);
+}
+
+/* A graph training w (7 x 9) on sum((tanh(w) - x)^2): its loss first, then the update handles. */
+typedef struct net {
+    sx_cg_graph *g;
+    sx_cg_node *w, *x, *lr, *step, *outs[4];
+    int n;
+} net;
+
+typedef enum { REFERENCE, FUSED, FUSED_OPTIMISED } variant;
+
+static net net_build(sx_optim_kind k, variant v, sx_dtype dt)
+{
+    net t;
+    memset(&t, 0, sizeof t);
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &t.g), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, 99);
+    int64_t s[2] = {7, 9};
+    sx_tensor *w0 = tu_rand(&r, dt, 2, s, -1, 1);
+    t.w = sx_cg_param(t.g, "w", w0);
+    sx_tensor_free(w0);
+    t.x = sx_cg_input(t.g, "x", dt, 2, s);
+    t.lr = sx_cg_input(t.g, "lr", dt, 0, NULL);
+    t.step = sx_cg_input(t.g, "step", dt, 0, NULL);
+    sx_cg_graph *g = t.g;
+    t.outs[0] =
+        sx_cg_sum(g, sx_cg_sqr(g, sx_cg_sub(g, sx_cg_tanh(g, t.w), t.x)), SX_AXES_ALL, false);
+    sx_cg_node *gw = NULL;
+    cr_assert_eq(sx_ad_grad(g, t.outs[0], 1, &t.w, &gw), SX_OK, "%s", sx_last_error());
+    sx_optim_params op = sx_optim_params_default(k);
+    op.lr = 0.05;
+    int nu = 0;
+    if (v == REFERENCE) {
+        nu = tu_optim_reference(g, &op, t.w, gw, t.lr, t.step, NULL, t.outs + 1);
+    } else {
+        cr_assert_eq(sx_optim_update(g, &op, t.w, gw, t.lr, t.step, NULL, t.outs + 1, &nu), SX_OK,
+                     "%s", sx_last_error());
+        cr_assert_eq(nu, sx_optim_n_states(k) + 1, "%s: one handle per written tensor",
+                     sx_optim_name(k));
+        cr_assert_eq(count_updates(g), 1, "%s: one update node, unoptimised", sx_optim_name(k));
+        cr_assert_eq(count_op(g, SX_OP_ASSIGN), 0, "%s: no plain assign", sx_optim_name(k));
+    }
+    t.n = nu + 1;
+    if (v == FUSED_OPTIMISED) {
+        cr_assert_eq(sx_cg_optimise(g, t.n, t.outs, NULL, NULL), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(count_updates(g), 1, "%s: one update node, optimised", sx_optim_name(k));
+        cr_assert_eq(count_op(g, SX_OP_ASSIGN), 0, "%s: every assign fused", sx_optim_name(k));
+    }
+    sx_tensor *xv = tu_rand(&r, dt, 2, s, -0.5, 0.5);
+    cr_assert_eq(sx_cg_input_set(g, t.x, xv, SX_CG_COPY), SX_OK);
+    sx_tensor_free(xv);
+    return t;
+}
+
+/* Three steps: lr = 0.05 / step (a decaying schedule fed as an input), step = 1, 2, 3. */
+static void net_train(net *t, sx_dtype dt)
+{
+    for (int it = 1; it <= 3; it++) {
+        set_scalar(t->g, t->lr, dt, 0.05 / it);
+        set_scalar(t->g, t->step, dt, it);
+        cr_assert_eq(sx_cg_eval(t->g, t->n, t->outs), SX_OK, "%s", sx_last_error());
+    }
+}
+
+/* Every parameter of g (weight and states) concatenated in node order, as bytes. */
+static sx_tensor *params_of(const sx_cg_graph *g, sx_dtype dt)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            total += sx_cg_node_size(nd);
+    }
+    sx_tensor *all = NULL;
+    cr_assert_eq(sx_tensor_new(dt, 1, &total, &all), SX_OK);
+    int64_t at = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *nd = sx_cg_graph_node(g, i);
+        if (nd && sx_cg_node_op(nd) == SX_OP_PARAM)
+            for (int64_t j = 0; j < sx_cg_node_size(nd); j++)
+                sx_tensor_set(all, at++, sx_tensor_get(sx_cg_value(nd), j));
+    }
+    return all;
+}
+
+static bool same_bits(const sx_tensor *a, const sx_tensor *b)
+{
+    return a->size == b->size && a->dtype == b->dtype &&
+           memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)) == 0;
+}
+
+static sx_tensor *trained(sx_optim_kind k, variant v, sx_dtype dt)
+{
+    net t = net_build(k, v, dt);
+    net_train(&t, dt);
+    sx_tensor *all = params_of(t.g, dt);
+    sx_cg_graph_free(t.g);
+    return all;
+}
+
+Test(optim_update, every_optimiser_emits_one_fused_update_equal_to_its_reference_formula)
+{
+    for (int d = 0; d < 2; d++) {
+        sx_dtype dt = (sx_dtype)d;
+        for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+            sx_tensor *ref = trained((sx_optim_kind)k, REFERENCE, dt);
+            sx_tensor *fused = trained((sx_optim_kind)k, FUSED, dt);
+            sx_tensor *opt = trained((sx_optim_kind)k, FUSED_OPTIMISED, dt);
+            cr_assert(same_bits(ref, fused), "%s %s: the fused step differs from the formula",
+                      sx_optim_name(k), sx_dtype_name(dt));
+            cr_assert(same_bits(ref, opt), "%s %s: optimised, the step differs from the formula",
+                      sx_optim_name(k), sx_dtype_name(dt));
+            sx_tensor_free(ref);
+            sx_tensor_free(fused);
+            sx_tensor_free(opt);
+        }
+    }
+}
+
+/* The update node of kind k built with p, in dtype dt: its attributes. */
+static sx_cg_attr update_attr(sx_optim_params p, sx_dtype dt, sx_cg_op *op)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &g), SX_OK);
+    int64_t s[1] = {3};
+    sx_tensor *z = tu_zeros(dt, 1, s);
+    sx_cg_node *w = sx_cg_param(g, "w", z), *gr = sx_cg_input(g, "g", dt, 1, s);
+    sx_cg_node *lr = sx_cg_input(g, "lr", dt, 0, NULL), *st = sx_cg_input(g, "t", dt, 0, NULL);
+    sx_cg_node *ups[3];
+    int n = 0;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, st, NULL, ups, &n), SX_OK, "%s",
+                 sx_last_error());
+    sx_cg_node *u = ups[n - 1];
+    for (int i = 0; i + 1 < n; i++) {
+        cr_assert_eq(sx_cg_node_op(ups[i]), SX_OP_SEQ, "state handles are seq(state, update)");
+        cr_assert_eq(sx_cg_node_input(ups[i], 1), u);
+    }
+    *op = sx_cg_node_op(u);
+    cr_assert_eq(sx_cg_node_input(u, 0), w);
+    cr_assert_eq(sx_cg_node_input(u, sx_cg_node_n_inputs(u) - 2), gr);
+    sx_cg_attr a = *sx_cg_node_attr(u);
+    sx_tensor_free(z);
+    sx_cg_graph_free(g);
+    return a;
+}
+
+Test(optim_update, the_update_node_names_its_coefficients)
+{
+    sx_optim_params p = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.momentum = 0.7;
+    p.rho = 0.95;
+    p.beta1 = 0.8;
+    p.beta2 = 0.99;
+    p.eps = 1e-6;
+    sx_cg_op op;
+    static const sx_cg_op want[SX_OPTIM_COUNT] = {SX_OP_SGD_UPDATE,      SX_OP_MOMENTUM_UPDATE,
+                                                  SX_OP_MOMENTUM_UPDATE, SX_OP_ADAGRAD_UPDATE,
+                                                  SX_OP_RMSPROP_UPDATE,  SX_OP_ADAM_UPDATE};
+    for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+        p.kind = (sx_optim_kind)k;
+        (void)update_attr(p, SX_F64, &op);
+        cr_assert_eq(op, want[k], "%s emits %s", sx_optim_name(p.kind), sx_cg_op_name(op));
+    }
+    p.kind = SX_OPTIM_MOMENTUM;
+    sx_cg_attr a = update_attr(p, SX_F64, &op);
+    cr_assert(a.momentum.mu == 0.7 && !a.nesterov);
+    p.kind = SX_OPTIM_NESTEROV;
+    a = update_attr(p, SX_F64, &op);
+    cr_assert(a.momentum.mu == 0.7 && a.nesterov);
+    p.kind = SX_OPTIM_ADAGRAD;
+    a = update_attr(p, SX_F64, &op);
+    cr_assert(a.adagrad.eps == 1e-6);
+    p.kind = SX_OPTIM_RMSPROP;
+    a = update_attr(p, SX_F64, &op);
+    cr_assert(a.rmsprop.rho == 0.95 && a.rmsprop.one_minus_rho == 1 - 0.95 &&
+              a.rmsprop.eps == 1e-6);
+    p.kind = SX_OPTIM_ADAM;
+    a = update_attr(p, SX_F64, &op);
+    cr_assert(a.adam.beta1 == 0.8 && a.adam.one_minus_beta1 == 1 - 0.8 && a.adam.beta2 == 0.99 &&
+              a.adam.one_minus_beta2 == 1 - 0.99 && a.adam.eps == 1e-6);
+    /* the names are views of the saved coefficients, in the kernels' order */
+    cr_assert(a.coef[0] == a.adam.beta1 && a.coef[3] == a.adam.one_minus_beta2 &&
+              a.coef[4] == a.adam.eps);
+    /* a f32 graph steps with the coefficients rounded to f32, and says so */
+    a = update_attr(p, SX_F32, &op);
+    cr_assert(a.adam.beta2 == (double)0.99f && a.adam.one_minus_beta2 == (double)(float)(1 - 0.99));
+}
+
+/* An unoptimised training graph (update nodes as optim/ emits them) saved, loaded, and trained
+ * three steps next to the original: the same bits, and the update keeps its attributes. */
+Test(optim_update, an_unoptimised_training_graph_saves_loads_and_trains_the_same)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sx_optim_update_%ld.sxm", (long)getpid());
+    for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+        net a = net_build((sx_optim_kind)k, FUSED, SX_F64);
+        sx_cg_node *outs[8];
+        const char *names[8] = {"loss", "u1", "u2", "u3"};
+        int n = 0;
+        for (; n < a.n; n++)
+            outs[n] = a.outs[n];
+        const char *handles[4] = {"w", "x", "lr", "step"};
+        sx_cg_node *hn[4] = {a.w, a.x, a.lr, a.step};
+        for (int i = 0; i < 4; i++) {
+            names[n] = handles[i];
+            outs[n++] = hn[i];
+        }
+        cr_assert_eq(sx_cg_save(a.g, n, outs, names, 0, NULL, NULL, 0, NULL, NULL, path), SX_OK,
+                     "%s", sx_last_error());
+        sx_cg_file *f = NULL;
+        cr_assert_eq(sx_cg_file_read(path, &f), SX_OK, "%s", sx_last_error());
+        net b = a;
+        sx_cg_node *lo[8];
+        cr_assert_eq(sx_cg_file_graph(f, n, names, &b.g, lo), SX_OK, "%s", sx_last_error());
+        sx_cg_file_free(f);
+        memcpy(b.outs, lo, (size_t)a.n * sizeof *lo);
+        b.w = lo[a.n];
+        b.x = lo[a.n + 1];
+        b.lr = lo[a.n + 2];
+        b.step = lo[a.n + 3];
+        sx_tensor *xv = NULL;
+        cr_assert_eq(sx_tensor_clone(sx_cg_value(a.x), &xv), SX_OK);
+        cr_assert_eq(sx_cg_input_set(b.g, b.x, xv, SX_CG_COPY), SX_OK);
+        sx_tensor_free(xv);
+        sx_cg_node *ua = a.outs[a.n - 1], *ub = b.outs[a.n - 1];
+        cr_assert_eq(sx_cg_node_op(ub), sx_cg_node_op(ua));
+        cr_assert(memcmp(sx_cg_node_attr(ua)->coef, sx_cg_node_attr(ub)->coef,
+                         sizeof sx_cg_node_attr(ua)->coef) == 0 &&
+                      sx_cg_node_attr(ua)->nesterov == sx_cg_node_attr(ub)->nesterov,
+                  "%s: the coefficients survive the file", sx_optim_name(k));
+        net_train(&a, SX_F64);
+        net_train(&b, SX_F64);
+        sx_tensor *pa = params_of(a.g, SX_F64), *pb = params_of(b.g, SX_F64);
+        cr_assert(same_bits(pa, pb), "%s: trained differently after reload", sx_optim_name(k));
+        sx_tensor_free(pa);
+        sx_tensor_free(pb);
+        sx_cg_graph_free(a.g);
+        sx_cg_graph_free(b.g);
+    }
+    remove(path);
+}
+
+/* One step of kind k: optim/'s update in an eager graph (each node computed as it is built), or
+ * the reference formula in a lazy graph evaluated once. The parameter and states after it. (The
+ * reference formula cannot be built in an eager graph: once a state's assign has run, the new
+ * state it read is stale and is recomputed from the written state for the parameter's step.) */
+static sx_tensor *one_step(sx_optim_kind k, bool eager)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(eager ? SX_CG_EAGER : SX_CG_LAZY, SX_F32, &g), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, 5);
+    int64_t s[2] = {4, 6};
+    sx_tensor *w0 = tu_rand(&r, SX_F32, 2, s, -1, 1), *g0 = tu_rand(&r, SX_F32, 2, s, -1, 1);
+    sx_cg_node *w = sx_cg_param(g, "w", w0), *gr = sx_cg_const(g, g0);
+    sx_cg_node *lr = sx_cg_scalar(g, 0.03), *step = sx_cg_scalar(g, 1);
+    sx_optim_params op = sx_optim_params_default(k);
+    sx_cg_node *outs[3];
+    int n = 0;
+    if (eager) {
+        cr_assert_eq(sx_optim_update(g, &op, w, gr, lr, step, NULL, outs, &n), SX_OK, "%s",
+                     sx_last_error());
+    } else {
+        n = tu_optim_reference(g, &op, w, gr, lr, step, NULL, outs);
+        cr_assert_eq(sx_cg_eval(g, n, outs), SX_OK, "%s", sx_last_error());
+    }
+    sx_tensor *all = params_of(g, SX_F32);
+    sx_tensor_free(w0);
+    sx_tensor_free(g0);
+    sx_cg_graph_free(g);
+    return all;
+}
+
+Test(optim_update, an_eager_graph_takes_one_step_as_the_reference_formula_does)
+{
+    for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+        sx_tensor *ref = one_step((sx_optim_kind)k, false);
+        sx_tensor *eager = one_step((sx_optim_kind)k, true);
+        cr_assert(same_bits(ref, eager), "%s: the eager step differs", sx_optim_name(k));
+        sx_tensor_free(ref);
+        sx_tensor_free(eager);
+    }
+}
