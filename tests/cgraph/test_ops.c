@@ -1565,6 +1565,114 @@ static void check_fd(sx_cg_op op)
     }
 }
 
+/* ---------------------------------------------------------------- cost */
+
+/* The flop model (cgraph/cost.c) on every variant: finite and not negative; at least one
+ * operation per element for element-wise ops; exactly 2 M N K for matrix products and
+ * 2 (output pixels) (kernel elements) for the convolutions, recomputed here from the shapes. */
+static void check_cost(sx_cg_op op)
+{
+    for (int v = 0; v < os_ops[op].n_variants; v++) {
+        char what[96];
+        what_of(what, sizeof what, op, v, SX_F64, " (cost)");
+        sx_cg_graph *g = graph_new(SX_CG_LAZY, SX_F64);
+        os_sample s;
+        sx_cg_node *n = build(g, op, SX_F64, seed_of(op, v, 0), v, &s, what);
+        double f = sx_cg_node_flops(n), size = (double)sx_cg_node_size(n);
+        cr_assert(isfinite(f) && f >= 0, "%s: %g flops", what, f);
+        if (sx_cg_op_flags(op) & SX_OPF_ELEMWISE && op != SX_OP_WHERE)
+            cr_assert_geq(f, size, "%s: %g flops for %g elements", what, f, size);
+        const int64_t *a =
+            sx_cg_node_n_inputs(n) > 0 ? sx_cg_node_shape(sx_cg_node_input(n, 0)) : NULL;
+        if (op == SX_OP_MATMUL) {
+            int ra = sx_cg_node_rank(sx_cg_node_input(n, 0));
+            double k = (double)a[sx_cg_node_attr(n)->trans_a ? ra - 2 : ra - 1];
+            cr_assert_eq(f, 2 * size * k, "%s", what);
+        }
+        if (op == SX_OP_CONV2D) {
+            const int64_t *k = sx_cg_node_shape(sx_cg_node_input(n, 1));
+            cr_assert_eq(f, 2 * (size / (double)k[3]) * (double)(k[0] * k[1] * k[2] * k[3]), "%s",
+                         what);
+        }
+        cr_assert_eq(sx_cg_node_flops(NULL), 0);
+        sx_cg_graph_free(g);
+    }
+}
+
+/* ---------------------------------------------------------------- renamed ops */
+
+/* tests/cgraph/data/renamed_ops_v1.sxg was saved by strix before issue 15 renamed the _bwd ops
+ * to _backward (built by renamed_graph below with the old constructors, sx_cg_conv2d_bwd_input
+ * ...): its nodes name the old ops. It loads, into the new ops, with the same values as the
+ * graph built today. */
+static sx_cg_node *cst(sx_cg_graph *g, int rank, const int64_t *shape, double scale)
+{
+    sx_tensor *t = NULL;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    double v[64];
+    for (int64_t i = 0; i < n; i++)
+        v[i] = scale * (double)((i * 7) % 11 - 5) / 5.0 + 0.01 * (double)i;
+    cr_assert_eq(sx_tensor_from_doubles(SX_F64, rank, shape, v, n, &t), SX_OK);
+    sx_cg_node *c = sx_cg_const(g, t);
+    sx_tensor_free(t);
+    return c;
+}
+
+#define N_RENAMED 8
+static void renamed_graph(sx_cg_graph *g, sx_cg_node **outs)
+{
+    const int64_t xs[4] = {1, 4, 4, 2}, ks[4] = {3, 3, 2, 3}, ys[4] = {1, 4, 4, 3},
+                  ps[4] = {1, 2, 2, 2}, ls[2] = {3, 4};
+    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_cg_node *x = cst(g, 4, xs, 1), *k = cst(g, 4, ks, 0.5), *dy = cst(g, 4, ys, 2);
+    sx_cg_node *dp = cst(g, 4, ps, 1.5), *l = cst(g, 2, ls, 1), *t = cst(g, 2, ls, 0.25);
+    sx_cg_node *dl = cst(g, 1, ls, 1);
+    sx_cg_node *y = sx_cg_softmax(g, l, 1);
+    outs[0] = sx_cg_conv2d_backward_input(g, k, dy, &cp, xs);
+    outs[1] = sx_cg_conv2d_backward_kernel(g, x, dy, &cp, ks);
+    outs[2] = sx_cg_maxpool2d_backward(g, x, dp, &pp);
+    outs[3] = sx_cg_maxpool2d_relu_backward(g, x, dp, &pp);
+    outs[4] = sx_cg_avgpool2d_backward(g, dp, &pp, xs);
+    outs[5] = sx_cg_softmax_backward(g, y, l, 1);
+    outs[6] = sx_cg_log_softmax_backward(g, y, l, 1);
+    outs[7] = sx_cg_softmax_xent_backward(g, l, t, dl);
+}
+
+Test(cgraph_ops, old_op_names_load)
+{
+    static const sx_cg_op want[N_RENAMED] = {
+        SX_OP_CONV2D_BACKWARD_INPUT,   SX_OP_CONV2D_BACKWARD_KERNEL, SX_OP_MAXPOOL2D_BACKWARD,
+        SX_OP_MAXPOOL2D_RELU_BACKWARD, SX_OP_AVGPOOL2D_BACKWARD,     SX_OP_SOFTMAX_BACKWARD,
+        SX_OP_LOG_SOFTMAX_BACKWARD,    SX_OP_SOFTMAX_XENT_BACKWARD,
+    };
+    const char *names[N_RENAMED] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
+    char path[4096];
+    const char *file = __FILE__, *slash = strrchr(file, '/');
+    cr_assert_not_null(slash, "__FILE__ is %s", file);
+    snprintf(path, sizeof path, "%.*s/data/renamed_ops_v1.sxg", (int)(slash - file), file);
+    sx_cg_file *f = NULL;
+    cr_assert_eq(sx_cg_file_read(path, &f), SX_OK, "%s", sx_last_error());
+    sx_cg_graph *old = NULL, *now = graph_new(SX_CG_LAZY, SX_F64);
+    sx_cg_node *a[N_RENAMED], *b[N_RENAMED];
+    cr_assert_eq(sx_cg_file_graph(f, N_RENAMED, names, &old, a), SX_OK, "%s", sx_last_error());
+    renamed_graph(now, b);
+    cr_assert_eq(sx_cg_eval(old, N_RENAMED, a), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(now, N_RENAMED, b), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < N_RENAMED; i++) {
+        cr_assert_eq(sx_cg_node_op(a[i]), want[i], "%s: loaded as %s", names[i],
+                     sx_cg_op_name(sx_cg_node_op(a[i])));
+        cr_assert_eq(sx_cg_node_op(b[i]), want[i]);
+        cr_assert_not_null(strstr(sx_cg_op_name(want[i]), "_backward"));
+        assert_same_bits(sx_cg_value(a[i]), sx_cg_value(b[i]), names[i], "loaded value");
+    }
+    sx_cg_graph_free(old);
+    sx_cg_graph_free(now);
+    sx_cg_file_free(f);
+}
+
 /* ---------------------------------------------------------------- the tests */
 
 Test(cgraph_ops, table_has_one_sample_per_op)
@@ -1590,12 +1698,13 @@ Test(cgraph_ops, table_has_one_sample_per_op)
 }
 
 /* One test case per row of the op table: forward (lazy = eager = kernel = reference, frozen
- * re-evaluation) and finite-difference readiness. */
+ * re-evaluation), finite-difference readiness and cost. */
 #define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
     Test(cgraph_ops, name)                                                                         \
     {                                                                                              \
         check_op(SX_OP_##NAME);                                                                    \
         check_fd(SX_OP_##NAME);                                                                    \
+        check_cost(SX_OP_##NAME);                                                                  \
     }
 #include "sx_ops.def"
 #undef X
