@@ -125,6 +125,8 @@ UNARY_RULE(reciprocal, sx_cg_neg(g, sx_cg_mul(g, gy, sx_cg_sqr(g, y))))
 UNARY_RULE(erf, sx_cg_mul(g, gy,
                           scale(g, sx_cg_exp(g, sx_cg_neg(g, sx_cg_sqr(g, x))),
                                 1.1283791670955125738961589031215452)))
+/* softsign x / (1 + |x|): 1 / (1 + |x|)^2 */
+UNARY_RULE(softsign, sx_cg_div(g, gy, sx_cg_sqr(g, sx_cg_add_scalar(g, sx_cg_abs(g, x), 1.0))))
 #undef UNARY_RULE
 
 /* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */

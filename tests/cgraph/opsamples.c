@@ -328,6 +328,8 @@ UNARY_SAMPLE(round, V_FRAC, -3, 2)
 UNARY_SAMPLE(reciprocal, V_AWAY, 0.3, 2)
 #define SPEC_erf N_UNARY, OS_SMOOTH, 1e-6, 1e-6
 UNARY_SAMPLE(erf, V_UNIFORM, -2, 2)
+#define SPEC_softsign N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(softsign, V_AWAY, 0.1, 3) /* smooth away from 0 */
 
 /* leaky_relu and elu: the parameter changes with the variant; x away from the kink at 0 (elu
  * with alpha != 1 has a jump in its first derivative there) */
