@@ -125,6 +125,8 @@ UNARY_RULE(reciprocal, sx_cg_neg(g, sx_cg_mul(g, gy, sx_cg_sqr(g, y))))
 UNARY_RULE(erf, sx_cg_mul(g, gy,
                           scale(g, sx_cg_exp(g, sx_cg_neg(g, sx_cg_sqr(g, x))),
                                 1.1283791670955125738961589031215452)))
+/* softsign x / (1 + |x|): 1 / (1 + |x|)^2 */
+UNARY_RULE(softsign, sx_cg_div(g, gy, sx_cg_sqr(g, sx_cg_add_scalar(g, sx_cg_abs(g, x), 1.0))))
 #undef UNARY_RULE
 
 /* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */
@@ -516,39 +518,39 @@ sx_status grad_dot(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *ne
     DONE();
 }
 
-/* conv2d(x, k): dx = conv2d_bwd_input(k, G), dk = conv2d_bwd_kernel(x, G) */
+/* conv2d(x, k): dx = conv2d_backward_input(k, G), dk = conv2d_backward_kernel(x, G) */
 sx_status grad_conv2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                       sx_cg_node **gin)
 {
     const sx_conv2d_params *p = &ATTR->conv;
     if (need[0])
-        gin[0] = sx_cg_conv2d_bwd_input(g, IN(1), gy, p, sx_cg_node_shape(IN(0)));
+        gin[0] = sx_cg_conv2d_backward_input(g, IN(1), gy, p, sx_cg_node_shape(IN(0)));
     if (need[1])
-        gin[1] = sx_cg_conv2d_bwd_kernel(g, IN(0), gy, p, sx_cg_node_shape(IN(1)));
+        gin[1] = sx_cg_conv2d_backward_kernel(g, IN(0), gy, p, sx_cg_node_shape(IN(1)));
     DONE();
 }
 
-/* conv2d_bwd_input(k, dy) is bilinear: <bwd_input(k, dy), G> = <conv2d(G, k), dy>, so
- * d(dy) = conv2d(G, k) and dk = conv2d_bwd_kernel(G, dy). */
-sx_status grad_conv2d_bwd_input(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                                sx_cg_node **gin)
+/* conv2d_backward_input(k, dy) is bilinear: <backward_input(k, dy), G> = <conv2d(G, k), dy>, so
+ * d(dy) = conv2d(G, k) and dk = conv2d_backward_kernel(G, dy). */
+sx_status grad_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                     const bool *need, sx_cg_node **gin)
 {
     const sx_conv2d_params *p = &ATTR->conv;
     if (need[0])
-        gin[0] = sx_cg_conv2d_bwd_kernel(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
+        gin[0] = sx_cg_conv2d_backward_kernel(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
     if (need[1])
         gin[1] = sx_cg_conv2d(g, gy, IN(0), p);
     DONE();
 }
 
-/* conv2d_bwd_kernel(x, dy): <bwd_kernel(x, dy), G> = <conv2d(x, G), dy>, so
- * d(dy) = conv2d(x, G) and dx = conv2d_bwd_input(G, dy). */
-sx_status grad_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                                 sx_cg_node **gin)
+/* conv2d_backward_kernel(x, dy): <backward_kernel(x, dy), G> = <conv2d(x, G), dy>, so
+ * d(dy) = conv2d(x, G) and dx = conv2d_backward_input(G, dy). */
+sx_status grad_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                      const bool *need, sx_cg_node **gin)
 {
     const sx_conv2d_params *p = &ATTR->conv;
     if (need[0])
-        gin[0] = sx_cg_conv2d_bwd_input(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
+        gin[0] = sx_cg_conv2d_backward_input(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
     if (need[1])
         gin[1] = sx_cg_conv2d(g, IN(0), gy, p);
     DONE();
@@ -561,7 +563,7 @@ sx_status grad_maxpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
                          sx_cg_node **gin)
 {
     (void)need;
-    gin[0] = sx_cg_maxpool2d_bwd(g, IN(0), gy, &ATTR->pool);
+    gin[0] = sx_cg_maxpool2d_backward(g, IN(0), gy, &ATTR->pool);
     DONE();
 }
 
@@ -599,14 +601,14 @@ static sx_cg_node *window_stack(sx_cg_graph *g, sx_cg_node *xp, const sx_pool2d_
     return r;
 }
 
-/* maxpool_bwd(x, dy) = P^T dy, where P (x-dependent, piecewise constant) picks each window's
+/* maxpool_backward(x, dy) = P^T dy, where P (x-dependent, piecewise constant) picks each window's
  * first maximum. The x-gradient is zero (almost everywhere); the dy-gradient is P G: G read at
  * each window's first maximum. Built from ops that have rules: pad x with -inf and G with 0 to
  * the windows' extent (SAME padding, TensorFlow's split), stack the kh*kw window offsets along
  * a new axis, take argmax (the first maximum in the window's row-major order, as the kernel),
  * and sum G's stack against one_hot(argmax). */
-sx_status grad_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                             sx_cg_node **gin)
+sx_status grad_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                  sx_cg_node **gin)
 {
     if (!need[1])
         return SX_OK;
@@ -628,14 +630,14 @@ sx_status grad_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, cons
     DONE();
 }
 
-/* maxpool_relu_bwd(x, dy) = where(x > 0, maxpool_bwd(x, dy), 0): the dy-gradient is
- * maxpool_bwd's, taken of G where x > 0 (else 0); x is not differentiated (piecewise constant,
+/* maxpool_relu_backward(x, dy) = where(x > 0, maxpool_backward(x, dy), 0): the dy-gradient is
+ * maxpool_backward's, taken of G where x > 0 (else 0); x is not differentiated (piecewise constant,
  * as there). */
-sx_status grad_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                                  sx_cg_node **gin)
+sx_status grad_maxpool2d_relu_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                       const bool *need, sx_cg_node **gin)
 {
     sx_cg_node *x = IN(0);
-    return grad_maxpool2d_bwd(g, y, positive_part(g, x, gy), need, gin);
+    return grad_maxpool2d_backward(g, y, positive_part(g, x, gy), need, gin);
 }
 
 /* avgpool: G spread evenly over each window */
@@ -643,13 +645,13 @@ sx_status grad_avgpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
                          sx_cg_node **gin)
 {
     (void)need;
-    gin[0] = sx_cg_avgpool2d_bwd(g, gy, &ATTR->pool, sx_cg_node_shape(IN(0)));
+    gin[0] = sx_cg_avgpool2d_backward(g, gy, &ATTR->pool, sx_cg_node_shape(IN(0)));
     DONE();
 }
 
-/* avgpool_bwd is linear and the adjoint of avgpool: its adjoint is avgpool */
-sx_status grad_avgpool2d_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                             sx_cg_node **gin)
+/* avgpool_backward is linear and the adjoint of avgpool: its adjoint is avgpool */
+sx_status grad_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                  sx_cg_node **gin)
 {
     (void)need;
     gin[0] = sx_cg_avgpool2d(g, gy, &ATTR->pool);
@@ -668,7 +670,7 @@ sx_status grad_softmax(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool
                        sx_cg_node **gin)
 {
     (void)need;
-    gin[0] = sx_cg_softmax_bwd(g, y, gy, ATTR->axis);
+    gin[0] = sx_cg_softmax_backward(g, y, gy, ATTR->axis);
     DONE();
 }
 
@@ -677,14 +679,14 @@ sx_status grad_log_softmax(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const 
                            sx_cg_node **gin)
 {
     (void)need;
-    gin[0] = sx_cg_log_softmax_bwd(g, y, gy, ATTR->axis);
+    gin[0] = sx_cg_log_softmax_backward(g, y, gy, ATTR->axis);
     DONE();
 }
 
 /* out = s (d - <d, s>) with s = softmax output, d = dy; t = <G, s>:
- * d(d) = s (G - t) = softmax_bwd(s, G); d(s) = G (d - <d, s>) - t d */
-sx_status grad_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                           sx_cg_node **gin)
+ * d(d) = s (G - t) = softmax_backward(s, G); d(s) = G (d - <d, s>) - t d */
+sx_status grad_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                sx_cg_node **gin)
 {
     sx_cg_node *s = IN(0), *d = IN(1);
     int axis = ATTR->axis;
@@ -694,14 +696,14 @@ sx_status grad_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const 
         gin[0] = sx_cg_sub(g, sx_cg_mul(g, gy, sx_cg_sub(g, d, ds)), sx_cg_mul(g, t, d));
     }
     if (need[1])
-        gin[1] = sx_cg_softmax_bwd(g, s, gy, axis);
+        gin[1] = sx_cg_softmax_backward(g, s, gy, axis);
     DONE();
 }
 
 /* out = d - exp(l) sum(d) with l = log-softmax output:
  * d(d) = G - sum(G exp(l)); d(l) = -G exp(l) sum(d) */
-sx_status grad_log_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                               sx_cg_node **gin)
+sx_status grad_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                    sx_cg_node **gin)
 {
     sx_cg_node *l = IN(0), *d = IN(1);
     int axis = ATTR->axis;
@@ -725,7 +727,7 @@ sx_status grad_softmax_xent(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const
                             sx_cg_node **gin)
 {
     if (need[0])
-        gin[0] = sx_cg_softmax_xent_bwd(g, IN(0), IN(1), gy);
+        gin[0] = sx_cg_softmax_xent_backward(g, IN(0), IN(1), gy);
     if (need[1])
         gin[1] = sx_cg_neg(g, sx_cg_mul(g, column(g, gy), sx_cg_log_softmax(g, IN(0), 1)));
     DONE();
@@ -734,14 +736,14 @@ sx_status grad_softmax_xent(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const
 /* out = d_i (s T_i - t), s = softmax(l), T_i = sum_j t_ij (the exact gradient of the loss for
  * targets that need not sum to 1, as the kernel computes it):
  * d(d)_i = sum_j G_ij (s_ij T_i - t_ij); dt_ij = d_i (sum_k G_ik s_ik - G_ij);
- * dl = softmax_bwd(s, G d_i T_i) */
-sx_status grad_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                                sx_cg_node **gin)
+ * dl = softmax_backward(s, G d_i T_i) */
+sx_status grad_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                     const bool *need, sx_cg_node **gin)
 {
     sx_cg_node *l = IN(0), *t = IN(1), *d = column(g, IN(2));
     sx_cg_node *s = sx_cg_softmax(g, l, 1), *tsum = sum_axis(g, t, 1);
     if (need[0])
-        gin[0] = sx_cg_softmax_bwd(g, s, sx_cg_mul(g, gy, sx_cg_mul(g, d, tsum)), 1);
+        gin[0] = sx_cg_softmax_backward(g, s, sx_cg_mul(g, gy, sx_cg_mul(g, d, tsum)), 1);
     if (need[1])
         gin[1] = sx_cg_mul(g, d, sx_cg_sub(g, sum_axis(g, sx_cg_mul(g, gy, s), 1), gy));
     if (need[2])
@@ -759,47 +761,56 @@ sx_status grad_assign(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool 
     return sx_error(SX_E_UNSUPPORTED, "sx_ad_grad: cannot differentiate through an assign");
 }
 
+/* The inputs of each op that have no gradient, bit i for input i (bit 31 for inputs 31 and
+ * up); every other input of every op is differentiable (its rule above gives its gradient). */
+#define ALL_INPUTS (~0u)
+#define BUT_INPUT0 (~1u)
+#define BUT_INPUT1 (~2u)
+static const unsigned no_gradient[SX_OP_COUNT] = {
+    /* leaves, piecewise constant or index-valued results, random draws */
+    [SX_OP_CONST] = ALL_INPUTS,
+    [SX_OP_INPUT] = ALL_INPUTS,
+    [SX_OP_PARAM] = ALL_INPUTS,
+    [SX_OP_SIGN] = ALL_INPUTS,
+    [SX_OP_FLOOR] = ALL_INPUTS,
+    [SX_OP_CEIL] = ALL_INPUTS,
+    [SX_OP_ROUND] = ALL_INPUTS,
+    [SX_OP_EQ] = ALL_INPUTS,
+    [SX_OP_NE] = ALL_INPUTS,
+    [SX_OP_LT] = ALL_INPUTS,
+    [SX_OP_LE] = ALL_INPUTS,
+    [SX_OP_GT] = ALL_INPUTS,
+    [SX_OP_GE] = ALL_INPUTS,
+    [SX_OP_ARGMAX] = ALL_INPUTS,
+    [SX_OP_ARGMIN] = ALL_INPUTS,
+    [SX_OP_ONE_HOT] = ALL_INPUTS,
+    [SX_OP_DROPOUT_MASK] = ALL_INPUTS,
+    [SX_OP_ASSIGN] = ALL_INPUTS,
+    /* the condition of where, the indices of gather and scatter_add */
+    [SX_OP_WHERE] = 1u,
+    [SX_OP_GATHER] = BUT_INPUT0,
+    [SX_OP_SCATTER_ADD] = BUT_INPUT0,
+    /* piecewise constant in x, linear in dy */
+    [SX_OP_MAXPOOL2D_BACKWARD] = BUT_INPUT1,
+    [SX_OP_MAXPOOL2D_RELU_BACKWARD] = BUT_INPUT1,
+    /* x itself, merely ordered after its second input */
+    [SX_OP_SEQ] = BUT_INPUT0,
+    /* made by the optimiser after differentiation: no rules */
+    [SX_OP_FUSED] = ALL_INPUTS,
+    [SX_OP_SGD_UPDATE] = ALL_INPUTS,
+    [SX_OP_MOMENTUM_UPDATE] = ALL_INPUTS,
+    [SX_OP_ADAGRAD_UPDATE] = ALL_INPUTS,
+    [SX_OP_RMSPROP_UPDATE] = ALL_INPUTS,
+    [SX_OP_ADAM_UPDATE] = ALL_INPUTS,
+    [SX_OP_MATMUL_UPDATE] = ALL_INPUTS,
+};
+
 bool sx_ad_differentiable(sx_cg_op op, int input)
 {
-    switch (op) {
-    case SX_OP_CONST:
-    case SX_OP_INPUT:
-    case SX_OP_PARAM:
-    case SX_OP_SIGN:
-    case SX_OP_FLOOR:
-    case SX_OP_CEIL:
-    case SX_OP_ROUND:
-    case SX_OP_EQ:
-    case SX_OP_NE:
-    case SX_OP_LT:
-    case SX_OP_LE:
-    case SX_OP_GT:
-    case SX_OP_GE:
-    case SX_OP_ARGMAX:
-    case SX_OP_ARGMIN:
-    case SX_OP_ONE_HOT:
-    case SX_OP_DROPOUT_MASK:
-    case SX_OP_ASSIGN:
+    if ((unsigned)op >= SX_OP_COUNT || input < 0)
         return false;
-    case SX_OP_WHERE:
-        return input != 0;
-    case SX_OP_GATHER:
-    case SX_OP_SCATTER_ADD:
-        return input == 0;
-    case SX_OP_MAXPOOL2D_BWD: /* piecewise constant in x, linear in dy */
-    case SX_OP_MAXPOOL2D_RELU_BWD:
-        return input == 1;
-    case SX_OP_SEQ: /* x itself, merely ordered after its second input */
-        return input == 0;
-    case SX_OP_FUSED: /* made by the optimiser after differentiation: no rules */
-    case SX_OP_SGD_UPDATE:
-    case SX_OP_MOMENTUM_UPDATE:
-    case SX_OP_ADAGRAD_UPDATE:
-    case SX_OP_RMSPROP_UPDATE:
-    case SX_OP_ADAM_UPDATE:
-    case SX_OP_MATMUL_UPDATE:
-        return false;
-    default:
-        return (unsigned)op < SX_OP_COUNT;
-    }
+    return !((no_gradient[op] >> (input < 31 ? input : 31)) & 1u);
 }
+#undef ALL_INPUTS
+#undef BUT_INPUT0
+#undef BUT_INPUT1

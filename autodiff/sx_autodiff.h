@@ -33,7 +33,7 @@
  * are zero above the diagonal. eigh_v needs distinct eigenvalues; svd_s needs distinct non-zero
  * singular values (its gradient uses eigh_v of A^T A or A A^T). inv, det, logdet and solve need
  * an invertible matrix, qr a full-rank one. Eigenvectors and Q follow LAPACK's locally smooth
- * sign choice. The dy-gradient of maxpool2d_bwd costs kh*kw times the pooled size.
+ * sign choice. The dy-gradient of maxpool2d_backward costs kh*kw times the pooled size.
  *
  * Optimised graphs may be differentiated: the passes keep the function, so the gradients are
  * the unoptimised graph's (up to what the passes promise about rounding) wherever the path

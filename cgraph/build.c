@@ -23,33 +23,38 @@ static sx_cg_node *op3(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg_node *y
     return sx_cg_op_new(g, op, 3, in, a);
 }
 
+/* The element-wise constructors, one per row of sx_map.def and sx_binary.def: a row's ALPHA(p)
+ * parameter goes to attr.alpha; ops without one pass no attributes (all zero). */
+#define MAP_SET_NONE
+#define MAP_SET_ALPHA(p)                                                                           \
+    sx_cg_attr at = sx_cg_attr_default();                                                          \
+    at.alpha = (p);
+#define MAP_ATTR_NONE NULL
+#define MAP_ATTR_ALPHA(p) &at
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at_end)                                      \
+    sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x SX_CG_MAP_PARAM_##param)                \
+    {                                                                                              \
+        MAP_SET_##param return op1(g, SX_OP_##NAME, x, MAP_ATTR_##param);                          \
+    }
+#include "sx_map.def"
+#undef SX_MAP_ROW
+#undef MAP_SET_NONE
+#undef MAP_SET_ALPHA
+#undef MAP_ATTR_NONE
+#undef MAP_ATTR_ALPHA
+#define SX_BINARY_ROW(NAME, name, expr, at)                                                        \
+    sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b)                         \
+    {                                                                                              \
+        return op2(g, SX_OP_##NAME, a, b, NULL);                                                   \
+    }
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
+
 #define UNARY(NAME, name)                                                                          \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x)                                        \
     {                                                                                              \
         return op1(g, SX_OP_##NAME, x, NULL);                                                      \
     }
-UNARY(NEG, neg)
-UNARY(ABS, abs)
-UNARY(SIGN, sign)
-UNARY(SQR, sqr)
-UNARY(SQRT, sqrt)
-UNARY(RSQRT, rsqrt)
-UNARY(EXP, exp)
-UNARY(LOG, log)
-UNARY(LOG1P, log1p)
-UNARY(EXPM1, expm1)
-UNARY(SIN, sin)
-UNARY(COS, cos)
-UNARY(TAN, tan)
-UNARY(TANH, tanh)
-UNARY(SIGMOID, sigmoid)
-UNARY(RELU, relu)
-UNARY(SOFTPLUS, softplus)
-UNARY(FLOOR, floor)
-UNARY(CEIL, ceil)
-UNARY(ROUND, round)
-UNARY(RECIPROCAL, reciprocal)
-UNARY(ERF, erf)
 UNARY(INV, inv)
 UNARY(DET, det)
 UNARY(LOGDET, logdet)
@@ -61,39 +66,11 @@ UNARY(EIGH_W, eigh_w)
 UNARY(EIGH_V, eigh_v)
 #undef UNARY
 
-sx_cg_node *sx_cg_leaky_relu(sx_cg_graph *g, sx_cg_node *x, double slope)
-{
-    sx_cg_attr a = sx_cg_attr_default();
-    a.alpha = slope;
-    return op1(g, SX_OP_LEAKY_RELU, x, &a);
-}
-
-sx_cg_node *sx_cg_elu(sx_cg_graph *g, sx_cg_node *x, double alpha)
-{
-    sx_cg_attr a = sx_cg_attr_default();
-    a.alpha = alpha;
-    return op1(g, SX_OP_ELU, x, &a);
-}
-
 #define BINARY(NAME, name)                                                                         \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b)                         \
     {                                                                                              \
         return op2(g, SX_OP_##NAME, a, b, NULL);                                                   \
     }
-BINARY(ADD, add)
-BINARY(SUB, sub)
-BINARY(MUL, mul)
-BINARY(DIV, div)
-BINARY(POW, pow)
-BINARY(MIN, min)
-BINARY(MAX, max)
-BINARY(ATAN2, atan2)
-BINARY(EQ, eq)
-BINARY(NE, ne)
-BINARY(LT, lt)
-BINARY(LE, le)
-BINARY(GT, gt)
-BINARY(GE, ge)
 BINARY(DOT, dot)
 BINARY(SOLVE, solve)
 BINARY(GATHER, gather)
@@ -323,28 +300,28 @@ sx_cg_node *sx_cg_conv2d(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *k, const sx_
     return op2(g, SX_OP_CONV2D, x, k, &a);
 }
 
-sx_cg_node *sx_cg_conv2d_bwd_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
-                                   const sx_conv2d_params *p, const int64_t x_shape[4])
+sx_cg_node *sx_cg_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
+                                        const sx_conv2d_params *p, const int64_t x_shape[4])
 {
-    if (!params_ok(g, p, "sx_cg_conv2d_bwd_input"))
+    if (!params_ok(g, p, "sx_cg_conv2d_backward_input"))
         return NULL;
     sx_cg_attr a = sx_cg_attr_default();
     a.conv = *p;
-    if (!shape_attr(g, &a, 4, x_shape, "sx_cg_conv2d_bwd_input"))
+    if (!shape_attr(g, &a, 4, x_shape, "sx_cg_conv2d_backward_input"))
         return NULL;
-    return op2(g, SX_OP_CONV2D_BWD_INPUT, k, dy, &a);
+    return op2(g, SX_OP_CONV2D_BACKWARD_INPUT, k, dy, &a);
 }
 
-sx_cg_node *sx_cg_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
-                                    const sx_conv2d_params *p, const int64_t k_shape[4])
+sx_cg_node *sx_cg_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                         const sx_conv2d_params *p, const int64_t k_shape[4])
 {
-    if (!params_ok(g, p, "sx_cg_conv2d_bwd_kernel"))
+    if (!params_ok(g, p, "sx_cg_conv2d_backward_kernel"))
         return NULL;
     sx_cg_attr a = sx_cg_attr_default();
     a.conv = *p;
-    if (!shape_attr(g, &a, 4, k_shape, "sx_cg_conv2d_bwd_kernel"))
+    if (!shape_attr(g, &a, 4, k_shape, "sx_cg_conv2d_backward_kernel"))
         return NULL;
-    return op2(g, SX_OP_CONV2D_BWD_KERNEL, x, dy, &a);
+    return op2(g, SX_OP_CONV2D_BACKWARD_KERNEL, x, dy, &a);
 }
 
 sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p)
@@ -357,8 +334,8 @@ sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_param
 }
 
 /* The two max-pool backward ops: (x, dy) with the pooling's parameters. */
-static sx_cg_node *maxpool_bwd(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg_node *dy,
-                               const sx_pool2d_params *p, const char *who)
+static sx_cg_node *maxpool_backward(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg_node *dy,
+                                    const sx_pool2d_params *p, const char *who)
 {
     if (!params_ok(g, p, who))
         return NULL;
@@ -367,16 +344,17 @@ static sx_cg_node *maxpool_bwd(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg
     return op2(g, op, x, dy, &a);
 }
 
-sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
-                                const sx_pool2d_params *p)
-{
-    return maxpool_bwd(g, SX_OP_MAXPOOL2D_BWD, x, dy, p, "sx_cg_maxpool2d_bwd");
-}
-
-sx_cg_node *sx_cg_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+sx_cg_node *sx_cg_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                      const sx_pool2d_params *p)
 {
-    return maxpool_bwd(g, SX_OP_MAXPOOL2D_RELU_BWD, x, dy, p, "sx_cg_maxpool2d_relu_bwd");
+    return maxpool_backward(g, SX_OP_MAXPOOL2D_BACKWARD, x, dy, p, "sx_cg_maxpool2d_backward");
+}
+
+sx_cg_node *sx_cg_maxpool2d_relu_backward(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                          const sx_pool2d_params *p)
+{
+    return maxpool_backward(g, SX_OP_MAXPOOL2D_RELU_BACKWARD, x, dy, p,
+                            "sx_cg_maxpool2d_relu_backward");
 }
 
 sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p)
@@ -388,16 +366,16 @@ sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_param
     return op1(g, SX_OP_AVGPOOL2D, x, &a);
 }
 
-sx_cg_node *sx_cg_avgpool2d_bwd(sx_cg_graph *g, sx_cg_node *dy, const sx_pool2d_params *p,
-                                const int64_t x_shape[4])
+sx_cg_node *sx_cg_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *dy, const sx_pool2d_params *p,
+                                     const int64_t x_shape[4])
 {
-    if (!params_ok(g, p, "sx_cg_avgpool2d_bwd"))
+    if (!params_ok(g, p, "sx_cg_avgpool2d_backward"))
         return NULL;
     sx_cg_attr a = sx_cg_attr_default();
     a.pool = *p;
-    if (!shape_attr(g, &a, 4, x_shape, "sx_cg_avgpool2d_bwd"))
+    if (!shape_attr(g, &a, 4, x_shape, "sx_cg_avgpool2d_backward"))
         return NULL;
-    return op1(g, SX_OP_AVGPOOL2D_BWD, dy, &a);
+    return op1(g, SX_OP_AVGPOOL2D_BACKWARD, dy, &a);
 }
 
 static sx_cg_node *axis_op(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *x, sx_cg_node *y,
@@ -418,14 +396,14 @@ sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis)
     return axis_op(g, SX_OP_LOG_SOFTMAX, 1, x, NULL, axis);
 }
 
-sx_cg_node *sx_cg_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis)
+sx_cg_node *sx_cg_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis)
 {
-    return axis_op(g, SX_OP_SOFTMAX_BWD, 2, y, dy, axis);
+    return axis_op(g, SX_OP_SOFTMAX_BACKWARD, 2, y, dy, axis);
 }
 
-sx_cg_node *sx_cg_log_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis)
+sx_cg_node *sx_cg_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis)
 {
-    return axis_op(g, SX_OP_LOG_SOFTMAX_BWD, 2, y, dy, axis);
+    return axis_op(g, SX_OP_LOG_SOFTMAX_BACKWARD, 2, y, dy, axis);
 }
 
 sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target)
@@ -433,10 +411,10 @@ sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *t
     return op2(g, SX_OP_SOFTMAX_XENT, logits, target, NULL);
 }
 
-sx_cg_node *sx_cg_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
-                                   sx_cg_node *dout)
+sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
+                                        sx_cg_node *dout)
 {
-    return op3(g, SX_OP_SOFTMAX_XENT_BWD, logits, target, dout, NULL);
+    return op3(g, SX_OP_SOFTMAX_XENT_BACKWARD, logits, target, dout, NULL);
 }
 
 sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank, const int64_t *shape)

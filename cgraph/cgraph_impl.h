@@ -113,6 +113,21 @@ extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
 #include "sx_ops.def"
 #undef X
 
+/* The cost of evaluating a node once (cost.c, one cost function per evaluator of sx_ops.def):
+ * its floating-point operations, and whether its kernel is a matrix product (matmul, the
+ * convolutions, matmul_update) that splits its rows over threads, the flops the WIDE rule of
+ * parallel evaluation compares. */
+typedef struct cg_cost {
+    double flops;
+    bool gemm;
+} cg_cost;
+cg_cost cg_node_cost(const sx_cg_node *n);
+
+/* The op an older strix wrote under another name (conv2d_bwd_input for conv2d_backward_input),
+ * from the name's bytes b[0..len); -1 when the name was never an op's. For loading saved graphs
+ * (opnames.c). */
+int cg_op_alias(const unsigned char *b, size_t len);
+
 /* How many of where's operands its kernel broadcasts into scratch (those with neither the
  * result's size nor one element): its workspace is that many results (shape.c). */
 int cg_where_scratch(const sx_cg_node *n);

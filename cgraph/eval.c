@@ -223,14 +223,14 @@ sx_status cg_eval_conv2d(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_conv2d_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
 }
 
-sx_status cg_eval_conv2d_bwd_input(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
     return sx_tensor_conv2d_backward_input_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
 }
 
-sx_status cg_eval_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
@@ -243,13 +243,13 @@ sx_status cg_eval_maxpool2d(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_maxpool2d_out(IN(0), &n->attr.pool, OUT);
 }
 
-sx_status cg_eval_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_maxpool2d_backward_out(IN(0), IN(1), &n->attr.pool, OUT);
 }
 
-sx_status cg_eval_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_maxpool2d_relu_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_maxpool2d_relu_backward_out(IN(0), IN(1), &n->attr.pool, OUT);
@@ -261,7 +261,7 @@ sx_status cg_eval_avgpool2d(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_avgpool2d_out(IN(0), &n->attr.pool, OUT);
 }
 
-sx_status cg_eval_avgpool2d_bwd(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_avgpool2d_backward_out(IN(0), &n->attr.pool, OUT);
@@ -279,13 +279,13 @@ sx_status cg_eval_log_softmax(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_log_softmax_out(IN(0), n->attr.axis, OUT);
 }
 
-sx_status cg_eval_softmax_bwd(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_softmax_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_softmax_backward_out(IN(0), IN(1), n->attr.axis, OUT);
 }
 
-sx_status cg_eval_log_softmax_bwd(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_log_softmax_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_log_softmax_backward_out(IN(0), IN(1), n->attr.axis, OUT);
@@ -297,7 +297,7 @@ sx_status cg_eval_softmax_xent(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_softmax_xent_out(IN(0), IN(1), OUT);
 }
 
-sx_status cg_eval_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_softmax_xent_backward_out(IN(0), IN(1), IN(2), OUT);

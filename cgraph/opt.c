@@ -559,8 +559,8 @@ static sx_status pass_fma(sx_cg_graph *g, int64_t *changed)
     return SX_OK;
 }
 
-/* where(gt(x, 0), maxpool2d_bwd(x, d), +0), the gradient that relu's rule builds through a max
- * pooling, -> maxpool2d_relu_bwd(x, d): the same selection in one pass (bit for bit), and x's
+/* where(gt(x, 0), maxpool2d_backward(x, d), +0), the gradient that relu's rule builds through a max
+ * pooling, -> maxpool2d_relu_backward(x, d): the same selection in one pass (bit for bit), and x's
  * last reader is now the pooling's backward op, which the planner may run over x's memory. */
 static sx_status pass_pool_relu(sx_cg_graph *g, int64_t *changed)
 {
@@ -569,7 +569,7 @@ static sx_status pass_pool_relu(sx_cg_graph *g, int64_t *changed)
         if (!live_op(n) || n->op != SX_OP_WHERE)
             continue;
         sx_cg_node *m = n->in[0], *b = n->in[1], *z = n->in[2];
-        if (b->op != SX_OP_MAXPOOL2D_BWD || !single_use(b, n) || !opt_same_shape(b, n))
+        if (b->op != SX_OP_MAXPOOL2D_BACKWARD || !single_use(b, n) || !opt_same_shape(b, n))
             continue;
         if (m->op != SX_OP_GT || m->in[0] != b->in[0] || !opt_const_all(m->in[1], 0.0) ||
             !opt_same_shape(m, n))
@@ -579,7 +579,7 @@ static sx_status pass_pool_relu(sx_cg_graph *g, int64_t *changed)
             continue;
         sx_cg_node *ins[2] = {b->in[0], b->in[1]};
         SX_TRY(opt_set_inputs(n, 2, ins));
-        n->op = SX_OP_MAXPOOL2D_RELU_BWD;
+        n->op = SX_OP_MAXPOOL2D_RELU_BACKWARD;
         n->attr = b->attr;
         opt_kill(b);
         (*changed)++;

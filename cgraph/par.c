@@ -25,25 +25,8 @@ static bool node_wide(const sx_cg_node *n)
     if ((f & SX_OPF_VIEW) && !(f & SX_OPF_MUTATES))
         return false; /* a view sets a pointer */
     const sx_tensor *out = &n->value;
-    double flops = 0;
-    if (n->op == SX_OP_MATMUL) {
-        const sx_tensor *a = &n->in[0]->value;
-        flops = 2.0 * (double)out->size *
-                (double)(n->attr.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1]);
-    } else if (n->op == SX_OP_MATMUL_UPDATE) {
-        const sx_tensor *a = &n->in[n->n_in - 3]->value;
-        flops = 2.0 * (double)out->size * (double)(n->attr.trans_a ? a->shape[0] : a->shape[1]);
-    } else if (n->op == SX_OP_CONV2D || n->op == SX_OP_CONV2D_BWD_INPUT ||
-               n->op == SX_OP_CONV2D_BWD_KERNEL) {
-        /* one GEMM over (n*ho*wo) x (kh*kw*cin) x cout in every direction */
-        const sx_tensor *y = n->op == SX_OP_CONV2D ? out : &n->in[1]->value;
-        const sx_tensor *k = n->op == SX_OP_CONV2D             ? &n->in[1]->value
-                             : n->op == SX_OP_CONV2D_BWD_INPUT ? &n->in[0]->value
-                                                               : out;
-        if (k->shape[3] > 0)
-            flops = 2.0 * (double)(y->size / k->shape[3]) * (double)k->size;
-    }
-    if (flops >= WIDE_FLOPS)
+    cg_cost c = cg_node_cost(n); /* cost.c */
+    if (c.gemm && c.flops >= WIDE_FLOPS)
         return true;
     int64_t elems = out->size;
     for (int i = 0; i < n->n_in; i++)

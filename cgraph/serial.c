@@ -845,6 +845,8 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
         return cg_rd_bad(r, "node %lld: op name of %u bytes", (long long)i, len);
     SX_TRY(cg_rd_bytes(r, len, &b));
     int op = find_name(b, len, SX_OP_COUNT, graph_op_name);
+    if (op < 0)
+        op = cg_op_alias(b, len); /* a name an older strix wrote */
     if (op < 0) {
         char name[MAX_OP_NAME + 1];
         printable(b, len, name, sizeof name);

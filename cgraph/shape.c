@@ -95,8 +95,8 @@ sx_status cg_shape_softmax(sx_cg_node *n)
     return SX_OK;
 }
 
-/* softmax_xent_bwd(logits (n,k), target (n,k), dout (n)) -> (n,k) */
-sx_status cg_shape_xent_bwd(sx_cg_node *n)
+/* softmax_xent_backward(logits (n,k), target (n,k), dout (n)) -> (n,k) */
+sx_status cg_shape_xent_backward(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
     SX_TRY(want_rank(n, 0, 2));
@@ -392,18 +392,18 @@ sx_status cg_shape_conv2d(sx_cg_node *n)
     return SX_OK;
 }
 
-/* conv2d_bwd_input(k, dy) -> x's shape (attr); conv2d_bwd_kernel(x, dy) -> k's shape (attr).
- * Checked by running the forward shape rule on the shapes the pair implies. */
-sx_status cg_shape_conv2d_bwd(sx_cg_node *n)
+/* conv2d_backward_input(k, dy) -> x's shape (attr); conv2d_backward_kernel(x, dy) -> k's shape
+ * (attr). Checked by running the forward shape rule on the shapes the pair implies. */
+sx_status cg_shape_conv2d_backward(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
     SX_TRY(attr_shape(n));
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
-    bool bwd_input = n->op == SX_OP_CONV2D_BWD_INPUT;
+    bool backward_input = n->op == SX_OP_CONV2D_BACKWARD_INPUT;
     sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
-    sx_tensor x = shape_view(bwd_input ? &attr : IN(0));
-    sx_tensor k = shape_view(bwd_input ? IN(0) : &attr);
+    sx_tensor x = shape_view(backward_input ? &attr : IN(0));
+    sx_tensor k = shape_view(backward_input ? IN(0) : &attr);
     int64_t y[4];
     SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, y));
     if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
@@ -426,7 +426,7 @@ sx_status cg_shape_pool2d(sx_cg_node *n)
     return SX_OK;
 }
 
-static sx_status pool_bwd_check(sx_cg_node *n, const sx_tensor *x, const sx_tensor *dy)
+static sx_status pool_backward_check(sx_cg_node *n, const sx_tensor *x, const sx_tensor *dy)
 {
     int64_t s[4];
     sx_tensor xv = shape_view(x);
@@ -440,22 +440,22 @@ static sx_status pool_bwd_check(sx_cg_node *n, const sx_tensor *x, const sx_tens
     return SX_OK;
 }
 
-sx_status cg_shape_maxpool2d_bwd(sx_cg_node *n)
+sx_status cg_shape_maxpool2d_backward(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
-    SX_TRY(pool_bwd_check(n, IN(0), IN(1)));
+    SX_TRY(pool_backward_check(n, IN(0), IN(1)));
     set_shape(n, 4, IN(0)->shape);
     return SX_OK;
 }
 
-sx_status cg_shape_avgpool2d_bwd(sx_cg_node *n)
+sx_status cg_shape_avgpool2d_backward(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
     SX_TRY(attr_shape(n));
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
     sx_tensor x = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
-    return pool_bwd_check(n, &x, IN(0));
+    return pool_backward_check(n, &x, IN(0));
 }
 
 sx_status cg_shape_softmax_xent(sx_cg_node *n)

@@ -108,7 +108,7 @@ typedef struct sx_cg_attr {
     };
     bool trans_a, trans_b; /* matmul */
     int axis;              /* softmax family, concat */
-    int rank;              /* target shape: reshape, broadcast, unslice, bwd ops, dropout mask */
+    int rank; /* target shape: reshape, broadcast, unslice, backward ops, dropout mask */
     int64_t shape[SX_MAX_RANK];
     int64_t ints[SX_MAX_RANK];  /* repeat/tile reps, permute perm, pad before, one_hot depth */
     int64_t ints2[SX_MAX_RANK]; /* pad after */
@@ -247,6 +247,10 @@ int sx_cg_node_n_inputs(const sx_cg_node *n);
 sx_cg_node *sx_cg_node_input(const sx_cg_node *n, int i);
 const sx_cg_attr *sx_cg_node_attr(const sx_cg_node *n);
 int sx_cg_node_n_users(const sx_cg_node *n); /* live nodes that read it */
+/* The floating-point operations of evaluating n once, by the op table's flop model
+ * (cgraph/cost.c: 2 M N K for a matrix product or convolution, one per element for element-wise
+ * ops and reductions, ...); 0 for leaves, views and data movement, and for NULL. */
+double sx_cg_node_flops(const sx_cg_node *n);
 
 /* ---------------------------------------------------------------- building ops */
 
@@ -262,52 +266,20 @@ int sx_cg_node_n_users(const sx_cg_node *n); /* live nodes that read it */
 sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
                          const sx_cg_attr *attr);
 
-/* Unary element-wise: sx_cg_neg(g, x), sx_cg_sin(g, x), ... one per map row of sx_ops.def. */
-#define SX_CG_DECL_UNARY(name) sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x);
-SX_CG_DECL_UNARY(neg)
-SX_CG_DECL_UNARY(abs)
-SX_CG_DECL_UNARY(sign)
-SX_CG_DECL_UNARY(sqr)
-SX_CG_DECL_UNARY(sqrt)
-SX_CG_DECL_UNARY(rsqrt)
-SX_CG_DECL_UNARY(exp)
-SX_CG_DECL_UNARY(log)
-SX_CG_DECL_UNARY(log1p)
-SX_CG_DECL_UNARY(expm1)
-SX_CG_DECL_UNARY(sin)
-SX_CG_DECL_UNARY(cos)
-SX_CG_DECL_UNARY(tan)
-SX_CG_DECL_UNARY(tanh)
-SX_CG_DECL_UNARY(sigmoid)
-SX_CG_DECL_UNARY(relu)
-SX_CG_DECL_UNARY(softplus)
-SX_CG_DECL_UNARY(floor)
-SX_CG_DECL_UNARY(ceil)
-SX_CG_DECL_UNARY(round)
-SX_CG_DECL_UNARY(reciprocal)
-SX_CG_DECL_UNARY(erf)
-#undef SX_CG_DECL_UNARY
-sx_cg_node *sx_cg_leaky_relu(sx_cg_graph *g, sx_cg_node *x, double slope);
-sx_cg_node *sx_cg_elu(sx_cg_graph *g, sx_cg_node *x, double alpha);
-
-/* Binary element-wise with NumPy broadcasting; comparisons give 1/0. */
-#define SX_CG_DECL_BINARY(name)                                                                    \
+/* Element-wise constructors, one per row of tensor/sx_map.def and tensor/sx_binary.def (the
+ * formulas are there): unary sx_cg_neg(g, x), sx_cg_sin(g, x), ...; those whose row has an
+ * ALPHA(p) parameter take it after x: sx_cg_leaky_relu(g, x, slope), sx_cg_elu(g, x, alpha).
+ * Binary with NumPy broadcasting, comparisons giving 1/0: sx_cg_add(g, a, b), ... */
+#define SX_CG_MAP_PARAM_NONE
+#define SX_CG_MAP_PARAM_ALPHA(p) , double p
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+    sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x SX_CG_MAP_PARAM_##param);
+#include "sx_map.def"
+#undef SX_MAP_ROW
+#define SX_BINARY_ROW(NAME, name, expr, at)                                                        \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
-SX_CG_DECL_BINARY(add)
-SX_CG_DECL_BINARY(sub)
-SX_CG_DECL_BINARY(mul)
-SX_CG_DECL_BINARY(div)
-SX_CG_DECL_BINARY(pow)
-SX_CG_DECL_BINARY(min)
-SX_CG_DECL_BINARY(max)
-SX_CG_DECL_BINARY(atan2)
-SX_CG_DECL_BINARY(eq)
-SX_CG_DECL_BINARY(ne)
-SX_CG_DECL_BINARY(lt)
-SX_CG_DECL_BINARY(le)
-SX_CG_DECL_BINARY(gt)
-SX_CG_DECL_BINARY(ge)
-#undef SX_CG_DECL_BINARY
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
 /* a op scalar, made with a rank-0 constant of a's dtype: sx_cg_add_scalar(g, x, 1.0). */
 sx_cg_node *sx_cg_add_scalar(sx_cg_graph *g, sx_cg_node *a, double s);
 sx_cg_node *sx_cg_mul_scalar(sx_cg_graph *g, sx_cg_node *a, double s);
@@ -361,29 +333,29 @@ sx_cg_node *sx_cg_dot(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
 
 sx_cg_node *sx_cg_conv2d(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *k, const sx_conv2d_params *p);
 /* dL/dx of conv2d from the kernel and dy; x_shape is the input's shape (n,h,w,c). */
-sx_cg_node *sx_cg_conv2d_bwd_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
-                                   const sx_conv2d_params *p, const int64_t x_shape[4]);
+sx_cg_node *sx_cg_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
+                                        const sx_conv2d_params *p, const int64_t x_shape[4]);
 /* dL/dk of conv2d from x and dy; k_shape is the kernel's shape (kh,kw,c,f). */
-sx_cg_node *sx_cg_conv2d_bwd_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
-                                    const sx_conv2d_params *p, const int64_t k_shape[4]);
+sx_cg_node *sx_cg_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                         const sx_conv2d_params *p, const int64_t k_shape[4]);
 sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
-sx_cg_node *sx_cg_maxpool2d_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
-                                const sx_pool2d_params *p);
-/* where(x > 0, maxpool2d_bwd(x, dy), 0) in one op (sx_tensor_maxpool2d_relu_backward_out). */
-sx_cg_node *sx_cg_maxpool2d_relu_bwd(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+sx_cg_node *sx_cg_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                      const sx_pool2d_params *p);
+/* where(x > 0, maxpool2d_backward(x, dy), 0) in one op (sx_tensor_maxpool2d_relu_backward_out). */
+sx_cg_node *sx_cg_maxpool2d_relu_backward(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                          const sx_pool2d_params *p);
 sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
-sx_cg_node *sx_cg_avgpool2d_bwd(sx_cg_graph *g, sx_cg_node *dy, const sx_pool2d_params *p,
-                                const int64_t x_shape[4]);
+sx_cg_node *sx_cg_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *dy, const sx_pool2d_params *p,
+                                     const int64_t x_shape[4]);
 
 sx_cg_node *sx_cg_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
-sx_cg_node *sx_cg_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
-sx_cg_node *sx_cg_log_softmax_bwd(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
+sx_cg_node *sx_cg_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
+sx_cg_node *sx_cg_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
 /* Per-row cross-entropy of softmax(logits) against target, both (n,k) -> (n). */
 sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target);
-sx_cg_node *sx_cg_softmax_xent_bwd(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
-                                   sx_cg_node *dout);
+sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
+                                        sx_cg_node *dout);
 
 /* Random generators owned by the graph, named by an id; a dropout mask draws from one.
  * sx_cg_rng gives access to a generator's state (to save or restore it), NULL for a bad id. */
@@ -494,8 +466,8 @@ typedef enum {
     SX_PASS_GEMM_FOLD,       /* transposes, an addend, and a scalar factor of a product that has
                                 neither factor nor addend yet, into the matmul call */
     SX_PASS_FMA,             /* a*b + c -> fma(a, b, c) */
-    SX_PASS_POOL_RELU,       /* where(x > 0, maxpool2d_bwd(x, d), 0) (relu's gradient through a
-                                max pooling) -> maxpool2d_relu_bwd(x, d): x dies there, and the
+    SX_PASS_POOL_RELU,       /* where(x > 0, maxpool2d_backward(x, d), 0) (relu's gradient through a
+                                max pooling) -> maxpool2d_relu_backward(x, d): x dies there, and the
                                 result takes its memory when windows do not overlap */
     SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
     SX_PASS_GEMM_UPDATE,     /* a fused optimiser update (optim/ emits them) whose gradient is a

@@ -8,7 +8,7 @@
 #include <tgmath.h>
 
 static const char *const binary_names[] = {
-#define X(name, str, expr) str,
+#define X(NAME, name, expr, ...) #name,
 #include "sx_binary.def"
 #undef X
 };

@@ -9,7 +9,7 @@
 
 /* po[i] = pa[i * sa] op pb[i * sb] for i < n, with sa, sb in {0, 1}. po may be pa or pb when
  * that operand walks (in place): every element is read before it is written. */
-#define X(name, str, expr)                                                                         \
+#define X(name, lname, expr, ...)                                                                  \
     static void BN_CAT3(bin, name, SFX)(int64_t n, const T *pa, int64_t sa, const T *pb,           \
                                         int64_t sb, T *po)                                         \
     {                                                                                              \
@@ -44,7 +44,7 @@ typedef void (*BN_CAT(bin_row, SFX))(int64_t n, const T *pa, int64_t sa, const T
                                      T *po);
 
 static const BN_CAT(bin_row, SFX) BN_CAT(bin_rows, SFX)[] = {
-#define X(name, str, expr) BN_CAT3(bin, name, SFX),
+#define X(name, lname, expr, ...) BN_CAT3(bin, name, SFX),
 #include "sx_binary.def"
 #undef X
 };

@@ -51,7 +51,7 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
         switch ((sx_fused_kind)ins->kind) {
         case SX_FUSED_MAP:
             switch ((sx_map_op)ins->op) {
-#define X(name, str, expr)                                                                         \
+#define X(name, lname, expr, ...)                                                                  \
     case SX_MAP_##name: {                                                                          \
         const T a = alpha_;                                                                        \
         (void)a;                                                                                   \
@@ -65,7 +65,7 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
             break;
         case SX_FUSED_BINARY:
             switch ((sx_binary_op)ins->op) {
-#define X(name, str, expr)                                                                         \
+#define X(name, lname, expr, ...)                                                                  \
     case SX_BINARY_##name:                                                                         \
         for (int i = 0; i < len; i++) {                                                            \
             const T a = xa[i], b = xb[i];                                                          \

@@ -9,7 +9,7 @@
 #include <tgmath.h>
 
 static const char *const map_names[] = {
-#define X(name, str, expr) str,
+#define X(NAME, name, expr, ...) #name,
 #include "sx_map.def"
 #undef X
 };

@@ -14,7 +14,7 @@ static void MAP_CAT(map, SFX)(sx_map_op op, T a, const T *src, T *dst, int64_t n
         const T *s = src + at;
         T *d = dst + at;
         switch (op) {
-#define X(name, str, expr)                                                                         \
+#define X(name, lname, expr, ...)                                                                  \
     case SX_MAP_##name:                                                                            \
         VM_MAP_CASE(T, expr, s, d, len)
 #include "sx_map.def"

@@ -258,7 +258,7 @@ double sx_tensor_max_abs_diff(const sx_tensor *a, const sx_tensor *b);
 /* ---------------------------------------------------------------- map: y = f(x) */
 
 typedef enum {
-#define X(name, str, expr) SX_MAP_##name,
+#define X(name, lname, expr, ...) SX_MAP_##name,
 #include "sx_map.def"
 #undef X
     SX_MAP_COUNT
@@ -281,7 +281,7 @@ sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,
 /* ---------------------------------------------------------------- binary: z = a op b */
 
 typedef enum {
-#define X(name, str, expr) SX_BINARY_##name,
+#define X(name, lname, expr, ...) SX_BINARY_##name,
 #include "sx_binary.def"
 #undef X
     SX_BINARY_COUNT

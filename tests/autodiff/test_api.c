@@ -186,8 +186,8 @@ Test(autodiff_api, differentiable_table)
     cr_assert(!sx_ad_differentiable(SX_OP_GT, 0) && !sx_ad_differentiable(SX_OP_ARGMAX, 0));
     cr_assert(!sx_ad_differentiable(SX_OP_WHERE, 0) && sx_ad_differentiable(SX_OP_WHERE, 2));
     cr_assert(sx_ad_differentiable(SX_OP_GATHER, 0) && !sx_ad_differentiable(SX_OP_GATHER, 1));
-    cr_assert(!sx_ad_differentiable(SX_OP_MAXPOOL2D_BWD, 0));
-    cr_assert(sx_ad_differentiable(SX_OP_MAXPOOL2D_BWD, 1));
+    cr_assert(!sx_ad_differentiable(SX_OP_MAXPOOL2D_BACKWARD, 0));
+    cr_assert(sx_ad_differentiable(SX_OP_MAXPOOL2D_BACKWARD, 1));
     cr_assert(sx_ad_differentiable(SX_OP_CHOLESKY, 0) && sx_ad_differentiable(SX_OP_SOLVE, 1));
     cr_assert(!sx_ad_differentiable(SX_OP_COUNT, 0));
     cr_assert(!sx_ad_differentiable((sx_cg_op)-1, 0));
@@ -764,7 +764,7 @@ Test(autodiff_api, gemm_addend_that_broadcasts_gets_a_gradient_of_its_shape)
 }
 
 /* Bug 1, further up: with c = log_softmax(z) (1,2) broadcast over a (2,2) product,
- * differentiating failed ("sx_cg_log_softmax_bwd: shapes (1,2) and (2,2) differ"). With
+ * differentiating failed ("sx_cg_log_softmax_backward: shapes (1,2) and (2,2) differ"). With
  * G = dL/dc = [2 beta, 2 beta]: dz_j = G_j - softmax(z)_j sum(G) = 2 beta - 4 beta s_j. */
 Test(autodiff_api, gemm_addend_from_log_softmax_differentiates)
 {
@@ -875,7 +875,8 @@ Test(autodiff_api, differentiate_then_optimise_a_folded_gemm_bias)
 }
 
 /* The vector-Jacobian product of fn at x (shape given) with every seed element `seed`, in a
- * lazy graph, optimised first when `optimise` (then *fused counts maxpool2d_relu_bwd nodes). */
+ * lazy graph, optimised first when `optimise` (then *fused counts maxpool2d_relu_backward nodes).
+ */
 static void vjp_at(sx_cg_node *(*fn)(sx_cg_graph *, sx_cg_node *), int rank, const int64_t *shape,
                    const double *xs, double seed, bool optimise, double *out, int64_t *fused)
 {
@@ -890,7 +891,7 @@ static void vjp_at(sx_cg_node *(*fn)(sx_cg_graph *, sx_cg_node *), int rank, con
     if (optimise)
         cr_assert_eq(sx_cg_optimise(g, 1, &gx, NULL, NULL), SX_OK, "%s", sx_last_error());
     if (fused != NULL)
-        *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BWD);
+        *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BACKWARD);
     const sx_tensor *d = eval(g, gx);
     for (int64_t i = 0; i < d->size; i++)
         out[i] = sx_tensor_get(d, i);
@@ -931,13 +932,13 @@ static sx_cg_node *c_pool_relu_3x3(sx_cg_graph *g, sx_cg_node *x) /* the kernel'
     sx_pool2d_params p = {3, 3, 3, 3, SX_PAD_VALID};
     return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
 }
-/* maxpool2d_bwd(x0, x) for a fixed x0 (4,4): differentiated with respect to its dy = x */
-static sx_cg_node *c_pool_bwd(sx_cg_graph *g, sx_cg_node *x)
+/* maxpool2d_backward(x0, x) for a fixed x0 (4,4): differentiated with respect to its dy = x */
+static sx_cg_node *c_pool_backward(sx_cg_graph *g, sx_cg_node *x)
 {
     static const double x0[16] = {1, 5, 2, 0, 3, 4, 9, 8, 7, 6, 5, 4, 0, 1, 2, 3};
     int64_t s[4] = {1, 4, 4, 1};
     sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
-    return sx_cg_maxpool2d_bwd(g, leaf_of(g, "x0", 4, s, x0, false), x, &p);
+    return sx_cg_maxpool2d_backward(g, leaf_of(g, "x0", 4, s, x0, false), x, &p);
 }
 
 /* Bug 3: relu's gradient multiplied G by the mask, so an infinite G gave NaN where the gradient
@@ -945,7 +946,7 @@ static sx_cg_node *c_pool_bwd(sx_cg_graph *g, sx_cg_node *x)
  * (0, 0.354, 0). Every rule that routes a gradient by a choice selects it (where(mask, G, 0)):
  * relu, max and min (either argument), reduce_max/min, max pooling through relu (unfused, and
  * the pool-relu pass's kernel, in its 2x2 and general paths), and the dy-gradient of
- * maxpool2d_bwd. G = inf or NaN must give exact zeros where the choice went elsewhere. */
+ * maxpool2d_backward. G = inf or NaN must give exact zeros where the choice went elsewhere. */
 /* the element that a choice routed G to holds G (inf, or NaN: k) */
 #define WINS(v) (k ? isnan(v) : (v) == HUGE_VAL)
 
@@ -998,12 +999,12 @@ Test(autodiff_api, choices_keep_an_infinite_gradient_out_of_their_zeros)
             for (int i = 0; i < 36; i++)
                 cr_assert(i == 20 ? WINS(d[i]) : d[i] == 0,
                           "pool relu 3x3 seed %g opt %d: d[%d] = %g", seed, opt, i, d[i]);
-            /* maxpool2d_bwd's dy-gradient reads G at each window's maximum only */
+            /* maxpool2d_backward's dy-gradient reads G at each window's maximum only */
             int64_t s2[4] = {1, 2, 2, 1};
             double dy[4] = {1, 1, 1, 1};
-            vjp_at(c_pool_bwd, 4, s2, dy, seed, opt, d, NULL);
+            vjp_at(c_pool_backward, 4, s2, dy, seed, opt, d, NULL);
             for (int i = 0; i < 4; i++)
-                cr_assert(WINS(d[i]), "pool bwd seed %g: d[%d] = %g", seed, i, d[i]);
+                cr_assert(WINS(d[i]), "pool backward seed %g: d[%d] = %g", seed, i, d[i]);
         }
 }
 #undef WINS

@@ -1219,8 +1219,8 @@ static int gen_conv2d(gen *G, sx_cg_op op, int dom)
     return in[1] < 0 ? -1 : g_op(G, op, 2, in, &at);
 }
 
-/* conv2d_bwd_input(k, dy): dy an image, x's shape chosen so that conv2d(x, k) has dy's. */
-static int gen_conv2d_bwd_input(gen *G, sx_cg_op op, int dom)
+/* conv2d_backward_input(k, dy): dy an image, x's shape chosen so that conv2d(x, k) has dy's. */
+static int gen_conv2d_backward_input(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
     int in[2];
@@ -1245,7 +1245,7 @@ static int gen_conv2d_bwd_input(gen *G, sx_cg_op op, int dom)
     return in[0] < 0 ? -1 : g_op(G, op, 2, in, &at);
 }
 
-static int gen_conv2d_bwd_kernel(gen *G, sx_cg_op op, int dom)
+static int gen_conv2d_backward_kernel(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
     int in[2];
@@ -1301,8 +1301,8 @@ static int gen_pool(gen *G, sx_cg_op op, int dom)
     return g_op(G, op, 1, &x, &at);
 }
 
-/* maxpool2d_bwd(x, dy) and its relu form: dy of the pooled shape. */
-static int gen_pool_bwd(gen *G, sx_cg_op op, int dom)
+/* maxpool2d_backward(x, dy) and its relu form: dy of the pooled shape. */
+static int gen_pool_backward(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
     int in[2];
@@ -1313,13 +1313,13 @@ static int gen_pool_bwd(gen *G, sx_cg_op op, int dom)
     at.pool = rand_pool(G);
     int64_t y[4];
     if (!pool_out(gn(G, in[0])->shape, &at.pool, y) || !pool_ties_ok(G, in[0], &at.pool) ||
-        (op == SX_OP_MAXPOOL2D_RELU_BWD && !node_dom_ok(G, in[0], DOM_KINK0)))
+        (op == SX_OP_MAXPOOL2D_RELU_BACKWARD && !node_dom_ok(G, in[0], DOM_KINK0)))
         return -1;
     in[1] = g_of_shape(G, 4, y, -1, 1);
     return in[1] < 0 ? -1 : g_op(G, op, 2, in, &at);
 }
 
-static int gen_avgpool2d_bwd(gen *G, sx_cg_op op, int dom)
+static int gen_avgpool2d_backward(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
     int dy = g_image(G, g_pick(G));
@@ -1355,7 +1355,7 @@ static int gen_softmax(gen *G, sx_cg_op op, int dom)
     return g_op(G, op, 1, &x, &at);
 }
 
-static int gen_softmax_bwd(gen *G, sx_cg_op op, int dom)
+static int gen_softmax_backward(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
     int in[2];
@@ -1494,30 +1494,6 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
 #define DT_const LEAF
 #define DT_input LEAF
 #define DT_param LEAF
-#define DT_neg UN(DOM_ANY)
-#define DT_abs UN(DOM_KINK0)
-#define DT_sign UN(DOM_KINK0)
-#define DT_sqr UN(DOM_ANY)
-#define DT_sqrt gen_unary, 6, DOM_SQRT, NULL
-#define DT_rsqrt UN(DOM_POS)
-#define DT_exp UN(DOM_ANY)
-#define DT_log gen_unary, 4, DOM_POS, NULL
-#define DT_log1p UN(DOM_LOG1P)
-#define DT_expm1 UN(DOM_ANY)
-#define DT_sin UN(DOM_ANY)
-#define DT_cos UN(DOM_ANY)
-#define DT_tan UN(DOM_TAN)
-#define DT_tanh UN(DOM_ANY)
-#define DT_sigmoid UN(DOM_ANY)
-#define DT_relu gen_unary, 4, DOM_KINK0, NULL
-#define DT_leaky_relu UN(DOM_KINK0)
-#define DT_elu UN(DOM_KINK0)
-#define DT_softplus UN(DOM_ANY)
-#define DT_floor UN(DOM_KINKINT)
-#define DT_ceil UN(DOM_KINKINT)
-#define DT_round UN(DOM_KINKHALF)
-#define DT_reciprocal UN(DOM_NONZERO)
-#define DT_erf UN(DOM_ANY)
 #define DT_add gen_binary, 6, DOMB_ANY, NULL
 #define DT_sub BIN(DOMB_ANY)
 #define DT_mul gen_binary, 5, DOMB_ANY, NULL
@@ -1560,18 +1536,18 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
 #define DT_matmul GEN(gen_matmul, 8)
 #define DT_dot GEN(gen_dot, 2)
 #define DT_conv2d GEN(gen_conv2d, 2)
-#define DT_conv2d_bwd_input GEN(gen_conv2d_bwd_input, 2)
-#define DT_conv2d_bwd_kernel GEN(gen_conv2d_bwd_kernel, 2)
+#define DT_conv2d_backward_input GEN(gen_conv2d_backward_input, 2)
+#define DT_conv2d_backward_kernel GEN(gen_conv2d_backward_kernel, 2)
 #define DT_maxpool2d GEN(gen_pool, 2)
-#define DT_maxpool2d_bwd GEN(gen_pool_bwd, 2)
+#define DT_maxpool2d_backward GEN(gen_pool_backward, 2)
 #define DT_avgpool2d GEN(gen_pool, 2)
-#define DT_avgpool2d_bwd GEN(gen_avgpool2d_bwd, 2)
+#define DT_avgpool2d_backward GEN(gen_avgpool2d_backward, 2)
 #define DT_softmax GEN(gen_softmax, 2)
 #define DT_log_softmax GEN(gen_softmax, 2)
-#define DT_softmax_bwd GEN(gen_softmax_bwd, 2)
-#define DT_log_softmax_bwd GEN(gen_softmax_bwd, 2)
+#define DT_softmax_backward GEN(gen_softmax_backward, 2)
+#define DT_log_softmax_backward GEN(gen_softmax_backward, 2)
 #define DT_softmax_xent GEN(gen_softmax_xent, 2)
-#define DT_softmax_xent_bwd GEN(gen_softmax_xent, 2)
+#define DT_softmax_xent_backward GEN(gen_softmax_xent, 2)
 #define DT_dropout_mask GEN(gen_dropout_mask, 1)
 #define DT_inv GEN(gen_linalg, 1)
 #define DT_solve GEN(gen_solve, 1)
@@ -1595,7 +1571,7 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
 #define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")
 #define DT_adam_update EXCLUDED("fused optimiser step: mutates parameters and state")
 #define DT_matmul_update EXCLUDED("fused optimiser step made by the gemm-update pass: mutates")
-#define DT_maxpool2d_relu_bwd GEN(gen_pool_bwd, 2)
+#define DT_maxpool2d_relu_backward GEN(gen_pool_backward, 2)
 
 typedef struct gen_row {
     gen_fn *fn;
@@ -1603,19 +1579,47 @@ typedef struct gen_row {
     const char *excluded;
 } gen_row;
 
+/* Unary maps come from their sx_map.def rows: drawn on the row's domain (DOM_<dom>) with weight
+ * 2, or more for the ops that dominate real networks. */
+#define UN_WEIGHT(NAME)                                                                            \
+    (SX_OP_##NAME == SX_OP_SQRT                                ? 6                                 \
+     : SX_OP_##NAME == SX_OP_LOG || SX_OP_##NAME == SX_OP_RELU ? 4                                 \
+                                                               : 2)
+/* The rows of the table, by op: DT_<name> for every op but the unary maps (sx_ops.def's other
+ * rows and the binary rows of sx_binary.def), the map rows made from sx_map.def. Twice: the
+ * generator's rows, and their public view (weight and reason) for the tests. */
 static const gen_row gen_rows[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel) {DT_##name},
+#define SX_OPS_NO_ELEMWISE
+#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = {DT_##name},
 #include "sx_ops.def"
 #undef X
+#undef SX_OPS_NO_ELEMWISE
+#define SX_BINARY_ROW(NAME, name, ...) [SX_OP_##NAME] = {DT_##name},
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+    [SX_OP_##NAME] = {gen_unary, UN_WEIGHT(NAME), DOM_##dom, NULL},
+#include "sx_map.def"
+#undef SX_MAP_ROW
 };
 
 #define PUBLIC_ROW(...) PUBLIC_ROW_(__VA_ARGS__)
 #define PUBLIC_ROW_(fn, w, dom, why) w, why
 const dt_rule dt_rules[SX_OP_COUNT] = {
+#define SX_OPS_NO_ELEMWISE
 #define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
-    {SX_OP_##NAME, #name, PUBLIC_ROW(DT_##name)},
+    [SX_OP_##NAME] = {SX_OP_##NAME, #name, PUBLIC_ROW(DT_##name)},
 #include "sx_ops.def"
 #undef X
+#undef SX_OPS_NO_ELEMWISE
+#define SX_BINARY_ROW(NAME, name, ...)                                                             \
+    [SX_OP_##NAME] = {SX_OP_##NAME, #name, PUBLIC_ROW(DT_##name)},
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+    [SX_OP_##NAME] = {SX_OP_##NAME, #name, UN_WEIGHT(NAME), NULL},
+#include "sx_map.def"
+#undef SX_MAP_ROW
 };
 
 _Static_assert(sizeof gen_rows / sizeof gen_rows[0] == SX_OP_COUNT, "one generator row per op");
@@ -1723,10 +1727,10 @@ static bool op_ok(gen *G, int i)
         return fold_ok(G, d->in[0], axes, row->dom,
                        d->op == SX_OP_REDUCE_MIN || d->op == SX_OP_ARGMIN);
     }
-    if (d->op == SX_OP_MAXPOOL2D || d->op == SX_OP_MAXPOOL2D_BWD ||
-        d->op == SX_OP_MAXPOOL2D_RELU_BWD)
+    if (d->op == SX_OP_MAXPOOL2D || d->op == SX_OP_MAXPOOL2D_BACKWARD ||
+        d->op == SX_OP_MAXPOOL2D_RELU_BACKWARD)
         return pool_ties_ok(G, d->in[0], &d->attr.pool) &&
-               (d->op != SX_OP_MAXPOOL2D_RELU_BWD || node_dom_ok(G, d->in[0], DOM_KINK0));
+               (d->op != SX_OP_MAXPOOL2D_RELU_BACKWARD || node_dom_ok(G, d->in[0], DOM_KINK0));
     return true;
 }
 _Static_assert(sizeof dt_rules / sizeof dt_rules[0] == SX_OP_COUNT, "one rule per op");
@@ -2154,87 +2158,21 @@ static bool same_bits(double a, double b);
 
 /* ---------------------------------------------------------------- family: modes */
 
-/* The unary maps by the C library, in f64: an independent reference for the values (the modes
- * otherwise only compare strix with itself). round is half to even, as NumPy, PyTorch and ONNX
- * (issue 14). Returns false for ops that are not unary maps. */
+/* The unary maps by the C library, in f64: the ref column of their sx_map.def rows, an
+ * independent reference for the values (the modes otherwise only compare strix with itself).
+ * round is half to even, as NumPy, PyTorch and ONNX (issue 14). Returns false for ops that are
+ * not unary maps. */
 static bool map_ref(sx_cg_op op, double a, double x, double *y)
 {
-    switch (op) {
-    case SX_OP_NEG:
-        *y = -x;
-        return true;
-    case SX_OP_ABS:
-        *y = fabs(x);
-        return true;
-    case SX_OP_SIGN:
-        *y = (double)((x > 0) - (x < 0));
-        return true;
-    case SX_OP_SQR:
-        *y = x * x;
-        return true;
-    case SX_OP_SQRT:
-        *y = sqrt(x);
-        return true;
-    case SX_OP_RSQRT:
-        *y = 1 / sqrt(x);
-        return true;
-    case SX_OP_EXP:
-        *y = exp(x);
-        return true;
-    case SX_OP_LOG:
-        *y = log(x);
-        return true;
-    case SX_OP_LOG1P:
-        *y = log1p(x);
-        return true;
-    case SX_OP_EXPM1:
-        *y = expm1(x);
-        return true;
-    case SX_OP_SIN:
-        *y = sin(x);
-        return true;
-    case SX_OP_COS:
-        *y = cos(x);
-        return true;
-    case SX_OP_TAN:
-        *y = tan(x);
-        return true;
-    case SX_OP_TANH:
-        *y = tanh(x);
-        return true;
-    case SX_OP_SIGMOID:
-        *y = 1 / (1 + exp(-x));
-        return true;
-    case SX_OP_RELU:
-        *y = x > 0 ? x : 0;
-        return true;
-    case SX_OP_LEAKY_RELU:
-        *y = x > 0 ? x : a * x;
-        return true;
-    case SX_OP_ELU:
-        *y = x > 0 ? x : a * expm1(x);
-        return true;
-    case SX_OP_SOFTPLUS:
-        *y = x > 30 ? x : log1p(exp(x));
-        return true;
-    case SX_OP_FLOOR:
-        *y = floor(x);
-        return true;
-    case SX_OP_CEIL:
-        *y = ceil(x);
-        return true;
-    case SX_OP_ROUND:
-        *y = nearbyint(x); /* half to even in the default rounding mode */
-        return true;
-    case SX_OP_RECIPROCAL:
-        *y = 1 / x;
-        return true;
-    case SX_OP_ERF:
-        *y = erf(x);
-        return true;
-    default:
-        return false;
+    (void)a;
+#define SX_MAP_ROW(NAME, name, expr, ref, ...)                                                     \
+    if (op == SX_OP_##NAME) {                                                                      \
+        *y = (ref);                                                                                \
+        return true;                                                                               \
     }
+#include "sx_map.def"
+#undef SX_MAP_ROW
+    return false; /* not a unary map */
 }
 
 /* Every unary map node of the lazy reference against map_ref: exact for the ops that only

@@ -328,6 +328,8 @@ UNARY_SAMPLE(round, V_FRAC, -3, 2)
 UNARY_SAMPLE(reciprocal, V_AWAY, 0.3, 2)
 #define SPEC_erf N_UNARY, OS_SMOOTH, 1e-6, 1e-6
 UNARY_SAMPLE(erf, V_UNIFORM, -2, 2)
+#define SPEC_softsign N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(softsign, V_AWAY, 0.1, 3) /* smooth away from 0 */
 
 /* leaky_relu and elu: the parameter changes with the variant; x away from the kink at 0 (elu
  * with alpha != 1 has a jump in its first derivative there) */
@@ -752,8 +754,8 @@ static sx_cg_node *sample_conv2d(GEN_ARGS)
     return sx_cg_conv2d(g, x, in(c, conv_cases[v].k, V_UNIFORM, -1, 1), &conv_cases[v].p);
 }
 
-#define SPEC_conv2d_bwd_input N_CONV, OS_SMOOTH, 1e-6, 1e-6
-static sx_cg_node *sample_conv2d_bwd_input(GEN_ARGS)
+#define SPEC_conv2d_backward_input N_CONV, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_conv2d_backward_input(GEN_ARGS)
 {
     CTX;
     sx_status st;
@@ -761,12 +763,12 @@ static sx_cg_node *sample_conv2d_bwd_input(GEN_ARGS)
     if (st != SX_OK)
         return fail(c, st);
     sx_cg_node *k = in(c, conv_cases[v].k, V_UNIFORM, -1, 1);
-    return sx_cg_conv2d_bwd_input(g, k, in(c, dys, V_UNIFORM, -1, 1), &conv_cases[v].p,
-                                  conv_cases[v].x.d);
+    return sx_cg_conv2d_backward_input(g, k, in(c, dys, V_UNIFORM, -1, 1), &conv_cases[v].p,
+                                       conv_cases[v].x.d);
 }
 
-#define SPEC_conv2d_bwd_kernel N_CONV, OS_SMOOTH, 1e-6, 1e-6
-static sx_cg_node *sample_conv2d_bwd_kernel(GEN_ARGS)
+#define SPEC_conv2d_backward_kernel N_CONV, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_conv2d_backward_kernel(GEN_ARGS)
 {
     CTX;
     sx_status st;
@@ -774,8 +776,8 @@ static sx_cg_node *sample_conv2d_bwd_kernel(GEN_ARGS)
     if (st != SX_OK)
         return fail(c, st);
     sx_cg_node *x = in(c, conv_cases[v].x, V_UNIFORM, -1, 1);
-    return sx_cg_conv2d_bwd_kernel(g, x, in(c, dys, V_UNIFORM, -1, 1), &conv_cases[v].p,
-                                   conv_cases[v].k.d);
+    return sx_cg_conv2d_backward_kernel(g, x, in(c, dys, V_UNIFORM, -1, 1), &conv_cases[v].p,
+                                        conv_cases[v].k.d);
 }
 
 static const struct {
@@ -806,12 +808,12 @@ static sx_cg_node *sample_maxpool2d(GEN_ARGS)
     return sx_cg_maxpool2d(g, in(c, pool_cases[v].x, V_DISTINCT, -2, 2), &pool_cases[v].p);
 }
 
-/* maxpool2d_bwd(x, dy) (by `op`, or its relu form): linear in dy; piecewise constant in x (its
+/* maxpool2d_backward(x, dy) (by `op`, or its relu form): linear in dy; piecewise constant in x (its
  * derivative there is zero almost everywhere), so x is not differentiated; x of both signs, so
  * that the relu form's mask matters */
-typedef sx_cg_node *pool_bwd_op(sx_cg_graph *, sx_cg_node *, sx_cg_node *,
-                                const sx_pool2d_params *);
-static sx_cg_node *pool_bwd_sample(GEN_ARGS, pool_bwd_op *op)
+typedef sx_cg_node *pool_backward_op(sx_cg_graph *, sx_cg_node *, sx_cg_node *,
+                                     const sx_pool2d_params *);
+static sx_cg_node *pool_backward_sample(GEN_ARGS, pool_backward_op *op)
 {
     CTX;
     sx_status st;
@@ -822,16 +824,16 @@ static sx_cg_node *pool_bwd_sample(GEN_ARGS, pool_bwd_op *op)
     return op(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
 }
 
-#define SPEC_maxpool2d_bwd N_POOL, OS_PIECEWISE, 1e-6, 1e-6
-static sx_cg_node *sample_maxpool2d_bwd(GEN_ARGS)
+#define SPEC_maxpool2d_backward N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+static sx_cg_node *sample_maxpool2d_backward(GEN_ARGS)
 {
-    return pool_bwd_sample(g, dt, rng, v, s, sx_cg_maxpool2d_bwd);
+    return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_backward);
 }
 
-#define SPEC_maxpool2d_relu_bwd N_POOL, OS_PIECEWISE, 1e-6, 1e-6
-static sx_cg_node *sample_maxpool2d_relu_bwd(GEN_ARGS)
+#define SPEC_maxpool2d_relu_backward N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+static sx_cg_node *sample_maxpool2d_relu_backward(GEN_ARGS)
 {
-    return pool_bwd_sample(g, dt, rng, v, s, sx_cg_maxpool2d_relu_bwd);
+    return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_relu_backward);
 }
 
 #define SPEC_avgpool2d N_POOL, OS_SMOOTH, 1e-6, 1e-6
@@ -841,16 +843,16 @@ static sx_cg_node *sample_avgpool2d(GEN_ARGS)
     return sx_cg_avgpool2d(g, in(c, pool_cases[v].x, V_UNIFORM, -2, 2), &pool_cases[v].p);
 }
 
-#define SPEC_avgpool2d_bwd N_POOL, OS_SMOOTH, 1e-6, 1e-6
-static sx_cg_node *sample_avgpool2d_bwd(GEN_ARGS)
+#define SPEC_avgpool2d_backward N_POOL, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
 {
     CTX;
     sx_status st;
     shp dys = pool_dy(c, v, &st);
     if (st != SX_OK)
         return fail(c, st);
-    return sx_cg_avgpool2d_bwd(g, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p,
-                               pool_cases[v].x.d);
+    return sx_cg_avgpool2d_backward(g, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p,
+                                    pool_cases[v].x.d);
 }
 
 /* ---------------------------------------------------------------- softmax family */
@@ -879,22 +881,22 @@ static sx_cg_node *sample_log_softmax(GEN_ARGS)
 
 /* The backward ops read the forward result y: probabilities, or log-probabilities. Any y is a
  * valid input (the formulas are polynomial in y). */
-#define SPEC_softmax_bwd N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
-static sx_cg_node *sample_softmax_bwd(GEN_ARGS)
+#define SPEC_softmax_backward N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_softmax_backward(GEN_ARGS)
 {
     CTX;
     sx_cg_node *y = in(c, softmax_cases[v].x, V_UNIFORM, 0.05, 1);
-    return sx_cg_softmax_bwd(g, y, in(c, softmax_cases[v].x, V_UNIFORM, -1, 1),
-                             softmax_cases[v].axis);
+    return sx_cg_softmax_backward(g, y, in(c, softmax_cases[v].x, V_UNIFORM, -1, 1),
+                                  softmax_cases[v].axis);
 }
 
-#define SPEC_log_softmax_bwd N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
-static sx_cg_node *sample_log_softmax_bwd(GEN_ARGS)
+#define SPEC_log_softmax_backward N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_log_softmax_backward(GEN_ARGS)
 {
     CTX;
     sx_cg_node *y = in(c, softmax_cases[v].x, V_UNIFORM, -3, -0.1);
-    return sx_cg_log_softmax_bwd(g, y, in(c, softmax_cases[v].x, V_UNIFORM, -1, 1),
-                                 softmax_cases[v].axis);
+    return sx_cg_log_softmax_backward(g, y, in(c, softmax_cases[v].x, V_UNIFORM, -1, 1),
+                                      softmax_cases[v].axis);
 }
 
 /* Cross-entropy: soft targets, one-hot targets, one class, no rows. */
@@ -909,14 +911,14 @@ static sx_cg_node *sample_softmax_xent(GEN_ARGS)
     return sx_cg_softmax_xent(g, logits, in_probs(c, xent_cases[v], v == 1));
 }
 
-#define SPEC_softmax_xent_bwd N_XENT, OS_SMOOTH, 1e-6, 1e-6
-static sx_cg_node *sample_softmax_xent_bwd(GEN_ARGS)
+#define SPEC_softmax_xent_backward N_XENT, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_softmax_xent_backward(GEN_ARGS)
 {
     CTX;
     sx_cg_node *logits = in(c, xent_cases[v], V_UNIFORM, -3, 3);
     sx_cg_node *target = in_probs(c, xent_cases[v], v == 1);
     sx_cg_node *dout = in(c, (shp){1, {xent_cases[v].d[0]}}, V_UNIFORM, -1, 1);
-    return sx_cg_softmax_xent_bwd(g, logits, target, dout);
+    return sx_cg_softmax_xent_backward(g, logits, target, dout);
 }
 
 /* A mask from a graph generator seeded from rng (the seed is recorded for references). Its

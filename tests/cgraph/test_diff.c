@@ -263,11 +263,11 @@ Test(cgraph_diff, bug_log_exp_simplification_not_bit_exact)
     expect_pass(p, DT_MODES);
 }
 
-/* New (difftest seeds 100452, 100986; fixed on main by c8f7ecd): maxpool2d_relu_bwd(x, x) (x
+/* New (difftest seeds 100452, 100986; fixed on main by c8f7ecd): maxpool2d_relu_backward(x, x) (x
  * also the upstream gradient, here a reshape view of a comparison) with windows that do not
  * overlap: the frozen graph failed "sx_tensor_maxpool2d_relu_backward_out: dx overlaps dy" (the
  * planner put the result over x's storage although dy is x too); lazily it evaluates. */
-Test(cgraph_diff, bug_frozen_maxpool_relu_bwd_same_input)
+Test(cgraph_diff, bug_frozen_maxpool_relu_backward_same_input)
 {
     dt_prog *p = dt_prog_new(SX_F64);
     int c = leaf2(p, DT_CONST, 2, 1, (double[]){-0.7, 0.3});
@@ -280,16 +280,16 @@ Test(cgraph_diff, bug_frozen_maxpool_relu_bwd_same_input)
     int x = dt_op(p, SX_OP_RESHAPE, 1, &gt, &rs); /* (1,1,1,2) */
     sx_cg_attr at = sx_cg_attr_default();
     at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_SAME}; /* one window: dy has x's shape */
-    int y = dt_op(p, SX_OP_MAXPOOL2D_RELU_BWD, 2, (int[]){x, x}, &at);
+    int y = dt_op(p, SX_OP_MAXPOOL2D_RELU_BACKWARD, 2, (int[]){x, x}, &at);
     sx_cg_attr am = sx_cg_attr_default();
     am.axes = SX_AXIS(2) | SX_AXIS(3);
     dt_op(p, SX_OP_ARGMAX, 1, &y, &am); /* y is not an output: the planner may put it over x */
     expect_pass(p, DT_MODES);
 }
 
-/* The same with maxpool2d_bwd (difftest seed 301810, before c8f7ecd:
+/* The same with maxpool2d_backward (difftest seed 301810, before c8f7ecd:
  * "sx_tensor_maxpool2d_backward_out: dx overlaps dy"). */
-Test(cgraph_diff, bug_frozen_maxpool_bwd_same_input)
+Test(cgraph_diff, bug_frozen_maxpool_backward_same_input)
 {
     dt_prog *p = dt_prog_new(SX_F64);
     int c = leaf2(p, DT_CONST, 2, 1, (double[]){-0.7, 0.3});
@@ -302,7 +302,7 @@ Test(cgraph_diff, bug_frozen_maxpool_bwd_same_input)
     int x = dt_op(p, SX_OP_RESHAPE, 1, &gt, &rs); /* (1,1,1,2) */
     sx_cg_attr at = sx_cg_attr_default();
     at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_SAME}; /* one window: dy has x's shape */
-    int y = dt_op(p, SX_OP_MAXPOOL2D_BWD, 2, (int[]){x, x}, &at);
+    int y = dt_op(p, SX_OP_MAXPOOL2D_BACKWARD, 2, (int[]){x, x}, &at);
     sx_cg_attr am = sx_cg_attr_default();
     am.axes = SX_AXIS(2) | SX_AXIS(3);
     dt_op(p, SX_OP_ARGMAX, 1, &y, &am); /* y is not an output: the planner may put it over x */

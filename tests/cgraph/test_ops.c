@@ -183,44 +183,12 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
     case SX_OP_INPUT:
     case SX_OP_PARAM:
         return sx_tensor_copy_out(sx_cg_value(n), out);
-        MAP(NEG)
-        MAP(ABS)
-        MAP(SIGN)
-        MAP(SQR)
-        MAP(SQRT)
-        MAP(RSQRT)
-        MAP(EXP)
-        MAP(LOG)
-        MAP(LOG1P)
-        MAP(EXPM1)
-        MAP(SIN)
-        MAP(COS)
-        MAP(TAN)
-        MAP(TANH)
-        MAP(SIGMOID)
-        MAP(RELU)
-        MAP(LEAKY_RELU)
-        MAP(ELU)
-        MAP(SOFTPLUS)
-        MAP(FLOOR)
-        MAP(CEIL)
-        MAP(ROUND)
-        MAP(RECIPROCAL)
-        MAP(ERF)
-        BIN(ADD)
-        BIN(SUB)
-        BIN(MUL)
-        BIN(DIV)
-        BIN(POW)
-        BIN(MIN)
-        BIN(MAX)
-        BIN(ATAN2)
-        BIN(EQ)
-        BIN(NE)
-        BIN(LT)
-        BIN(LE)
-        BIN(GT)
-        BIN(GE)
+#define SX_MAP_ROW(NAME, ...) MAP(NAME)
+#include "sx_map.def"
+#undef SX_MAP_ROW
+#define SX_BINARY_ROW(NAME, ...) BIN(NAME)
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
     case SX_OP_FMA:
         return sx_tensor_fma_out(x[0], x[1], x[2], out);
     case SX_OP_WHERE: {
@@ -300,14 +268,14 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
         free(ws);
         return st;
     }
-    case SX_OP_CONV2D_BWD_INPUT: {
+    case SX_OP_CONV2D_BACKWARD_INPUT: {
         size_t bytes = sx_conv2d_workspace(out->shape, x[0]->shape, &a->conv);
         ws = xmalloc(bytes);
         st = sx_tensor_conv2d_backward_input_out(x[0], x[1], &a->conv, ws, bytes, out);
         free(ws);
         return st;
     }
-    case SX_OP_CONV2D_BWD_KERNEL: {
+    case SX_OP_CONV2D_BACKWARD_KERNEL: {
         size_t bytes = sx_conv2d_workspace(x[0]->shape, out->shape, &a->conv);
         ws = xmalloc(bytes);
         st = sx_tensor_conv2d_backward_kernel_out(x[0], x[1], &a->conv, ws, bytes, out);
@@ -316,25 +284,25 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
     }
     case SX_OP_MAXPOOL2D:
         return sx_tensor_maxpool2d_out(x[0], &a->pool, out);
-    case SX_OP_MAXPOOL2D_BWD:
+    case SX_OP_MAXPOOL2D_BACKWARD:
         return sx_tensor_maxpool2d_backward_out(x[0], x[1], &a->pool, out);
-    case SX_OP_MAXPOOL2D_RELU_BWD:
+    case SX_OP_MAXPOOL2D_RELU_BACKWARD:
         return sx_tensor_maxpool2d_relu_backward_out(x[0], x[1], &a->pool, out);
     case SX_OP_AVGPOOL2D:
         return sx_tensor_avgpool2d_out(x[0], &a->pool, out);
-    case SX_OP_AVGPOOL2D_BWD:
+    case SX_OP_AVGPOOL2D_BACKWARD:
         return sx_tensor_avgpool2d_backward_out(x[0], &a->pool, out);
     case SX_OP_SOFTMAX:
         return sx_tensor_softmax_out(x[0], a->axis, out);
     case SX_OP_LOG_SOFTMAX:
         return sx_tensor_log_softmax_out(x[0], a->axis, out);
-    case SX_OP_SOFTMAX_BWD:
+    case SX_OP_SOFTMAX_BACKWARD:
         return sx_tensor_softmax_backward_out(x[0], x[1], a->axis, out);
-    case SX_OP_LOG_SOFTMAX_BWD:
+    case SX_OP_LOG_SOFTMAX_BACKWARD:
         return sx_tensor_log_softmax_backward_out(x[0], x[1], a->axis, out);
     case SX_OP_SOFTMAX_XENT:
         return sx_tensor_softmax_xent_out(x[0], x[1], out);
-    case SX_OP_SOFTMAX_XENT_BWD:
+    case SX_OP_SOFTMAX_XENT_BACKWARD:
         return sx_tensor_softmax_xent_backward_out(x[0], x[1], x[2], out);
     case SX_OP_DROPOUT_MASK: {
         /* the first mask the graph's generator draws */
@@ -425,96 +393,67 @@ static double get(const sx_tensor *t, int64_t i)
     return sx_tensor_get(t, i);
 }
 
+/* The unary map op in double: the ref column of its sx_map.def row (libm, from the definition;
+ * independent of the kernel expression). NaN for an op that is not a map. */
 static double map_plain(sx_cg_op op, double x, double a)
 {
-    switch (op) {
-    case SX_OP_NEG:
-        return -x;
-    case SX_OP_ABS:
-        return fabs(x);
-    case SX_OP_SIGN:
-        return x > 0 ? 1 : x < 0 ? -1 : 0;
-    case SX_OP_SQR:
-        return x * x;
-    case SX_OP_SQRT:
-        return sqrt(x);
-    case SX_OP_RSQRT:
-        return 1 / sqrt(x);
-    case SX_OP_EXP:
-        return exp(x);
-    case SX_OP_LOG:
-        return log(x);
-    case SX_OP_LOG1P:
-        return log1p(x);
-    case SX_OP_EXPM1:
-        return expm1(x);
-    case SX_OP_SIN:
-        return sin(x);
-    case SX_OP_COS:
-        return cos(x);
-    case SX_OP_TAN:
-        return tan(x);
-    case SX_OP_TANH:
-        return tanh(x);
-    case SX_OP_SIGMOID:
-        return 1 / (1 + exp(-x));
-    case SX_OP_RELU:
-        return x > 0 ? x : 0;
-    case SX_OP_LEAKY_RELU:
-        return x > 0 ? x : a * x;
-    case SX_OP_ELU:
-        return x > 0 ? x : a * (exp(x) - 1);
-    case SX_OP_SOFTPLUS:
-        return log(1 + exp(x));
-    case SX_OP_FLOOR:
-        return floor(x);
-    case SX_OP_CEIL:
-        return ceil(x);
-    case SX_OP_ROUND: /* halves to even (the default rounding mode) */
-        return nearbyint(x);
-    case SX_OP_RECIPROCAL:
-        return 1 / x;
-    case SX_OP_ERF:
-        return erf(x);
-    default: /* not a map op */
-        return nan("");
-    }
+    (void)a;
+#define SX_MAP_ROW(NAME, name, expr, ref, ...)                                                     \
+    if (op == SX_OP_##NAME)                                                                        \
+        return (ref);
+#include "sx_map.def"
+#undef SX_MAP_ROW
+    return nan(""); /* not a map op */
 }
 
-static double binary_plain(sx_cg_op op, double a, double b)
+/* The binary kernel of a graph op (SX_BINARY_COUNT for an op that is not binary). */
+static sx_binary_op binary_kernel(sx_cg_op op)
+{
+#define SX_BINARY_ROW(NAME, ...)                                                                   \
+    if (op == SX_OP_##NAME)                                                                        \
+        return SX_BINARY_##NAME;
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
+    return SX_BINARY_COUNT;
+}
+
+/* The binary op in double, written here from its definition (an exhaustive switch: a new row
+ * of sx_binary.def without its case here does not compile). */
+static double binary_plain(sx_binary_op op, double a, double b)
 {
     switch (op) {
-    case SX_OP_ADD:
+    case SX_BINARY_ADD:
         return a + b;
-    case SX_OP_SUB:
+    case SX_BINARY_SUB:
         return a - b;
-    case SX_OP_MUL:
+    case SX_BINARY_MUL:
         return a * b;
-    case SX_OP_DIV:
+    case SX_BINARY_DIV:
         return a / b;
-    case SX_OP_POW:
+    case SX_BINARY_POW:
         return pow(a, b);
-    case SX_OP_MIN:
+    case SX_BINARY_MIN:
         return a < b ? a : b;
-    case SX_OP_MAX:
+    case SX_BINARY_MAX:
         return a > b ? a : b;
-    case SX_OP_ATAN2:
+    case SX_BINARY_ATAN2:
         return atan2(a, b);
-    case SX_OP_EQ:
+    case SX_BINARY_EQ:
         return a == b;
-    case SX_OP_NE:
+    case SX_BINARY_NE:
         return a != b;
-    case SX_OP_LT:
+    case SX_BINARY_LT:
         return a < b;
-    case SX_OP_LE:
+    case SX_BINARY_LE:
         return a <= b;
-    case SX_OP_GT:
+    case SX_BINARY_GT:
         return a > b;
-    case SX_OP_GE:
+    case SX_BINARY_GE:
         return a >= b;
-    default: /* not a binary op */
-        return nan("");
+    case SX_BINARY_COUNT:
+        break;
     }
+    return nan(""); /* not a binary op */
 }
 
 /* Reductions: every element of x goes to the output cell of its kept axes; `r` is its
@@ -752,11 +691,11 @@ static void softmax_plain(sx_cg_op op, const sx_tensor *x, const sx_tensor *dy, 
                     want[AT(j)] = v - m - log(se);
                     mag[AT(j)] = fabs(v) + fabs(m) + fabs(log(se));
                     break;
-                case SX_OP_SOFTMAX_BWD: /* x is y */
+                case SX_OP_SOFTMAX_BACKWARD: /* x is y */
                     want[AT(j)] = v * (get(dy, AT(j)) - sdyy);
                     mag[AT(j)] = fabs(v) * (fabs(get(dy, AT(j))) + (double)len);
                     break;
-                case SX_OP_LOG_SOFTMAX_BWD:
+                case SX_OP_LOG_SOFTMAX_BACKWARD:
                     want[AT(j)] = get(dy, AT(j)) - exp(v) * sdy;
                     mag[AT(j)] = (double)len;
                     break;
@@ -1035,42 +974,9 @@ static void linalg_check(const sx_cg_node *n, const char *what)
 static sx_cg_op op_of_map(int k)
 {
     static const sx_cg_op ops[SX_MAP_COUNT] = {
-        [SX_MAP_NEG] = SX_OP_NEG,
-        [SX_MAP_ABS] = SX_OP_ABS,
-        [SX_MAP_SIGN] = SX_OP_SIGN,
-        [SX_MAP_SQR] = SX_OP_SQR,
-        [SX_MAP_SQRT] = SX_OP_SQRT,
-        [SX_MAP_RSQRT] = SX_OP_RSQRT,
-        [SX_MAP_EXP] = SX_OP_EXP,
-        [SX_MAP_LOG] = SX_OP_LOG,
-        [SX_MAP_LOG1P] = SX_OP_LOG1P,
-        [SX_MAP_EXPM1] = SX_OP_EXPM1,
-        [SX_MAP_SIN] = SX_OP_SIN,
-        [SX_MAP_COS] = SX_OP_COS,
-        [SX_MAP_TAN] = SX_OP_TAN,
-        [SX_MAP_TANH] = SX_OP_TANH,
-        [SX_MAP_SIGMOID] = SX_OP_SIGMOID,
-        [SX_MAP_RELU] = SX_OP_RELU,
-        [SX_MAP_LEAKY_RELU] = SX_OP_LEAKY_RELU,
-        [SX_MAP_ELU] = SX_OP_ELU,
-        [SX_MAP_SOFTPLUS] = SX_OP_SOFTPLUS,
-        [SX_MAP_FLOOR] = SX_OP_FLOOR,
-        [SX_MAP_CEIL] = SX_OP_CEIL,
-        [SX_MAP_ROUND] = SX_OP_ROUND,
-        [SX_MAP_RECIPROCAL] = SX_OP_RECIPROCAL,
-        [SX_MAP_ERF] = SX_OP_ERF,
-    };
-    return ops[k];
-}
-
-static sx_cg_op op_of_binary(int k)
-{
-    static const sx_cg_op ops[SX_BINARY_COUNT] = {
-        [SX_BINARY_ADD] = SX_OP_ADD, [SX_BINARY_SUB] = SX_OP_SUB,     [SX_BINARY_MUL] = SX_OP_MUL,
-        [SX_BINARY_DIV] = SX_OP_DIV, [SX_BINARY_POW] = SX_OP_POW,     [SX_BINARY_MIN] = SX_OP_MIN,
-        [SX_BINARY_MAX] = SX_OP_MAX, [SX_BINARY_ATAN2] = SX_OP_ATAN2, [SX_BINARY_EQ] = SX_OP_EQ,
-        [SX_BINARY_NE] = SX_OP_NE,   [SX_BINARY_LT] = SX_OP_LT,       [SX_BINARY_LE] = SX_OP_LE,
-        [SX_BINARY_GT] = SX_OP_GT,   [SX_BINARY_GE] = SX_OP_GE,
+#define SX_MAP_ROW(NAME, ...) [SX_MAP_##NAME] = SX_OP_##NAME,
+#include "sx_map.def"
+#undef SX_MAP_ROW
     };
     return ops[k];
 }
@@ -1089,7 +995,7 @@ static void fused_plain(const sx_fused_prog *p, int n_in, const sx_tensor *const
                 reg[k] = map_plain(op_of_map(in->op), SRC(in->a), in->alpha);
                 break;
             case SX_FUSED_BINARY:
-                reg[k] = binary_plain(op_of_binary(in->op), SRC(in->a), SRC(in->b));
+                reg[k] = binary_plain((sx_binary_op)in->op, SRC(in->a), SRC(in->b));
                 break;
             case SX_FUSED_FMA:
                 reg[k] = SRC(in->a) * SRC(in->b) + SRC(in->c);
@@ -1177,52 +1083,20 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_PARAM:
         compare = false; /* leaves: lazy = eager = the values set is all there is */
         break;
-    case SX_OP_NEG:
-    case SX_OP_ABS:
-    case SX_OP_SIGN:
-    case SX_OP_SQR:
-    case SX_OP_SQRT:
-    case SX_OP_RSQRT:
-    case SX_OP_EXP:
-    case SX_OP_LOG:
-    case SX_OP_LOG1P:
-    case SX_OP_EXPM1:
-    case SX_OP_SIN:
-    case SX_OP_COS:
-    case SX_OP_TAN:
-    case SX_OP_TANH:
-    case SX_OP_SIGMOID:
-    case SX_OP_RELU:
-    case SX_OP_LEAKY_RELU:
-    case SX_OP_ELU:
-    case SX_OP_SOFTPLUS:
-    case SX_OP_FLOOR:
-    case SX_OP_CEIL:
-    case SX_OP_ROUND:
-    case SX_OP_RECIPROCAL:
-    case SX_OP_ERF:
+#define SX_MAP_ROW(NAME, ...) case SX_OP_##NAME:
+#include "sx_map.def"
+#undef SX_MAP_ROW
         for (int64_t i = 0; i < N; i++)
             want[i] = map_plain(op, get(x[0], i), at->alpha);
         break;
-    case SX_OP_ADD:
-    case SX_OP_SUB:
-    case SX_OP_MUL:
-    case SX_OP_DIV:
-    case SX_OP_POW:
-    case SX_OP_MIN:
-    case SX_OP_MAX:
-    case SX_OP_ATAN2:
-    case SX_OP_EQ:
-    case SX_OP_NE:
-    case SX_OP_LT:
-    case SX_OP_LE:
-    case SX_OP_GT:
-    case SX_OP_GE:
+#define SX_BINARY_ROW(NAME, ...) case SX_OP_##NAME:
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
         for (int64_t i = 0; i < N; i++) {
             unravel(i, y->rank, y->shape, oidx);
             double va = get(x[0], bcast_at(x[0], y->rank, oidx));
             double vb = get(x[1], bcast_at(x[1], y->rank, oidx));
-            want[i] = binary_plain(op, va, vb);
+            want[i] = binary_plain(binary_kernel(op), va, vb);
             mag[i] = op == SX_OP_ADD || op == SX_OP_SUB ? fabs(va) + fabs(vb) : 0;
         }
         break;
@@ -1364,10 +1238,10 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_CONV2D:
         conv_plain(0, x[0]->shape, x[1]->shape, y->shape, &at->conv, x[0], x[1], want, mag);
         break;
-    case SX_OP_CONV2D_BWD_INPUT:
+    case SX_OP_CONV2D_BACKWARD_INPUT:
         conv_plain(1, y->shape, x[0]->shape, x[1]->shape, &at->conv, x[0], x[1], want, mag);
         break;
-    case SX_OP_CONV2D_BWD_KERNEL:
+    case SX_OP_CONV2D_BACKWARD_KERNEL:
         conv_plain(2, x[0]->shape, y->shape, x[1]->shape, &at->conv, x[0], x[1], want, mag);
         break;
     case SX_OP_MAXPOOL2D:
@@ -1375,27 +1249,27 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
         pool_plain(op == SX_OP_MAXPOOL2D ? 0 : 1, x[0]->shape, y->shape, &at->pool, x[0], NULL,
                    want, mag);
         break;
-    case SX_OP_MAXPOOL2D_BWD:
+    case SX_OP_MAXPOOL2D_BACKWARD:
         pool_plain(2, x[0]->shape, x[1]->shape, &at->pool, x[0], x[1], want, mag);
         break;
-    case SX_OP_MAXPOOL2D_RELU_BWD: /* then zero where x <= 0 */
+    case SX_OP_MAXPOOL2D_RELU_BACKWARD: /* then zero where x <= 0 */
         pool_plain(2, x[0]->shape, x[1]->shape, &at->pool, x[0], x[1], want, mag);
         for (int64_t i = 0; i < x[0]->size; i++)
             if (!(get(x[0], i) > 0))
                 want[i] = 0;
         break;
-    case SX_OP_AVGPOOL2D_BWD:
+    case SX_OP_AVGPOOL2D_BACKWARD:
         pool_plain(3, y->shape, x[0]->shape, &at->pool, NULL, x[0], want, mag);
         break;
     case SX_OP_SOFTMAX:
     case SX_OP_LOG_SOFTMAX:
-    case SX_OP_SOFTMAX_BWD:
-    case SX_OP_LOG_SOFTMAX_BWD:
+    case SX_OP_SOFTMAX_BACKWARD:
+    case SX_OP_LOG_SOFTMAX_BACKWARD:
         softmax_plain(op, x[0], x[1], at->axis, want, mag);
         break;
     case SX_OP_SOFTMAX_XENT:
-    case SX_OP_SOFTMAX_XENT_BWD:
-        xent_plain(x[0], x[1], op == SX_OP_SOFTMAX_XENT_BWD ? x[2] : NULL, want, mag);
+    case SX_OP_SOFTMAX_XENT_BACKWARD:
+        xent_plain(x[0], x[1], op == SX_OP_SOFTMAX_XENT_BACKWARD ? x[2] : NULL, want, mag);
         break;
     case SX_OP_DROPOUT_MASK: {
         /* every entry is 0 or the dtype's 1/(1-p) */
@@ -1691,6 +1565,114 @@ static void check_fd(sx_cg_op op)
     }
 }
 
+/* ---------------------------------------------------------------- cost */
+
+/* The flop model (cgraph/cost.c) on every variant: finite and not negative; at least one
+ * operation per element for element-wise ops; exactly 2 M N K for matrix products and
+ * 2 (output pixels) (kernel elements) for the convolutions, recomputed here from the shapes. */
+static void check_cost(sx_cg_op op)
+{
+    for (int v = 0; v < os_ops[op].n_variants; v++) {
+        char what[96];
+        what_of(what, sizeof what, op, v, SX_F64, " (cost)");
+        sx_cg_graph *g = graph_new(SX_CG_LAZY, SX_F64);
+        os_sample s;
+        sx_cg_node *n = build(g, op, SX_F64, seed_of(op, v, 0), v, &s, what);
+        double f = sx_cg_node_flops(n), size = (double)sx_cg_node_size(n);
+        cr_assert(isfinite(f) && f >= 0, "%s: %g flops", what, f);
+        if (sx_cg_op_flags(op) & SX_OPF_ELEMWISE && op != SX_OP_WHERE)
+            cr_assert_geq(f, size, "%s: %g flops for %g elements", what, f, size);
+        const int64_t *a =
+            sx_cg_node_n_inputs(n) > 0 ? sx_cg_node_shape(sx_cg_node_input(n, 0)) : NULL;
+        if (op == SX_OP_MATMUL) {
+            int ra = sx_cg_node_rank(sx_cg_node_input(n, 0));
+            double k = (double)a[sx_cg_node_attr(n)->trans_a ? ra - 2 : ra - 1];
+            cr_assert_eq(f, 2 * size * k, "%s", what);
+        }
+        if (op == SX_OP_CONV2D) {
+            const int64_t *k = sx_cg_node_shape(sx_cg_node_input(n, 1));
+            cr_assert_eq(f, 2 * (size / (double)k[3]) * (double)(k[0] * k[1] * k[2] * k[3]), "%s",
+                         what);
+        }
+        cr_assert_eq(sx_cg_node_flops(NULL), 0);
+        sx_cg_graph_free(g);
+    }
+}
+
+/* ---------------------------------------------------------------- renamed ops */
+
+/* tests/cgraph/data/renamed_ops_v1.sxg was saved by strix before issue 15 renamed the _bwd ops
+ * to _backward (built by renamed_graph below with the old constructors, sx_cg_conv2d_bwd_input
+ * ...): its nodes name the old ops. It loads, into the new ops, with the same values as the
+ * graph built today. */
+static sx_cg_node *cst(sx_cg_graph *g, int rank, const int64_t *shape, double scale)
+{
+    sx_tensor *t = NULL;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= shape[i];
+    double v[64];
+    for (int64_t i = 0; i < n; i++)
+        v[i] = scale * (double)((i * 7) % 11 - 5) / 5.0 + 0.01 * (double)i;
+    cr_assert_eq(sx_tensor_from_doubles(SX_F64, rank, shape, v, n, &t), SX_OK);
+    sx_cg_node *c = sx_cg_const(g, t);
+    sx_tensor_free(t);
+    return c;
+}
+
+#define N_RENAMED 8
+static void renamed_graph(sx_cg_graph *g, sx_cg_node **outs)
+{
+    const int64_t xs[4] = {1, 4, 4, 2}, ks[4] = {3, 3, 2, 3}, ys[4] = {1, 4, 4, 3},
+                  ps[4] = {1, 2, 2, 2}, ls[2] = {3, 4};
+    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_cg_node *x = cst(g, 4, xs, 1), *k = cst(g, 4, ks, 0.5), *dy = cst(g, 4, ys, 2);
+    sx_cg_node *dp = cst(g, 4, ps, 1.5), *l = cst(g, 2, ls, 1), *t = cst(g, 2, ls, 0.25);
+    sx_cg_node *dl = cst(g, 1, ls, 1);
+    sx_cg_node *y = sx_cg_softmax(g, l, 1);
+    outs[0] = sx_cg_conv2d_backward_input(g, k, dy, &cp, xs);
+    outs[1] = sx_cg_conv2d_backward_kernel(g, x, dy, &cp, ks);
+    outs[2] = sx_cg_maxpool2d_backward(g, x, dp, &pp);
+    outs[3] = sx_cg_maxpool2d_relu_backward(g, x, dp, &pp);
+    outs[4] = sx_cg_avgpool2d_backward(g, dp, &pp, xs);
+    outs[5] = sx_cg_softmax_backward(g, y, l, 1);
+    outs[6] = sx_cg_log_softmax_backward(g, y, l, 1);
+    outs[7] = sx_cg_softmax_xent_backward(g, l, t, dl);
+}
+
+Test(cgraph_ops, old_op_names_load)
+{
+    static const sx_cg_op want[N_RENAMED] = {
+        SX_OP_CONV2D_BACKWARD_INPUT,   SX_OP_CONV2D_BACKWARD_KERNEL, SX_OP_MAXPOOL2D_BACKWARD,
+        SX_OP_MAXPOOL2D_RELU_BACKWARD, SX_OP_AVGPOOL2D_BACKWARD,     SX_OP_SOFTMAX_BACKWARD,
+        SX_OP_LOG_SOFTMAX_BACKWARD,    SX_OP_SOFTMAX_XENT_BACKWARD,
+    };
+    const char *names[N_RENAMED] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
+    char path[4096];
+    const char *file = __FILE__, *slash = strrchr(file, '/');
+    cr_assert_not_null(slash, "__FILE__ is %s", file);
+    snprintf(path, sizeof path, "%.*s/data/renamed_ops_v1.sxg", (int)(slash - file), file);
+    sx_cg_file *f = NULL;
+    cr_assert_eq(sx_cg_file_read(path, &f), SX_OK, "%s", sx_last_error());
+    sx_cg_graph *old = NULL, *now = graph_new(SX_CG_LAZY, SX_F64);
+    sx_cg_node *a[N_RENAMED], *b[N_RENAMED];
+    cr_assert_eq(sx_cg_file_graph(f, N_RENAMED, names, &old, a), SX_OK, "%s", sx_last_error());
+    renamed_graph(now, b);
+    cr_assert_eq(sx_cg_eval(old, N_RENAMED, a), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(now, N_RENAMED, b), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < N_RENAMED; i++) {
+        cr_assert_eq(sx_cg_node_op(a[i]), want[i], "%s: loaded as %s", names[i],
+                     sx_cg_op_name(sx_cg_node_op(a[i])));
+        cr_assert_eq(sx_cg_node_op(b[i]), want[i]);
+        cr_assert_not_null(strstr(sx_cg_op_name(want[i]), "_backward"));
+        assert_same_bits(sx_cg_value(a[i]), sx_cg_value(b[i]), names[i], "loaded value");
+    }
+    sx_cg_graph_free(old);
+    sx_cg_graph_free(now);
+    sx_cg_file_free(f);
+}
+
 /* ---------------------------------------------------------------- the tests */
 
 Test(cgraph_ops, table_has_one_sample_per_op)
@@ -1716,12 +1698,13 @@ Test(cgraph_ops, table_has_one_sample_per_op)
 }
 
 /* One test case per row of the op table: forward (lazy = eager = kernel = reference, frozen
- * re-evaluation) and finite-difference readiness. */
+ * re-evaluation), finite-difference readiness and cost. */
 #define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
     Test(cgraph_ops, name)                                                                         \
     {                                                                                              \
         check_op(SX_OP_##NAME);                                                                    \
         check_fd(SX_OP_##NAME);                                                                    \
+        check_cost(SX_OP_##NAME);                                                                  \
     }
 #include "sx_ops.def"
 #undef X

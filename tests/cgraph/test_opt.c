@@ -397,7 +397,7 @@ static sx_tensor *params_of(const sx_cg_graph *g, sx_dtype dt)
 }
 
 /* d/dz of sum(maxpool2d(relu(z)) * w) in dtype dt, through the pool-relu pass (on or off),
- * frozen with a memory plan. Returns the gradient; *fused counts maxpool2d_relu_bwd nodes and
+ * frozen with a memory plan. Returns the gradient; *fused counts maxpool2d_relu_backward nodes and
  * *inplace the planner's in-place nodes. `cut` != 0 compares with 0.5 instead of 0 (no rewrite);
  * `reuse` adds relu(z) to the result, so relu's output lives past the pooling's backward. */
 static sx_tensor *pool_relu_grad(sx_dtype dt, sx_pool2d_params pp, bool pass_on, bool cut,
@@ -420,7 +420,8 @@ static sx_tensor *pool_relu_grad(sx_dtype dt, sx_pool2d_params pp, bool pass_on,
     if (cut) { /* the same shape of graph with a mask that is not relu's */
         sx_cg_node *gp = sx_cg_const(g, w0);
         sx_cg_node *gt = sx_cg_gt(g, k, sx_cg_scalar_like(g, k, 0.5));
-        gz = sx_cg_where(g, gt, sx_cg_maxpool2d_bwd(g, k, gp, &pp), sx_cg_scalar_like(g, k, 0));
+        gz =
+            sx_cg_where(g, gt, sx_cg_maxpool2d_backward(g, k, gp, &pp), sx_cg_scalar_like(g, k, 0));
     } else {
         cr_assert_eq(sx_ad_grad(g, loss, 1, &z, &gz), SX_OK, "%s", sx_last_error());
     }
@@ -430,7 +431,7 @@ static sx_tensor *pool_relu_grad(sx_dtype dt, sx_pool2d_params pp, bool pass_on,
     sx_cg_opt_params op = sx_cg_opt_params_default();
     op.enable[SX_PASS_POOL_RELU] = pass_on;
     cr_assert_eq(sx_cg_optimise(g, 1, &gz, &op, NULL), SX_OK, "%s", sx_last_error());
-    *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BWD);
+    *fused = count_op(g, SX_OP_MAXPOOL2D_RELU_BACKWARD);
     sx_cg_freeze_params fp = sx_cg_freeze_params_default();
     sx_cg_plan_report rep;
     cr_assert_eq(sx_cg_freeze_ex(g, 1, &gz, &fp, &rep), SX_OK, "%s", sx_last_error());

@@ -219,14 +219,16 @@ Test(cgraph_shapes, conv_and_pool)
     SHAPE(sx_cg_conv2d(g, x, k, &valid2), 2, 3, 3, 8); /* (7 - 3) / 2 + 1 */
     SHAPE(sx_cg_conv2d(g, x, k, &same2), 2, 4, 4, 8);  /* ceil(7 / 2) */
     SHAPE(sx_cg_conv2d(g, V(g, 1, 5, 6, 3), k, &same21), 1, 3, 6, 8);
-    SHAPE(sx_cg_conv2d_bwd_input(g, k, V(g, 2, 3, 3, 8), &valid2, DIMS(2, 7, 7, 3)), 2, 7, 7, 3);
-    SHAPE(sx_cg_conv2d_bwd_kernel(g, x, V(g, 2, 4, 4, 8), &same2, DIMS(3, 3, 3, 8)), 3, 3, 3, 8);
+    SHAPE(sx_cg_conv2d_backward_input(g, k, V(g, 2, 3, 3, 8), &valid2, DIMS(2, 7, 7, 3)), 2, 7, 7,
+          3);
+    SHAPE(sx_cg_conv2d_backward_kernel(g, x, V(g, 2, 4, 4, 8), &same2, DIMS(3, 3, 3, 8)), 3, 3, 3,
+          8);
     sx_pool2d_params p22 = {2, 2, 2, 2, SX_PAD_VALID}, p33 = {3, 3, 2, 2, SX_PAD_SAME};
     sx_cg_node *img = V(g, 1, 5, 5, 2);
     SHAPE(sx_cg_maxpool2d(g, img, &p22), 1, 2, 2, 2);
     SHAPE(sx_cg_avgpool2d(g, img, &p33), 1, 3, 3, 2);
-    SHAPE(sx_cg_maxpool2d_bwd(g, img, V(g, 1, 2, 2, 2), &p22), 1, 5, 5, 2);
-    SHAPE(sx_cg_avgpool2d_bwd(g, V(g, 1, 3, 3, 2), &p33, DIMS(1, 5, 5, 2)), 1, 5, 5, 2);
+    SHAPE(sx_cg_maxpool2d_backward(g, img, V(g, 1, 2, 2, 2), &p22), 1, 5, 5, 2);
+    SHAPE(sx_cg_avgpool2d_backward(g, V(g, 1, 3, 3, 2), &p33, DIMS(1, 5, 5, 2)), 1, 5, 5, 2);
     cr_assert_eq(sx_cg_graph_status(g), SX_OK, "%s", sx_last_error());
     sx_cg_graph_free(g);
 }
@@ -240,11 +242,11 @@ Test(cgraph_shapes, softmax_family_and_dropout)
     cr_assert_eq(sx_cg_node_attr(sm)->axis, 2, "the axis is stored normalised");
     cr_assert_eq(sx_cg_softmax(g, x, 2), sm, "axis -1 and 2 are the same node");
     SHAPE(sx_cg_log_softmax(g, x, 0), 2, 3, 4);
-    SHAPE(sx_cg_softmax_bwd(g, x, V64(g, 2, 3, 4), 1), 2, 3, 4);
-    SHAPE(sx_cg_log_softmax_bwd(g, x, V64(g, 2, 3, 4), -2), 2, 3, 4);
+    SHAPE(sx_cg_softmax_backward(g, x, V64(g, 2, 3, 4), 1), 2, 3, 4);
+    SHAPE(sx_cg_log_softmax_backward(g, x, V64(g, 2, 3, 4), -2), 2, 3, 4);
     sx_cg_node *l = V64(g, 4, 5);
     SHAPE(sx_cg_softmax_xent(g, l, V64(g, 4, 5)), 4);
-    SHAPE(sx_cg_softmax_xent_bwd(g, l, V64(g, 4, 5), V64(g, 4)), 4, 5);
+    SHAPE(sx_cg_softmax_xent_backward(g, l, V64(g, 4, 5), V64(g, 4)), 4, 5);
     int id;
     cr_assert_eq(sx_cg_rng_new(g, 42, &id), SX_OK);
     sx_cg_node *m = sx_cg_dropout_mask(g, id, 0.5, 2, DIMS(3, 4));
@@ -310,12 +312,13 @@ Test(cgraph_shapes, rules_never_need_input_values)
     sx_cg_node *x = sx_cg_relu(g, V(g, 2, 4, 4, 3)), *k = sx_cg_neg(g, V(g, 3, 3, 3, 5));
     sx_cg_node *y = sx_cg_conv2d(g, x, k, &cp);
     SHAPE(y, 2, 4, 4, 5);
-    SHAPE(sx_cg_conv2d_bwd_input(g, k, y, &cp, DIMS(2, 4, 4, 3)), 2, 4, 4, 3);
-    SHAPE(sx_cg_conv2d_bwd_kernel(g, x, y, &cp, DIMS(3, 3, 3, 5)), 3, 3, 3, 5);
+    SHAPE(sx_cg_conv2d_backward_input(g, k, y, &cp, DIMS(2, 4, 4, 3)), 2, 4, 4, 3);
+    SHAPE(sx_cg_conv2d_backward_kernel(g, x, y, &cp, DIMS(3, 3, 3, 5)), 3, 3, 3, 5);
     sx_cg_node *z = sx_cg_maxpool2d(g, y, &pp);
     SHAPE(z, 2, 2, 2, 5);
-    SHAPE(sx_cg_maxpool2d_bwd(g, y, z, &pp), 2, 4, 4, 5);
-    SHAPE(sx_cg_avgpool2d_bwd(g, sx_cg_avgpool2d(g, y, &pp), &pp, DIMS(2, 4, 4, 5)), 2, 4, 4, 5);
+    SHAPE(sx_cg_maxpool2d_backward(g, y, z, &pp), 2, 4, 4, 5);
+    SHAPE(sx_cg_avgpool2d_backward(g, sx_cg_avgpool2d(g, y, &pp), &pp, DIMS(2, 4, 4, 5)), 2, 4, 4,
+          5);
     sx_cg_node *f = sx_cg_reshape(g, z, 2, DIMS(2, 20));
     SHAPE(sx_cg_matmul(g, f, sx_cg_exp(g, V(g, 20, 7)), false, false), 2, 7);
     SHAPE0(sx_cg_dot(g, f, f));
@@ -363,8 +366,9 @@ Test(cgraph_shapes, mismatched_shapes_name_the_op_and_both_shapes)
     FAILS(g, SX_E_SHAPE, sx_cg_broadcast(g, V(g, 3, 2), 2, DIMS(3, 4)), "sx_cg_broadcast:", "(3,2)",
           "(3,4)");
     FAILS(g, SX_E_SHAPE, sx_cg_broadcast(g, a, 1, DIMS(4)), "sx_cg_broadcast:", "(3,4)", "(4)");
-    FAILS(g, SX_E_SHAPE, sx_cg_softmax_bwd(g, a, b, 0), "sx_cg_softmax_bwd:", "(3,4)", "(5,4)");
-    FAILS(g, SX_E_SHAPE, sx_cg_log_softmax_bwd(g, a, b, 0), "sx_cg_log_softmax_bwd:");
+    FAILS(g, SX_E_SHAPE, sx_cg_softmax_backward(g, a, b, 0), "sx_cg_softmax_backward:", "(3,4)",
+          "(5,4)");
+    FAILS(g, SX_E_SHAPE, sx_cg_log_softmax_backward(g, a, b, 0), "sx_cg_log_softmax_backward:");
     FAILS(g, SX_E_SHAPE, sx_cg_dot(g, V(g, 5), V(g, 4)), "sx_cg_dot:", "5", "4");
     sx_cg_graph_free(g);
 }
@@ -402,7 +406,7 @@ Test(cgraph_shapes, bad_axes)
     FAILS(g, SX_E_AXIS, sx_cg_softmax(g, x, 2), "sx_cg_softmax:", "2");
     FAILS(g, SX_E_AXIS, sx_cg_log_softmax(g, x, -3), "sx_cg_log_softmax:", "-3");
     FAILS(g, SX_E_AXIS, sx_cg_softmax(g, V0(g), 0), "sx_cg_softmax:");
-    FAILS(g, SX_E_AXIS, sx_cg_softmax_bwd(g, x, x, 7), "sx_cg_softmax_bwd:");
+    FAILS(g, SX_E_AXIS, sx_cg_softmax_backward(g, x, x, 7), "sx_cg_softmax_backward:");
     sx_cg_node *parts[2] = {x, x};
     FAILS(g, SX_E_AXIS, sx_cg_concat(g, 2, parts, 2), "sx_cg_concat:");
     FAILS(g, SX_E_AXIS, sx_cg_concat(g, 2, parts, -3), "sx_cg_concat:");
@@ -437,7 +441,8 @@ Test(cgraph_shapes, bad_rank)
     ar.rank = 3;
     ar.shape[0] = 1, ar.shape[1] = ar.shape[2] = 4;
     sx_cg_node *dy = V(g, 1, 2, 2, 1);
-    FAILS(g, SX_E_RANK, sx_cg_op_new(g, SX_OP_AVGPOOL2D_BWD, 1, &dy, &ar), "sx_cg_avgpool2d_bwd:");
+    FAILS(g, SX_E_RANK, sx_cg_op_new(g, SX_OP_AVGPOOL2D_BACKWARD, 1, &dy, &ar),
+          "sx_cg_avgpool2d_backward:");
     FAILS(g, SX_E_RANK, sx_cg_gather(g, V(g, 5, 3), V(g, 2, 2)), "sx_cg_gather:", "(2,2)");
     FAILS(g, SX_E_RANK, sx_cg_gather(g, V0(g), V(g, 2)), "sx_cg_gather:");
     FAILS(g, SX_E_RANK, sx_cg_scatter_add(g, V(g, 4, 3), V(g, 4, 1), 5), "sx_cg_scatter_add:");
@@ -446,8 +451,8 @@ Test(cgraph_shapes, bad_rank)
     FAILS(g, SX_E_RANK, sx_cg_qr_q(g, V(g, 3)), "sx_cg_qr_q:");
     FAILS(g, SX_E_RANK, sx_cg_svd_s(g, V0(g)), "sx_cg_svd_s:");
     FAILS(g, SX_E_RANK, sx_cg_softmax_xent(g, V(g, 5), V(g, 5)), "sx_cg_softmax_xent:");
-    FAILS(g, SX_E_RANK, sx_cg_softmax_xent_bwd(g, V(g, 2, 3), V(g, 2, 3), V(g, 2, 1)),
-          "sx_cg_softmax_xent_bwd:");
+    FAILS(g, SX_E_RANK, sx_cg_softmax_xent_backward(g, V(g, 2, 3), V(g, 2, 3), V(g, 2, 1)),
+          "sx_cg_softmax_xent_backward:");
     FAILS(g, SX_E_RANK, sx_cg_one_hot(g, V(g, 1, 1, 1, 1, 1, 1, 1, 1), 3), "sx_cg_one_hot:");
     FAILS(g, SX_E_RANK, sx_cg_reshape(g, V(g, 2), 9, DIMS(1, 1, 1, 1, 1, 1, 1, 1, 2)),
           "sx_cg_reshape:");
@@ -485,13 +490,14 @@ Test(cgraph_shapes, conv_errors)
     FAILS(g, SX_E_SHAPE, sx_cg_conv2d(g, x, k, &cp), "sx_cg_conv2d:", "(1,5,5,3)", "(3,3,2,4)");
     FAILS(g, SX_E_SHAPE, sx_cg_conv2d(g, V(g, 1, 2, 2, 2), k, &cp), "sx_cg_conv2d:");
     FAILS(g, SX_E_ARG, sx_cg_conv2d(g, V(g, 1, 5, 5, 2), k, &bad), "sx_cg_conv2d:", "stride");
-    FAILS(g, SX_E_SHAPE, sx_cg_conv2d_bwd_input(g, k, V(g, 1, 2, 2, 4), &cp, DIMS(1, 5, 5, 2)),
-          "sx_cg_conv2d_bwd_input:", "(1,2,2,4)", "(1,3,3,4)");
-    FAILS(g, SX_E_SHAPE, sx_cg_conv2d_bwd_input(g, k, V(g, 1, 3, 3, 4), &cp, DIMS(1, 5, 5, 3)),
-          "sx_cg_conv2d_bwd_input:");
-    FAILS(g, SX_E_SHAPE,
-          sx_cg_conv2d_bwd_kernel(g, V(g, 1, 5, 5, 2), V(g, 1, 3, 3, 5), &cp, DIMS(3, 3, 2, 4)),
-          "sx_cg_conv2d_bwd_kernel:", "(1,3,3,5)");
+    FAILS(g, SX_E_SHAPE, sx_cg_conv2d_backward_input(g, k, V(g, 1, 2, 2, 4), &cp, DIMS(1, 5, 5, 2)),
+          "sx_cg_conv2d_backward_input:", "(1,2,2,4)", "(1,3,3,4)");
+    FAILS(g, SX_E_SHAPE, sx_cg_conv2d_backward_input(g, k, V(g, 1, 3, 3, 4), &cp, DIMS(1, 5, 5, 3)),
+          "sx_cg_conv2d_backward_input:");
+    FAILS(
+        g, SX_E_SHAPE,
+        sx_cg_conv2d_backward_kernel(g, V(g, 1, 5, 5, 2), V(g, 1, 3, 3, 5), &cp, DIMS(3, 3, 2, 4)),
+        "sx_cg_conv2d_backward_kernel:", "(1,3,3,5)");
     sx_cg_graph_free(g);
 }
 
@@ -504,10 +510,10 @@ Test(cgraph_shapes, pool_errors)
     FAILS(g, SX_E_SHAPE, sx_cg_maxpool2d(g, x, &big), "sx_cg_maxpool2d:", "VALID");
     FAILS(g, SX_E_SHAPE, sx_cg_avgpool2d(g, x, &big), "sx_cg_avgpool2d:", "(1,2,2,1)");
     FAILS(g, SX_E_ARG, sx_cg_maxpool2d(g, x, &zero), "sx_cg_maxpool2d:");
-    FAILS(g, SX_E_SHAPE, sx_cg_maxpool2d_bwd(g, V(g, 1, 4, 4, 1), V(g, 1, 3, 3, 1), &p22),
-          "sx_cg_maxpool2d_bwd:", "(1,3,3,1)", "(1,2,2,1)");
-    FAILS(g, SX_E_SHAPE, sx_cg_avgpool2d_bwd(g, V(g, 1, 2, 2, 2), &p22, DIMS(1, 4, 4, 1)),
-          "sx_cg_avgpool2d_bwd:");
+    FAILS(g, SX_E_SHAPE, sx_cg_maxpool2d_backward(g, V(g, 1, 4, 4, 1), V(g, 1, 3, 3, 1), &p22),
+          "sx_cg_maxpool2d_backward:", "(1,3,3,1)", "(1,2,2,1)");
+    FAILS(g, SX_E_SHAPE, sx_cg_avgpool2d_backward(g, V(g, 1, 2, 2, 2), &p22, DIMS(1, 4, 4, 1)),
+          "sx_cg_avgpool2d_backward:");
     sx_cg_graph_free(g);
 }
 
@@ -588,8 +594,8 @@ Test(cgraph_shapes, softmax_xent_linalg_and_dropout_errors)
     sx_cg_graph *g = graph(SX_F32);
     FAILS(g, SX_E_SHAPE, sx_cg_softmax_xent(g, V(g, 4, 5), V(g, 4, 6)),
           "sx_cg_softmax_xent:", "(4,5)", "(4,6)");
-    FAILS(g, SX_E_SHAPE, sx_cg_softmax_xent_bwd(g, V(g, 4, 5), V(g, 4, 5), V(g, 3)),
-          "sx_cg_softmax_xent_bwd:");
+    FAILS(g, SX_E_SHAPE, sx_cg_softmax_xent_backward(g, V(g, 4, 5), V(g, 4, 5), V(g, 3)),
+          "sx_cg_softmax_xent_backward:");
     FAILS(g, SX_E_SHAPE, sx_cg_inv(g, V(g, 3, 4)), "sx_cg_inv:", "(3,4)");
     FAILS(g, SX_E_SHAPE, sx_cg_cholesky(g, V(g, 2, 3)), "sx_cg_cholesky:");
     FAILS(g, SX_E_SHAPE, sx_cg_eigh_v(g, V(g, 2, 3)), "sx_cg_eigh_v:");
@@ -656,7 +662,8 @@ Test(cgraph_shapes, null_arguments)
     FAILS(g, SX_E_RANK, sx_cg_reshape(g, x, 2, NULL), "sx_cg_reshape:");
     FAILS(g, SX_E_ARG, sx_cg_conv2d(g, img, img, NULL), "sx_cg_conv2d:");
     FAILS(g, SX_E_ARG, sx_cg_maxpool2d(g, img, NULL), "sx_cg_maxpool2d:");
-    FAILS(g, SX_E_ARG, sx_cg_avgpool2d_bwd(g, img, NULL, DIMS(1, 4, 4, 1)), "sx_cg_avgpool2d_bwd:");
+    FAILS(g, SX_E_ARG, sx_cg_avgpool2d_backward(g, img, NULL, DIMS(1, 4, 4, 1)),
+          "sx_cg_avgpool2d_backward:");
     FAILS(g, SX_E_ARG, sx_cg_concat(g, 2, NULL, 0), "sx_cg_op_new:");
     FAILS_STRICT(g, SX_E_ARG, sx_cg_const(g, NULL), "sx_cg_const:");
     FAILS_STRICT(g, SX_E_ARG, sx_cg_param(g, "p", NULL), "sx_cg_param:");
@@ -764,22 +771,22 @@ Test(cgraph_shapes, null_inputs_propagate)
     NUL(sx_cg_dot(g, x, N));
     NUL(sx_cg_conv2d(g, N, k, &cp));
     NUL(sx_cg_conv2d(g, img, N, &cp));
-    NUL(sx_cg_conv2d_bwd_input(g, N, img, &cp, DIMS(1, 2, 2, 2)));
-    NUL(sx_cg_conv2d_bwd_input(g, k, N, &cp, DIMS(1, 2, 2, 2)));
-    NUL(sx_cg_conv2d_bwd_kernel(g, N, img, &cp, DIMS(1, 1, 2, 2)));
-    NUL(sx_cg_conv2d_bwd_kernel(g, img, N, &cp, DIMS(1, 1, 2, 2)));
+    NUL(sx_cg_conv2d_backward_input(g, N, img, &cp, DIMS(1, 2, 2, 2)));
+    NUL(sx_cg_conv2d_backward_input(g, k, N, &cp, DIMS(1, 2, 2, 2)));
+    NUL(sx_cg_conv2d_backward_kernel(g, N, img, &cp, DIMS(1, 1, 2, 2)));
+    NUL(sx_cg_conv2d_backward_kernel(g, img, N, &cp, DIMS(1, 1, 2, 2)));
     NUL(sx_cg_maxpool2d(g, N, &pp));
-    NUL(sx_cg_maxpool2d_bwd(g, N, img, &pp));
-    NUL(sx_cg_maxpool2d_bwd(g, img, N, &pp));
+    NUL(sx_cg_maxpool2d_backward(g, N, img, &pp));
+    NUL(sx_cg_maxpool2d_backward(g, img, N, &pp));
     NUL(sx_cg_avgpool2d(g, N, &pp));
-    NUL(sx_cg_avgpool2d_bwd(g, N, &pp, DIMS(1, 2, 2, 2)));
+    NUL(sx_cg_avgpool2d_backward(g, N, &pp, DIMS(1, 2, 2, 2)));
     NUL(sx_cg_softmax(g, N, 0));
     NUL(sx_cg_log_softmax(g, N, 0));
-    NUL(sx_cg_softmax_bwd(g, N, x, 0));
-    NUL(sx_cg_log_softmax_bwd(g, x, N, 0));
+    NUL(sx_cg_softmax_backward(g, N, x, 0));
+    NUL(sx_cg_log_softmax_backward(g, x, N, 0));
     NUL(sx_cg_softmax_xent(g, N, x));
     NUL(sx_cg_softmax_xent(g, x, N));
-    NUL(sx_cg_softmax_xent_bwd(g, x, x, N));
+    NUL(sx_cg_softmax_xent_backward(g, x, x, N));
     NUL(sx_cg_inv(g, N));
     NUL(sx_cg_solve(g, x, N));
     NUL(sx_cg_det(g, N));

@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const sx_binary_op all_ops[] = {
-#define X(name, str, expr) SX_BINARY_##name,
+#define X(name, lname, expr, ...) SX_BINARY_##name,
 #include "sx_binary.def"
 #undef X
 };

@@ -10,64 +10,23 @@
 #include <string.h>
 
 static const sx_map_op all_ops[] = {
-#define X(name, str, expr) SX_MAP_##name,
+#define X(name, lname, expr, ...) SX_MAP_##name,
 #include "sx_map.def"
 #undef X
 };
 #define N_OPS ((int)(sizeof all_ops / sizeof all_ops[0]))
 
-/* The op in double, written from its mathematical definition (not from sx_map.def). */
+/* The op in double: the ref column of its sx_map.def row, written from its mathematical
+ * definition with libm (independently of the kernel expression and its vectorised functions). */
 static double ref_op(sx_map_op op, double x, double a)
 {
+    (void)a;
     switch (op) {
-    case SX_MAP_NEG:
-        return -x;
-    case SX_MAP_ABS:
-        return fabs(x);
-    case SX_MAP_SIGN:
-        return x > 0 ? 1 : x < 0 ? -1 : 0;
-    case SX_MAP_SQR:
-        return x * x;
-    case SX_MAP_SQRT:
-        return sqrt(x);
-    case SX_MAP_RSQRT:
-        return 1 / sqrt(x);
-    case SX_MAP_EXP:
-        return exp(x);
-    case SX_MAP_LOG:
-        return log(x);
-    case SX_MAP_LOG1P:
-        return log1p(x);
-    case SX_MAP_EXPM1:
-        return expm1(x);
-    case SX_MAP_SIN:
-        return sin(x);
-    case SX_MAP_COS:
-        return cos(x);
-    case SX_MAP_TAN:
-        return tan(x);
-    case SX_MAP_TANH:
-        return tanh(x);
-    case SX_MAP_SIGMOID:
-        return 1 / (1 + exp(-x));
-    case SX_MAP_RELU:
-        return x > 0 ? x : 0;
-    case SX_MAP_LEAKY_RELU:
-        return x > 0 ? x : a * x;
-    case SX_MAP_ELU:
-        return x > 0 ? x : a * (exp(x) - 1);
-    case SX_MAP_SOFTPLUS:
-        return x > 30 ? x : log(1 + exp(x));
-    case SX_MAP_FLOOR:
-        return floor(x);
-    case SX_MAP_CEIL:
-        return ceil(x);
-    case SX_MAP_ROUND: /* halves to even (the default rounding mode) */
-        return nearbyint(x);
-    case SX_MAP_RECIPROCAL:
-        return 1 / x;
-    case SX_MAP_ERF:
-        return erf(x);
+#define X(NAME, name, expr, ref, ...)                                                              \
+    case SX_MAP_##NAME:                                                                            \
+        return (ref);
+#include "sx_map.def"
+#undef X
     case SX_MAP_COUNT:
         break;
     }
