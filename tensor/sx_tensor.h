@@ -132,6 +132,10 @@ sx_status sx_threads_set_local(int n) SX_NODISCARD;
 /* The count for the calling thread: its local override, else the global count. */
 int sx_threads_get(void);
 
+/* Seconds on a monotonic clock (CLOCK_MONOTONIC) from an arbitrary origin: differences time
+ * a piece of work (training progress, profiles, examples and benchmarks). */
+double sx_seconds(void);
+
 /* Instruction sets: the element-wise, GEMM, convolution, pooling and dropout kernels are built
  * for AVX-512, AVX2+FMA and baseline x86-64 (SSE2), and the process uses the widest the CPU has
  * (AVX-512 means its F, VL, BW and DQ subsets; off x86-64 the portable code only). The
@@ -390,7 +394,9 @@ sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
 
 /* out = alpha * op(a) @ op(b) + beta * out, op(m) = m or its transpose (of the last two axes).
  * a, b of rank >= 2; leading (batch) axes broadcast (NumPy matmul); a rank-2 operand is shared
- * by every batch. beta = 0 ignores out's old contents (even NaN). One GEMM per batch.
+ * by every batch. beta = 0 ignores out's old contents (even NaN). Every product runs on strix's
+ * own GEMM (tensor/gemm.c, not BLAS): one per batch, or one for the whole batch when b is one
+ * shared matrix and a is not transposed (its rows are then contiguous).
  * Rounding with beta = 0: alpha times the finished sum, rounded once more, so alpha != 1 gives
  * the bits of the product followed by a multiplication by alpha. */
 sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
