@@ -485,7 +485,8 @@ sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv
  * counted). Outputs overlapping an input are SX_E_ARG (here, for the softmax family and for
  * conv2d).
  * Designated initialisers that leave the newer fields out keep their meaning: zero pads,
- * dilation 0 read as 1, ceil_mode and count_include_pad off. */
+ * dilation 0 read as 1, ceil_mode and count_include_pad off. A negative dilation or a flag other
+ * than 0 or 1 is SX_E_ARG. */
 typedef struct sx_pool2d_params {
     int kernel_h, kernel_w; /* >= 1 */
     int stride_h, stride_w; /* >= 1 */
