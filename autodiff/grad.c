@@ -98,11 +98,9 @@ static sx_cg_node *accumulate(sx_cg_graph *g, sx_cg_node *acc, sx_cg_node *term)
     return acc == NULL ? term : sx_cg_add(g, acc, term);
 }
 
-sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_cg_node *const *xs,
-                    sx_cg_node **grads)
+/* The seed of sx_ad_vjp: a live node of g with y's shape and dtype. */
+static sx_status check_seed(const char *who, sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed)
 {
-    const char *who = "sx_ad_vjp";
-    SX_TRY(check_args(who, g, y, n, xs, grads));
     if (seed == NULL || sx_cg_graph_node(g, sx_cg_node_id(seed)) != seed)
         return sx_error(SX_E_ARG, "%s: seed is not a live node of this graph", who);
     if (!sx_shape_equal(sx_cg_node_rank(seed), sx_cg_node_shape(seed), sx_cg_node_rank(y),
@@ -114,6 +112,66 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
     }
     if (sx_cg_node_dtype(seed) != sx_cg_node_dtype(y))
         return sx_error(SX_E_DTYPE, "%s: seed and y have different dtypes", who);
+    return SX_OK;
+}
+
+/* One step of the backward sweep: the adjoint of node v (adj[id of v], not NULL) goes through
+ * v's gradient rule to the inputs that depend on a requested node (dep), added to their
+ * adjoints. */
+static sx_status backprop_node(const char *who, sx_cg_graph *g, sx_cg_node *v, const bool *dep,
+                               sx_cg_node **adj)
+{
+    int m = sx_cg_node_n_inputs(v);
+    if (m == 0)
+        return SX_OK;
+    sx_status s = SX_OK;
+    bool need_buf[8], *need = need_buf;
+    sx_cg_node *gin_buf[8], **gin = gin_buf;
+    if (m > 8) {
+        need = sx_calloc((size_t)m, sizeof *need);
+        gin = sx_calloc((size_t)m, sizeof *gin);
+        if (need == NULL || gin == NULL) {
+            s = SX_E_NOMEM;
+            goto done;
+        }
+    }
+    bool any = false;
+    for (int k = 0; k < m; k++) {
+        need[k] = dep[sx_cg_node_id(sx_cg_node_input(v, k))];
+        any |= need[k];
+        gin[k] = NULL;
+    }
+    if (!any)
+        goto done;
+    /* gradient nodes belong to the scope (layer) of the node they differentiate; scopes
+     * already in the graph are set without allocating */
+    s = sx_cg_scope_set(g, sx_cg_node_scope(v));
+    if (s == SX_OK)
+        s = rules[sx_cg_node_op(v)](g, v, adj[sx_cg_node_id(v)], need, gin);
+    for (int k = 0; k < m && s == SX_OK; k++) {
+        if (!need[k] || gin[k] == NULL)
+            continue;
+        if ((s = check_rule(who, v, k, gin[k])) != SX_OK)
+            break;
+        int64_t in = sx_cg_node_id(sx_cg_node_input(v, k));
+        adj[in] = accumulate(g, adj[in], gin[k]);
+        if (adj[in] == NULL)
+            s = ad_status(g);
+    }
+done:
+    if (need != need_buf) {
+        sx_free(need);
+        sx_free(gin);
+    }
+    return s;
+}
+
+sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_cg_node *const *xs,
+                    sx_cg_node **grads)
+{
+    const char *who = "sx_ad_vjp";
+    SX_TRY(check_args(who, g, y, n, xs, grads));
+    SX_TRY(check_seed(who, g, y, seed));
 
     int64_t top = sx_cg_node_id(y), low = top + 1;
     for (int i = 0; i < n; i++)
@@ -145,49 +203,8 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
         adj[top] = seed;
     for (int64_t id = top; id >= low && s == SX_OK; id--) {
         sx_cg_node *v = sx_cg_graph_node(g, id);
-        if (v == NULL || adj[id] == NULL || !dep[id])
-            continue;
-        int m = sx_cg_node_n_inputs(v);
-        if (m == 0)
-            continue;
-        bool need_buf[8], *need = need_buf;
-        sx_cg_node *gin_buf[8], **gin = gin_buf;
-        if (m > 8) {
-            need = sx_calloc((size_t)m, sizeof *need);
-            gin = sx_calloc((size_t)m, sizeof *gin);
-            if (need == NULL || gin == NULL) {
-                s = SX_E_NOMEM;
-                goto next;
-            }
-        }
-        bool any = false;
-        for (int k = 0; k < m; k++) {
-            need[k] = dep[sx_cg_node_id(sx_cg_node_input(v, k))];
-            any |= need[k];
-            gin[k] = NULL;
-        }
-        if (!any)
-            goto next;
-        /* gradient nodes belong to the scope (layer) of the node they differentiate; scopes
-         * already in the graph are set without allocating */
-        s = sx_cg_scope_set(g, sx_cg_node_scope(v));
-        if (s == SX_OK)
-            s = rules[sx_cg_node_op(v)](g, v, adj[id], need, gin);
-        for (int k = 0; k < m && s == SX_OK; k++) {
-            if (!need[k] || gin[k] == NULL)
-                continue;
-            if ((s = check_rule(who, v, k, gin[k])) != SX_OK)
-                break;
-            int64_t in = sx_cg_node_id(sx_cg_node_input(v, k));
-            adj[in] = accumulate(g, adj[in], gin[k]);
-            if (adj[in] == NULL)
-                s = ad_status(g);
-        }
-    next:
-        if (need != need_buf) {
-            sx_free(need);
-            sx_free(gin);
-        }
+        if (v != NULL && adj[id] != NULL && dep[id])
+            s = backprop_node(who, g, v, dep, adj);
     }
     if (sx_cg_scope_set(g, scope) != SX_OK && s == SX_OK) /* known name: cannot fail */
         s = SX_E_NOMEM;

@@ -68,7 +68,8 @@ static void build(net *m, int64_t n, uint64_t seed)
     };
 
     sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
-    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *h = NODE(sx_cg_div(g, m->x, NODE(sx_cg_scalar(g, 256.0))));
     h = NODE(sx_cg_conv2d(g, h, p[0], &cp));
     h = NODE(sx_cg_relu(g, NODE(sx_cg_add(g, h, p[1]))));

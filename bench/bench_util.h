@@ -21,9 +21,7 @@
 
 static inline double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return sx_seconds();
 }
 
 #endif

@@ -221,11 +221,6 @@ sx_status cg_reserve_stack(sx_cg_graph *g, int64_t need);
 /* Mark n and everything depending on it invalid (stops at nodes already invalid). */
 void cg_invalidate(sx_cg_graph *g, sx_cg_node *n);
 
-/* ---- profile.c */
-
-/* Monotonic seconds. */
-double cg_seconds(void);
-
 /* ---- exec.c */
 
 /* The scratch buffer of at least `bytes` (grown when not frozen; SX_E_STATE if a frozen graph

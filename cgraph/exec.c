@@ -72,9 +72,9 @@ static sx_status compute_node(sx_cg_graph *g, sx_cg_node *n, double *seconds)
             return sx_error(SX_E_STATE, "%s: input %d (node %lld) has not been computed", cg_who(n),
                             i, (long long)n->in[i]->id);
     SX_TRY(cg_storage(g, n));
-    double t0 = g->profile ? cg_seconds() : 0;
+    double t0 = g->profile ? sx_seconds() : 0;
     SX_TRY(sx_cg_ops[n->op].eval(g, n));
-    *seconds = g->profile ? cg_seconds() - t0 : 0;
+    *seconds = g->profile ? sx_seconds() - t0 : 0;
     n->valid = true;
     n->ran = g->run_epoch;
     return SX_OK;

@@ -661,13 +661,6 @@ static sx_status pass_gemm_fold(sx_cg_graph *g, int64_t *changed)
 
 /* ---------------------------------------------------------------- driver */
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void count(const sx_cg_graph *g, int64_t *nodes, int64_t *edges)
 {
     sx_cg_stats s = sx_cg_graph_stats(g);
@@ -690,7 +683,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
     sx_cg_opt_params params = p ? *p : sx_cg_opt_params_default();
     sx_cg_opt_report r;
     memset(&r, 0, sizeof r);
-    double t0 = now();
+    double t0 = sx_seconds();
     count(g, &r.nodes_before, &r.edges_before);
     for (int i = 0; i < n; i++)
         outputs[i]->pinned = true;
@@ -704,7 +697,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         for (int ps = 0; ps < SX_PASS_COUNT && s == SX_OK; ps++) {
             if (!params.enable[ps])
                 continue;
-            double t = now();
+            double t = sx_seconds();
             int64_t c = 0;
             switch ((sx_cg_pass)ps) {
             case SX_PASS_DCE:
@@ -746,7 +739,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
             if (s == SX_OK && c > 0)
                 s = renumber(g);
             r.changed[ps] += c;
-            r.pass_seconds[ps] += now() - t;
+            r.pass_seconds[ps] += sx_seconds() - t;
             total += c;
         }
         r.rounds = round + 1;
@@ -770,7 +763,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
     g->version++;
     g->cur_scope = scope;
     count(g, &r.nodes_after, &r.edges_after);
-    r.seconds = now() - t0;
+    r.seconds = sx_seconds() - t0;
     if (report != NULL)
         *report = r;
     return s;

@@ -654,7 +654,7 @@ sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
 sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                           const sx_cg_freeze_params *p, sx_cg_plan_report *report)
 {
-    double t0 = cg_seconds();
+    double t0 = sx_seconds();
     SX_TRY(cg_check_request("sx_cg_freeze", g, n, outputs));
     if (g->frozen)
         return sx_error(SX_E_STATE, "sx_cg_freeze: the graph is already frozen");
@@ -719,7 +719,7 @@ sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         sx_error_clear(); /* room in the engine is made at the first evaluation instead */
     if (report != NULL) {
         rep.workspace_bytes = g->ws_bytes;
-        rep.seconds = cg_seconds() - t0;
+        rep.seconds = sx_seconds() - t0;
         *report = rep;
     }
     return SX_OK;

@@ -1,17 +1,9 @@
 /* profile.c: profiling of evaluations. The kernel time of every node is added to its op's and
  * its own totals when the graph profiles (sx_cg_profile_enable), and printed per op and per
- * scope. Depends on graph.c only; exec.c and par.c feed it through cg_seconds. */
+ * scope. Depends on graph.c only; exec.c and par.c feed it through sx_seconds. */
 #include "cgraph_impl.h"
 
 #include <string.h>
-#include <time.h>
-
-double cg_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void sx_cg_profile_enable(sx_cg_graph *g, bool on)
 {

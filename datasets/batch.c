@@ -56,7 +56,7 @@ sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p
     if (out == NULL)
         return sx_error(SX_E_ARG, "%s: out is NULL", who);
     *out = NULL;
-    DS_TRY(sx__check_images(who, d));
+    SX_TRY(sx__check_images(who, d));
     sx_ds_batcher_params q = p ? *p : sx_ds_batcher_params_default();
     if (q.batch_size < 1)
         return sx_error(SX_E_ARG, "%s: batch size %lld (want >= 1)", who, (long long)q.batch_size);
@@ -88,7 +88,7 @@ sx_status sx_ds_batcher_next(sx_ds_batcher *b, sx_tensor *x, sx_tensor *y, int64
     if (b == NULL || count == NULL)
         return sx_error(SX_E_ARG, "%s: %s is NULL", who, b == NULL ? "the batcher" : "count");
     int64_t rows;
-    DS_TRY(sx__check_batch(who, b->d, x, y, b->p.batch_size, &rows));
+    SX_TRY(sx__check_batch(who, b->d, x, y, b->p.batch_size, &rows));
     int64_t left = b->d->n - b->next;
     int64_t m = left < b->p.batch_size ? left : b->p.batch_size;
     if (m == 0 || (b->p.drop_last && m < b->p.batch_size)) {
@@ -99,7 +99,7 @@ sx_status sx_ds_batcher_next(sx_ds_batcher *b, sx_tensor *x, sx_tensor *y, int64
         make_order(b);
         return SX_OK;
     }
-    DS_TRY(sx_ds_images_gather_out(b->d, b->perm + b->next, m, b->p.scale, x, y));
+    SX_TRY(sx_ds_images_gather_out(b->d, b->perm + b->next, m, b->p.scale, x, y));
     b->next += m;
     *count = m;
     return SX_OK;

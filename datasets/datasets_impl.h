@@ -13,14 +13,6 @@
 #define ZLIB_CONST /* next_in is const: the memory reader never writes its buffer */
 #include <zlib.h>
 
-/* Return the status of `expr` when it is not SX_OK. */
-#define DS_TRY(expr)                                                                               \
-    do {                                                                                           \
-        sx_status ds__s = (expr);                                                                  \
-        if (ds__s != SX_OK)                                                                        \
-            return ds__s;                                                                          \
-    } while (0)
-
 typedef enum { IDX_SRC_GZFILE, IDX_SRC_MEM_RAW, IDX_SRC_MEM_GZIP } sx__idx_src;
 
 typedef struct sx__idx_reader {

@@ -330,7 +330,7 @@ sx_status sx__idx_read_header(sx__idx_reader *r)
 {
     uint8_t h[4 + 4 * SX_MAX_RANK];
     size_t got;
-    DS_TRY(src_read(r, h, 4, &got));
+    SX_TRY(src_read(r, h, 4, &got));
     if (got == 0)
         return fail(r, SX_E_FORMAT, "empty file");
     if (got < 4)
@@ -352,7 +352,7 @@ sx_status sx__idx_read_header(sx__idx_reader *r)
         return fail(r, SX_E_FORMAT, "rank %d (strix reads IDX files of rank 1..%d)", r->rank,
                     SX_MAX_RANK);
     size_t dim_bytes = 4 * (size_t)r->rank;
-    DS_TRY(src_read(r, h + 4, dim_bytes, &got));
+    SX_TRY(src_read(r, h + 4, dim_bytes, &got));
     if (got < dim_bytes)
         return fail(r, SX_E_FORMAT,
                     "truncated header: rank %d needs %zu bytes of dimensions, the file has %zu",
@@ -434,7 +434,7 @@ static void to_native(uint8_t *p, size_t n, size_t es)
 sx_status sx__idx_read_native(sx__idx_reader *r, void *dst, int64_t n)
 {
     size_t want = (size_t)n * r->esize, got;
-    DS_TRY(src_read(r, dst, want, &got));
+    SX_TRY(src_read(r, dst, want, &got));
     if (got < want)
         return short_payload(r);
     to_native(dst, (size_t)n, r->esize);
@@ -551,7 +551,7 @@ sx_status sx__idx_read_convert(sx__idx_reader *r, sx_dtype dtype, double scale, 
     uint8_t *out = dst;
     for (int64_t done = 0; done < n;) {
         size_t m = (size_t)(n - done) < per ? (size_t)(n - done) : per, got;
-        DS_TRY(src_read(r, chunk, m * r->esize, &got));
+        SX_TRY(src_read(r, chunk, m * r->esize, &got));
         if (got < m * r->esize)
             return short_payload(r);
         convert(r->type, true, chunk, m, dtype, scale, out + (size_t)done * dsize);
@@ -565,18 +565,18 @@ sx_status sx__idx_finish(sx__idx_reader *r, uint8_t *chunk, size_t chunk_bytes)
     uint64_t end = r->header_len + payload_bytes(r);
     while (r->pos < end) {
         size_t want = end - r->pos < chunk_bytes ? (size_t)(end - r->pos) : chunk_bytes, got;
-        DS_TRY(src_read(r, chunk, want, &got));
+        SX_TRY(src_read(r, chunk, want, &got));
         if (got < want)
             return short_payload(r);
     }
     /* The stream must end here, cleanly: reading on also makes zlib check the CRC and length
      * of the last gzip member. */
     size_t got;
-    DS_TRY(src_read(r, chunk, chunk_bytes, &got));
+    SX_TRY(src_read(r, chunk, chunk_bytes, &got));
     if (got == 0)
         return SX_OK;
     while (got > 0) /* count the trailing bytes for the message */
-        DS_TRY(src_read(r, chunk, chunk_bytes, &got));
+        SX_TRY(src_read(r, chunk, chunk_bytes, &got));
     return fail(r, SX_E_FORMAT, "%llu bytes of trailing data after the %llu the header announces",
                 ull(r->pos - end), ull(payload_bytes(r)));
 }
@@ -593,7 +593,7 @@ static size_t chunk_size(uint64_t bytes)
 /* Read a whole opened stream into a new sx_ds_idx. */
 static sx_status read_idx(sx__idx_reader *r, int64_t limit, sx_ds_idx **out)
 {
-    DS_TRY(sx__idx_read_header(r));
+    SX_TRY(sx__idx_read_header(r));
     int64_t keep = sx__idx_keep(r, limit);
     sx_status st = SX_E_NOMEM;
     uint8_t *chunk = NULL;
@@ -635,7 +635,7 @@ sx_status sx_ds_idx_read_raw(const char *path, int64_t limit, sx_ds_idx **out)
     if (path == NULL)
         return sx_error(SX_E_ARG, "sx_ds_idx_read_raw: path is NULL");
     sx__idx_reader r;
-    DS_TRY(sx__idx_open_file(&r, path));
+    SX_TRY(sx__idx_open_file(&r, path));
     sx_status st = read_idx(&r, limit, out);
     sx__idx_close(&r);
     return st;
@@ -650,7 +650,7 @@ sx_status sx_ds_idx_parse(const void *buf, size_t len, const char *name, int64_t
     if (buf == NULL && len > 0)
         return sx_error(SX_E_ARG, "sx_ds_idx_parse: buf is NULL");
     sx__idx_reader r;
-    DS_TRY(sx__idx_open_mem(&r, buf, len, name ? name : "<memory>"));
+    SX_TRY(sx__idx_open_mem(&r, buf, len, name ? name : "<memory>"));
     sx_status st = read_idx(&r, limit, out);
     sx__idx_close(&r);
     return st;
@@ -681,9 +681,9 @@ sx_status sx_ds_idx_read(const char *path, sx_dtype dtype, double scale, int64_t
     *out = NULL;
     if (path == NULL)
         return sx_error(SX_E_ARG, "sx_ds_idx_read: path is NULL");
-    DS_TRY(check_conversion("sx_ds_idx_read", dtype, scale));
+    SX_TRY(check_conversion("sx_ds_idx_read", dtype, scale));
     sx__idx_reader r;
-    DS_TRY(sx__idx_open_file(&r, path));
+    SX_TRY(sx__idx_open_file(&r, path));
     sx_tensor *t = NULL;
     uint8_t *chunk = NULL;
     sx_status st = sx__idx_read_header(&r);
@@ -723,7 +723,7 @@ sx_status sx_ds_idx_to_tensor(const sx_ds_idx *idx, sx_dtype dtype, double scale
     *out = NULL;
     if (idx == NULL)
         return sx_error(SX_E_ARG, "%s: idx is NULL", who);
-    DS_TRY(check_conversion(who, dtype, scale));
+    SX_TRY(check_conversion(who, dtype, scale));
     if (sx_ds_type_size(idx->type) == 0 || idx->rank < 1 || idx->rank > SX_MAX_RANK)
         return sx_error(SX_E_ARG, "%s: idx is not valid (type 0x%02x, rank %d)", who,
                         (unsigned)idx->type, idx->rank);
@@ -735,7 +735,7 @@ sx_status sx_ds_idx_to_tensor(const sx_ds_idx *idx, sx_dtype dtype, double scale
         sx_shape_size(idx->rank, idx->dims) != idx->count || idx->data == NULL)
         return sx_error(SX_E_ARG, "%s: idx is not valid (its count, dims or data disagree)", who);
     sx_tensor *t = NULL;
-    DS_TRY(sx_tensor_new(dtype, idx->rank, idx->dims, &t));
+    SX_TRY(sx_tensor_new(dtype, idx->rank, idx->dims, &t));
     convert(idx->type, false, idx->data, (size_t)idx->count, dtype, scale, t->data);
     *out = t;
     return SX_OK;

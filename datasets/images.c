@@ -59,7 +59,7 @@ sx_status sx__check_batch(const char *who, const sx_ds_images *d, const sx_tenso
     char s[160];
     int64_t row = d->h * d->w * d->c, bx = -1, by = -1;
     if (x != NULL) {
-        DS_TRY(check_tensor(who, "x", x));
+        SX_TRY(check_tensor(who, "x", x));
         bx = x->rank >= 1 ? x->shape[0] : -1;
         if (x->rank < 1 || (want_rows >= 0 && bx != want_rows) || x->size % row != 0 ||
             x->size / row != bx)
@@ -71,7 +71,7 @@ sx_status sx__check_batch(const char *who, const sx_ds_images *d, const sx_tenso
                             (long long)d->w, (long long)d->c);
     }
     if (y != NULL) {
-        DS_TRY(check_tensor(who, "y", y));
+        SX_TRY(check_tensor(who, "y", y));
         by = y->rank >= 1 ? y->shape[0] : -1;
         bool ok = (y->rank == 1 || (y->rank == 2 && y->shape[1] == d->classes)) &&
                   (want_rows < 0 || by == want_rows);
@@ -263,7 +263,7 @@ void sx__image_bytes(const sx_ds_images *d, int64_t i, uint8_t *dst)
 sx_status sx_ds_images_compact(sx_ds_images *d)
 {
     const char *who = "sx_ds_images_compact";
-    DS_TRY(sx__check_images(who, d));
+    SX_TRY(sx__check_images(who, d));
     if (d->packed != NULL)
         return SX_OK;
     int64_t row = d->h * d->w * d->c, raw = d->n * row;
@@ -469,11 +469,11 @@ sx_status sx_ds_images_tensor(const sx_ds_images *d, sx_dtype dtype, double scal
     if (out == NULL)
         return sx_error(SX_E_ARG, "%s: out is NULL", who);
     *out = NULL;
-    DS_TRY(sx__check_images(who, d));
-    DS_TRY(check_conversion(who, dtype, scale));
+    SX_TRY(sx__check_images(who, d));
+    SX_TRY(check_conversion(who, dtype, scale));
     int64_t shape[4] = {d->n, d->h, d->w, d->c};
     sx_tensor *t = NULL;
-    DS_TRY(sx_tensor_new(dtype, 4, shape, &t));
+    SX_TRY(sx_tensor_new(dtype, 4, shape, &t));
     table tab;
     table_init(&tab, dtype, scale);
     int64_t row = d->h * d->w * d->c;
@@ -492,11 +492,11 @@ sx_status sx_ds_labels_tensor(const sx_ds_images *d, sx_dtype dtype, bool one_ho
     if (out == NULL)
         return sx_error(SX_E_ARG, "%s: out is NULL", who);
     *out = NULL;
-    DS_TRY(sx__check_images(who, d));
-    DS_TRY(check_conversion(who, dtype, 1.0));
+    SX_TRY(sx__check_images(who, d));
+    SX_TRY(check_conversion(who, dtype, 1.0));
     int64_t shape[2] = {d->n, d->classes};
     sx_tensor *t = NULL;
-    DS_TRY(one_hot ? sx_tensor_zeros(dtype, 2, shape, &t) : sx_tensor_new(dtype, 1, shape, &t));
+    SX_TRY(one_hot ? sx_tensor_zeros(dtype, 2, shape, &t) : sx_tensor_new(dtype, 1, shape, &t));
     for (int64_t i = 0; i < d->n; i++) {
         if (one_hot)
             sx_tensor_set(t, i * d->classes + d->labels[i], 1.0);
@@ -511,13 +511,13 @@ sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index, i
                                   double scale, sx_tensor *x, sx_tensor *y)
 {
     const char *who = "sx_ds_images_gather_out";
-    DS_TRY(sx__check_images(who, d));
+    SX_TRY(sx__check_images(who, d));
     if (count < 0 || (index == NULL && count > 0))
         return sx_error(SX_E_ARG, "%s: %s", who, count < 0 ? "count is negative" : "index is NULL");
     if (!isfinite(scale))
         return sx_error(SX_E_ARG, "%s: scale %g is not finite", who, scale);
     int64_t rows;
-    DS_TRY(sx__check_batch(who, d, x, y, -1, &rows));
+    SX_TRY(sx__check_batch(who, d, x, y, -1, &rows));
     if (rows >= 0 && count > rows)
         return sx_error(SX_E_SHAPE, "%s: %lld examples do not fit in a batch of %lld rows", who,
                         (long long)count, (long long)rows);

@@ -38,13 +38,6 @@ static void usage(FILE *f)
                "                   [--batch B] [--limit N] [--threads T] [--invert]\n");
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- PGM */
 
 /* Skip whitespace and '#' comments (to the end of the line) of a PGM header. */
@@ -261,7 +254,7 @@ static int evaluate(sx_nn_model *m, const char *dir, int64_t batch, int64_t limi
         rc = fail_sx("tensors");
         goto done;
     }
-    double scale = sx_nn_model_input_scale(m), t0 = now();
+    double scale = sx_nn_model_input_scale(m), t0 = sx_seconds();
     int64_t right = 0;
     for (int64_t first = 0; first < test->n; first += batch) {
         int64_t count = test->n - first < batch ? test->n - first : batch;
@@ -288,7 +281,7 @@ static int evaluate(sx_nn_model *m, const char *dir, int64_t batch, int64_t limi
             right += best == test->labels[first + r];
         }
     }
-    double secs = now() - t0;
+    double secs = sx_seconds() - t0;
     printf("result: test_accuracy=%.4f images_per_second=%.0f\n", (double)right / (double)test->n,
            secs > 0 ? (double)test->n / secs : 0);
     rc = 0;

@@ -70,13 +70,6 @@ static bool parse_double(const char *s, double *out)
     return true;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Predictions for the first `count` rows of the batch x (B,h,w,c) into out (B,classes). */
 static sx_status predict_rows(sx_nn_model *m, const sx_tensor *x, sx_tensor *out, int64_t count)
 {
@@ -103,9 +96,9 @@ static sx_status time_inference(sx_nn_net *net, const sx_ds_images *set, int64_t
     bp.batch_size = batch;
     bp.shuffle = false;
     bp.scale = sx_nn_net_input_scale(net);
-    double t0 = now();
+    double t0 = sx_seconds();
     sx_status s = sx_nn_compile_infer(net, batch, &m);
-    *compile_ms = 1e3 * (now() - t0);
+    *compile_ms = 1e3 * (sx_seconds() - t0);
     if (s == SX_OK)
         s = sx_ds_batcher_new(set, &bp, &b);
     if (s == SX_OK)
@@ -118,7 +111,7 @@ static sx_status time_inference(sx_nn_net *net, const sx_ds_images *set, int64_t
         s = predict_rows(m, x, out, count);
     if (s == SX_OK)
         s = sx_ds_batcher_set_epoch(b, 0);
-    t0 = now();
+    t0 = sx_seconds();
     while (s == SX_OK && (s = sx_ds_batcher_next(b, x, y, &count)) == SX_OK && count > 0) {
         s = predict_rows(m, x, out, count);
         const float *o = SX_F32P(out), *lab = SX_F32P(y);
@@ -130,7 +123,7 @@ static sx_status time_inference(sx_nn_net *net, const sx_ds_images *set, int64_t
         }
         seen += count;
     }
-    double el = now() - t0;
+    double el = sx_seconds() - t0;
     if (s == SX_OK) {
         *images_per_second = el > 0 ? (double)seen / el : 0;
         *accuracy = seen > 0 ? (double)correct / (double)seen : 0;

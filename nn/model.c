@@ -16,13 +16,6 @@ typedef struct feed {
     int64_t step;
 } feed;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 sx_nn_train_params sx_nn_train_params_default(void)
 {
     sx_nn_train_params p;
@@ -364,7 +357,7 @@ static sx_status build(sx_nn_model *m, const feed *f)
 /* Optimise and freeze a lazy model graph, filling the report. */
 static sx_status compile(sx_nn_model *m)
 {
-    double t0 = now();
+    double t0 = sx_seconds();
     sx_cg_stats st = sx_cg_graph_stats(m->g);
     m->report.nodes_before = m->report.nodes_after = st.nodes;
     m->report.edges_before = m->report.edges_after = st.edges;
@@ -387,7 +380,7 @@ static sx_status compile(sx_nn_model *m)
     m->report.peak_live_bytes = pr.peak_live_bytes;
     m->report.plan_seconds = pr.seconds;
     m->report.plan = pr;
-    m->report.compile_seconds = now() - t0;
+    m->report.compile_seconds = sx_seconds() - t0;
     return SX_OK;
 }
 
@@ -456,7 +449,7 @@ sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64
 {
     SX_TRY(model_new("sx_nn_compile_train", net, p, batch, true, out));
     sx_nn_model *m = *out;
-    double t0 = now();
+    double t0 = sx_seconds();
     sx_status s = build(m, NULL);
     if (s == SX_OK)
         s = compile(m);
@@ -465,7 +458,7 @@ sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64
         *out = NULL;
         return s;
     }
-    m->report.compile_seconds = now() - t0;
+    m->report.compile_seconds = sx_seconds() - t0;
     return SX_OK;
 }
 
@@ -478,7 +471,7 @@ static sx_status compile_infer(const char *who, sx_nn_net *net, int64_t batch, v
     m->sibling = sibling;
     m->lend = lend;
     m->lend_bytes = lend_bytes;
-    double t0 = now();
+    double t0 = sx_seconds();
     sx_status s = build(m, NULL);
     if (s == SX_OK)
         s = compile(m);
@@ -487,7 +480,7 @@ static sx_status compile_infer(const char *who, sx_nn_net *net, int64_t batch, v
         *out = NULL;
         return s;
     }
-    m->report.compile_seconds = now() - t0;
+    m->report.compile_seconds = sx_seconds() - t0;
     return SX_OK;
 }
 

@@ -19,13 +19,6 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* The learning rate of 0-based step `step` in 0-based epoch `epoch`. */
 static double scheduled_lr(const sx_nn_train_params *p, int64_t step, int64_t epoch)
 {
@@ -270,9 +263,9 @@ static sx_status run_after_step(run *r, double *t0)
     sx_nn_net *net = r->net;
     const char *ck = r->p.checkpoint_path;
     if (ck != NULL && r->p.checkpoint_every > 0 && net->step % r->p.checkpoint_every == 0) {
-        double c0 = now();
+        double c0 = sx_seconds();
         sx_status s = nn_checkpoint_save(net, &r->p, ck);
-        *t0 += now() - c0;
+        *t0 += sx_seconds() - c0;
         SX_TRY(s);
     }
     if (!interrupted)
@@ -298,7 +291,7 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
                         r->who, (long long)done_in_epoch, (long long)r->per_epoch);
     for (int64_t k = 0; k < done_in_epoch; k++)
         SX_TRY(sx_ds_batcher_next(r->batches, NULL, NULL, &count));
-    double t0 = now();
+    double t0 = sx_seconds();
     int64_t i = done_in_epoch;
     sx_status s;
     while ((s = sx_ds_batcher_next(r->batches, r->x, r->y, &count)) == SX_OK && count > 0) {
@@ -309,13 +302,13 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
         i++;
         *seen += count;
         *loss_sum += loss * (double)count;
-        double el = now() - t0, ips = el > 0 ? (double)*seen / el : 0;
+        double el = sx_seconds() - t0, ips = el > 0 ? (double)*seen / el : 0;
         double eta = ips > 0 ? (double)(r->per_epoch - i) * (double)r->p.batch / ips : 0;
         progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, eta);
         if ((s = run_after_step(r, &t0)) != SX_OK)
             break;
     }
-    r->train_time += now() - t0;
+    r->train_time += sx_seconds() - t0;
     return s;
 }
 

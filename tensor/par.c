@@ -60,6 +60,13 @@ static inline void cpu_relax(void)
 #endif
 }
 
+double sx_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int64_t now_ns(void)
 {
     struct timespec ts;

@@ -26,10 +26,10 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
     for (int64_t r = lo; r < hi; r++) {
         const int64_t b = r / g->oh, oy = r % g->oh;
         int64_t y0, y1;
-        pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
+        pool_range(oy, g->sh, g->pt, g->kh, g->dh, g->h, &y0, &y1);
         for (int64_t ox = 0; ox < g->ow; ox++) {
             int64_t x0, x1;
-            pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
+            pool_range(ox, g->sw, g->pl, g->kw, g->dw, g->w, &x0, &x1);
             T *yo = y + (r * g->ow + ox) * c;
             const T *xr = x + ((b * g->h + y0) * g->w + x0) * c;
             if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window in one pass over c */
@@ -47,10 +47,15 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
                 }
                 continue;
             }
+            if (y0 == y1 || x0 == x1) { /* every dilated cell in padding */
+                for (int64_t j = 0; j < c; j++)
+                    yo[j] = -(T)INFINITY;
+                continue;
+            }
             for (int64_t j = 0; j < c; j++)
                 yo[j] = xr[j];
-            for (int64_t iy = y0; iy < y1; iy++)
-                for (int64_t ix = x0; ix < x1; ix++) {
+            for (int64_t iy = y0; iy < y1; iy += g->dh)
+                for (int64_t ix = x0; ix < x1; ix += g->dw) {
                     const T *xi = x + ((b * g->h + iy) * g->w + ix) * c;
 #pragma omp simd
                     for (int64_t j = 0; j < c; j++) {
@@ -58,8 +63,8 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
                         yo[j] = v > m ? v : m;
                     }
                 }
-            for (int64_t iy = y1 - 1; iy >= y0; iy--) /* the first NaN is written last */
-                for (int64_t ix = x1 - 1; ix >= x0; ix--) {
+            for (int64_t iy = y1 - 1; iy >= y0; iy -= g->dh) /* the first NaN is written last */
+                for (int64_t ix = x1 - 1; ix >= x0; ix -= g->dw) {
                     const T *xi = x + ((b * g->h + iy) * g->w + ix) * c;
 #pragma omp simd
                     for (int64_t j = 0; j < c; j++) {
@@ -83,14 +88,15 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
                                            T *dxw, int64_t ny, int64_t nx, int64_t cn, bool store,
                                            bool relu, T *restrict m, T *restrict at)
 {
-    const int64_t c = g->c, rs = g->w * c; /* cell (iy, ix) of the window: iy * rs + ix * c */
+    /* cell (iy, ix) of the window (iy-th row tap, ix-th column tap): iy * rs + ix * cs */
+    const int64_t rs = g->dh * g->w * g->c, cs = g->dw * g->c;
     for (int64_t j = 0; j < cn; j++) {
         m[j] = xw[j];
         at[j] = 0;
     }
     for (int64_t iy = 0; iy < ny; iy++)
         for (int64_t ix = 0; ix < nx; ix++) {
-            const T *xi = xw + iy * rs + ix * c, cell = (T)(iy * nx + ix);
+            const T *xi = xw + iy * rs + ix * cs, cell = (T)(iy * nx + ix);
 #pragma omp simd
             for (int64_t j = 0; j < cn; j++) { /* in this form gcc if-converts it */
                 const T v = xi[j];
@@ -105,7 +111,7 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
         }
     for (int64_t iy = ny - 1; iy >= 0; iy--) /* the first NaN is written last */
         for (int64_t ix = nx - 1; ix >= 0; ix--) {
-            const T *xi = xw + iy * rs + ix * c, cell = (T)(iy * nx + ix);
+            const T *xi = xw + iy * rs + ix * cs, cell = (T)(iy * nx + ix);
 #pragma omp simd
             for (int64_t j = 0; j < cn; j++) {
                 const T v = xi[j], aj = at[j];
@@ -114,8 +120,8 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
         }
     for (int64_t iy = 0; iy < ny; iy++)
         for (int64_t ix = 0; ix < nx; ix++) {
-            const T *xi = xw + iy * rs + ix * c;
-            T *dxi = dxw + iy * rs + ix * c;
+            const T *xi = xw + iy * rs + ix * cs;
+            T *dxi = dxw + iy * rs + ix * cs;
             const T cell = (T)(iy * nx + ix);
             if (store && relu) {
 #pragma omp simd
@@ -201,7 +207,7 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_gaps, SFX)(const pool_geom *g,
     for (int64_t oy = 0; oy <= g->oh; oy++) {
         int64_t y0 = g->h, y1 = g->h;
         if (oy < g->oh)
-            pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
+            pool_range(oy, g->sh, g->pt, g->kh, g->dh, g->h, &y0, &y1);
         for (int64_t iy = yprev; iy < y0; iy++) /* a row no window reaches */
             for (int64_t cell = iy * g->w; cell < (iy + 1) * g->w; cell++)
                 for (int64_t j = 0; j < cn; j++)
@@ -211,7 +217,7 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_gaps, SFX)(const pool_geom *g,
             for (int64_t ox = 0; ox <= g->ow; ox++) {
                 int64_t x0 = g->w, x1 = g->w;
                 if (ox < g->ow)
-                    pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
+                    pool_range(ox, g->sw, g->pl, g->kw, g->dw, g->w, &x0, &x1);
                 for (int64_t ix = xprev; ix < x0; ix++)
                     for (int64_t j = 0; j < cn; j++)
                         dxb[(iy * g->w + ix) * c + j] = 0;
@@ -250,11 +256,15 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
         T m[POOL_CB], at[POOL_CB];
         for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t y0, y1;
-            pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
+            pool_range(oy, g->sh, g->pt, g->kh, g->dh, g->h, &y0, &y1);
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 int64_t x0, x1;
-                pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
-                const int64_t off = (y0 * g->w + x0) * c, ny = y1 - y0, nx = x1 - x0;
+                pool_range(ox, g->sw, g->pl, g->kw, g->dw, g->w, &x0, &x1);
+                const int64_t off = (y0 * g->w + x0) * c;
+                const int64_t ny = (y1 - y0 + g->dh - 1) / g->dh,
+                              nx = (x1 - x0 + g->dw - 1) / g->dw;
+                if (ny == 0 || nx == 0) /* every dilated cell in padding: no gradient */
+                    continue;
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
                 if (store && ny == 2 && nx == 2 && relu) {
@@ -290,13 +300,13 @@ static POOL_ATTR void POOL_CAT(avgpool_fwd, SFX)(const pool_geom *g, const void 
     for (int64_t r = lo; r < hi; r++) {
         const int64_t b = r / g->oh, oy = r % g->oh;
         int64_t y0, y1;
-        pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
+        pool_range(oy, g->sh, g->pt, g->kh, g->dh, g->h, &y0, &y1);
         for (int64_t ox = 0; ox < g->ow; ox++) {
             int64_t x0, x1;
-            pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
+            pool_range(ox, g->sw, g->pl, g->kw, g->dw, g->w, &x0, &x1);
             T *yo = y + (r * g->ow + ox) * c;
             const T *xr = x + ((b * g->h + y0) * g->w + x0) * c;
-            const T cnt = (T)((y1 - y0) * (x1 - x0));
+            const T cnt = (T)pool_count(g, oy, ox, y0, y1, x0, x1);
             if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window, summed in scan order */
                 const T *p0 = xr, *p1 = xr + c, *p2 = xr + g->w * c, *p3 = p2 + c;
 #pragma omp simd
@@ -342,11 +352,11 @@ static POOL_ATTR void POOL_CAT(avgpool_bwd, SFX)(const pool_geom *g, const void 
         T share[POOL_CB];
         for (int64_t oy = 0; oy < g->oh; oy++) {
             int64_t y0, y1;
-            pool_range(oy, g->sh, g->pt, g->kh, g->h, &y0, &y1);
+            pool_range(oy, g->sh, g->pt, g->kh, g->dh, g->h, &y0, &y1);
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 int64_t x0, x1;
-                pool_range(ox, g->sw, g->pl, g->kw, g->w, &x0, &x1);
-                const T cnt = (T)((y1 - y0) * (x1 - x0));
+                pool_range(ox, g->sw, g->pl, g->kw, g->dw, g->w, &x0, &x1);
+                const T cnt = (T)pool_count(g, oy, ox, y0, y1, x0, x1);
                 const T *dyo = dyb + (oy * g->ow + ox) * c;
                 for (int64_t j = 0; j < cn; j++)
                     share[j] = dyo[j] / cnt;
@@ -362,6 +372,78 @@ static POOL_ATTR void POOL_CAT(avgpool_bwd, SFX)(const pool_geom *g, const void 
                             for (int64_t j = 0; j < cn; j++)
                                 dxi[j] += share[j];
                         }
+                    }
+            }
+        }
+    }
+}
+
+/* Adaptive average pooling, y (n,oh,ow,c): output (oy, ox) is the mean of rows [y0, y1) and
+ * columns [x0, x1) (adaptive_range), summed in scan order; rows [lo, hi) of n * oh. */
+static POOL_ATTR void POOL_CAT(adaptive_fwd, SFX)(const pool_geom *g, const void *xv, void *yv,
+                                                  int64_t lo, int64_t hi)
+{
+    const T *restrict x = xv;
+    T *restrict y = yv;
+    const int64_t c = g->c;
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t b = r / g->oh, oy = r % g->oh;
+        int64_t y0, y1;
+        adaptive_range(oy, g->h, g->oh, &y0, &y1);
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            int64_t x0, x1;
+            adaptive_range(ox, g->w, g->ow, &x0, &x1);
+            T *yo = y + (r * g->ow + ox) * c;
+            const T cnt = (T)((y1 - y0) * (x1 - x0));
+            for (int64_t j = 0; j < c; j++)
+                yo[j] = 0;
+            for (int64_t iy = y0; iy < y1; iy++)
+                for (int64_t ix = x0; ix < x1; ix++) {
+                    const T *xi = x + ((b * g->h + iy) * g->w + ix) * c;
+#pragma omp simd
+                    for (int64_t j = 0; j < c; j++)
+                        yo[j] += xi[j];
+                }
+#pragma omp simd
+            for (int64_t j = 0; j < c; j++)
+                yo[j] /= cnt;
+        }
+    }
+}
+
+/* dx (n,h,w,c): zeroed, then each window adds dy / (its cell count) to its cells, windows in
+ * row-major order; tasks of one image and one block of POOL_CB channels (deterministic). */
+static POOL_ATTR void POOL_CAT(adaptive_bwd, SFX)(const pool_geom *g, const void *dyv, void *dxv,
+                                                  int64_t lo, int64_t hi)
+{
+    const T *restrict dy = dyv;
+    T *restrict dx = dxv;
+    const int64_t c = g->c, ncb = (c + POOL_CB - 1) / POOL_CB;
+    for (int64_t t = lo; t < hi; t++) {
+        const int64_t b = t / ncb, c0 = (t % ncb) * POOL_CB;
+        const int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB;
+        const T *dyb = dy + b * g->oh * g->ow * c + c0;
+        T *dxb = dx + b * g->h * g->w * c + c0;
+        for (int64_t cell = 0; cell < g->h * g->w; cell++)
+            for (int64_t j = 0; j < cn; j++)
+                dxb[cell * c + j] = 0;
+        T share[POOL_CB];
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            int64_t y0, y1;
+            adaptive_range(oy, g->h, g->oh, &y0, &y1);
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                int64_t x0, x1;
+                adaptive_range(ox, g->w, g->ow, &x0, &x1);
+                const T cnt = (T)((y1 - y0) * (x1 - x0));
+                const T *dyo = dyb + (oy * g->ow + ox) * c;
+                for (int64_t j = 0; j < cn; j++)
+                    share[j] = dyo[j] / cnt;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        T *dxi = dxb + (iy * g->w + ix) * c;
+#pragma omp simd
+                        for (int64_t j = 0; j < cn; j++)
+                            dxi[j] += share[j];
                     }
             }
         }

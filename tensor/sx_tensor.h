@@ -132,6 +132,10 @@ sx_status sx_threads_set_local(int n) SX_NODISCARD;
 /* The count for the calling thread: its local override, else the global count. */
 int sx_threads_get(void);
 
+/* Seconds on a monotonic clock (CLOCK_MONOTONIC) from an arbitrary origin: differences time
+ * a piece of work (training progress, profiles, examples and benchmarks). */
+double sx_seconds(void);
+
 /* Instruction sets: the element-wise, GEMM, convolution, pooling and dropout kernels are built
  * for AVX-512, AVX2+FMA and baseline x86-64 (SSE2), and the process uses the widest the CPU has
  * (AVX-512 means its F, VL, BW and DQ subsets; off x86-64 the portable code only). The
@@ -390,7 +394,9 @@ sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
 
 /* out = alpha * op(a) @ op(b) + beta * out, op(m) = m or its transpose (of the last two axes).
  * a, b of rank >= 2; leading (batch) axes broadcast (NumPy matmul); a rank-2 operand is shared
- * by every batch. beta = 0 ignores out's old contents (even NaN). One GEMM per batch.
+ * by every batch. beta = 0 ignores out's old contents (even NaN). Every product runs on strix's
+ * own GEMM (tensor/gemm.c, not BLAS): one per batch, or one for the whole batch when b is one
+ * shared matrix and a is not transposed (its rows are then contiguous).
  * Rounding with beta = 0: alpha times the finished sum, rounded once more, so alpha != 1 gives
  * the bits of the product followed by a multiplication by alpha. */
 sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
@@ -458,15 +464,43 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
 sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
                            sx_tensor **y) SX_NODISCARD;
 
-/* 2-d pooling over NHWC (n,h,w,c) -> (n,oh,ow,c), output sizes as for conv2d. Max pooling
- * ignores padded cells and propagates NaN (which then receives the gradient); average pooling
- * divides by the number of real (unpadded) cells. Outputs overlapping an input are SX_E_ARG
- * (here, for the softmax family and for conv2d). */
+/* 2-d pooling over NHWC (n,h,w,c) -> (n,oh,ow,c), with ONNX's MaxPool/AveragePool semantics
+ * (which PyTorch's MaxPool2d/AvgPool2d share). Per axis, with the dilated kernel
+ * ke = (k - 1) * dilation + 1 and the pads before/after pb/pa:
+ * - VALID: pb = pa = 0. EXPLICIT: pad_top/bottom/left/right, each >= 0 and < ke (SX_E_ARG
+ *   otherwise, and when a pad is set in any other mode). Then oh = floor((h + pb + pa - ke) / s)
+ *   + 1, or with ceil_mode ceil(...) + 1 less one if the last window would start at or after
+ *   h + pb (every window starts inside the input or the leading pad); h + pb + pa < ke is
+ *   SX_E_SHAPE (an empty axis with EXPLICIT gives an empty output, with VALID SX_E_SHAPE).
+ * - SAME_UPPER (SAME) / SAME_LOWER: oh = ceil(h / s), total pad max(0, (oh - 1) * s + ke - h)
+ *   split evenly, the odd cell after (UPPER, TensorFlow's and ONNX's default) or before (LOWER);
+ *   ceil_mode has no effect.
+ * Window (i, j) covers input rows i * s - pb + r * dilation, r = 0..k-1 (and columns likewise).
+ * Max pooling takes the maximum over the window's real cells, padding never takes part; NaN
+ * propagates (and then receives the gradient); a window whose dilated cells all fall in padding
+ * (possible only with dilation) gives -inf and no gradient. Average pooling requires dilation 1
+ * (SX_E_ARG otherwise) and divides the sum of the real cells by their number, or, with
+ * count_include_pad, by the number of cells of the window inside the padded input
+ * [-pb, h + pa) (as PyTorch and ONNX: cells past the trailing pad that ceil_mode adds are never
+ * counted). Outputs overlapping an input are SX_E_ARG (here, for the softmax family and for
+ * conv2d).
+ * Designated initialisers that leave the newer fields out keep their meaning: zero pads,
+ * dilation 0 read as 1, ceil_mode and count_include_pad off. A negative dilation or a flag other
+ * than 0 or 1 is SX_E_ARG. */
 typedef struct sx_pool2d_params {
     int kernel_h, kernel_w; /* >= 1 */
     int stride_h, stride_w; /* >= 1 */
     sx_padding padding;
+    int pad_top, pad_bottom, pad_left, pad_right; /* SX_PAD_EXPLICIT only */
+    int dilation_h, dilation_w;                   /* >= 1 (0 means 1); max pooling only */
+    /* Flags, 0 or 1 (ints, not bools, so that the struct has no padding bytes: the graph
+     * compares attributes bytewise). */
+    int ceil_mode;         /* VALID and EXPLICIT: see above */
+    int count_include_pad; /* average pooling: see above */
 } sx_pool2d_params;
+
+/* kernel kh x kw, stride = kernel, VALID, no pads, dilation 1, the rest off. */
+sx_pool2d_params sx_pool2d_params_default(int kh, int kw);
 
 sx_status sx_pool2d_shape(const char *who, const sx_tensor *x, const sx_pool2d_params *p,
                           int64_t out_shape[4]) SX_NODISCARD;
@@ -474,7 +508,7 @@ sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
                                   sx_tensor *y) SX_NODISCARD;
 /* dx (x's shape) = the gradient routed to the first maximum of each window (accumulated where
  * windows overlap). dx may be x itself (in place) when windows do not overlap (stride >= kernel
- * on both axes); any other overlap of dx with x or dy is SX_E_ARG. */
+ * on both axes, dilation 1); any other overlap of dx with x or dy is SX_E_ARG. */
 sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                            const sx_pool2d_params *p, sx_tensor *dx) SX_NODISCARD;
 /* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above where
@@ -488,6 +522,16 @@ sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
                                   sx_tensor *y) SX_NODISCARD;
 sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_params *p,
                                            sx_tensor *dx) SX_NODISCARD;
+/* Adaptive average pooling (PyTorch's AdaptiveAvgPool2d): x (n,h,w,c) -> y (n,oh,ow,c) for any
+ * oh, ow >= 1, given by y's shape (its n and c are x's). Output (i, j) is the mean of rows
+ * [floor(i * h / oh), ceil((i + 1) * h / oh)) and columns [floor(j * w / ow),
+ * ceil((j + 1) * w / ow)): windows of varying size that may overlap. h, w, oh, ow >= 1
+ * (SX_E_SHAPE otherwise; n or c may be 0). */
+sx_status sx_tensor_adaptive_avgpool2d_out(const sx_tensor *x, sx_tensor *y) SX_NODISCARD;
+/* dx (n,h,w,c) = each window's dy divided by its cell count, added to each of its cells (dx is
+ * overwritten; shapes as above, dx's h, w and dy's oh, ow define the windows). */
+sx_status sx_tensor_adaptive_avgpool2d_backward_out(const sx_tensor *dy,
+                                                    sx_tensor *dx) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- softmax, losses, dropout */
 

@@ -260,7 +260,8 @@ static sx_cg_node *c_reduce_min_all(sx_cg_graph *g, sx_cg_node *x)
 }
 static sx_cg_node *c_maxpool(sx_cg_graph *g, sx_cg_node *x)
 {
-    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params p = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     return sx_cg_maxpool2d(g, x, &p);
 }
 
@@ -924,12 +925,14 @@ static sx_cg_node *c_reduce_min_rows(sx_cg_graph *g, sx_cg_node *x)
 }
 static sx_cg_node *c_pool_relu(sx_cg_graph *g, sx_cg_node *x)
 {
-    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params p = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
 }
 static sx_cg_node *c_pool_relu_3x3(sx_cg_graph *g, sx_cg_node *x) /* the kernel's general path */
 {
-    sx_pool2d_params p = {3, 3, 3, 3, SX_PAD_VALID};
+    sx_pool2d_params p = {
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 3, .stride_w = 3, .padding = SX_PAD_VALID};
     return sx_cg_maxpool2d(g, sx_cg_relu(g, x), &p);
 }
 /* maxpool2d_backward(x0, x) for a fixed x0 (4,4): differentiated with respect to its dy = x */
@@ -937,7 +940,8 @@ static sx_cg_node *c_pool_backward(sx_cg_graph *g, sx_cg_node *x)
 {
     static const double x0[16] = {1, 5, 2, 0, 3, 4, 9, 8, 7, 6, 5, 4, 0, 1, 2, 3};
     int64_t s[4] = {1, 4, 4, 1};
-    sx_pool2d_params p = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params p = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     return sx_cg_maxpool2d_backward(g, leaf_of(g, "x0", 4, s, x0, false), x, &p);
 }
 

@@ -1186,8 +1186,11 @@ static sx_conv2d_params rand_conv(gen *G)
 
 static sx_pool2d_params rand_pool(gen *G)
 {
-    sx_pool2d_params p = {1 + gb(G, 3), 1 + gb(G, 3), 1 + gb(G, 2), 1 + gb(G, 2),
-                          gb(G, 2) ? SX_PAD_SAME : SX_PAD_VALID};
+    sx_pool2d_params p = {.kernel_h = 1 + gb(G, 3),
+                          .kernel_w = 1 + gb(G, 3),
+                          .stride_h = 1 + gb(G, 2),
+                          .stride_w = 1 + gb(G, 2),
+                          .padding = gb(G, 2) ? SX_PAD_SAME : SX_PAD_VALID};
     return p;
 }
 
@@ -3007,8 +3010,10 @@ static void print_attr(FILE *o, int i, const dt_node *d, const dt_prog *p)
         F(true, "conv = (sx_conv2d_params){%d, %d, %s}", a->conv.stride_h, a->conv.stride_w,
           a->conv.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
     if (a->pool.kernel_h != 0)
-        F(true, "pool = (sx_pool2d_params){%d, %d, %d, %d, %s}", a->pool.kernel_h, a->pool.kernel_w,
-          a->pool.stride_h, a->pool.stride_w,
+        F(true,
+          "pool = (sx_pool2d_params){.kernel_h = %d, .kernel_w = %d, .stride_h = %d, .stride_w = "
+          "%d, .padding = %s}",
+          a->pool.kernel_h, a->pool.kernel_w, a->pool.stride_h, a->pool.stride_w,
           a->pool.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
 #undef F
 }

@@ -784,11 +784,28 @@ static const struct {
     shp x;
     sx_pool2d_params p;
 } pool_cases[] = {
-    {{4, {1, 4, 4, 2}}, {2, 2, 2, 2, SX_PAD_VALID}},
-    {{4, {2, 5, 5, 1}}, {3, 3, 1, 1, SX_PAD_SAME}}, /* overlapping windows */
-    {{4, {1, 5, 6, 3}}, {3, 2, 2, 1, SX_PAD_SAME}},
-    {{4, {2, 3, 4, 2}}, {3, 4, 1, 1, SX_PAD_VALID}}, /* global pooling */
-    {{4, {1, 7, 5, 1}}, {2, 2, 2, 2, SX_PAD_SAME}},  /* odd sizes, padding after */
+    {{4, {1, 4, 4, 2}},
+     {.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID}},
+    {{4, {2, 5, 5, 1}},
+     {.kernel_h = 3,
+      .kernel_w = 3,
+      .stride_h = 1,
+      .stride_w = 1,
+      .padding = SX_PAD_SAME}}, /* overlapping windows */
+    {{4, {1, 5, 6, 3}},
+     {.kernel_h = 3, .kernel_w = 2, .stride_h = 2, .stride_w = 1, .padding = SX_PAD_SAME}},
+    {{4, {2, 3, 4, 2}},
+     {.kernel_h = 3,
+      .kernel_w = 4,
+      .stride_h = 1,
+      .stride_w = 1,
+      .padding = SX_PAD_VALID}}, /* global pooling */
+    {{4, {1, 7, 5, 1}},
+     {.kernel_h = 2,
+      .kernel_w = 2,
+      .stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_SAME}}, /* odd sizes, padding after */
 };
 #define N_POOL 5
 

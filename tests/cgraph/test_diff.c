@@ -279,7 +279,11 @@ Test(cgraph_diff, bug_frozen_maxpool_relu_backward_same_input)
     rs.shape[3] = 2;
     int x = dt_op(p, SX_OP_RESHAPE, 1, &gt, &rs); /* (1,1,1,2) */
     sx_cg_attr at = sx_cg_attr_default();
-    at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_SAME}; /* one window: dy has x's shape */
+    at.pool = (sx_pool2d_params){.kernel_h = 1,
+                                 .kernel_w = 2,
+                                 .stride_h = 1,
+                                 .stride_w = 2,
+                                 .padding = SX_PAD_SAME}; /* one window: dy has x's shape */
     int y = dt_op(p, SX_OP_MAXPOOL2D_RELU_BACKWARD, 2, (int[]){x, x}, &at);
     sx_cg_attr am = sx_cg_attr_default();
     am.axes = SX_AXIS(2) | SX_AXIS(3);
@@ -301,7 +305,11 @@ Test(cgraph_diff, bug_frozen_maxpool_backward_same_input)
     rs.shape[3] = 2;
     int x = dt_op(p, SX_OP_RESHAPE, 1, &gt, &rs); /* (1,1,1,2) */
     sx_cg_attr at = sx_cg_attr_default();
-    at.pool = (sx_pool2d_params){1, 2, 1, 2, SX_PAD_SAME}; /* one window: dy has x's shape */
+    at.pool = (sx_pool2d_params){.kernel_h = 1,
+                                 .kernel_w = 2,
+                                 .stride_h = 1,
+                                 .stride_w = 2,
+                                 .padding = SX_PAD_SAME}; /* one window: dy has x's shape */
     int y = dt_op(p, SX_OP_MAXPOOL2D_BACKWARD, 2, (int[]){x, x}, &at);
     sx_cg_attr am = sx_cg_attr_default();
     am.axes = SX_AXIS(2) | SX_AXIS(3);

@@ -449,7 +449,16 @@ static sx_tensor *pool_relu_grad(sx_dtype dt, sx_pool2d_params pp, bool pass_on,
 
 Test(cgraph_opt, pool_relu_fuses_the_backward_pass_and_runs_it_in_place)
 {
-    sx_pool2d_params disjoint = {2, 2, 2, 2, SX_PAD_SAME}, overlap = {3, 3, 1, 1, SX_PAD_SAME};
+    sx_pool2d_params disjoint = {.kernel_h = 2,
+                                 .kernel_w = 2,
+                                 .stride_h = 2,
+                                 .stride_w = 2,
+                                 .padding = SX_PAD_SAME},
+                     overlap = {.kernel_h = 3,
+                                .kernel_w = 3,
+                                .stride_h = 1,
+                                .stride_w = 1,
+                                .padding = SX_PAD_SAME};
     for (int d = 0; d < 2; d++) {
         sx_dtype dt = d ? SX_F64 : SX_F32;
         size_t bytes = 2 * 7 * 6 * 5 * sx_dtype_size(dt);

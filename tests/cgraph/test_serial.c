@@ -278,7 +278,8 @@ static void cnn_build(cnn *m, sx_dtype dt)
     m->params[1] = param_rand(g, &r, "w2", dt, 2, ws, -0.3, 0.3);
     m->params[2] = param_rand(g, &r, "b2", dt, 1, bs, -0.1, 0.1);
     sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
-    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     int rng;
     cr_assert_eq(sx_cg_rng_new(g, 99, &rng), SX_OK);
     sx_cg_node *h = sx_cg_relu(g, sx_cg_conv2d(g, m->x, m->params[0], &cp));
@@ -796,7 +797,8 @@ static void rich_file(const char *path)
     sx_tensor_free(xv);
     sx_cg_node *k = param_rand(g, &r, "k", SX_F32, 4, ks, -1, 1);
     sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
-    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     int rng;
     cr_assert_eq(sx_cg_rng_new(g, 21, &rng), SX_OK);
     sx_cg_node *h = sx_cg_maxpool2d(g, sx_cg_relu(g, sx_cg_conv2d(g, x, k, &cp)), &pp);

@@ -223,7 +223,9 @@ Test(cgraph_shapes, conv_and_pool)
           3);
     SHAPE(sx_cg_conv2d_backward_kernel(g, x, V(g, 2, 4, 4, 8), &same2, DIMS(3, 3, 3, 8)), 3, 3, 3,
           8);
-    sx_pool2d_params p22 = {2, 2, 2, 2, SX_PAD_VALID}, p33 = {3, 3, 2, 2, SX_PAD_SAME};
+    sx_pool2d_params
+        p22 = {.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID},
+        p33 = {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_SAME};
     sx_cg_node *img = V(g, 1, 5, 5, 2);
     SHAPE(sx_cg_maxpool2d(g, img, &p22), 1, 2, 2, 2);
     SHAPE(sx_cg_avgpool2d(g, img, &p33), 1, 3, 3, 2);
@@ -308,7 +310,8 @@ Test(cgraph_shapes, rules_never_need_input_values)
 {
     sx_cg_graph *g = graph(SX_F32);
     sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
-    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *x = sx_cg_relu(g, V(g, 2, 4, 4, 3)), *k = sx_cg_neg(g, V(g, 3, 3, 3, 5));
     sx_cg_node *y = sx_cg_conv2d(g, x, k, &cp);
     SHAPE(y, 2, 4, 4, 5);
@@ -429,7 +432,8 @@ Test(cgraph_shapes, bad_rank)
 {
     sx_cg_graph *g = graph(SX_F32);
     sx_conv2d_params cp = {1, 1, SX_PAD_VALID};
-    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     FAILS(g, SX_E_RANK, sx_cg_transpose(g, V(g, 5)), "sx_cg_transpose:", "rank 1");
     FAILS(g, SX_E_RANK, sx_cg_matmul(g, V(g, 4), V(g, 4, 2), false, false), "sx_cg_matmul:");
     FAILS(g, SX_E_RANK, sx_cg_conv2d(g, V(g, 5, 5, 2), V(g, 3, 3, 2, 2), &cp),
@@ -504,8 +508,12 @@ Test(cgraph_shapes, conv_errors)
 Test(cgraph_shapes, pool_errors)
 {
     sx_cg_graph *g = graph(SX_F32);
-    sx_pool2d_params big = {3, 3, 1, 1, SX_PAD_VALID}, zero = {0, 2, 1, 1, SX_PAD_VALID};
-    sx_pool2d_params p22 = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params
+        big = {.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID},
+        zero = {
+            .kernel_h = 0, .kernel_w = 2, .stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
+    sx_pool2d_params p22 = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *x = V(g, 1, 2, 2, 1);
     FAILS(g, SX_E_SHAPE, sx_cg_maxpool2d(g, x, &big), "sx_cg_maxpool2d:", "VALID");
     FAILS(g, SX_E_SHAPE, sx_cg_avgpool2d(g, x, &big), "sx_cg_avgpool2d:", "(1,2,2,1)");
@@ -721,7 +729,8 @@ Test(cgraph_shapes, null_inputs_propagate)
     sx_cg_node *N = NULL;
     sx_slice sl[2] = {SX_SLICE_ALL, SX_SLICE_ALL};
     sx_conv2d_params cp = {1, 1, SX_PAD_VALID};
-    sx_pool2d_params pp = {1, 1, 1, 1, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 1, .kernel_w = 1, .stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
     int id;
     cr_assert_eq(sx_cg_rng_new(g, 1, &id), SX_OK);
     (void)sx_cg_add(g, x, V(g, 3)); /* the first error */

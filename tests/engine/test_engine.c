@@ -18,13 +18,6 @@ static void sleep_us(long us)
     nanosleep(&ts, NULL);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A short busy loop (the engine must not care how long an operation takes). */
 static void spin(int n)
 {
@@ -264,8 +257,8 @@ static sx_status meet_run(void *arg)
 {
     struct meet *m = arg;
     atomic_fetch_add(&m->entered, 1);
-    double t0 = now();
-    while (atomic_load(&m->entered) < 2 && now() - t0 < 5.0)
+    double t0 = sx_seconds();
+    while (atomic_load(&m->entered) < 2 && sx_seconds() - t0 < 5.0)
         sleep_us(100);
     if (atomic_load(&m->entered) >= 2)
         atomic_fetch_add(&m->met, 1);
