@@ -1626,7 +1626,8 @@ static void renamed_graph(sx_cg_graph *g, sx_cg_node **outs)
     const int64_t xs[4] = {1, 4, 4, 2}, ks[4] = {3, 3, 2, 3}, ys[4] = {1, 4, 4, 3},
                   ps[4] = {1, 2, 2, 2}, ls[2] = {3, 4};
     sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
-    sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
+    sx_pool2d_params pp = {
+        .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *x = cst(g, 4, xs, 1), *k = cst(g, 4, ks, 0.5), *dy = cst(g, 4, ys, 2);
     sx_cg_node *dp = cst(g, 4, ps, 1.5), *l = cst(g, 2, ls, 1), *t = cst(g, 2, ls, 0.25);
     sx_cg_node *dl = cst(g, 1, ls, 1);
