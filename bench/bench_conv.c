@@ -91,7 +91,7 @@ int main(int argc, char **argv)
         reps = MAX_REPS;
     CHECK(sx_threads_set(nthreads));
 
-    const sx_conv2d_params p = {stride, stride, pad};
+    const sx_conv2d_params p = {.stride_h = stride, .stride_w = stride, .padding = pad};
     sx_tensor *x = NULL, *k = NULL, *y = NULL, *dy = NULL, *dx = NULL, *dk = NULL;
     sx_tensor *y2 = NULL, *dx2 = NULL, *dk2 = NULL;
     int64_t ys[4];

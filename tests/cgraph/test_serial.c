@@ -277,7 +277,7 @@ static void cnn_build(cnn *m, sx_dtype dt)
     m->params[0] = param_rand(g, &r, "k1", dt, 4, ks, -0.5, 0.5);
     m->params[1] = param_rand(g, &r, "w2", dt, 2, ws, -0.3, 0.3);
     m->params[2] = param_rand(g, &r, "b2", dt, 1, bs, -0.1, 0.1);
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
     int rng;
     cr_assert_eq(sx_cg_rng_new(g, 99, &rng), SX_OK);
@@ -795,7 +795,7 @@ static void rich_file(const char *path)
     sx_cg_node *x = sx_cg_const(g, xv);
     sx_tensor_free(xv);
     sx_cg_node *k = param_rand(g, &r, "k", SX_F32, 4, ks, -1, 1);
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {2, 2, 2, 2, SX_PAD_VALID};
     int rng;
     cr_assert_eq(sx_cg_rng_new(g, 21, &rng), SX_OK);
