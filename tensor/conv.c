@@ -10,7 +10,9 @@
  * channels: 2.8 and 4 times fewer multiplies, on the same padded bands (below). The GEMM path
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
- * CPUs, strided backward-input, very large kdim). */
+ * CPUs, strided backward-input, very large kdim). These serve the original parameter set (one
+ * group, no dilation, VALID or SAME_UPPER); every public function hands other parameters to
+ * tensor/conv_general.c before touching them (which sends the geometries computed here back). */
 #include "conv_impl.h"
 #include "tensor_impl.h"
 

@@ -523,9 +523,9 @@ sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv
  *   SAME_UPPER / SAME_LOWER (ONNX auto_pad): oh = h*sh, total padding
  *               P = (h-1)*sh + K + op - oh (P < 0 is SX_E_SHAPE; use EXPLICIT), pad_top = P/2
  *               (SAME_UPPER) or P - P/2 (SAME_LOWER).
- * oh < 1 is SX_E_SHAPE. Errors: as sx_conv2d_shape (groups dividing c_in and c_out, k's axis 2
- * = c_out / groups and axis 3 = c_in), but output_padding may be nonzero: negative, or not
- * below the stride nor the dilation, is SX_E_ARG. */
+ * oh < 1 is SX_E_SHAPE. Errors: as sx_conv2d_shape (SX_E_SHAPE: groups not dividing c_in, k's
+ * axis 3 not c_in; c_out is k's axis 2 times groups), but output_padding may be nonzero:
+ * negative, or not below the stride nor the dilation, is SX_E_ARG. */
 sx_status sx_conv_transpose2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
                                     const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
 /* Scratch for the three transposed kernels (x (n,h,w,c_in), k as above): that of the conv2d
