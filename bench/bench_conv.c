@@ -6,9 +6,14 @@
  * direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
  * sqrt(sum (a - b)^2 / sum b^2). The 3x3 shapes of F(4x4, 3x3)'s tuning:
  * --x 32,32,32,64 --k 3,3,64,64 and --x 100,14,14,32 --k 3,3,32,64.
+ * The parameters of issue 17 (tensor/conv_general.c): --dilation D, --groups G (k's axis 2 is
+ * then c/G; depthwise: --groups c --k kh,kw,1,c), --same-lower, --pads t,b,l,r (EXPLICIT), and
+ * --transposed (x is the transposed convolution's input, k (kh,kw,c_out/G,c_in)) with
+ * --output-padding h,w. Without them the original kernels of tensor/conv.c run, as before.
  *
- *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid]
- *                [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]
+ *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid] [--same-lower]
+ *                [--pads t,b,l,r] [--dilation D] [--groups G] [--transposed]
+ *                [--output-padding h,w] [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]
  *
  */
 #include "sx_tensor.h"
@@ -47,9 +52,25 @@ static bool parse4(const char *s, int64_t v[4])
     return true;
 }
 
+/* Kernel kd (0 forward, 1 backward-input, 2 backward-kernel) of conv2d or the transposed
+ * convolution, into y, dx or dk. */
+static sx_status run_kernel(int kd, bool transposed, const sx_tensor *x, const sx_tensor *k,
+                            const sx_tensor *dy, const sx_conv2d_params *p, void *ws, size_t wsb,
+                            sx_tensor *y, sx_tensor *dx, sx_tensor *dk)
+{
+    if (transposed)
+        return kd == 0   ? sx_tensor_conv_transpose2d_out(x, k, p, ws, wsb, y)
+               : kd == 1 ? sx_tensor_conv_transpose2d_backward_input_out(k, dy, p, ws, wsb, dx)
+                         : sx_tensor_conv_transpose2d_backward_kernel_out(x, dy, p, ws, wsb, dk);
+    return kd == 0   ? sx_tensor_conv2d_out(x, k, p, ws, wsb, y)
+           : kd == 1 ? sx_tensor_conv2d_backward_input_out(k, dy, p, ws, wsb, dx)
+                     : sx_tensor_conv2d_backward_kernel_out(x, dy, p, ws, wsb, dk);
+}
+
 int main(int argc, char **argv)
 {
-    int nthreads = 1, reps = 21, stride = 1;
+    int nthreads = 1, reps = 21, stride = 1, dilation = 1, groups = 1, pads[4] = {0}, op[2] = {0};
+    bool transposed = false;
     sx_dtype dt = SX_F32;
     sx_padding pad = SX_PAD_SAME;
     int64_t xs[4] = {100, 14, 14, 32}, ks[4] = {5, 5, 32, 64};
@@ -66,6 +87,20 @@ int main(int argc, char **argv)
             dt = SX_F64;
         else if (!strcmp(a, "--valid"))
             pad = SX_PAD_VALID;
+        else if (!strcmp(a, "--same-lower"))
+            pad = SX_PAD_SAME_LOWER;
+        else if (!strcmp(a, "--pads") && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%d,%d,%d,%d", &pads[0], &pads[1], &pads[2], &pads[3]) == 4)
+            pad = SX_PAD_EXPLICIT, i++;
+        else if (!strcmp(a, "--dilation") && i + 1 < argc)
+            dilation = atoi(argv[++i]);
+        else if (!strcmp(a, "--groups") && i + 1 < argc)
+            groups = atoi(argv[++i]);
+        else if (!strcmp(a, "--transposed"))
+            transposed = true;
+        else if (!strcmp(a, "--output-padding") && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%d,%d", &op[0], &op[1]) == 2)
+            i++;
         else if (!strcmp(a, "--x") && i + 1 < argc && parse4(argv[i + 1], xs))
             i++;
         else if (!strcmp(a, "--k") && i + 1 < argc && parse4(argv[i + 1], ks))
@@ -79,7 +114,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid] "
-                    "[--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]\n");
+                    "[--same-lower] [--pads t,b,l,r] [--dilation D] [--groups G] [--transposed] "
+                    "[--output-padding h,w] [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]\n");
             return 2;
         }
     }
@@ -91,13 +127,22 @@ int main(int argc, char **argv)
         reps = MAX_REPS;
     CHECK(sx_threads_set(nthreads));
 
-    const sx_conv2d_params p = {stride, stride, pad};
+    sx_conv2d_params p = sx_conv2d_params_default();
+    p.stride_h = p.stride_w = stride;
+    p.padding = pad;
+    p.pad_top = pads[0], p.pad_bottom = pads[1], p.pad_left = pads[2], p.pad_right = pads[3];
+    p.dilation_h = p.dilation_w = dilation;
+    p.groups = groups;
+    p.output_padding_h = op[0], p.output_padding_w = op[1];
     sx_tensor *x = NULL, *k = NULL, *y = NULL, *dy = NULL, *dx = NULL, *dk = NULL;
     sx_tensor *y2 = NULL, *dx2 = NULL, *dk2 = NULL;
     int64_t ys[4];
     CHECK(sx_tensor_new(dt, 4, xs, &x));
     CHECK(sx_tensor_new(dt, 4, ks, &k));
-    CHECK(sx_conv2d_shape("bench_conv", x, k, &p, ys));
+    if (transposed)
+        CHECK(sx_conv_transpose2d_shape("bench_conv", x, k, &p, ys));
+    else
+        CHECK(sx_conv2d_shape("bench_conv", x, k, &p, ys));
     CHECK(sx_tensor_new(dt, 4, ys, &y));
     CHECK(sx_tensor_new(dt, 4, ys, &dy));
     CHECK(sx_tensor_new(dt, 4, xs, &dx));
@@ -110,19 +155,29 @@ int main(int argc, char **argv)
     CHECK(sx_tensor_rand_normal(x, &rng, 0, 1));
     CHECK(sx_tensor_rand_normal(k, &rng, 0, 0.1));
     CHECK(sx_tensor_rand_normal(dy, &rng, 0, 1));
-    size_t ws_bytes = sx_conv2d_workspace(xs, ks, &p);
-    size_t ws_min = sx_conv2d_workspace_min(xs, ks, &p);
+    size_t ws_bytes =
+        transposed ? sx_conv_transpose2d_workspace(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
+    size_t ws_min = transposed ? sx_conv_transpose2d_workspace_min(xs, ks, &p)
+                               : sx_conv2d_workspace_min(xs, ks, &p);
     void *ws = malloc(ws_bytes ? ws_bytes : 1);
     if (ws == NULL)
         return 1;
+    /* multiply-adds: per conv2d output element (transposed: per input element) kh * kw * k's
+     * axis 2 */
+    const int64_t *big = transposed ? xs : ys;
     const double gflop =
-        2e-9 * (double)(ys[0] * ys[1] * ys[2] * ys[3]) * (double)(ks[0] * ks[1] * ks[2]);
+        2e-9 * (double)(big[0] * big[1] * big[2] * big[3]) * (double)(ks[0] * ks[1] * ks[2]);
     printf("x (%lld,%lld,%lld,%lld) k (%lld,%lld,%lld,%lld) stride %d %s %s, %d thread(s), "
            "workspace %.2f MB, %.3f GFLOP per kernel, %d reps\n",
            (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ks[0],
            (long long)ks[1], (long long)ks[2], (long long)ks[3], stride,
-           pad == SX_PAD_SAME ? "SAME" : "VALID", sx_dtype_name(dt), nthreads,
-           (double)ws_bytes / 1048576.0, gflop, reps);
+           pad == SX_PAD_SAME         ? "SAME"
+           : pad == SX_PAD_VALID      ? "VALID"
+           : pad == SX_PAD_SAME_LOWER ? "SAME_LOWER"
+                                      : "EXPLICIT",
+           sx_dtype_name(dt), nthreads, (double)ws_bytes / 1048576.0, gflop, reps);
+    if (dilation != 1 || groups != 1 || transposed)
+        printf("dilation %d, groups %d%s\n", dilation, groups, transposed ? ", transposed" : "");
     printf("%-6s %10s %10s %10s %10s %10s %10s\n", "kernel", "cpu med", "cpu min", "wall med",
            "wall min", "GFLOP/s", "rms err");
     static const char *const names[3] = {"fwd", "bwdi", "bwdk"};
@@ -132,12 +187,7 @@ int main(int argc, char **argv)
             continue;
         for (int r = -2; r < reps; r++) {
             double c0 = clock_of(CLOCK_THREAD_CPUTIME_ID), w0 = clock_of(CLOCK_MONOTONIC);
-            if (kd == 0)
-                CHECK(sx_tensor_conv2d_out(x, k, &p, ws, ws_bytes, y));
-            else if (kd == 1)
-                CHECK(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, ws_bytes, dx));
-            else
-                CHECK(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, ws_bytes, dk));
+            CHECK(run_kernel(kd, transposed, x, k, dy, &p, ws, ws_bytes, y, dx, dk));
             double c1 = clock_of(CLOCK_THREAD_CPUTIME_ID), w1 = clock_of(CLOCK_MONOTONIC);
             if (r >= 0) {
                 cpu[r] = (c1 - c0) * 1e3;
@@ -145,12 +195,7 @@ int main(int argc, char **argv)
             }
         }
         sx_tensor *a = kd == 0 ? y : kd == 1 ? dx : dk, *b = kd == 0 ? y2 : kd == 1 ? dx2 : dk2;
-        if (kd == 0)
-            CHECK(sx_tensor_conv2d_out(x, k, &p, ws, ws_min, b));
-        else if (kd == 1)
-            CHECK(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, ws_min, b));
-        else
-            CHECK(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, ws_min, b));
+        CHECK(run_kernel(kd, transposed, x, k, dy, &p, ws, ws_min, y2, dx2, dk2));
         double num = 0, den = 0;
         for (int64_t i = 0; i < a->size; i++) {
             double u = sx_tensor_get(a, i), v = sx_tensor_get(b, i);

@@ -67,7 +67,7 @@ static void build(net *m, int64_t n, uint64_t seed)
         param(g, "fc2_w", &rng, 2, w2s, 0.07), param(g, "fc2_b", &rng, 1, b2s, 0.01),
     };
 
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *h = NODE(sx_cg_div(g, m->x, NODE(sx_cg_scalar(g, 256.0))));

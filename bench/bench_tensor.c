@@ -389,7 +389,7 @@ static void bench_conv(int reps, const int *tlist, int n_t)
         int64_t x[4], k[4];
     } cases[] = {{"c1", {100, 28, 28, 1}, {5, 5, 1, 32}},
                  {"c2", {100, 14, 14, 32}, {5, 5, 32, 64}}};
-    const sx_conv2d_params p = {1, 1, SX_PAD_SAME};
+    const sx_conv2d_params p = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     if (!raw) {
         printf("\nconv2d SAME stride 1, f32, NHWC x [kh,kw,in,out] kernel: ms per call, median "
                "of %d runs\n",

@@ -73,6 +73,7 @@ typedef struct reader {
     size_t left;
     const char *path;
     char tag[5];
+    uint32_t version; /* the file's format version */
 } reader;
 
 /* crc32(crc, p, n) with zlib's conventions: start from 0, chain calls. */

@@ -5,7 +5,8 @@
  * first, then every field, then every node is rebuilt through sx_cg_op_new so that the op
  * table's shape rules judge it exactly as they judge a node built by hand.
  *
- * The format, version 1. Integers are unsigned little-endian (u8, u16, u32, u64) or two's
+ * The format, version 2 (version 1, without the conv2 and pool2 fields below, still loads).
+ * Integers are unsigned little-endian (u8, u16, u32, u64) or two's
  * complement little-endian (i16, i32, i64); f32/f64 are IEEE-754 bit patterns, little-endian.
  * A string is a u32 byte count followed by that many bytes (UTF-8 by convention, no NUL byte,
  * no terminator). A shape is a u8 rank (0..8) followed by rank u64 dims (each < 2^63; the
@@ -13,7 +14,7 @@
  * Values are row-major, 4 (f32) or 8 (f64) bytes each.
  *
  *   file    = header section* trailer
- *   header  = "STRIXMDL" (8 bytes)  u32 version (= 1)  u32 flags (= 0; unknown bits are refused)
+ *   header  = "STRIXMDL" (8 bytes)  u32 version (= 2)  u32 flags (= 0; unknown bits are refused)
  *   section = tag (4 printable ASCII bytes)  u64 length  payload (length bytes)
  *   trailer = "END "  u64 8  u32 CRC-32  4 zero bytes
  * The CRC-32 (zlib's crc32: polynomial 0xEDB88320, reflected, initial and final xor 0xFFFFFFFF)
@@ -41,13 +42,19 @@
  *                           conv: i32 stride_h, i32 stride_w, i32 padding (0 VALID, 1 SAME),
  *                           pool: i32 kernel_h, i32 kernel_w, i32 stride_h, i32 stride_w,
  *                                 i32 padding,
+ *                           (version 2 on) conv2: i32 pad_top, pad_bottom, pad_left,
+ *                                 pad_right, dilation_h, dilation_w, groups,
+ *                                 output_padding_h, output_padding_w; pool2: i32 pad_top,
+ *                                 pad_bottom, pad_left, pad_right, dilation_h, dilation_w,
+ *                                 ceil_mode, count_include_pad (paddings 0 VALID, 1 SAME =
+ *                                 SAME_UPPER, 2 SAME_LOWER, 3 EXPLICIT),
  *                           i32 rng_id, 6 x f64 coef,
  *                           prog: i32 n (0..16), then n instructions, each: u8 kind (0 map,
  *                                 1 binary, 2 fma, 3 where), string op (the map or binary
  *                                 op's name, sx_map_name / sx_binary_name; empty for fma and
  *                                 where), i16 a, i16 b, i16 c, f64 alpha; instructions past
  *                                 n are zero
- *                         (503 bytes when n = 0; leaves have all-zero attributes)
+ *                         (571 bytes when n = 0; leaves have all-zero attributes)
  *       values            for "const" and "param" only: the node's value (so a model file is
  *                         self-contained); an "input" stores nothing more
  *     u32 M (>= 1)        outputs, then M x (u64 node index, string name (non-empty,
@@ -74,7 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 /* The least bytes a node can take: op name of one byte, rank 0, empty name, no input,
  * attributes without a fused program (503 bytes). */
 #define NODE_MIN_BYTES (4u + 1u + 1u + 1u + 4u + 4u + 503u)
@@ -86,9 +93,7 @@ static const char magic[8] = {'S', 'T', 'R', 'I', 'X', 'M', 'D', 'L'};
 /* The attribute encoding below lists every field of sx_cg_attr. A new field must be added to
  * put_attr/get_attr (and the format version bumped); this catches most additions. */
 #if defined(__x86_64__) || defined(__aarch64__)
-/* 800: sx_pool2d_params's pads, dilations and flags (issue 17) are not encoded yet; the graph-level
- * pooling work adds them with a version bump. */
-_Static_assert(sizeof(sx_cg_attr) == 800, "sx_cg_attr changed: update the attribute encoding "
+_Static_assert(sizeof(sx_cg_attr) == 832, "sx_cg_attr changed: update the attribute encoding "
                                           "of serial.c and bump FORMAT_VERSION");
 #endif
 
@@ -131,6 +136,17 @@ static void put_attr(writer *w, const sx_cg_attr *a)
     cg_put_i32(w, a->pool.stride_h);
     cg_put_i32(w, a->pool.stride_w);
     cg_put_i32(w, (int)a->pool.padding);
+    const sx_conv2d_params *c = &a->conv;
+    const int conv2[] = {c->pad_top,   c->pad_bottom,       c->pad_left,
+                         c->pad_right, c->dilation_h,       c->dilation_w,
+                         c->groups,    c->output_padding_h, c->output_padding_w};
+    const sx_pool2d_params *q = &a->pool;
+    const int pool2[] = {q->pad_top,    q->pad_bottom, q->pad_left,  q->pad_right,
+                         q->dilation_h, q->dilation_w, q->ceil_mode, q->count_include_pad};
+    for (size_t i = 0; i < sizeof conv2 / sizeof conv2[0]; i++)
+        cg_put_i32(w, conv2[i]);
+    for (size_t i = 0; i < sizeof pool2 / sizeof pool2[0]; i++)
+        cg_put_i32(w, pool2[i]);
     cg_put_i32(w, a->rng_id);
     for (int i = 0; i < 6; i++)
         cg_put_f64(w, a->coef[i]);
@@ -708,9 +724,28 @@ static sx_status rd_padding(reader *r, const char *what, sx_padding *p)
 {
     int v;
     SX_TRY(cg_rd_i32(r, &v));
-    if (v != SX_PAD_VALID && v != SX_PAD_SAME)
-        return cg_rd_bad(r, "%s padding %d is neither VALID (0) nor SAME (1)", what, v);
+    if (v < SX_PAD_VALID || v > SX_PAD_EXPLICIT || (r->version < 2 && v > SX_PAD_SAME))
+        return cg_rd_bad(r, "%s padding %d is not a padding mode of format %u", what, v,
+                         r->version);
     *p = (sx_padding)v;
+    return SX_OK;
+}
+
+/* Format 2's convolution and pooling fields (pads, dilations, groups, output padding, the
+ * pooling flags); their ranges are judged by the ops' shape rules when the node is rebuilt. */
+static sx_status get_window_attr(reader *r, sx_cg_attr *a)
+{
+    sx_conv2d_params *c = &a->conv;
+    int *conv2[] = {&c->pad_top,   &c->pad_bottom,       &c->pad_left,
+                    &c->pad_right, &c->dilation_h,       &c->dilation_w,
+                    &c->groups,    &c->output_padding_h, &c->output_padding_w};
+    sx_pool2d_params *q = &a->pool;
+    int *pool2[] = {&q->pad_top,    &q->pad_bottom, &q->pad_left,  &q->pad_right,
+                    &q->dilation_h, &q->dilation_w, &q->ceil_mode, &q->count_include_pad};
+    for (size_t i = 0; i < sizeof conv2 / sizeof conv2[0]; i++)
+        SX_TRY(cg_rd_i32(r, conv2[i]));
+    for (size_t i = 0; i < sizeof pool2 / sizeof pool2[0]; i++)
+        SX_TRY(cg_rd_i32(r, pool2[i]));
     return SX_OK;
 }
 
@@ -787,6 +822,8 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
     SX_TRY(cg_rd_i32(r, &a->pool.stride_h));
     SX_TRY(cg_rd_i32(r, &a->pool.stride_w));
     SX_TRY(rd_padding(r, "pool", &a->pool.padding));
+    if (r->version >= 2)
+        SX_TRY(get_window_attr(r, a));
     SX_TRY(cg_rd_i32(r, &a->rng_id));
     for (int i = 0; i < 6; i++)
         SX_TRY(cg_rd_f64(r, &a->coef[i]));
@@ -1095,7 +1132,7 @@ static sx_status parse_file(sx_cg_file *f, size_t size)
     for (int k = 0; k < SEC_COUNT; k++) {
         if (sec[k] == NULL)
             continue;
-        reader r = {sec[k], (size_t)sec_len[k], path, {0}};
+        reader r = {sec[k], (size_t)sec_len[k], path, {0}, version};
         memcpy(r.tag, sec_tags[k], 5);
         SX_TRY(sec_parse[k](f, &r));
         if (r.left != 0)

@@ -10,7 +10,10 @@
  * channels: 2.8 and 4 times fewer multiplies, on the same padded bands (below). The GEMM path
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
- * CPUs, strided backward-input, very large kdim). */
+ * CPUs, strided backward-input, very large kdim). These serve the original parameter set (one
+ * group, no dilation, VALID or SAME_UPPER); every public function hands other parameters to
+ * tensor/conv_general.c before touching them (which sends the geometries computed here back). */
+#include "conv_impl.h"
 #include "tensor_impl.h"
 
 #include <limits.h>
@@ -591,12 +594,16 @@ static size_t ws_query(const int64_t *xs, const int64_t *ks, const sx_conv2d_par
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p)
 {
+    if (!sx__conv_legacy(p))
+        return sx__conv2d_general_workspace(x_shape, k_shape, p, true);
     return ws_query(x_shape, k_shape, p, true);
 }
 
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
                                const sx_conv2d_params *p)
 {
+    if (!sx__conv_legacy(p))
+        return sx__conv2d_general_workspace(x_shape, k_shape, p, false);
     return ws_query(x_shape, k_shape, p, false);
 }
 
@@ -629,6 +636,8 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
 {
     if (who == NULL)
         who = "sx_conv2d_shape";
+    if (!sx__conv_legacy(p))
+        return sx__conv2d_general_shape(who, x, k, p, out_shape);
     if (out_shape == NULL)
         return sx_error(SX_E_ARG, "%s: out_shape is NULL", who);
     SX_TRY(check_rank4_desc(who, "x", x)); /* shapes only: data may be absent */
@@ -878,6 +887,8 @@ sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_
                                void *ws, size_t ws_bytes, sx_tensor *y)
 {
     const char *who = "sx_tensor_conv2d_out";
+    if (!sx__conv_legacy(p)) /* dilated, grouped or other paddings: conv_general.c */
+        return sx__conv2d_general_forward(x, k, p, ws, ws_bytes, y);
     SX_TRY(check_rank4(who, "x", x));
     SX_TRY(check_rank4(who, "k", k));
     SX_TRY(sx__check_same_dtype(who, x, k));
@@ -924,6 +935,8 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
                                               sx_tensor *dx)
 {
     const char *who = "sx_tensor_conv2d_backward_input_out";
+    if (!sx__conv_legacy(p))
+        return sx__conv2d_general_backward_input(k, dy, p, ws, ws_bytes, dx);
     SX_TRY(check_rank4(who, "k", k));
     SX_TRY(check_rank4(who, "dy", dy));
     SX_TRY(check_rank4(who, "dx", dx));
@@ -957,6 +970,8 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
                                                sx_tensor *dk)
 {
     const char *who = "sx_tensor_conv2d_backward_kernel_out";
+    if (!sx__conv_legacy(p))
+        return sx__conv2d_general_backward_kernel(x, dy, p, ws, ws_bytes, dk);
     SX_TRY(check_rank4(who, "x", x));
     SX_TRY(check_rank4(who, "dy", dy));
     SX_TRY(check_rank4(who, "dk", dk));

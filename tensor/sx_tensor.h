@@ -424,45 +424,137 @@ typedef enum {
 } sx_padding;
 
 /* 2-d convolution (cross-correlation, as in every DL framework) of an NHWC input x (n,h,w,c)
- * with a kernel k (kh,kw,c,f) giving y (n,oh,ow,f). VALID: oh = (h - kh) / sh + 1; SAME:
- * oh = ceil(h / sh), with the padding split as TensorFlow does (the extra one after). */
+ * with a kernel k (kh,kw,c/groups,f) giving y (n,oh,ow,f):
+ *   y[b,oy,ox,j] = sum over ky, kx, ci of x[b, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw,
+ *                  (j / (f/groups)) * (c/groups) + ci] * k[ky,kx,ci,j]
+ * (taps that fall into the padding read 0). Filter j belongs to group j / (f/groups), which
+ * reads the input channels of its group: groups = 1 is a dense convolution, groups = c a
+ * depthwise one (with f = c * multiplier). PyTorch's Conv2d weight (f, c/groups, kh, kw) is
+ * this kernel permuted by (2, 3, 1, 0); ONNX Conv's W likewise.
+ * Sizes, with the dilated window K = dh*(kh-1) + 1 (and likewise for the columns):
+ *   VALID:      oh = (h - K) / sh + 1 (floor), pads 0; K > h is SX_E_SHAPE.
+ *   SAME_UPPER (SX_PAD_SAME, TensorFlow's SAME, ONNX's auto_pad SAME_UPPER) and SAME_LOWER:
+ *               oh = ceil(h / sh); total padding P = max((oh-1)*sh + K - h, 0);
+ *               SAME_UPPER: pt = P / 2 (the odd cell after, at the bottom/right);
+ *               SAME_LOWER: pt = P - P / 2 (the odd cell before, at the top/left).
+ *   EXPLICIT:   oh = (h + pad_top + pad_bottom - K) / sh + 1 (floor), pt = pad_top (as PyTorch's
+ *               padding=(ph, pw) with pad_top = pad_bottom = ph, or ONNX's pads); the padded
+ *               height h + pad_top + pad_bottom < K is SX_E_SHAPE.
+ * The struct is open: start from sx_conv2d_params_default() and set fields, or use designated
+ * initialisers; every field left 0 keeps the meaning it had before the field existed (a
+ * dilation or groups of 0 reads as 1), so `{sh, sw, SX_PAD_SAME}` still means what it did.
+ * The values are stored in graphs and saved models. */
 typedef struct sx_conv2d_params {
     int stride_h, stride_w; /* >= 1 */
-    sx_padding padding;
+    sx_padding padding;     /* VALID, SAME(_UPPER), SAME_LOWER or EXPLICIT */
+    /* EXPLICIT only (ignored by the other modes): zero rows above / below x, zero columns to
+     * its left / right; >= 0. */
+    int pad_top, pad_bottom, pad_left, pad_right;
+    int dilation_h, dilation_w; /* >= 1 (0 reads as 1): tap ky reads row oy*sh - pt + ky*dh */
+    int groups;                 /* >= 1 (0 reads as 1); divides c and f */
+    /* Transposed convolution only (conv2d requires 0): extra rows / columns at the bottom /
+     * right of the transposed output; >= 0 and smaller than the stride or the dilation of its
+     * axis (PyTorch's rule). */
+    int output_padding_h, output_padding_w;
 } sx_conv2d_params;
 
+/* Stride 1, VALID, no dilation, one group, no output padding. */
+sx_conv2d_params sx_conv2d_params_default(void);
+
+/* The shape of y. Errors (who names the caller in the message; NULL: "sx_conv2d_shape"):
+ * SX_E_ARG: NULL p or out_shape; stride < 1; dilation or groups < 0; an unknown padding; a
+ * negative pad_* with EXPLICIT; a nonzero output_padding. SX_E_RANK: x or k not of rank 4.
+ * SX_E_SHAPE: groups not dividing c or f; k's channels (its axis 2) not c / groups; an empty
+ * window (kh or kw = 0); the dilated window larger than the padded input (VALID, EXPLICIT).
+ * SX_E_UNSUPPORTED: a dimension above INT_MAX. The kernels below report the same errors. */
 sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
                           const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
-/* Scratch bytes the three conv kernels use for their fastest plan: one cache-sized unit of work
- * per processor (at most 16) - an im2col block of whole images or of a band of rows, or a
- * zero-padded band of the image for the direct and Winograd (AVX-512) kernels - plus, for
- * backward-kernel, up to 8 partial sums of dk (at most 4 MB, or two), and for Winograd's
- * F(2x2, 5x5) and F(4x4, 3x3) (5x5 and 3x3 kernels at stride 1 with enough channels) the
- * transformed kernel (36 * c * f elements). Any workspace of at least sx_conv2d_workspace_min
- * bytes works: a smaller one runs smaller units, fewer at once, fewer partial sums, or the
- * direct kernels instead of Winograd. The sizes are valid for both dtypes and all three kernels
- * (the workspace may be unaligned). Results never depend on the thread count; they may round
- * differently for different workspace sizes (Winograd rounds up to a few times more than the
- * direct sums, relative to the largest terms of a tile) and between CPUs (direct, Winograd or
- * GEMM). */
+/* Scratch bytes the three conv kernels use for their fastest plan, and the least they accept
+ * (0 for invalid shapes or parameters). Which implementation runs:
+ * - Dense (groups 1), undilated, and a padding whose geometry (oh, ow, pt, pl) is that of VALID
+ *   or SAME_UPPER (any such EXPLICIT or SAME_LOWER too): the dense kernels, as follows. The
+ *   workspace holds one cache-sized unit of work per processor (at most 16) - an im2col block
+ *   of whole images or of a band of rows, or a zero-padded band of the image for the direct
+ *   and Winograd (AVX-512) kernels - plus, for backward-kernel, up to 8 partial sums of dk (at
+ *   most 4 MB, or two), and for Winograd's F(2x2, 5x5) and F(4x4, 3x3) (5x5 and 3x3 kernels at
+ *   stride 1 with enough channels) the transformed kernel (36 * c * f elements). A smaller
+ *   workspace runs smaller units, fewer at once, fewer partial sums, or the direct kernels
+ *   instead of Winograd. A 1x1 kernel at stride 1 without padding (or a window covering the
+ *   whole unpadded image) is one GEMM over x and needs no workspace.
+ * - Depthwise (groups = c, any multiplier f / c, stride, dilation and padding): its own
+ *   kernels, vectorised over the channels (NHWC keeps them contiguous); no workspace.
+ * - Grouped 1x1 kernels at stride 1 without padding: one GEMM per group on x itself; no
+ *   workspace.
+ * - Everything else (dilated, grouped, other paddings): per group, the im2col block of a band
+ *   of output rows (one row of ow * kh * kw * c/groups elements at least, about 768 KB at
+ *   most) and a GEMM.
+ * The sizes are valid for both dtypes and all three kernels (the workspace may be unaligned).
+ * Results never depend on the thread count; they may round differently for different
+ * workspace sizes (Winograd rounds up to a few times more than the direct sums, relative to
+ * the largest terms of a tile; backward-kernel's sums are cut where its bands end) and
+ * between CPUs (direct, Winograd or GEMM). */
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p);
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
                                const sx_conv2d_params *p);
-/* y = conv2d(x, k). ws/ws_bytes: scratch memory (SX_E_ARG if below the minimum). */
+/* y = conv2d(x, k). ws/ws_bytes: scratch memory. Errors: those of sx_conv2d_shape; SX_E_DTYPE
+ * (inputs or output of another dtype); SX_E_SHAPE (y not of the shape above); SX_E_ARG (a NULL
+ * tensor, a workspace below the minimum or NULL, y or the workspace overlapping an input or
+ * each other); y is unchanged on error. */
 sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
                                void *ws, size_t ws_bytes, sx_tensor *y) SX_NODISCARD;
-/* dx = dL/dx given dy = dL/dy and the kernel; dx's shape is x's. */
+/* dx = dL/dx given dy = dL/dy (n,oh,ow,f) and the kernel; dx's shape is x's (it determines the
+ * geometry). Errors as above, and SX_E_SHAPE for dy not of conv2d's output shape. */
 sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tensor *dy,
                                               const sx_conv2d_params *p, void *ws, size_t ws_bytes,
                                               sx_tensor *dx) SX_NODISCARD;
-/* dk = dL/dk given x and dy; dk's shape is k's. */
+/* dk = dL/dk given x and dy; dk's shape is k's. Errors as for backward-input. */
 sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tensor *dy,
                                                const sx_conv2d_params *p, void *ws, size_t ws_bytes,
                                                sx_tensor *dk) SX_NODISCARD;
 /* Allocating form of the forward pass (allocates its own workspace). */
 sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
                            sx_tensor **y) SX_NODISCARD;
+
+/* 2-d transposed convolution ("deconvolution"; PyTorch's ConvTranspose2d, ONNX ConvTranspose)
+ * of x (n,h,w,c_in) with a kernel k (kh,kw,c_out/groups,c_in) giving y (n,oh,ow,c_out): the
+ * adjoint of conv2d. It is conv2d's backward-input for a conv2d from y to x with the same
+ * kernel and parameters: each x pixel scatters x[b,iy,ix,:] @ k[ky,kx]^T into y at row
+ * iy*sh - pt + ky*dh (and likewise for the columns), dropping what falls into the padding.
+ * Kernel layout: PyTorch's and ONNX's weight (c_in, c_out/groups, kh, kw) permuted by
+ * (2, 3, 1, 0), i.e. k[ky,kx,co,ci] = W[ci,co,ky,kx]; input channel ci belongs to group
+ * ci / (c_in/groups), whose outputs are the channels g*(c_out/groups) + co.
+ * Sizes (PyTorch / ONNX), K = dh*(kh-1) + 1, op = output_padding_h:
+ *   VALID, EXPLICIT: oh = (h-1)*sh - pad_top - pad_bottom + K + op (VALID: pads 0);
+ *   SAME_UPPER / SAME_LOWER (ONNX auto_pad): oh = h*sh, total padding
+ *               P = (h-1)*sh + K + op - oh (P < 0 is SX_E_SHAPE; use EXPLICIT), pad_top = P/2
+ *               (SAME_UPPER) or P - P/2 (SAME_LOWER).
+ * oh < 1 is SX_E_SHAPE. Errors: as sx_conv2d_shape (SX_E_SHAPE: groups not dividing c_in, k's
+ * axis 3 not c_in; c_out is k's axis 2 times groups), but output_padding may be nonzero:
+ * negative, or not below the stride nor the dilation, is SX_E_ARG. */
+sx_status sx_conv_transpose2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
+                                    const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
+/* Scratch for the three transposed kernels (x (n,h,w,c_in), k as above): that of the conv2d
+ * whose backward-input the forward pass is (the dense kernels when that conv2d is dense,
+ * undilated and padded as VALID or SAME_UPPER would; else as listed for conv2d). */
+size_t sx_conv_transpose2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
+                                     const sx_conv2d_params *p);
+size_t sx_conv_transpose2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
+                                         const sx_conv2d_params *p);
+/* y = conv_transpose2d(x, k); errors as for sx_tensor_conv2d_out. */
+sx_status sx_tensor_conv_transpose2d_out(const sx_tensor *x, const sx_tensor *k,
+                                         const sx_conv2d_params *p, void *ws, size_t ws_bytes,
+                                         sx_tensor *y) SX_NODISCARD;
+/* dx = dL/dx (x's shape, which fixes the geometry) given dy (n,oh,ow,c_out): conv2d of dy. */
+sx_status sx_tensor_conv_transpose2d_backward_input_out(const sx_tensor *k, const sx_tensor *dy,
+                                                        const sx_conv2d_params *p, void *ws,
+                                                        size_t ws_bytes,
+                                                        sx_tensor *dx) SX_NODISCARD;
+/* dk = dL/dk (k's shape) given x and dy. */
+sx_status sx_tensor_conv_transpose2d_backward_kernel_out(const sx_tensor *x, const sx_tensor *dy,
+                                                         const sx_conv2d_params *p, void *ws,
+                                                         size_t ws_bytes,
+                                                         sx_tensor *dk) SX_NODISCARD;
 
 /* 2-d pooling over NHWC (n,h,w,c) -> (n,oh,ow,c), with ONNX's MaxPool/AveragePool semantics
  * (which PyTorch's MaxPool2d/AvgPool2d share). Per axis, with the dilated kernel

@@ -61,7 +61,8 @@ static void cnn_build(cnn *m, sx_cg_mode mode, uint64_t seed)
     sx_cg_node *target = sx_cg_const(g, tt);
     sx_tensor_free(tt);
 
-    sx_conv2d_params same1 = {1, 1, SX_PAD_SAME}, same2 = {2, 2, SX_PAD_SAME};
+    sx_conv2d_params same1 = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME},
+                     same2 = {.stride_h = 2, .stride_w = 2, .padding = SX_PAD_SAME};
     sx_pool2d_params pool = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     m->z1 = sx_cg_add(g, sx_cg_conv2d(g, m->p[0], m->p[1], &same1), m->p[2]); /* (2,6,6,3) */

@@ -1180,7 +1180,9 @@ static int g_image(gen *G, int x)
 
 static sx_conv2d_params rand_conv(gen *G)
 {
-    sx_conv2d_params p = {1 + gb(G, 2), 1 + gb(G, 2), gb(G, 2) ? SX_PAD_SAME : SX_PAD_VALID};
+    sx_conv2d_params p = {.stride_h = 1 + gb(G, 2),
+                          .stride_w = 1 + gb(G, 2),
+                          .padding = gb(G, 2) ? SX_PAD_SAME : SX_PAD_VALID};
     return p;
 }
 
@@ -3007,7 +3009,8 @@ static void print_attr(FILE *o, int i, const dt_node *d, const dt_prog *p)
               s->stop == SX_SLICE_END ? -1LL : (long long)s->stop, (long long)s->step);
     }
     if (a->conv.stride_h != 0)
-        F(true, "conv = (sx_conv2d_params){%d, %d, %s}", a->conv.stride_h, a->conv.stride_w,
+        F(true, "conv = (sx_conv2d_params){.stride_h = %d, .stride_w = %d, .padding = %s}",
+          a->conv.stride_h, a->conv.stride_w,
           a->conv.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
     if (a->pool.kernel_h != 0)
         F(true,

@@ -723,12 +723,12 @@ static const struct {
     shp x, k;
     sx_conv2d_params p;
 } conv_cases[] = {
-    {{4, {1, 5, 5, 2}}, {4, {3, 3, 2, 3}}, {1, 1, SX_PAD_VALID}},
-    {{4, {2, 6, 5, 1}}, {4, {3, 2, 1, 2}}, {1, 1, SX_PAD_SAME}},
-    {{4, {1, 7, 7, 3}}, {4, {3, 3, 3, 2}}, {2, 2, SX_PAD_VALID}},
-    {{4, {2, 5, 6, 2}}, {4, {2, 3, 2, 4}}, {2, 1, SX_PAD_SAME}},
-    {{4, {1, 4, 4, 3}}, {4, {1, 1, 3, 2}}, {1, 1, SX_PAD_VALID}},
-    {{4, {1, 3, 3, 2}}, {4, {3, 3, 2, 1}}, {1, 1, SX_PAD_VALID}},
+    {{4, {1, 5, 5, 2}}, {4, {3, 3, 2, 3}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
+    {{4, {2, 6, 5, 1}}, {4, {3, 2, 1, 2}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME}},
+    {{4, {1, 7, 7, 3}}, {4, {3, 3, 3, 2}}, {.stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID}},
+    {{4, {2, 5, 6, 2}}, {4, {2, 3, 2, 4}}, {.stride_h = 2, .stride_w = 1, .padding = SX_PAD_SAME}},
+    {{4, {1, 4, 4, 3}}, {4, {1, 1, 3, 2}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
+    {{4, {1, 3, 3, 2}}, {4, {3, 3, 2, 1}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
 };
 #define N_CONV 6
 

@@ -1625,7 +1625,7 @@ static void renamed_graph(sx_cg_graph *g, sx_cg_node **outs)
 {
     const int64_t xs[4] = {1, 4, 4, 2}, ks[4] = {3, 3, 2, 3}, ys[4] = {1, 4, 4, 3},
                   ps[4] = {1, 2, 2, 2}, ls[2] = {3, 4};
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *x = cst(g, 4, xs, 1), *k = cst(g, 4, ks, 0.5), *dy = cst(g, 4, ys, 2);

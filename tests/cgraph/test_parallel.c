@@ -374,7 +374,7 @@ static void trainer_build(trainer *t, int workers, sx_optim_kind kind)
     }
     int rng_id;
     cr_assert_eq(sx_cg_rng_new(g, 77, &rng_id), SX_OK);
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *h = sx_cg_relu(g, sx_cg_conv2d(g, t->x, t->params[0], &cp));

@@ -277,7 +277,7 @@ static void cnn_build(cnn *m, sx_dtype dt)
     m->params[0] = param_rand(g, &r, "k1", dt, 4, ks, -0.5, 0.5);
     m->params[1] = param_rand(g, &r, "w2", dt, 2, ws, -0.3, 0.3);
     m->params[2] = param_rand(g, &r, "b2", dt, 1, bs, -0.1, 0.1);
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     int rng;
@@ -584,6 +584,73 @@ static void bb_zeros(bbuf *b, size_t n)
 
 /* The format written out by hand from its description (serial.c's top comment): a graph of an
  * input and its negation, one f32 tensor, one f64 scalar, one metadata entry. */
+/* Format 2 keeps every convolution and pooling option (pads, SAME_LOWER, dilation, groups,
+ * output padding, ceil_mode, count_include_pad): a graph of them loads with the same attributes
+ * and computes the same bits. */
+Test(cgraph_serial, window_options_round_trip)
+{
+    tdir d;
+    tdir_new(&d);
+    char path[128];
+    tdir_file(&d, "win.sxm", path, sizeof path);
+    sx_cg_graph *g = new_graph(SX_F32);
+    sx_rng r;
+    sx_rng_seed(&r, 11);
+    int64_t xs[4] = {2, 9, 8, 4};
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F32, 4, xs);
+    sx_cg_node *k = param_rand(g, &r, "k", SX_F32, 4, (int64_t[]){3, 2, 2, 6}, -1, 1);
+    sx_conv2d_params cp = sx_conv2d_params_default();
+    cp.stride_h = 2;
+    cp.padding = SX_PAD_EXPLICIT;
+    cp.pad_top = 2;
+    cp.pad_bottom = 1;
+    cp.pad_right = 3;
+    cp.dilation_h = 2;
+    cp.groups = 2;
+    sx_cg_node *y = sx_cg_conv2d(g, x, k, &cp);
+    cr_assert_not_null(y, "%s", sx_last_error());
+    sx_pool2d_params mp = sx_pool2d_params_default(3, 2);
+    mp.stride_h = 2;
+    mp.padding = SX_PAD_EXPLICIT;
+    mp.pad_top = 1;
+    mp.pad_left = 1;
+    mp.dilation_w = 2;
+    mp.ceil_mode = 1;
+    sx_pool2d_params ap = sx_pool2d_params_default(2, 3);
+    ap.padding = SX_PAD_SAME_LOWER;
+    ap.stride_w = 1;
+    ap.count_include_pad = 1;
+    sx_cg_node *outs[4] = {y, sx_cg_maxpool2d(g, y, &mp), sx_cg_avgpool2d(g, x, &ap), x};
+    for (int i = 0; i < 3; i++)
+        cr_assert_not_null(outs[i], "%d: %s", i, sx_last_error());
+    const char *on[4] = {"conv", "max", "avg", "x"};
+    cr_assert_eq(sx_cg_save(g, 4, outs, on, 0, NULL, NULL, 0, NULL, NULL, path), SX_OK, "%s",
+                 sx_last_error());
+    sx_cg_file *f = NULL;
+    sx_cg_graph *b = NULL;
+    sx_cg_node *louts[4];
+    cr_assert_eq(sx_cg_file_read(path, &f), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_file_graph(f, 4, on, &b, louts), SX_OK, "%s", sx_last_error());
+    sx_cg_file_free(f);
+    sx_tensor *xv = NULL;
+    cr_assert_eq(sx_tensor_new(SX_F32, 4, xs, &xv), SX_OK);
+    cr_assert_eq(sx_tensor_rand_uniform(xv, &r, -1, 1), SX_OK);
+    set_input(g, x, xv);
+    set_input(b, louts[3], xv);
+    cr_assert_eq(sx_cg_eval(g, 3, outs), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(b, 3, louts), SX_OK, "%s", sx_last_error());
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(
+            memcmp(sx_cg_node_attr(louts[i]), sx_cg_node_attr(outs[i]), sizeof(sx_cg_attr)), 0,
+            "%s: attributes differ", on[i]);
+        cr_assert(same_bits(sx_cg_value(outs[i]), sx_cg_value(louts[i])), "%s differs", on[i]);
+    }
+    sx_tensor_free(xv);
+    sx_cg_graph_free(g);
+    sx_cg_graph_free(b);
+    tdir_free(&d);
+}
+
 Test(cgraph_serial, bytes_match_the_documented_format)
 {
     tdir d;
@@ -607,7 +674,7 @@ Test(cgraph_serial, bytes_match_the_documented_format)
     static bbuf e, sec;
     e.n = 0;
     bb_put(&e, "STRIXMDL", 8);
-    bb_le(&e, 1, 4);
+    bb_le(&e, 2, 4);
     bb_le(&e, 0, 4);
     /* GRPH */
     sec.n = 0;
@@ -620,7 +687,7 @@ Test(cgraph_serial, bytes_match_the_documented_format)
     bb_le(&sec, 3, 8);
     bb_str(&sec, "x");
     bb_le(&sec, 0, 4);
-    bb_zeros(&sec, 503);
+    bb_zeros(&sec, 571);
     bb_str(&sec, "neg");
     bb_le(&sec, 0, 1);
     bb_le(&sec, 1, 1);
@@ -628,7 +695,7 @@ Test(cgraph_serial, bytes_match_the_documented_format)
     bb_str(&sec, "");
     bb_le(&sec, 1, 4);
     bb_le(&sec, 0, 8);
-    bb_zeros(&sec, 503);
+    bb_zeros(&sec, 571);
     bb_le(&sec, 1, 4);
     bb_le(&sec, 1, 8);
     bb_str(&sec, "y");
@@ -796,7 +863,7 @@ static void rich_file(const char *path)
     sx_cg_node *x = sx_cg_const(g, xv);
     sx_tensor_free(xv);
     sx_cg_node *k = param_rand(g, &r, "k", SX_F32, 4, ks, -1, 1);
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     int rng;
@@ -967,9 +1034,9 @@ Test(cgraph_serial, crafted_files_are_clean_errors)
     b[0] = 'X';
     expect_crafted(bad, b, n, SX_E_FORMAT, "bad.sxm: not a strix model file (bad magic)");
     FRESH();
-    le_set(b + 8, 2, 4);
+    le_set(b + 8, 3, 4);
     expect_crafted(bad, b, n, SX_E_UNSUPPORTED,
-                   "bad.sxm: written by a newer strix (format 2, this reads 1)");
+                   "bad.sxm: written by a newer strix (format 3, this reads 2)");
     FRESH();
     le_set(b + 12, 4, 4);
     expect_crafted(bad, b, n, SX_E_UNSUPPORTED, "flags");

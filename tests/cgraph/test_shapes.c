@@ -213,8 +213,9 @@ Test(cgraph_shapes, matmul_and_dot)
 Test(cgraph_shapes, conv_and_pool)
 {
     sx_cg_graph *g = graph(SX_F32);
-    sx_conv2d_params valid2 = {2, 2, SX_PAD_VALID}, same2 = {2, 2, SX_PAD_SAME};
-    sx_conv2d_params same21 = {2, 1, SX_PAD_SAME};
+    sx_conv2d_params valid2 = {.stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID},
+                     same2 = {.stride_h = 2, .stride_w = 2, .padding = SX_PAD_SAME};
+    sx_conv2d_params same21 = {.stride_h = 2, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_cg_node *x = V(g, 2, 7, 7, 3), *k = V(g, 3, 3, 3, 8);
     SHAPE(sx_cg_conv2d(g, x, k, &valid2), 2, 3, 3, 8); /* (7 - 3) / 2 + 1 */
     SHAPE(sx_cg_conv2d(g, x, k, &same2), 2, 4, 4, 8);  /* ceil(7 / 2) */
@@ -309,7 +310,7 @@ Test(cgraph_shapes, assign_and_optimiser_ops)
 Test(cgraph_shapes, rules_never_need_input_values)
 {
     sx_cg_graph *g = graph(SX_F32);
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *x = sx_cg_relu(g, V(g, 2, 4, 4, 3)), *k = sx_cg_neg(g, V(g, 3, 3, 3, 5));
@@ -388,7 +389,7 @@ Test(cgraph_shapes, dtype_mismatch)
     FAILS(g, SX_E_DTYPE, sx_cg_solve(g, a, V64(g, 3)), "sx_cg_solve:");
     FAILS(g, SX_E_DTYPE, sx_cg_gather(g, a, V64(g, 2)), "sx_cg_gather:");
     FAILS(g, SX_E_DTYPE, sx_cg_softmax_xent(g, a, b), "sx_cg_softmax_xent:");
-    sx_conv2d_params cp = {1, 1, SX_PAD_VALID};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
     FAILS(g, SX_E_DTYPE, sx_cg_conv2d(g, V(g, 1, 4, 4, 2), V64(g, 3, 3, 2, 2), &cp),
           "sx_cg_conv2d:");
     sx_tensor *t = tu_zeros(SX_F64, 2, DIMS(3, 3));
@@ -431,7 +432,7 @@ Test(cgraph_shapes, bad_permutation)
 Test(cgraph_shapes, bad_rank)
 {
     sx_cg_graph *g = graph(SX_F32);
-    sx_conv2d_params cp = {1, 1, SX_PAD_VALID};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     FAILS(g, SX_E_RANK, sx_cg_transpose(g, V(g, 5)), "sx_cg_transpose:", "rank 1");
@@ -489,7 +490,8 @@ Test(cgraph_shapes, matmul_inner_mismatch)
 Test(cgraph_shapes, conv_errors)
 {
     sx_cg_graph *g = graph(SX_F32);
-    sx_conv2d_params cp = {1, 1, SX_PAD_VALID}, bad = {0, 1, SX_PAD_VALID};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID},
+                     bad = {.stride_h = 0, .stride_w = 1, .padding = SX_PAD_VALID};
     sx_cg_node *x = V(g, 1, 5, 5, 3), *k = V(g, 3, 3, 2, 4);
     FAILS(g, SX_E_SHAPE, sx_cg_conv2d(g, x, k, &cp), "sx_cg_conv2d:", "(1,5,5,3)", "(3,3,2,4)");
     FAILS(g, SX_E_SHAPE, sx_cg_conv2d(g, V(g, 1, 2, 2, 2), k, &cp), "sx_cg_conv2d:");
@@ -728,7 +730,7 @@ Test(cgraph_shapes, null_inputs_propagate)
     sx_cg_node *x = V(g, 2, 2), *k = V(g, 1, 1, 2, 2), *img = V(g, 1, 2, 2, 2);
     sx_cg_node *N = NULL;
     sx_slice sl[2] = {SX_SLICE_ALL, SX_SLICE_ALL};
-    sx_conv2d_params cp = {1, 1, SX_PAD_VALID};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
     sx_pool2d_params pp = {
         .kernel_h = 1, .kernel_w = 1, .stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
     int id;

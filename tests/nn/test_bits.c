@@ -196,7 +196,7 @@ static void forward(tgraph *t, run *r, const data *d, int s, bool eager)
         snprintf(name, sizeof name, "p%d", i);
         t->ps[i] = ok(sx_cg_param_borrow(g, name, r->p[i]));
     }
-    sx_conv2d_params cp = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params cp = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     sx_pool2d_params pp = {
         .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_VALID};
     sx_cg_node *h = sx_cg_relu(g, sx_cg_add(g, sx_cg_conv2d(g, t->x, t->ps[0], &cp), t->ps[1]));

@@ -182,7 +182,7 @@ typedef struct refs {
 static void run_case(const cfg *q, size_t ws_bytes, size_t skew, const refs *r, sx_tensor *x,
                      sx_tensor *k, sx_tensor *dy, sx_tensor *y, sx_tensor *dx, sx_tensor *dk)
 {
-    sx_conv2d_params p = {q->sh, q->sw, q->pad};
+    sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
     /* exactly ws_bytes past the skew, so that ASan sees any write beyond the workspace */
     char *buf = malloc(ws_bytes + skew + (ws_bytes == 0));
     void *ws = ws_bytes == 0 ? buf : buf + skew;
@@ -234,7 +234,7 @@ static bool check_cfg(sx_rng *rng, const cfg *q)
     geo g = geo_of(q);
     int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
     int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-    sx_conv2d_params p = {q->sh, q->sw, q->pad};
+    sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
     size_t full = sx_conv2d_workspace(xs, ks, &p), min = sx_conv2d_workspace_min(xs, ks, &p);
     cr_assert_leq(min, full);
     for (int d = 0; d < 2; d++) {
@@ -378,7 +378,7 @@ Test(tensor_conv, backward_rules_are_adjoints)
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-            sx_conv2d_params p = {q->sh, q->sw, q->pad};
+            sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
             size_t wsb =
                 d < 2 ? sx_conv2d_workspace_min(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
             void *ws = malloc(wsb + 1);
@@ -431,7 +431,7 @@ Test(tensor_conv, allocating_form_and_out_of_memory)
     const cfg *q = &fixed[0];
     geo g = geo_of(q);
     int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
-    sx_conv2d_params p = {q->sh, q->sw, q->pad};
+    sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
     sx_tensor *x = tu_rand(&rng, SX_F64, 4, xs, -1, 1), *k = tu_rand(&rng, SX_F64, 4, ks, -1, 1);
     sx_tensor *y = NULL;
     cr_assert_eq(sx_tensor_conv2d(x, k, &p, &y), SX_OK, "%s", sx_last_error());
@@ -463,7 +463,7 @@ Test(tensor_conv, reproducible_results)
     sx_rng rng;
     sx_rng_seed(&rng, 17);
     int64_t xs[4] = {8, 20, 20, 6}, ks[4] = {5, 5, 6, 8}, ys[4] = {8, 10, 10, 8};
-    sx_conv2d_params p = {2, 2, SX_PAD_SAME};
+    sx_conv2d_params p = {.stride_h = 2, .stride_w = 2, .padding = SX_PAD_SAME};
     size_t wsb = sx_conv2d_workspace(xs, ks, &p);
     void *ws = malloc(wsb);
     sx_tensor *k = tu_rand(&rng, SX_F32, 4, ks, -1, 1), *dy = tu_rand(&rng, SX_F32, 4, ys, -1, 1);
@@ -480,7 +480,7 @@ Test(tensor_conv, reproducible_results)
 
 Test(tensor_conv, workspace_sizes)
 {
-    sx_conv2d_params p = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params p = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     /* 1x1 stride 1 needs none */
     int64_t xs[4] = {100, 28, 28, 1}, k1[4] = {1, 1, 1, 32}, k5[4] = {5, 5, 1, 32};
     cr_assert_eq(sx_conv2d_workspace(xs, k1, &p), 0);
@@ -560,7 +560,7 @@ Test(tensor_conv, winograd_any_workspace, .timeout = 120)
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-            sx_conv2d_params p = {q->sh, q->sw, q->pad};
+            sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
             size_t full = sx_conv2d_workspace(xs, ks, &p),
                    min = sx_conv2d_workspace_min(xs, ks, &p);
             sx_tensor *x = tu_rand(&rng, dt, 4, xs, -1, 1), *k = tu_rand(&rng, dt, 4, ks, -1, 1);
@@ -616,7 +616,7 @@ Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-            sx_conv2d_params p = {q->sh, q->sw, q->pad};
+            sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
             size_t wsb =
                 minws ? sx_conv2d_workspace_min(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
             void *ws = malloc(wsb + 1);
@@ -691,7 +691,7 @@ Test(tensor_conv, errors)
     int64_t xs[4] = {2, 7, 6, 3}, ks[4] = {3, 2, 3, 4}, ys[4] = {2, 7, 6, 4};
     int64_t k4c[4] = {3, 2, 4, 4}, ybad[4] = {2, 7, 5, 4}, x3[3] = {7, 6, 3},
             kbig[4] = {8, 2, 3, 4};
-    sx_conv2d_params p = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params p = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     size_t wsb = sx_conv2d_workspace(xs, ks, &p), wmin = sx_conv2d_workspace_min(xs, ks, &p);
     cr_assert_gt(wmin, 0);
     char *ws = malloc(wsb);
@@ -710,7 +710,9 @@ Test(tensor_conv, errors)
     cr_assert(strstr(sx_last_error(), "(3,2,4,4)") != NULL, "%s", sx_last_error());
     expect_fail(BWD_IN, kc, dy, &p, ws, wsb, dx, SX_E_SHAPE, "channels");
     /* bad strides and padding, NULL params */
-    sx_conv2d_params bad[3] = {{0, 1, SX_PAD_SAME}, {1, -2, SX_PAD_VALID}, {1, 1, (sx_padding)7}};
+    sx_conv2d_params bad[3] = {{.stride_h = 0, .stride_w = 1, .padding = SX_PAD_SAME},
+                               {.stride_h = 1, .stride_w = -2, .padding = SX_PAD_VALID},
+                               {.stride_h = 1, .stride_w = 1, .padding = (sx_padding)7}};
     for (int i = 0; i < 3; i++) {
         expect_fail(FWD, x, k, &bad[i], ws, wsb, y, SX_E_ARG, NULL);
         expect_fail(BWD_IN, k, dy, &bad[i], ws, wsb, dx, SX_E_ARG, NULL);
@@ -735,7 +737,7 @@ Test(tensor_conv, errors)
     expect_fail(BWD_IN, k, yb, &p, ws, wsb, dx, SX_E_SHAPE, "dy");
     expect_fail(BWD_K, x, yb, &p, ws, wsb, dk, SX_E_SHAPE, "dy");
     /* VALID with a kernel taller than the input */
-    sx_conv2d_params valid = {1, 1, SX_PAD_VALID};
+    sx_conv2d_params valid = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID};
     expect_fail(FWD, x, kb, &valid, ws, wsb, y, SX_E_SHAPE, "VALID");
     /* the workspace or the output overlapping an input */
     expect_fail(FWD, x, k, &p, x->data, wsb, y, SX_E_ARG, "overlap");

@@ -193,7 +193,7 @@ static sx_tensor *kernels_run(void)
     o += 260 * 330;
     const int64_t ys[] = {4, 20, 20, 16};
     sx_tensor y = sx_tensor_view(SX_F32, 4, ys, o);
-    sx_conv2d_params p = {1, 1, SX_PAD_SAME};
+    sx_conv2d_params p = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
     size_t wsb = sx_conv2d_workspace(cx, ck, &p);
     void *ws = malloc(wsb);
     cr_assert_eq(sx_tensor_conv2d_out(img, ker, &p, ws, wsb, &y), SX_OK);
