@@ -1,5 +1,5 @@
 /* opt_impl.h: what the optimiser's files share (never installed): the rewrite primitives of
- * opt.c and the fusion passes of opt_fuse.c. */
+ * opt_rewrite.c and the fusion passes of opt_fuse.c (opt.c -> opt_fuse.c -> opt_rewrite.c). */
 #ifndef SX_OPT_IMPL_H
 #define SX_OPT_IMPL_H
 
