@@ -401,28 +401,58 @@ sx_status cg_eval_fused(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_fused_out(&n->attr.prog, n->n_in, in, OUT);
 }
 
-/* One optimiser step of update op `op` (the coefficients by name in n->attr) on the parameter
+typedef sx_status (*step_fn)(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                             const sx_tensor *g, double lr);
+
+static sx_status step_sgd(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                          const sx_tensor *g, double lr)
+{
+    (void)a;
+    (void)st;
+    return sx_tensor_sgd_step(p, g, lr);
+}
+
+static sx_status step_momentum(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                               const sx_tensor *g, double lr)
+{
+    return sx_tensor_momentum_step(p, st[0], g, lr, a->momentum.mu, a->nesterov);
+}
+
+static sx_status step_adagrad(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                              const sx_tensor *g, double lr)
+{
+    return sx_tensor_adagrad_step(p, st[0], g, lr, a->adagrad.eps);
+}
+
+static sx_status step_rmsprop(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                              const sx_tensor *g, double lr)
+{
+    return sx_tensor_rmsprop_step(p, st[0], g, lr, a->rmsprop.rho, a->rmsprop.one_minus_rho,
+                                  a->rmsprop.eps);
+}
+
+static sx_status step_adam(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                           const sx_tensor *g, double lr)
+{
+    return sx_tensor_adam_step(p, st[0], st[1], g, lr, a->adam.beta1, a->adam.one_minus_beta1,
+                               a->adam.beta2, a->adam.one_minus_beta2, a->adam.eps);
+}
+
+/* The step kernel of each update row (SX_OPF_UPDATE in sx_ops.def); NULL for the other ops. */
+static const step_fn update_steps[SX_OP_COUNT] = {[SX_OP_SGD_UPDATE] = step_sgd,
+                                                  [SX_OP_MOMENTUM_UPDATE] = step_momentum,
+                                                  [SX_OP_ADAGRAD_UPDATE] = step_adagrad,
+                                                  [SX_OP_RMSPROP_UPDATE] = step_rmsprop,
+                                                  [SX_OP_ADAM_UPDATE] = step_adam};
+
+/* One optimiser step of update op `op` (n's own, or the update a matmul_update stands for) on
  * p and its states st[] with gradient g. */
 static sx_status run_step(const sx_cg_node *n, sx_cg_op op, sx_tensor *p, sx_tensor *const *st,
                           const sx_tensor *g, double lr)
 {
-    const sx_cg_attr *a = &n->attr;
-    switch (op) {
-    case SX_OP_SGD_UPDATE:
-        return sx_tensor_sgd_step(p, g, lr);
-    case SX_OP_MOMENTUM_UPDATE:
-        return sx_tensor_momentum_step(p, st[0], g, lr, a->momentum.mu, a->nesterov);
-    case SX_OP_ADAGRAD_UPDATE:
-        return sx_tensor_adagrad_step(p, st[0], g, lr, a->adagrad.eps);
-    case SX_OP_RMSPROP_UPDATE:
-        return sx_tensor_rmsprop_step(p, st[0], g, lr, a->rmsprop.rho, a->rmsprop.one_minus_rho,
-                                      a->rmsprop.eps);
-    case SX_OP_ADAM_UPDATE:
-        return sx_tensor_adam_step(p, st[0], st[1], g, lr, a->adam.beta1, a->adam.one_minus_beta1,
-                                   a->adam.beta2, a->adam.one_minus_beta2, a->adam.eps);
-    default:
+    if ((unsigned)op >= SX_OP_COUNT || update_steps[op] == NULL)
         return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
-    }
+    return update_steps[op](&n->attr, p, st, g, lr);
 }
 
 /* The fused optimiser steps; the node's value is the parameter (a view). */
