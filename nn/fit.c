@@ -153,7 +153,7 @@ typedef struct evaluation {
 } evaluation;
 
 static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s, int64_t B,
-                            const sx_nn_model *lender)
+                            const sx_ds_augment *aug, const sx_nn_model *lender)
 {
     const sx_nn_layer *last = nn_output_layer(net);
     int64_t k = last->shape[0], xs[2] = {B, sx_ds_spec_x_size(sx_ds_source_spec(s))};
@@ -161,6 +161,8 @@ static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s
     sx_ds_loader_params lp = sx_ds_loader_params_default();
     lp.batch_size = B;
     lp.shuffle = false;
+    lp.augment.mean = aug->mean; /* the normalisation only: no crops, no flips */
+    lp.augment.std = aug->std;
     SX_TRY(sx_ds_loader_new(s, &lp, &e->loader));
     SX_TRY(nn_compile_infer_lent(net, B, lender, &e->m));
     SX_TRY(sx_tensor_new(net->dtype, 2, xs, &e->x));
@@ -210,7 +212,7 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
     sx_nn_metric mk = resolve_metric(p->metric, s);
     evaluation e;
     memset(&e, 0, sizeof e);
-    sx_status st = eval_start(&e, net, s, p->train.batch, lender);
+    sx_status st = eval_start(&e, net, s, p->train.batch, &p->augment, lender);
     double lsum = 0, msum = 0;
     int64_t count = 0, n = 0, k = nn_output_layer(net)->shape[0];
     while (st == SX_OK && (st = sx_ds_loader_next(e.loader, e.x, e.y, &count)) == SX_OK &&

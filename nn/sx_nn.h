@@ -360,7 +360,8 @@ const char *sx_nn_metric_name(sx_nn_metric m);
 typedef struct sx_nn_fit_params {
     sx_nn_train_params train; /* epochs, batch, loss, optimiser, schedule, checkpoints, shuffle,
                                  progress... as for sx_nn_train (its defaults) */
-    sx_ds_augment augment;    /* of the training batches (image sources): none */
+    sx_ds_augment augment;    /* of the training batches (image sources): none; validation
+                                 batches get its normalisation (mean, std) only */
     sx_nn_metric metric;      /* SX_METRIC_AUTO */
     int patience;             /* early stopping: stop after this many epochs in a row without an
                                  improvement of the validation metric; 0 = never (0) */
