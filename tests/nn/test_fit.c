@@ -356,3 +356,36 @@ Test(nn_fit, bad_input_is_refused)
     sx_ds_source_free(s);
     sx_ds_source_free(k3);
 }
+
+/* A fit resumed from its checkpoint (written at each epoch's end) continues the network's
+ * epochs and ends with the weights of an uninterrupted fit, bit for bit. */
+Test(nn_fit, resume_from_checkpoint_equals_uninterrupted_fit)
+{
+    static double x[N * 3], y[N * 2];
+    make_linear(x, y, 16);
+    sx_ds_source *s = memory_source(3, x, 2, y, 0, N);
+    char ck[] = "/tmp/strix_fit_ckpt_XXXXXX";
+    int fd = mkstemp(ck);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    remove(ck); /* a missing file: a fresh start */
+    sx_nn_fit_params p = regression_params(SX_LOSS_MSE, 3);
+    p.train.checkpoint_path = ck;
+    sx_nn_net *a = linear_net(4), *b = linear_net(4), *ref = linear_net(4);
+    sx_nn_history h;
+    cr_assert_eq(sx_nn_fit(a, &p, s, NULL, NULL), SX_OK, "%s", sx_last_error());
+    p.train.epochs = 5;
+    cr_assert_eq(sx_nn_fit(b, &p, s, NULL, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h.n, 2);
+    cr_assert_eq(h.rows[0].epoch, 4);
+    p.train.checkpoint_path = NULL;
+    cr_assert_eq(sx_nn_fit(ref, &p, s, NULL, NULL), SX_OK);
+    cr_assert(same_weights(b, ref));
+    cr_assert_not(same_weights(a, ref));
+    remove(ck);
+    sx_nn_history_free(&h);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+    sx_nn_net_free(ref);
+    sx_ds_source_free(s);
+}
