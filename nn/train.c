@@ -1,7 +1,9 @@
-/* train.c: the training loop around the compiled model: minibatches from the byte images,
- * the learning-rate schedule fed as an input every step, progress, test accuracy per epoch,
- * checkpoints (atomic) with resume, and a clean stop on Ctrl-C. A last partial batch runs on a
- * second compiled graph of its own size that shares the weights: nothing dropped or padded. */
+/* train.c: the training loop around the compiled model: minibatches from the byte images
+ * (sx_nn_train, a batcher) or from any source (sx_nn_fit, a loader), the learning-rate schedule
+ * fed as an input every step, progress, test accuracy per epoch, checkpoints (atomic) with
+ * resume, and a clean stop on Ctrl-C. A last partial batch runs on a second compiled graph of its
+ * own size that shares the weights: nothing dropped or padded. sx_nn_fit's validation, early
+ * stopping and history are in fit.c, called at the end of every epoch. */
 #include "nn_impl.h"
 
 #include <math.h>
