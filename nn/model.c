@@ -31,6 +31,7 @@ sx_nn_train_params sx_nn_train_params_default(void)
     p.progress_every = 100;
     p.optimise = true;
     p.plan_memory = true;
+    p.huber_delta = 1;
     return p;
 }
 
@@ -51,10 +52,11 @@ static sx_status graph_status(sx_cg_graph *g)
 
 /* The mean loss of the batch from the network's outputs (logits for cross-entropy: the
  * softmax is folded into the loss). */
-static sx_cg_node *loss_node(sx_cg_graph *g, sx_nn_loss kind, sx_cg_node *out, sx_cg_node *logits,
-                             sx_cg_node *y)
+static sx_cg_node *loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
+                             sx_cg_node *logits, sx_cg_node *y)
 {
     sx_dtype dt = sx_cg_node_dtype(out);
+    sx_nn_loss kind = p->loss;
     switch (kind) {
     case SX_LOSS_CROSS_ENTROPY:
         return sx_cg_mean(g, sx_cg_softmax_xent(g, logits, y), SX_AXES_ALL, false);
@@ -69,6 +71,15 @@ static sx_cg_node *loss_node(sx_cg_graph *g, sx_nn_loss kind, sx_cg_node *out, s
         return sx_cg_mean(
             g, sx_cg_relu(g, sx_cg_sub(g, sx_cg_scalar_of(g, dt, 1), sx_cg_mul(g, sgn, out))),
             SX_AXES_ALL, false);
+    }
+    case SX_LOSS_HUBER: {
+        /* q = min(|d|, delta): q^2 / 2 + delta (|d| - q), both branches in one expression */
+        sx_cg_node *a = sx_cg_abs(g, sx_cg_sub(g, out, y));
+        sx_cg_node *delta = sx_cg_scalar_of(g, dt, p->huber_delta);
+        sx_cg_node *q = sx_cg_min(g, a, delta);
+        sx_cg_node *h = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_of(g, dt, 0.5), sx_cg_sqr(g, q)),
+                                  sx_cg_mul(g, delta, sx_cg_sub(g, a, q)));
+        return sx_cg_mean(g, h, SX_AXES_ALL, false);
     }
     }
     sx_error(SX_E_ARG, "nn: unknown loss %d", (int)kind);
@@ -237,7 +248,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         SX_TRY(set_scalar(g, m->step, (double)f->step));
     }
     SX_TRY(sx_cg_scope_set(g, "loss"));
-    sx_cg_node *loss = loss_node(g, p->loss, m->out, logits, m->y);
+    sx_cg_node *loss = loss_node(g, p, m->out, logits, m->y);
     if (loss == NULL)
         return graph_status(g);
 
@@ -349,6 +360,7 @@ static sx_status build(sx_nn_model *m, const feed *f)
         SX_TRY(sx_cg_input_set(g, m->x, f->x, SX_CG_BORROW));
     sx_cg_node *logits = NULL;
     SX_TRY(nn_forward(net, &m->b, m->x, &m->out, &logits));
+    m->softmax_out = logits != m->out;
     if (!m->train)
         return add_out(m, m->out);
     return build_training(m, logits, f);

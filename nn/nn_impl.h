@@ -178,7 +178,8 @@ struct sx_nn_model {
     sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
     sx_cg_node **outs;
     int n_outs;
-    int n_layers; /* the network's layers when the model was made (b.param_nodes has as many) */
+    bool softmax_out; /* the network's last layer ends in a softmax (out != its logits) */
+    int n_layers;     /* the network's layers when the model was made (b.param_nodes has as many) */
     sx_nn_compile_report report;
     sx_nn_model *smaller[NN_SMALLER]; /* inference graphs for smaller batches, made on demand */
     void *lend;   /* arena lent by another model (nn_compile_infer_lent), or NULL */
@@ -216,6 +217,21 @@ sx_status nn_check_train_kind(const sx_nn_net *net, sx_optim_kind kind, const ch
  * anything; `verbose` > 0 notes a changed learning rate on stderr. */
 sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
+
+/* sx_nn_fit's per-epoch part (fit.c): validation, early stopping, best weights, history. */
+typedef struct nn_fit nn_fit;
+/* The network against the sources and parameters (who names the caller in messages). */
+sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_params *p,
+                       const sx_ds_source *train, const sx_ds_source *val);
+sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *val,
+                     nn_fit **out);
+/* After an epoch: evaluate the validation source (its graph in `lender`'s arena), add the row,
+ * keep the best weights; *stop when patience has run out. */
+sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
+                           bool *stop);
+/* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
+sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
+void nn_fit_free(nn_fit *f);
 
 sx_nn_layer *nn_input_layer(const sx_nn_net *net);
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);

@@ -212,9 +212,16 @@ sx_nn_layer *sx_nn_concatenate(sx_nn_net *net, int n, sx_nn_layer *const *in);
 /* ---------------------------------------------------------------- training parameters */
 
 /* Every loss is a mean: cross-entropy over the examples (-sum_k y_k log p_k per example, the
- * softmax of a last softmax layer folded in); MSE, L1 and hinge over every output element (hinge
- * with one-hot targets t read as 2t - 1: max(0, 1 - (2t - 1) out)). */
-typedef enum { SX_LOSS_CROSS_ENTROPY, SX_LOSS_MSE, SX_LOSS_L1, SX_LOSS_HINGE } sx_nn_loss;
+ * softmax of a last softmax layer folded in); MSE, L1, hinge and Huber over every output element
+ * (hinge with one-hot targets t read as 2t - 1: max(0, 1 - (2t - 1) out); Huber with d = out - y
+ * and delta = huber_delta: d^2 / 2 for |d| <= delta, else delta (|d| - delta / 2)). */
+typedef enum {
+    SX_LOSS_CROSS_ENTROPY,
+    SX_LOSS_MSE,
+    SX_LOSS_L1,
+    SX_LOSS_HINGE,
+    SX_LOSS_HUBER
+} sx_nn_loss;
 
 typedef enum {
     SX_SCHED_CONSTANT,    /* lr */
@@ -251,6 +258,7 @@ typedef struct sx_nn_train_params {
     bool optimise;               /* run the graph optimiser (true) */
     bool plan_memory;            /* plan the graph's memory (true) */
     bool profile;                /* time every op kind; print the top 10 at the end (stderr) */
+    double huber_delta;          /* SX_LOSS_HUBER's delta, > 0: 1 */
 } sx_nn_train_params;
 
 sx_nn_train_params sx_nn_train_params_default(void);
@@ -334,6 +342,81 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *p, const sx_ds_i
 /* Accuracy of the network on a labelled image set. */
 sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
                          double *accuracy) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- training on any data set */
+
+/* What the validation set is judged by, every epoch. */
+typedef enum {
+    SX_METRIC_AUTO,     /* accuracy for a source of classes, MSE for one of targets */
+    SX_METRIC_ACCURACY, /* examples whose largest output is their class (higher is better) */
+    SX_METRIC_MSE,      /* mean squared error over every output element (lower is better) */
+    SX_METRIC_MAE,      /* mean absolute error over every output element (lower is better) */
+    SX_METRIC_LOSS      /* the loss of p.train.loss, without l1/l2 terms (lower is better) */
+} sx_nn_metric;
+
+/* "auto", "accuracy", "mse", "mae", "loss"; "?" for another value. */
+const char *sx_nn_metric_name(sx_nn_metric m);
+
+typedef struct sx_nn_fit_params {
+    sx_nn_train_params train; /* epochs, batch, loss, optimiser, schedule, checkpoints, shuffle,
+                                 progress... as for sx_nn_train (its defaults) */
+    sx_ds_augment augment;    /* of the training batches (image sources): none; validation
+                                 batches get its normalisation (mean, std) only */
+    sx_nn_metric metric;      /* SX_METRIC_AUTO */
+    int patience;             /* early stopping: stop after this many epochs in a row without an
+                                 improvement of the validation metric; 0 = never (0) */
+    double min_delta;         /* an improvement is a change by more than this, >= 0 (0) */
+    bool restore_best;        /* with a validation source: at the end, put back the weights (and
+                                 running statistics) of the epoch with the best metric (true) */
+} sx_nn_fit_params;
+
+sx_nn_fit_params sx_nn_fit_params_default(void);
+
+/* One epoch of a fit. val_loss and val_metric are NAN without a validation source. */
+typedef struct sx_nn_epoch {
+    int64_t epoch;     /* 1-based, the network's own count */
+    double train_loss; /* mean training loss over the epoch's examples (l1/l2 terms included) */
+    double val_loss;   /* the loss on the validation source (no l1/l2 terms) */
+    double val_metric; /* the metric on the validation source */
+    double seconds;    /* training time of the epoch */
+} sx_nn_epoch;
+
+/* The epochs of one sx_nn_fit call, one row each (owned: sx_nn_history_free). */
+typedef struct sx_nn_history {
+    int64_t n;           /* rows */
+    sx_nn_epoch *rows;   /* (n) */
+    sx_nn_metric metric; /* the metric used (never AUTO) */
+    int64_t best_epoch;  /* the epoch of the best val_metric (the weights kept when restored);
+                            0 without validation */
+    bool stopped_early;  /* patience ran out */
+} sx_nn_history;
+
+/* Train `net` on any source (borrowed): x of any element type and shape with as many elements
+ * as the network's input (fed as (batch, input shape)), y either class indices (classes > 0:
+ * the network outputs (batch, classes), the targets one-hot rows, e.g. for cross-entropy) or
+ * targets (classes == 0: the network outputs (batch, y_size) for y's elements: regression with
+ * MSE, L1 or Huber; a network whose output has another shape needs a flatten or reshape layer
+ * last). Batches come from an sx_ds_loader (shuffled per p->train.shuffle with the network's
+ * seed, the last batch partial, augmented per p->augment). After every epoch the validation
+ * source `val` (optional, the same spec) is evaluated: loss and metric into the history and,
+ * when verbose, one line on stderr. Early stopping and restoring are described in
+ * sx_nn_fit_params. Checkpoints, resume, Ctrl-C (SX_E_INTERRUPTED, the history kept so far) and
+ * progress are sx_nn_train's; the best metric and patience count start again on a resume.
+ * `history` (may be NULL) receives the rows on success and on SX_E_INTERRUPTED; else it is
+ * zeroed. Errors: SX_E_ARG (NULL net or train, a bad parameter, patience without val, accuracy
+ * on a source of targets), SX_E_DTYPE (a network that is not f32 or f64), SX_E_SHAPE (the data
+ * does not fit the network, or val differs from train), and sx_nn_train's. */
+sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
+                    const sx_ds_source *val, sx_nn_history *history) SX_NODISCARD;
+/* The loss (of p->train.loss) and metric (of p->metric) of the network on source s, in batches
+ * of p->train.batch. p NULL: the defaults. Errors as sx_nn_fit's. */
+sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
+                                double *loss, double *metric) SX_NODISCARD;
+/* Release the rows (NULL is fine); the struct is zeroed. */
+void sx_nn_history_free(sx_nn_history *h);
+/* Write the history as CSV: a header "epoch,train_loss,val_loss,val_<metric>,seconds", then one
+ * row per epoch (%.17g; "nan" without validation). Errors: SX_E_ARG (NULL), SX_E_IO. */
+sx_status sx_nn_history_write_csv(const sx_nn_history *h, const char *path) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- files */
 

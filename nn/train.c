@@ -1,7 +1,9 @@
-/* train.c: the training loop around the compiled model: minibatches from the byte images,
- * the learning-rate schedule fed as an input every step, progress, test accuracy per epoch,
- * checkpoints (atomic) with resume, and a clean stop on Ctrl-C. A last partial batch runs on a
- * second compiled graph of its own size that shares the weights: nothing dropped or padded. */
+/* train.c: the training loop around the compiled model: minibatches from the byte images
+ * (sx_nn_train, a batcher) or from any source (sx_nn_fit, a loader), the learning-rate schedule
+ * fed as an input every step, progress, test accuracy per epoch, checkpoints (atomic) with
+ * resume, and a clean stop on Ctrl-C. A last partial batch runs on a second compiled graph of its
+ * own size that shares the weights: nothing dropped or padded. sx_nn_fit's validation, early
+ * stopping and history are in fit.c, called at the end of every epoch. */
 #include "nn_impl.h"
 
 #include <math.h>
@@ -40,9 +42,8 @@ static double scheduled_lr(const sx_nn_train_params *p, int64_t step, int64_t ep
     return lr;
 }
 
-static sx_status check_params(const sx_nn_train_params *p)
+static sx_status check_params(const char *who, const sx_nn_train_params *p)
 {
-    const char *who = "sx_nn_train";
     if (p->epochs < 1 || p->batch < 1)
         return sx_error(SX_E_ARG, "%s: epochs %d, batch %d (want >= 1)", who, p->epochs, p->batch);
     if ((unsigned)p->optim.kind >= SX_OPTIM_COUNT)
@@ -61,6 +62,10 @@ static sx_status check_params(const sx_nn_train_params *p)
     if (p->schedule.kind == SX_SCHED_EXPLICIT &&
         (p->schedule.values == NULL || p->schedule.n_values < 1))
         return sx_error(SX_E_ARG, "%s: an explicit schedule needs values", who);
+    if ((unsigned)p->loss > SX_LOSS_HUBER)
+        return sx_error(SX_E_ARG, "%s: unknown loss %d", who, (int)p->loss);
+    if (p->loss == SX_LOSS_HUBER && !(p->huber_delta > 0 && isfinite(p->huber_delta)))
+        return sx_error(SX_E_ARG, "%s: Huber delta %g (want finite > 0)", who, p->huber_delta);
     return SX_OK;
 }
 
@@ -185,19 +190,22 @@ typedef struct run {
     sx_nn_net *net;
     sx_nn_train_params p;
     const sx_ds_images *test;
-    sx_nn_model *model;   /* the compiled graph for full batches (NULL when eager) */
-    sx_nn_model *partial; /* the graph for the last, smaller batch, made when first needed */
-    sx_ds_batcher *batches;
-    sx_tensor *x, *y;  /* (batch, h, w, c), (batch, classes) */
-    int64_t per_epoch; /* batches per epoch */
+    sx_nn_model *model;     /* the compiled graph for full batches (NULL when eager) */
+    sx_nn_model *partial;   /* the graph for the last, smaller batch, made when first needed */
+    sx_ds_batcher *batches; /* the batches of an image set (sx_nn_train), or */
+    sx_ds_loader *loader;   /* those of a source (sx_nn_fit) */
+    int64_t x_size;         /* a source's x elements (the loader fills x as (batch, x_size)) */
+    nn_fit *fit;            /* sx_nn_fit's validation, early stopping and history, or NULL */
+    bool stop;              /* early stopping asked to stop */
+    sx_tensor *x, *y;       /* (batch, input shape), (batch, classes) */
+    int64_t per_epoch;      /* batches per epoch */
     bool tty;
     double train_time;
     sx_nn_train_report rep;
 } run;
 
-/* The batcher and batch tensors, the resumed checkpoint (when p.checkpoint_path exists), and
- * the compiled model. */
-static sx_status run_start(run *r, const sx_ds_images *train)
+/* The batcher and batch tensors of an image set. */
+static sx_status run_start_images(run *r, const sx_ds_images *train)
 {
     sx_nn_net *net = r->net;
     int64_t B = r->p.batch;
@@ -210,6 +218,34 @@ static sx_status run_start(run *r, const sx_ds_images *train)
     SX_TRY(sx_ds_batcher_new(train, &bp, &r->batches));
     SX_TRY(sx_tensor_new(net->dtype, 4, xs, &r->x));
     SX_TRY(sx_tensor_new(net->dtype, 2, ys, &r->y));
+    return SX_OK;
+}
+
+/* The loader and batch tensors of a source: x (batch, input shape), y (batch, outputs). */
+static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds_augment *aug)
+{
+    sx_nn_net *net = r->net;
+    const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    int64_t B = r->p.batch, xs[SX_MAX_RANK], ys[2] = {B, last->shape[0]};
+    xs[0] = B;
+    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
+    sx_ds_loader_params lp = sx_ds_loader_params_default();
+    lp.batch_size = B;
+    lp.shuffle = r->p.shuffle;
+    lp.seed = net->seed;
+    lp.augment = *aug;
+    r->x_size = sx_ds_spec_x_size(sx_ds_source_spec(train));
+    SX_TRY(sx_ds_loader_new(train, &lp, &r->loader));
+    SX_TRY(sx_tensor_new(net->dtype, in->rank + 1, xs, &r->x));
+    SX_TRY(sx_tensor_new(net->dtype, 2, ys, &r->y));
+    return SX_OK;
+}
+
+/* The resumed checkpoint (when p.checkpoint_path exists) and the compiled model. */
+static sx_status run_start(run *r)
+{
+    sx_nn_net *net = r->net;
+    int64_t B = r->p.batch;
     /* a training model of another optimiser alive over net: refused before a checkpoint's
      * optimiser state replaces the one it borrows */
     SX_TRY(nn_check_train_kind(net, r->p.optim.kind, r->who));
@@ -226,7 +262,8 @@ static sx_status run_start(run *r, const sx_ds_images *train)
         if (r->p.profile)
             sx_cg_profile_enable(sx_nn_model_graph(r->model), true);
     }
-    r->per_epoch = sx_ds_batcher_batches(r->batches);
+    r->per_epoch =
+        r->loader != NULL ? sx_ds_loader_batches(r->loader) : sx_ds_batcher_batches(r->batches);
     return SX_OK;
 }
 
@@ -276,12 +313,24 @@ static sx_status run_after_step(run *r, double *t0)
                     (long long)net->step, ck ? "; checkpoint written to " : "", ck ? ck : "");
 }
 
+/* The next batch into r->x, r->y (*count 0 at the epoch's end); x or y NULL: skipped. */
+static sx_status run_next(run *r, bool fill, int64_t *count)
+{
+    if (r->batches != NULL)
+        return sx_ds_batcher_next(r->batches, fill ? r->x : NULL, fill ? r->y : NULL, count);
+    /* the loader fills x as (batch, x_size): the input's shape may differ from the source's */
+    int64_t fs[2] = {r->x->shape[0], r->x_size};
+    sx_tensor flat = sx_tensor_view(r->x->dtype, 2, fs, r->x->data);
+    return sx_ds_loader_next(r->loader, fill ? &flat : NULL, fill ? r->y : NULL, count);
+}
+
 /* The batches of the network's current epoch (after those a mid-epoch checkpoint has done);
  * *loss_sum and *seen: the loss summed over the examples, and their number. */
 static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
 {
     sx_nn_net *net = r->net;
-    SX_TRY(sx_ds_batcher_set_epoch(r->batches, net->epoch));
+    SX_TRY(r->loader != NULL ? sx_ds_loader_set_epoch(r->loader, net->epoch)
+                             : sx_ds_batcher_set_epoch(r->batches, net->epoch));
     /* mid-epoch resume: skip the batches already trained on */
     int64_t done_in_epoch = net->epoch_step, count = 0;
     if (done_in_epoch > r->per_epoch)
@@ -290,11 +339,11 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
                         "the data and batch size it was trained with",
                         r->who, (long long)done_in_epoch, (long long)r->per_epoch);
     for (int64_t k = 0; k < done_in_epoch; k++)
-        SX_TRY(sx_ds_batcher_next(r->batches, NULL, NULL, &count));
+        SX_TRY(run_next(r, false, &count));
     double t0 = sx_seconds();
     int64_t i = done_in_epoch;
     sx_status s;
-    while ((s = sx_ds_batcher_next(r->batches, r->x, r->y, &count)) == SX_OK && count > 0) {
+    while ((s = run_next(r, true, &count)) == SX_OK && count > 0) {
         sx_tensor xv = rows_view(r->x, count), yv = rows_view(r->y, count);
         double loss = 0;
         if ((s = run_step(r, &xv, &yv, count, &loss)) != SX_OK)
@@ -317,7 +366,7 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
 static sx_status run_epoch(run *r)
 {
     sx_nn_net *net = r->net;
-    double loss_sum = 0;
+    double loss_sum = 0, t0 = r->train_time;
     int64_t seen = 0;
     SX_TRY(run_epoch_batches(r, &loss_sum, &seen));
     net->epoch++;
@@ -332,7 +381,39 @@ static sx_status run_epoch(run *r)
             fprintf(stderr, "epoch %lld: loss %.4f, test accuracy %.2f%%\n", (long long)net->epoch,
                     r->rep.last_loss, 100 * r->rep.test_accuracy);
     }
+    if (r->fit != NULL)
+        SX_TRY(nn_fit_epoch_end(r->fit, r->model, r->rep.last_loss, r->train_time - t0, &r->stop));
     return SX_OK;
+}
+
+/* The epochs up to p.epochs (or early stopping) with Ctrl-C caught, then the report; frees
+ * what run_start* made. s: the status of the start. */
+static sx_status run_loop(run *r, sx_status s, sx_nn_train_report *report)
+{
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old);
+    r->tty = isatty(STDERR_FILENO);
+    while (s == SX_OK && !r->stop && r->net->epoch < r->p.epochs)
+        s = run_epoch(r);
+    sigaction(SIGINT, &old, NULL);
+    if (r->model != NULL && r->p.profile) {
+        fprintf(stderr, "time per op kind (compiled training graph):\n");
+        sx_cg_profile_print(sx_nn_model_graph(r->model), 10, stderr);
+    }
+    r->rep.train_seconds = r->train_time;
+    if (report != NULL)
+        *report = r->rep;
+    sx_tensor_free(r->x);
+    sx_tensor_free(r->y);
+    sx_ds_batcher_free(r->batches);
+    sx_ds_loader_free(r->loader);
+    sx_nn_model_free(r->partial);
+    sx_nn_model_free(r->model);
+    return s;
 }
 
 sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx_ds_images *train,
@@ -348,31 +429,38 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
     r.test = test;
     r.p = params ? *params : sx_nn_train_params_default();
     r.rep.test_accuracy = -1;
-    SX_TRY(check_params(&r.p));
+    SX_TRY(check_params(who, &r.p));
     SX_TRY(check_fit(who, net, train));
+    sx_status s = run_start_images(&r, train);
+    if (s == SX_OK)
+        s = run_start(&r);
+    return run_loop(&r, s, report);
+}
 
-    sx_status s = run_start(&r, train);
-    struct sigaction old, sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old);
-    r.tty = isatty(STDERR_FILENO);
-    while (s == SX_OK && net->epoch < r.p.epochs)
-        s = run_epoch(&r);
-    sigaction(SIGINT, &old, NULL);
-    if (r.model != NULL && r.p.profile) {
-        fprintf(stderr, "time per op kind (compiled training graph):\n");
-        sx_cg_profile_print(sx_nn_model_graph(r.model), 10, stderr);
-    }
-    r.rep.train_seconds = r.train_time;
-    if (report != NULL)
-        *report = r.rep;
-    sx_tensor_free(r.x);
-    sx_tensor_free(r.y);
-    sx_ds_batcher_free(r.batches);
-    sx_nn_model_free(r.partial);
-    sx_nn_model_free(r.model);
-    return s;
+sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_source *train,
+                    const sx_ds_source *val, sx_nn_history *history)
+{
+    const char *who = "sx_nn_fit";
+    if (history != NULL)
+        memset(history, 0, sizeof *history);
+    if (net == NULL || train == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL network or training source", who);
+    sx_nn_fit_params fp = params ? *params : sx_nn_fit_params_default();
+    run r;
+    memset(&r, 0, sizeof r);
+    r.who = who;
+    r.net = net;
+    r.p = fp.train;
+    r.rep.test_accuracy = -1;
+    SX_TRY(check_params(who, &r.p));
+    SX_TRY(nn_fit_check(who, net, &fp, train, val));
+    sx_status s = nn_fit_new(net, &fp, val, &r.fit);
+    if (s == SX_OK)
+        s = run_start_source(&r, train, &fp.augment);
+    if (s == SX_OK)
+        s = run_start(&r);
+    s = run_loop(&r, s, NULL);
+    sx_status f = nn_fit_finish(r.fit, s == SX_OK, history);
+    nn_fit_free(r.fit);
+    return s != SX_OK ? s : f;
 }

@@ -480,6 +480,10 @@ static const char *const null_calls[] = {
     "sx_nn_model_predict",
     "sx_nn_train",
     "sx_nn_evaluate",
+    "sx_nn_fit",
+    "sx_nn_evaluate_source",
+    "sx_nn_history_free",
+    "sx_nn_history_write_csv",
     "sx_nn_save",
     "sx_nn_load",
     "sx_nn_model_input_rank",
@@ -570,6 +574,15 @@ static void call_everything_with_null(void)
     double acc = -1;
     cr_assert_eq(sx_nn_evaluate(NULL, NULL, 1, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_evaluate(NULL, &d, 1, &acc), SX_E_ARG);
+    sx_nn_history hist;
+    double loss = -1;
+    cr_assert_eq(sx_nn_fit(NULL, NULL, NULL, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_fit(NULL, NULL, NULL, NULL, &hist), SX_E_ARG);
+    cr_assert_eq(hist.n, 0);
+    cr_assert_eq(sx_nn_evaluate_source(NULL, NULL, NULL, &loss, &acc), SX_E_ARG);
+    sx_nn_history_free(NULL);
+    cr_assert_eq(sx_nn_history_write_csv(NULL, "/tmp/x.csv"), SX_E_ARG);
+    cr_assert_eq(sx_nn_history_write_csv(&hist, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, "/nonexistent/x"), SX_E_ARG);
     sx_nn_model *ld = (sx_nn_model *)1;

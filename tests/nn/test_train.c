@@ -175,6 +175,11 @@ static double test_loss(sx_nn_net *net, sx_nn_model *infer, const sx_tensor *x, 
             case SX_LOSS_HINGE: /* targets as -1 / +1 */
                 loss += fmax(0, 1 - (2 * tk - 1) * pk) / (FD_N * FD_K);
                 break;
+            case SX_LOSS_HUBER: { /* quadratic within delta, linear outside */
+                double d = fabs(pk - tk), h = p->huber_delta;
+                loss += (d <= h ? 0.5 * d * d : h * (d - 0.5 * h)) / (FD_N * FD_K);
+                break;
+            }
             }
             if (pk > o[i * FD_K + best])
                 best = k;
@@ -218,6 +223,7 @@ static void fd_check(const fd_case *c, uint64_t seed)
     sx_tensor *y = one_hot(SX_F64, FD_N, FD_K, labels);
     sx_nn_train_params p = sx_nn_train_params_default();
     p.loss = c->loss;
+    p.huber_delta = 0.2; /* below some |out - y| of the batch: both of Huber's pieces */
     p.optim = sx_optim_params_default(SX_OPTIM_SGD);
     p.l1 = c->l1;
     p.l2 = c->l2;
@@ -305,6 +311,7 @@ Test(nn_train, sgd_step_is_the_finite_difference_gradient, .timeout = 120)
         {"mse", SX_LOSS_MSE, 0, 0, 0, 0},
         {"l1", SX_LOSS_L1, 0, 0, 0, 0},
         {"hinge", SX_LOSS_HINGE, 0, 0, 0, 0},
+        {"huber", SX_LOSS_HUBER, 0, 0, 0, 0},
         {"l2 regularisation", SX_LOSS_CROSS_ENTROPY, 0, 0.03, 0, 0},
         {"l1 regularisation", SX_LOSS_CROSS_ENTROPY, 0.02, 0, 0, 0},
         {"l1 + l2 with mse", SX_LOSS_MSE, 0.01, 0.02, 0, 0},

@@ -1,0 +1,213 @@
+/* image_folder_train: train a small CNN on a folder of images, root/<class>/<file>.png|jpg,
+ * with augmentation (random crops, horizontal flips, per-channel normalisation from the
+ * training split), a validation split and early stopping.
+ *
+ *   image_folder_train ROOT [--size S] [--gray] [--epochs N] [--batch B] [--lr X] [--val F]
+ *                      [--patience P] [--seed S] [--quiet]
+ *   image_folder_train --make-demo ROOT   (writes two classes of 16x16 gray PNGs, 24 each:
+ *                                          horizontal and vertical stripes, random phase)
+ *
+ * CNN: input SxSxC -> conv2d 3x3, 8 filters, SAME, relu -> max_pool 2x2 -> flatten
+ *      -> linear (classes, softmax); cross-entropy, Adam. Ends with one line:
+ *   result: epochs=E best_epoch=B val_accuracy=A stopped_early=0|1 */
+#include <sx_nn.h>
+
+#include <errno.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct options {
+    const char *root;
+    bool gray, quiet;
+    long size, epochs, batch, patience, seed;
+    double lr, val;
+} options;
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: image_folder_train ROOT [--size S] [--gray] [--epochs N] [--batch B] "
+                    "[--lr X] [--val F] [--patience P] [--seed S] [--quiet]\n"
+                    "       image_folder_train --make-demo ROOT\n");
+    return 2;
+}
+
+/* ---------------------------------------------------------------- the demo folder */
+
+static bool write_png(const char *path, int n, const uint8_t *px)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return false;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    bool ok = info != NULL;
+    if (ok && setjmp(png_jmpbuf(png)) == 0) {
+        png_init_io(png, f);
+        png_set_IHDR(png, info, (png_uint_32)n, (png_uint_32)n, 8, PNG_COLOR_TYPE_GRAY,
+                     PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+        png_write_info(png, info);
+        for (int y = 0; y < n; y++)
+            png_write_row(png, px + y * n);
+        png_write_end(png, NULL);
+    } else {
+        ok = false;
+    }
+    png_destroy_write_struct(&png, &info);
+    return fclose(f) == 0 && ok;
+}
+
+static int make_demo(const char *root)
+{
+    const char *classes[2] = {"horizontal", "vertical"};
+    char path[4200];
+    uint64_t st = 777;
+    uint8_t px[16 * 16];
+    mkdir(root, 0777);
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "%s/%s", root, classes[c]);
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "image_folder_train: %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+        for (int i = 0; i < 24; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            int phase = (int)(st >> 60) & 3, period = 4;
+            for (int y = 0; y < 16; y++)
+                for (int x = 0; x < 16; x++) {
+                    int t = (c == 0 ? y : x) + phase;
+                    px[y * 16 + x] = (uint8_t)(t % period < period / 2 ? 220 : 30);
+                }
+            snprintf(path, sizeof path, "%s/%s/%02d.png", root, classes[c], i);
+            if (!write_png(path, 16, px)) {
+                fprintf(stderr, "image_folder_train: %s: cannot write\n", path);
+                return 1;
+            }
+        }
+    }
+    printf("wrote %s: 2 classes of 24 PNGs\n", root);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- training */
+
+static bool parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){
+        .size = 16, .epochs = 30, .batch = 8, .patience = 5, .seed = 1, .lr = 0.01, .val = 0.25};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (strcmp(a, "--gray") == 0 || strcmp(a, "--quiet") == 0) {
+            *(a[2] == 'g' ? &o->gray : &o->quiet) = true;
+            continue;
+        }
+        if (a[0] != '-' && o->root == NULL) {
+            o->root = a;
+            continue;
+        }
+        if (v == NULL)
+            return false;
+        if (strcmp(a, "--lr") == 0 || strcmp(a, "--val") == 0) {
+            *(a[2] == 'l' ? &o->lr : &o->val) = strtod(v, &end);
+        } else if (strcmp(a, "--size") == 0 || strcmp(a, "--epochs") == 0 ||
+                   strcmp(a, "--batch") == 0 || strcmp(a, "--patience") == 0 ||
+                   strcmp(a, "--seed") == 0) {
+            long *dst = strcmp(a, "--size") == 0 ? &o->size
+                        : a[2] == 'e'            ? &o->epochs
+                        : a[2] == 'b'            ? &o->batch
+                        : a[2] == 'p'            ? &o->patience
+                                                 : &o->seed;
+            *dst = strtol(v, &end, 10);
+        } else {
+            return false;
+        }
+        if (*end != '\0' || end == v)
+            return false;
+        i++;
+    }
+    return o->root != NULL && o->size >= 2 && o->size <= 4096 && o->epochs >= 1 &&
+           o->epochs <= 1000000 && o->batch >= 1 && o->batch <= 1000000 && o->patience >= 0 &&
+           o->patience <= 1000000;
+}
+
+static sx_status build_net(const options *o, int64_t c, int64_t classes, sx_nn_net **out)
+{
+    SX_TRY(sx_nn_net_new("folder_cnn", SX_F32, (uint64_t)o->seed, out));
+    sx_nn_layer *x = sx_nn_input(*out, 3, (int64_t[]){o->size, o->size, c});
+    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(8, 3, 3);
+    conv.conv.padding = SX_PAD_SAME;
+    conv.act = SX_ACT_RELU;
+    x = sx_nn_conv2d(*out, x, &conv);
+    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);
+    x = sx_nn_max_pool2d(*out, x, &pool);
+    x = sx_nn_flatten(*out, x);
+    x = sx_nn_linear(*out, x, classes, SX_ACT_SOFTMAX);
+    return sx_nn_net_status(*out);
+}
+
+static sx_status train(const options *o, const sx_ds_images *set)
+{
+    sx_ds_source *all = NULL, *tr = NULL, *va = NULL;
+    sx_ds_stats *st = NULL;
+    sx_nn_net *net = NULL;
+    sx_nn_history h = {0};
+    sx_status s = sx_ds_source_images(set, &all);
+    if (s == SX_OK)
+        s = sx_ds_split(all, o->val, (uint64_t)o->seed, &tr, &va);
+    if (s == SX_OK) /* per-channel statistics of the training split */
+        s = sx_ds_stats_compute(tr, set->c, &st);
+    if (s == SX_OK)
+        s = build_net(o, set->c, set->classes, &net);
+    sx_nn_fit_params p = sx_nn_fit_params_default();
+    p.train.epochs = (int)o->epochs;
+    p.train.batch = (int)o->batch;
+    p.train.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.train.optim.lr = o->lr;
+    p.train.verbose = o->quiet ? 0 : 1;
+    p.train.progress_every = 0;
+    p.patience = (int)o->patience;
+    if (st != NULL)
+        p.augment = (sx_ds_augment){.crop_pad = 2, .flip = true, .mean = st->mean, .std = st->std};
+    if (s == SX_OK) {
+        if (!o->quiet)
+            sx_nn_net_print(net, stderr);
+        s = sx_nn_fit(net, &p, tr, va, &h); /* va: normalised, not cropped or flipped */
+    }
+    for (int64_t i = 0; s == SX_OK && i < h.n; i++)
+        if (h.rows[i].epoch == h.best_epoch)
+            printf("result: epochs=%lld best_epoch=%lld val_accuracy=%.4f stopped_early=%d\n",
+                   (long long)h.rows[h.n - 1].epoch, (long long)h.best_epoch, h.rows[i].val_metric,
+                   (int)h.stopped_early);
+    sx_nn_history_free(&h);
+    sx_nn_net_free(net);
+    sx_ds_stats_free(st);
+    sx_ds_source_free(va);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(all);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--make-demo") == 0)
+        return make_demo(argv[2]);
+    options o;
+    if (!parse_args(argc, argv, &o))
+        return usage();
+    sx_ds_image_folder_params fp = sx_ds_image_folder_params_default();
+    fp.h = fp.w = o.size;
+    fp.c = o.gray ? 1 : 3;
+    sx_ds_images *set = NULL;
+    sx_status s = sx_ds_image_folder_load(o.root, &fp, &set);
+    if (s == SX_OK)
+        s = train(&o, set);
+    sx_ds_images_free(set);
+    if (s != SX_OK) {
+        fprintf(stderr, "image_folder_train: %s\n", sx_last_error());
+        return 1;
+    }
+    return 0;
+}
