@@ -243,8 +243,17 @@ typedef struct mem_plan {
  * read element by element before being written); matmul over its addend only, never over a
  * factor that shares the addend's storage, and only when that gives the bits of adding the
  * addend after the product (cg_matmul_inplace_ok); max-pool backward over x when no two windows
- * share a cell (each window is read whole before its cells are written) and the upstream
- * gradient is not x's storage too. */
+ * share a cell (pool_disjoint: each window is read whole before its cells are written) and the
+ * upstream gradient is not x's storage too. */
+/* No two pooling windows share a cell: stride >= kernel on both axes and no dilation (the
+ * kernel's own test, sx_tensor_maxpool2d_backward_out; a dilated window spans more cells than
+ * its kernel, and the kernel refuses dx = x then). Pads and ceil_mode only clip windows. */
+static bool pool_disjoint(const sx_pool2d_params *p)
+{
+    return p->stride_h >= p->kernel_h && p->stride_w >= p->kernel_w && p->dilation_h <= 1 &&
+           p->dilation_w <= 1;
+}
+
 static bool inplace_ok(const sx_cg_node *n, int i, const struct plan_slot *s)
 {
     unsigned f = sx_cg_ops[n->op].flags;
@@ -254,9 +263,7 @@ static bool inplace_ok(const sx_cg_node *n, int i, const struct plan_slot *s)
     if (f & SX_OPF_INPLACE)
         return true;
     if ((f & SX_OPF_INPLACE_POOL) && i == 0)
-        return n->attr.pool.stride_h >= n->attr.pool.kernel_h &&
-               n->attr.pool.stride_w >= n->attr.pool.kernel_w &&
-               s[n->in[1]->step].root != s[x->step].root;
+        return pool_disjoint(&n->attr.pool) && s[n->in[1]->step].root != s[x->step].root;
     if ((f & SX_OPF_INPLACE_ADDEND) && i == 2 && cg_matmul_inplace_ok(n)) {
         int64_t r = s[x->step].root;
         return s[n->in[0]->step].root != r && s[n->in[1]->step].root != r;

@@ -520,6 +520,65 @@ Test(cgraph_plan, matmul_writes_over_its_dying_addend)
     }
 }
 
+/* Max-pool backward writes over its dying x only when no two windows share a cell: stride >=
+ * kernel and no dilation (a dilated 2x2 window at stride 2 spans 3x3 cells and overlaps its
+ * neighbours, and the kernel refuses dx = x there). Pads and ceil_mode keep the windows apart.
+ * Planned and unplanned results agree bit for bit in every case. */
+Test(cgraph_plan, pool_backward_in_place_only_for_disjoint_windows)
+{
+    static const struct {
+        sx_pool2d_params p;
+        bool inplace;
+    } cases[] = {
+        {{.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2}, true},
+        {{.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .dilation_h = 2}, false},
+        {{.kernel_h = 2, .kernel_w = 2, .stride_h = 3, .stride_w = 2, .dilation_w = 2}, false},
+        {{.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 1}, false},
+        {{.kernel_h = 2,
+          .kernel_w = 3,
+          .stride_h = 2,
+          .stride_w = 3,
+          .padding = SX_PAD_EXPLICIT,
+          .pad_top = 1,
+          .pad_left = 2,
+          .pad_right = 1,
+          .ceil_mode = 1},
+         true},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        sx_cg_graph *gs[2] = {NULL, NULL};
+        sx_cg_node *outs[2];
+        int64_t xs[4] = {2, 7, 7, 3}, ys[4];
+        sx_tensor xv = sx_tensor_view(SX_F64, 4, xs, NULL);
+        cr_assert_eq(sx_pool2d_shape("test", &xv, &cases[t].p, ys), SX_OK, "%s", sx_last_error());
+        for (int k = 0; k < 2; k++) {
+            cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &gs[k]), SX_OK);
+            sx_cg_node *a = ok(sx_cg_input(gs[k], "a", SX_F64, 4, xs));
+            sx_cg_node *d = ok(sx_cg_input(gs[k], "d", SX_F64, 4, ys));
+            sx_cg_node *x = ok(sx_cg_tanh(gs[k], a)); /* dies at the pooling's backward op */
+            sx_cg_node *dx = ok(sx_cg_maxpool2d_backward(gs[k], x, d, &cases[t].p));
+            outs[k] = ok(sx_cg_sum(gs[k], dx, SX_AXIS(1) | SX_AXIS(2), false));
+            sx_cg_freeze_params p = sx_cg_freeze_params_default();
+            p.plan_memory = k == 0;
+            sx_cg_plan_report rep;
+            cr_assert_eq(sx_cg_freeze_ex(gs[k], 1, &outs[k], &p, &rep), SX_OK, "%s",
+                         sx_last_error());
+            if (k == 0) {
+                cr_assert_eq(rep.inplace_nodes, cases[t].inplace ? 1 : 0, "case %zu", t);
+                cr_assert_eq(sx_cg_plan_check(gs[0]), SX_OK, "%s", sx_last_error());
+            }
+            sx_rng rng;
+            sx_rng_seed(&rng, 5);
+            set_input(gs[k], a, &rng, -1, 1);
+            set_input(gs[k], d, &rng, -1, 1);
+            cr_assert_eq(sx_cg_eval(gs[k], 1, &outs[k]), SX_OK, "case %zu: %s", t, sx_last_error());
+        }
+        cr_assert(same_bits(sx_cg_value(outs[0]), sx_cg_value(outs[1])), "case %zu", t);
+        sx_cg_graph_free(gs[0]);
+        sx_cg_graph_free(gs[1]);
+    }
+}
+
 /* ---------------------------------------------------------------- evaluation */
 
 static long allocs;
