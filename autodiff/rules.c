@@ -568,19 +568,21 @@ sx_status grad_maxpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
 }
 
 /* Stack the kh*kw strided views of a padded (n, h', w', c) tensor, one per window offset in
- * row-major order, along a new last axis: (n, oh, ow, c, kh*kw). Concat joins at most
- * SX_CG_MAX_INPUTS inputs per node, so larger windows are joined in groups. */
+ * row-major order (offset (i, j) starts at row i * dilation_h, column j * dilation_w), along a
+ * new last axis: (n, oh, ow, c, kh*kw). Concat joins at most SX_CG_MAX_INPUTS inputs per node,
+ * so larger windows are joined in groups. */
 static sx_cg_node *window_stack(sx_cg_graph *g, sx_cg_node *xp, const sx_pool2d_params *p,
                                 int64_t oh, int64_t ow)
 {
     int64_t k = (int64_t)p->kernel_h * p->kernel_w, s5[5];
+    int64_t dh = p->dilation_h > 1 ? p->dilation_h : 1, dw = p->dilation_w > 1 ? p->dilation_w : 1;
     memcpy(s5, sx_cg_node_shape(xp), 4 * sizeof *s5);
     s5[1] = oh, s5[2] = ow, s5[4] = 1;
     sx_cg_node **parts = sx_calloc((size_t)k, sizeof *parts);
     if (parts == NULL)
         return NULL;
     for (int64_t i = 0; i < k; i++) {
-        int64_t di = i / p->kernel_w, dj = i % p->kernel_w;
+        int64_t di = i / p->kernel_w * dh, dj = i % p->kernel_w * dw;
         sx_slice sl[4] = {SX_SLICE_ALL,
                           {di, di + (oh - 1) * p->stride_h + 1, p->stride_h},
                           {dj, dj + (ow - 1) * p->stride_w + 1, p->stride_w},
@@ -601,12 +603,33 @@ static sx_cg_node *window_stack(sx_cg_graph *g, sx_cg_node *xp, const sx_pool2d_
     return r;
 }
 
+/* The padding before an axis of `size` cells pooled to `out` outputs with kernel k, stride st
+ * and dilated kernel ke (sx_pool2d_params' rules; `explicit_pad` is pad_top or pad_left). */
+static int64_t pool_pad_before(const sx_pool2d_params *p, int64_t size, int64_t out, int64_t st,
+                               int64_t ke, int64_t explicit_pad)
+{
+    int64_t total = (out - 1) * st + ke - size;
+    switch (p->padding) {
+    case SX_PAD_VALID:
+        return 0;
+    case SX_PAD_SAME:
+        return total > 0 ? total / 2 : 0;
+    case SX_PAD_SAME_LOWER:
+        return total > 0 ? total - total / 2 : 0;
+    case SX_PAD_EXPLICIT:
+        return explicit_pad;
+    }
+    return 0;
+}
+
 /* maxpool_backward(x, dy) = P^T dy, where P (x-dependent, piecewise constant) picks each window's
  * first maximum. The x-gradient is zero (almost everywhere); the dy-gradient is P G: G read at
- * each window's first maximum. Built from ops that have rules: pad x with -inf and G with 0 to
- * the windows' extent (SAME padding, TensorFlow's split), stack the kh*kw window offsets along
- * a new axis, take argmax (the first maximum in the window's row-major order, as the kernel),
- * and sum G's stack against one_hot(argmax). */
+ * each window's first maximum. Built from ops that have rules: pad x with -inf and G with 0 by
+ * the pooling's own padding before each axis and as far after as the last (dilated, possibly
+ * ceil_mode) window reaches, stack the kh*kw window offsets along a new axis, take argmax (the
+ * first maximum in the window's row-major order, as the kernel), and sum G's stack against
+ * one_hot(argmax). A window that holds only padding (dilation allows it) picks a padded cell
+ * of G, a 0: no gradient, as the kernel. */
 sx_status grad_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                                   sx_cg_node **gin)
 {
@@ -617,11 +640,14 @@ sx_status grad_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
     const int64_t *xs = sx_cg_node_shape(x), *ys = sx_cg_node_shape(IN(1));
     int64_t oh = ys[1], ow = ys[2], before[4] = {0}, after[4] = {0};
     int64_t k[2] = {p->kernel_h, p->kernel_w}, st[2] = {p->stride_h, p->stride_w};
+    int64_t dil[2] = {p->dilation_h > 1 ? p->dilation_h : 1, p->dilation_w > 1 ? p->dilation_w : 1};
+    int64_t pads[2] = {p->pad_top, p->pad_left};
     for (int a = 0; a < 2; a++) {
-        int64_t o = a == 0 ? oh : ow, size = xs[1 + a];
-        int64_t total = (o - 1) * st[a] + k[a] - size;
-        before[1 + a] = p->padding == SX_PAD_SAME && total > 0 ? total / 2 : 0;
-        after[1 + a] = total - before[1 + a] > 0 ? total - before[1 + a] : 0;
+        int64_t o = a == 0 ? oh : ow, size = xs[1 + a], ke = (k[a] - 1) * dil[a] + 1;
+        int64_t pb = pool_pad_before(p, size, o, st[a], ke, pads[a]);
+        int64_t reach = (o - 1) * st[a] + ke - pb - size; /* cells past the end the last needs */
+        before[1 + a] = pb;
+        after[1 + a] = reach > 0 ? reach : 0;
     }
     sx_cg_node *xw = window_stack(g, sx_cg_pad(g, x, before, after, -INFINITY), p, oh, ow);
     sx_cg_node *gw = window_stack(g, sx_cg_pad(g, gy, before, after, 0.0), p, oh, ow);

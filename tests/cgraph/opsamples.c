@@ -729,8 +729,69 @@ static const struct {
     {{4, {2, 5, 6, 2}}, {4, {2, 3, 2, 4}}, {.stride_h = 2, .stride_w = 1, .padding = SX_PAD_SAME}},
     {{4, {1, 4, 4, 3}}, {4, {1, 1, 3, 2}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
     {{4, {1, 3, 3, 2}}, {4, {3, 3, 2, 1}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
+    /* issue 17's options: groups = 2 */
+    {{4, {1, 5, 5, 4}}, {4, {3, 3, 2, 6}}, {.stride_h = 1, .stride_w = 1, .groups = 2}},
+    /* depthwise, multiplier 2, SAME */
+    {{4, {1, 5, 6, 3}},
+     {4, {3, 3, 1, 6}},
+     {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME, .groups = 3}},
+    /* depthwise at stride 2 pad 1 */
+    {{4, {2, 6, 5, 2}},
+     {4, {3, 3, 1, 2}},
+     {.stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_bottom = 1,
+      .pad_left = 1,
+      .pad_right = 1,
+      .groups = 2}},
+    /* dilation 2, SAME */
+    {{4, {1, 7, 6, 2}},
+     {4, {3, 2, 2, 3}},
+     {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME, .dilation_h = 2, .dilation_w = 2}},
+    /* explicit asymmetric pads */
+    {{4, {1, 5, 4, 2}},
+     {4, {3, 3, 2, 2}},
+     {.stride_h = 1,
+      .stride_w = 1,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 2,
+      .pad_bottom = 0,
+      .pad_left = 1,
+      .pad_right = 3}},
+    /* SAME_LOWER with an odd total padding on both axes */
+    {{4, {1, 6, 7, 2}},
+     {4, {2, 3, 2, 2}},
+     {.stride_h = 2, .stride_w = 2, .padding = SX_PAD_SAME_LOWER}},
+    /* per-axis strides with dilation on one axis */
+    {{4, {1, 8, 7, 3}}, {4, {2, 2, 3, 2}}, {.stride_h = 3, .stride_w = 2, .dilation_w = 2}},
+    /* stride 2 pad 1 (PyTorch's usual downsampling) */
+    {{4, {1, 7, 6, 2}},
+     {4, {3, 3, 2, 3}},
+     {.stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_bottom = 1,
+      .pad_left = 1,
+      .pad_right = 1}},
+    /* grouped 1x1 (one GEMM per group) */
+    {{4, {2, 3, 4, 4}}, {4, {1, 1, 2, 4}}, {.stride_h = 1, .stride_w = 1, .groups = 2}},
+    /* grouped, dilated, strided, padded at once */
+    {{4, {1, 7, 7, 4}},
+     {4, {2, 3, 2, 2}},
+     {.stride_h = 2,
+      .stride_w = 1,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_bottom = 2,
+      .pad_left = 0,
+      .pad_right = 1,
+      .dilation_h = 2,
+      .groups = 2}},
 };
-#define N_CONV 6
+#define N_CONV 16
 
 /* Shape functions check descriptors as kernels do (data present): views over a dummy address
  * they never read. */
@@ -806,8 +867,80 @@ static const struct {
       .stride_h = 2,
       .stride_w = 2,
       .padding = SX_PAD_SAME}}, /* odd sizes, padding after */
+    /* issue 17's options: stride 2 pad 1 (PyTorch's usual), padding counted */
+    {{4, {1, 6, 5, 2}},
+     {.kernel_h = 3,
+      .kernel_w = 3,
+      .stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_bottom = 1,
+      .pad_left = 1,
+      .pad_right = 1,
+      .count_include_pad = 1}},
+    /* asymmetric pads, per-axis strides, padding not counted */
+    {{4, {1, 5, 6, 2}},
+     {.kernel_h = 3,
+      .kernel_w = 3,
+      .stride_h = 2,
+      .stride_w = 1,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 0,
+      .pad_bottom = 1,
+      .pad_left = 2,
+      .pad_right = 1}},
+    /* ceil_mode: a last, partial window */
+    {{4, {1, 6, 7, 2}},
+     {.kernel_h = 3, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .ceil_mode = 1}},
+    /* ceil_mode with pads counted: cells past the trailing pad are not */
+    {{4, {2, 5, 5, 1}},
+     {.kernel_h = 2,
+      .kernel_w = 3,
+      .stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_left = 1,
+      .pad_right = 1,
+      .ceil_mode = 1,
+      .count_include_pad = 1}},
+    /* SAME_LOWER: the odd padding cell before */
+    {{4, {1, 5, 6, 2}},
+     {.kernel_h = 2, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .padding = SX_PAD_SAME_LOWER}},
+    /* max pooling only (average pooling takes no dilation): dilation 2 */
+    {{4, {1, 7, 6, 2}},
+     {.kernel_h = 2,
+      .kernel_w = 2,
+      .stride_h = 1,
+      .stride_w = 1,
+      .dilation_h = 2,
+      .dilation_w = 2}},
+    /* dilation per axis with pads and stride 2 */
+    {{4, {2, 6, 6, 1}},
+     {.kernel_h = 3,
+      .kernel_w = 2,
+      .stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_bottom = 1,
+      .pad_left = 1,
+      .pad_right = 1,
+      .dilation_h = 2,
+      .dilation_w = 3}},
+    /* dilation with ceil_mode */
+    {{4, {1, 6, 7, 1}},
+     {.kernel_h = 2,
+      .kernel_w = 2,
+      .stride_h = 2,
+      .stride_w = 2,
+      .dilation_h = 2,
+      .dilation_w = 2,
+      .ceil_mode = 1}},
 };
-#define N_POOL 5
+#define N_POOL 13     /* max pooling: every case */
+#define N_AVG_POOL 10 /* average pooling: the cases before the dilated ones */
 
 static shp pool_dy(ctx *c, int v, sx_status *st)
 {
@@ -853,14 +986,14 @@ static sx_cg_node *sample_maxpool2d_relu_backward(GEN_ARGS)
     return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_relu_backward);
 }
 
-#define SPEC_avgpool2d N_POOL, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_avgpool2d N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6
 static sx_cg_node *sample_avgpool2d(GEN_ARGS)
 {
     CTX;
     return sx_cg_avgpool2d(g, in(c, pool_cases[v].x, V_UNIFORM, -2, 2), &pool_cases[v].p);
 }
 
-#define SPEC_avgpool2d_backward N_POOL, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_avgpool2d_backward N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6
 static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
 {
     CTX;

@@ -572,34 +572,54 @@ static void matmul_plain(const sx_cg_node *n, const sx_tensor *y, double *want, 
     }
 }
 
-/* Top/left padding of a window of size k, stride s over n cells (TensorFlow's SAME split). */
-static int64_t pad_before(int64_t n, int64_t k, int64_t s, sx_padding p)
+/* The padding before (top/left) and after an axis of n cells with the dilated window ke,
+ * and stride s (the header's rules: SAME splits the total with the odd cell after,
+ * SAME_LOWER before; EXPLICIT gives both). */
+static void pads_of(int64_t n, int64_t ke, int64_t s, sx_padding p, int64_t eb, int64_t ea,
+                    int64_t *before, int64_t *after)
 {
-    if (p == SX_PAD_VALID)
-        return 0;
-    int64_t out = (n + s - 1) / s, total = (out - 1) * s + k - n;
-    return total > 0 ? total / 2 : 0;
+    int64_t same = (n + s - 1) / s, total = (same - 1) * s + ke - n;
+    total = total > 0 ? total : 0;
+    *before = *after = 0;
+    if (p == SX_PAD_SAME)
+        *before = total / 2, *after = total - total / 2;
+    else if (p == SX_PAD_SAME_LOWER)
+        *before = total - total / 2, *after = total / 2;
+    else if (p == SX_PAD_EXPLICIT)
+        *before = eb, *after = ea;
 }
 
-/* Convolution by its definition. mode 0: y from (x, k); 1: dx from (k, dy); 2: dk from
- * (x, dy). xs (n,h,w,c), ks (kh,kw,c,f), ys (n,oh,ow,f). */
+static int64_t at_least_1(int v)
+{
+    return v > 1 ? v : 1;
+}
+
+/* Convolution by its definition, any stride, padding, dilation and groups. mode 0: y from
+ * (x, k); 1: dx from (k, dy); 2: dk from (x, dy). xs (n,h,w,c), ks (kh,kw,c/groups,f),
+ * ys (n,oh,ow,f). */
 static void conv_plain(int mode, const int64_t *xs, const int64_t *ks, const int64_t *ys,
                        const sx_conv2d_params *p, const sx_tensor *A, const sx_tensor *B,
                        double *out, double *mag)
 {
-    int64_t pt = pad_before(xs[1], ks[0], p->stride_h, p->padding);
-    int64_t pl = pad_before(xs[2], ks[1], p->stride_w, p->padding);
+    int64_t dh = at_least_1(p->dilation_h), dw = at_least_1(p->dilation_w), pt, pl, unused;
+    int64_t fg = ks[3] / at_least_1(p->groups); /* filters per group */
+    pads_of(xs[1], dh * (ks[0] - 1) + 1, p->stride_h, p->padding, p->pad_top, p->pad_bottom, &pt,
+            &unused);
+    pads_of(xs[2], dw * (ks[1] - 1) + 1, p->stride_w, p->padding, p->pad_left, p->pad_right, &pl,
+            &unused);
     for (int64_t b = 0; b < ys[0]; b++)
         for (int64_t oy = 0; oy < ys[1]; oy++)
             for (int64_t ox = 0; ox < ys[2]; ox++)
                 for (int64_t ky = 0; ky < ks[0]; ky++)
                     for (int64_t kx = 0; kx < ks[1]; kx++) {
-                        int64_t iy = oy * p->stride_h + ky - pt, ix = ox * p->stride_w + kx - pl;
+                        int64_t iy = oy * p->stride_h + ky * dh - pt;
+                        int64_t ix = ox * p->stride_w + kx * dw - pl;
                         if (iy < 0 || iy >= xs[1] || ix < 0 || ix >= xs[2])
                             continue;
                         for (int64_t c = 0; c < ks[2]; c++)
                             for (int64_t f = 0; f < ks[3]; f++) {
-                                int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + c;
+                                int64_t xc = (f / fg) * ks[2] + c; /* f's group's channel c */
+                                int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + xc;
                                 int64_t ki = ((ky * ks[1] + kx) * ks[2] + c) * ks[3] + f;
                                 int64_t yi = ((b * ys[1] + oy) * ys[2] + ox) * ys[3] + f;
                                 int64_t at = mode == 0 ? yi : mode == 1 ? xi : ki;
@@ -612,27 +632,36 @@ static void conv_plain(int mode, const int64_t *xs, const int64_t *ks, const int
                     }
 }
 
-/* Pooling by its definition. mode 0: max, 1: avg (over real cells), 2: max backward (dy to
- * the first maximum of each window), 3: avg backward. */
+/* Pooling by its definition, any padding, dilation, ceil_mode (through ys) and
+ * count_include_pad. mode 0: max, 1: avg, 2: max backward (dy to the first maximum of each
+ * window), 3: avg backward. */
 static void pool_plain(int mode, const int64_t *xs, const int64_t *ys, const sx_pool2d_params *p,
                        const sx_tensor *x, const sx_tensor *dy, double *out, double *mag)
 {
-    int64_t pt = pad_before(xs[1], p->kernel_h, p->stride_h, p->padding);
-    int64_t pl = pad_before(xs[2], p->kernel_w, p->stride_w, p->padding);
+    int64_t dh = at_least_1(p->dilation_h), dw = at_least_1(p->dilation_w), pt, pb, pl, pr;
+    pads_of(xs[1], dh * (p->kernel_h - 1) + 1, p->stride_h, p->padding, p->pad_top, p->pad_bottom,
+            &pt, &pb);
+    pads_of(xs[2], dw * (p->kernel_w - 1) + 1, p->stride_w, p->padding, p->pad_left, p->pad_right,
+            &pl, &pr);
     for (int64_t b = 0; b < ys[0]; b++)
         for (int64_t oy = 0; oy < ys[1]; oy++)
             for (int64_t ox = 0; ox < ys[2]; ox++)
                 for (int64_t c = 0; c < ys[3]; c++) {
                     int64_t yi = ((b * ys[1] + oy) * ys[2] + ox) * ys[3] + c, arg = -1, cnt = 0;
+                    int64_t padded = 0; /* window cells inside the padded input */
                     double best = -HUGE_VAL, sum = 0;
                     for (int pass = 0; pass < 2; pass++)
                         for (int64_t ky = 0; ky < p->kernel_h; ky++)
                             for (int64_t kx = 0; kx < p->kernel_w; kx++) {
-                                int64_t iy = oy * p->stride_h + ky - pt;
-                                int64_t ix = ox * p->stride_w + kx - pl;
+                                int64_t iy = oy * p->stride_h + ky * dh - pt;
+                                int64_t ix = ox * p->stride_w + kx * dw - pl;
+                                if (pass == 0 && iy >= -pt && iy < xs[1] + pb && ix >= -pl &&
+                                    ix < xs[2] + pr)
+                                    padded++;
                                 if (iy < 0 || iy >= xs[1] || ix < 0 || ix >= xs[2])
                                     continue;
                                 int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + c;
+                                double div = (double)(p->count_include_pad ? padded : cnt);
                                 if (pass == 0) {
                                     cnt++;
                                     if (x != NULL && get(x, xi) > best) {
@@ -642,17 +671,18 @@ static void pool_plain(int mode, const int64_t *xs, const int64_t *ys, const sx_
                                     if (x != NULL)
                                         sum += get(x, xi);
                                 } else if (mode == 3) {
-                                    out[xi] += get(dy, yi) / (double)cnt;
+                                    out[xi] += get(dy, yi) / div;
                                     mag[xi] += fabs(get(dy, yi));
                                 }
                             }
+                    double div = (double)(p->count_include_pad ? padded : cnt);
                     if (mode == 0)
                         out[yi] = best;
                     if (mode == 1) {
-                        out[yi] = sum / (double)cnt;
+                        out[yi] = sum / div;
                         mag[yi] = fabs(sum);
                     }
-                    if (mode == 2) {
+                    if (mode == 2 && arg >= 0) {
                         out[arg] += get(dy, yi);
                         mag[arg] += fabs(get(dy, yi));
                     }
@@ -1589,10 +1619,12 @@ static void check_cost(sx_cg_op op)
             double k = (double)a[sx_cg_node_attr(n)->trans_a ? ra - 2 : ra - 1];
             cr_assert_eq(f, 2 * size * k, "%s", what);
         }
-        if (op == SX_OP_CONV2D) {
+        if (op == SX_OP_CONV2D) { /* a group's filters read c / groups channels */
             const int64_t *k = sx_cg_node_shape(sx_cg_node_input(n, 1));
-            cr_assert_eq(f, 2 * (size / (double)k[3]) * (double)(k[0] * k[1] * k[2] * k[3]), "%s",
-                         what);
+            int groups = sx_cg_node_attr(n)->conv.groups > 1 ? sx_cg_node_attr(n)->conv.groups : 1;
+            cr_assert_eq(f,
+                         2 * (size / (double)k[3]) * (double)(k[0] * k[1] * (a[3] / groups) * k[3]),
+                         "%s", what);
         }
         cr_assert_eq(sx_cg_node_flops(NULL), 0);
         sx_cg_graph_free(g);
