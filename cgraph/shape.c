@@ -416,9 +416,22 @@ sx_status cg_shape_conv2d_backward(sx_cg_node *n)
     return SX_OK;
 }
 
+/* Average pooling takes no dilation (its kernels' rule, SX_E_ARG): refused when the node is
+ * made rather than when it runs. */
+static sx_status avgpool_undilated(const sx_cg_node *n)
+{
+    const sx_pool2d_params *p = &n->attr.pool;
+    if (p->dilation_h > 1 || p->dilation_w > 1)
+        return sx_error(SX_E_ARG, "%s: dilation %dx%d (average pooling takes none)", cg_who(n),
+                        p->dilation_h, p->dilation_w);
+    return SX_OK;
+}
+
 sx_status cg_shape_pool2d(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
+    if (n->op == SX_OP_AVGPOOL2D)
+        SX_TRY(avgpool_undilated(n));
     int64_t s[4];
     sx_tensor x = shape_view(IN(0));
     SX_TRY(sx_pool2d_shape(cg_who(n), &x, &n->attr.pool, s));
@@ -451,6 +464,7 @@ sx_status cg_shape_maxpool2d_backward(sx_cg_node *n)
 sx_status cg_shape_avgpool2d_backward(sx_cg_node *n)
 {
     SX_TRY(same_dtypes(n));
+    SX_TRY(avgpool_undilated(n));
     SX_TRY(attr_shape(n));
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);

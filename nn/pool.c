@@ -1,5 +1,6 @@
 /* pool.c: pooling layers over NHWC images: max and average pooling over windows (the tensor
- * op's sx_pool2d_params embedded, so every option the op gains reaches the layers), and global
+ * op's sx_pool2d_params embedded, so every option the op gains reaches the layers: pads,
+ * ceil_mode, count_include_pad, dilation), and global
  * max and average pooling over the two spatial axes, (h,w,c) -> (c). */
 #include "nn_impl.h"
 
@@ -32,14 +33,27 @@ static sx_cg_node *avg_pool_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *con
     return sx_cg_avgpool2d(b->g, in[0], &p->pool);
 }
 
+/* "2x2 stride 2x2 valid", then the options that are not their defaults */
 static void pool_describe(const sx_nn_layer *l, char *buf, size_t size)
 {
-    const sx_nn_pool2d_params *p = l->attr;
-    snprintf(buf, size, "%dx%d stride %dx%d %s", p->pool.kernel_h, p->pool.kernel_w,
-             p->pool.stride_h, p->pool.stride_w,
-             p->pool.padding == SX_PAD_VALID  ? "valid"
-             : p->pool.padding == SX_PAD_SAME ? "same"
-                                              : "other padding");
+    const sx_pool2d_params *p = &((const sx_nn_pool2d_params *)l->attr)->pool;
+    int n = snprintf(buf, size, "%dx%d stride %dx%d %s", p->kernel_h, p->kernel_w, p->stride_h,
+                     p->stride_w,
+                     p->padding == SX_PAD_VALID        ? "valid"
+                     : p->padding == SX_PAD_SAME       ? "same"
+                     : p->padding == SX_PAD_SAME_LOWER ? "same_lower"
+                     : p->padding == SX_PAD_EXPLICIT   ? "explicit"
+                                                       : "other padding");
+    if (p->padding == SX_PAD_EXPLICIT && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " pads %d,%d,%d,%d", p->pad_top, p->pad_bottom,
+                      p->pad_left, p->pad_right);
+    if ((p->dilation_h > 1 || p->dilation_w > 1) && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " dilation %dx%d",
+                      p->dilation_h > 1 ? p->dilation_h : 1, p->dilation_w > 1 ? p->dilation_w : 1);
+    if (p->ceil_mode && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " ceil");
+    if (p->count_include_pad && n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " count-pad");
 }
 
 const nn_layer_ops nn_max_pool2d_ops = {"max_pool2d", sizeof(sx_nn_pool2d_params), max_pool_forward,
@@ -58,8 +72,11 @@ static sx_nn_layer *pool(sx_nn_net *net, const char *who, nn_kind kind, sx_nn_la
         s = sx_error(SX_E_ARG, "%s: params are NULL", l->name);
     else if (in->rank != 3)
         s = sx_error(SX_E_RANK, "%s: input has rank %d, want (h,w,c)", l->name, in->rank);
+    else if (kind == L_AVGPOOL && (p->pool.dilation_h > 1 || p->pool.dilation_w > 1))
+        s = sx_error(SX_E_ARG, "%s: dilation %dx%d (average pooling takes none)", l->name,
+                     p->pool.dilation_h, p->pool.dilation_w);
     if (s == SX_OK) {
-        /* kernel, strides and padding are judged by the op's own shape rule */
+        /* kernel, strides, padding and the rest are judged by the op's own shape rule */
         int64_t xs[4] = {1, in->shape[0], in->shape[1], in->shape[2]}, ys[4];
         sx_tensor xv = sx_tensor_view(net->dtype, 4, xs, NULL);
         s = sx_pool2d_shape(l->name, &xv, &p->pool, ys);

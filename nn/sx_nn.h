@@ -135,31 +135,106 @@ const int64_t *sx_nn_layer_shape(const sx_nn_layer *l);
 
 sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape);
 /* A 2-d convolution layer over (h,w,c): y = act(conv2d(x, kernel) + bias), kernel
- * (kernel_h, kernel_w, c, filters), bias (filters). `conv` is the op's own parameter struct
- * (tensor/sx_tensor.h): strides and padding, judged by sx_conv2d_shape (its errors, e.g.
- * SX_E_ARG for a stride < 1 or a padding the op does not take). Turn the bias off before a
- * batch norm, which has its own shift. */
+ * (kernel_h, kernel_w, c / groups, filters), bias (filters). `conv` is the op's own parameter
+ * struct (tensor/sx_tensor.h): strides, padding (VALID, SAME(_UPPER), SAME_LOWER or EXPLICIT
+ * pads), dilation and groups, judged by sx_conv2d_shape (its errors, e.g. SX_E_ARG for a stride
+ * < 1 or a padding the op does not take). With groups g, filter j reads the channels of group
+ * j / (filters / g) only; groups = c is a depthwise convolution (sx_nn_depthwise_conv2d says it
+ * more plainly). The initialiser sees fan_in = kernel_h * kernel_w * c / groups and fan_out =
+ * kernel_h * kernel_w * filters / groups (the inputs of one output, the outputs of one input).
+ * Turn the bias off before a batch norm, which has its own shift. */
 typedef struct sx_nn_conv2d_params {
     int filters;            /* output channels, >= 1 */
     int kernel_h, kernel_w; /* >= 1 */
-    sx_conv2d_params conv;  /* stride 1 x 1, SX_PAD_VALID */
+    sx_conv2d_params conv;  /* stride 1 x 1, SX_PAD_VALID, dilation 1, groups 1 */
     bool bias;              /* true */
     sx_nn_act act;          /* SX_ACT_NONE */
 } sx_nn_conv2d_params;
 
 sx_nn_conv2d_params sx_nn_conv2d_params_default(int filters, int kernel_h, int kernel_w);
-/* p NULL, a kernel or filters < 1, an unknown activation: SX_E_ARG; an input not (h,w,c):
- * SX_E_RANK; a kernel or output with too many elements: SX_E_SHAPE. */
+/* p NULL, a kernel or filters < 1, groups < 0, an unknown activation: SX_E_ARG; an input not
+ * (h,w,c): SX_E_RANK; c or filters not divisible by groups, a kernel or output with too many
+ * elements: SX_E_SHAPE (each message names the numbers). */
 sx_nn_layer *sx_nn_conv2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_conv2d_params *p);
 
+/* A depthwise 2-d convolution over (h,w,c) (Keras' DepthwiseConv2D, PyTorch's Conv2d with
+ * groups = c): each input channel i is convolved with depth_multiplier filters of its own,
+ * giving output channels i * depth_multiplier .. (i+1) * depth_multiplier - 1; y = act(... +
+ * bias). Kernel (kernel_h, kernel_w, 1, c * depth_multiplier) (the conv2d layout with groups =
+ * c), bias (c * depth_multiplier). `conv` gives strides, padding and dilation; its groups must
+ * be 0, 1 (as sx_conv2d_params_default() leaves it) or c: the layer sets c. Initialiser fans:
+ * kernel_h * kernel_w in, kernel_h * kernel_w * depth_multiplier out. */
+typedef struct sx_nn_depthwise_conv2d_params {
+    int kernel_h, kernel_w; /* >= 1 */
+    int depth_multiplier;   /* >= 1; 1 */
+    sx_conv2d_params conv;  /* stride 1 x 1, SX_PAD_VALID, dilation 1 */
+    bool bias;              /* true */
+    sx_nn_act act;          /* SX_ACT_NONE */
+} sx_nn_depthwise_conv2d_params;
+
+sx_nn_depthwise_conv2d_params sx_nn_depthwise_conv2d_params_default(int kernel_h, int kernel_w);
+/* Errors as sx_nn_conv2d's; also SX_E_ARG for depth_multiplier < 1 or groups other than 0, 1
+ * or c. */
+sx_nn_layer *sx_nn_depthwise_conv2d(sx_nn_net *net, sx_nn_layer *in,
+                                    const sx_nn_depthwise_conv2d_params *p);
+
+/* A depthwise separable 2-d convolution (Keras' SeparableConv2D): a depthwise convolution
+ * without bias (kernel "depthwise_kernel" (kernel_h, kernel_w, 1, c * depth_multiplier); `conv`
+ * gives its strides, padding and dilation, groups 0, 1 or c), then a pointwise 1x1 convolution
+ * ("pointwise_kernel" (1, 1, c * depth_multiplier, filters)), the bias (filters) and the
+ * activation: y = act(conv1x1(depthwise(x)) + bias). Fans: the depthwise kernel's as in
+ * sx_nn_depthwise_conv2d, the pointwise kernel's c * depth_multiplier in, filters out. */
+typedef struct sx_nn_separable_conv2d_params {
+    int filters;            /* output channels, >= 1 */
+    int kernel_h, kernel_w; /* >= 1 */
+    int depth_multiplier;   /* >= 1; 1 */
+    sx_conv2d_params conv;  /* of the depthwise step: stride 1 x 1, SX_PAD_VALID, dilation 1 */
+    bool bias;              /* true */
+    sx_nn_act act;          /* SX_ACT_NONE */
+} sx_nn_separable_conv2d_params;
+
+sx_nn_separable_conv2d_params sx_nn_separable_conv2d_params_default(int filters, int kernel_h,
+                                                                    int kernel_w);
+/* Errors as sx_nn_depthwise_conv2d's, and SX_E_ARG for filters < 1. */
+sx_nn_layer *sx_nn_separable_conv2d(sx_nn_net *net, sx_nn_layer *in,
+                                    const sx_nn_separable_conv2d_params *p);
+
+/* A 1-d convolution over (length, channels) (Keras' Conv1D; PyTorch's Conv1d on (c, length)
+ * transposed): y[t, j] = act(sum over i, ci of x[t * stride - pad_before + i * dilation,
+ * group's channel ci] * kernel[i, ci, j] + bias[j]), kernel (kernel, channels / groups, filters),
+ * bias (filters). It runs as a 2-d convolution over (length, 1, channels), so the padding modes,
+ * sizes and errors are sx_conv2d_params' along the length axis (EXPLICIT: pad_before /
+ * pad_after). Fans as sx_nn_conv2d's with kernel_w = 1. */
+typedef struct sx_nn_conv1d_params {
+    int filters;               /* output channels, >= 1 */
+    int kernel;                /* >= 1 */
+    int stride;                /* >= 1; 1 */
+    sx_padding padding;        /* SX_PAD_VALID */
+    int pad_before, pad_after; /* SX_PAD_EXPLICIT only; >= 0 */
+    int dilation;              /* >= 1; 1 */
+    int groups;                /* >= 1, divides channels and filters; 1 */
+    bool bias;                 /* true */
+    sx_nn_act act;             /* SX_ACT_NONE */
+} sx_nn_conv1d_params;
+
+sx_nn_conv1d_params sx_nn_conv1d_params_default(int filters, int kernel);
+/* p NULL, kernel, filters, stride or dilation < 1, groups < 0, an unknown activation or
+ * padding: SX_E_ARG; an input not (length, channels): SX_E_RANK; channels or filters not
+ * divisible by groups, a window longer than the (padded) input, too many elements: SX_E_SHAPE. */
+sx_nn_layer *sx_nn_conv1d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_conv1d_params *p);
+
 /* Max and average pooling over windows of (h,w,c). `pool` is the op's own parameter struct
- * (tensor/sx_tensor.h: kernel, strides, padding), judged by sx_pool2d_shape. */
+ * (tensor/sx_tensor.h: kernel, strides, padding VALID / SAME(_UPPER) / SAME_LOWER / EXPLICIT
+ * pads, ceil_mode, count_include_pad for average pooling, dilation for max pooling), judged by
+ * sx_pool2d_shape (PyTorch's MaxPool2d(k, s, padding=p, dilation=d, ceil_mode=...) is EXPLICIT
+ * with all four pads p; AvgPool2d's count_include_pad defaults to true there, to off here). */
 typedef struct sx_nn_pool2d_params {
     sx_pool2d_params pool; /* stride = the kernel, SX_PAD_VALID */
 } sx_nn_pool2d_params;
 
 sx_nn_pool2d_params sx_nn_pool2d_params_default(int kernel_h, int kernel_w);
-/* p NULL: SX_E_ARG; an input not (h,w,c): SX_E_RANK; sx_pool2d_shape's errors. */
+/* p NULL, a dilation for average pooling: SX_E_ARG; an input not (h,w,c): SX_E_RANK;
+ * sx_pool2d_shape's errors. */
 sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
 sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
 sx_nn_layer *sx_nn_global_max_pool(sx_nn_net *net, sx_nn_layer *in); /* (h,w,c) -> (c) */

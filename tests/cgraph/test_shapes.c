@@ -236,6 +236,39 @@ Test(cgraph_shapes, conv_and_pool)
     sx_cg_graph_free(g);
 }
 
+/* Issue 17's options reach the graph's shape rules: groups, dilation, explicit pads, SAME_LOWER,
+ * ceil_mode; average pooling refuses a dilation when the node is made (its kernels would refuse
+ * it only when the graph runs). */
+Test(cgraph_shapes, conv_and_pool_options)
+{
+    sx_cg_graph *g = graph(SX_F32);
+    sx_conv2d_params grouped = {.stride_h = 2,
+                                .stride_w = 1,
+                                .padding = SX_PAD_EXPLICIT,
+                                .pad_top = 1,
+                                .pad_bottom = 0,
+                                .pad_left = 2,
+                                .pad_right = 1,
+                                .dilation_h = 2,
+                                .groups = 2};
+    /* rows (7 + 1 - 5) / 2 + 1 = 2, columns 6 + 3 - 3 + 1 = 7 */
+    SHAPE(sx_cg_conv2d(g, V(g, 1, 7, 6, 4), V(g, 3, 3, 2, 6), &grouped), 1, 2, 7, 6);
+    sx_pool2d_params ceil = {.kernel_h = 3,
+                             .kernel_w = 2,
+                             .stride_h = 2,
+                             .stride_w = 2,
+                             .dilation_w = 2,
+                             .ceil_mode = 1};
+    /* rows ceil((6 - 3) / 2) + 1 = 3, columns ceil((7 - 3) / 2) + 1 = 3 */
+    SHAPE(sx_cg_maxpool2d(g, V(g, 1, 6, 7, 2), &ceil), 1, 3, 3, 2);
+    cr_assert_eq(sx_cg_graph_status(g), SX_OK, "%s", sx_last_error());
+    FAILS(g, SX_E_ARG, sx_cg_avgpool2d(g, V(g, 1, 6, 7, 2), &ceil), "avgpool2d",
+          "average pooling takes none");
+    FAILS(g, SX_E_ARG, sx_cg_avgpool2d_backward(g, V(g, 1, 3, 3, 2), &ceil, DIMS(1, 6, 7, 2)),
+          "average pooling takes none");
+    sx_cg_graph_free(g);
+}
+
 Test(cgraph_shapes, softmax_family_and_dropout)
 {
     sx_cg_graph *g = graph(SX_F64);
