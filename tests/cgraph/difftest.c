@@ -1178,22 +1178,102 @@ static int g_image(gen *G, int x)
     return g_reshape(G, x, 4, s);
 }
 
-static sx_conv2d_params rand_conv(gen *G)
+/* A generator for issue 17's options, seeded from G's next draw without advancing G: the
+ * programs of a seed stay what they were before the options existed (their other draws are
+ * unchanged), and gain the options. */
+static sx_rng opt_rng(const gen *G)
+{
+    sx_rng c = G->rng, r;
+    sx_rng_seed(&r, sx_rng_u64(&c) ^ 0x9e3779b97f4a7c15u);
+    return r;
+}
+
+static int ob(sx_rng *r, int n)
+{
+    return n <= 1 ? 0 : (int)sx_rng_below(r, (uint64_t)n);
+}
+
+/* Strides and padding, and in half the draws issue 17's options: dilation, explicit (often
+ * asymmetric) pads or SAME_LOWER; groups over c input channels (c > 0: 1, 2 when c is even, or
+ * c for depthwise; the caller multiplies the filter count by them) or, for a given filter
+ * count f (f > 0), 1 or 2. */
+static sx_conv2d_params rand_conv(gen *G, int64_t c, int64_t f)
 {
     sx_conv2d_params p = {.stride_h = 1 + gb(G, 2),
                           .stride_w = 1 + gb(G, 2),
                           .padding = gb(G, 2) ? SX_PAD_SAME : SX_PAD_VALID};
+    sx_rng o = opt_rng(G);
+    int pick = ob(&o, 4);
+    if (c > 0 && pick == 1 && c % 2 == 0)
+        p.groups = 2;
+    if (c > 0 && pick == 2 && c > 1 && c <= 8)
+        p.groups = (int)c;
+    if (f > 0 && pick == 1 && f % 2 == 0)
+        p.groups = 2;
+    if (ob(&o, 2)) {
+        p.dilation_h = 1 + ob(&o, 2);
+        p.dilation_w = 1 + ob(&o, 2);
+        int mode = ob(&o, 3);
+        if (mode == 1)
+            p.padding = SX_PAD_SAME_LOWER;
+        if (mode == 2) {
+            p.padding = SX_PAD_EXPLICIT;
+            p.pad_top = ob(&o, 3), p.pad_bottom = ob(&o, 3);
+            p.pad_left = ob(&o, 3), p.pad_right = ob(&o, 3);
+        }
+    }
     return p;
 }
 
-static sx_pool2d_params rand_pool(gen *G)
+static int groups_of(const sx_conv2d_params *p)
+{
+    return p->groups > 1 ? p->groups : 1;
+}
+
+/* Pooling: kernel, strides, padding, and in half the draws issue 17's options: explicit pads
+ * (each below the dilated kernel), ceil_mode, count_include_pad, dilation (max pooling only). */
+static sx_pool2d_params rand_pool(gen *G, bool max)
 {
     sx_pool2d_params p = {.kernel_h = 1 + gb(G, 3),
                           .kernel_w = 1 + gb(G, 3),
                           .stride_h = 1 + gb(G, 2),
                           .stride_w = 1 + gb(G, 2),
                           .padding = gb(G, 2) ? SX_PAD_SAME : SX_PAD_VALID};
+    sx_rng o = opt_rng(G);
+    if (ob(&o, 2)) {
+        if (max) {
+            p.dilation_h = 1 + ob(&o, 2);
+            p.dilation_w = 1 + ob(&o, 2);
+        }
+        int mode = ob(&o, 3);
+        if (mode == 1)
+            p.padding = SX_PAD_SAME_LOWER;
+        if (mode == 2) {
+            int keh = (p.kernel_h - 1) * (p.dilation_h > 1 ? p.dilation_h : 1) + 1;
+            int kew = (p.kernel_w - 1) * (p.dilation_w > 1 ? p.dilation_w : 1) + 1;
+            p.padding = SX_PAD_EXPLICIT;
+            p.pad_top = ob(&o, keh), p.pad_bottom = ob(&o, keh);
+            p.pad_left = ob(&o, kew), p.pad_right = ob(&o, kew);
+        }
+        if (mode != 1)
+            p.ceil_mode = ob(&o, 2);
+        p.count_include_pad = max ? 0 : ob(&o, 2);
+    }
     return p;
+}
+
+/* An input size along one axis for which a window op with output size `out` (window K after
+ * dilation, stride s, padding mode with explicit pads pb/pa) gives out: the generators'
+ * inverse of the size rule (the caller checks it with the real rule). */
+static int64_t window_in_size(int64_t out, int64_t k, int dil, int s, sx_padding mode, int pb,
+                              int pa)
+{
+    int64_t ke = (k - 1) * (dil > 1 ? dil : 1) + 1;
+    if (mode == SX_PAD_SAME || mode == SX_PAD_SAME_LOWER)
+        return out * s;
+    if (mode == SX_PAD_EXPLICIT)
+        return (out - 1) * s + ke - pb - pa;
+    return (out - 1) * s + ke;
 }
 
 static bool conv_out(const int64_t x[4], const int64_t k[4], const sx_conv2d_params *p, int64_t *y)
@@ -1218,8 +1298,10 @@ static int gen_conv2d(gen *G, sx_cg_op op, int dom)
     if (in[0] < 0)
         return -1;
     sx_cg_attr at = sx_cg_attr_default();
-    at.conv = rand_conv(G);
-    int64_t ks[4] = {1 + gb(G, 3), 1 + gb(G, 3), gn(G, in[0])->shape[3], 1 + gb(G, 3)};
+    int64_t c = gn(G, in[0])->shape[3];
+    at.conv = rand_conv(G, c, 0);
+    int64_t ks[4] = {1 + gb(G, 3), 1 + gb(G, 3), c / groups_of(&at.conv),
+                     (1 + gb(G, 3)) * groups_of(&at.conv)};
     in[1] = g_leaf(G, 4, ks, -1, 1);
     return in[1] < 0 ? -1 : g_op(G, op, 2, in, &at);
 }
@@ -1234,16 +1316,18 @@ static int gen_conv2d_backward_input(gen *G, sx_cg_op op, int dom)
         return -1;
     const dt_node *dy = gn(G, in[1]);
     sx_cg_attr at = sx_cg_attr_default();
-    at.conv = rand_conv(G);
+    at.conv = rand_conv(G, 0, dy->shape[3]);
     int64_t ks[4] = {1 + gb(G, 3), 1 + gb(G, 3), 1 + gb(G, 2), dy->shape[3]}, y[4];
+    const sx_conv2d_params *p = &at.conv;
     at.rank = 4;
     at.shape[0] = dy->shape[0];
-    at.shape[3] = ks[2];
-    bool same = at.conv.padding == SX_PAD_SAME;
-    at.shape[1] =
-        same ? dy->shape[1] * at.conv.stride_h : (dy->shape[1] - 1) * at.conv.stride_h + ks[0];
-    at.shape[2] =
-        same ? dy->shape[2] * at.conv.stride_w : (dy->shape[2] - 1) * at.conv.stride_w + ks[1];
+    at.shape[3] = ks[2] * groups_of(p);
+    at.shape[1] = window_in_size(dy->shape[1], ks[0], p->dilation_h, p->stride_h, p->padding,
+                                 p->pad_top, p->pad_bottom);
+    at.shape[2] = window_in_size(dy->shape[2], ks[1], p->dilation_w, p->stride_w, p->padding,
+                                 p->pad_left, p->pad_right);
+    if (at.shape[1] < 1 || at.shape[2] < 1)
+        return -1;
     if (!conv_out(at.shape, ks, &at.conv, y) || !sx_shape_equal(4, y, 4, dy->shape))
         return -1;
     in[0] = g_leaf(G, 4, ks, -1, 1);
@@ -1258,13 +1342,13 @@ static int gen_conv2d_backward_kernel(gen *G, sx_cg_op op, int dom)
     if (in[0] < 0)
         return -1;
     sx_cg_attr at = sx_cg_attr_default();
-    at.conv = rand_conv(G);
+    at.conv = rand_conv(G, gn(G, in[0])->shape[3], 0);
     at.rank = 4;
     int64_t y[4];
     at.shape[0] = 1 + gb(G, 3);
     at.shape[1] = 1 + gb(G, 3);
-    at.shape[2] = gn(G, in[0])->shape[3];
-    at.shape[3] = 1 + gb(G, 2);
+    at.shape[2] = gn(G, in[0])->shape[3] / groups_of(&at.conv);
+    at.shape[3] = (1 + gb(G, 2)) * groups_of(&at.conv);
     if (!conv_out(gn(G, in[0])->shape, at.shape, &at.conv, y))
         return -1;
     in[1] = g_of_shape(G, 4, y, -1, 1);
@@ -1276,13 +1360,14 @@ static int gen_conv2d_backward_kernel(gen *G, sx_cg_op op, int dom)
 static bool pool_ties_ok(gen *G, int x, const sx_pool2d_params *p)
 {
     const int64_t *s = gn(G, x)->shape;
+    const int64_t keh = (int64_t)(p->kernel_h - 1) * (p->dilation_h > 1 ? p->dilation_h : 1) + 1;
+    const int64_t kew = (int64_t)(p->kernel_w - 1) * (p->dilation_w > 1 ? p->dilation_w : 1) + 1;
     for (int64_t n = 0; n < s[0]; n++)
         for (int64_t c = 0; c < s[3]; c++)
             for (int64_t i = 0; i < s[1]; i++)
                 for (int64_t j = 0; j < s[2]; j++)
-                    for (int64_t i2 = i; i2 < s[1] && i2 < i + p->kernel_h; i2++)
-                        for (int64_t j2 = j - p->kernel_w + 1; j2 < s[2] && j2 < j + p->kernel_w;
-                             j2++) {
+                    for (int64_t i2 = i; i2 < s[1] && i2 < i + keh; i2++)
+                        for (int64_t j2 = j - kew + 1; j2 < s[2] && j2 < j + kew; j2++) {
                             if (j2 < 0 || (i2 == i && j2 <= j))
                                 continue;
                             double a = gv(G, x, ((n * s[1] + i) * s[2] + j) * s[3] + c);
@@ -1300,7 +1385,7 @@ static int gen_pool(gen *G, sx_cg_op op, int dom)
     if (x < 0)
         return -1;
     sx_cg_attr at = sx_cg_attr_default();
-    at.pool = rand_pool(G);
+    at.pool = rand_pool(G, op == SX_OP_MAXPOOL2D);
     if (op == SX_OP_MAXPOOL2D && !pool_ties_ok(G, x, &at.pool))
         return -1;
     return g_op(G, op, 1, &x, &at);
@@ -1315,7 +1400,7 @@ static int gen_pool_backward(gen *G, sx_cg_op op, int dom)
     if (in[0] < 0)
         return -1;
     sx_cg_attr at = sx_cg_attr_default();
-    at.pool = rand_pool(G);
+    at.pool = rand_pool(G, true);
     int64_t y[4];
     if (!pool_out(gn(G, in[0])->shape, &at.pool, y) || !pool_ties_ok(G, in[0], &at.pool) ||
         (op == SX_OP_MAXPOOL2D_RELU_BACKWARD && !node_dom_ok(G, in[0], DOM_KINK0)))
@@ -1332,16 +1417,18 @@ static int gen_avgpool2d_backward(gen *G, sx_cg_op op, int dom)
         return -1;
     const int64_t *ys = gn(G, dy)->shape;
     sx_cg_attr at = sx_cg_attr_default();
-    at.pool = rand_pool(G);
-    bool same = at.pool.padding == SX_PAD_SAME;
+    at.pool = rand_pool(G, false);
+    const sx_pool2d_params *p = &at.pool;
     int64_t y[4];
     at.rank = 4;
     at.shape[0] = ys[0];
     at.shape[3] = ys[3];
     at.shape[1] =
-        same ? ys[1] * at.pool.stride_h : (ys[1] - 1) * at.pool.stride_h + at.pool.kernel_h;
+        window_in_size(ys[1], p->kernel_h, 1, p->stride_h, p->padding, p->pad_top, p->pad_bottom);
     at.shape[2] =
-        same ? ys[2] * at.pool.stride_w : (ys[2] - 1) * at.pool.stride_w + at.pool.kernel_w;
+        window_in_size(ys[2], p->kernel_w, 1, p->stride_w, p->padding, p->pad_left, p->pad_right);
+    if (at.shape[1] < 1 || at.shape[2] < 1)
+        return -1;
     if (!pool_out(at.shape, &at.pool, y) || !sx_shape_equal(4, y, 4, ys))
         return -1;
     return g_op(G, op, 1, &dy, &at);
@@ -1884,8 +1971,9 @@ static int idiom_conv_bias(gen *G)
     if (x < 0)
         return -1;
     sx_cg_attr at = sx_cg_attr_default();
-    at.conv = rand_conv(G);
-    int64_t ks[4] = {1 + gb(G, 3), 1 + gb(G, 3), gn(G, x)->shape[3], 1 + gb(G, 3)};
+    at.conv = rand_conv(G, gn(G, x)->shape[3], 0);
+    int64_t ks[4] = {1 + gb(G, 3), 1 + gb(G, 3), gn(G, x)->shape[3] / groups_of(&at.conv),
+                     (1 + gb(G, 3)) * groups_of(&at.conv)};
     int in[2] = {x, g_leaf(G, 4, ks, -1, 1)};
     int y = in[1] < 0 ? -1 : g_op(G, SX_OP_CONV2D, 2, in, &at);
     y = g_bin(G, SX_OP_ADD, y, g_leaf(G, 1, &ks[3], -1, 1));
