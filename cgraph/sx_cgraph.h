@@ -58,7 +58,8 @@ enum {
      * afterwards; never over inputs 0 and 1 */
     SX_OPF_INPLACE_ADDEND = 1 << 6,
     /* the result may be written over input 0 when the pooling windows (attr.pool) do not
-     * overlap (stride >= kernel on both axes) and nothing else reads it afterwards */
+     * overlap (stride >= kernel on both axes and no dilation; pads and ceil_mode only clip
+     * windows) and nothing else reads it afterwards */
     SX_OPF_INPLACE_POOL = 1 << 7,
     /* a fused optimiser step (sx_tensor_*_step): inputs (p, states..., g, lr), the leading ones
      * written in place (count in the kernel column), value the parameter; optim/ emits them and
