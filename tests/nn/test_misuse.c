@@ -450,6 +450,9 @@ static const char *const null_calls[] = {
     "sx_nn_layer_shape",
     "sx_nn_input",
     "sx_nn_conv2d",
+    "sx_nn_depthwise_conv2d",
+    "sx_nn_separable_conv2d",
+    "sx_nn_conv1d",
     "sx_nn_max_pool2d",
     "sx_nn_avg_pool2d",
     "sx_nn_global_max_pool",
@@ -516,6 +519,9 @@ static void call_everything_with_null(void)
 
     cr_assert_null(sx_nn_input(NULL, 3, s3));
     cr_assert_null(sx_nn_conv2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_depthwise_conv2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_separable_conv2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_conv1d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_max_pool2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_global_max_pool(NULL, NULL));
