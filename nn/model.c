@@ -50,42 +50,6 @@ static sx_status graph_status(sx_cg_graph *g)
     return s != SX_OK ? s : sx_error(SX_E_STATE, "nn: a graph node could not be made");
 }
 
-/* The mean loss of the batch from the network's outputs (logits for cross-entropy: the
- * softmax is folded into the loss). */
-static sx_cg_node *loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
-                             sx_cg_node *logits, sx_cg_node *y)
-{
-    sx_dtype dt = sx_cg_node_dtype(out);
-    sx_nn_loss kind = p->loss;
-    switch (kind) {
-    case SX_LOSS_CROSS_ENTROPY:
-        return sx_cg_mean(g, sx_cg_softmax_xent(g, logits, y), SX_AXES_ALL, false);
-    case SX_LOSS_MSE:
-        return sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
-    case SX_LOSS_L1:
-        return sx_cg_mean(g, sx_cg_abs(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
-    case SX_LOSS_HINGE: {
-        /* targets t in {0, 1} (one-hot) as s = 2t - 1: mean(max(0, 1 - s * out)) */
-        sx_cg_node *sgn =
-            sx_cg_sub(g, sx_cg_mul(g, y, sx_cg_scalar_of(g, dt, 2)), sx_cg_scalar_of(g, dt, 1));
-        return sx_cg_mean(
-            g, sx_cg_relu(g, sx_cg_sub(g, sx_cg_scalar_of(g, dt, 1), sx_cg_mul(g, sgn, out))),
-            SX_AXES_ALL, false);
-    }
-    case SX_LOSS_HUBER: {
-        /* q = min(|d|, delta): q^2 / 2 + delta (|d| - q), both branches in one expression */
-        sx_cg_node *a = sx_cg_abs(g, sx_cg_sub(g, out, y));
-        sx_cg_node *delta = sx_cg_scalar_of(g, dt, p->huber_delta);
-        sx_cg_node *q = sx_cg_min(g, a, delta);
-        sx_cg_node *h = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_of(g, dt, 0.5), sx_cg_sqr(g, q)),
-                                  sx_cg_mul(g, delta, sx_cg_sub(g, a, q)));
-        return sx_cg_mean(g, h, SX_AXES_ALL, false);
-    }
-    }
-    sx_error(SX_E_ARG, "nn: unknown loss %d", (int)kind);
-    return NULL;
-}
-
 void sx_nn_model_free(sx_nn_model *m)
 {
     if (m == NULL)
@@ -236,8 +200,17 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
     sx_cg_graph *g = m->g;
     const sx_nn_train_params *p = &m->params;
     sx_dtype dt = net->dtype;
-    int64_t ys[2] = {m->batch, nn_output_layer(net)->shape[0]};
-    m->y = sx_cg_input(g, "y", dt, 2, ys);
+    const sx_nn_layer *last = nn_output_layer(net);
+    int64_t ys[SX_MAX_RANK];
+    ys[0] = m->batch;
+    memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
+    SX_TRY(nn_loss_check("sx_nn_compile_train", p, last->shape[last->rank - 1]));
+    if (p->n_heads > 0 && logits != m->out)
+        return sx_error(SX_E_ARG,
+                        "sx_nn_compile_train: network %s ends in a softmax: heads take logits "
+                        "(end in a layer without activation)",
+                        net->name);
+    m->y = sx_cg_input(g, "y", dt, last->rank + 1, ys);
     m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
     m->step = sx_cg_input(g, "step", dt, 0, NULL);
     if (m->y == NULL || m->lr == NULL || m->step == NULL)
@@ -248,7 +221,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         SX_TRY(set_scalar(g, m->step, (double)f->step));
     }
     SX_TRY(sx_cg_scope_set(g, "loss"));
-    sx_cg_node *loss = loss_node(g, p, m->out, logits, m->y);
+    sx_cg_node *loss = nn_loss_node(g, p, m->out, logits, m->y);
     if (loss == NULL)
         return graph_status(g);
 
@@ -285,11 +258,13 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         s = graph_status(g);
     if (s == SX_OK)
         s = add_out(m, loss);
-    /* correct predictions: argmax of the outputs against argmax of the targets */
+    /* correct predictions: argmax of the outputs against argmax of the targets, over the last
+     * axis (one prediction per example, or per position of an output of rank > 1) */
     if (s == SX_OK) {
+        int ax = last->rank;
         m->correct = sx_cg_sum(g,
-                               sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(1), false),
-                                        sx_cg_argmax(g, m->y, SX_AXIS(1), false)),
+                               sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(ax), false),
+                                        sx_cg_argmax(g, m->y, SX_AXIS(ax), false)),
                                SX_AXES_ALL, false);
         s = add_out(m, m->correct);
     }
@@ -347,9 +322,6 @@ static sx_status build(sx_nn_model *m, const feed *f)
                         net->name);
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
-    if (last->rank != 1)
-        return sx_error(SX_E_SHAPE, "network %s: the output must be (batch, classes), not rank %d",
-                        net->name, last->rank + 1);
     int64_t xs[SX_MAX_RANK];
     xs[0] = m->batch;
     memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
@@ -559,7 +531,7 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
     if (m == NULL || !m->train)
         return sx_error(SX_E_ARG, "%s: not a training model", who);
     SX_TRY(check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
-    SX_TRY(check_batch(who, m, y, 2, sx_cg_node_shape(m->y), m->batch));
+    SX_TRY(check_batch(who, m, y, sx_cg_node_rank(m->y), sx_cg_node_shape(m->y), m->batch));
     sx_nn_net *net = m->net;
     sx_cg_graph *g = m->g;
     SX_TRY(sx_cg_input_set(g, m->x, x, SX_CG_BORROW));
@@ -646,16 +618,23 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
                         (long long)m->batch);
     if (m->train)
         return sx_error(SX_E_ARG, "%s: a training model (compile for inference)", who);
-    /* out must be (n, classes) of the model's dtype exactly, checked before running */
-    int64_t want[2] = {n, m->classes}, xs[SX_MAX_RANK];
+    /* out must be (n, outputs...) of the model's dtype exactly, checked before running: (n,
+     * classes) for a loaded model or a network with a (batch, classes) output */
+    int64_t want[SX_MAX_RANK] = {n, m->classes}, xs[SX_MAX_RANK];
+    int wr = 2;
+    const sx_nn_layer *last = m->net != NULL ? nn_output_layer(m->net) : NULL;
+    if (last != NULL && m->classes == 0) {
+        wr = last->rank + 1;
+        memcpy(want + 1, last->shape, (size_t)last->rank * sizeof *want);
+    }
     if (out->dtype != m->dtype)
         return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
                         sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
-    if (!sx_shape_equal(out->rank, out->shape, 2, want)) {
-        char a[160], b[64];
+    if (!sx_shape_equal(out->rank, out->shape, wr, want)) {
+        char a[160], b[160];
         return sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
                         sx_shape_str(out->rank, out->shape, a, sizeof a),
-                        sx_shape_str(2, want, b, sizeof b));
+                        sx_shape_str(wr, want, b, sizeof b));
     }
     xs[0] = n;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);

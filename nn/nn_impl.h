@@ -223,15 +223,46 @@ typedef struct nn_fit nn_fit;
 /* The network against the sources and parameters (who names the caller in messages). */
 sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_params *p,
                        const sx_ds_source *train, const sx_ds_source *val);
-sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *val,
-                     nn_fit **out);
-/* After an epoch: evaluate the validation source (its graph in `lender`'s arena), add the row,
- * keep the best weights; *stop when patience has run out. */
+sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
+                     const sx_ds_source *val, nn_fit **out);
+/* After a checkpoint was loaded: read PATH.fit (the history, best metric and weights, patience
+ * count) when it exists. */
+sx_status nn_fit_resume(nn_fit *f);
+/* Write PATH.fit next to the checkpoint (nothing without a checkpoint path): call with every
+ * checkpoint save. */
+sx_status nn_fit_save(const nn_fit *f);
+/* After a step: the user's callback; true when it asks to stop. */
+bool nn_fit_step(nn_fit *f, const sx_nn_step_info *info);
+/* After an epoch: evaluate the validation source (its graph in `lender`'s arena) and, when
+ * asked, the training source; add the row (appended to the history file when asked), keep the
+ * best weights; *stop when patience has run out. lr: the epoch's last learning rate. */
 sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
-                           bool *stop);
+                           double lr, bool *stop);
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 void nn_fit_free(nn_fit *f);
+
+/* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis. */
+typedef struct nn_loss_part {
+    sx_nn_loss loss;
+    double weight;
+    int64_t off, size;
+} nn_loss_part;
+/* p's loss kind, Huber delta, label smoothing and heads; last_axis > 0: the heads must add up to
+ * it. */
+sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t last_axis);
+/* The parts of p's loss for an output whose last axis has k elements (SX_NN_MAX_HEADS room). */
+int nn_loss_parts(const sx_nn_train_params *p, int64_t k, nn_loss_part *parts);
+/* The mean loss of the batch as a node: out the network's output, logits its value before a
+ * final softmax, y the targets, all (batch, ..., k). NULL on failure (the graph's status). */
+sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
+                         sx_cg_node *logits, sx_cg_node *y);
+/* One example's part pt in double: the sum of its terms (o: e outputs, probabilities after a
+ * softmax when `softmax`; y: e targets; k the last axis), and how many terms its mean divides
+ * by per example. */
+double nn_loss_part_sum(const sx_nn_train_params *p, const nn_loss_part *pt, bool softmax,
+                        const double *o, const double *y, int64_t e, int64_t k);
+int64_t nn_loss_part_terms(const nn_loss_part *pt, int64_t e, int64_t k);
 
 sx_nn_layer *nn_input_layer(const sx_nn_net *net);
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);
