@@ -39,8 +39,8 @@ sx_nn_fit_params sx_nn_fit_params_default(void)
 
 const char *sx_nn_metric_name(sx_nn_metric m)
 {
-    static const char *names[] = {"auto", "accuracy", "mse",           "mae",
-                                  "loss", "top_k",    "binary_accuracy"};
+    static const char *names[] = {"auto",  "accuracy",       "mse", "mae", "loss",
+                                  "top_k", "binary_accuracy"};
     return (unsigned)m <= SX_METRIC_BINARY_ACCURACY ? names[m] : "?";
 }
 
@@ -109,10 +109,10 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "%s: the network needs an input layer", who);
     if ((unsigned)p->metric > SX_METRIC_BINARY_ACCURACY || p->patience < 0 ||
-        !(p->min_delta >= 0) || !isfinite(p->min_delta) || p->top_k < 1 ||
-        !isfinite(p->threshold))
-        return sx_error(SX_E_ARG, "%s: metric %d, patience %d, min_delta %g, top_k %d, threshold %g",
-                        who, (int)p->metric, p->patience, p->min_delta, p->top_k, p->threshold);
+        !(p->min_delta >= 0) || !isfinite(p->min_delta) || p->top_k < 1 || !isfinite(p->threshold))
+        return sx_error(SX_E_ARG,
+                        "%s: metric %d, patience %d, min_delta %g, top_k %d, threshold %g", who,
+                        (int)p->metric, p->patience, p->min_delta, p->top_k, p->threshold);
     if (p->patience > 0 && val == NULL)
         return sx_error(SX_E_ARG, "%s: early stopping (patience %d) needs a validation source", who,
                         p->patience);
@@ -713,7 +713,9 @@ static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
     f->best = best;
     f->h.best_epoch = best_epoch;
     f->wait = (int)wait;
-    f->h.stopped_early = strcmp(sx_cg_file_meta(fl, "stopped_early") ? sx_cg_file_meta(fl, "stopped_early") : "0", "1") == 0;
+    f->h.stopped_early =
+        strcmp(sx_cg_file_meta(fl, "stopped_early") ? sx_cg_file_meta(fl, "stopped_early") : "0",
+               "1") == 0;
     return SX_OK;
 }
 
@@ -733,8 +735,9 @@ sx_status nn_fit_resume(nn_fit *f)
     sx_status s = load_state(f, fl, path);
     sx_cg_file_free(fl);
     if (s == SX_OK && f->p.train.verbose > 0)
-        fprintf(stderr, "resuming the fit's state from %s: %lld epochs, best %s %.6g at epoch %lld\n",
-                path, (long long)f->h.n, sx_nn_metric_name(f->h.metric), f->best,
+        fprintf(stderr,
+                "resuming the fit's state from %s: %lld epochs, best %s %.6g at epoch %lld\n", path,
+                (long long)f->h.n, sx_nn_metric_name(f->h.metric), f->best,
                 (long long)f->h.best_epoch);
     return s;
 }

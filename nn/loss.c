@@ -61,8 +61,9 @@ sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t la
             return sx_error(SX_E_ARG, "%s: head sizes overflow", who);
     }
     if (last_axis > 0 && sum != last_axis)
-        return sx_error(SX_E_SHAPE, "%s: the heads take %lld outputs, the output's last axis has %lld",
-                        who, (long long)sum, (long long)last_axis);
+        return sx_error(SX_E_SHAPE,
+                        "%s: the heads take %lld outputs, the output's last axis has %lld", who,
+                        (long long)sum, (long long)last_axis);
     return SX_OK;
 }
 
@@ -159,8 +160,8 @@ sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node
         sx_cg_node *o = last_slice(g, out, pt->off, pt->size);
         sx_cg_node *z = last_slice(g, logits, pt->off, pt->size);
         sx_cg_node *t = last_slice(g, y, pt->off, pt->size);
-        sx_cg_node *l = sx_cg_mul(g, sx_cg_scalar_of(g, dt, pt->weight),
-                                  part_node(g, p, pt->loss, o, z, t));
+        sx_cg_node *l =
+            sx_cg_mul(g, sx_cg_scalar_of(g, dt, pt->weight), part_node(g, p, pt->loss, o, z, t));
         sum = sum == NULL || l == NULL ? l : sx_cg_add(g, sum, l);
         if (sum == NULL)
             return NULL;

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define W 960         /* the image */
+#define W 960 /* the image */
 #define H 400
-#define PANEL_W 480   /* one panel, of which the plot area is inset by the margins */
+#define PANEL_W 480 /* one panel, of which the plot area is inset by the margins */
 #define M_LEFT 70
 #define M_RIGHT 20
 #define M_TOP 56
@@ -96,17 +96,19 @@ static void xml_text(FILE *fp, const char *s)
 /* The field of a row: 0 train loss, 1 val loss, 2 train metric, 3 val metric. */
 static double field(const sx_nn_epoch *r, int which)
 {
-    return which == 0 ? r->train_loss : which == 1 ? r->val_loss : which == 2 ? r->train_metric
-                                                                              : r->val_metric;
+    return which == 0   ? r->train_loss
+           : which == 1 ? r->val_loss
+           : which == 2 ? r->train_metric
+                        : r->val_metric;
 }
 
 /* The axes, ticks, labels and grid of a panel. */
 static void draw_axes(FILE *fp, const panel *p, const char *ylabel)
 {
-    double left = px(p, p->e_lo), right = px(p, p->e_hi), top = py(p, p->hi),
-           bottom = py(p, p->lo);
-    fprintf(fp, "<g class=\"panel\">\n<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
-                "font-size=\"15\">",
+    double left = px(p, p->e_lo), right = px(p, p->e_hi), top = py(p, p->hi), bottom = py(p, p->lo);
+    fprintf(fp,
+            "<g class=\"panel\">\n<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+            "font-size=\"15\">",
             (left + right) / 2, M_TOP - 12);
     xml_text(fp, p->title);
     fputs("</text>\n", fp);
@@ -200,8 +202,8 @@ static void draw_legend(FILE *fp, const panel *p, bool val)
 }
 
 /* A panel over fields a (train) and b (validation). */
-static void draw_panel(FILE *fp, const sx_nn_history *h, int index, int a, int b,
-                       const char *title, const char *ylabel)
+static void draw_panel(FILE *fp, const sx_nn_history *h, int index, int a, int b, const char *title,
+                       const char *ylabel)
 {
     panel p = {.x0 = index * PANEL_W, .title = title};
     double lo = INFINITY, hi = -INFINITY;
@@ -246,8 +248,9 @@ sx_status sx_nn_history_write_svg(const sx_nn_history *h, const char *path, cons
             "font-family=\"sans-serif\">\n<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n",
             W, H, W, H, W, H);
     if (title != NULL) {
-        fprintf(fp, "<text class=\"title\" x=\"%d\" y=\"22\" text-anchor=\"middle\" "
-                    "font-size=\"17\">",
+        fprintf(fp,
+                "<text class=\"title\" x=\"%d\" y=\"22\" text-anchor=\"middle\" "
+                "font-size=\"17\">",
                 W / 2);
         xml_text(fp, title);
         fputs("</text>\n", fp);

@@ -473,14 +473,14 @@ const char *sx_nn_metric_name(sx_nn_metric m);
 
 /* What the per-step callback sees, after each training step. */
 typedef struct sx_nn_step_info {
-    int64_t step;       /* 1-based, the network's count */
-    int64_t epoch;      /* 1-based: the epoch the step belongs to */
-    int64_t batch;      /* 1-based index of the batch in the epoch */
-    int64_t batches;    /* batches per epoch */
-    int64_t examples;   /* examples in this batch */
-    double loss;        /* this batch's loss (l1/l2 terms included) */
-    double epoch_loss;  /* mean loss over the epoch's examples so far */
-    double lr;          /* the learning rate of this step */
+    int64_t step;      /* 1-based, the network's count */
+    int64_t epoch;     /* 1-based: the epoch the step belongs to */
+    int64_t batch;     /* 1-based index of the batch in the epoch */
+    int64_t batches;   /* batches per epoch */
+    int64_t examples;  /* examples in this batch */
+    double loss;       /* this batch's loss (l1/l2 terms included) */
+    double epoch_loss; /* mean loss over the epoch's examples so far */
+    double lr;         /* the learning rate of this step */
 } sx_nn_step_info;
 
 /* Called after every step (from the training thread): log, watch, stop. Return true to stop:
@@ -534,14 +534,14 @@ typedef struct sx_nn_epoch {
 
 /* The epochs of one sx_nn_fit call, one row each (owned: sx_nn_history_free). */
 typedef struct sx_nn_history {
-    int64_t n;           /* rows */
-    sx_nn_epoch *rows;   /* (n) */
-    sx_nn_metric metric; /* the metric used (never AUTO) */
-    int64_t best_epoch;  /* the epoch of the best val_metric (the weights kept when restored);
-                            0 without validation */
-    bool stopped_early;  /* patience ran out */
+    int64_t n;                /* rows */
+    sx_nn_epoch *rows;        /* (n) */
+    sx_nn_metric metric;      /* the metric used (never AUTO) */
+    int64_t best_epoch;       /* the epoch of the best val_metric (the weights kept when restored);
+                                 0 without validation */
+    bool stopped_early;       /* patience ran out */
     bool stopped_by_callback; /* on_step asked to stop */
-    int n_heads;         /* the heads of the fit (0: none), named in head_names */
+    int n_heads;              /* the heads of the fit (0: none), named in head_names */
     char head_names[SX_NN_MAX_HEADS][32];
 } sx_nn_history;
 

@@ -362,8 +362,9 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
         progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, eta);
         if ((s = run_after_step(r, &t0)) != SX_OK)
             break;
-        sx_nn_step_info info = {net->step,    net->epoch + 1, i,  r->per_epoch, count,
-                                loss,         *loss_sum / (double)*seen,         r->lr};
+        sx_nn_step_info info = {
+            net->step, net->epoch + 1, i, r->per_epoch, count, loss, *loss_sum / (double)*seen,
+            r->lr};
         if (r->fit != NULL && nn_fit_step(r->fit, &info)) {
             r->stop = r->stop_now = true;
             break;
