@@ -75,9 +75,11 @@ static int64_t out_last(const sx_nn_net *net)
 static sx_status check_source(const char *who, const sx_nn_net *net, const sx_ds_source *s,
                               const char *what)
 {
-    const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    const sx_nn_layer *last = nn_output_layer(net);
     const sx_ds_spec *sp = sx_ds_source_spec(s);
-    int64_t xn = sx_ds_spec_x_size(sp), in_n = sx_shape_size(in->rank, in->shape);
+    int64_t xs[SX_MAX_RANK];
+    int xr = nn_input_shape(net, xs);
+    int64_t xn = sx_ds_spec_x_size(sp), in_n = sx_shape_size(xr, xs);
     if (xn != in_n)
         return sx_error(SX_E_SHAPE, "%s: the %s source's x has %lld elements, the input %lld", who,
                         what, (long long)xn, (long long)in_n);

@@ -381,8 +381,8 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     if (s == SX_OK) {
         int64_t xs[SX_MAX_RANK];
         xs[0] = 1;
-        memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
-        x = sx_cg_input(g, "x", net->dtype, in->rank + 1, xs);
+        int r = nn_input_shape(net, xs + 1); /* (total) with several inputs */
+        x = sx_cg_input(g, "x", net->dtype, r + 1, xs);
         s = x ? nn_forward(net, &b, x, &out, &logits) : sx_cg_graph_status(g);
     }
     char scale[40], classes[32];

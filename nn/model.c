@@ -324,8 +324,8 @@ static sx_status build(sx_nn_model *m, const feed *f)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
     int64_t xs[SX_MAX_RANK];
     xs[0] = m->batch;
-    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
-    m->x = sx_cg_input(g, "x", net->dtype, in->rank + 1, xs);
+    memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    m->x = sx_cg_input(g, "x", net->dtype, m->in_rank + 1, xs);
     if (m->x == NULL)
         return graph_status(g);
     if (f != NULL)
@@ -414,10 +414,8 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     m->n_layers = net->n_layers;
     m->dtype = net->dtype;
     const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in != NULL) {
-        m->in_rank = in->rank;
-        memcpy(m->in_shape, in->shape, sizeof m->in_shape);
-    }
+    if (in != NULL)
+        m->in_rank = nn_input_shape(net, m->in_shape); /* (total) with several inputs */
     m->classes = last != NULL && last->rank == 1 ? last->shape[0] : 0;
     net->n_models++;
     if (train) {

@@ -91,6 +91,7 @@ struct sx_nn_net {
     int n_train_models; /* training models alive among them, all with optimiser train_kind */
     sx_optim_kind train_kind; /* (they share the parameters' optimiser state) */
     bool orphan;              /* sx_nn_net_free was called: the last model frees the network */
+    bool adding_input;        /* sx_nn_input_add is making a further input layer */
 };
 
 /* Graph building (forward.c). */
@@ -265,6 +266,13 @@ double nn_loss_part_sum(const sx_nn_train_params *p, const nn_loss_part *pt, boo
 int64_t nn_loss_part_terms(const nn_loss_part *pt, int64_t e, int64_t k);
 
 sx_nn_layer *nn_input_layer(const sx_nn_net *net);
+
+/* Several inputs (inputs.c). The number of input layers; the shape of one example of x without
+ * the batch axis (the input's own with one input, (total elements) with several), returning its
+ * rank (0 without an input); the node input layer l reads from the graph's x. */
+int nn_input_count(const sx_nn_net *net);
+int nn_input_shape(const sx_nn_net *net, int64_t *shape);
+sx_cg_node *nn_input_node(nn_build *b, const sx_nn_net *net, const sx_nn_layer *l, sx_cg_node *x);
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);
 
 #endif

@@ -133,7 +133,13 @@ const int64_t *sx_nn_layer_shape(const sx_nn_layer *l);
 
 /* ---------------------------------------------------------------- layers */
 
+/* The network's input: one example's shape (no batch axis). A second call is SX_E_STATE. */
 sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape);
+/* A further input, for a network with several inputs (after sx_nn_input; SX_E_STATE before it).
+ * The network then takes x as one flat row per example, (batch, total): the inputs' elements one
+ * after another in the order the inputs were made (a source's x row likewise), and each input
+ * layer reads its part in its own shape. sx_nn_model_input_shape is then (total). */
+sx_nn_layer *sx_nn_input_add(sx_nn_net *net, int rank, const int64_t *shape);
 /* A 2-d convolution layer over (h,w,c): y = act(conv2d(x, kernel) + bias), kernel
  * (kernel_h, kernel_w, c / groups, filters), bias (filters). `conv` is the op's own parameter
  * struct (tensor/sx_tensor.h): strides, padding (VALID, SAME(_UPPER), SAME_LOWER or EXPLICIT

@@ -223,10 +223,10 @@ static sx_status run_start_images(run *r, const sx_ds_images *train)
 static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds_augment *aug)
 {
     sx_nn_net *net = r->net;
-    const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    const sx_nn_layer *last = nn_output_layer(net);
     int64_t B = r->p.batch, xs[SX_MAX_RANK], ys[SX_MAX_RANK];
     xs[0] = ys[0] = B;
-    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
+    int xr = nn_input_shape(net, xs + 1); /* (total) with several inputs */
     memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
     sx_ds_loader_params lp = sx_ds_loader_params_default();
     lp.batch_size = B;
@@ -235,7 +235,7 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     lp.augment = *aug;
     r->x_size = sx_ds_spec_x_size(sx_ds_source_spec(train));
     SX_TRY(sx_ds_loader_new(train, &lp, &r->loader));
-    SX_TRY(sx_tensor_new(net->dtype, in->rank + 1, xs, &r->x));
+    SX_TRY(sx_tensor_new(net->dtype, xr + 1, xs, &r->x));
     SX_TRY(sx_tensor_new(net->dtype, last->rank + 1, ys, &r->y));
     return SX_OK;
 }
