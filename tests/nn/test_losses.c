@@ -486,3 +486,63 @@ Test(nn_losses, several_inputs_read_their_part_of_x)
     sx_nn_net_free(net);
     sx_ds_source_free(s);
 }
+
+/* The gradients the compiled step takes (one SGD step of lr 1 moves every weight by minus its
+ * gradient) against central differences of the loss sx_nn_evaluate_source computes in double:
+ * binary cross-entropy, smoothed cross-entropy, and two weighted heads. */
+static void gradient_check(sx_nn_loss loss, double smoothing, int n_heads, int64_t k)
+{
+    static double x[32 * 3], y[32 * 5];
+    sx_rng rng;
+    sx_rng_seed(&rng, 41);
+    for (int i = 0; i < 32; i++) {
+        for (int j = 0; j < 3; j++)
+            x[i * 3 + j] = 2 * sx_rng_uniform(&rng) - 1;
+        for (int j = 0; j < k; j++) /* one-hot for cross-entropy, else values in [0, 1] */
+            y[i * k + j] =
+                loss == SX_LOSS_CROSS_ENTROPY ? (double)(j == i % k) : sx_rng_uniform(&rng);
+        if (n_heads > 0) { /* heads: 3 one-hot classes, then 2 values */
+            for (int j = 0; j < 3; j++)
+                y[i * 5 + j] = j == i % 3;
+        }
+    }
+    sx_ds_source *s = targets_source(1, (int64_t[]){3}, x, 1, (int64_t[]){k}, y, 32);
+    sx_nn_fit_params p = params(loss, 1, 32);
+    p.train.optim = sx_optim_params_default(SX_OPTIM_SGD);
+    p.train.optim.lr = 1;
+    p.train.label_smoothing = smoothing;
+    p.train.n_heads = n_heads;
+    p.train.heads = HEADS;
+    p.train.shuffle = false;
+    p.train_metric = false;
+    sx_nn_net *net = logits_net(k, 7), *moved = logits_net(k, 7);
+    cr_assert_eq(sx_nn_fit(moved, &p, s, NULL, NULL), SX_OK, "%s", sx_last_error());
+    double m = 0;
+    p.metric = SX_METRIC_LOSS;
+    for (int q = 0; q < 2; q++) {
+        sx_tensor *w = net->layers[1]->params[q].value;
+        const sx_tensor *w1 = moved->layers[1]->params[q].value;
+        for (int64_t e = 0; e < w->size; e++) {
+            double w0 = sx_tensor_get(w, e), h = 1e-5, up = 0, down = 0;
+            sx_tensor_set(w, e, w0 + h);
+            cr_assert_eq(sx_nn_evaluate_source(net, s, &p, &up, &m), SX_OK);
+            sx_tensor_set(w, e, w0 - h);
+            cr_assert_eq(sx_nn_evaluate_source(net, s, &p, &down, &m), SX_OK);
+            sx_tensor_set(w, e, w0);
+            double fd = (up - down) / (2 * h), g = w0 - sx_tensor_get(w1, e);
+            cr_assert(fabs(fd - g) <= 1e-7 + 1e-6 * fabs(fd),
+                      "loss %d: param %d[%lld]: step gradient %.12g, central difference %.12g",
+                      (int)loss, q, (long long)e, g, fd);
+        }
+    }
+    sx_nn_net_free(net);
+    sx_nn_net_free(moved);
+    sx_ds_source_free(s);
+}
+
+Test(nn_losses, gradients_match_central_differences)
+{
+    gradient_check(SX_LOSS_BCE_LOGITS, 0, 0, 2);
+    gradient_check(SX_LOSS_CROSS_ENTROPY, 0.15, 0, 4);
+    gradient_check(SX_LOSS_MSE, 0.1, 2, 5); /* heads: smoothed cross-entropy and MSE */
+}
