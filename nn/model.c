@@ -193,14 +193,11 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
     return s;
 }
 
-/* Loss, regularisation, gradients, clipping and the updates of every trainable parameter. */
-static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *f)
+/* The targets' input y, of the output's shape (batch, ...), after the loss's checks. */
+static sx_status targets_input(sx_nn_model *m, const sx_cg_node *logits)
 {
-    sx_nn_net *net = m->net;
-    sx_cg_graph *g = m->g;
+    const sx_nn_layer *last = nn_output_layer(m->net);
     const sx_nn_train_params *p = &m->params;
-    sx_dtype dt = net->dtype;
-    const sx_nn_layer *last = nn_output_layer(net);
     int64_t ys[SX_MAX_RANK];
     ys[0] = m->batch;
     memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
@@ -209,8 +206,20 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         return sx_error(SX_E_ARG,
                         "sx_nn_compile_train: network %s ends in a softmax: heads take logits "
                         "(end in a layer without activation)",
-                        net->name);
-    m->y = sx_cg_input(g, "y", dt, last->rank + 1, ys);
+                        m->net->name);
+    m->y = sx_cg_input(m->g, "y", m->net->dtype, last->rank + 1, ys);
+    return SX_OK;
+}
+
+/* Loss, regularisation, gradients, clipping and the updates of every trainable parameter. */
+static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *f)
+{
+    sx_nn_net *net = m->net;
+    sx_cg_graph *g = m->g;
+    const sx_nn_train_params *p = &m->params;
+    sx_dtype dt = net->dtype;
+    const sx_nn_layer *last = nn_output_layer(net);
+    SX_TRY(targets_input(m, logits));
     m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
     m->step = sx_cg_input(g, "step", dt, 0, NULL);
     if (m->y == NULL || m->lr == NULL || m->step == NULL)
