@@ -118,6 +118,11 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
     if (p->patience > 0 && val == NULL)
         return sx_error(SX_E_ARG, "%s: early stopping (patience %d) needs a validation source", who,
                         p->patience);
+    if (p->train.n_heads > 0 && higher_is_better(p->metric))
+        return sx_error(SX_E_ARG,
+                        "%s: with heads, judge by the loss, mse or mae, not %s over every head "
+                        "(each head's loss is in the history)",
+                        who, sx_nn_metric_name(p->metric));
     if ((p->metric == SX_METRIC_ACCURACY || p->metric == SX_METRIC_TOP_K) &&
         sx_ds_source_spec(train)->classes == 0 && last->rank == 1)
         return sx_error(SX_E_ARG, "%s: %s needs a source of classes, not targets", who,

@@ -582,7 +582,8 @@ typedef struct sx_nn_history {
  * doing I/O is the exception: it may prefetch itself.
  * `history` (may be NULL) receives the rows on success and on SX_E_INTERRUPTED; else it is
  * zeroed. Errors: SX_E_ARG (NULL net or train, a bad parameter, patience without val, accuracy
- * or top-k on a source of targets with a (batch, k) output), SX_E_DTYPE (a network that is not
+ * or top-k on a source of targets with a (batch, k) output, accuracy, top-k or binary accuracy
+ * with heads), SX_E_DTYPE (a network that is not
  * f32 or f64), SX_E_SHAPE (the data does not fit the network, val differs from train, heads
  * that do not add up to the output's last axis), SX_E_IO (history_path or PATH.fit cannot be
  * written), SX_E_STATE (see PATH.fit), and sx_nn_train's. */

@@ -283,6 +283,11 @@ Test(nn_losses, bad_heads_are_refused)
     bad[1].weight = 0.5;
     p.train.n_heads = SX_NN_MAX_HEADS + 1;
     cr_assert_eq(sx_nn_fit(net, &p, s, NULL, NULL), SX_E_ARG);
+    p.train.n_heads = 2;
+    p.metric = SX_METRIC_ACCURACY; /* over every head: meaningless */
+    cr_assert_eq(sx_nn_fit(net, &p, s, NULL, NULL), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "with heads") != NULL, "%s", sx_last_error());
+    p.metric = SX_METRIC_AUTO;
     cr_assert_eq(net->epoch, 0);
     sx_nn_net_free(net);
     /* heads read logits: a network ending in a softmax is refused */
