@@ -544,7 +544,8 @@ typedef struct sx_nn_epoch {
                                               (unweighted); NAN for the others */
 } sx_nn_epoch;
 
-/* The epochs of one sx_nn_fit call, one row each (owned: sx_nn_history_free). */
+/* The epochs of one sx_nn_fit call, one row each; a fit resumed from a checkpoint has the rows
+ * of the whole run, those before the resume read from PATH.fit (owned: sx_nn_history_free). */
 typedef struct sx_nn_history {
     int64_t n;                /* rows */
     sx_nn_epoch *rows;        /* (n) */
