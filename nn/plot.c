@@ -9,12 +9,12 @@
 #include <string.h>
 
 #define W 960 /* the image */
-#define H 400
+#define H 420
 #define PANEL_W 480 /* one panel, of which the plot area is inset by the margins */
 #define M_LEFT 70
 #define M_RIGHT 20
 #define M_TOP 56
-#define M_BOTTOM 56
+#define M_BOTTOM 76
 #define TRAIN_COLOUR "#1f77b4"
 #define VAL_COLOUR "#ff7f0e"
 
@@ -184,9 +184,10 @@ static bool any_finite(const sx_nn_history *h, int which)
     return false;
 }
 
+/* The legend in one row under the panel's x axis label, where no curve can be. */
 static void draw_legend(FILE *fp, const panel *p, bool val)
 {
-    double x = px(p, p->e_hi) - 110, y = M_TOP + 8;
+    double x = (px(p, p->e_lo) + px(p, p->e_hi)) / 2 - (val ? 90 : 30), y = H - 14;
     fprintf(fp,
             "<g class=\"legend\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
             "stroke=\"%s\" stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\" "
@@ -197,7 +198,7 @@ static void draw_legend(FILE *fp, const panel *p, bool val)
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                 "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\" "
                 "font-size=\"12\">validation</text>",
-                x, y + 16, x + 24, y + 16, VAL_COLOUR, x + 30, y + 20);
+                x + 80, y, x + 104, y, VAL_COLOUR, x + 110, y + 4);
     fputs("</g>\n", fp);
 }
 
