@@ -239,6 +239,9 @@ bool nn_fit_step(nn_fit *f, const sx_nn_step_info *info);
  * best weights; *stop when patience has run out. lr: the epoch's last learning rate. */
 sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
                            double lr, bool *stop);
+/* Append row r of h to the history file at path (history.c): JSON lines when the name ends in
+ * .jsonl or .json, else CSV with a header first into an empty file. */
+sx_status nn_history_append(const char *path, const sx_nn_history *h, const sx_nn_epoch *r);
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 void nn_fit_free(nn_fit *f);
