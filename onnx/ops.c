@@ -770,7 +770,7 @@ static sx_status op_Reshape(ox_ctx *c)
             if (infer >= 0)
                 return ox_fail(c, SX_E_SHAPE, "two -1 in the shape");
             infer = i;
-        } else if (s[i] < 0) {
+        } else if (s[i] < 0 || (s[i] > 0 && known > INT64_MAX / s[i])) {
             return ox_fail(c, SX_E_SHAPE, "shape[%d] = %lld", i, (long long)s[i]);
         } else {
             known *= s[i];
@@ -1254,6 +1254,9 @@ static sx_status op_ConstantOfShape(ox_ctx *c)
     }
     if (sx_shape_check("ConstantOfShape", (int)n, t) != SX_OK)
         return ox_fail(c, SX_E_SHAPE, "bad shape");
+    if (sx_shape_size((int)n, t) > ((int64_t)1 << 28)) /* no file makes strix allocate GBs */
+        return ox_fail(c, SX_E_UNSUPPORTED, "a constant of %lld elements",
+                       (long long)sx_shape_size((int)n, t));
     if (!is_float) {
         int64_t cnt = sx_shape_size((int)n, t);
         if (cnt > 256)

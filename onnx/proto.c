@@ -481,7 +481,8 @@ sx_status ox_attr_str(ox_ctx *c, const char *name, const char *def, char *buf, s
         return SX_OK;
     SX_TRY(attr_type(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING));
     size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
-    memcpy(buf, a->s.data, n);
+    if (n > 0) /* an empty string may have no data pointer */
+        memcpy(buf, a->s.data, n);
     buf[n] = '\0';
     return SX_OK;
 }
