@@ -146,8 +146,8 @@ static bool close_enough(const sx_tensor *got, const sx_tensor *want, double rto
 }
 
 /* Run one data set of an imported case: SX_OK when every output matches; the reason in why. */
-static sx_status run_set(run *R, sx_onnx_graph *og, const char *set, sx_dtype dt, char *why,
-                         size_t size)
+static sx_status run_set(run *R, sx_onnx_graph *og, const char *set, const int *file_of,
+                         sx_dtype dt, char *why, size_t size)
 {
     char path[4400];
     sx_cg_graph *g = sx_onnx_graph_cg(og);
@@ -155,7 +155,7 @@ static sx_status run_set(run *R, sx_onnx_graph *og, const char *set, sx_dtype dt
     sx_tensor *ins[64] = {NULL};
     sx_status s = SX_OK;
     for (int i = 0; s == SX_OK && i < n_in && i < 64; i++) {
-        snprintf(path, sizeof path, "%s/input_%d.pb", set, i);
+        snprintf(path, sizeof path, "%s/input_%d.pb", set, file_of[i]);
         s = sx_onnx_tensor_read(path, dt, &ins[i], NULL);
         if (s == SX_OK)
             s = sx_cg_input_set(g, sx_onnx_graph_input(og, i), ins[i], SX_CG_COPY);
@@ -193,6 +193,117 @@ static sx_status run_set(run *R, sx_onnx_graph *og, const char *set, sx_dtype dt
     return s;
 }
 
+/* The case's inputs: which are integer (bound at import from the data set's files), and for the
+ * float ones (the graph's inputs in order) their file numbers. */
+typedef struct case_inputs {
+    int n;                 /* graph inputs that are not initializers */
+    const char *names[64]; /* their names */
+    bool integer[64];      /* integer element type */
+    int file_of[64];       /* float input j -> input_<file_of[j]>.pb */
+    bool f64;              /* the first float input is DOUBLE */
+} case_inputs;
+
+static sx_status case_inputs_of(const Onnx__ModelProto *m, case_inputs *ci)
+{
+    memset(ci, 0, sizeof *ci);
+    const Onnx__GraphProto *g = m->graph;
+    int nf = 0;
+    bool seen_float = false;
+    for (size_t i = 0; g != NULL && i < g->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = g->input[i];
+        bool init = false;
+        for (size_t k = 0; vi->name && k < g->n_initializer; k++)
+            init |= g->initializer[k]->name && strcmp(g->initializer[k]->name, vi->name) == 0;
+        if (init)
+            continue;
+        if (ci->n == 64)
+            return sx_error(SX_E_UNSUPPORTED, "more than 64 inputs");
+        int32_t t = vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+                            vi->type->tensor_type
+                        ? vi->type->tensor_type->elem_type
+                        : 0;
+        ci->names[ci->n] = vi->name ? vi->name : "";
+        ci->integer[ci->n] = t != 0 && !ox_dtype_is_float(t) &&
+                             t != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
+                             t != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
+                             t != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16 &&
+                             t != ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64 &&
+                             t != ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX128;
+        if (!ci->integer[ci->n]) {
+            ci->file_of[nf++] = ci->n;
+            if (!seen_float && ox_dtype_is_float(t))
+                ci->f64 = t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+            seen_float |= ox_dtype_is_float(t);
+        }
+        ci->n++;
+    }
+    return SX_OK;
+}
+
+/* The integer inputs of a data set as TensorProtos named after their inputs (*bound[0..*nb)). */
+static sx_status read_bound(const case_inputs *ci, const char *set, Onnx__TensorProto **bound,
+                            int *nb)
+{
+    *nb = 0;
+    for (int i = 0; i < ci->n; i++) {
+        if (!ci->integer[i])
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/input_%d.pb", set, i);
+        uint8_t *data;
+        size_t size;
+        SX_TRY(ox_read_file(path, &data, &size));
+        Onnx__TensorProto *t = onnx__tensor_proto__unpack(&ox_allocator, size, data);
+        sx_free(data);
+        char *nm = sx_alloc(strlen(ci->names[i]) + 1);
+        if (t == NULL || nm == NULL) {
+            if (t != NULL)
+                onnx__tensor_proto__free_unpacked(t, &ox_allocator);
+            sx_free(nm);
+            return t == NULL ? sx_error(SX_E_FORMAT, "%s: not a TensorProto", path) : SX_E_NOMEM;
+        }
+        memcpy(nm, ci->names[i], strlen(ci->names[i]) + 1);
+        sx_free(t->name); /* the unpacked strings are ox_allocator's (sx_alloc) */
+        t->name = nm;
+        bound[(*nb)++] = t;
+    }
+    return SX_OK;
+}
+
+static void free_bound(Onnx__TensorProto **bound, int nb)
+{
+    for (int i = 0; i < nb; i++)
+        onnx__tensor_proto__free_unpacked(bound[i], &ox_allocator);
+}
+
+/* One data set: import with its integer inputs bound, run, compare. *unsupported when the
+ * import refuses the model (the reason in why). */
+static sx_status run_bound_set(run *R, Onnx__ModelProto *m, const char *model,
+                               const case_inputs *ci, const char *set, sx_dtype dt,
+                               bool *unsupported, char *why, size_t size)
+{
+    Onnx__TensorProto *bound[64];
+    int nb = 0;
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.dtype = dt;
+    sx_onnx_graph *og = NULL;
+    sx_status s = set != NULL ? read_bound(ci, set, bound, &nb) : SX_OK;
+    if (s == SX_OK)
+        s = ox_graph_import_bound(m, model, &p, bound, nb, &og);
+    *unsupported = s == SX_E_UNSUPPORTED;
+    if (s != SX_OK)
+        snprintf(why, size, "%s", sx_last_error());
+    int file_of[64], nf = 0;
+    for (int i = 0; i < ci->n; i++)
+        if (!ci->integer[i])
+            file_of[nf++] = i;
+    if (s == SX_OK && set != NULL)
+        s = run_set(R, og, set, file_of, dt, why, size);
+    sx_onnx_graph_free(og);
+    free_bound(bound, nb);
+    return s;
+}
+
 static sx_status run_case(run *R, const char *dir, const char *name)
 {
     char model[4200], why[600] = "";
@@ -203,30 +314,39 @@ static sx_status run_case(run *R, const char *dir, const char *name)
     op_count *oc = count_of(R, op);
     oc->found++;
     R->r.cases++;
-    sx_onnx_import_params p = sx_onnx_import_params_default();
-    p.dtype = f64 ? SX_F64 : SX_F32;
-    sx_onnx_graph *og = NULL;
-    sx_status s = sx_onnx_graph_import(model, &p, &og);
-    if (s == SX_E_UNSUPPORTED) {
-        if (R->log)
-            fprintf(R->log, "unsupported %s: %s\n", name, sx_last_error());
-        return SX_OK;
-    }
-    oc->supported++;
-    R->r.supported++;
-    if (s != SX_OK)
-        snprintf(why, sizeof why, "import: %s", sx_last_error());
+    uint8_t *data = NULL;
+    size_t size = 0;
+    Onnx__ModelProto *m = NULL;
+    case_inputs ci;
+    sx_status s = ox_read_file(model, &data, &size);
+    if (s == SX_OK && (m = onnx__model_proto__unpack(&ox_allocator, size, data)) == NULL)
+        s = sx_error(SX_E_FORMAT, "%s: not an ONNX model", model);
+    sx_free(data);
+    if (s == SX_OK)
+        s = case_inputs_of(m, &ci);
     char **sets = NULL;
     int n_sets = 0;
     if (s == SX_OK)
         s = list_dir(dir, "test_data_set_", &sets, &n_sets);
-    for (int i = 0; s == SX_OK && i < n_sets; i++) {
+    bool unsupported = s == SX_E_UNSUPPORTED;
+    if (s != SX_OK)
+        snprintf(why, sizeof why, "%s", sx_last_error());
+    sx_dtype dt = s == SX_OK && ci.f64 ? SX_F64 : SX_F32;
+    for (int i = 0; s == SX_OK && i < (n_sets ? n_sets : 1); i++) {
         char set[4300];
-        snprintf(set, sizeof set, "%s/%s", dir, sets[i]);
-        s = run_set(R, og, set, p.dtype, why, sizeof why);
+        snprintf(set, sizeof set, "%s/%s", dir, n_sets ? sets[i] : "");
+        s = run_bound_set(R, m, model, &ci, n_sets ? set : NULL, dt, &unsupported, why, sizeof why);
     }
     free_list(sets, n_sets);
-    sx_onnx_graph_free(og);
+    if (m != NULL)
+        onnx__model_proto__free_unpacked(m, &ox_allocator);
+    if (unsupported) {
+        if (R->log)
+            fprintf(R->log, "unsupported %s: %s\n", name, why);
+        return SX_OK;
+    }
+    oc->supported++;
+    R->r.supported++;
     if (s == SX_OK) {
         oc->passed++;
         R->r.passed++;

@@ -112,14 +112,14 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     for (size_t k = 0; k < sh->n_dim; k++) {
         const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
         bool fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-                     d->dim_value >= 1;
+                     d->dim_value >= 0;
         if (k == 0 && (c->force_batch || !fixed))
             s[k] = c->batch;
         else if (fixed)
             s[k] = d->dim_value;
         else
             return ox_fail(c, SX_E_UNSUPPORTED, "input '%s': axis %zu has no fixed size", name, k);
-        if (s[k] > OX_MAX_INPUT_ELEMS / total)
+        if (total > 0 && s[k] > OX_MAX_INPUT_ELEMS / total)
             return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is too large", name);
         total *= s[k];
     }
@@ -133,6 +133,16 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     memcpy(v->shape, s, sizeof s);
     *out = v->n;
     return SX_OK;
+}
+
+/* A graph input given its integer values now (the conformance runner's). */
+static sx_status bind_input(ox_ctx *c, const char *name, const Onnx__TensorProto *t)
+{
+    ox_val *v;
+    SX_TRY(ox_define(c, name, &v));
+    SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
+    int64_t n;
+    return ox_tensor_ints(c, t, &v->ints, &n);
 }
 
 /* Every attribute of the node must be one its mapping reads. */
@@ -192,9 +202,14 @@ sx_status ox_import_graph(ox_ctx *c)
 }
 
 /* Import model (borrowed unless own) for batch: inputs, nodes, outputs. */
-static sx_status graph_import(Onnx__ModelProto *model, bool own, const char *file,
-                              const sx_onnx_import_params *p, int64_t batch, bool force,
-                              sx_onnx_graph **out)
+static sx_status check_params(const char *who, const sx_onnx_import_params *p);
+
+/* Import model (borrowed unless own) for batch: inputs (those named in bound taken as known
+ * integers), nodes, outputs. */
+static sx_status graph_import_bound(Onnx__ModelProto *model, bool own, const char *file,
+                                    const sx_onnx_import_params *p, int64_t batch, bool force,
+                                    Onnx__TensorProto *const *bound, int n_bound,
+                                    sx_onnx_graph **out)
 {
     sx_onnx_graph *og = sx_calloc(1, sizeof *og);
     if (og == NULL) {
@@ -215,6 +230,8 @@ static sx_status graph_import(Onnx__ModelProto *model, bool own, const char *fil
         c->dt = p->dtype;
         c->batch = batch;
         c->force_batch = force;
+        c->bound = bound;
+        c->n_bound = n_bound;
         s = sx_cg_graph_new(SX_CG_LAZY, p->dtype, &c->g);
     }
     const Onnx__GraphProto *gr = model->graph;
@@ -234,6 +251,14 @@ static sx_status graph_import(Onnx__ModelProto *model, bool own, const char *fil
         const Onnx__ValueInfoProto *vi = gr->input[i];
         if (vi->name != NULL && is_initializer(gr, vi->name))
             continue; /* a default value (IR < 4 listed initializers as inputs) */
+        const Onnx__TensorProto *b = NULL;
+        for (int k = 0; vi->name != NULL && k < c->n_bound; k++)
+            if (c->bound[k]->name != NULL && strcmp(c->bound[k]->name, vi->name) == 0)
+                b = c->bound[k];
+        if (b != NULL) {
+            s = bind_input(c, vi->name, b);
+            continue;
+        }
         s = add_input(c, vi, &og->in[og->n_in]);
         if (s == SX_OK)
             og->in_names[og->n_in++] = vi->name;
@@ -262,6 +287,13 @@ static sx_status graph_import(Onnx__ModelProto *model, bool own, const char *fil
     return SX_OK;
 }
 
+static sx_status graph_import(Onnx__ModelProto *model, bool own, const char *file,
+                              const sx_onnx_import_params *p, int64_t batch, bool force,
+                              sx_onnx_graph **out)
+{
+    return graph_import_bound(model, own, file, p, batch, force, NULL, 0, out);
+}
+
 static sx_status check_params(const char *who, const sx_onnx_import_params *p)
 {
     if (p->batch < 1)
@@ -269,6 +301,15 @@ static sx_status check_params(const char *who, const sx_onnx_import_params *p)
     if (p->dtype != SX_F32 && p->dtype != SX_F64)
         return sx_error(SX_E_ARG, "%s: dtype %d is not f32 or f64", who, (int)p->dtype);
     return SX_OK;
+}
+
+sx_status ox_graph_import_bound(Onnx__ModelProto *model, const char *file,
+                                const sx_onnx_import_params *p, Onnx__TensorProto *const *bound,
+                                int n_bound, sx_onnx_graph **out)
+{
+    *out = NULL;
+    SX_TRY(check_params("ox_graph_import_bound", p));
+    return graph_import_bound(model, false, file, p, p->batch, false, bound, n_bound, out);
 }
 
 static sx_status unpack(const uint8_t *data, size_t size, const char *name, Onnx__ModelProto **out)

@@ -35,6 +35,10 @@ typedef struct ox_ctx {
     sx_dtype dt;
     int64_t batch;    /* the first axis of inputs with no fixed size */
     bool force_batch; /* every input's first axis is the batch (sx_onnx_import) */
+    /* graph inputs given values at import time (the conformance runner's integer inputs):
+     * bound[i]->name names the input; they become known integers, not input nodes */
+    Onnx__TensorProto *const *bound;
+    int n_bound;
     int opset;
     ox_val *vals;
     int n_vals, cap_vals;
@@ -109,6 +113,12 @@ const ox_op *ox_op_find(const char *op_type);
 
 /* The permutations between NCHW and NHWC. */
 extern const int OX_TO_NHWC[4], OX_TO_NCHW[4];
+
+/* The graph of a model proto (borrowed; it must outlive *out) with the graph inputs named by
+ * bound[i]->name taken as those known integer tensors (import.c). */
+sx_status ox_graph_import_bound(Onnx__ModelProto *model, const char *file,
+                                const sx_onnx_import_params *p, Onnx__TensorProto *const *bound,
+                                int n_bound, sx_onnx_graph **out);
 
 /* Import the model proto into c->g (import.c). */
 sx_status ox_import_graph(ox_ctx *c);

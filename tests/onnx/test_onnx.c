@@ -234,3 +234,15 @@ Test(onnx_onnx, tensor_read_and_op_list)
     for (int i = 1; sx_onnx_op_name(i) != NULL; i++)
         cr_assert(strcmp(sx_onnx_op_name(i - 1), sx_onnx_op_name(i)) < 0);
 }
+
+/* An input with an axis of size 0 made the size check divide by zero (SIGFPE). */
+Test(onnx_onnx, zero_size_input_does_not_divide_by_zero)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    sx_onnx_conformance_report r;
+    cr_assert_eq(
+        sx_onnx_conformance(NODE_TESTS "/test_reshape_allowzero_reordered", 1e-4, 1e-6, NULL, &r),
+        SX_OK, "%s", sx_last_error());
+    cr_assert_eq(r.passed, 1);
+}
