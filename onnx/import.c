@@ -70,7 +70,7 @@ static sx_status add_initializers(ox_ctx *c, const Onnx__GraphProto *gr)
         SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
         if (ox_dtype_is_float(t->data_type)) {
             SX_TRY(ox_tensor_float(c, t, c->dt, &v->cst));
-            v->n = sx_cg_const(c->g, v->cst);
+            v->n = c->trainable ? sx_cg_param(c->g, t->name, v->cst) : sx_cg_const(c->g, v->cst);
             if (v->n == NULL)
                 return ox_graph_fail(c);
         } else {
@@ -230,6 +230,7 @@ static sx_status graph_import_bound(Onnx__ModelProto *model, bool own, const cha
         c->dt = p->dtype;
         c->batch = batch;
         c->force_batch = force;
+        c->trainable = p->trainable;
         c->bound = bound;
         c->n_bound = n_bound;
         s = sx_cg_graph_new(SX_CG_LAZY, p->dtype, &c->g);
@@ -390,6 +391,39 @@ sx_cg_node *sx_onnx_graph_input(const sx_onnx_graph *og, int i)
 const char *sx_onnx_graph_input_name(const sx_onnx_graph *og, int i)
 {
     return og != NULL && i >= 0 && i < og->n_in ? og->in_names[i] : NULL;
+}
+
+/* The i-th float initializer's value (a parameter when trainable), or NULL. */
+static const ox_val *param_val(const sx_onnx_graph *og, int i)
+{
+    if (og == NULL || !og->c.trainable || i < 0)
+        return NULL;
+    for (int k = 0; k < og->c.n_vals; k++) {
+        const ox_val *v = &og->c.vals[k];
+        if (v->cst != NULL && v->n != NULL && sx_cg_node_op(v->n) == SX_OP_PARAM && i-- == 0)
+            return v;
+    }
+    return NULL;
+}
+
+int sx_onnx_graph_n_params(const sx_onnx_graph *og)
+{
+    int n = 0;
+    while (param_val(og, n) != NULL)
+        n++;
+    return n;
+}
+
+sx_cg_node *sx_onnx_graph_param(const sx_onnx_graph *og, int i)
+{
+    const ox_val *v = param_val(og, i);
+    return v != NULL ? v->n : NULL;
+}
+
+const char *sx_onnx_graph_param_name(const sx_onnx_graph *og, int i)
+{
+    const ox_val *v = param_val(og, i);
+    return v != NULL ? v->name : NULL;
 }
 
 int sx_onnx_graph_n_outputs(const sx_onnx_graph *og)

@@ -34,6 +34,7 @@ typedef struct ox_ctx {
     sx_cg_graph *g;
     sx_dtype dt;
     int64_t batch;    /* the first axis of inputs with no fixed size */
+    bool trainable;   /* float initializers as parameters */
     bool force_batch; /* every input's first axis is the batch (sx_onnx_import) */
     /* graph inputs given values at import time (the conformance runner's integer inputs):
      * bound[i]->name names the input; they become known integers, not input nodes */

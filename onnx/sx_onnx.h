@@ -48,6 +48,11 @@ typedef struct sx_onnx_import_params {
     int64_t batch;  /* compile for up to this batch, >= 1: 1 */
     sx_dtype dtype; /* the dtype every floating-point tensor is computed in: SX_F32 */
     bool optimise;  /* run strix's graph optimiser before planning: true */
+    /* Fine-tuning: FLOAT/DOUBLE initializers become parameters (sx_cg_param, named after the
+     * initializer; listed by sx_onnx_graph_param) instead of constants, so that autodiff and
+     * optim can train them (see sx_onnx_graph_import). Values an op needs at import time (Clip's
+     * bounds, Pad's value, ...) are read once and stay fixed. false */
+    bool trainable;
 } sx_onnx_import_params;
 
 sx_onnx_import_params sx_onnx_import_params_default(void);
@@ -106,6 +111,15 @@ sx_cg_graph *sx_onnx_graph_cg(const sx_onnx_graph *og);
 int sx_onnx_graph_n_inputs(const sx_onnx_graph *og);
 sx_cg_node *sx_onnx_graph_input(const sx_onnx_graph *og, int i);
 const char *sx_onnx_graph_input_name(const sx_onnx_graph *og, int i);
+/* Parameters (p->trainable): the float initializers as sx_cg_param nodes, in the file's order,
+ * with their ONNX names. Fine-tuning an imported model: import with trainable, build a loss
+ * over an output from graph ops (e.g. the mean of sqr(y - t)), take its gradients with sx_ad_grad
+ * against the parameters to train (all, or only the last layer's, found by name), add one
+ * sx_optim_update per parameter, then freeze and evaluate the updates every step
+ * (tests/onnx/test_onnx.c does this). Without trainable there are none. */
+int sx_onnx_graph_n_params(const sx_onnx_graph *og);
+sx_cg_node *sx_onnx_graph_param(const sx_onnx_graph *og, int i);
+const char *sx_onnx_graph_param_name(const sx_onnx_graph *og, int i);
 int sx_onnx_graph_n_outputs(const sx_onnx_graph *og);
 sx_cg_node *sx_onnx_graph_output(const sx_onnx_graph *og, int i);
 const char *sx_onnx_graph_output_name(const sx_onnx_graph *og, int i);

@@ -246,3 +246,64 @@ Test(onnx_onnx, zero_size_input_does_not_divide_by_zero)
         SX_OK, "%s", sx_last_error());
     cr_assert_eq(r.passed, 1);
 }
+
+/* Fine-tuning: an imported model's initializers as parameters, trained by autodiff and SGD
+ * through the graph API; the loss falls. */
+Test(onnx_onnx, fine_tune_trainable_initializers)
+{
+    sx_nn_net *net = make_net(false);
+    sx_nn_model *ref = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 1, &ref), SX_OK);
+    char path[256];
+    tmp_path(path, sizeof path, "tune");
+    cr_assert_eq(sx_onnx_export(ref, path), SX_OK, "%s", sx_last_error());
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 8;
+    p.trainable = true;
+    sx_onnx_graph *og = NULL;
+    cr_assert_eq(sx_onnx_graph_import(path, &p, &og), SX_OK, "%s", sx_last_error());
+    int np = sx_onnx_graph_n_params(og);
+    cr_assert_eq(np, 8, "%d parameters (4 weights, 4 biases)", np); /* 2 conv, 2 dense */
+    cr_assert_not_null(sx_onnx_graph_param_name(og, 0));
+    cr_assert_null(sx_onnx_graph_param(og, np));
+    sx_cg_graph *g = sx_onnx_graph_cg(og);
+    sx_cg_node *x = sx_onnx_graph_input(og, 0), *y = sx_onnx_graph_output(og, 0);
+    sx_rng rng;
+    sx_rng_seed(&rng, 9);
+    sx_tensor *xt = tu_rand(&rng, SX_F32, 4, (int64_t[]){8, 12, 10, 3}, -1, 1);
+    sx_tensor *tt = tu_zeros(SX_F32, 2, (int64_t[]){8, 5});
+    for (int i = 0; i < 8; i++)
+        sx_tensor_set(tt, i * 5 + i % 5, 1);
+    sx_cg_node *t = sx_cg_const(g, tt);
+    sx_cg_node *loss = sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, y, t)), SX_AXES_ALL, false);
+    sx_cg_node *params[16], *grads[16], *outs[17];
+    for (int i = 0; i < np; i++)
+        params[i] = sx_onnx_graph_param(og, i);
+    cr_assert_eq(sx_ad_grad(g, loss, np, params, grads), SX_OK, "%s", sx_last_error());
+    sx_cg_node *lr = sx_cg_scalar(g, 2.0);
+    sx_optim_params op = sx_optim_params_default(SX_OPTIM_SGD);
+    int n_out = 0;
+    for (int i = 0; i < np; i++) {
+        int k = 0;
+        cr_assert_eq(sx_optim_update(g, &op, params[i], grads[i], lr, NULL, NULL, outs + n_out, &k),
+                     SX_OK, "%s", sx_last_error());
+        n_out += k;
+    }
+    outs[n_out++] = loss;
+    cr_assert_eq(sx_cg_freeze(g, n_out, outs), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_input_set(g, x, xt, SX_CG_COPY), SX_OK);
+    double first = 0, last = 0;
+    for (int step = 0; step < 40; step++) {
+        cr_assert_eq(sx_cg_eval(g, n_out, outs), SX_OK, "%s", sx_last_error());
+        last = sx_tensor_get(sx_cg_value(loss), 0);
+        if (step == 0)
+            first = last;
+    }
+    cr_assert(last < 0.8 * first, "loss %g -> %g", first, last);
+    sx_tensor_free(xt);
+    sx_tensor_free(tt);
+    sx_onnx_graph_free(og);
+    sx_nn_model_free(ref);
+    sx_nn_net_free(net);
+    remove(path);
+}
