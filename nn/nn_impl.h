@@ -202,8 +202,9 @@ typedef struct nn_model_source {
 /* An inference model over src for batches of up to `batch`, like a loaded model file's
  * (sx_nn_model_predict and the accessors; input scale 1; a smaller batch builds its own graph
  * through src). Takes src over: on failure too, src.free(src.ctx) has run. Errors (*out NULL):
- * SX_E_ARG (batch < 1, no build function), SX_E_SHAPE (x not an input (batch, example) of
- * rank 2..8, or y not (batch, classes) of its dtype), build's own, SX_E_NOMEM. */
+ * SX_E_ARG (batch < 1, no build function), SX_E_FORMAT (x not an input (batch, example) of
+ * rank 2..8, or y not (batch, classes) of its dtype; the message names "nn_model_from_source"),
+ * build's own, SX_E_NOMEM. */
 sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_model **out);
 /* The plain (unoptimised, unfrozen) inference graph of any inference model for batches of n:
  * a new lazy graph *g owned by the caller, its input *x and output *y. A compiled model's

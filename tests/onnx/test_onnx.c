@@ -307,3 +307,39 @@ Test(onnx_onnx, fine_tune_trainable_initializers)
     sx_nn_net_free(net);
     remove(path);
 }
+
+/* Every allocation of an import failing in turn: an error, never a crash, and nothing leaked. */
+Test(onnx_onnx, out_of_memory_at_every_allocation)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    const char *path = NODE_TESTS "/test_conv_with_strides_and_asymmetric_padding/model.onnx";
+    bool done = false;
+    for (long k = 0; !done && k < 10000; k++) {
+        sx_onnx_graph *og = NULL;
+        tu_fail_after(k);
+        sx_status s = sx_onnx_graph_import(path, NULL, &og);
+        if (s == SX_OK)
+            sx_onnx_graph_free(og);
+        else
+            cr_assert_null(og);
+        long live = tu_live_allocs();
+        tu_fail_reset();
+        cr_assert(s == SX_OK || s == SX_E_NOMEM || s == SX_E_FORMAT, "k %ld: status %d", k, s);
+        cr_assert_eq(live, 0, "k %ld: %ld allocations leaked", k, live);
+        done = s == SX_OK;
+    }
+    cr_assert(done);
+    done = false;
+    for (long k = 0; !done && k < 10000; k++) { /* the model path: import, plan, compile */
+        sx_nn_model *m = NULL;
+        tu_fail_after(k);
+        sx_status s = sx_onnx_import(NODE_TESTS "/test_softmax_axis_1/model.onnx", NULL, &m);
+        sx_nn_model_free(m);
+        long live = tu_live_allocs();
+        tu_fail_reset();
+        cr_assert_eq(live, 0, "k %ld: %ld allocations leaked (status %d)", k, live, s);
+        done = s == SX_OK;
+    }
+    cr_assert(done);
+}
