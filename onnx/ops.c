@@ -171,21 +171,26 @@ static sx_status op_ThresholdedRelu(ox_ctx *c)
     return ox_out(c, 0, y, v->lay);
 }
 
-/* clip(x, min, max): bounds from the optional constant inputs (opset 11+) */
+/* clip(x, min, max) = min(max(x, min), max): bounds from the optional scalar inputs (opset 11+),
+ * constants or values computed by the graph */
 static sx_status op_Clip(ox_ctx *c)
 {
     ox_val *v;
     sx_cg_node *x;
     SX_TRY(in_any(c, 0, &v, &x));
-    double lo = 0, hi = 0;
-    bool has_lo, has_hi;
-    SX_TRY(ox_in_scalar(c, 1, &lo, &has_lo));
-    SX_TRY(ox_in_scalar(c, 2, &hi, &has_hi));
     sx_cg_graph *g = c->g;
-    if (has_lo)
-        x = sx_cg_max(g, x, sx_cg_scalar_like(g, x, lo));
-    if (has_hi)
-        x = sx_cg_min(g, x, sx_cg_scalar_like(g, x, hi));
+    for (int i = 1; i <= 2; i++) {
+        ox_val *b = ox_in(c, i);
+        if (b == NULL)
+            continue;
+        if (b->rank != 0 && sx_shape_size(b->rank, b->shape) != 1)
+            return ox_fail(c, SX_E_FORMAT, "input %d ('%s') is not a scalar", i, b->name);
+        sx_cg_node *bn;
+        SX_TRY(ox_node(c, b, b->lay, &bn));
+        if (b->rank != 0)
+            bn = sx_cg_reshape(g, bn, 0, NULL);
+        x = i == 1 ? sx_cg_max(g, x, bn) : sx_cg_min(g, x, bn);
+    }
     return ox_out(c, 0, x, v->lay);
 }
 
