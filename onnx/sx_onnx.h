@@ -144,7 +144,9 @@ const char *sx_onnx_op_name(int i);
 
 /* Run the ONNX backend node tests under `dir` (each a folder holding model.onnx and
  * test_data_set_*\/input_*.pb, output_*.pb; `dir` itself may be one such case). A case is
- * "supported" when it imports (p->dtype f32 unless its inputs are DOUBLE); it passes when every
+ * "supported" when it imports (f32 unless its first float input is DOUBLE; its integer graph
+ * inputs - shapes, axes, pads, indices - read from each data set and bound at import as known
+ * values, a graph specialised per data set); it passes when every
  * output of every data set is within |got - want| <= atol + rtol |want| (NaN matching NaN) of
  * the expected one. A case that does not import is listed with the reason (an unsupported op is
  * counted against that op as found but not supported). With `log` not NULL, one line per case
