@@ -63,6 +63,11 @@ void sx_nn_model_free(sx_nn_model *m)
     sx_free(m->outs);
     if (!m->sibling)
         sx_cg_file_free(m->file);
+    if (!m->sibling && m->src != NULL) {
+        if (m->src->free != NULL)
+            m->src->free(m->src->ctx);
+        sx_free(m->src);
+    }
     sx_free(m);
     if (net == NULL) /* a loaded model */
         return;
@@ -596,6 +601,7 @@ sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
         if (s == NULL)
             return SX_E_NOMEM;
         *s = (sx_nn_model){.file = m->file,
+                           .src = m->src,
                            .sibling = true,
                            .batch = n,
                            .dtype = m->dtype,

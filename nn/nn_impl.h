@@ -186,7 +186,33 @@ struct sx_nn_model {
     void *lend;   /* arena lent by another model (nn_compile_infer_lent), or NULL */
     bool sibling; /* one of another model's smaller graphs */
     size_t lend_bytes;
+    struct nn_model_source *src; /* a model built by outside code (nn_model_from_source), shared
+                                    with its siblings (owned unless sibling), else NULL */
 };
+
+/* A model whose graph outside code builds (onnx/): build writes a new lazy graph (*g, owned by
+ * the caller) holding the plain inference graph for batches of n, its input *x (n, example)
+ * and output *y (n, classes) of x's dtype; free (may be NULL) releases ctx. */
+typedef struct nn_model_source {
+    sx_status (*build)(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x, sx_cg_node **y);
+    void (*free)(void *ctx);
+    void *ctx;
+    bool optimise; /* run the graph optimiser on each graph built */
+} nn_model_source;
+
+/* An inference model over src for batches of up to `batch`, like a loaded model file's
+ * (sx_nn_model_predict and the accessors; input scale 1; a smaller batch builds its own graph
+ * through src). Takes src over: on failure too, src.free(src.ctx) has run. Errors (*out NULL):
+ * SX_E_ARG (batch < 1, no build function), SX_E_FORMAT (x not an input (batch, example) of
+ * rank 2..8, or y not (batch, classes) of its dtype; the message names "nn_model_from_source"),
+ * build's own, SX_E_NOMEM. */
+sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_model **out);
+/* The plain (unoptimised, unfrozen) inference graph of any inference model for batches of n:
+ * a new lazy graph *g owned by the caller, its input *x and output *y. A compiled model's
+ * parameters borrow its network's tensors (free the graph before the network). Errors:
+ * SX_E_ARG (NULL, a training model, n < 1), those of building the graph, SX_E_NOMEM. */
+sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg_node **x,
+                               sx_cg_node **y);
 
 /* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
  * network, planned in m's arena, or the file). */
