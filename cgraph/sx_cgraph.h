@@ -248,9 +248,10 @@ int sx_cg_node_n_inputs(const sx_cg_node *n);
 sx_cg_node *sx_cg_node_input(const sx_cg_node *n, int i);
 const sx_cg_attr *sx_cg_node_attr(const sx_cg_node *n);
 int sx_cg_node_n_users(const sx_cg_node *n); /* live nodes that read it */
-/* The floating-point operations of evaluating n once, by the op table's flop model
- * (cgraph/cost.c: 2 M N K for a matrix product or convolution, one per element for element-wise
- * ops and reductions, ...); 0 for leaves, views and data movement, and for NULL. */
+/* The floating-point operations of evaluating n once, by the op table's flop model (each op's
+ * cost function, beside its evaluator in cgraph/ops/: 2 M N K for a matrix product or
+ * convolution, one per element for element-wise ops and reductions, ...); 0 for leaves, views
+ * and data movement, and for NULL. */
 double sx_cg_node_flops(const sx_cg_node *n);
 
 /* ---------------------------------------------------------------- building ops */

@@ -1574,96 +1574,15 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
 
 /* ---------------------------------------------------------------- the op table */
 
-/* DT_<name>: generator, weight, domain; or EXCLUDED(reason). Leaves are made by every
- * generator (LEAF). A row of sx_ops.def without its DT_<name> does not compile. */
+/* The rows DT_<name> (beside each op's sample in opsamples.c, which this file includes):
+ * generator, weight, domain; or EXCLUDED(reason). Leaves are made by every generator (LEAF).
+ * A row of sx_ops.def without its DT_<name> does not compile. The macros below spell them. */
 #define EXCLUDED(why) NULL, 0, 0, why
 #define LEAF NULL, 0, 0, NULL
 #define UN(dom) gen_unary, 2, dom, NULL
 #define BIN(dom) gen_binary, 3, dom, NULL
 #define FOLD(dom) gen_fold, 2, dom, NULL
 #define GEN(fn, w) fn, w, 0, NULL
-
-#define DT_const LEAF
-#define DT_input LEAF
-#define DT_param LEAF
-#define DT_add gen_binary, 6, DOMB_ANY, NULL
-#define DT_sub BIN(DOMB_ANY)
-#define DT_mul gen_binary, 5, DOMB_ANY, NULL
-#define DT_div BIN(DOMB_DIV)
-#define DT_pow gen_binary, 5, DOMB_POW, NULL
-#define DT_min BIN(DOMB_TIE)
-#define DT_max gen_binary, 4, DOMB_TIE, NULL
-#define DT_atan2 BIN(DOMB_ATAN2)
-#define DT_eq gen_binary, 1, DOMB_TIE, NULL
-#define DT_ne gen_binary, 1, DOMB_TIE, NULL
-#define DT_lt gen_binary, 1, DOMB_TIE, NULL
-#define DT_le gen_binary, 1, DOMB_TIE, NULL
-#define DT_gt gen_binary, 1, DOMB_TIE, NULL
-#define DT_ge gen_binary, 1, DOMB_TIE, NULL
-#define DT_fma gen_fma, 3, DOMB_ANY, NULL
-#define DT_where gen_where, 3, DOMB_WHERE, NULL
-#define DT_sum FOLD(DOMF_NONE)
-#define DT_mean FOLD(DOMF_NONE)
-#define DT_prod FOLD(DOMF_NONE)
-#define DT_reduce_max FOLD(DOMF_MAX)
-#define DT_reduce_min FOLD(DOMF_MAX)
-#define DT_argmax FOLD(DOMF_MAX)
-#define DT_argmin FOLD(DOMF_MAX)
-#define DT_l1norm FOLD(DOMF_L1)
-#define DT_l2norm FOLD(DOMF_L2)
-#define DT_logsumexp FOLD(DOMF_NONE)
-#define DT_repeat GEN(gen_repeat, 2)
-#define DT_tile GEN(gen_repeat, 2)
-#define DT_broadcast GEN(gen_broadcast, 2)
-#define DT_reshape GEN(gen_reshape, 2)
-#define DT_identity GEN(gen_identity, 1)
-#define DT_slice GEN(gen_slice, 2)
-#define DT_unslice GEN(gen_unslice, 2)
-#define DT_concat GEN(gen_concat, 2)
-#define DT_permute GEN(gen_permute, 2)
-#define DT_pad GEN(gen_pad, 2)
-#define DT_one_hot GEN(gen_one_hot, 1)
-#define DT_gather GEN(gen_gather, 2)
-#define DT_scatter_add GEN(gen_scatter_add, 2)
-#define DT_matmul GEN(gen_matmul, 8)
-#define DT_dot GEN(gen_dot, 2)
-#define DT_conv2d GEN(gen_conv2d, 2)
-#define DT_conv2d_backward_input GEN(gen_conv2d_backward_input, 2)
-#define DT_conv2d_backward_kernel GEN(gen_conv2d_backward_kernel, 2)
-#define DT_maxpool2d GEN(gen_pool, 2)
-#define DT_maxpool2d_backward GEN(gen_pool_backward, 2)
-#define DT_avgpool2d GEN(gen_pool, 2)
-#define DT_avgpool2d_backward GEN(gen_avgpool2d_backward, 2)
-#define DT_softmax GEN(gen_softmax, 2)
-#define DT_log_softmax GEN(gen_softmax, 2)
-#define DT_softmax_backward GEN(gen_softmax_backward, 2)
-#define DT_log_softmax_backward GEN(gen_softmax_backward, 2)
-#define DT_softmax_xent GEN(gen_softmax_xent, 2)
-#define DT_softmax_xent_backward GEN(gen_softmax_xent, 2)
-#define DT_dropout_mask GEN(gen_dropout_mask, 1)
-#define DT_inv GEN(gen_linalg, 1)
-#define DT_solve GEN(gen_solve, 1)
-#define DT_det GEN(gen_linalg, 1)
-#define DT_logdet GEN(gen_linalg, 1)
-#define DT_cholesky GEN(gen_linalg, 1)
-#define DT_qr_q GEN(gen_linalg, 1)
-#define DT_qr_r GEN(gen_linalg, 1)
-#define DT_svd_s GEN(gen_linalg, 1)
-#define DT_eigh_w GEN(gen_linalg, 1)
-#define DT_eigh_v GEN(gen_linalg, 1)
-#define DT_assign                                                                                  \
-    EXCLUDED("mutates a parameter: its value depends on evaluation order, no gradient")
-#define DT_seq GEN(gen_seq, 1)
-#define DT_fused                                                                                   \
-    EXCLUDED("made by element-wise fusion after differentiation; no gradient rule (the modes "     \
-             "family meets it through sx_cg_optimise)")
-#define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, emitted by optim/")
-#define DT_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_adagrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_adam_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_matmul_update EXCLUDED("fused optimiser step made by the gemm-update pass: mutates")
-#define DT_maxpool2d_relu_backward GEN(gen_pool_backward, 2)
 
 typedef struct gen_row {
     gen_fn *fn;

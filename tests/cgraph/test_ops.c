@@ -1597,7 +1597,7 @@ static void check_fd(sx_cg_op op)
 
 /* ---------------------------------------------------------------- cost */
 
-/* The flop model (cgraph/cost.c) on every variant: finite and not negative; at least one
+/* The flop model (cgraph/ops/, cost.c) on every variant: finite and not negative; at least one
  * operation per element for element-wise ops; exactly 2 M N K for matrix products and
  * 2 (output pixels) (kernel elements) for the convolutions, recomputed here from the shapes. */
 static void check_cost(sx_cg_op op)
