@@ -184,3 +184,93 @@ cg_cost cg_eval_avgpool2d_backward_cost(const sx_cg_node *n)
 {
     return cg_cost_per_in(n, 0, window(n));
 }
+
+/* ---------------------------------------------------------------- adaptive average pooling */
+
+/* adaptive_avgpool2d(x) to attr.ints[0] x attr.ints[1] (sx_tensor_adaptive_avgpool2d_out);
+ * adaptive_avgpool2d_backward(dy) -> attr.rank/shape, x's shape. */
+sx_cg_node *sx_cg_adaptive_avgpool2d(sx_cg_graph *g, sx_cg_node *x, int64_t out_h, int64_t out_w)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.ints[0] = out_h;
+    a.ints[1] = out_w;
+    return cg_op1(g, SX_OP_ADAPTIVE_AVGPOOL2D, x, &a);
+}
+
+sx_cg_node *sx_cg_adaptive_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *dy,
+                                              const int64_t x_shape[4])
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    if (!cg_set_target_shape(g, &a, 4, x_shape, "sx_cg_adaptive_avgpool2d_backward"))
+        return NULL;
+    return cg_op1(g, SX_OP_ADAPTIVE_AVGPOOL2D_BACKWARD, dy, &a);
+}
+
+/* x (n,h,w,c) and y (n,oh,ow,c) of one adaptive pooling: rank 4, the same n and c, and h, w,
+ * oh, ow >= 1. */
+static sx_status adaptive_check(const sx_cg_node *n, const int64_t *x, const int64_t *y)
+{
+    if (x[0] != y[0] || x[3] != y[3] || x[1] < 1 || x[2] < 1 || y[1] < 1 || y[2] < 1) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE,
+                        "%s: cannot pool %s to %s (want the same n and c, and h, w, out_h, out_w "
+                        ">= 1)",
+                        cg_who(n), sx_shape_str(4, x, a, sizeof a),
+                        sx_shape_str(4, y, b, sizeof b));
+    }
+    return SX_OK;
+}
+
+sx_status cg_shape_adaptive_avgpool2d(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    SX_TRY(cg_want_rank(n, 0, 4));
+    const int64_t *x = IN(0)->shape;
+    int64_t s[4] = {x[0], n->attr.ints[0], n->attr.ints[1], x[3]};
+    SX_TRY(adaptive_check(n, x, s));
+    SX_TRY(sx_shape_check(cg_who(n), 4, s));
+    cg_set_shape(n, 4, s);
+    return SX_OK;
+}
+
+sx_status cg_shape_adaptive_avgpool2d_backward(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    SX_TRY(cg_want_rank(n, 0, 4));
+    SX_TRY(cg_attr_shape(n));
+    if (n->attr.rank != 4)
+        return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
+    return adaptive_check(n, n->attr.shape, IN(0)->shape);
+}
+
+sx_status cg_eval_adaptive_avgpool2d(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_adaptive_avgpool2d_out(IN(0), OUT);
+}
+
+sx_status cg_eval_adaptive_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_adaptive_avgpool2d_backward_out(IN(0), OUT);
+}
+
+/* The largest window along an axis of `in` cells pooled to `out`: ceil(in / out), plus one
+ * when the windows straddle (in not a multiple of out). */
+static double adaptive_span(int64_t in, int64_t out)
+{
+    return out < 1 ? 0 : (double)((in + out - 1) / out + (in % out != 0));
+}
+
+/* one addition per cell of every (largest) window, for every pooled output */
+cg_cost cg_eval_adaptive_avgpool2d_cost(const sx_cg_node *n)
+{
+    const int64_t *x = IN(0)->shape, *y = OUT->shape;
+    return cg_cost_per_out(n, adaptive_span(x[1], y[1]) * adaptive_span(x[2], y[2]));
+}
+
+cg_cost cg_eval_adaptive_avgpool2d_backward_cost(const sx_cg_node *n)
+{
+    const int64_t *x = OUT->shape, *y = IN(0)->shape;
+    return cg_cost_per_in(n, 0, adaptive_span(x[1], y[1]) * adaptive_span(x[2], y[2]));
+}

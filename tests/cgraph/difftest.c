@@ -1572,6 +1572,70 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
     return g_bin(G, op, g_pick(G), gb(G, G->p->n));
 }
 
+/* ---------------------------------------------------------------- ops from their samples */
+
+/* A leaf of a sample's graph as a program leaf with its values: an input or parameter when the
+ * sample differentiates with respect to it, a constant, or else an index leaf. */
+static int sample_leaf(gen *G, const os_sample *s, const sx_cg_node *n)
+{
+    const sx_tensor *t = sx_cg_value(n);
+    double v[DT_MAX_SIZE];
+    if (t == NULL || t->size > DT_MAX_SIZE)
+        return -1;
+    for (int64_t k = 0; k < t->size; k++)
+        v[k] = sx_tensor_get(t, k);
+    sx_cg_op op = sx_cg_node_op(n);
+    dt_kind kind = op == SX_OP_CONST ? DT_CONST : DT_INDEX;
+    for (int i = 0; i < s->n_leaves; i++)
+        if (s->leaf[i] == n && s->wrt[i])
+            kind = op == SX_OP_PARAM ? DT_PARAM : DT_INPUT;
+    return g_leaf_vals(G, kind, t->rank, t->shape, v);
+}
+
+/* SAMPLE(w): the op as its own sample builds it (opsamples.c: a random variant, in the program's
+ * dtype), copied into the program node by node (leaves with the sample's values, ops with its
+ * attributes); the program then composes other ops on the result. A variant with a node above
+ * DT_MAX_SIZE elements is refused. For ops that need no generator of their own. */
+static int gen_sample(gen *G, sx_cg_op op, int dom)
+{
+    (void)dom;
+    const int start = G->p->n, saved_out = G->p->out;
+    sx_cg_graph *sg = NULL;
+    if (sx_cg_graph_new(SX_CG_LAZY, G->p->dt, &sg) != SX_OK)
+        return -1;
+    os_sample s;
+    int idx[DT_MAX_NODES], last = -1;
+    uint64_t seed = sx_rng_u64(&G->rng);
+    sx_cg_node *out = os_build(sg, op, G->p->dt, seed, gb(G, os_ops[op].n_variants), &s);
+    int64_t size = sx_cg_graph_size(sg);
+    bool ok = out != NULL && size <= DT_MAX_NODES && sx_cg_eval(sg, 1, &out) == SX_OK;
+    for (int64_t i = 0; ok && i < size; i++) {
+        sx_cg_node *n = sx_cg_graph_node(sg, i);
+        idx[i] = -1;
+        if (n == NULL)
+            continue;
+        int n_in = sx_cg_node_n_inputs(n), in[DT_MAX_IN];
+        if (sx_cg_op_flags(sx_cg_node_op(n)) & SX_OPF_LEAF) {
+            last = sample_leaf(G, &s, n);
+        } else if (n_in <= DT_MAX_IN) {
+            for (int k = 0; k < n_in; k++)
+                in[k] = idx[sx_cg_node_id(sx_cg_node_input(n, k))];
+            last = g_op(G, sx_cg_node_op(n), n_in, in, sx_cg_node_attr(n));
+        } else {
+            last = -1;
+        }
+        idx[i] = last;
+        ok = last >= 0 && n != out;
+    }
+    sx_cg_graph_free(sg);
+    if (last < 0 || G->p->node[last].op != op) {
+        pop_to(G->p, start);
+        G->p->out = saved_out;
+        return -1;
+    }
+    return last;
+}
+
 /* ---------------------------------------------------------------- the op table */
 
 /* The rows DT_<name> (beside each op's sample in opsamples.c, which this file includes):
@@ -1583,6 +1647,7 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
 #define BIN(dom) gen_binary, 3, dom, NULL
 #define FOLD(dom) gen_fold, 2, dom, NULL
 #define GEN(fn, w) fn, w, 0, NULL
+#define SAMPLE(w) gen_sample, w, 0, NULL
 
 typedef struct gen_row {
     gen_fn *fn;

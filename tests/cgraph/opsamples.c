@@ -1062,6 +1062,133 @@ static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
                                     pool_cases[v].x.d);
 }
 
+/* ---------------------------------------------------------------- transposed convolution */
+
+/* Kernels (kh,kw,c_out/groups,c_in): strides, explicit and SAME pads, output padding, groups
+ * (and one group per channel), dilation, a batch of two; every node within the differential
+ * tester's DT_MAX_SIZE (64 elements). */
+static const struct {
+    shp x, k;
+    sx_conv2d_params p;
+} ct_cases[] = {
+    {{4, {1, 2, 2, 2}}, {4, {3, 3, 2, 2}}, {.stride_h = 1, .stride_w = 1}},
+    {{4, {1, 3, 2, 2}},
+     {4, {2, 3, 2, 2}},
+     {.stride_h = 2,
+      .stride_w = 1,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_left = 1,
+      .pad_right = 1}},
+    {{4, {1, 2, 2, 4}},
+     {4, {2, 2, 1, 4}},
+     {.stride_h = 2, .stride_w = 2, .groups = 2, .output_padding_h = 1, .output_padding_w = 1}},
+    {{4, {1, 3, 3, 2}},
+     {4, {2, 2, 2, 2}},
+     {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME, .dilation_h = 2, .dilation_w = 2}},
+    {{4, {1, 2, 2, 3}},
+     {4, {3, 3, 1, 3}},
+     {.stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_SAME_LOWER,
+      .groups = 3,
+      .output_padding_h = 1,
+      .output_padding_w = 1}},
+    {{4, {1, 2, 2, 2}},
+     {4, {3, 3, 2, 2}},
+     {.stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 2,
+      .pad_bottom = 1,
+      .pad_left = 1,
+      .pad_right = 2,
+      .dilation_h = 2,
+      .dilation_w = 2,
+      .output_padding_h = 1}},
+    {{4, {2, 2, 2, 1}}, {4, {2, 2, 2, 1}}, {.stride_h = 1, .stride_w = 1}},
+};
+#define N_CT 7
+
+/* The shape of y (and dy) for transposed case v. */
+static shp ct_dy(ctx *c, int v, sx_status *st)
+{
+    shp y = {4, {0}};
+    sx_tensor x = sx_tensor_view(c->dt, 4, ct_cases[v].x.d, no_data);
+    sx_tensor k = sx_tensor_view(c->dt, 4, ct_cases[v].k.d, no_data);
+    *st = sx_conv_transpose2d_shape("opsamples", &x, &k, &ct_cases[v].p, y.d);
+    return y;
+}
+
+#define SPEC_conv_transpose2d N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv_transpose2d SAMPLE(2)
+static sx_cg_node *sample_conv_transpose2d(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, ct_cases[v].x, V_UNIFORM, -1, 1);
+    return sx_cg_conv_transpose2d(g, x, in(c, ct_cases[v].k, V_UNIFORM, -1, 1), &ct_cases[v].p);
+}
+
+#define SPEC_conv_transpose2d_backward_input N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv_transpose2d_backward_input SAMPLE(1)
+static sx_cg_node *sample_conv_transpose2d_backward_input(GEN_ARGS)
+{
+    CTX;
+    sx_status st;
+    shp dys = ct_dy(c, v, &st);
+    if (st != SX_OK)
+        return fail(c, st);
+    sx_cg_node *k = in(c, ct_cases[v].k, V_UNIFORM, -1, 1);
+    return sx_cg_conv_transpose2d_backward_input(g, k, in(c, dys, V_UNIFORM, -1, 1), &ct_cases[v].p,
+                                                 ct_cases[v].x.d);
+}
+
+#define SPEC_conv_transpose2d_backward_kernel N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv_transpose2d_backward_kernel SAMPLE(1)
+static sx_cg_node *sample_conv_transpose2d_backward_kernel(GEN_ARGS)
+{
+    CTX;
+    sx_status st;
+    shp dys = ct_dy(c, v, &st);
+    if (st != SX_OK)
+        return fail(c, st);
+    sx_cg_node *x = in(c, ct_cases[v].x, V_UNIFORM, -1, 1);
+    return sx_cg_conv_transpose2d_backward_kernel(g, x, in(c, dys, V_UNIFORM, -1, 1),
+                                                  &ct_cases[v].p, ct_cases[v].k.d);
+}
+
+/* ---------------------------------------------------------------- adaptive average pooling */
+
+/* Output sizes that divide the input and that do not (windows of two sizes, overlapping), one
+ * larger than the input (windows of one cell, repeated), global pooling, a batch of two. */
+static const struct {
+    shp x;
+    int64_t oh, ow;
+} adaptive_cases[] = {
+    {{4, {1, 5, 5, 2}}, 2, 3}, {{4, {2, 4, 6, 1}}, 2, 3}, {{4, {1, 3, 7, 2}}, 4, 3},
+    {{4, {1, 4, 4, 3}}, 1, 1}, {{4, {1, 6, 5, 1}}, 4, 4},
+};
+#define N_ADAPTIVE 5
+
+#define SPEC_adaptive_avgpool2d N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
+#define DT_adaptive_avgpool2d SAMPLE(2)
+static sx_cg_node *sample_adaptive_avgpool2d(GEN_ARGS)
+{
+    CTX;
+    return sx_cg_adaptive_avgpool2d(g, in(c, adaptive_cases[v].x, V_UNIFORM, -2, 2),
+                                    adaptive_cases[v].oh, adaptive_cases[v].ow);
+}
+
+#define SPEC_adaptive_avgpool2d_backward N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
+#define DT_adaptive_avgpool2d_backward SAMPLE(1)
+static sx_cg_node *sample_adaptive_avgpool2d_backward(GEN_ARGS)
+{
+    CTX;
+    shp x = adaptive_cases[v].x,
+        dy = {4, {x.d[0], adaptive_cases[v].oh, adaptive_cases[v].ow, x.d[3]}};
+    return sx_cg_adaptive_avgpool2d_backward(g, in(c, dy, V_UNIFORM, -1, 1), x.d);
+}
+
 /* ---------------------------------------------------------------- softmax family */
 
 static const struct {
