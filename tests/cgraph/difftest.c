@@ -3048,6 +3048,22 @@ static const char *const op_eval[SX_OP_COUNT] = {
 #undef X
 };
 
+/* The C name of a padding mode, for reproducers. */
+static const char *padding_name(sx_padding p)
+{
+    switch (p) {
+    case SX_PAD_VALID:
+        return "SX_PAD_VALID";
+    case SX_PAD_SAME:
+        return "SX_PAD_SAME";
+    case SX_PAD_SAME_LOWER:
+        return "SX_PAD_SAME_LOWER";
+    case SX_PAD_EXPLICIT:
+        return "SX_PAD_EXPLICIT";
+    }
+    return "(sx_padding)-1";
+}
+
 static void print_attr(FILE *o, int i, const dt_node *d, const dt_prog *p)
 {
     const sx_cg_attr *a = &d->attr;
@@ -3080,16 +3096,24 @@ static void print_attr(FILE *o, int i, const dt_node *d, const dt_prog *p)
             F(true, "slice[%d] = (sx_slice){%lld, %lld, %lld}", k, (long long)s->start,
               s->stop == SX_SLICE_END ? -1LL : (long long)s->stop, (long long)s->step);
     }
-    if (a->conv.stride_h != 0)
-        F(true, "conv = (sx_conv2d_params){.stride_h = %d, .stride_w = %d, .padding = %s}",
-          a->conv.stride_h, a->conv.stride_w,
-          a->conv.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
-    if (a->pool.kernel_h != 0)
+    const sx_conv2d_params *c = &a->conv;
+    if (c->stride_h != 0)
+        F(true,
+          "conv = (sx_conv2d_params){.stride_h = %d, .stride_w = %d, .padding = %s, .pad_top = "
+          "%d, .pad_bottom = %d, .pad_left = %d, .pad_right = %d, .dilation_h = %d, .dilation_w "
+          "= %d, .groups = %d, .output_padding_h = %d, .output_padding_w = %d}",
+          c->stride_h, c->stride_w, padding_name(c->padding), c->pad_top, c->pad_bottom,
+          c->pad_left, c->pad_right, c->dilation_h, c->dilation_w, c->groups, c->output_padding_h,
+          c->output_padding_w);
+    const sx_pool2d_params *q = &a->pool;
+    if (q->kernel_h != 0)
         F(true,
           "pool = (sx_pool2d_params){.kernel_h = %d, .kernel_w = %d, .stride_h = %d, .stride_w = "
-          "%d, .padding = %s}",
-          a->pool.kernel_h, a->pool.kernel_w, a->pool.stride_h, a->pool.stride_w,
-          a->pool.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
+          "%d, .padding = %s, .pad_top = %d, .pad_bottom = %d, .pad_left = %d, .pad_right = %d, "
+          ".dilation_h = %d, .dilation_w = %d, .ceil_mode = %d, .count_include_pad = %d}",
+          q->kernel_h, q->kernel_w, q->stride_h, q->stride_w, padding_name(q->padding), q->pad_top,
+          q->pad_bottom, q->pad_left, q->pad_right, q->dilation_h, q->dilation_w, q->ceil_mode,
+          q->count_include_pad);
 #undef F
 }
 
