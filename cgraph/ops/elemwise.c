@@ -154,8 +154,8 @@ sx_status cg_eval_where(sx_cg_graph *g, sx_cg_node *n)
 
 /* ---------------------------------------------------------------- flop model */
 
-/* one operation per element: every unary and binary element-wise row, a reduction's input,
- * scatter_add's additions, a dropout mask's draws */
+/* one operation per element: every unary and binary element-wise row (a transcendental counts
+ * as one) */
 cg_cost cg_eval_map_cost(const sx_cg_node *n)
 {
     return cg_cost_per_out(n, 1);

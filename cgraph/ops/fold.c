@@ -52,6 +52,7 @@ sx_status cg_eval_fold(sx_cg_graph *g, sx_cg_node *n)
 
 /* ---------------------------------------------------------------- flop model */
 
+/* one operation per input element */
 cg_cost cg_eval_fold_cost(const sx_cg_node *n)
 {
     return cg_cost_per_in(n, 0, 1);
