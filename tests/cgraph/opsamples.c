@@ -1130,7 +1130,7 @@ static sx_cg_node *sample_conv_transpose2d(GEN_ARGS)
 }
 
 #define SPEC_conv_transpose2d_backward_input N_CT, OS_SMOOTH, 1e-6, 1e-6
-#define DT_conv_transpose2d_backward_input SAMPLE(1)
+#define DT_conv_transpose2d_backward_input SAMPLE(2)
 static sx_cg_node *sample_conv_transpose2d_backward_input(GEN_ARGS)
 {
     CTX;
@@ -1144,7 +1144,7 @@ static sx_cg_node *sample_conv_transpose2d_backward_input(GEN_ARGS)
 }
 
 #define SPEC_conv_transpose2d_backward_kernel N_CT, OS_SMOOTH, 1e-6, 1e-6
-#define DT_conv_transpose2d_backward_kernel SAMPLE(1)
+#define DT_conv_transpose2d_backward_kernel SAMPLE(2)
 static sx_cg_node *sample_conv_transpose2d_backward_kernel(GEN_ARGS)
 {
     CTX;
@@ -1180,7 +1180,7 @@ static sx_cg_node *sample_adaptive_avgpool2d(GEN_ARGS)
 }
 
 #define SPEC_adaptive_avgpool2d_backward N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
-#define DT_adaptive_avgpool2d_backward SAMPLE(1)
+#define DT_adaptive_avgpool2d_backward SAMPLE(2)
 static sx_cg_node *sample_adaptive_avgpool2d_backward(GEN_ARGS)
 {
     CTX;
