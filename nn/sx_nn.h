@@ -245,6 +245,35 @@ sx_nn_layer *sx_nn_max_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2
 sx_nn_layer *sx_nn_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_pool2d_params *p);
 sx_nn_layer *sx_nn_global_max_pool(sx_nn_net *net, sx_nn_layer *in); /* (h,w,c) -> (c) */
 sx_nn_layer *sx_nn_global_avg_pool(sx_nn_net *net, sx_nn_layer *in);
+
+/* A transposed convolution layer ("deconvolution", PyTorch's ConvTranspose2d) over (h,w,c):
+ * y = act(conv_transpose2d(x, kernel) + bias), kernel (kernel_h, kernel_w, filters / groups, c)
+ * (PyTorch's weight (c, filters/groups, kh, kw) permuted by (2, 3, 1, 0)), bias (filters).
+ * `conv` is the op's own parameter struct (tensor/sx_tensor.h): strides, padding, dilation,
+ * groups and output padding, judged by sx_conv_transpose2d_shape. The output size per axis is
+ * PyTorch's (h - 1) * stride - pad_top - pad_bottom + dilation * (kh - 1) + output_padding + 1
+ * (EXPLICIT or VALID padding). */
+typedef struct sx_nn_conv_transpose2d_params {
+    int filters;            /* output channels, >= 1, a multiple of conv.groups */
+    int kernel_h, kernel_w; /* >= 1 */
+    sx_conv2d_params conv;  /* stride 1 x 1, SX_PAD_VALID, no output padding, one group */
+    bool bias;              /* true */
+    sx_nn_act act;          /* SX_ACT_NONE */
+} sx_nn_conv_transpose2d_params;
+
+sx_nn_conv_transpose2d_params sx_nn_conv_transpose2d_params_default(int filters, int kernel_h,
+                                                                    int kernel_w);
+/* p NULL, a kernel or filters < 1, an unknown activation, a bad stride, padding or output
+ * padding: SX_E_ARG; an input not (h,w,c): SX_E_RANK; groups not dividing the filters or the
+ * input channels, an empty or too large output: SX_E_SHAPE. */
+sx_nn_layer *sx_nn_conv_transpose2d(sx_nn_net *net, sx_nn_layer *in,
+                                    const sx_nn_conv_transpose2d_params *p);
+
+/* Adaptive average pooling of (h,w,c) to (out_h,out_w,c), any sizes >= 1 (PyTorch's
+ * AdaptiveAvgPool2d): output (i, j) averages rows [floor(i h / out_h), ceil((i + 1) h / out_h))
+ * and the columns likewise. An input not (h,w,c): SX_E_RANK; a size < 1: SX_E_SHAPE. */
+sx_nn_layer *sx_nn_adaptive_avg_pool2d(sx_nn_net *net, sx_nn_layer *in, int64_t out_h,
+                                       int64_t out_w);
 /* Inverted dropout in training (drop with probability rate, scale the rest), identity at
  * inference. */
 sx_nn_layer *sx_nn_dropout(sx_nn_net *net, sx_nn_layer *in, double rate);

@@ -458,6 +458,8 @@ static const char *const null_calls[] = {
     "sx_nn_avg_pool2d",
     "sx_nn_global_max_pool",
     "sx_nn_global_avg_pool",
+    "sx_nn_conv_transpose2d",
+    "sx_nn_adaptive_avg_pool2d",
     "sx_nn_dropout",
     "sx_nn_fully_connected",
     "sx_nn_linear",
@@ -536,6 +538,8 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_global_max_pool(NULL, NULL));
     cr_assert_null(sx_nn_global_avg_pool(NULL, NULL));
+    cr_assert_null(sx_nn_conv_transpose2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_adaptive_avg_pool2d(NULL, NULL, 2, 2));
     cr_assert_null(sx_nn_dropout(NULL, NULL, 0.1));
     cr_assert_null(sx_nn_fully_connected(NULL, NULL, 3, SX_ACT_NONE));
     cr_assert_null(sx_nn_linear(NULL, NULL, 3, SX_ACT_NONE));
