@@ -208,6 +208,22 @@ static cg_cost cost_eval_softmax_xent_backward(const sx_cg_node *n)
     return per_out(n, 6);
 }
 
+/* batch norm (issue 18): statistics 3 flops per element, normalise 2, backward sums 3 */
+static cg_cost cost_eval_bn_stats(const sx_cg_node *n)
+{
+    return per_in(n, 0, 3);
+}
+
+static cg_cost cost_eval_bn(const sx_cg_node *n)
+{
+    return per_out(n, 2);
+}
+
+static cg_cost cost_eval_bn_sums(const sx_cg_node *n)
+{
+    return per_in(n, 0, 3);
+}
+
 /* ---------------------------------------------------------------- linear algebra */
 
 /* n of the last (square) axis of input 0, and the batch of such matrices */

@@ -50,31 +50,70 @@ static void bn_task(void *ctx, int64_t t)
         bn_block_f64(jb, r0, r1, j0, j1, s1, s2);
 }
 
-/* Per channel: S1 and S2 (see bn_block) over all m rows into s (2c doubles: S1 row, S2 row),
- * using scratch of n_chunks x 2c doubles. */
-static sx_status bn_reduce(bn_job *jb, double *s)
+/* The row chunks of a reduction over (m, c): fixed by the shape alone. */
+static int64_t bn_rows_per_chunk(int64_t m, int64_t c)
 {
-    const int64_t m = jb->m, c = jb->c;
     int64_t per = BN_CHUNK_MIN / (c > 0 ? c : 1) + 1;
     int64_t n = (m + per - 1) / per;
     n = n < 1 ? 1 : n > BN_MAX_CHUNKS ? BN_MAX_CHUNKS : n;
-    jb->rows = (m + n - 1) / n;
-    jb->n_chunks = jb->rows > 0 ? (m + jb->rows - 1) / jb->rows : 0;
+    return (m + n - 1) / n;
+}
+
+static int64_t bn_n_chunks(int64_t m, int64_t c)
+{
+    int64_t rows = bn_rows_per_chunk(m, c);
+    return rows > 0 ? (m + rows - 1) / rows : 0;
+}
+
+size_t sx_batch_norm_workspace(int rank, const int64_t *x_shape)
+{
+    if (rank < 1 || x_shape == NULL)
+        return 0;
+    int64_t c = x_shape[rank - 1], m = 1;
+    for (int i = 0; i < rank - 1; i++)
+        m *= x_shape[i];
+    if (c < 1)
+        return 0;
+    /* centre, S1, S2, the chunks' partials (statistics, sums); a and b (normalise) fit */
+    return (size_t)(3 * c + 2 * c * bn_n_chunks(m, c)) * sizeof(double);
+}
+
+/* Per channel: S1 and S2 (see bn_block) over all m rows into s (2c doubles: S1 row, S2 row),
+ * the chunks' partials in `part` (n_chunks x 2c doubles). */
+static void bn_reduce(bn_job *jb, double *s, double *part)
+{
+    const int64_t m = jb->m, c = jb->c;
+    jb->rows = bn_rows_per_chunk(m, c);
+    jb->n_chunks = bn_n_chunks(m, c);
     jb->n_tiles = (c + BN_TILE - 1) / BN_TILE;
+    jb->part = part;
     for (int64_t j = 0; j < 2 * c; j++)
         s[j] = 0;
     if (jb->n_chunks == 0 || c == 0)
-        return SX_OK;
-    jb->part = sx_calloc((size_t)(jb->n_chunks * 2 * c), sizeof *jb->part);
-    if (jb->part == NULL)
-        return sx_error(SX_E_NOMEM, "batch norm: no memory for %lld partial sums",
-                        (long long)(jb->n_chunks * 2 * c));
+        return;
     sx__par_for(jb->n_chunks * jb->n_tiles, bn_task, jb);
     for (int64_t k = 0; k < jb->n_chunks; k++)
         for (int64_t j = 0; j < 2 * c; j++)
-            s[j] += jb->part[2 * k * c + j];
-    sx_free(jb->part);
-    jb->part = NULL;
+            s[j] += part[2 * k * c + j];
+}
+
+/* The workspace: given (ws of ws_bytes) or allocated (*own, freed by the caller). */
+static sx_status bn_ws(const char *who, const sx_tensor *x, void *ws, size_t ws_bytes, void **own,
+                       double **out)
+{
+    size_t need = sx_batch_norm_workspace(x->rank, x->shape);
+    *own = NULL;
+    if (ws != NULL && ws_bytes >= need) {
+        *out = ws;
+        return SX_OK;
+    }
+    if (ws != NULL || ws_bytes != 0)
+        return sx_error(SX_E_ARG, "%s: workspace of %zu bytes, want %zu (sx_batch_norm_workspace)",
+                        who, ws_bytes, need);
+    *own = sx_calloc(need / sizeof(double) + 1, sizeof(double));
+    if (*own == NULL)
+        return sx_error(SX_E_NOMEM, "%s: no memory for a workspace of %zu bytes", who, need);
+    *out = *own;
     return SX_OK;
 }
 
@@ -117,33 +156,39 @@ static sx_status bn_check_x(const char *who, const sx_tensor *x)
     return SX_OK;
 }
 
-sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats)
+sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
+                                        size_t ws_bytes)
 {
     const char *who = "sx_tensor_batch_norm_stats_out";
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
     SX_TRY(sx__check_apart(who, "x", x, "stats", stats));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
-    double *buf = sx_calloc((size_t)(3 * c + 1), sizeof *buf); /* shift, S1, S2 */
-    if (buf == NULL)
-        return sx_error(SX_E_NOMEM, "%s: no memory for %lld channels", who, (long long)c);
-    for (int64_t j = 0; m > 0 && j < c; j++)
-        buf[j] = get_d(x, j);
+    void *own = NULL;
+    double *buf = NULL; /* shift, S1, S2, partials */
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
+    for (int64_t j = 0; j < c; j++)
+        buf[j] = m > 0 ? get_d(x, j) : 0;
     bn_job jb = {.x = x->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
-    sx_status s = bn_reduce(&jb, buf + c);
-    for (int64_t j = 0; s == SX_OK && j < c; j++) {
+    bn_reduce(&jb, buf + c, buf + 3 * c);
+    for (int64_t j = 0; j < c; j++) {
         double s1 = buf[c + j], s2 = buf[2 * c + j], mm = (double)m;
         double mean = m > 0 ? buf[j] + s1 / mm : 0, var = m > 0 ? (s2 - s1 * s1 / mm) / mm : 0;
         set_d(stats, j, mean);
         set_d(stats, c + j, var > 0 ? var : 0);
     }
-    sx_free(buf);
-    return s;
+    sx_free(own);
+    return SX_OK;
 }
 
-sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
-                                   const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                   sx_tensor *y)
+sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats)
+{
+    return sx_tensor_batch_norm_stats_ws(x, stats, NULL, 0);
+}
+
+sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
+                                  const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                  sx_tensor *y, void *ws, size_t ws_bytes)
 {
     const char *who = "sx_tensor_batch_norm_out";
     SX_TRY(bn_check_x(who, x));
@@ -153,16 +198,13 @@ sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
     SX_TRY(sx__check_out(who, y, x->dtype, x->rank, x->shape));
     if (!(eps >= 0) || !isfinite(eps))
         return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", who, eps);
+    /* stats, gamma and beta are read before y is written: y may overlap them */
     if (y->data != x->data)
         SX_TRY(sx__check_apart(who, "x", x, "y", y));
-    SX_TRY(sx__check_apart(who, "stats", stats, "y", y));
-    SX_TRY(sx__check_apart(who, "gamma", gamma, "y", y));
-    SX_TRY(sx__check_apart(who, "beta", beta, "y", y));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
-    size_t es = x->dtype == SX_F32 ? sizeof(float) : sizeof(double);
-    void *ab = sx_calloc((size_t)(2 * c + 1), es);
-    if (ab == NULL)
-        return sx_error(SX_E_NOMEM, "%s: no memory for %lld channels", who, (long long)c);
+    void *own = NULL;
+    double *ab = NULL; /* c scales then c shifts, in the dtype */
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &ab));
     int64_t as[1] = {2 * c};
     sx_tensor abv = sx_tensor_view(x->dtype, 1, as, ab);
     for (int64_t j = 0; j < c; j++) {
@@ -174,12 +216,20 @@ sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
     bn_norm_job nj = {x->data, ab, y->data, c};
     int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
     sx__par_range(m, grain, x->dtype == SX_F32 ? bn_norm_rows_f32 : bn_norm_rows_f64, &nj);
-    sx_free(ab);
+    sx_free(own);
     return SX_OK;
 }
 
-sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
-                                        const sx_tensor *dy, sx_tensor *sums)
+sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
+                                   const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                   sx_tensor *y)
+{
+    return sx_tensor_batch_norm_ws(x, stats, gamma, beta, eps, y, NULL, 0);
+}
+
+sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
+                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
+                                       size_t ws_bytes)
 {
     const char *who = "sx_tensor_batch_norm_sums_out";
     SX_TRY(bn_check_x(who, x));
@@ -197,15 +247,21 @@ sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *sta
     SX_TRY(sx__check_apart(who, "dy", dy, "sums", sums));
     SX_TRY(sx__check_apart(who, "stats", stats, "sums", sums));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
-    double *buf = sx_calloc((size_t)(3 * c + 1), sizeof *buf); /* mean, S1, S2 */
-    if (buf == NULL)
-        return sx_error(SX_E_NOMEM, "%s: no memory for %lld channels", who, (long long)c);
+    void *own = NULL;
+    double *buf = NULL; /* mean, S1, S2, partials */
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
     for (int64_t j = 0; j < c; j++)
         buf[j] = get_d(stats, j);
     bn_job jb = {.x = x->data, .dy = dy->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
-    sx_status s = bn_reduce(&jb, buf + c);
-    for (int64_t j = 0; s == SX_OK && j < 2 * c; j++)
+    bn_reduce(&jb, buf + c, buf + 3 * c);
+    for (int64_t j = 0; j < 2 * c; j++)
         set_d(sums, j, buf[c + j]);
-    sx_free(buf);
-    return s;
+    sx_free(own);
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
+                                        const sx_tensor *dy, sx_tensor *sums)
+{
+    return sx_tensor_batch_norm_sums_ws(x, stats, dy, sums, NULL, 0);
 }

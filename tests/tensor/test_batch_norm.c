@@ -199,3 +199,43 @@ Test(tensor_batch_norm, errors_name_the_function_and_values)
     sx_tensor_free(st64);
     sx_tensor_free(x0);
 }
+
+/* a caller's workspace (what compiled graphs pass): the same bits; too small is an error */
+Test(tensor_batch_norm, workspace_forms_match_and_check_size)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 3);
+    int64_t shape[3] = {40, 30, 20}, c = 20;
+    size_t bytes = sx_batch_norm_workspace(3, shape);
+    cr_assert_gt(bytes, 3 * (size_t)c * sizeof(double));
+    double *ws = malloc(bytes);
+    sx_tensor *x = tu_rand(&rng, SX_F32, 3, shape, -1, 1),
+              *dy = tu_rand(&rng, SX_F32, 3, shape, -1, 1);
+    sx_tensor *g = tu_rand(&rng, SX_F32, 1, &c, 0.5, 1.5), *b = tu_rand(&rng, SX_F32, 1, &c, -1, 1);
+    sx_tensor *s0 = two_rows(SX_F32, c), *s1 = two_rows(SX_F32, c), *u0 = two_rows(SX_F32, c);
+    sx_tensor *u1 = two_rows(SX_F32, c), *y0 = tu_zeros(SX_F32, 3, shape),
+              *y1 = tu_zeros(SX_F32, 3, shape);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, s0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_stats_ws(x, s1, ws, bytes), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_out(x, s0, g, b, 1e-5, y0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_ws(x, s1, g, b, 1e-5, y1, ws, bytes), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_out(x, s0, dy, u0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_ws(x, s1, dy, u1, ws, bytes), SX_OK);
+    cr_assert(memcmp(s0->data, s1->data, 2 * (size_t)c * 4) == 0);
+    cr_assert(memcmp(u0->data, u1->data, 2 * (size_t)c * 4) == 0);
+    cr_assert(memcmp(y0->data, y1->data, (size_t)x->size * 4) == 0);
+    cr_assert_eq(sx_tensor_batch_norm_stats_ws(x, s1, ws, bytes - 8), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "workspace") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_batch_norm_workspace(0, shape), 0);
+    free(ws);
+    sx_tensor_free(x);
+    sx_tensor_free(dy);
+    sx_tensor_free(g);
+    sx_tensor_free(b);
+    sx_tensor_free(s0);
+    sx_tensor_free(s1);
+    sx_tensor_free(u0);
+    sx_tensor_free(u1);
+    sx_tensor_free(y0);
+    sx_tensor_free(y1);
+}
