@@ -12,6 +12,8 @@
  * (latency: the median of R calls after a first call timed apart, which includes the compile),
  * then batch B (default 16; none when B = 1) for throughput. --eager evaluates without the
  * compiler (sx_nn_predict_eager). --profile: time per op kind of the compiled graphs (stderr).
+ * --ops SCOPE (training nets): the kernels of one layer (e.g. batch_norm_3) in the compiled
+ * training graph, with their shapes, and how many are full passes (stderr): counts, no timing.
  *
  * One line on stdout (fields in zoo_nets.h's zoo_result):
  *   result: net=NAME data=D train_s=... img_per_s=... test_acc=... loss=... peak_rss_mb=...
@@ -41,7 +43,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: zoo --net NAME [--data DIR] [--limit N] [--test-limit N] [--epochs E]\n"
                "           [--batch B] [--threads T] [--reps R] [--seed S] [--eager]\n"
-               "           [--profile] [--quiet]\nnets:");
+               "           [--profile] [--ops SCOPE] [--quiet]\nnets:");
     for (int i = 0; zoo_names[i] != NULL; i++)
         fprintf(f, " %s", zoo_names[i]);
     fprintf(f, "\n");
@@ -72,6 +74,8 @@ int main(int argc, char **argv)
             ok = parse_long(v, 1, 64, &n), o.reps = (int)n;
         else if (strcmp(a, "--seed") == 0)
             ok = parse_long(v, 0, 2147483647L, &n), o.seed = (uint64_t)n;
+        else if (strcmp(a, "--ops") == 0)
+            ok = v != NULL, o.ops_scope = v;
         else if (strcmp(a, "--eager") == 0)
             o.eager = true, takes = false;
         else if (strcmp(a, "--profile") == 0)

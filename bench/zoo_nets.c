@@ -393,6 +393,45 @@ static sx_status load_data(const zoo_opts *o, zoo_result *r, sx_ds_images **trai
     return sx_ds_images_compact(*test);
 }
 
+/* The kernels of one scope of the compiled training graph, on stderr: op and shape of each
+ * non-leaf, non-view node, and how many read or write a tensor of the scope's largest output
+ * size (full passes over the activations). */
+static sx_status list_scope(sx_nn_net *net, const sx_nn_train_params *p, const char *scope)
+{
+    sx_nn_model *m = NULL;
+    SX_TRY(sx_nn_compile_train(net, p, p->batch, &m));
+    sx_cg_graph *g = sx_nn_model_graph(m);
+    int64_t kernels = 0, full = 0, biggest = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+            sx_cg_node *n = sx_cg_graph_node(g, i);
+            if (n == NULL || strcmp(sx_cg_node_scope(n), scope) != 0)
+                continue;
+            sx_cg_op op = sx_cg_node_op(n);
+            if (sx_cg_op_flags(op) & (SX_OPF_LEAF | SX_OPF_VIEW))
+                continue;
+            int64_t size = sx_cg_node_size(n);
+            if (pass == 0) {
+                biggest = size > biggest ? size : biggest;
+                continue;
+            }
+            char shape[128];
+            bool reads_full = false;
+            for (int k = 0; k < sx_cg_node_n_inputs(n); k++)
+                reads_full |= sx_cg_node_size(sx_cg_node_input(n, k)) == biggest;
+            kernels++;
+            full += size == biggest || reads_full;
+            fprintf(stderr, "  %-24s %s\n", sx_cg_op_name(op),
+                    sx_shape_str(sx_cg_node_rank(n), sx_cg_node_shape(n), shape, sizeof shape));
+        }
+    fprintf(stderr,
+            "zoo: scope %s: %lld kernels per step, %lld of them passes over (reading or writing) "
+            "%lld elements\n",
+            scope, (long long)kernels, (long long)full, (long long)biggest);
+    sx_nn_model_free(m);
+    return SX_OK;
+}
+
 /* Train on MNIST-like data, then time inference over the test set. */
 static sx_status run_train(const zoo_opts *o, const zoo_info *z, sx_nn_net *net, zoo_result *r)
 {
@@ -407,6 +446,8 @@ static sx_status run_train(const zoo_opts *o, const zoo_info *z, sx_nn_net *net,
     p.profile = o->profile;
     p.verbose = o->quiet ? 0 : 1;
     sx_nn_train_report tr;
+    if (s == SX_OK && o->ops_scope != NULL)
+        s = list_scope(net, &p, o->ops_scope);
     if (s == SX_OK)
         s = sx_nn_train(net, &p, train, test, &tr);
     if (s == SX_OK) {

@@ -60,6 +60,8 @@ typedef struct zoo_opts {
     int reps;    /* timed inference batches of the ImageNet nets (batch 1 and batch) */
     uint64_t seed;
     bool eager, profile, quiet;
+    const char *ops_scope; /* training nets: list the compiled training graph's kernels of this
+                              scope (a layer name, e.g. batch_norm_3) on stderr; NULL: none */
 } zoo_opts;
 
 zoo_opts zoo_opts_default(void);
