@@ -55,8 +55,9 @@ static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, sx_cg
     return nn_build_add_update(b, uv);
 }
 
-/* x (batch, ..., c) -> the same shape: one batch_norm op over the batch's statistics (training)
- * or the running ones (inference); without affine, gamma 1 and beta 0. */
+/* x (batch, ..., c) -> the same shape. Training: one batch_norm op over the batch's statistics
+ * (without affine, gamma 1 and beta 0); its gradient is two passes (batch_norm_sums and one fused
+ * element-wise pass). Inference: the running statistics, element-wise. */
 static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                               sx_cg_node **pre_softmax)
 {
@@ -65,24 +66,27 @@ static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in
     sx_cg_graph *g = b->g;
     sx_cg_node *x = in[0];
     int r = sx_cg_node_rank(x);
-    int64_t c = sx_cg_node_shape(x)[r - 1], s1[2] = {1, c};
+    int64_t c = sx_cg_node_shape(x)[r - 1];
     sx_cg_node *gamma = NULL, *beta = NULL;
     if (a->p.affine) {
         gamma = nn_param_node_of(b, l, 0);
         beta = nn_param_node_of(b, l, 1);
-    } else {
+    } else if (b->mode == NN_TRAIN) {
         gamma = sx_cg_broadcast(g, sx_cg_scalar_like(g, x, 1), 1, &c);
         beta = sx_cg_broadcast(g, sx_cg_scalar_like(g, x, 0), 1, &c);
     }
     sx_cg_node *rm = nn_param_node_of(b, l, a->running),
                *rv = nn_param_node_of(b, l, a->running + 1), *stats = NULL;
-    if (b->mode == NN_TRAIN) {
-        if (batch_stats(b, a, x, rm, rv, &stats) != SX_OK)
-            return NULL;
-    } else {
-        sx_cg_node *rows[2] = {sx_cg_reshape(g, rm, 2, s1), sx_cg_reshape(g, rv, 2, s1)};
-        stats = sx_cg_concat(g, 2, rows, 0);
+    if (b->mode != NN_TRAIN) {
+        /* inference: element-wise over the running statistics, which the graph optimiser fuses
+         * into one pass (the same nodes and bits as before issue 18) */
+        sx_cg_node *xhat =
+            sx_cg_mul(g, sx_cg_sub(g, x, rm),
+                      sx_cg_rsqrt(g, sx_cg_add(g, rv, sx_cg_scalar_like(g, x, a->p.eps))));
+        return a->p.affine ? sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta) : xhat;
     }
+    if (batch_stats(b, a, x, rm, rv, &stats) != SX_OK)
+        return NULL;
     return sx_cg_batch_norm(g, x, stats, gamma, beta, a->p.eps);
 }
 
