@@ -16,8 +16,7 @@
  *              dense 256 relu, dense 10; RMSprop lr 0.001, batch 100.
  *   mobilenet  28x28x1: conv 3x3x32 bn relu, 5 depthwise-separable blocks (depthwise 3x3 pad 1
  *              bn relu, pointwise 1x1 bn relu: 64; 128 s2; 128; 256 s2; 256), global average
- *              pool, dense 10; Adam lr 0.001, batch 128. Needs grouped convolutions in
- *              sx_nn_conv2d (issue 17): without them building it fails with the layer's error.
+ *              pool, dense 10; Adam lr 0.001, batch 128 (grouped convolutions of issue 17).
  *   resnet50   224x224x3, inference only (torchvision's resnet50, 1000 classes).
  *   inception_v3 299x299x3, inference only (torchvision's inception_v3 without the auxiliary
  *              head, 1000 classes).
@@ -46,7 +45,7 @@ const zoo_info *zoo_find(const char *name);
 extern const char *const zoo_names[];
 
 /* Build network `name` (weights drawn from seed) into *out. Errors: SX_E_ARG (unknown name),
- * the network's first layer error (e.g. mobilenet without grouped convolutions); *out NULL. */
+ * the network's first layer error; *out NULL. */
 sx_status zoo_build(const char *name, uint64_t seed, sx_nn_net **out);
 
 typedef struct zoo_opts {

@@ -86,12 +86,6 @@ Test(bench_zoo, params_match_torch)
     for (int i = 0; zoo_names[i] != NULL; i++) {
         sx_nn_net *net = NULL;
         sx_status s = zoo_build(zoo_names[i], 1, &net);
-        if (s != SX_OK && strcmp(zoo_names[i], "mobilenet") == 0) {
-            /* until sx_nn_conv2d takes groups (issue 17): a clear error, no network */
-            cr_assert_null(net);
-            cr_assert(strstr(sx_last_error(), "groups") != NULL, "%s", sx_last_error());
-            continue;
-        }
         cr_assert_eq(s, SX_OK, "%s: %s", zoo_names[i], sx_last_error());
         cr_assert_eq(sx_nn_net_param_count(net), zoo_find(zoo_names[i])->torch_params, "%s",
                      zoo_names[i]);
@@ -127,6 +121,11 @@ Test(bench_zoo, lenet5_trains_eagerly)
 Test(bench_zoo, resnet20_trains)
 {
     train_run("resnet20", false);
+}
+
+Test(bench_zoo, mobilenet_trains)
+{
+    train_run("mobilenet", false);
 }
 
 Test(bench_zoo, vgg_bn_trains)
