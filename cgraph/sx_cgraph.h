@@ -371,6 +371,17 @@ sx_cg_node *sx_cg_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
 sx_cg_node *sx_cg_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
+/* Batch normalisation over the last axis of x (..., c) (issue 18): batch_norm_stats -> (2,c),
+ * row 0 the mean and row 1 the biased variance of each channel; batch_norm(x, stats, gamma (c),
+ * beta (c), eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's shape; eps finite, >= 0);
+ * batch_norm_sums(x, stats, dy) -> (2,c), row 0 sum(dy) and row 1 sum(dy (x - mean)) over all
+ * but the last axis. Kernels and rounding: sx_tensor_batch_norm_*_out (sx_tensor.h). Errors:
+ * SX_E_RANK (x of rank 0), SX_E_SHAPE (stats not (2,c), gamma/beta not (c), dy not x's shape),
+ * SX_E_DTYPE, SX_E_ARG (eps). */
+sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
+sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                             sx_cg_node *beta, double eps);
+sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
 /* Per-row cross-entropy of softmax(logits) against target, both (n,k) -> (n). */
 sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target);
 sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,

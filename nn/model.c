@@ -661,6 +661,41 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
     return sx_tensor_copy_out(sx_cg_value(r->out), out);
 }
 
+/* Inference without the compiler: the forward graph built in eager mode (each node computed as
+ * it is made, every intermediate kept until the graph is freed), for comparison with the
+ * compiled path (bench/zoo --eager). */
+sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out)
+{
+    const char *who = "sx_nn_predict_eager";
+    if (net == NULL || x == NULL || out == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL argument", who);
+    int64_t n = x->rank > 0 ? x->shape[0] : 0;
+    if (n < 1)
+        return sx_error(SX_E_SHAPE, "%s: %lld examples (want >= 1)", who, (long long)n);
+    sx_nn_model *m = NULL;
+    SX_TRY(model_new(who, net, NULL, n, false, &m));
+    int64_t want[2] = {n, m->classes}, xs[SX_MAX_RANK];
+    xs[0] = n;
+    memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    sx_status s = check_batch(who, m, x, m->in_rank + 1, xs, n);
+    if (s == SX_OK && out->dtype != m->dtype)
+        s = sx_error(SX_E_DTYPE, "%s: out is %s, the network's outputs %s", who,
+                     sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
+    if (s == SX_OK && !sx_shape_equal(out->rank, out->shape, 2, want)) {
+        char a[160], b[64];
+        s = sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
+                     sx_shape_str(out->rank, out->shape, a, sizeof a),
+                     sx_shape_str(2, want, b, sizeof b));
+    }
+    feed f = {x, NULL, 0, 0};
+    if (s == SX_OK)
+        s = build(m, &f);
+    if (s == SX_OK)
+        s = sx_tensor_copy_out(sx_cg_value(m->out), out);
+    sx_nn_model_free(m);
+    return s;
+}
+
 int sx_nn_model_input_rank(const sx_nn_model *m)
 {
     return m != NULL ? m->in_rank : 0;

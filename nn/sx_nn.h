@@ -447,6 +447,12 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
  * SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a training model is
  * SX_E_ARG. */
 sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+/* Outputs (n, classes) for x (n, input shape), any n >= 1, without the compiler: the forward
+ * graph is built in eager mode (each node computed as it is made, every intermediate held until
+ * the end) and freed; dropout off, batch norm with running statistics, as a compiled inference
+ * model. Errors: SX_E_ARG (a NULL argument), SX_E_SHAPE and SX_E_DTYPE as sx_nn_model_predict's
+ * (x or out of another shape or dtype), the network's own error, SX_E_NOMEM. */
+sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
 /* A model's input shape (without the batch axis; (total) for a network with several inputs),
  * number of outputs (classes; 0 for an output that is not (batch, classes)), the factor from
  * pixel bytes to its input values (a compiled model's is its network's), and dtype. */

@@ -1485,6 +1485,34 @@ static int gen_softmax_xent(gen *G, sx_cg_op op, int dom)
     return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
 }
 
+/* batch norm (issue 18) over a node's last axis: the statistics of the node itself (as a network
+ * uses them), gamma and beta new leaves, dy a new leaf of x's shape. */
+static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
+{
+    (void)dom;
+    int in[4];
+    in[0] = g_pick(G);
+    const dt_node *x = gn(G, in[0]);
+    if (x->rank == 0)
+        return -1;
+    int64_t c = x->shape[x->rank - 1];
+    int rank = x->rank;
+    int64_t shape[SX_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    in[1] = g_op(G, SX_OP_BATCH_NORM_STATS, 1, in, NULL);
+    if (op == SX_OP_BATCH_NORM_STATS || in[1] < 0)
+        return in[1];
+    if (op == SX_OP_BATCH_NORM_SUMS) {
+        in[2] = g_of_shape(G, rank, shape, -1, 1);
+        return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
+    }
+    in[2] = g_of_shape(G, 1, &c, 0.5, 1.5);
+    in[3] = g_of_shape(G, 1, &c, -1, 1);
+    sx_cg_attr at = sx_cg_attr_default();
+    at.alpha = 1e-2;
+    return in[2] < 0 || in[3] < 0 ? -1 : g_op(G, op, 4, in, &at);
+}
+
 /* dropout_mask times a node of its shape (the mask alone is a constant). */
 static int gen_dropout_mask(gen *G, sx_cg_op op, int dom)
 {

@@ -1608,6 +1608,53 @@ static sx_cg_node *sample_matmul_update(GEN_ARGS)
     return sx_cg_op_new(g, SX_OP_MATMUL_UPDATE, k, ops, &at);
 }
 
+/* ---------------------------------------------------------------- batch norm (issue 18) */
+
+/* x (..., c): a matrix, an NHWC batch, one channel; the statistics an independent input with a
+ * positive variance row */
+static const shp bn_cases[] = {{2, {5, 3}}, {4, {2, 3, 2, 4}}, {2, {4, 1}}};
+#define N_BN 3
+
+static shp bn_rows(int v)
+{
+    return (shp){2, {2, bn_cases[v].d[bn_cases[v].rank - 1]}};
+}
+
+static shp bn_channels(int v)
+{
+    return (shp){1, {bn_cases[v].d[bn_cases[v].rank - 1]}};
+}
+
+#define SPEC_batch_norm_stats N_BN, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_batch_norm_stats(GEN_ARGS)
+{
+    CTX;
+    return sx_cg_batch_norm_stats(g, in(c, bn_cases[v], V_UNIFORM, -2, 2));
+}
+#define DT_batch_norm_stats GEN(gen_batch_norm, 1)
+
+#define SPEC_batch_norm N_BN, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_batch_norm(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
+    sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, 0.3, 1.5);
+    sx_cg_node *gamma = in(c, bn_channels(v), V_UNIFORM, 0.5, 1.5);
+    sx_cg_node *beta = in(c, bn_channels(v), V_UNIFORM, -1, 1);
+    return sx_cg_batch_norm(g, x, st, gamma, beta, v == 1 ? 1e-5 : 0.1);
+}
+#define DT_batch_norm GEN(gen_batch_norm, 2)
+
+#define SPEC_batch_norm_sums N_BN, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_batch_norm_sums(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
+    sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, -1, 1);
+    return sx_cg_batch_norm_sums(g, x, st, in(c, bn_cases[v], V_UNIFORM, -1, 1));
+}
+#define DT_batch_norm_sums GEN(gen_batch_norm, 1)
+
 /* ---------------------------------------------------------------- the table */
 
 const os_op os_ops[SX_OP_COUNT] = {

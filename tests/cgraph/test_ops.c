@@ -325,6 +325,12 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
         return sx_tensor_softmax_backward_out(x[0], x[1], a->axis, out);
     case SX_OP_LOG_SOFTMAX_BACKWARD:
         return sx_tensor_log_softmax_backward_out(x[0], x[1], a->axis, out);
+    case SX_OP_BATCH_NORM_STATS:
+        return sx_tensor_batch_norm_stats_out(x[0], out);
+    case SX_OP_BATCH_NORM:
+        return sx_tensor_batch_norm_out(x[0], x[1], x[2], x[3], a->alpha, out);
+    case SX_OP_BATCH_NORM_SUMS:
+        return sx_tensor_batch_norm_sums_out(x[0], x[1], x[2], out);
     case SX_OP_SOFTMAX_XENT:
         return sx_tensor_softmax_xent_out(x[0], x[1], out);
     case SX_OP_SOFTMAX_XENT_BACKWARD:
@@ -855,6 +861,42 @@ static void xent_plain(const sx_tensor *l, const sx_tensor *t, const sx_tensor *
         if (dout == NULL) {
             want[i] = sum;
             mag[i] = ms;
+        }
+    }
+}
+
+/* Batch norm (issue 18) over the last axis of x (m, c), in double: the statistics (two
+ * passes), the normalisation, or the backward sums (op). */
+static void bn_plain(sx_cg_op op, const sx_tensor *const *x, double eps, double *want, double *mag)
+{
+    int64_t c = x[0]->shape[x[0]->rank - 1], m = x[0]->size / c;
+    for (int64_t j = 0; j < c; j++) {
+        double s = 0, q = 0, qm = 0;
+        for (int64_t r = 0; r < m; r++)
+            s += get(x[0], r * c + j);
+        double mean = m > 0 ? s / (double)m : 0;
+        if (op == SX_OP_BATCH_NORM_STATS) {
+            for (int64_t r = 0; r < m; r++) {
+                double d = get(x[0], r * c + j) - mean;
+                q += d * d;
+                qm += fabs(get(x[0], r * c + j)) * fabs(get(x[0], r * c + j));
+            }
+            want[j] = mean, want[c + j] = m > 0 ? q / (double)m : 0;
+            mag[j] = 1 + fabs(mean), mag[c + j] = m > 0 ? qm / (double)m : 0;
+        } else if (op == SX_OP_BATCH_NORM) {
+            double a = get(x[2], j) / sqrt(get(x[1], c + j) + eps);
+            for (int64_t r = 0; r < m; r++) {
+                double v = get(x[0], r * c + j);
+                want[r * c + j] = (v - get(x[1], j)) * a + get(x[3], j);
+                mag[r * c + j] = (fabs(v) + fabs(get(x[1], j))) * fabs(a) + fabs(get(x[3], j));
+            }
+        } else {
+            double s0 = 0, s1 = 0, m0 = 0, m1 = 0;
+            for (int64_t r = 0; r < m; r++) {
+                double g = get(x[2], r * c + j), d = get(x[0], r * c + j) - get(x[1], j);
+                s0 += g, s1 += g * d, m0 += fabs(g), m1 += fabs(g * d);
+            }
+            want[j] = s0, want[c + j] = s1, mag[j] = m0, mag[c + j] = m1;
         }
     }
 }
@@ -1406,6 +1448,11 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_SOFTMAX_BACKWARD:
     case SX_OP_LOG_SOFTMAX_BACKWARD:
         softmax_plain(op, x[0], x[1], at->axis, want, mag);
+        break;
+    case SX_OP_BATCH_NORM_STATS:
+    case SX_OP_BATCH_NORM:
+    case SX_OP_BATCH_NORM_SUMS:
+        bn_plain(op, x, at->alpha, want, mag);
         break;
     case SX_OP_SOFTMAX_XENT:
     case SX_OP_SOFTMAX_XENT_BACKWARD:
