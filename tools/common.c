@@ -117,7 +117,7 @@ sx_status tool_load_model(const char *path, int64_t batch, sx_nn_model **out)
     case TOOL_FILE_SXM:
         return sx_nn_load(path, batch, out);
     case TOOL_FILE_ONNX:
-        return tool_onnx_import(path, batch, out);
+        return tool_onnx_import(path, batch, true, out);
     case TOOL_FILE_UNKNOWN:
         /* a missing file: the loader's message says why */
         if (access(path, F_OK) != 0)

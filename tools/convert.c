@@ -36,7 +36,9 @@ int tool_cmd_convert(int argc, char **argv)
     if (to_onnx && tool_file_kind(in) == TOOL_FILE_ONNX)
         return tool_usage("convert", "IN and OUT are both .onnx");
     sx_nn_model *m = NULL;
-    if (tool_load_model(in, 1, &m) != SX_OK)
+    sx_status ls = tool_file_kind(in) == TOOL_FILE_ONNX ? tool_onnx_import(in, 1, false, &m)
+                                                        : tool_load_model(in, 1, &m);
+    if (ls != SX_OK)
         return tool_fail("convert", "%s", sx_last_error());
     sx_status s = to_onnx ? tool_onnx_export(m, out) : sx_nn_model_save(m, out);
     sx_nn_model_free(m);

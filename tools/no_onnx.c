@@ -15,9 +15,10 @@ bool tool_have_onnx(void)
     return false;
 }
 
-sx_status tool_onnx_import(const char *path, int64_t batch, sx_nn_model **out)
+sx_status tool_onnx_import(const char *path, int64_t batch, bool optimise, sx_nn_model **out)
 {
     (void)batch;
+    (void)optimise;
     *out = NULL;
     return refuse(path);
 }

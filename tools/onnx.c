@@ -10,10 +10,11 @@ bool tool_have_onnx(void)
     return true;
 }
 
-sx_status tool_onnx_import(const char *path, int64_t batch, sx_nn_model **out)
+sx_status tool_onnx_import(const char *path, int64_t batch, bool optimise, sx_nn_model **out)
 {
     sx_onnx_import_params p = sx_onnx_import_params_default();
     p.batch = batch;
+    p.optimise = optimise;
     return sx_onnx_import(path, &p, out);
 }
 

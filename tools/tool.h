@@ -66,9 +66,10 @@ sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, too
 void tool_array_free(tool_array *a);
 
 /* The ONNX glue (tools/onnx.c when built with the onnx module, else refused with
- * SX_E_UNSUPPORTED naming the build). */
+ * SX_E_UNSUPPORTED naming the build). optimise false imports the plain graph (what convert
+ * saves: it loads at any batch). */
 bool tool_have_onnx(void);
-sx_status tool_onnx_import(const char *path, int64_t batch, sx_nn_model **out);
+sx_status tool_onnx_import(const char *path, int64_t batch, bool optimise, sx_nn_model **out);
 sx_status tool_onnx_export(sx_nn_model *m, const char *path);
 int tool_onnx_test(const char *dir, bool verbose);
 
