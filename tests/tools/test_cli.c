@@ -482,3 +482,31 @@ Test(tools_cli, help_and_version)
     cr_assert(r->status == 0 && strncmp(r->out, "strix 0.", 8) == 0, "%s", r->out);
     free(r);
 }
+
+/* sx_nn_model_save (what `convert` calls): NULL arguments and training models are refused; a
+ * compiled inference model saves its network. */
+Test(tools_cli, model_save_errors_and_compiled_models)
+{
+    cr_assert_eq(sx_nn_model_save(NULL, "/tmp/x.sxm"), SX_E_ARG);
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("save_test", SX_F32, 1, &net), SX_OK);
+    sx_nn_layer *x = sx_nn_input(net, 1, (int64_t[]){4});
+    x = sx_nn_linear(net, x, 3, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK);
+    sx_nn_model *train = NULL, *infer = NULL;
+    cr_assert_eq(sx_nn_compile_train(net, NULL, 2, &train), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_save(train, "/tmp/x.sxm"), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "training model") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_save(train, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &infer), SX_OK);
+    char file[128];
+    path(file, sizeof file, "compiled.sxm");
+    cr_assert_eq(sx_nn_model_save(infer, file), SX_OK, "%s", sx_last_error());
+    sx_nn_model *loaded = NULL;
+    cr_assert_eq(sx_nn_load(file, 2, &loaded), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_classes(loaded), 3);
+    sx_nn_model_free(loaded);
+    sx_nn_model_free(infer);
+    sx_nn_model_free(train);
+    sx_nn_net_free(net);
+}
