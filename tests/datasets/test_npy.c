@@ -4,9 +4,11 @@
  * source over two files. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <libgen.h>
 #include <math.h>
 #include <sx_datasets.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void fixture(const char *name, char *buf, size_t n)
@@ -283,24 +285,34 @@ Test(datasets_npy, missing_file_and_bad_arguments)
     cr_assert_eq(sx_ds_npy_write_tensor("/tmp/x.npy", NULL), SX_E_ARG);
 }
 
-/* A failed write leaves the old file as it was. */
+/* A failed write leaves what was at the path as it was, and no temporary file behind: here the
+ * path is a folder, so the final rename fails after the data went to the temporary file. */
 Test(datasets_npy, failed_write_keeps_the_old_file)
 {
     char dir[] = "/tmp/sx_test_npy_dir_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char path[200];
+    char path[200], inner[240];
     snprintf(path, sizeof path, "%s/a.npy", dir);
+    snprintf(inner, sizeof inner, "%s/keep", path);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    FILE *f = fopen(inner, "w");
+    cr_assert(f != NULL && fclose(f) == 0);
     float x[3] = {1, 2, 3};
     int64_t shape[1] = {3};
-    cr_assert_eq(sx_ds_npy_write(path, SX_DS_NPY_F32, 1, shape, x), SX_OK);
-    /* a dimension too large: refused before anything is written */
+    cr_assert_eq(sx_ds_npy_write(path, SX_DS_NPY_F32, 1, shape, x), SX_E_IO);
+    cr_assert(strstr(sx_last_error(), "a.npy: cannot write") != NULL, "%s", sx_last_error());
+    cr_assert_eq(access(inner, F_OK), 0, "the folder's content is gone");
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    cr_assert_eq(entries, 1, "a temporary file was left behind");
+    /* a shape whose bytes overflow: refused before anything is written */
     int64_t huge[2] = {INT64_MAX / 2, 4};
-    cr_assert_neq(sx_ds_npy_write(path, SX_DS_NPY_F32, 2, huge, x), SX_OK);
-    sx_ds_npy *a = NULL;
-    cr_assert_eq(sx_ds_npy_read_raw(path, &a), SX_OK);
-    cr_assert(a->count == 3 && sx_ds_npy_get(a, 2) == 3.0);
-    sx_ds_npy_free(a);
-    unlink(path);
+    cr_assert_neq(sx_ds_npy_write(inner, SX_DS_NPY_F32, 2, huge, x), SX_OK);
+    unlink(inner);
+    rmdir(path);
     rmdir(dir);
 }
 
