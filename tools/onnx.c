@@ -23,16 +23,15 @@ sx_status tool_onnx_export(sx_nn_model *m, const char *path)
     return sx_onnx_export(m, path);
 }
 
-/* The conformance runner over a folder of ONNX backend test cases (model.onnx and
- * test_data_set_*), assumed to be onnx21's sx_onnx_test_dir: it runs every case, prints one
- * line per case to `log` when not NULL, and fills the counts. */
-int tool_onnx_test(const char *dir, bool verbose)
+/* The conformance runner (sx_onnx_conformance) over the cases under dir: its report (failing
+ * cases, a table per op, the result line) on stdout; fails when a supported case failed. */
+int tool_onnx_test(const char *dir, double rtol, double atol)
 {
-    sx_onnx_test_summary r;
-    sx_status s = sx_onnx_test_dir(dir, verbose ? stdout : NULL, &r);
+    sx_onnx_conformance_report r;
+    sx_status s = sx_onnx_conformance(dir, rtol, atol, stdout, &r);
+    if (s == SX_E_STATE)
+        return tool_fail("onnx-test", "%d of %d supported cases failed", r.failed, r.supported);
     if (s != SX_OK)
         return tool_fail_sx("onnx-test", dir);
-    printf("result: cases=%lld supported=%lld passed=%lld failed=%lld\n", (long long)r.cases,
-           (long long)r.supported, (long long)r.passed, (long long)r.failed);
-    return r.failed == 0 ? TOOL_OK : TOOL_FAIL;
+    return TOOL_OK;
 }

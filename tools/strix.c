@@ -39,32 +39,41 @@ int tool_cmd_train(int argc, char **argv)
 }
 
 static const char *const onnx_test_help =
-    "usage: strix onnx-test DIR [--verbose]\n"
-    "Run the ONNX backend node tests in DIR (one folder per case: model.onnx and\n"
-    "test_data_set_*/input_*.pb, output_*.pb, as Debian's libonnx-testdata installs them)\n"
-    "and end with: result: cases=N supported=S passed=P failed=F. Fails when a supported case\n"
-    "fails. Needs strix built with its onnx module.\n";
+    "usage: strix onnx-test DIR [--rtol R] [--atol A]\n"
+    "Run the ONNX backend node tests under DIR (each case a folder: model.onnx and\n"
+    "test_data_set_*/input_*.pb, output_*.pb, as Debian's libonnx-testdata installs them under\n"
+    "/usr/include/onnx/backend/test/data/node) through strix's importer: the failing and\n"
+    "unsupported cases, a table per op (found / supported / passed), and\n"
+    "  result: cases=N supported=S passed=P failed=F\n"
+    "A case passes when every output is within A + R |want| (1e-6, 1e-4). Fails when a\n"
+    "supported case fails. Needs strix built with its onnx module.\n";
 
 int tool_cmd_onnx_test(int argc, char **argv)
 {
     const char *dir = NULL;
-    bool verbose = false;
+    double rtol = 1e-4, atol = 1e-6;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true;
+        if (tool_is_help(a)) {
             fputs(onnx_test_help, stdout);
             return TOOL_OK;
-        } else if (strcmp(argv[i], "--verbose") == 0)
-            verbose = true;
-        else if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return tool_usage("onnx-test", "unknown option %s", argv[i]);
+        } else if (strcmp(a, "--rtol") == 0)
+            ok = tool_parse_double(v, &rtol) && rtol >= 0, i++;
+        else if (strcmp(a, "--atol") == 0)
+            ok = tool_parse_double(v, &atol) && atol >= 0, i++;
+        else if (a[0] == '-' && a[1] != '\0')
+            return tool_usage("onnx-test", "unknown option %s", a);
         else if (dir == NULL)
-            dir = argv[i];
+            dir = a;
         else
-            return tool_usage("onnx-test", "unexpected argument %s", argv[i]);
+            return tool_usage("onnx-test", "unexpected argument %s", a);
+        if (!ok)
+            return tool_usage("onnx-test", "bad or missing value for %s", a);
     }
     if (dir == NULL)
         return tool_usage("onnx-test", "no DIR");
-    return tool_onnx_test(dir, verbose);
+    return tool_onnx_test(dir, rtol, atol);
 }
 
 int main(int argc, char **argv)

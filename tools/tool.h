@@ -71,7 +71,7 @@ void tool_array_free(tool_array *a);
 bool tool_have_onnx(void);
 sx_status tool_onnx_import(const char *path, int64_t batch, bool optimise, sx_nn_model **out);
 sx_status tool_onnx_export(sx_nn_model *m, const char *path);
-int tool_onnx_test(const char *dir, bool verbose);
+int tool_onnx_test(const char *dir, double rtol, double atol);
 
 /* The commands: each takes its own arguments (argv[0] is the command's name). */
 int tool_cmd_info(int argc, char **argv);
