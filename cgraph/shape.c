@@ -627,9 +627,9 @@ sx_status cg_shape_update(sx_cg_node *n)
                             sx_cg_op_name(n->in[i]->op));
     for (int i = 1; i < last; i++)
         SX_TRY(want_same_shape(n, 0, i));
-    if (IN(last)->size != 1)
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
-                        (long long)IN(last)->size);
+    if (IN(last)->size != cg_update_rates(n->op))
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
+                        cg_who(n), (long long)IN(last)->size, (long long)cg_update_rates(n->op));
     set_shape(n, IN(0)->rank, IN(0)->shape);
     return SX_OK;
 }
@@ -665,9 +665,10 @@ sx_status cg_shape_matmul_update(sx_cg_node *n)
         m > INT_MAX || nn > INT_MAX)
         return sx_error(SX_E_SHAPE, "%s: the product does not have the parameter's shape",
                         cg_who(n));
-    if (IN(k + 2)->size != 1)
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
-                        (long long)IN(k + 2)->size);
+    if (IN(k + 2)->size != cg_update_rates((sx_cg_op)u))
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
+                        cg_who(n), (long long)IN(k + 2)->size,
+                        (long long)cg_update_rates((sx_cg_op)u));
     set_shape(n, p->rank, p->shape);
     n->ws_bytes = (size_t)CG_MMU_SLOTS * (size_t)cg_mmu_rows(m, nn, sx_dtype_size(p->dtype)) *
                   (size_t)nn * sx_dtype_size(p->dtype);

@@ -195,7 +195,7 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
     sx_dtype dt = m->net->dtype;
     sx_cg_graph *u = NULL;
     SX_TRY(sx_cg_graph_new(SX_CG_LAZY, dt, &u));
-    sx_cg_node **outs = sx_calloc((size_t)np * 3 + 1, sizeof *outs);
+    sx_cg_node **outs = sx_calloc((size_t)np * (NN_MAX_STATES + 1) + 1, sizeof *outs);
     sx_cg_node *lr = sx_cg_input(u, "lr", dt, 0, NULL), *step = sx_cg_input(u, "step", dt, 0, NULL);
     sx_status s = outs == NULL ? SX_E_NOMEM : lr && step ? SX_OK : graph_status(u);
     if (s == SX_OK)
@@ -205,7 +205,7 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
     int n = 0, ns = sx_optim_n_states(p->optim.kind);
     for (int i = 0; s == SX_OK && i < np; i++) {
         s = ensure_states(m->net, meta[i], p->optim.kind);
-        sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
+        sx_cg_node *states[NN_MAX_STATES] = {NULL};
         sx_cg_node *w = s == SX_OK ? sx_cg_param_borrow(u, meta[i]->name, meta[i]->value) : NULL;
         sx_cg_node *g = s == SX_OK ? sx_cg_const(u, sx_cg_value(grads[i])) : NULL;
         for (int k = 0; s == SX_OK && k < ns; k++) {
@@ -303,7 +303,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         s = ensure_states(net, meta[i], p->optim.kind);
         if (s == SX_OK) /* the optimiser's state and update belong to the parameter's layer */
             s = sx_cg_scope_set(g, sx_cg_node_scope(ps[i]));
-        sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
+        sx_cg_node *states[NN_MAX_STATES] = {NULL};
         int ns = sx_optim_n_states(p->optim.kind);
         for (int k = 0; s == SX_OK && k < ns; k++) {
             char name[128];
@@ -313,7 +313,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
             if (states[k] == NULL)
                 s = graph_status(g);
         }
-        sx_cg_node *ups[3];
+        sx_cg_node *ups[NN_MAX_STATES + 1];
         int nu = 0;
         if (s == SX_OK)
             s = sx_optim_update(g, &p->optim, ps[i], grads[i], m->lr, m->step, states, ups, &nu);

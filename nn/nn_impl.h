@@ -10,7 +10,7 @@
  * parameter (ensure_states in model.c). */
 #define NN_MAX_IN 16
 #define NN_MAX_PARAMS 8
-#define NN_MAX_STATES 2
+#define NN_MAX_STATES 3
 
 /* Layer kinds, one per row of layers.def. */
 typedef enum {
