@@ -139,7 +139,8 @@ static sx_status time_inference(sx_nn_net *net, const sx_ds_images *set, int64_t
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mnist_train [--data DIR] [--epochs N] [--limit N] [--batch B]\n"
-               "                   [--optimiser adagrad|sgd|momentum|nesterov|rmsprop|adam]\n"
+               "                   [--optimiser adagrad|sgd|momentum|nesterov|rmsprop|adam|\n"
+               "                    adamw|amsgrad|rmsprop_centered|adam_keras]\n"
                "                   [--lr X] [--seed S] [--threads T] [--save PATH] [--eager]\n"
                "                   [--dot PATH] [--checkpoint PATH] [--quiet]\n"
                "                   [--no-optimise] [--no-plan] [--profile]\n");

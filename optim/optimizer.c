@@ -200,8 +200,6 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind)
         p.lr = 0.001;
     if (kind == SX_OPTIM_ADAMW)
         p.weight_decay = 0.01;
-    if (kind == SX_OPTIM_ADAM_KERAS)
-        p.eps = 1e-7;
     if (kind == SX_OPTIM_ADAGRAD)
         p.eps = 1e-10;
     return p;

@@ -54,8 +54,9 @@ typedef struct sx_optim_params {
 } sx_optim_params;
 
 /* Defaults as in PyTorch: lr 0.01 (adam, adamw, amsgrad, adam_keras 0.001), momentum 0.9, rho
- * 0.99, betas 0.9/0.999, eps 1e-10 for adagrad, 1e-7 for adam_keras (Keras's) and 1e-8
- * otherwise, weight_decay 0 (adamw 0.01), dampening 0. */
+ * 0.99, betas 0.9/0.999, eps 1e-10 for adagrad and 1e-8 otherwise (adam_keras too: strix's Adam
+ * before issue 20, bit for bit; Keras's own default is 1e-7), weight_decay 0 (adamw 0.01),
+ * dampening 0. */
 sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 
 /* How many state tensors (each shaped like the parameter) a kind keeps: sgd 0, momentum,
