@@ -226,6 +226,8 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
     /* cross-entropy is a mean over the examples, the others over every element */
     double per_ex = (double)n, per_el = (double)n * (double)k;
     *loss = lsum / (p->train.loss == SX_LOSS_CROSS_ENTROPY ? per_ex : per_el);
+    if (p->train.loss_fn != NULL) /* a user's loss: not computed here (optim20) */
+        *loss = (double)NAN;
     *metric = mk == SX_METRIC_LOSS       ? *loss
               : mk == SX_METRIC_ACCURACY ? msum / per_ex
                                          : msum / per_el;
@@ -392,4 +394,14 @@ sx_status sx_nn_history_write_csv(const sx_nn_history *h, const char *path)
     if (fclose(fp) != 0 || bad)
         return sx_error(SX_E_IO, "%s: write failed", path);
     return SX_OK;
+}
+
+/* The value reduce-on-plateau watches (train.c): the last epoch's validation metric, or its
+ * training loss without a validation source; *higher_better for accuracy. (optim20, issue 20) */
+void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better)
+{
+    if (f->val == NULL || f->h.n == 0)
+        return;
+    *v = f->h.rows[f->h.n - 1].val_metric;
+    *higher_better = f->h.metric == SX_METRIC_ACCURACY;
 }

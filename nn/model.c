@@ -121,6 +121,46 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m)
     return m != NULL ? m->g : NULL;
 }
 
+/* The schedule's rate from the base-rate input lr and the step input (sx_nn_schedule_node): lr
+ * itself for a host schedule. */
+static sx_status schedule_rate(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *lr,
+                               sx_cg_node *step, sx_cg_node **out)
+{
+    if ((*out = sx_nn_schedule_node(g, &p->schedule, lr, step)) != NULL)
+        return SX_OK;
+    sx_status s = sx_cg_graph_status(g);
+    return s != SX_OK ? s : SX_E_ARG; /* a bad schedule: the message is set */
+}
+
+/* The group of parameter pr (NULL: none) */
+static const sx_nn_param_group *group_of(const sx_nn_train_params *p, const nn_param *pr)
+{
+    for (int i = 0; i < p->n_groups; i++) {
+        const sx_nn_param_group *gr = &p->groups[i];
+        if ((gr->select == SX_GROUP_NAME && gr->name != NULL && strstr(pr->name, gr->name)) ||
+            (gr->select == SX_GROUP_WEIGHTS && pr->regularised) ||
+            (gr->select == SX_GROUP_NOT_WEIGHTS && !pr->regularised))
+            return gr;
+    }
+    return NULL;
+}
+
+/* Parameter pr's optimiser settings and rate: its group's weight decay and lr_scale (the rate
+ * node itself without a group, or a scale of 1). */
+static sx_status group_rate(sx_cg_graph *g, const sx_nn_train_params *p, const nn_param *pr,
+                            sx_cg_node *rate, sx_optim_params *op, sx_cg_node **out)
+{
+    const sx_nn_param_group *gr = group_of(p, pr);
+    *op = p->optim;
+    *out = rate;
+    if (gr == NULL)
+        return SX_OK;
+    op->weight_decay = gr->weight_decay;
+    if (gr->lr_scale != 1 && (*out = sx_cg_mul_scalar(g, rate, gr->lr_scale)) == NULL)
+        return graph_status(g);
+    return SX_OK;
+}
+
 /* The optimiser state tensors of a parameter, made (zero) when missing or of another kind. */
 static sx_status ensure_states(sx_nn_net *net, nn_param *p, sx_optim_kind kind)
 {
@@ -202,6 +242,9 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
         s = set_scalar(u, lr, f->lr);
     if (s == SX_OK)
         s = set_scalar(u, step, (double)f->step);
+    sx_cg_node *rate = NULL;
+    if (s == SX_OK)
+        s = schedule_rate(u, p, lr, step, &rate);
     int n = 0, ns = sx_optim_n_states(p->optim.kind);
     for (int i = 0; s == SX_OK && i < np; i++) {
         s = ensure_states(m->net, meta[i], p->optim.kind);
@@ -218,8 +261,12 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
         if (s == SX_OK && (w == NULL || g == NULL))
             s = graph_status(u);
         int nu = 0;
+        sx_optim_params op;
+        sx_cg_node *r = NULL;
         if (s == SX_OK)
-            s = sx_optim_update(u, &p->optim, w, g, lr, step, states, outs + n, &nu);
+            s = group_rate(u, p, meta[i], rate, &op, &r);
+        if (s == SX_OK)
+            s = sx_optim_update(u, &op, w, g, r, step, states, outs + n, &nu);
         n += nu;
     }
     if (s == SX_OK)
@@ -248,9 +295,19 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         SX_TRY(set_scalar(g, m->step, (double)f->step));
     }
     SX_TRY(sx_cg_scope_set(g, "loss"));
-    sx_cg_node *loss = loss_node(g, p, m->out, logits, m->y);
+    sx_cg_node *loss = p->loss_fn != NULL ? p->loss_fn(g, m->out, m->y, p->loss_ctx)
+                                          : loss_node(g, p, m->out, logits, m->y);
     if (loss == NULL)
         return graph_status(g);
+    if (sx_cg_node_size(loss) != 1 || sx_cg_node_dtype(loss) != dt)
+        return sx_error(SX_E_SHAPE, "nn: the user's loss has %lld elements of %s (want one of %s)",
+                        (long long)sx_cg_node_size(loss), sx_dtype_name(sx_cg_node_dtype(loss)),
+                        sx_dtype_name(dt));
+    if (sx_cg_node_rank(loss) != 0) {
+        loss = sx_cg_reshape(g, loss, 0, NULL);
+        if (loss == NULL)
+            return graph_status(g);
+    }
 
     /* the trainable parameters, and regularisation of the weights */
     int n = 0;
@@ -297,6 +354,9 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         s = sx_ad_grad(g, loss, np, ps, grads);
     if (s == SX_OK)
         s = clip(g, p, dt, np, grads);
+    sx_cg_node *rate = NULL; /* the scheduled rate (in the graph), or the lr input */
+    if (s == SX_OK && f == NULL)
+        s = schedule_rate(g, p, m->lr, m->step, &rate);
     if (s == SX_OK && f != NULL)
         s = eager_updates(m, f, np, grads, meta);
     for (int i = 0; s == SX_OK && f == NULL && i < np; i++) {
@@ -315,8 +375,12 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         }
         sx_cg_node *ups[NN_MAX_STATES + 1];
         int nu = 0;
+        sx_optim_params op;
+        sx_cg_node *r = NULL;
         if (s == SX_OK)
-            s = sx_optim_update(g, &p->optim, ps[i], grads[i], m->lr, m->step, states, ups, &nu);
+            s = group_rate(g, p, meta[i], rate, &op, &r);
+        if (s == SX_OK)
+            s = sx_optim_update(g, &op, ps[i], grads[i], r, m->step, states, ups, &nu);
         for (int k = 0; s == SX_OK && k < nu; k++)
             s = add_out(m, ups[k]);
     }

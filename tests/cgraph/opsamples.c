@@ -330,6 +330,24 @@ UNARY_SAMPLE(reciprocal, V_AWAY, 0.3, 2)
 UNARY_SAMPLE(erf, V_UNIFORM, -2, 2)
 #define SPEC_softsign N_UNARY, OS_SMOOTH, 1e-6, 1e-6
 UNARY_SAMPLE(softsign, V_AWAY, 0.1, 3) /* smooth away from 0 */
+/* ---- issue 20's activations (optim20) */
+#define SPEC_gelu N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(gelu, V_UNIFORM, -3, 3)
+#define SPEC_gelu_tanh N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(gelu_tanh, V_UNIFORM, -3, 3)
+#define SPEC_silu N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(silu, V_UNIFORM, -4, 4)
+#define SPEC_mish N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(mish, V_UNIFORM, -4, 4)
+#define SPEC_hard_swish N_UNARY, OS_PIECEWISE, 1e-6, 1e-6
+/* between the kinks at +-3 (even variants) or beyond them (odd: |x| in [3.1, 5]) */
+static sx_cg_node *sample_hard_swish(GEN_ARGS)
+{
+    CTX;
+    return sx_cg_hard_swish(g, v % 2 ? in(c, unary_shapes[v], V_AWAY, 3.1, 5)
+                                     : in(c, unary_shapes[v], V_UNIFORM, -2.9, 2.9));
+}
+/* ---- end of issue 20's activations */
 
 /* leaky_relu and elu: the parameter changes with the variant; x away from the kink at 0 (elu
  * with alpha != 1 has a jump in its first derivative there) */
