@@ -426,6 +426,14 @@ typedef struct sx_nn_train_params {
                                         that selects it, else it keeps optim's lr and weight
                                         decay */
     int n_groups;
+    int accumulate; /* gradient accumulation in the compiled graph: k > 1 splits each batch into
+                       k micro-batches (min(k, batch); sizes differing by at most one), each traced
+                       and differentiated after the previous one, the gradients summed (each loss
+                       weighted by its share of the batch) into one update: the step of the whole
+                       batch, to rounding. (The memory plan does not yet run the micro-batches one
+                       after another, so the peak memory is not lower than the whole batch's.)
+                       0 or 1: off. Not with batch norm (SX_E_UNSUPPORTED: it would normalise by
+                       the micro-batches' statistics) nor eager (SX_E_ARG) */
 } sx_nn_train_params;
 
 sx_nn_train_params sx_nn_train_params_default(void);

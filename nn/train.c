@@ -225,6 +225,9 @@ static sx_status check_params(const char *who, const sx_nn_train_params *p)
     if (p->schedule.kind == SX_SCHED_EXPLICIT &&
         (p->schedule.values == NULL || p->schedule.n_values < 1))
         return sx_error(SX_E_ARG, "%s: an explicit schedule needs values", who);
+    if (p->accumulate < 0 || (p->accumulate > 1 && p->eager))
+        return sx_error(SX_E_ARG, "%s: accumulate %d%s (want >= 0, and the compiled graph)", who,
+                        p->accumulate, p->eager ? " with eager" : "");
     if (p->n_groups < 0 || (p->n_groups > 0 && p->groups == NULL))
         return sx_error(SX_E_ARG, "%s: %d parameter groups at %p", who, p->n_groups,
                         (const void *)p->groups);

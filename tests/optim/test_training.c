@@ -325,3 +325,50 @@ Test(optim_training, prelu_is_relu_with_a_slope_per_channel)
     cr_assert_null(sx_nn_prelu(net, l, (double)NAN));
     sx_nn_net_free(net);
 }
+
+/* ---------------------------------------------------------------- gradient accumulation */
+
+/* The batch's step from k micro-batches equals the whole batch's (to rounding: the gradient's
+ * sums are split), for micro-batches of equal and of unequal sizes. */
+Test(optim_training, accumulating_micro_batches_takes_the_whole_batchs_step)
+{
+    data d = make_data(6);
+    double a[64], b[64];
+    sx_nn_net *n1 = make_net(SX_ACT_TANH, false);
+    sx_nn_train_params p = base_params(SX_OPTIM_ADAM, 0.02);
+    p.l2 = 0.01;
+    train(n1, &p, &d, 4, NULL);
+    int n = weights(n1, a, 64);
+    const int ks[3] = {2, 3, 8};
+    for (int c = 0; c < 3; c++) {
+        sx_nn_net *n2 = make_net(SX_ACT_TANH, false);
+        p.accumulate = ks[c];
+        train(n2, &p, &d, 4, NULL);
+        weights(n2, b, 64);
+        double e = 0;
+        for (int i = 0; i < n; i++)
+            e = fmax(e, fabs(a[i] - b[i]));
+        cr_assert_lt(e, 1e-12, "accumulate %d: %.3g from the whole batch's step", ks[c], e);
+        cr_assert_gt(e, 0, "accumulate %d: not split at all?", ks[c]);
+        sx_nn_net_free(n2);
+    }
+    sx_nn_net_free(n1);
+    free_data(&d);
+}
+
+Test(optim_training, accumulation_refuses_batch_norm)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("bn", SX_F64, 1, &net), SX_OK);
+    sx_nn_layer *l = sx_nn_input(net, 1, (int64_t[]){IN});
+    l = sx_nn_batch_norm(net, sx_nn_linear(net, l, HID, SX_ACT_NONE), NULL);
+    l = sx_nn_linear(net, l, OUT, SX_ACT_NONE);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    sx_nn_train_params p = base_params(SX_OPTIM_SGD, 0.1);
+    p.accumulate = 2;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_compile_train(net, &p, B, &m), SX_E_UNSUPPORTED);
+    cr_assert_null(m);
+    cr_assert(strstr(sx_last_error(), "batch norm") != NULL, "%s", sx_last_error());
+    sx_nn_net_free(net);
+}
