@@ -348,3 +348,37 @@ Test(optim_update, an_eager_graph_takes_one_step_as_the_reference_formula_does)
         sx_tensor_free(eager);
     }
 }
+
+/* Issue 20's hyper-parameters out of range are refused before anything is built. */
+Test(optim_update, bad_weight_decay_or_dampening_is_refused)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g), SX_OK);
+    int64_t s[1] = {3};
+    sx_tensor *z = tu_zeros(SX_F64, 1, s);
+    sx_cg_node *w = sx_cg_param(g, "w", z), *gr = sx_cg_input(g, "g", SX_F64, 1, s);
+    sx_cg_node *lr = sx_cg_input(g, "lr", SX_F64, 0, NULL);
+    sx_tensor_free(z);
+    int64_t before = sx_cg_graph_size(g);
+    sx_cg_node *ups[4];
+    int n = -1;
+    sx_optim_params p = sx_optim_params_default(SX_OPTIM_SGD);
+    p.weight_decay = -0.1;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "weight_decay -0.1") != NULL, "%s", sx_last_error());
+    p = sx_optim_params_default(SX_OPTIM_MOMENTUM);
+    p.dampening = 1.5;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    p.dampening = 0.5; /* dampening needs the step */
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "step") != NULL, "%s", sx_last_error());
+    p = sx_optim_params_default(SX_OPTIM_NESTEROV);
+    p.dampening = 0.5;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, lr, NULL, ups, &n), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "nesterov with dampening") != NULL, "%s", sx_last_error());
+    p = sx_optim_params_default(SX_OPTIM_ADAMW); /* bias correction needs the step */
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(sx_cg_graph_size(g), before, "nothing built");
+    sx_cg_graph_free(g);
+}
