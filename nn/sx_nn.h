@@ -467,7 +467,8 @@ sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m);
 sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
 
 /* One training step on a batch: x (n, input shape), y (n, classes) one-hot or targets, with
- * n == the compiled batch; lr is this step's learning rate, step the 1-based step number.
+ * n == the compiled batch; lr is this step's learning rate (with an in-graph schedule, the base
+ * rate the graph schedules from: optim.lr), step the 1-based step number.
  * Writes the batch loss and the number of correct predictions (argmax) when not NULL. */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
