@@ -123,8 +123,9 @@ static sx_cg_node *rate_dampened(sx_cg_graph *g, const sx_optim_params *p, sx_cg
     return rates(g, 2, r);
 }
 
-/* The rows by kind; then the dampened forms of momentum and nesterov (row_of picks them). */
-enum { ROW_MOMENTUM_DAMPENED = SX_OPTIM_COUNT, ROW_NESTEROV_DAMPENED, N_ROWS };
+/* The rows by kind; then momentum's dampened form (row_of picks it; nesterov takes no
+ * dampening, as PyTorch's). */
+enum { ROW_MOMENTUM_DAMPENED = SX_OPTIM_COUNT, N_ROWS };
 
 static const optim_row rows[N_ROWS] = {
     [SX_OPTIM_SGD] = {"sgd", SX_OP_SGD_UPDATE, 0, {NULL, NULL, NULL}, coef_none, NULL},
@@ -154,21 +155,13 @@ static const optim_row rows[N_ROWS] = {
                                {"velocity", NULL, NULL},
                                coef_momentum,
                                rate_dampened},
-    [ROW_NESTEROV_DAMPENED] = {"nesterov",
-                               SX_OP_MOMENTUM_DAMPENED_UPDATE,
-                               1,
-                               {"velocity", NULL, NULL},
-                               coef_nesterov,
-                               rate_dampened},
 };
 
-/* The row that p's update uses: its kind's, or the dampened form of momentum and nesterov. */
+/* The row that p's update uses: its kind's, or momentum's dampened form. */
 static const optim_row *row_of(const sx_optim_params *p)
 {
     if (p->dampening != 0 && p->kind == SX_OPTIM_MOMENTUM)
         return &rows[ROW_MOMENTUM_DAMPENED];
-    if (p->dampening != 0 && p->kind == SX_OPTIM_NESTEROV)
-        return &rows[ROW_NESTEROV_DAMPENED];
     return &rows[p->kind];
 }
 

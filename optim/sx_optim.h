@@ -82,8 +82,8 @@ const char *sx_optim_state_name(sx_optim_kind k, int i);
  *   sgd:      sgd_update(p, g, lr)           p <- p - lr g
  *   momentum: momentum_update(p, v, g, lr)   v <- mu v + g;  p <- p - lr v
  *   nesterov: the same with attr.nesterov    v <- mu v + g;  p <- p - lr (g + mu v)
- *   momentum, nesterov with dampening d > 0: momentum_dampened_update(p, v, g, (lr, c)),
- *             c = 1 - d min(t - 1, 1):       v <- mu v + c g;  then as above
+ *   momentum with dampening d > 0: momentum_dampened_update(p, v, g, (lr, c)),
+ *             c = 1 - d min(t - 1, 1):       v <- mu v + c g;  p <- p - lr v
  *   adagrad:  adagrad_update(p, a, g, lr)    a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
  *   rmsprop:  rmsprop_update(p, a, g, lr)    a <- rho a + (1 - rho) (g g);
  *                                            p <- p - lr (g / (sqrt(a) + eps))
