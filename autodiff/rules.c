@@ -607,6 +607,45 @@ sx_status grad_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *y, sx_cg_node 
     DONE();
 }
 
+/* conv_transpose2d(x, k) = T(x, k), bilinear: dx = conv_transpose2d_backward_input(k, G),
+ * dk = conv_transpose2d_backward_kernel(x, G) */
+sx_status grad_conv_transpose2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                sx_cg_node **gin)
+{
+    const sx_conv2d_params *p = &ATTR->conv;
+    if (need[0])
+        gin[0] = sx_cg_conv_transpose2d_backward_input(g, IN(1), gy, p, sx_cg_node_shape(IN(0)));
+    if (need[1])
+        gin[1] = sx_cg_conv_transpose2d_backward_kernel(g, IN(0), gy, p, sx_cg_node_shape(IN(1)));
+    DONE();
+}
+
+/* conv_transpose2d_backward_input(k, dy) is bilinear: <backward_input(k, dy), G> = <T(G, k), dy>,
+ * so d(dy) = T(G, k) and dk = conv_transpose2d_backward_kernel(G, dy). */
+sx_status grad_conv_transpose2d_backward_input(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                               const bool *need, sx_cg_node **gin)
+{
+    const sx_conv2d_params *p = &ATTR->conv;
+    if (need[0])
+        gin[0] = sx_cg_conv_transpose2d_backward_kernel(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
+    if (need[1])
+        gin[1] = sx_cg_conv_transpose2d(g, gy, IN(0), p);
+    DONE();
+}
+
+/* conv_transpose2d_backward_kernel(x, dy): <backward_kernel(x, dy), G> = <T(x, G), dy>, so
+ * d(dy) = T(x, G) and dx = conv_transpose2d_backward_input(G, dy). */
+sx_status grad_conv_transpose2d_backward_kernel(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                                const bool *need, sx_cg_node **gin)
+{
+    const sx_conv2d_params *p = &ATTR->conv;
+    if (need[0])
+        gin[0] = sx_cg_conv_transpose2d_backward_input(g, gy, IN(1), p, sx_cg_node_shape(IN(0)));
+    if (need[1])
+        gin[1] = sx_cg_conv_transpose2d(g, IN(0), gy, p);
+    DONE();
+}
+
 /* ---------------------------------------------------------------- pooling */
 
 /* maxpool: G routed to the first maximum of each window */
@@ -732,6 +771,25 @@ sx_status grad_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
 {
     (void)need;
     gin[0] = sx_cg_avgpool2d(g, gy, &ATTR->pool);
+    DONE();
+}
+
+/* adaptive avgpool A is linear: dx = A^T G (its backward op) */
+sx_status grad_adaptive_avgpool2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                  sx_cg_node **gin)
+{
+    (void)need;
+    gin[0] = sx_cg_adaptive_avgpool2d_backward(g, gy, sx_cg_node_shape(IN(0)));
+    DONE();
+}
+
+/* A^T's adjoint is A, pooling G back to dy's size */
+sx_status grad_adaptive_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
+                                           const bool *need, sx_cg_node **gin)
+{
+    (void)need;
+    const int64_t *dy = sx_cg_node_shape(IN(0));
+    gin[0] = sx_cg_adaptive_avgpool2d(g, gy, dy[1], dy[2]);
     DONE();
 }
 

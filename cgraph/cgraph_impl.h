@@ -90,11 +90,20 @@ struct sx_cg_graph {
     int64_t cap_stack;
 };
 
-/* The per-op functions named by sx_ops.def. A shape rule validates the inputs and attributes
- * and fills out->value's dtype/rank/shape (and out->ws_bytes); it reports errors with the op's
- * constructor name. An evaluator computes n->value from its inputs' values. */
+/* The per-op functions named by sx_ops.def, defined in the op's family file (ops/<family>.c).
+ * A shape rule validates the inputs and attributes and fills n->value's dtype/rank/shape (and
+ * n->ws_bytes); it reports errors with the op's constructor name. An evaluator computes n->value
+ * from its inputs' values. A cost function gives the cost of evaluating a node once: its
+ * floating-point operations, and whether its kernel is a matrix product (matmul, the
+ * convolutions, matmul_update) that splits its rows over threads, the flops the WIDE rule of
+ * parallel evaluation compares. The tables that name them (graph.c's sx_cg_ops, cost.c's) make
+ * a row without its functions fail to build. */
 typedef sx_status (*cg_shape_fn)(sx_cg_node *n);
 typedef sx_status (*cg_eval_fn)(sx_cg_graph *g, sx_cg_node *n);
+typedef struct cg_cost {
+    double flops;
+    bool gemm;
+} cg_cost;
 
 typedef struct cg_op_info {
     const char *name;
@@ -109,19 +118,33 @@ extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
 
 #define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
     sx_status cg_##shape(sx_cg_node *n);                                                           \
-    sx_status cg_##eval(sx_cg_graph *g, sx_cg_node *n);
+    sx_status cg_##eval(sx_cg_graph *g, sx_cg_node *n);                                            \
+    cg_cost cg_##eval##_cost(const sx_cg_node *n);
 #include "sx_ops.def"
 #undef X
 
-/* The cost of evaluating a node once (cost.c, one cost function per evaluator of sx_ops.def):
- * its floating-point operations, and whether its kernel is a matrix product (matmul, the
- * convolutions, matmul_update) that splits its rows over threads, the flops the WIDE rule of
- * parallel evaluation compares. */
-typedef struct cg_cost {
-    double flops;
-    bool gemm;
-} cg_cost;
+/* The cost of evaluating n once, through the table (cost.c). */
 cg_cost cg_node_cost(const sx_cg_node *n);
+
+/* Cost helpers for the family files: no arithmetic; per_elem operations for every element of
+ * the result, or of input i; a matrix product of 2 M N K flops (out_size = M N). */
+static inline cg_cost cg_cost_none(const sx_cg_node *n)
+{
+    (void)n;
+    return (cg_cost){0, false};
+}
+static inline cg_cost cg_cost_per_out(const sx_cg_node *n, double per_elem)
+{
+    return (cg_cost){per_elem * (double)n->value.size, false};
+}
+static inline cg_cost cg_cost_per_in(const sx_cg_node *n, int i, double per_elem)
+{
+    return (cg_cost){per_elem * (double)n->in[i]->value.size, false};
+}
+static inline cg_cost cg_cost_gemm(double out_size, int64_t k)
+{
+    return (cg_cost){2.0 * out_size * (double)k, true};
+}
 
 /* The op an older strix wrote under another name (conv2d_bwd_input for conv2d_backward_input),
  * from the name's bytes b[0..len); -1 when the name was never an op's. For loading saved graphs
@@ -129,12 +152,18 @@ cg_cost cg_node_cost(const sx_cg_node *n);
 int cg_op_alias(const unsigned char *b, size_t len);
 
 /* How many of where's operands its kernel broadcasts into scratch (those with neither the
- * result's size nor one element): its workspace is that many results (shape.c). */
+ * result's size nor one element): its workspace is that many results (ops/elemwise.c). */
 int cg_where_scratch(const sx_cg_node *n);
 
 /* May a matmul be written over its addend (input 2) and keep the bits it has when it is not?
- * When alpha = beta = 1 and the product is summed in one K block (eval.c). */
-bool cg_matmul_inplace_ok(const sx_cg_node *n);
+ * When alpha = beta = 1 and the product is summed in one K block (see cg_eval_matmul,
+ * ops/matmul.c). Inline: the planner (plan.c) asks, and the ops files sit below it. */
+static inline bool cg_matmul_inplace_ok(const sx_cg_node *n)
+{
+    const sx_tensor *a = &n->in[0]->value;
+    const int64_t k = n->attr.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+    return n->n_in == 3 && n->attr.alpha == 1.0 && n->attr.beta == 1.0 && sx__gemm_kblocks(k) <= 1;
+}
 
 /* How many leading inputs a node writes in place (the kernel column of mutating ops; 0 for
  * every other op). */
@@ -193,15 +222,50 @@ static inline bool cg_reads(const sx_cg_node *n, const sx_cg_node *m)
 }
 
 /* The files of cgraph, bottom-up: a file calls only files before it in this list (checked by
- * the cgraph_layers test, tests/cgraph/layers.cmake; calls through the op table's shape-rule
- * and evaluator columns are dispatch and do not count).
+ * the cgraph_layers test, tests/cgraph/layers.cmake; calls through the op table's shape-rule,
+ * evaluator and cost columns are dispatch and do not count).
  *   graph.c    nodes, the op table, construction, hashing, leaves, accessors, invalidation
  *   profile.c  kernel timing per op, node and scope
- *   shape.c    shape rules;  exec.c  running a node or an order;  eval.c  evaluators
+ *   shape.c    the checks shape rules share;  exec.c  running a node or an order
+ *   eval.c, cost.c   the generic evaluators and the flop model's table
  *   order.c    requests, marking what they need, the topological order
- *   par.c      the parallel driver;  plan.c  freezing and memory planning
+ *   par.c      the parallel driver
  *   run.c      sx_cg_eval and sx_cg_op_new (eager construction evaluates here)
- *   build.c, opt*.c, copy.c, dot.c, codec.c, serial.c   built on the above */
+ *   plan.c     freezing and memory planning
+ *   build.c    what the named constructors share
+ *   ops/NAME.c one file per op family: its constructors, shape rules, evaluators and costs
+ *   opt*.c, copy.c, dot.c, codec.c, serial.c   built on the above */
+
+/* ---- shape.c: for the shape rules */
+
+void cg_set_shape(sx_cg_node *n, int rank, const int64_t *shape);
+/* Every input has the dtype of input 0, which becomes the node's (SX_E_DTYPE otherwise). */
+sx_status cg_same_dtypes(sx_cg_node *n);
+/* Input i has rank `rank` (SX_E_RANK); inputs i and j have one shape (SX_E_SHAPE). */
+sx_status cg_want_rank(sx_cg_node *n, int i, int rank);
+sx_status cg_want_same_shape(sx_cg_node *n, int i, int j);
+/* A descriptor of t for the tensor layer's shape functions: a dummy address when t has no data
+ * yet (they check that a non-empty tensor has some, and never read it). */
+sx_tensor cg_probe_view(const sx_tensor *t);
+/* The node's shape is attr.rank/shape (checked). */
+sx_status cg_attr_shape(sx_cg_node *n);
+
+/* ---- build.c: for the named constructors */
+
+/* sx_cg_op_new with one, two or three inputs. */
+sx_cg_node *cg_op1(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, const sx_cg_attr *a);
+sx_cg_node *cg_op2(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg_node *y, const sx_cg_attr *a);
+sx_cg_node *cg_op3(sx_cg_graph *g, sx_cg_op op, sx_cg_node *x, sx_cg_node *y, sx_cg_node *z,
+                   const sx_cg_attr *a);
+/* A pointer argument is not NULL (else SX_E_ARG recorded on g, naming `who`, and false). */
+bool cg_arg_ok(sx_cg_graph *g, const void *p, const char *who);
+/* attr.rank/shape = (rank, shape), or SX_E_RANK recorded on g and false. */
+bool cg_set_target_shape(sx_cg_graph *g, sx_cg_attr *a, int rank, const int64_t *shape,
+                         const char *who);
+/* Copy x's rank of entries of src (when both are given) into dst (attr.ints). */
+void cg_copy_ints(int64_t *dst, const int64_t *src, const sx_cg_node *x);
+/* A negative axis of x counted from the end (the shape rule checks the range). */
+int cg_norm_axis(const sx_cg_node *x, int axis);
 
 /* ---- graph.c */
 

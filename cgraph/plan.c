@@ -6,7 +6,7 @@
  * the ranges released so far, or written over a dying input in place. Planned values are
  * transient: a planned evaluation recomputes a planned node whenever a running node reads it. */
 #include "cgraph_impl.h"
-/* Uses order.c, exec.c (storage, scratch), par.c (the frozen parallel layout) and eval.c. */
+/* Uses order.c, exec.c (storage, scratch) and par.c (the frozen parallel layout). */
 
 #include <assert.h>
 #include <stdint.h>

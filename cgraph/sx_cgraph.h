@@ -248,9 +248,10 @@ int sx_cg_node_n_inputs(const sx_cg_node *n);
 sx_cg_node *sx_cg_node_input(const sx_cg_node *n, int i);
 const sx_cg_attr *sx_cg_node_attr(const sx_cg_node *n);
 int sx_cg_node_n_users(const sx_cg_node *n); /* live nodes that read it */
-/* The floating-point operations of evaluating n once, by the op table's flop model
- * (cgraph/cost.c: 2 M N K for a matrix product or convolution, one per element for element-wise
- * ops and reductions, ...); 0 for leaves, views and data movement, and for NULL. */
+/* The floating-point operations of evaluating n once, by the op table's flop model (each op's
+ * cost function, beside its evaluator in cgraph/ops/: 2 M N K for a matrix product or
+ * convolution, one per element for element-wise ops and reductions, ...); 0 for leaves, views
+ * and data movement, and for NULL. */
 double sx_cg_node_flops(const sx_cg_node *n);
 
 /* ---------------------------------------------------------------- building ops */
@@ -339,6 +340,17 @@ sx_cg_node *sx_cg_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_nod
 /* dL/dk of conv2d from x and dy; k_shape is the kernel's shape (kh,kw,c,f). */
 sx_cg_node *sx_cg_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                          const sx_conv2d_params *p, const int64_t k_shape[4]);
+/* Transposed convolution (sx_tensor_conv_transpose2d_out: x (n,h,w,c_in), k
+ * (kh,kw,c_out/groups,c_in), p's output_padding allowed) and its two backward ops: dL/dx from the
+ * kernel and dy (x_shape is x's shape), dL/dk from x and dy (k_shape is k's shape). */
+sx_cg_node *sx_cg_conv_transpose2d(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *k,
+                                   const sx_conv2d_params *p);
+sx_cg_node *sx_cg_conv_transpose2d_backward_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
+                                                  const sx_conv2d_params *p,
+                                                  const int64_t x_shape[4]);
+sx_cg_node *sx_cg_conv_transpose2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                                   const sx_conv2d_params *p,
+                                                   const int64_t k_shape[4]);
 sx_cg_node *sx_cg_maxpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
 sx_cg_node *sx_cg_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
                                      const sx_pool2d_params *p);
@@ -348,11 +360,28 @@ sx_cg_node *sx_cg_maxpool2d_relu_backward(sx_cg_graph *g, sx_cg_node *x, sx_cg_n
 sx_cg_node *sx_cg_avgpool2d(sx_cg_graph *g, sx_cg_node *x, const sx_pool2d_params *p);
 sx_cg_node *sx_cg_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *dy, const sx_pool2d_params *p,
                                      const int64_t x_shape[4]);
+/* Adaptive average pooling of x (n,h,w,c) to (n,out_h,out_w,c) (PyTorch's AdaptiveAvgPool2d,
+ * sx_tensor_adaptive_avgpool2d_out): h, w, out_h, out_w >= 1, else SX_E_SHAPE; x not of rank 4
+ * is SX_E_RANK. Its backward op spreads dy (n,out_h,out_w,c) back to x_shape. */
+sx_cg_node *sx_cg_adaptive_avgpool2d(sx_cg_graph *g, sx_cg_node *x, int64_t out_h, int64_t out_w);
+sx_cg_node *sx_cg_adaptive_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *dy,
+                                              const int64_t x_shape[4]);
 
 sx_cg_node *sx_cg_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
 sx_cg_node *sx_cg_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
+/* Batch normalisation over the last axis of x (..., c) (issue 18): batch_norm_stats -> (2,c),
+ * row 0 the mean and row 1 the biased variance of each channel; batch_norm(x, stats, gamma (c),
+ * beta (c), eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's shape; eps finite, >= 0);
+ * batch_norm_sums(x, stats, dy) -> (2,c), row 0 sum(dy) and row 1 sum(dy (x - mean)) over all
+ * but the last axis. Kernels and rounding: sx_tensor_batch_norm_*_out (sx_tensor.h). Errors:
+ * SX_E_RANK (x of rank 0), SX_E_SHAPE (stats not (2,c), gamma/beta not (c), dy not x's shape),
+ * SX_E_DTYPE, SX_E_ARG (eps). */
+sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
+sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                             sx_cg_node *beta, double eps);
+sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
 /* Per-row cross-entropy of softmax(logits) against target, both (n,k) -> (n). */
 sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target);
 sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,

@@ -63,6 +63,11 @@ int64_t sx__idx_keep(const sx__idx_reader *r, int64_t limit);
 
 /* Check a data set for `who` (SX_E_ARG naming the bad field). */
 sx_status sx__check_images(const char *who, const sx_ds_images *d);
+/* Example i's class index, from labels or labels32. */
+static inline int64_t sx__label(const sx_ds_images *d, int64_t i)
+{
+    return d->labels != NULL ? (int64_t)d->labels[i] : (int64_t)d->labels32[i];
+}
 /* Check batch tensors for `who`: x (may be NULL) holds B rows of h*w*c values, y (may be NULL)
  * is (B) or (B, classes); with both, the same B. *rows receives B (-1 when both are NULL).
  * want_rows >= 0 also requires B == want_rows. SX_E_ARG / SX_E_SHAPE naming the tensor. */

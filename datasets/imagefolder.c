@@ -119,13 +119,13 @@ static sx_status read_file(const char *path, uint8_t **buf, size_t *cap, size_t 
 }
 
 /* Every image path under root, sorted by class then name, and its label. */
-static sx_status scan(const char *root, strlist *classes, strlist *files, uint8_t **labels)
+static sx_status scan(const char *root, strlist *classes, strlist *files, int32_t **labels)
 {
     SX_TRY(list_dir(root, true, classes));
     if (classes->n == 0)
         return sx_error(SX_E_FORMAT, "%s: no class folders", root);
-    if (classes->n > 256)
-        return sx_error(SX_E_RANGE, "%s: %lld class folders (at most 256: labels are bytes)", root,
+    if (classes->n > INT32_MAX)
+        return sx_error(SX_E_RANGE, "%s: %lld class folders (at most 2^31 - 1)", root,
                         (long long)classes->n);
     strlist dir = {0};
     sx_status st = SX_OK;
@@ -137,11 +137,11 @@ static sx_status scan(const char *root, strlist *classes, strlist *files, uint8_
             st = list_dir(dir.v[dir.n - 1], false, files);
         if (st == SX_OK && files->n == before)
             st = sx_error(SX_E_FORMAT, "%s: no .png/.jpg/.jpeg files", dir.v[dir.n - 1]);
-        uint8_t *l = st == SX_OK ? sx_realloc(*labels, (size_t)files->n) : NULL;
+        int32_t *l = st == SX_OK ? sx_realloc(*labels, (size_t)files->n * sizeof *l) : NULL;
         if (st == SX_OK && l == NULL)
             st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
         for (int64_t i = before; st == SX_OK && i < files->n; i++)
-            l[i] = (uint8_t)k;
+            l[i] = (int32_t)k;
         if (l != NULL)
             *labels = l;
     }
@@ -187,9 +187,16 @@ sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_par
                         ">= 1, 1 or 3 channels, bilinear or nearest)",
                         who, (long long)q.h, (long long)q.w, (long long)q.c, (int)q.resize);
     strlist classes = {0}, files = {0};
-    uint8_t *labels = NULL;
+    int32_t *labels = NULL;
+    uint8_t *bytes = NULL; /* the labels as bytes, for 256 classes or fewer */
     sx_ds_images *d = NULL;
     sx_status st = scan(root, &classes, &files, &labels);
+    if (st == SX_OK && classes.n <= 256) {
+        if ((bytes = sx_alloc((size_t)files.n)) == NULL)
+            st = sx_error(SX_E_NOMEM, "%s: out of memory", who);
+        for (int64_t i = 0; st == SX_OK && i < files.n; i++)
+            bytes[i] = (uint8_t)labels[i];
+    }
     int64_t shape[4] = {files.n, q.h, q.w, q.c};
     if (st == SX_OK && sx_shape_check(who, 4, shape) != SX_OK)
         st = sx_error(SX_E_RANGE, "%s: %lld images of %lldx%lldx%lld overflow", root,
@@ -205,13 +212,17 @@ sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_par
                             .c = q.c,
                             .classes = classes.n,
                             .pixels = d->pixels,
-                            .labels = labels,
+                            .labels = bytes,
+                            .labels32 = bytes != NULL ? NULL : labels,
                             .class_names = classes.v};
-        labels = NULL;
+        if (bytes == NULL)
+            labels = NULL;
+        bytes = NULL;
         classes = (strlist){0}; /* now the set's */
         st = decode_all(&files, &q, d);
     }
     sx_free(labels);
+    sx_free(bytes);
     list_free(&classes);
     list_free(&files);
     if (st != SX_OK) {

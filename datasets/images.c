@@ -28,11 +28,17 @@ sx_status sx__check_images(const char *who, const sx_ds_images *d)
     if (d->n < 1 || d->h < 1 || d->w < 1 || d->c < 1)
         return sx_error(SX_E_ARG, "%s: the data set has n=%lld h=%lld w=%lld c=%lld (want >= 1)",
                         who, (long long)d->n, (long long)d->h, (long long)d->w, (long long)d->c);
-    if (d->classes < 1 || d->classes > 256)
-        return sx_error(SX_E_ARG, "%s: the data set has %lld classes (want 1..256)", who,
+    if (d->classes < 1 || d->classes > INT32_MAX)
+        return sx_error(SX_E_ARG, "%s: the data set has %lld classes (want 1..2^31-1)", who,
                         (long long)d->classes);
-    if (d->labels == NULL)
-        return sx_error(SX_E_ARG, "%s: the data set has no labels", who);
+    bool wide = d->classes > 256; /* labels32, else bytes */
+    bool have = wide ? d->labels32 != NULL : d->labels != NULL;
+    bool other = wide ? d->labels != NULL : d->labels32 != NULL;
+    if (!have || other)
+        return sx_error(SX_E_ARG,
+                        "%s: a set of %lld classes wants %s alone (labels %s, labels32 %s)", who,
+                        (long long)d->classes, wide ? "labels32" : "labels",
+                        d->labels ? "set" : "NULL", d->labels32 ? "set" : "NULL");
     if ((d->pixels == NULL) == (d->packed == NULL))
         return sx_error(SX_E_ARG, "%s: the data set has %s (want exactly one of the two)", who,
                         d->pixels == NULL ? "neither pixels nor packed images"
@@ -401,6 +407,7 @@ void sx_ds_images_free(sx_ds_images *d)
     sx_free(d->packed);
     sx_free(d->offsets);
     sx_free(d->labels);
+    sx_free(d->labels32);
     for (int64_t k = 0; d->class_names != NULL && k < d->classes; k++)
         sx_free(d->class_names[k]);
     sx_free(d->class_names);
@@ -499,9 +506,9 @@ sx_status sx_ds_labels_tensor(const sx_ds_images *d, sx_dtype dtype, bool one_ho
     SX_TRY(one_hot ? sx_tensor_zeros(dtype, 2, shape, &t) : sx_tensor_new(dtype, 1, shape, &t));
     for (int64_t i = 0; i < d->n; i++) {
         if (one_hot)
-            sx_tensor_set(t, i * d->classes + d->labels[i], 1.0);
+            sx_tensor_set(t, i * d->classes + sx__label(d, i), 1.0);
         else
-            sx_tensor_set(t, i, d->labels[i]);
+            sx_tensor_set(t, i, (double)sx__label(d, i));
     }
     *out = t;
     return SX_OK;
@@ -525,9 +532,10 @@ sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index, i
         if (index[r] < 0 || index[r] >= d->n)
             return sx_error(SX_E_RANGE, "%s: index[%lld] = %lld is not in 0..%lld", who,
                             (long long)r, (long long)index[r], (long long)d->n - 1);
-        if (y != NULL && d->labels[index[r]] >= d->classes)
-            return sx_error(SX_E_RANGE, "%s: example %lld has label %u, not in 0..%lld", who,
-                            (long long)index[r], d->labels[index[r]], (long long)d->classes - 1);
+        int64_t lab = sx__label(d, index[r]);
+        if (y != NULL && (lab < 0 || lab >= d->classes))
+            return sx_error(SX_E_RANGE, "%s: example %lld has label %lld, not in 0..%lld", who,
+                            (long long)index[r], (long long)lab, (long long)d->classes - 1);
     }
 
     int64_t row = d->h * d->w * d->c;
@@ -546,10 +554,10 @@ sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index, i
             size_t es = sx_dtype_size(y->dtype);
             memset(y->data, 0, (size_t)y->size * es);
             for (int64_t r = 0; r < count; r++)
-                sx_tensor_set(y, r * d->classes + d->labels[index[r]], 1.0);
+                sx_tensor_set(y, r * d->classes + sx__label(d, index[r]), 1.0);
         } else {
             for (int64_t r = 0; r < rows; r++)
-                sx_tensor_set(y, r, r < count ? (double)d->labels[index[r]] : -1.0);
+                sx_tensor_set(y, r, r < count ? (double)sx__label(d, index[r]) : -1.0);
         }
     }
     return SX_OK;

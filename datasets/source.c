@@ -305,8 +305,10 @@ static sx_status images_get(const sx_ds_source *s, int64_t i, void *x, void *y)
     const sx_ds_images *d = s->impl;
     if (x != NULL)
         sx__image_bytes(d, i, x);
-    if (y != NULL)
+    if (y != NULL && d->labels != NULL)
         *(uint8_t *)y = d->labels[i];
+    else if (y != NULL)
+        *(int32_t *)y = d->labels32[i];
     return SX_OK;
 }
 
@@ -324,7 +326,7 @@ sx_status sx_ds_source_images(const sx_ds_images *d, sx_ds_source **out)
     sx_ds_spec spec = {.x_type = SX_DS_U8,
                        .x_rank = 3,
                        .x_shape = {d->h, d->w, d->c},
-                       .y_type = SX_DS_U8,
+                       .y_type = d->labels != NULL ? SX_DS_U8 : SX_DS_I32,
                        .y_rank = 0,
                        .classes = d->classes,
                        .x_scale = SX_DS_PIXEL_SCALE};

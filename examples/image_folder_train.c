@@ -2,10 +2,15 @@
  * with augmentation (random crops, horizontal flips, per-channel normalisation from the
  * training split), a validation split and early stopping.
  *
- *   image_folder_train ROOT [--size S] [--gray] [--epochs N] [--batch B] [--lr X] [--val F]
- *                      [--patience P] [--seed S] [--quiet]
+ *   image_folder_train ROOT [--size S] [--gray] [--no-flip] [--epochs N] [--batch B] [--lr X]
+ *                      [--val F] [--patience P] [--seed S] [--history FILE.csv|.jsonl]
+ *                      [--plot FILE.svg] [--quiet]
  *   image_folder_train --make-demo ROOT   (writes two classes of 16x16 gray PNGs, 24 each:
  *                                          horizontal and vertical stripes, random phase)
+ *   image_folder_train --make-mnist ROOT MNIST_DIR N   (writes the first N training images of
+ *                                          each digit as ROOT/<digit>/<index>.png, 28x28 gray)
+ *
+ * --no-flip: no horizontal flips (digits and text are not mirror-symmetric).
  *
  * CNN: input SxSxC -> conv2d 3x3, 8 filters, SAME, relu -> max_pool 2x2 -> flatten
  *      -> linear (classes, softmax); cross-entropy, Adam. Ends with one line:
@@ -20,17 +25,20 @@
 #include <sys/stat.h>
 
 typedef struct options {
-    const char *root;
-    bool gray, quiet;
+    const char *root, *history, *plot;
+    bool gray, quiet, no_flip;
     long size, epochs, batch, patience, seed;
     double lr, val;
 } options;
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: image_folder_train ROOT [--size S] [--gray] [--epochs N] [--batch B] "
-                    "[--lr X] [--val F] [--patience P] [--seed S] [--quiet]\n"
-                    "       image_folder_train --make-demo ROOT\n");
+    fprintf(stderr,
+            "usage: image_folder_train ROOT [--size S] [--gray] [--no-flip] [--epochs N]\n"
+            "                          [--batch B] [--lr X] [--val F] [--patience P] [--seed S]\n"
+            "                          [--history FILE.csv|.jsonl] [--plot FILE.svg] [--quiet]\n"
+            "       image_folder_train --make-demo ROOT\n"
+            "       image_folder_train --make-mnist ROOT MNIST_DIR N\n");
     return 2;
 }
 
@@ -91,6 +99,46 @@ static int make_demo(const char *root)
     return 0;
 }
 
+/* The first n training images of each digit of MNIST (read from mnist_dir) as PNG files. */
+static int make_mnist(const char *root, const char *mnist_dir, const char *count)
+{
+    char *end = NULL, path[4200];
+    long n = strtol(count, &end, 10);
+    if (*end != '\0' || n < 1 || n > 6000)
+        return usage();
+    sx_ds_images *d = NULL;
+    if (sx_ds_mnist_load(mnist_dir, SX_DS_TRAIN, 0, &d) != SX_OK) {
+        fprintf(stderr, "image_folder_train: %s\n", sx_last_error());
+        return 1;
+    }
+    long done[10] = {0}, total = 0;
+    int rc = 0;
+    mkdir(root, 0777);
+    for (int c = 0; c < 10 && rc == 0; c++) {
+        snprintf(path, sizeof path, "%s/%d", root, c);
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "image_folder_train: %s: %s\n", path, strerror(errno));
+            rc = 1;
+        }
+    }
+    for (int64_t i = 0; rc == 0 && i < d->n && total < 10 * n; i++) {
+        int c = d->labels[i];
+        if (done[c] == n)
+            continue;
+        snprintf(path, sizeof path, "%s/%d/%05lld.png", root, c, (long long)i);
+        if (!write_png(path, 28, d->pixels + i * 784)) {
+            fprintf(stderr, "image_folder_train: %s: cannot write\n", path);
+            rc = 1;
+        }
+        done[c]++;
+        total++;
+    }
+    sx_ds_images_free(d);
+    if (rc == 0)
+        printf("wrote %s: 10 classes of %ld MNIST PNGs\n", root, n);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- training */
 
 static bool parse_args(int argc, char **argv, options *o)
@@ -100,8 +148,8 @@ static bool parse_args(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
-        if (strcmp(a, "--gray") == 0 || strcmp(a, "--quiet") == 0) {
-            *(a[2] == 'g' ? &o->gray : &o->quiet) = true;
+        if (strcmp(a, "--gray") == 0 || strcmp(a, "--quiet") == 0 || strcmp(a, "--no-flip") == 0) {
+            *(a[2] == 'g' ? &o->gray : a[2] == 'q' ? &o->quiet : &o->no_flip) = true;
             continue;
         }
         if (a[0] != '-' && o->root == NULL) {
@@ -110,6 +158,11 @@ static bool parse_args(int argc, char **argv, options *o)
         }
         if (v == NULL)
             return false;
+        if (strcmp(a, "--history") == 0 || strcmp(a, "--plot") == 0) {
+            *(a[2] == 'h' ? &o->history : &o->plot) = v;
+            i++;
+            continue;
+        }
         if (strcmp(a, "--lr") == 0 || strcmp(a, "--val") == 0) {
             *(a[2] == 'l' ? &o->lr : &o->val) = strtod(v, &end);
         } else if (strcmp(a, "--size") == 0 || strcmp(a, "--epochs") == 0 ||
@@ -170,12 +223,25 @@ static sx_status train(const options *o, const sx_ds_images *set)
     p.train.progress_every = 0;
     p.patience = (int)o->patience;
     if (st != NULL)
-        p.augment = (sx_ds_augment){.crop_pad = 2, .flip = true, .mean = st->mean, .std = st->std};
+        p.augment =
+            (sx_ds_augment){.crop_pad = 2, .flip = !o->no_flip, .mean = st->mean, .std = st->std};
     if (s == SX_OK) {
         if (!o->quiet)
             sx_nn_net_print(net, stderr);
         s = sx_nn_fit(net, &p, tr, va, &h); /* va: normalised, not cropped or flipped */
     }
+    for (int64_t i = 0; s == SX_OK && i < h.n; i++)
+        printf("epoch %lld: train_loss=%.5f train_accuracy=%.4f val_loss=%.5f val_accuracy=%.4f\n",
+               (long long)h.rows[i].epoch, h.rows[i].train_loss, h.rows[i].train_metric,
+               h.rows[i].val_loss, h.rows[i].val_metric);
+    if (s == SX_OK && o->history != NULL) {
+        size_t n = strlen(o->history);
+        s = n > 6 && strcmp(o->history + n - 6, ".jsonl") == 0
+                ? sx_nn_history_write_jsonl(&h, o->history)
+                : sx_nn_history_write_csv(&h, o->history);
+    }
+    if (s == SX_OK && o->plot != NULL)
+        s = sx_nn_history_write_svg(&h, o->plot, o->root);
     for (int64_t i = 0; s == SX_OK && i < h.n; i++)
         if (h.rows[i].epoch == h.best_epoch)
             printf("result: epochs=%lld best_epoch=%lld val_accuracy=%.4f stopped_early=%d\n",
@@ -194,6 +260,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--make-demo") == 0)
         return make_demo(argv[2]);
+    if (argc == 5 && strcmp(argv[1], "--make-mnist") == 0)
+        return make_mnist(argv[2], argv[3], argv[4]);
     options o;
     if (!parse_args(argc, argv, &o))
         return usage();

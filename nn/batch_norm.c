@@ -17,34 +17,47 @@ sx_nn_batch_norm_params sx_nn_batch_norm_params_default(void)
     return p;
 }
 
-/* The training graph's statistics of x over `axes`, and the assigns that fold them into the
- * running averages rm, rv: running <- m running + (1 - m) batch. The running variance takes the
- * unbiased batch variance (times count / (count - 1)), as PyTorch and Keras do, while the batch
- * is normalised with the biased one. */
-static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, unsigned axes,
-                             sx_cg_node *rm, sx_cg_node *rv, sx_cg_node **mean, sx_cg_node **var)
+/* Row r of the (2,c) statistics, as (c). */
+static sx_cg_node *stats_row(sx_cg_graph *g, sx_cg_node *st, int r)
+{
+    int64_t c = sx_cg_node_shape(st)[1];
+    sx_slice s[2] = {{r, r + 1, 1}, SX_SLICE_ALL};
+    return sx_cg_reshape(g, sx_cg_slice(g, st, s), 1, &c);
+}
+
+/* The training graph's statistics of x (batch_norm_stats: (mean; biased variance) per channel,
+ * one pass), and the assigns that fold them into the running averages rm, rv:
+ * running <- m running + (1 - m) batch. The running variance takes the unbiased batch variance
+ * (times count / (count - 1)), as PyTorch and Keras do, while the batch is normalised with the
+ * biased one. */
+static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, sx_cg_node *rm,
+                             sx_cg_node *rv, sx_cg_node **stats)
 {
     sx_cg_graph *g = b->g;
     int r = sx_cg_node_rank(x);
     double m = a->p.momentum;
-    *mean = sx_cg_mean(g, x, axes, false);
-    *var = sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, x, *mean)), axes, false);
+    *stats = sx_cg_batch_norm_stats(g, x);
+    if (*stats == NULL)
+        return SX_E_STATE; /* the graph holds the cause */
+    sx_cg_node *mean = stats_row(g, *stats, 0), *var = stats_row(g, *stats, 1);
     double count = (double)(sx_cg_node_size(x) / sx_cg_node_shape(x)[r - 1]);
     double unbias = count > 1 ? count / (count - 1) : 1.0;
     sx_cg_node *um = sx_cg_assign(g, rm,
                                   sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, m), rm),
-                                            sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - m), *mean)));
+                                            sx_cg_mul(g, sx_cg_scalar_like(g, x, 1 - m), mean)));
     sx_cg_node *uv =
         sx_cg_assign(g, rv,
                      sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, x, m), rv),
-                               sx_cg_mul(g, sx_cg_scalar_like(g, x, (1 - m) * unbias), *var)));
+                               sx_cg_mul(g, sx_cg_scalar_like(g, x, (1 - m) * unbias), var)));
     if (um == NULL || uv == NULL)
         return SX_E_STATE; /* the graph holds the cause */
     SX_TRY(nn_build_add_update(b, um));
     return nn_build_add_update(b, uv);
 }
 
-/* x (batch, ..., c) -> the same shape */
+/* x (batch, ..., c) -> the same shape. Training: one batch_norm op over the batch's statistics
+ * (without affine, gamma 1 and beta 0); its gradient is two passes (batch_norm_sums and one fused
+ * element-wise pass). Inference: the running statistics, element-wise. */
 static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                               sx_cg_node **pre_softmax)
 {
@@ -53,23 +66,28 @@ static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in
     sx_cg_graph *g = b->g;
     sx_cg_node *x = in[0];
     int r = sx_cg_node_rank(x);
-    unsigned axes = 0;
-    for (int i = 0; i < r - 1; i++)
-        axes |= SX_AXIS(i);
+    int64_t c = sx_cg_node_shape(x)[r - 1];
     sx_cg_node *gamma = NULL, *beta = NULL;
     if (a->p.affine) {
         gamma = nn_param_node_of(b, l, 0);
         beta = nn_param_node_of(b, l, 1);
+    } else if (b->mode == NN_TRAIN) {
+        gamma = sx_cg_broadcast(g, sx_cg_scalar_like(g, x, 1), 1, &c);
+        beta = sx_cg_broadcast(g, sx_cg_scalar_like(g, x, 0), 1, &c);
     }
     sx_cg_node *rm = nn_param_node_of(b, l, a->running),
-               *rv = nn_param_node_of(b, l, a->running + 1);
-    sx_cg_node *mean = rm, *var = rv;
-    if (b->mode == NN_TRAIN && batch_stats(b, a, x, axes, rm, rv, &mean, &var) != SX_OK)
+               *rv = nn_param_node_of(b, l, a->running + 1), *stats = NULL;
+    if (b->mode != NN_TRAIN) {
+        /* inference: element-wise over the running statistics, which the graph optimiser fuses
+         * into one pass (the same nodes and bits as before issue 18) */
+        sx_cg_node *xhat =
+            sx_cg_mul(g, sx_cg_sub(g, x, rm),
+                      sx_cg_rsqrt(g, sx_cg_add(g, rv, sx_cg_scalar_like(g, x, a->p.eps))));
+        return a->p.affine ? sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta) : xhat;
+    }
+    if (batch_stats(b, a, x, rm, rv, &stats) != SX_OK)
         return NULL;
-    sx_cg_node *xhat =
-        sx_cg_mul(g, sx_cg_sub(g, x, mean),
-                  sx_cg_rsqrt(g, sx_cg_add(g, var, sx_cg_scalar_like(g, x, a->p.eps))));
-    return a->p.affine ? sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta) : xhat;
+    return sx_cg_batch_norm(g, x, stats, gamma, beta, a->p.eps);
 }
 
 static void bn_describe(const sx_nn_layer *l, char *buf, size_t size)

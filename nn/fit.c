@@ -1,17 +1,22 @@
 /* fit.c: what sx_nn_fit adds to the training loop of train.c: the data against the network,
- * evaluation of a source (loss and metric, computed in double from the inference graph's
- * outputs), early stopping with the best weights kept and restored, and the per-epoch history. */
+ * evaluation of a source (loss per part, metric, computed in double from the inference graph's
+ * outputs), predictions of a whole source, early stopping with the best weights kept and
+ * restored, the per-step callback, the per-epoch history (appended to a file as it grows) and
+ * the fit's own state next to a checkpoint, so that a resumed fit is the same run. */
 #include "nn_impl.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define HIST_COLS (7 + SX_NN_MAX_HEADS) /* a history row as doubles in PATH.fit */
 
 struct nn_fit {
     sx_nn_net *net;
     sx_nn_fit_params p;
-    const sx_ds_source *val;
+    const sx_ds_source *train, *val;
     sx_nn_history h;
     int64_t cap;
     double best;
@@ -27,36 +32,69 @@ sx_nn_fit_params sx_nn_fit_params_default(void)
     p.train = sx_nn_train_params_default();
     p.metric = SX_METRIC_AUTO;
     p.restore_best = true;
+    p.top_k = 5;
+    p.train_metric = true;
     return p;
 }
 
 const char *sx_nn_metric_name(sx_nn_metric m)
 {
-    static const char *names[] = {"auto", "accuracy", "mse", "mae", "loss"};
-    return (unsigned)m <= SX_METRIC_LOSS ? names[m] : "?";
+    static const char *names[] = {"auto",  "accuracy",       "mse", "mae", "loss",
+                                  "top_k", "binary_accuracy"};
+    return (unsigned)m <= SX_METRIC_BINARY_ACCURACY ? names[m] : "?";
 }
 
-static sx_nn_metric resolve_metric(sx_nn_metric m, const sx_ds_source *s)
+static sx_nn_metric resolve_metric(const sx_nn_fit_params *p, const sx_ds_source *s)
 {
-    if (m != SX_METRIC_AUTO)
-        return m;
+    if (p->metric != SX_METRIC_AUTO)
+        return p->metric;
+    if (p->train.n_heads > 0)
+        return SX_METRIC_LOSS;
     return sx_ds_source_spec(s)->classes > 0 ? SX_METRIC_ACCURACY : SX_METRIC_MSE;
+}
+
+static bool higher_is_better(sx_nn_metric m)
+{
+    return m == SX_METRIC_ACCURACY || m == SX_METRIC_TOP_K || m == SX_METRIC_BINARY_ACCURACY;
+}
+
+/* Elements of one example's output, and of its last axis. */
+static int64_t out_size(const sx_nn_net *net)
+{
+    const sx_nn_layer *last = nn_output_layer(net);
+    return sx_shape_size(last->rank, last->shape);
+}
+
+static int64_t out_last(const sx_nn_net *net)
+{
+    const sx_nn_layer *last = nn_output_layer(net);
+    return last->shape[last->rank - 1];
 }
 
 /* One source against the network: x of the input's element count, y of the outputs'. */
 static sx_status check_source(const char *who, const sx_nn_net *net, const sx_ds_source *s,
                               const char *what)
 {
-    const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
+    const sx_nn_layer *last = nn_output_layer(net);
     const sx_ds_spec *sp = sx_ds_source_spec(s);
-    int64_t xn = sx_ds_spec_x_size(sp), in_n = sx_shape_size(in->rank, in->shape);
+    int64_t xs[SX_MAX_RANK];
+    int xr = nn_input_shape(net, xs);
+    int64_t xn = sx_ds_spec_x_size(sp), in_n = sx_shape_size(xr, xs);
     if (xn != in_n)
         return sx_error(SX_E_SHAPE, "%s: the %s source's x has %lld elements, the input %lld", who,
                         what, (long long)xn, (long long)in_n);
+    char a[160];
+    sx_shape_str(last->rank, last->shape, a, sizeof a);
+    if (sp->classes > 0 && last->rank != 1)
+        return sx_error(SX_E_SHAPE,
+                        "%s: the %s source has %lld classes, the network outputs %s: class labels "
+                        "need a (batch, classes) output (give per-position targets as a source of "
+                        "targets)",
+                        who, what, (long long)sp->classes, a);
     int64_t want = sp->classes > 0 ? sp->classes : sx_ds_spec_y_size(sp);
-    if (last->shape[0] != want)
-        return sx_error(SX_E_SHAPE, "%s: the network has %lld outputs, the %s source %lld %s", who,
-                        (long long)last->shape[0], what, (long long)want,
+    if (out_size(net) != want)
+        return sx_error(SX_E_SHAPE, "%s: the network has %lld outputs %s, the %s source %lld %s",
+                        who, (long long)out_size(net), a, what, (long long)want,
                         sp->classes > 0 ? "classes" : "targets");
     return SX_OK;
 }
@@ -70,18 +108,26 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
         return sx_error(SX_E_DTYPE, "%s: network %s is %s (want f32 or f64)", who, net->name,
                         sx_dtype_name(net->dtype));
     const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in == NULL || last == NULL || last->rank != 1)
-        return sx_error(SX_E_STATE, "%s: the network needs an input and a (batch, outputs) output",
-                        who);
-    if ((unsigned)p->metric > SX_METRIC_LOSS || p->patience < 0 || !(p->min_delta >= 0) ||
-        !isfinite(p->min_delta))
-        return sx_error(SX_E_ARG, "%s: metric %d, patience %d, min_delta %g", who, (int)p->metric,
-                        p->patience, p->min_delta);
+    if (in == NULL || last == NULL)
+        return sx_error(SX_E_STATE, "%s: the network needs an input layer", who);
+    if ((unsigned)p->metric > SX_METRIC_BINARY_ACCURACY || p->patience < 0 ||
+        !(p->min_delta >= 0) || !isfinite(p->min_delta) || p->top_k < 1 || !isfinite(p->threshold))
+        return sx_error(SX_E_ARG,
+                        "%s: metric %d, patience %d, min_delta %g, top_k %d, threshold %g", who,
+                        (int)p->metric, p->patience, p->min_delta, p->top_k, p->threshold);
     if (p->patience > 0 && val == NULL)
         return sx_error(SX_E_ARG, "%s: early stopping (patience %d) needs a validation source", who,
                         p->patience);
-    if (p->metric == SX_METRIC_ACCURACY && sx_ds_source_spec(train)->classes == 0)
-        return sx_error(SX_E_ARG, "%s: accuracy needs a source of classes, not targets", who);
+    if (p->train.n_heads > 0 && higher_is_better(p->metric))
+        return sx_error(SX_E_ARG,
+                        "%s: with heads, judge by the loss, mse or mae, not %s over every head "
+                        "(each head's loss is in the history)",
+                        who, sx_nn_metric_name(p->metric));
+    if ((p->metric == SX_METRIC_ACCURACY || p->metric == SX_METRIC_TOP_K) &&
+        sx_ds_source_spec(train)->classes == 0 && last->rank == 1)
+        return sx_error(SX_E_ARG, "%s: %s needs a source of classes, not targets", who,
+                        sx_nn_metric_name(p->metric));
+    SX_TRY(nn_loss_check(who, &p->train, out_last(net)));
     SX_TRY(check_source(who, net, train, "training"));
     if (val == NULL)
         return SX_OK;
@@ -93,71 +139,51 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
     return SX_OK;
 }
 
-/* The loss of one example (summed over its k outputs; the caller divides) from outputs o and
- * targets y. Cross-entropy reads o as probabilities after a softmax layer, else as logits. */
-static double row_loss(const sx_nn_train_params *p, bool softmax, const double *o, const double *y,
-                       int64_t k)
-{
-    double sum = 0, lse = 0;
-    if (p->loss == SX_LOSS_CROSS_ENTROPY && !softmax) {
-        double mx = o[0], e = 0;
-        for (int64_t j = 1; j < k; j++)
-            mx = fmax(mx, o[j]);
-        for (int64_t j = 0; j < k; j++)
-            e += exp(o[j] - mx);
-        lse = mx + log(e);
-    }
-    for (int64_t j = 0; j < k; j++) {
-        double d = o[j] - y[j], a = fabs(d), q = fmin(a, p->huber_delta);
-        switch (p->loss) {
-        case SX_LOSS_CROSS_ENTROPY:
-            sum -= y[j] * (softmax ? log(fmax(o[j], DBL_MIN)) : o[j] - lse);
-            break;
-        case SX_LOSS_MSE:
-            sum += d * d;
-            break;
-        case SX_LOSS_L1:
-            sum += a;
-            break;
-        case SX_LOSS_HINGE:
-            sum += fmax(0, 1 - (2 * y[j] - 1) * o[j]);
-            break;
-        case SX_LOSS_HUBER:
-            sum += 0.5 * q * q + p->huber_delta * (a - q);
-            break;
-        }
-    }
-    return sum;
-}
-
-/* The metric's sum over one example (per element for MSE and MAE, 0/1 for accuracy). */
-static double row_metric(sx_nn_metric m, const double *o, const double *y, int64_t k)
+/* The metric's sum over one example of e outputs o and targets y (last axis k), and the number
+ * of terms it adds (positions or elements). */
+static double row_metric(const sx_nn_fit_params *p, sx_nn_metric m, const double *o,
+                         const double *y, int64_t e, int64_t k, int64_t *terms)
 {
     double sum = 0;
-    int64_t bo = 0, by = 0;
-    for (int64_t j = 0; j < k; j++) {
-        double d = o[j] - y[j];
-        sum += m == SX_METRIC_MSE ? d * d : fabs(d);
-        bo = o[j] > o[bo] ? j : bo;
-        by = y[j] > y[by] ? j : by;
+    if (m == SX_METRIC_MSE || m == SX_METRIC_MAE || m == SX_METRIC_BINARY_ACCURACY) {
+        for (int64_t j = 0; j < e; j++) {
+            double d = o[j] - y[j];
+            sum += m == SX_METRIC_MSE   ? d * d
+                   : m == SX_METRIC_MAE ? fabs(d)
+                                        : (double)((o[j] > p->threshold) == (y[j] > 0.5));
+        }
+        *terms = e;
+        return sum;
     }
-    return m == SX_METRIC_ACCURACY ? (double)(bo == by) : sum;
+    for (int64_t at = 0; at < e; at += k) { /* accuracy, top-k: one class per position */
+        int64_t bo = at, by = at, above = 0;
+        for (int64_t j = at; j < at + k; j++) {
+            bo = o[j] > o[bo] ? j : bo;
+            by = y[j] > y[by] ? j : by;
+        }
+        for (int64_t j = at; j < at + k; j++)
+            above += o[j] > o[by];
+        sum += m == SX_METRIC_ACCURACY ? (double)(bo == by) : (double)(above < p->top_k);
+    }
+    *terms = e / k;
+    return sum;
 }
 
 /* What an evaluation works with: the loader, the inference model and the batch tensors. */
 typedef struct evaluation {
     sx_ds_loader *loader;
     sx_nn_model *m;
-    sx_tensor *x, *y, *out;
-    double *row; /* 2k doubles: one example's outputs, then its targets */
+    sx_tensor *x, *y, *out; /* (B, x_size), (B, e), (B, e) */
+    double *row;            /* 2e doubles: one example's outputs, then its targets */
+    int64_t e, k;           /* output elements per example, and of the last axis */
 } evaluation;
 
 static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s, int64_t B,
                             const sx_ds_augment *aug, const sx_nn_model *lender)
 {
-    const sx_nn_layer *last = nn_output_layer(net);
-    int64_t k = last->shape[0], xs[2] = {B, sx_ds_spec_x_size(sx_ds_source_spec(s))};
-    int64_t ys[2] = {B, k};
+    e->e = out_size(net);
+    e->k = out_last(net);
+    int64_t xs[2] = {B, sx_ds_spec_x_size(sx_ds_source_spec(s))}, ys[2] = {B, e->e};
     sx_ds_loader_params lp = sx_ds_loader_params_default();
     lp.batch_size = B;
     lp.shuffle = false;
@@ -168,7 +194,7 @@ static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s
     SX_TRY(sx_tensor_new(net->dtype, 2, xs, &e->x));
     SX_TRY(sx_tensor_new(net->dtype, 2, ys, &e->y));
     SX_TRY(sx_tensor_new(net->dtype, 2, ys, &e->out));
-    e->row = sx_calloc((size_t)(2 * k), sizeof *e->row);
+    e->row = sx_calloc((size_t)(2 * e->e), sizeof *e->row);
     return e->row != NULL ? SX_OK : SX_E_NOMEM;
 }
 
@@ -182,56 +208,82 @@ static void eval_end(evaluation *e)
     sx_free(e->row);
 }
 
-/* The predictions of one batch of `count` examples, summed into *loss and *metric. */
-static sx_status eval_batch(evaluation *e, const sx_nn_fit_params *p, sx_nn_metric metric,
-                            int64_t count, double *loss, double *msum)
+/* The next batch's predictions into e->out (rows 0..*count-1); *count 0 at the end. */
+static sx_status eval_next(evaluation *e, int64_t *count)
 {
+    SX_TRY(sx_ds_loader_next(e->loader, e->x, e->y, count));
+    if (*count == 0)
+        return SX_OK;
     const sx_nn_model *m = e->m;
-    int64_t xs[SX_MAX_RANK], k = m->classes, os[2] = {count, k};
-    xs[0] = count;
+    const sx_nn_layer *last = nn_output_layer(m->net);
+    int64_t xs[SX_MAX_RANK], os[SX_MAX_RANK];
+    xs[0] = os[0] = *count;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    memcpy(os + 1, last->shape, (size_t)last->rank * sizeof *os);
     sx_tensor xv = sx_tensor_view(e->x->dtype, m->in_rank + 1, xs, e->x->data);
-    sx_tensor ov = sx_tensor_view(e->out->dtype, 2, os, e->out->data);
-    SX_TRY(sx_nn_model_predict(e->m, &xv, &ov));
-    for (int64_t r = 0; r < count; r++) {
-        for (int64_t j = 0; j < k; j++) {
-            e->row[j] = sx_tensor_get(&ov, r * k + j);
-            e->row[k + j] = sx_tensor_get(e->y, r * k + j);
-        }
-        *loss += row_loss(&p->train, m->softmax_out, e->row, e->row + k, k);
-        if (metric != SX_METRIC_LOSS)
-            *msum += row_metric(metric, e->row, e->row + k, k);
-    }
-    return SX_OK;
+    sx_tensor ov = sx_tensor_view(e->out->dtype, last->rank + 1, os, e->out->data);
+    return sx_nn_model_predict(e->m, &xv, &ov);
 }
+
+/* A source's loss (weighted parts), metric and each part's loss. */
+typedef struct judged {
+    double loss, metric;
+    double part[SX_NN_MAX_HEADS];
+} judged;
 
 /* sx_nn_evaluate_source, with the inference graph in `lender`'s arena (NULL: its own). */
 static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
-                          const sx_nn_model *lender, double *loss, double *metric)
+                          const sx_nn_model *lender, judged *out)
 {
-    sx_nn_metric mk = resolve_metric(p->metric, s);
+    sx_nn_metric mk = resolve_metric(p, s);
     evaluation e;
     memset(&e, 0, sizeof e);
     sx_status st = eval_start(&e, net, s, p->train.batch, &p->augment, lender);
-    double lsum = 0, msum = 0;
-    int64_t count = 0, n = 0, k = nn_output_layer(net)->shape[0];
-    while (st == SX_OK && (st = sx_ds_loader_next(e.loader, e.x, e.y, &count)) == SX_OK &&
-           count > 0) {
-        st = eval_batch(&e, p, mk, count, &lsum, &msum);
+    nn_loss_part parts[SX_NN_MAX_HEADS];
+    int np = nn_loss_parts(&p->train, out_last(net), parts);
+    double psum[SX_NN_MAX_HEADS] = {0}, msum = 0;
+    int64_t count = 0, n = 0, mterms = 0;
+    while (st == SX_OK && (st = eval_next(&e, &count)) == SX_OK && count > 0) {
+        for (int64_t r = 0; r < count; r++) {
+            for (int64_t j = 0; j < e.e; j++) {
+                e.row[j] = sx_tensor_get(e.out, r * e.e + j);
+                e.row[e.e + j] = sx_tensor_get(e.y, r * e.e + j);
+            }
+            for (int h = 0; h < np; h++)
+                psum[h] += nn_loss_part_sum(&p->train, &parts[h], e.m->softmax_out, e.row,
+                                            e.row + e.e, e.e, e.k);
+            int64_t t = 0;
+            if (mk != SX_METRIC_LOSS)
+                msum += row_metric(p, mk, e.row, e.row + e.e, e.e, e.k, &t);
+            mterms += t;
+        }
         n += count;
     }
     eval_end(&e);
     if (st != SX_OK)
         return st;
-    /* cross-entropy is a mean over the examples, the others over every element */
-    double per_ex = (double)n, per_el = (double)n * (double)k;
-    *loss = lsum / (p->train.loss == SX_LOSS_CROSS_ENTROPY ? per_ex : per_el);
+    out->loss = 0;
+    for (int h = 0; h < SX_NN_MAX_HEADS; h++)
+        out->part[h] = NAN;
+    for (int h = 0; h < np; h++) { /* each part is a mean over its own terms */
+        out->part[h] = psum[h] / ((double)n * (double)nn_loss_part_terms(&parts[h], e.e, e.k));
+        out->loss += parts[h].weight * out->part[h];
+    }
     if (p->train.loss_fn != NULL) /* a user's loss: not computed here (optim20) */
-        *loss = (double)NAN;
-    *metric = mk == SX_METRIC_LOSS       ? *loss
-              : mk == SX_METRIC_ACCURACY ? msum / per_ex
-                                         : msum / per_el;
+        out->loss = (double)NAN;
+    out->metric = mk == SX_METRIC_LOSS ? out->loss : msum / (double)mterms;
     return SX_OK;
+}
+
+/* sx_nn_evaluate_source's and sx_nn_predict_source's checks; *fp the parameters to use. */
+static sx_status source_call(const char *who, sx_nn_net *net, const sx_ds_source *s,
+                             const sx_nn_fit_params *p, sx_nn_fit_params *fp)
+{
+    *fp = p ? *p : sx_nn_fit_params_default();
+    if (fp->train.batch < 1)
+        return sx_error(SX_E_ARG, "%s: batch %d (want >= 1)", who, fp->train.batch);
+    fp->patience = 0;
+    return nn_fit_check(who, net, fp, s, NULL);
 }
 
 sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
@@ -240,26 +292,97 @@ sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_
     const char *who = "sx_nn_evaluate_source";
     if (net == NULL || s == NULL || loss == NULL || metric == NULL)
         return sx_error(SX_E_ARG, "%s: NULL argument", who);
-    sx_nn_fit_params fp = p ? *p : sx_nn_fit_params_default();
-    if (fp.train.batch < 1 || (unsigned)fp.train.loss > SX_LOSS_HUBER)
-        return sx_error(SX_E_ARG, "%s: batch %d, loss %d", who, fp.train.batch, (int)fp.train.loss);
-    fp.patience = 0;
-    SX_TRY(nn_fit_check(who, net, &fp, s, NULL));
-    return evaluate(net, s, &fp, NULL, loss, metric);
+    sx_nn_fit_params fp;
+    SX_TRY(source_call(who, net, s, p, &fp));
+    judged j;
+    SX_TRY(evaluate(net, s, &fp, NULL, &j));
+    *loss = j.loss;
+    *metric = j.metric;
+    return SX_OK;
 }
 
-sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *val,
-                     nn_fit **out)
+/* Probabilities in place over one example's e outputs: softmax over each position's part, or
+ * the sigmoid of every element, where the part's loss defines them. */
+static void to_probabilities(const nn_loss_part *parts, int np, bool softmax_out, double *o,
+                             int64_t e, int64_t k)
+{
+    for (int h = 0; h < np; h++) {
+        const nn_loss_part *pt = &parts[h];
+        for (int64_t at = 0; at < e; at += k) {
+            double *v = o + at + pt->off;
+            if (pt->loss == SX_LOSS_BCE_LOGITS) {
+                for (int64_t j = 0; j < pt->size; j++)
+                    v[j] = v[j] >= 0 ? 1 / (1 + exp(-v[j])) : exp(v[j]) / (1 + exp(v[j]));
+            } else if (pt->loss == SX_LOSS_CROSS_ENTROPY && !softmax_out) {
+                double mx = v[0], sum = 0;
+                for (int64_t j = 1; j < pt->size; j++)
+                    mx = fmax(mx, v[j]);
+                for (int64_t j = 0; j < pt->size; j++)
+                    sum += (v[j] = exp(v[j] - mx));
+                for (int64_t j = 0; j < pt->size; j++)
+                    v[j] /= sum;
+            }
+        }
+    }
+}
+
+sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
+                               sx_tensor **out)
+{
+    const char *who = "sx_nn_predict_source";
+    if (out != NULL)
+        *out = NULL;
+    if (net == NULL || s == NULL || out == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL argument", who);
+    sx_nn_fit_params fp;
+    SX_TRY(source_call(who, net, s, p, &fp));
+    const sx_nn_layer *last = nn_output_layer(net);
+    int64_t shape[SX_MAX_RANK], n = sx_ds_source_count(s);
+    shape[0] = n;
+    memcpy(shape + 1, last->shape, (size_t)last->rank * sizeof *shape);
+    nn_loss_part parts[SX_NN_MAX_HEADS];
+    int np = nn_loss_parts(&fp.train, out_last(net), parts);
+    evaluation e;
+    memset(&e, 0, sizeof e);
+    sx_tensor *res = NULL;
+    sx_status st = sx_tensor_new(net->dtype, last->rank + 1, shape, &res);
+    if (st == SX_OK)
+        st = eval_start(&e, net, s, fp.train.batch, &fp.augment, NULL);
+    int64_t count = 0, done = 0;
+    while (st == SX_OK && (st = eval_next(&e, &count)) == SX_OK && count > 0) {
+        for (int64_t r = 0; r < count; r++, done++) {
+            for (int64_t j = 0; j < e.e; j++)
+                e.row[j] = sx_tensor_get(e.out, r * e.e + j);
+            to_probabilities(parts, np, e.m->softmax_out, e.row, e.e, e.k);
+            for (int64_t j = 0; j < e.e; j++)
+                sx_tensor_set(res, done * e.e + j, e.row[j]);
+        }
+    }
+    eval_end(&e);
+    if (st != SX_OK) {
+        sx_tensor_free(res);
+        return st;
+    }
+    *out = res;
+    return SX_OK;
+}
+
+sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
+                     const sx_ds_source *val, nn_fit **out)
 {
     nn_fit *f = sx_calloc(1, sizeof *f);
     if (f == NULL)
         return SX_E_NOMEM;
     f->net = net;
     f->p = *p;
+    f->train = train;
     f->val = val;
-    f->h.metric = val != NULL                   ? resolve_metric(p->metric, val)
+    f->h.metric = val != NULL                   ? resolve_metric(p, val)
                   : p->metric == SX_METRIC_AUTO ? SX_METRIC_LOSS
                                                 : p->metric;
+    f->h.n_heads = p->train.n_heads;
+    for (int h = 0; h < p->train.n_heads; h++)
+        snprintf(f->h.head_names[h], sizeof f->h.head_names[h], "%s", p->train.heads[h].name);
     f->best = NAN;
     *out = f;
     return SX_OK;
@@ -276,30 +399,50 @@ void nn_fit_free(nn_fit *f)
     sx_free(f);
 }
 
+/* The network's parameters in order: *n of them; param(net, j) is the j-th. */
+static int count_params(const sx_nn_net *net)
+{
+    int n = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        n += net->layers[i]->n_params;
+    return n;
+}
+
+static nn_param *param_at(const sx_nn_net *net, int j)
+{
+    for (int i = 0; i < net->n_layers; i++) {
+        if (j < net->layers[i]->n_params)
+            return &net->layers[i]->params[j];
+        j -= net->layers[i]->n_params;
+    }
+    return NULL;
+}
+
+static sx_status best_alloc(nn_fit *f)
+{
+    if (f->best_w != NULL)
+        return SX_OK;
+    int n = count_params(f->net);
+    if ((f->best_w = sx_calloc((size_t)n + 1, sizeof *f->best_w)) == NULL)
+        return SX_E_NOMEM;
+    f->n_w = n;
+    return SX_OK;
+}
+
 /* Copy every parameter's value (weights, running statistics) into f->best_w (to_net false), or
  * back into the network (to_net true). */
 static sx_status copy_weights(nn_fit *f, bool to_net)
 {
-    sx_nn_net *net = f->net;
-    int n = 0;
-    for (int i = 0; i < net->n_layers; i++)
-        n += net->layers[i]->n_params;
-    if (f->best_w == NULL) {
-        if ((f->best_w = sx_calloc((size_t)n + 1, sizeof *f->best_w)) == NULL)
-            return SX_E_NOMEM;
-        f->n_w = n;
+    SX_TRY(best_alloc(f));
+    for (int j = 0; j < f->n_w; j++) {
+        sx_tensor *v = param_at(f->net, j)->value;
+        if (to_net)
+            SX_TRY(sx_tensor_copy_out(f->best_w[j], v));
+        else if (f->best_w[j] == NULL)
+            SX_TRY(sx_tensor_clone(v, &f->best_w[j]));
+        else
+            SX_TRY(sx_tensor_copy_out(v, f->best_w[j]));
     }
-    int j = 0;
-    for (int i = 0; i < net->n_layers; i++)
-        for (int k = 0; k < net->layers[i]->n_params; k++, j++) {
-            sx_tensor *v = net->layers[i]->params[k].value;
-            if (to_net)
-                SX_TRY(sx_tensor_copy_out(f->best_w[j], v));
-            else if (f->best_w[j] == NULL)
-                SX_TRY(sx_tensor_clone(v, &f->best_w[j]));
-            else
-                SX_TRY(sx_tensor_copy_out(v, f->best_w[j]));
-        }
     return SX_OK;
 }
 
@@ -307,10 +450,10 @@ static bool improved(sx_nn_metric m, double v, double best, double min_delta)
 {
     if (isnan(best))
         return !isnan(v);
-    return m == SX_METRIC_ACCURACY ? v > best + min_delta : v < best - min_delta;
+    return higher_is_better(m) ? v > best + min_delta : v < best - min_delta;
 }
 
-static sx_status add_row(nn_fit *f, sx_nn_epoch row)
+static sx_status add_row(nn_fit *f, const sx_nn_epoch *row)
 {
     if (f->h.n == f->cap) {
         int64_t cap = f->cap ? 2 * f->cap : 16;
@@ -320,31 +463,221 @@ static sx_status add_row(nn_fit *f, sx_nn_epoch row)
         f->h.rows = r;
         f->cap = cap;
     }
-    f->h.rows[f->h.n++] = row;
+    f->h.rows[f->h.n++] = *row;
     return SX_OK;
 }
 
-sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
-                           bool *stop)
+/* ---------------------------------------------------------------- the fit's state: PATH.fit */
+
+static sx_status state_path(const char *ck, char *buf, size_t size)
 {
-    sx_nn_epoch row = {f->net->epoch, train_loss, NAN, NAN, seconds};
-    if (f->val != NULL)
-        SX_TRY(evaluate(f->net, f->val, &f->p, lender, &row.val_loss, &row.val_metric));
-    SX_TRY(add_row(f, row));
-    if (f->p.train.verbose > 0)
-        fprintf(stderr, "epoch %lld: loss %.6g, val loss %.6g, val %s %.6g\n", (long long)row.epoch,
-                train_loss, row.val_loss, sx_nn_metric_name(f->h.metric), row.val_metric);
-    if (f->val == NULL)
+    if ((size_t)snprintf(buf, size, "%s.fit", ck) >= size)
+        return sx_error(SX_E_ARG, "sx_nn_fit: checkpoint path too long: %s", ck);
+    return SX_OK;
+}
+
+/* The history rows as an (n, HIST_COLS) f64 tensor (new). */
+static sx_status rows_tensor(const sx_nn_history *h, sx_tensor **out)
+{
+    int64_t shape[2] = {h->n > 0 ? h->n : 1, HIST_COLS};
+    SX_TRY(sx_tensor_zeros(SX_F64, 2, shape, out));
+    double *d = (*out)->data;
+    for (int64_t i = 0; i < h->n; i++) {
+        const sx_nn_epoch *r = &h->rows[i];
+        double *o = d + i * HIST_COLS;
+        o[0] = (double)r->epoch;
+        o[1] = r->train_loss;
+        o[2] = r->val_loss;
+        o[3] = r->val_metric;
+        o[4] = r->seconds;
+        o[5] = r->train_metric;
+        o[6] = r->lr;
+        memcpy(o + 7, r->val_head_loss, sizeof r->val_head_loss);
+    }
+    return SX_OK;
+}
+
+sx_status nn_fit_save(const nn_fit *f)
+{
+    const char *ck = f->p.train.checkpoint_path;
+    if (ck == NULL)
         return SX_OK;
-    if (improved(f->h.metric, row.val_metric, f->best, f->p.min_delta)) {
+    char path[4200];
+    SX_TRY(state_path(ck, path, sizeof path));
+    int nt = 1 + (f->best_w != NULL ? f->n_w : 0);
+    const char **names = sx_calloc((size_t)nt, sizeof *names);
+    const sx_tensor **ts = sx_calloc((size_t)nt, sizeof *ts);
+    sx_tensor *rows = NULL;
+    sx_status s = names && ts ? rows_tensor(&f->h, &rows) : SX_E_NOMEM;
+    if (s == SX_OK) {
+        names[0] = "fit.history";
+        ts[0] = rows;
+        for (int j = 1; j < nt; j++) {
+            names[j] = param_at(f->net, j - 1)->name;
+            ts[j] = f->best_w[j - 1];
+        }
+        char epoch[32], n[32], best[40], best_epoch[32], wait[32];
+        snprintf(epoch, sizeof epoch, "%lld", (long long)f->net->epoch);
+        snprintf(n, sizeof n, "%lld", (long long)f->h.n);
+        snprintf(best, sizeof best, "%.17g", f->best);
+        snprintf(best_epoch, sizeof best_epoch, "%lld", (long long)f->h.best_epoch);
+        snprintf(wait, sizeof wait, "%d", f->wait);
+        const char *keys[] = {"strix.kind", "epoch",      "rows", "metric",
+                              "best",       "best_epoch", "wait", "stopped_early"};
+        const char *vals[] = {"fit_state", epoch,      n,    sx_nn_metric_name(f->h.metric),
+                              best,        best_epoch, wait, f->h.stopped_early ? "1" : "0"};
+        s = sx_cg_save(NULL, 0, NULL, NULL, nt, names, ts, 8, keys, vals, path);
+    }
+    sx_tensor_free(rows);
+    sx_free(names);
+    sx_free(ts);
+    return s;
+}
+
+/* A count in a PATH.fit entry. */
+static sx_status meta_i64(const sx_cg_file *fl, const char *path, const char *key, int64_t *out)
+{
+    const char *v = sx_cg_file_meta(fl, key);
+    char *end = NULL;
+    long long x = v != NULL ? strtoll(v, &end, 10) : -1;
+    if (v == NULL || end == v || *end != '\0' || x < 0)
+        return sx_error(SX_E_FORMAT, "%s: bad or missing '%s'", path, key);
+    *out = (int64_t)x;
+    return SX_OK;
+}
+
+/* Read PATH.fit into f (the checkpoint is already loaded: net->epoch is its epoch). */
+static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
+{
+    const char *kind = sx_cg_file_meta(fl, "strix.kind"), *m = sx_cg_file_meta(fl, "metric");
+    if (kind == NULL || strcmp(kind, "fit_state") != 0)
+        return sx_error(SX_E_FORMAT, "%s: not a strix fit state", path);
+    int64_t epoch = 0, n = 0, best_epoch = 0, wait = 0;
+    SX_TRY(meta_i64(fl, path, "epoch", &epoch));
+    SX_TRY(meta_i64(fl, path, "rows", &n));
+    SX_TRY(meta_i64(fl, path, "best_epoch", &best_epoch));
+    SX_TRY(meta_i64(fl, path, "wait", &wait));
+    if (epoch != f->net->epoch)
+        return sx_error(SX_E_STATE,
+                        "%s: the fit state is of epoch %lld, the checkpoint of epoch %lld: "
+                        "remove %s to start the fit's state afresh",
+                        path, (long long)epoch, (long long)f->net->epoch, path);
+    if (m == NULL || strcmp(m, sx_nn_metric_name(f->h.metric)) != 0)
+        return sx_error(SX_E_STATE, "%s: the fit state judges by %s, this fit by %s", path,
+                        m ? m : "?", sx_nn_metric_name(f->h.metric));
+    const sx_tensor *rows = sx_cg_file_tensor(fl, "fit.history");
+    if (rows == NULL || rows->dtype != SX_F64 || rows->rank != 2 || rows->shape[1] != HIST_COLS ||
+        rows->shape[0] < n || wait > INT32_MAX)
+        return sx_error(SX_E_FORMAT, "%s: bad fit.history", path);
+    const char *b = sx_cg_file_meta(fl, "best");
+    char *end = NULL;
+    double best = b != NULL ? strtod(b, &end) : 0;
+    if (b == NULL || end == b || *end != '\0')
+        return sx_error(SX_E_FORMAT, "%s: bad or missing 'best'", path);
+    /* the best weights, when the file has them: checked against the network, then copied */
+    bool have = best_epoch > 0 && sx_cg_file_tensor(fl, param_at(f->net, 0)->name) != NULL;
+    for (int j = 0; have && j < count_params(f->net); j++) {
+        const nn_param *pr = param_at(f->net, j);
+        const sx_tensor *t = sx_cg_file_tensor(fl, pr->name);
+        if (t == NULL || t->dtype != pr->value->dtype ||
+            !sx_shape_equal(t->rank, t->shape, pr->value->rank, pr->value->shape))
+            return sx_error(SX_E_FORMAT, "%s: best weight %s missing or of another shape", path,
+                            pr->name);
+    }
+    if (have) {
+        SX_TRY(best_alloc(f));
+        for (int j = 0; j < f->n_w; j++) {
+            const sx_tensor *t = sx_cg_file_tensor(fl, param_at(f->net, j)->name);
+            if (f->best_w[j] == NULL)
+                SX_TRY(sx_tensor_clone(t, &f->best_w[j]));
+            else
+                SX_TRY(sx_tensor_copy_out(t, f->best_w[j]));
+        }
+    }
+    const double *d = rows->data;
+    for (int64_t i = 0; i < n; i++) {
+        const double *o = d + i * HIST_COLS;
+        sx_nn_epoch r = {(int64_t)o[0], o[1], o[2], o[3], o[4], o[5], o[6], {0}};
+        memcpy(r.val_head_loss, o + 7, sizeof r.val_head_loss);
+        SX_TRY(add_row(f, &r));
+    }
+    f->best = best;
+    f->h.best_epoch = best_epoch;
+    f->wait = (int)wait;
+    f->h.stopped_early =
+        strcmp(sx_cg_file_meta(fl, "stopped_early") ? sx_cg_file_meta(fl, "stopped_early") : "0",
+               "1") == 0;
+    return SX_OK;
+}
+
+sx_status nn_fit_resume(nn_fit *f)
+{
+    const char *ck = f->p.train.checkpoint_path;
+    if (ck == NULL || (f->net->epoch == 0 && f->net->epoch_step == 0))
+        return SX_OK;
+    char path[4200];
+    SX_TRY(state_path(ck, path, sizeof path));
+    FILE *probe = fopen(path, "rb");
+    if (probe == NULL) /* a checkpoint of sx_nn_train, or the state removed: start afresh */
+        return SX_OK;
+    fclose(probe);
+    sx_cg_file *fl = NULL;
+    SX_TRY(sx_cg_file_read(path, &fl));
+    sx_status s = load_state(f, fl, path);
+    sx_cg_file_free(fl);
+    if (s == SX_OK && f->p.train.verbose > 0)
+        fprintf(stderr,
+                "resuming the fit's state from %s: %lld epochs, best %s %.6g at epoch %lld\n", path,
+                (long long)f->h.n, sx_nn_metric_name(f->h.metric), f->best,
+                (long long)f->h.best_epoch);
+    return s;
+}
+
+/* ---------------------------------------------------------------- per step, per epoch */
+
+bool nn_fit_step(nn_fit *f, const sx_nn_step_info *info)
+{
+    if (f->p.on_step == NULL || !f->p.on_step(info, f->p.on_step_ctx))
+        return false;
+    f->h.stopped_by_callback = true;
+    if (f->p.train.verbose > 0)
+        fprintf(stderr, "stopped by the step callback after step %lld\n", (long long)info->step);
+    return true;
+}
+
+sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
+                           double lr, bool *stop)
+{
+    sx_nn_epoch row = {f->net->epoch, train_loss, NAN, NAN, seconds, NAN, lr, {0}};
+    for (int h = 0; h < SX_NN_MAX_HEADS; h++)
+        row.val_head_loss[h] = NAN;
+    sx_nn_fit_params q = f->p;
+    q.metric = f->h.metric;
+    if (f->val != NULL) {
+        judged j;
+        SX_TRY(evaluate(f->net, f->val, &q, lender, &j));
+        row.val_loss = j.loss;
+        row.val_metric = j.metric;
+        for (int h = 0; h < f->p.train.n_heads; h++)
+            row.val_head_loss[h] = j.part[h];
+    }
+    if (f->p.train_metric) {
+        judged j;
+        SX_TRY(evaluate(f->net, f->train, &q, lender, &j));
+        row.train_metric = j.metric;
+    }
+    SX_TRY(add_row(f, &row));
+    if (f->p.train.verbose > 0)
+        fprintf(stderr, "epoch %lld: loss %.6g, train %s %.6g, val loss %.6g, val %s %.6g\n",
+                (long long)row.epoch, train_loss, sx_nn_metric_name(f->h.metric), row.train_metric,
+                row.val_loss, sx_nn_metric_name(f->h.metric), row.val_metric);
+    if (f->val != NULL && improved(f->h.metric, row.val_metric, f->best, f->p.min_delta)) {
         f->best = row.val_metric;
         f->h.best_epoch = row.epoch;
         f->wait = 0;
         if (f->p.restore_best)
             SX_TRY(copy_weights(f, false));
-        return SX_OK;
-    }
-    if (f->p.patience > 0 && ++f->wait >= f->p.patience) {
+    } else if (f->val != NULL && f->p.patience > 0 && ++f->wait >= f->p.patience) {
         *stop = true;
         f->h.stopped_early = true;
         if (f->p.train.verbose > 0)
@@ -352,6 +685,8 @@ sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_lo
                     (long long)row.epoch, sx_nn_metric_name(f->h.metric), f->best,
                     (long long)f->h.best_epoch);
     }
+    if (f->p.history_path != NULL)
+        SX_TRY(nn_history_append(f->p.history_path, &f->h, &row));
     return SX_OK;
 }
 
@@ -369,31 +704,38 @@ sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h)
     return s;
 }
 
-void sx_nn_history_free(sx_nn_history *h)
+/* ---------------------------------------------------------------- checkpoints as calls */
+
+sx_status sx_nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
 {
-    if (h == NULL)
-        return;
-    sx_free(h->rows);
-    memset(h, 0, sizeof *h);
+    if (net == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_checkpoint_save: NULL argument");
+    sx_nn_train_params tp = p ? *p : sx_nn_train_params_default();
+    return nn_checkpoint_save(net, &tp, path);
 }
 
-sx_status sx_nn_history_write_csv(const sx_nn_history *h, const char *path)
+sx_status sx_nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
 {
-    if (h == NULL || path == NULL)
-        return sx_error(SX_E_ARG, "sx_nn_history_write_csv: NULL argument");
-    FILE *fp = fopen(path, "w");
-    if (fp == NULL)
-        return sx_error(SX_E_IO, "%s: cannot open for writing", path);
-    fprintf(fp, "epoch,train_loss,val_loss,val_%s,seconds\n", sx_nn_metric_name(h->metric));
-    for (int64_t i = 0; i < h->n; i++) {
-        const sx_nn_epoch *r = &h->rows[i];
-        fprintf(fp, "%lld,%.17g,%.17g,%.17g,%.17g\n", (long long)r->epoch, r->train_loss,
-                r->val_loss, r->val_metric, r->seconds);
-    }
-    bool bad = ferror(fp) != 0;
-    if (fclose(fp) != 0 || bad)
-        return sx_error(SX_E_IO, "%s: write failed", path);
-    return SX_OK;
+    if (net == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_checkpoint_load: NULL argument");
+    sx_nn_train_params tp = p ? *p : sx_nn_train_params_default();
+    SX_TRY(nn_check_train_kind(net, tp.optim.kind, "sx_nn_checkpoint_load"));
+    return nn_checkpoint_load(net, &tp, path);
+}
+
+int64_t sx_nn_net_steps(const sx_nn_net *net)
+{
+    return net != NULL ? net->step : -1;
+}
+
+int64_t sx_nn_net_epochs(const sx_nn_net *net)
+{
+    return net != NULL ? net->epoch : -1;
+}
+
+int64_t sx_nn_net_epoch_steps(const sx_nn_net *net)
+{
+    return net != NULL ? net->epoch_step : -1;
 }
 
 /* The value reduce-on-plateau watches (train.c): the last epoch's validation metric, or its

@@ -78,7 +78,8 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     sx_cg_node *pre = NULL;
     for (int i = 0; i < n && s == SX_OK; i++) {
         sx_nn_layer *l = net->layers[i];
-        sx_cg_node *in[NN_MAX_IN] = {x};
+        /* an input layer reads x, or its part of x when the network has several */
+        sx_cg_node *in[NN_MAX_IN] = {l->n_in == 0 ? nn_input_node(b, net, l, x) : x};
         for (int k = 0; k < l->n_in; k++) {
             int j = layer_index(net, l->in[k]);
             if (j < 0 || j >= i) {

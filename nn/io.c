@@ -361,6 +361,39 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const
 
 /* ---------------------------------------------------------------- model files */
 
+/* The plain (unoptimised) inference graph of net for batches of n: *x the input, *out the
+ * output. The parameter nodes borrow the network's tensors. */
+static sx_status net_infer_graph(sx_nn_net *net, int64_t n, sx_cg_graph **gp, sx_cg_node **xp,
+                                 sx_cg_node **outp)
+{
+    nn_build b;
+    memset(&b, 0, sizeof b);
+    sx_cg_graph *g = NULL;
+    sx_status s = sx_cg_graph_new(SX_CG_LAZY, net->dtype, &g);
+    sx_cg_node *x = NULL, *out = NULL, *logits = NULL;
+    if (s == SX_OK) {
+        b.g = g;
+        b.mode = NN_INFER;
+        s = sx_cg_rng_new(g, 0, &b.rng_id);
+    }
+    if (s == SX_OK) {
+        int64_t xs[SX_MAX_RANK];
+        xs[0] = n;
+        int r = nn_input_shape(net, xs + 1); /* (total) with several inputs */
+        x = sx_cg_input(g, "x", net->dtype, r + 1, xs);
+        s = x ? nn_forward(net, &b, x, &out, &logits) : sx_cg_graph_status(g);
+    }
+    nn_build_free(&b);
+    if (s != SX_OK) {
+        sx_cg_graph_free(g);
+        return s;
+    }
+    *gp = g;
+    *xp = x;
+    *outp = out;
+    return SX_OK;
+}
+
 sx_status sx_nn_save(sx_nn_net *net, const char *path)
 {
     if (net == NULL || path == NULL)
@@ -374,23 +407,9 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
                         net->name);
     /* the plain (unoptimised) inference graph, with batch 1: the loader rebuilds it for the
      * batch size it wants and optimises and plans it there */
-    nn_build b;
-    memset(&b, 0, sizeof b);
     sx_cg_graph *g = NULL;
-    sx_status s = sx_cg_graph_new(SX_CG_LAZY, net->dtype, &g);
-    sx_cg_node *x = NULL, *out = NULL, *logits = NULL;
-    if (s == SX_OK) {
-        b.g = g;
-        b.mode = NN_INFER;
-        s = sx_cg_rng_new(g, 0, &b.rng_id);
-    }
-    if (s == SX_OK) {
-        int64_t xs[SX_MAX_RANK];
-        xs[0] = 1;
-        memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
-        x = sx_cg_input(g, "x", net->dtype, in->rank + 1, xs);
-        s = x ? nn_forward(net, &b, x, &out, &logits) : sx_cg_graph_status(g);
-    }
+    sx_cg_node *x = NULL, *out = NULL;
+    SX_TRY(net_infer_graph(net, 1, &g, &x, &out));
     char scale[40], classes[32];
     snprintf(scale, sizeof scale, "%.17g", net->input_scale);
     snprintf(classes, sizeof classes, "%" PRId64, last->shape[0]);
@@ -398,24 +417,57 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     const char *vals[4] = {"model", net->name, scale, classes};
     sx_cg_node *outs[2] = {x, out};
     const char *names[2] = {"x", "y"};
-    if (s == SX_OK)
-        s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path);
-    nn_build_free(&b);
+    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path);
     sx_cg_graph_free(g);
+    return s;
+}
+
+sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg_node **x,
+                               sx_cg_node **y)
+{
+    if (m == NULL || g == NULL || x == NULL || y == NULL || m->train || n < 1)
+        return sx_error(SX_E_ARG, "nn_model_infer_graph: NULL argument, a training model or "
+                                  "batch < 1");
+    if (m->src != NULL)
+        return m->src->build(m->src->ctx, n, g, x, y);
+    if (m->net != NULL) {
+        if (m->net->status != SX_OK || nn_input_layer(m->net) == NULL)
+            return sx_error(SX_E_STATE,
+                            "nn_model_infer_graph: network %s has an error or no "
+                            "input",
+                            m->net->name);
+        return net_infer_graph(m->net, n, g, x, y);
+    }
+    const char *names[2] = {"x", "y"};
+    sx_cg_node *outs[2];
+    sx_cg_graph *saved = NULL;
+    SX_TRY(sx_cg_file_graph(m->file, 2, names, &saved, outs));
+    sx_status s = sx_cg_graph_copy(saved, 2, outs, n, g, outs);
+    sx_cg_graph_free(saved);
+    if (s == SX_OK) {
+        *x = outs[0];
+        *y = outs[1];
+    }
     return s;
 }
 
 sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
 {
-    const char *names[2] = {"x", "y"};
     sx_cg_node *outs[2];
-    sx_cg_graph *saved = NULL, *g = NULL;
-    SX_TRY(sx_cg_file_graph(m->file, 2, names, &saved, outs));
-    sx_status s = sx_cg_graph_copy(saved, 2, outs, n, &g, outs);
-    sx_cg_graph_free(saved);
-    if (s != SX_OK)
-        return s;
-    s = sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
+    sx_cg_graph *g = NULL;
+    if (m->src != NULL) {
+        SX_TRY(m->src->build(m->src->ctx, n, &g, &outs[0], &outs[1]));
+    } else {
+        const char *names[2] = {"x", "y"};
+        sx_cg_graph *saved = NULL;
+        SX_TRY(sx_cg_file_graph(m->file, 2, names, &saved, outs));
+        sx_status s = sx_cg_graph_copy(saved, 2, outs, n, &g, outs);
+        sx_cg_graph_free(saved);
+        if (s != SX_OK)
+            return s;
+    }
+    sx_status s =
+        m->src != NULL && !m->src->optimise ? SX_OK : sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
     if (s == SX_OK)
         s = sx_cg_freeze(g, 1, &outs[1]);
     if (s != SX_OK) {
@@ -497,6 +549,42 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
     }
     if (s == SX_OK)
         s = loaded_io(path, m);
+    if (s != SX_OK) {
+        sx_nn_model_free(m);
+        return s;
+    }
+    *out = m;
+    return SX_OK;
+}
+
+sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_model **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (src == NULL || src->build == NULL || out == NULL || batch < 1) {
+        if (src != NULL && src->free != NULL)
+            src->free(src->ctx);
+        return sx_error(SX_E_ARG, "nn_model_from_source: NULL argument or batch %lld < 1",
+                        (long long)batch);
+    }
+    sx_nn_model *m = sx_calloc(1, sizeof *m);
+    nn_model_source *own = m != NULL ? sx_alloc(sizeof *own) : NULL;
+    if (own == NULL) {
+        sx_free(m);
+        if (src->free != NULL)
+            src->free(src->ctx);
+        return SX_E_NOMEM;
+    }
+    *own = *src;
+    m->src = own;
+    m->batch = batch;
+    m->input_scale = 1;
+    sx_status s = nn_loaded_graph(m, batch);
+    if (s == SX_OK) {
+        const int64_t *ys = sx_cg_node_shape(m->out);
+        m->classes = sx_cg_node_rank(m->out) == 2 ? ys[1] : -1;
+        s = loaded_io("nn_model_from_source", m);
+    }
     if (s != SX_OK) {
         sx_nn_model_free(m);
         return s;

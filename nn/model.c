@@ -50,42 +50,6 @@ static sx_status graph_status(sx_cg_graph *g)
     return s != SX_OK ? s : sx_error(SX_E_STATE, "nn: a graph node could not be made");
 }
 
-/* The mean loss of the batch from the network's outputs (logits for cross-entropy: the
- * softmax is folded into the loss). */
-static sx_cg_node *loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
-                             sx_cg_node *logits, sx_cg_node *y)
-{
-    sx_dtype dt = sx_cg_node_dtype(out);
-    sx_nn_loss kind = p->loss;
-    switch (kind) {
-    case SX_LOSS_CROSS_ENTROPY:
-        return sx_cg_mean(g, sx_cg_softmax_xent(g, logits, y), SX_AXES_ALL, false);
-    case SX_LOSS_MSE:
-        return sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
-    case SX_LOSS_L1:
-        return sx_cg_mean(g, sx_cg_abs(g, sx_cg_sub(g, out, y)), SX_AXES_ALL, false);
-    case SX_LOSS_HINGE: {
-        /* targets t in {0, 1} (one-hot) as s = 2t - 1: mean(max(0, 1 - s * out)) */
-        sx_cg_node *sgn =
-            sx_cg_sub(g, sx_cg_mul(g, y, sx_cg_scalar_of(g, dt, 2)), sx_cg_scalar_of(g, dt, 1));
-        return sx_cg_mean(
-            g, sx_cg_relu(g, sx_cg_sub(g, sx_cg_scalar_of(g, dt, 1), sx_cg_mul(g, sgn, out))),
-            SX_AXES_ALL, false);
-    }
-    case SX_LOSS_HUBER: {
-        /* q = min(|d|, delta): q^2 / 2 + delta (|d| - q), both branches in one expression */
-        sx_cg_node *a = sx_cg_abs(g, sx_cg_sub(g, out, y));
-        sx_cg_node *delta = sx_cg_scalar_of(g, dt, p->huber_delta);
-        sx_cg_node *q = sx_cg_min(g, a, delta);
-        sx_cg_node *h = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_of(g, dt, 0.5), sx_cg_sqr(g, q)),
-                                  sx_cg_mul(g, delta, sx_cg_sub(g, a, q)));
-        return sx_cg_mean(g, h, SX_AXES_ALL, false);
-    }
-    }
-    sx_error(SX_E_ARG, "nn: unknown loss %d", (int)kind);
-    return NULL;
-}
-
 void sx_nn_model_free(sx_nn_model *m)
 {
     if (m == NULL)
@@ -99,6 +63,11 @@ void sx_nn_model_free(sx_nn_model *m)
     sx_free(m->outs);
     if (!m->sibling)
         sx_cg_file_free(m->file);
+    if (!m->sibling && m->src != NULL) {
+        if (m->src->free != NULL)
+            m->src->free(m->src->ctx);
+        sx_free(m->src);
+    }
     sx_free(m);
     if (net == NULL) /* a loaded model */
         return;
@@ -276,15 +245,32 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
     return s;
 }
 
-/* The training inputs: targets y (batch, outputs), the rate and the step (their values when f,
- * an eager step's). */
-static sx_status training_inputs(sx_nn_model *m, const feed *f)
+/* The targets' input y, of the output's shape (batch, ...), after the loss's checks; softmax:
+ * the network ends in a softmax (heads refused). */
+static sx_status targets_input(sx_nn_model *m, bool softmax)
 {
-    sx_nn_net *net = m->net;
+    const sx_nn_layer *last = nn_output_layer(m->net);
+    const sx_nn_train_params *p = &m->params;
+    int64_t ys[SX_MAX_RANK];
+    ys[0] = m->batch;
+    memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
+    SX_TRY(nn_loss_check("sx_nn_compile_train", p, last->shape[last->rank - 1]));
+    if (p->n_heads > 0 && softmax)
+        return sx_error(SX_E_ARG,
+                        "sx_nn_compile_train: network %s ends in a softmax: heads take logits "
+                        "(end in a layer without activation)",
+                        m->net->name);
+    m->y = sx_cg_input(m->g, "y", m->net->dtype, last->rank + 1, ys);
+    return SX_OK;
+}
+
+/* The training inputs: targets y (targets_input), the rate and the step (their values when f,
+ * an eager step's). */
+static sx_status training_inputs(sx_nn_model *m, const feed *f, bool softmax)
+{
     sx_cg_graph *g = m->g;
-    sx_dtype dt = net->dtype;
-    int64_t ys[2] = {m->batch, nn_output_layer(net)->shape[0]};
-    m->y = sx_cg_input(g, "y", dt, 2, ys);
+    sx_dtype dt = m->net->dtype;
+    SX_TRY(targets_input(m, softmax));
     m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
     m->step = sx_cg_input(g, "step", dt, 0, NULL);
     if (m->y == NULL || m->lr == NULL || m->step == NULL)
@@ -298,15 +284,15 @@ static sx_status training_inputs(sx_nn_model *m, const feed *f)
 }
 
 /* The batch's loss (a scalar) from outputs out (logits before a final softmax) and targets y:
- * the user's loss_fn, or the built-in kind. */
+ * the user's loss_fn, or the built-in kind (nn_loss_node). */
 static sx_status make_loss(sx_nn_model *m, sx_cg_node *out, sx_cg_node *logits, sx_cg_node *y,
                            sx_cg_node **loss)
 {
     sx_cg_graph *g = m->g;
     const sx_nn_train_params *p = &m->params;
     sx_dtype dt = m->net->dtype;
-    *loss =
-        p->loss_fn != NULL ? p->loss_fn(g, out, y, p->loss_ctx) : loss_node(g, p, out, logits, y);
+    *loss = p->loss_fn != NULL ? p->loss_fn(g, out, y, p->loss_ctx)
+                               : nn_loss_node(g, p, out, logits, y);
     if (*loss == NULL)
         return graph_status(g);
     if (sx_cg_node_size(*loss) != 1 || sx_cg_node_dtype(*loss) != dt)
@@ -350,12 +336,15 @@ static sx_status collect_params(sx_nn_model *m, sx_cg_node **loss, sx_cg_node **
     return *loss != NULL ? SX_OK : graph_status(g);
 }
 
-/* Correct predictions: argmax of the outputs against argmax of the targets. */
-static sx_cg_node *correct_node(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *y)
+/* Correct predictions: argmax of the outputs against argmax of the targets, over the last axis
+ * (one prediction per example, or per position of an output of rank > 1). */
+static sx_cg_node *correct_node(const sx_nn_model *m, sx_cg_node *logits, sx_cg_node *y)
 {
+    sx_cg_graph *g = m->g;
+    int ax = nn_output_layer(m->net)->rank;
     return sx_cg_sum(g,
-                     sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(1), false),
-                              sx_cg_argmax(g, y, SX_AXIS(1), false)),
+                     sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(ax), false),
+                              sx_cg_argmax(g, y, SX_AXIS(ax), false)),
                      SX_AXES_ALL, false);
 }
 
@@ -420,7 +409,7 @@ static sx_status param_arrays(const sx_nn_net *net, sx_cg_node ***ps, sx_cg_node
 static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *f)
 {
     sx_cg_graph *g = m->g;
-    SX_TRY(training_inputs(m, f));
+    SX_TRY(training_inputs(m, f, logits != m->out));
     SX_TRY(sx_cg_scope_set(g, "loss"));
     sx_cg_node *loss = NULL;
     SX_TRY(make_loss(m, m->out, logits, m->y, &loss));
@@ -434,7 +423,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
     if (s == SX_OK)
         s = add_out(m, loss);
     if (s == SX_OK) {
-        m->correct = correct_node(g, logits, m->y);
+        m->correct = correct_node(m, logits, m->y);
         s = add_out(m, m->correct);
     }
     if (s == SX_OK)
@@ -474,7 +463,6 @@ static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
                             "network %s: gradient accumulation with batch norm (%s) would "
                             "normalise by the micro-batches' statistics",
                             net->name, net->layers[i]->name);
-    SX_TRY(training_inputs(m, NULL));
     sx_cg_node **ps = NULL, **grads = NULL, **gj = NULL;
     nn_param **meta = NULL;
     int np = 0;
@@ -487,16 +475,16 @@ static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
     sx_cg_node *total = NULL, *correct = NULL;
     for (int64_t j = 0, lo = 0; s == SX_OK && j < k; j++) {
         const int64_t n = B / k + (j < B % k), hi = lo + n;
-        sx_cg_node *xj = rows_of(g, x, lo, hi), *yj = rows_of(g, m->y, lo, hi);
+        sx_cg_node *xj = rows_of(g, x, lo, hi), *yj = NULL;
         sx_cg_node *out = NULL, *logits = NULL, *lj = NULL;
-        if (xj == NULL || yj == NULL)
-            s = graph_status(g);
-        if (s == SX_OK)
-            s = nn_forward(net, &m->b, xj, &out, &logits);
-        if (s == SX_OK && j == 0) {
+        s = xj != NULL ? nn_forward(net, &m->b, xj, &out, &logits) : graph_status(g);
+        if (s == SX_OK && j == 0) { /* the inputs, once the output is known */
             m->out = out;
             m->softmax_out = logits != out;
+            s = training_inputs(m, NULL, m->softmax_out);
         }
+        if (s == SX_OK && (yj = rows_of(g, m->y, lo, hi)) == NULL)
+            s = graph_status(g);
         if (s == SX_OK)
             s = sx_cg_scope_set(g, "loss");
         if (s == SX_OK)
@@ -510,7 +498,7 @@ static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
         for (int i = 0; s == SX_OK && j > 0 && i < np; i++)
             if ((grads[i] = sx_cg_add(g, grads[i], gj[i])) == NULL)
                 s = graph_status(g);
-        sx_cg_node *cj = s == SX_OK ? correct_node(g, logits, yj) : NULL;
+        sx_cg_node *cj = s == SX_OK ? correct_node(m, logits, yj) : NULL;
         total = j == 0 ? lj : sx_cg_add(g, total, lj);
         correct = j == 0 ? cj : sx_cg_add(g, correct, cj);
         if (s == SX_OK && (total == NULL || correct == NULL))
@@ -551,13 +539,10 @@ static sx_status build(sx_nn_model *m, const feed *f)
                         net->name);
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
-    if (last->rank != 1)
-        return sx_error(SX_E_SHAPE, "network %s: the output must be (batch, classes), not rank %d",
-                        net->name, last->rank + 1);
     int64_t xs[SX_MAX_RANK];
     xs[0] = m->batch;
-    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
-    m->x = sx_cg_input(g, "x", net->dtype, in->rank + 1, xs);
+    memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    m->x = sx_cg_input(g, "x", net->dtype, m->in_rank + 1, xs);
     if (m->x == NULL)
         return graph_status(g);
     if (f != NULL)
@@ -648,10 +633,8 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     m->n_layers = net->n_layers;
     m->dtype = net->dtype;
     const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in != NULL) {
-        m->in_rank = in->rank;
-        memcpy(m->in_shape, in->shape, sizeof m->in_shape);
-    }
+    if (in != NULL)
+        m->in_rank = nn_input_shape(net, m->in_shape); /* (total) with several inputs */
     m->classes = last != NULL && last->rank == 1 ? last->shape[0] : 0;
     net->n_models++;
     if (train) {
@@ -765,7 +748,7 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
     if (m == NULL || !m->train)
         return sx_error(SX_E_ARG, "%s: not a training model", who);
     SX_TRY(check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
-    SX_TRY(check_batch(who, m, y, 2, sx_cg_node_shape(m->y), m->batch));
+    SX_TRY(check_batch(who, m, y, sx_cg_node_rank(m->y), sx_cg_node_shape(m->y), m->batch));
     sx_nn_net *net = m->net;
     sx_cg_graph *g = m->g;
     SX_TRY(sx_cg_input_set(g, m->x, x, SX_CG_BORROW));
@@ -823,6 +806,7 @@ sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
         if (s == NULL)
             return SX_E_NOMEM;
         *s = (sx_nn_model){.file = m->file,
+                           .src = m->src,
                            .sibling = true,
                            .batch = n,
                            .dtype = m->dtype,
@@ -852,16 +836,23 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
                         (long long)m->batch);
     if (m->train)
         return sx_error(SX_E_ARG, "%s: a training model (compile for inference)", who);
-    /* out must be (n, classes) of the model's dtype exactly, checked before running */
-    int64_t want[2] = {n, m->classes}, xs[SX_MAX_RANK];
+    /* out must be (n, outputs...) of the model's dtype exactly, checked before running: (n,
+     * classes) for a loaded model or a network with a (batch, classes) output */
+    int64_t want[SX_MAX_RANK] = {n, m->classes}, xs[SX_MAX_RANK];
+    int wr = 2;
+    const sx_nn_layer *last = m->net != NULL ? nn_output_layer(m->net) : NULL;
+    if (last != NULL && m->classes == 0) {
+        wr = last->rank + 1;
+        memcpy(want + 1, last->shape, (size_t)last->rank * sizeof *want);
+    }
     if (out->dtype != m->dtype)
         return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
                         sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
-    if (!sx_shape_equal(out->rank, out->shape, 2, want)) {
-        char a[160], b[64];
+    if (!sx_shape_equal(out->rank, out->shape, wr, want)) {
+        char a[160], b[160];
         return sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
                         sx_shape_str(out->rank, out->shape, a, sizeof a),
-                        sx_shape_str(2, want, b, sizeof b));
+                        sx_shape_str(wr, want, b, sizeof b));
     }
     xs[0] = n;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
@@ -873,6 +864,41 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
     SX_TRY(invalidate_params(r));
     SX_TRY(sx_cg_eval(r->g, 1, &r->out));
     return sx_tensor_copy_out(sx_cg_value(r->out), out);
+}
+
+/* Inference without the compiler: the forward graph built in eager mode (each node computed as
+ * it is made, every intermediate kept until the graph is freed), for comparison with the
+ * compiled path (bench/zoo --eager). */
+sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out)
+{
+    const char *who = "sx_nn_predict_eager";
+    if (net == NULL || x == NULL || out == NULL)
+        return sx_error(SX_E_ARG, "%s: NULL argument", who);
+    int64_t n = x->rank > 0 ? x->shape[0] : 0;
+    if (n < 1)
+        return sx_error(SX_E_SHAPE, "%s: %lld examples (want >= 1)", who, (long long)n);
+    sx_nn_model *m = NULL;
+    SX_TRY(model_new(who, net, NULL, n, false, &m));
+    int64_t want[2] = {n, m->classes}, xs[SX_MAX_RANK];
+    xs[0] = n;
+    memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    sx_status s = check_batch(who, m, x, m->in_rank + 1, xs, n);
+    if (s == SX_OK && out->dtype != m->dtype)
+        s = sx_error(SX_E_DTYPE, "%s: out is %s, the network's outputs %s", who,
+                     sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
+    if (s == SX_OK && !sx_shape_equal(out->rank, out->shape, 2, want)) {
+        char a[160], b[64];
+        s = sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
+                     sx_shape_str(out->rank, out->shape, a, sizeof a),
+                     sx_shape_str(2, want, b, sizeof b));
+    }
+    feed f = {x, NULL, 0, 0};
+    if (s == SX_OK)
+        s = build(m, &f);
+    if (s == SX_OK)
+        s = sx_tensor_copy_out(sx_cg_value(m->out), out);
+    sx_nn_model_free(m);
+    return s;
 }
 
 int sx_nn_model_input_rank(const sx_nn_model *m)

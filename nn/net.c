@@ -188,9 +188,11 @@ sx_nn_layer *nn_layer_begin(sx_nn_net *net, const char *who, nn_kind kind, int n
                                                "%s: input %d (%s) is not a layer of network %s",
                                                who, i, in[i]->name, net->name));
     }
-    if (kind == L_INPUT && net->n_layers > 0)
-        return nn_layer_fail(net,
-                             sx_error(SX_E_STATE, "%s: the network already has an input", who));
+    if (kind == L_INPUT && net->n_layers > 0 && !net->adding_input)
+        return nn_layer_fail(net, sx_error(SX_E_STATE,
+                                           "%s: the network already has an input (sx_nn_input_add "
+                                           "adds another)",
+                                           who));
     if (kind != L_INPUT && net->n_layers == 0)
         return nn_layer_fail(net, sx_error(SX_E_STATE, "%s: add an input layer first", who));
     const nn_layer_ops *ops = kind_ops[kind];

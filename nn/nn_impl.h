@@ -91,6 +91,7 @@ struct sx_nn_net {
     int n_train_models; /* training models alive among them, all with optimiser train_kind */
     sx_optim_kind train_kind; /* (they share the parameters' optimiser state) */
     bool orphan;              /* sx_nn_net_free was called: the last model frees the network */
+    bool adding_input;        /* sx_nn_input_add is making a further input layer */
 };
 
 /* Graph building (forward.c). */
@@ -185,7 +186,33 @@ struct sx_nn_model {
     void *lend;   /* arena lent by another model (nn_compile_infer_lent), or NULL */
     bool sibling; /* one of another model's smaller graphs */
     size_t lend_bytes;
+    struct nn_model_source *src; /* a model built by outside code (nn_model_from_source), shared
+                                    with its siblings (owned unless sibling), else NULL */
 };
+
+/* A model whose graph outside code builds (onnx/): build writes a new lazy graph (*g, owned by
+ * the caller) holding the plain inference graph for batches of n, its input *x (n, example)
+ * and output *y (n, classes) of x's dtype; free (may be NULL) releases ctx. */
+typedef struct nn_model_source {
+    sx_status (*build)(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x, sx_cg_node **y);
+    void (*free)(void *ctx);
+    void *ctx;
+    bool optimise; /* run the graph optimiser on each graph built */
+} nn_model_source;
+
+/* An inference model over src for batches of up to `batch`, like a loaded model file's
+ * (sx_nn_model_predict and the accessors; input scale 1; a smaller batch builds its own graph
+ * through src). Takes src over: on failure too, src.free(src.ctx) has run. Errors (*out NULL):
+ * SX_E_ARG (batch < 1, no build function), SX_E_FORMAT (x not an input (batch, example) of
+ * rank 2..8, or y not (batch, classes) of its dtype; the message names "nn_model_from_source"),
+ * build's own, SX_E_NOMEM. */
+sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_model **out);
+/* The plain (unoptimised, unfrozen) inference graph of any inference model for batches of n:
+ * a new lazy graph *g owned by the caller, its input *x and output *y. A compiled model's
+ * parameters borrow its network's tensors (free the graph before the network). Errors:
+ * SX_E_ARG (NULL, a training model, n < 1), those of building the graph, SX_E_NOMEM. */
+sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg_node **x,
+                               sx_cg_node **y);
 
 /* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
  * network, planned in m's arena, or the file). */
@@ -223,12 +250,24 @@ typedef struct nn_fit nn_fit;
 /* The network against the sources and parameters (who names the caller in messages). */
 sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_params *p,
                        const sx_ds_source *train, const sx_ds_source *val);
-sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *val,
-                     nn_fit **out);
-/* After an epoch: evaluate the validation source (its graph in `lender`'s arena), add the row,
- * keep the best weights; *stop when patience has run out. */
+sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
+                     const sx_ds_source *val, nn_fit **out);
+/* After a checkpoint was loaded: read PATH.fit (the history, best metric and weights, patience
+ * count) when it exists. */
+sx_status nn_fit_resume(nn_fit *f);
+/* Write PATH.fit next to the checkpoint (nothing without a checkpoint path): call with every
+ * checkpoint save. */
+sx_status nn_fit_save(const nn_fit *f);
+/* After a step: the user's callback; true when it asks to stop. */
+bool nn_fit_step(nn_fit *f, const sx_nn_step_info *info);
+/* After an epoch: evaluate the validation source (its graph in `lender`'s arena) and, when
+ * asked, the training source; add the row (appended to the history file when asked), keep the
+ * best weights; *stop when patience has run out. lr: the epoch's last learning rate. */
 sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
-                           bool *stop);
+                           double lr, bool *stop);
+/* Append row r of h to the history file at path (history.c): JSON lines when the name ends in
+ * .jsonl or .json, else CSV with a header first into an empty file. */
+sx_status nn_history_append(const char *path, const sx_nn_history *h, const sx_nn_epoch *r);
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 /* The last epoch's validation metric into *v (unchanged without validation), *higher_better
@@ -242,7 +281,36 @@ void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *ba
                       bool higher_better, int verbose);
 void nn_fit_free(nn_fit *f);
 
+/* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis. */
+typedef struct nn_loss_part {
+    sx_nn_loss loss;
+    double weight;
+    int64_t off, size;
+} nn_loss_part;
+/* p's loss kind, Huber delta, label smoothing and heads; last_axis > 0: the heads must add up to
+ * it. */
+sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t last_axis);
+/* The parts of p's loss for an output whose last axis has k elements (SX_NN_MAX_HEADS room). */
+int nn_loss_parts(const sx_nn_train_params *p, int64_t k, nn_loss_part *parts);
+/* The mean loss of the batch as a node: out the network's output, logits its value before a
+ * final softmax, y the targets, all (batch, ..., k). NULL on failure (the graph's status). */
+sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
+                         sx_cg_node *logits, sx_cg_node *y);
+/* One example's part pt in double: the sum of its terms (o: e outputs, probabilities after a
+ * softmax when `softmax`; y: e targets; k the last axis), and how many terms its mean divides
+ * by per example. */
+double nn_loss_part_sum(const sx_nn_train_params *p, const nn_loss_part *pt, bool softmax,
+                        const double *o, const double *y, int64_t e, int64_t k);
+int64_t nn_loss_part_terms(const nn_loss_part *pt, int64_t e, int64_t k);
+
 sx_nn_layer *nn_input_layer(const sx_nn_net *net);
+
+/* Several inputs (inputs.c). The number of input layers; the shape of one example of x without
+ * the batch axis (the input's own with one input, (total elements) with several), returning its
+ * rank (0 without an input); the node input layer l reads from the graph's x. */
+int nn_input_count(const sx_nn_net *net);
+int nn_input_shape(const sx_nn_net *net, int64_t *shape);
+sx_cg_node *nn_input_node(nn_build *b, const sx_nn_net *net, const sx_nn_layer *l, sx_cg_node *x);
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);
 
 #endif

@@ -248,11 +248,7 @@ static sx_status check_params(const char *who, const sx_nn_train_params *p)
     else if (p->schedule.total_steps < 0)
         return sx_error(SX_E_ARG, "%s: total_steps %lld (want >= 0)", who,
                         (long long)p->schedule.total_steps);
-    if ((unsigned)p->loss > SX_LOSS_HUBER)
-        return sx_error(SX_E_ARG, "%s: unknown loss %d", who, (int)p->loss);
-    if (p->loss == SX_LOSS_HUBER && !(p->huber_delta > 0 && isfinite(p->huber_delta)))
-        return sx_error(SX_E_ARG, "%s: Huber delta %g (want finite > 0)", who, p->huber_delta);
-    return SX_OK;
+    return nn_loss_check(who, p, 0);
 }
 
 /* A view of the first `rows` rows of t. */
@@ -383,6 +379,8 @@ typedef struct run {
     int64_t x_size;         /* a source's x elements (the loader fills x as (batch, x_size)) */
     nn_fit *fit;            /* sx_nn_fit's validation, early stopping and history, or NULL */
     bool stop;              /* early stopping asked to stop */
+    bool stop_now;          /* the step callback asked to stop, mid-epoch */
+    double lr;              /* the learning rate of the last step */
     sx_tensor *x, *y;       /* (batch, input shape), (batch, classes) */
     int64_t per_epoch;      /* batches per epoch */
     bool tty;
@@ -413,10 +411,11 @@ static sx_status run_start_images(run *r, const sx_ds_images *train)
 static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds_augment *aug)
 {
     sx_nn_net *net = r->net;
-    const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    int64_t B = r->p.batch, xs[SX_MAX_RANK], ys[2] = {B, last->shape[0]};
-    xs[0] = B;
-    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
+    const sx_nn_layer *last = nn_output_layer(net);
+    int64_t B = r->p.batch, xs[SX_MAX_RANK], ys[SX_MAX_RANK];
+    xs[0] = ys[0] = B;
+    int xr = nn_input_shape(net, xs + 1); /* (total) with several inputs */
+    memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
     sx_ds_loader_params lp = sx_ds_loader_params_default();
     lp.batch_size = B;
     lp.shuffle = r->p.shuffle;
@@ -424,9 +423,16 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     lp.augment = *aug;
     r->x_size = sx_ds_spec_x_size(sx_ds_source_spec(train));
     SX_TRY(sx_ds_loader_new(train, &lp, &r->loader));
-    SX_TRY(sx_tensor_new(net->dtype, in->rank + 1, xs, &r->x));
-    SX_TRY(sx_tensor_new(net->dtype, 2, ys, &r->y));
+    SX_TRY(sx_tensor_new(net->dtype, xr + 1, xs, &r->x));
+    SX_TRY(sx_tensor_new(net->dtype, last->rank + 1, ys, &r->y));
     return SX_OK;
+}
+
+/* A checkpoint, and sx_nn_fit's state next to it. */
+static sx_status run_save(run *r)
+{
+    SX_TRY(nn_checkpoint_save(r->net, &r->p, r->p.checkpoint_path));
+    return r->fit != NULL ? nn_fit_save(r->fit) : SX_OK;
 }
 
 /* The resumed checkpoint (when p.checkpoint_path exists) and the compiled model. */
@@ -472,6 +478,7 @@ static sx_status run_step(run *r, sx_tensor *x, sx_tensor *y, int64_t count, dou
     double lr = scheduled_lr(&r->p, net->step, net->epoch);
     if (r->p.schedule.kind == SX_SCHED_PLATEAU)
         lr = r->plateau_lr;
+    r->lr = lr;
     int64_t step = net->step + 1;
     if (r->p.eager) {
         SX_TRY(nn_eager_step(net, &r->p, x, y, lr, step, loss, NULL));
@@ -500,14 +507,14 @@ static sx_status run_after_step(run *r, double *t0)
     const char *ck = r->p.checkpoint_path;
     if (ck != NULL && r->p.checkpoint_every > 0 && net->step % r->p.checkpoint_every == 0) {
         double c0 = sx_seconds();
-        sx_status s = nn_checkpoint_save(net, &r->p, ck);
+        sx_status s = run_save(r);
         *t0 += sx_seconds() - c0;
         SX_TRY(s);
     }
     if (!interrupted)
         return SX_OK;
     if (ck != NULL)
-        SX_TRY(nn_checkpoint_save(net, &r->p, ck));
+        SX_TRY(run_save(r));
     return sx_error(SX_E_INTERRUPTED, "%s: interrupted at step %lld%s%s", r->who,
                     (long long)net->step, ck ? "; checkpoint written to " : "", ck ? ck : "");
 }
@@ -555,6 +562,13 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
         progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, eta);
         if ((s = run_after_step(r, &t0)) != SX_OK)
             break;
+        sx_nn_step_info info = {
+            net->step, net->epoch + 1, i, r->per_epoch, count, loss, *loss_sum / (double)*seen,
+            r->lr};
+        if (r->fit != NULL && nn_fit_step(r->fit, &info)) {
+            r->stop = r->stop_now = true;
+            break;
+        }
     }
     r->train_time += sx_seconds() - t0;
     return s;
@@ -568,11 +582,24 @@ static sx_status run_epoch(run *r)
     double loss_sum = 0, t0 = r->train_time;
     int64_t seen = 0;
     SX_TRY(run_epoch_batches(r, &loss_sum, &seen));
+    /* the callback stopped mid-epoch: no epoch end, a mid-epoch checkpoint */
+    if (r->stop_now && net->epoch_step < r->per_epoch)
+        return r->p.checkpoint_path != NULL ? run_save(r) : SX_OK;
     net->epoch++;
     net->epoch_step = 0;
     r->rep.last_loss = seen > 0 ? loss_sum / (double)seen : 0;
+    /* sx_nn_fit's epoch end first: its state is saved with the checkpoint */
+    double watched = r->rep.last_loss;
+    bool higher_better = false;
+    if (r->fit != NULL) {
+        SX_TRY(nn_fit_epoch_end(r->fit, r->model, r->rep.last_loss, r->train_time - t0, r->lr,
+                                &r->stop));
+        nn_fit_last_metric(r->fit, &watched, &higher_better);
+    }
+    nn_plateau_epoch(&r->p.schedule, &r->plateau_lr, &r->plateau_best, &r->plateau_bad, watched,
+                     higher_better, r->p.verbose);
     if (r->p.checkpoint_path != NULL && r->p.checkpoint_every == 0)
-        SX_TRY(nn_checkpoint_save(net, &r->p, r->p.checkpoint_path));
+        SX_TRY(run_save(r));
     if (r->test != NULL) {
         /* the training graph is idle: the evaluation plans in its arena */
         SX_TRY(nn_evaluate(net, r->test, r->p.batch, r->model, &r->rep.test_accuracy));
@@ -580,14 +607,6 @@ static sx_status run_epoch(run *r)
             fprintf(stderr, "epoch %lld: loss %.4f, test accuracy %.2f%%\n", (long long)net->epoch,
                     r->rep.last_loss, 100 * r->rep.test_accuracy);
     }
-    double watched = r->rep.last_loss;
-    bool higher_better = false;
-    if (r->fit != NULL) {
-        SX_TRY(nn_fit_epoch_end(r->fit, r->model, r->rep.last_loss, r->train_time - t0, &r->stop));
-        nn_fit_last_metric(r->fit, &watched, &higher_better);
-    }
-    nn_plateau_epoch(&r->p.schedule, &r->plateau_lr, &r->plateau_best, &r->plateau_bad, watched,
-                     higher_better, r->p.verbose);
     return SX_OK;
 }
 
@@ -659,11 +678,13 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
     r.rep.test_accuracy = -1;
     SX_TRY(check_params(who, &r.p));
     SX_TRY(nn_fit_check(who, net, &fp, train, val));
-    sx_status s = nn_fit_new(net, &fp, val, &r.fit);
+    sx_status s = nn_fit_new(net, &fp, train, val, &r.fit);
     if (s == SX_OK)
         s = run_start_source(&r, train, &fp.augment);
     if (s == SX_OK)
         s = run_start(&r);
+    if (s == SX_OK)
+        s = nn_fit_resume(r.fit);
     s = run_loop(&r, s, NULL);
     sx_status f = nn_fit_finish(r.fit, s == SX_OK, history);
     nn_fit_free(r.fit);

@@ -1489,6 +1489,34 @@ static int gen_softmax_xent(gen *G, sx_cg_op op, int dom)
     return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
 }
 
+/* batch norm (issue 18) over a node's last axis: the statistics of the node itself (as a network
+ * uses them), gamma and beta new leaves, dy a new leaf of x's shape. */
+static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
+{
+    (void)dom;
+    int in[4];
+    in[0] = g_pick(G);
+    const dt_node *x = gn(G, in[0]);
+    if (x->rank == 0)
+        return -1;
+    int64_t c = x->shape[x->rank - 1];
+    int rank = x->rank;
+    int64_t shape[SX_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    in[1] = g_op(G, SX_OP_BATCH_NORM_STATS, 1, in, NULL);
+    if (op == SX_OP_BATCH_NORM_STATS || in[1] < 0)
+        return in[1];
+    if (op == SX_OP_BATCH_NORM_SUMS) {
+        in[2] = g_of_shape(G, rank, shape, -1, 1);
+        return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
+    }
+    in[2] = g_of_shape(G, 1, &c, 0.5, 1.5);
+    in[3] = g_of_shape(G, 1, &c, -1, 1);
+    sx_cg_attr at = sx_cg_attr_default();
+    at.alpha = 1e-2;
+    return in[2] < 0 || in[3] < 0 ? -1 : g_op(G, op, 4, in, &at);
+}
+
 /* dropout_mask times a node of its shape (the mask alone is a constant). */
 static int gen_dropout_mask(gen *G, sx_cg_op op, int dom)
 {
@@ -1576,102 +1604,82 @@ static int gen_seq(gen *G, sx_cg_op op, int dom)
     return g_bin(G, op, g_pick(G), gb(G, G->p->n));
 }
 
+/* ---------------------------------------------------------------- ops from their samples */
+
+/* A leaf of a sample's graph as a program leaf with its values: an input or parameter when the
+ * sample differentiates with respect to it, a constant, or else an index leaf. */
+static int sample_leaf(gen *G, const os_sample *s, const sx_cg_node *n)
+{
+    const sx_tensor *t = sx_cg_value(n);
+    double v[DT_MAX_SIZE];
+    if (t == NULL || t->size > DT_MAX_SIZE)
+        return -1;
+    for (int64_t k = 0; k < t->size; k++)
+        v[k] = sx_tensor_get(t, k);
+    sx_cg_op op = sx_cg_node_op(n);
+    dt_kind kind = op == SX_OP_CONST ? DT_CONST : DT_INDEX;
+    for (int i = 0; i < s->n_leaves; i++)
+        if (s->leaf[i] == n && s->wrt[i])
+            kind = op == SX_OP_PARAM ? DT_PARAM : DT_INPUT;
+    return g_leaf_vals(G, kind, t->rank, t->shape, v);
+}
+
+/* SAMPLE(w): the op as its own sample builds it (opsamples.c: a random variant, in the program's
+ * dtype), copied into the program node by node (leaves with the sample's values, ops with its
+ * attributes); the program then composes other ops on the result. A variant with a node above
+ * DT_MAX_SIZE elements is refused. For ops that need no generator of their own. */
+static int gen_sample(gen *G, sx_cg_op op, int dom)
+{
+    (void)dom;
+    const int start = G->p->n, saved_out = G->p->out;
+    sx_cg_graph *sg = NULL;
+    if (sx_cg_graph_new(SX_CG_LAZY, G->p->dt, &sg) != SX_OK)
+        return -1;
+    os_sample s;
+    int idx[DT_MAX_NODES], last = -1;
+    uint64_t seed = sx_rng_u64(&G->rng);
+    sx_cg_node *out = os_build(sg, op, G->p->dt, seed, gb(G, os_ops[op].n_variants), &s);
+    int64_t size = sx_cg_graph_size(sg);
+    bool ok = out != NULL && size <= DT_MAX_NODES && sx_cg_eval(sg, 1, &out) == SX_OK;
+    for (int64_t i = 0; ok && i < size; i++) {
+        sx_cg_node *n = sx_cg_graph_node(sg, i);
+        idx[i] = -1;
+        if (n == NULL)
+            continue;
+        int n_in = sx_cg_node_n_inputs(n), in[DT_MAX_IN];
+        if (sx_cg_op_flags(sx_cg_node_op(n)) & SX_OPF_LEAF) {
+            last = sample_leaf(G, &s, n);
+        } else if (n_in <= DT_MAX_IN) {
+            for (int k = 0; k < n_in; k++)
+                in[k] = idx[sx_cg_node_id(sx_cg_node_input(n, k))];
+            last = g_op(G, sx_cg_node_op(n), n_in, in, sx_cg_node_attr(n));
+        } else {
+            last = -1;
+        }
+        idx[i] = last;
+        ok = last >= 0 && n != out;
+    }
+    sx_cg_graph_free(sg);
+    if (last < 0 || G->p->node[last].op != op) {
+        pop_to(G->p, start);
+        G->p->out = saved_out;
+        return -1;
+    }
+    return last;
+}
+
 /* ---------------------------------------------------------------- the op table */
 
-/* DT_<name>: generator, weight, domain; or EXCLUDED(reason). Leaves are made by every
- * generator (LEAF). A row of sx_ops.def without its DT_<name> does not compile. */
+/* The rows DT_<name> (beside each op's sample in opsamples.c, which this file includes):
+ * generator, weight, domain; or EXCLUDED(reason). Leaves are made by every generator (LEAF).
+ * A row of sx_ops.def without its DT_<name> does not compile. The macros below spell them. */
 #define EXCLUDED(why) NULL, 0, 0, why
 #define LEAF NULL, 0, 0, NULL
 #define UN(dom) gen_unary, 2, dom, NULL
 #define BIN(dom) gen_binary, 3, dom, NULL
 #define FOLD(dom) gen_fold, 2, dom, NULL
 #define GEN(fn, w) fn, w, 0, NULL
-
-#define DT_const LEAF
-#define DT_input LEAF
-#define DT_param LEAF
-#define DT_add gen_binary, 6, DOMB_ANY, NULL
-#define DT_sub BIN(DOMB_ANY)
-#define DT_mul gen_binary, 5, DOMB_ANY, NULL
-#define DT_div BIN(DOMB_DIV)
-#define DT_pow gen_binary, 5, DOMB_POW, NULL
-#define DT_min BIN(DOMB_TIE)
-#define DT_max gen_binary, 4, DOMB_TIE, NULL
-#define DT_atan2 BIN(DOMB_ATAN2)
-#define DT_eq gen_binary, 1, DOMB_TIE, NULL
-#define DT_ne gen_binary, 1, DOMB_TIE, NULL
-#define DT_lt gen_binary, 1, DOMB_TIE, NULL
-#define DT_le gen_binary, 1, DOMB_TIE, NULL
-#define DT_gt gen_binary, 1, DOMB_TIE, NULL
-#define DT_ge gen_binary, 1, DOMB_TIE, NULL
-#define DT_fma gen_fma, 3, DOMB_ANY, NULL
-#define DT_where gen_where, 3, DOMB_WHERE, NULL
-#define DT_sum FOLD(DOMF_NONE)
-#define DT_mean FOLD(DOMF_NONE)
-#define DT_prod FOLD(DOMF_NONE)
-#define DT_reduce_max FOLD(DOMF_MAX)
-#define DT_reduce_min FOLD(DOMF_MAX)
-#define DT_argmax FOLD(DOMF_MAX)
-#define DT_argmin FOLD(DOMF_MAX)
-#define DT_l1norm FOLD(DOMF_L1)
-#define DT_l2norm FOLD(DOMF_L2)
-#define DT_logsumexp FOLD(DOMF_NONE)
-#define DT_repeat GEN(gen_repeat, 2)
-#define DT_tile GEN(gen_repeat, 2)
-#define DT_broadcast GEN(gen_broadcast, 2)
-#define DT_reshape GEN(gen_reshape, 2)
-#define DT_identity GEN(gen_identity, 1)
-#define DT_slice GEN(gen_slice, 2)
-#define DT_unslice GEN(gen_unslice, 2)
-#define DT_concat GEN(gen_concat, 2)
-#define DT_permute GEN(gen_permute, 2)
-#define DT_pad GEN(gen_pad, 2)
-#define DT_one_hot GEN(gen_one_hot, 1)
-#define DT_gather GEN(gen_gather, 2)
-#define DT_scatter_add GEN(gen_scatter_add, 2)
-#define DT_matmul GEN(gen_matmul, 8)
-#define DT_dot GEN(gen_dot, 2)
-#define DT_conv2d GEN(gen_conv2d, 2)
-#define DT_conv2d_backward_input GEN(gen_conv2d_backward_input, 2)
-#define DT_conv2d_backward_kernel GEN(gen_conv2d_backward_kernel, 2)
-#define DT_maxpool2d GEN(gen_pool, 2)
-#define DT_maxpool2d_backward GEN(gen_pool_backward, 2)
-#define DT_avgpool2d GEN(gen_pool, 2)
-#define DT_avgpool2d_backward GEN(gen_avgpool2d_backward, 2)
-#define DT_softmax GEN(gen_softmax, 2)
-#define DT_log_softmax GEN(gen_softmax, 2)
-#define DT_softmax_backward GEN(gen_softmax_backward, 2)
-#define DT_log_softmax_backward GEN(gen_softmax_backward, 2)
-#define DT_softmax_xent GEN(gen_softmax_xent, 2)
-#define DT_softmax_xent_backward GEN(gen_softmax_xent, 2)
-#define DT_dropout_mask GEN(gen_dropout_mask, 1)
-#define DT_inv GEN(gen_linalg, 1)
-#define DT_solve GEN(gen_solve, 1)
-#define DT_det GEN(gen_linalg, 1)
-#define DT_logdet GEN(gen_linalg, 1)
-#define DT_cholesky GEN(gen_linalg, 1)
-#define DT_qr_q GEN(gen_linalg, 1)
-#define DT_qr_r GEN(gen_linalg, 1)
-#define DT_svd_s GEN(gen_linalg, 1)
-#define DT_eigh_w GEN(gen_linalg, 1)
-#define DT_eigh_v GEN(gen_linalg, 1)
-#define DT_assign                                                                                  \
-    EXCLUDED("mutates a parameter: its value depends on evaluation order, no gradient")
-#define DT_seq GEN(gen_seq, 1)
-#define DT_fused                                                                                   \
-    EXCLUDED("made by element-wise fusion after differentiation; no gradient rule (the modes "     \
-             "family meets it through sx_cg_optimise)")
-#define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, emitted by optim/")
-#define DT_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_adagrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_adam_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_adamw_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_amsgrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_rmsprop_centered_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_momentum_dampened_update EXCLUDED("fused optimiser step: mutates parameters and state")
-#define DT_matmul_update EXCLUDED("fused optimiser step made by the gemm-update pass: mutates")
-#define DT_maxpool2d_relu_backward GEN(gen_pool_backward, 2)
+#define SAMPLE(w) gen_sample, w, 0, NULL
 
 typedef struct gen_row {
     gen_fn *fn;
@@ -3072,6 +3080,22 @@ static const char *const op_eval[SX_OP_COUNT] = {
 #undef X
 };
 
+/* The C name of a padding mode, for reproducers. */
+static const char *padding_name(sx_padding p)
+{
+    switch (p) {
+    case SX_PAD_VALID:
+        return "SX_PAD_VALID";
+    case SX_PAD_SAME:
+        return "SX_PAD_SAME";
+    case SX_PAD_SAME_LOWER:
+        return "SX_PAD_SAME_LOWER";
+    case SX_PAD_EXPLICIT:
+        return "SX_PAD_EXPLICIT";
+    }
+    return "(sx_padding)-1";
+}
+
 static void print_attr(FILE *o, int i, const dt_node *d, const dt_prog *p)
 {
     const sx_cg_attr *a = &d->attr;
@@ -3104,16 +3128,24 @@ static void print_attr(FILE *o, int i, const dt_node *d, const dt_prog *p)
             F(true, "slice[%d] = (sx_slice){%lld, %lld, %lld}", k, (long long)s->start,
               s->stop == SX_SLICE_END ? -1LL : (long long)s->stop, (long long)s->step);
     }
-    if (a->conv.stride_h != 0)
-        F(true, "conv = (sx_conv2d_params){.stride_h = %d, .stride_w = %d, .padding = %s}",
-          a->conv.stride_h, a->conv.stride_w,
-          a->conv.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
-    if (a->pool.kernel_h != 0)
+    const sx_conv2d_params *c = &a->conv;
+    if (c->stride_h != 0)
+        F(true,
+          "conv = (sx_conv2d_params){.stride_h = %d, .stride_w = %d, .padding = %s, .pad_top = "
+          "%d, .pad_bottom = %d, .pad_left = %d, .pad_right = %d, .dilation_h = %d, .dilation_w "
+          "= %d, .groups = %d, .output_padding_h = %d, .output_padding_w = %d}",
+          c->stride_h, c->stride_w, padding_name(c->padding), c->pad_top, c->pad_bottom,
+          c->pad_left, c->pad_right, c->dilation_h, c->dilation_w, c->groups, c->output_padding_h,
+          c->output_padding_w);
+    const sx_pool2d_params *q = &a->pool;
+    if (q->kernel_h != 0)
         F(true,
           "pool = (sx_pool2d_params){.kernel_h = %d, .kernel_w = %d, .stride_h = %d, .stride_w = "
-          "%d, .padding = %s}",
-          a->pool.kernel_h, a->pool.kernel_w, a->pool.stride_h, a->pool.stride_w,
-          a->pool.padding == SX_PAD_SAME ? "SX_PAD_SAME" : "SX_PAD_VALID");
+          "%d, .padding = %s, .pad_top = %d, .pad_bottom = %d, .pad_left = %d, .pad_right = %d, "
+          ".dilation_h = %d, .dilation_w = %d, .ceil_mode = %d, .count_include_pad = %d}",
+          q->kernel_h, q->kernel_w, q->stride_h, q->stride_w, padding_name(q->padding), q->pad_top,
+          q->pad_bottom, q->pad_left, q->pad_right, q->dilation_h, q->dilation_w, q->ceil_mode,
+          q->count_include_pad);
 #undef F
 }
 

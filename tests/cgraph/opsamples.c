@@ -1,7 +1,12 @@
 /* opsamples.c: the sample generators of opsamples.h, one per row of sx_ops.def. Values are drawn
  * in double from the caller's generator and rounded to the sample's dtype, so f32 and f64
  * samples of one seed hold the same numbers. Each generator is preceded by its SPEC_<name>:
- * n_variants, how the op is differentiable, and the finite-difference step and tolerance (f64).
+ * n_variants, how the op is differentiable, and the finite-difference step and tolerance (f64);
+ * and by its DT_<name>, the op's row in the differential tester (difftest.c, which includes this
+ * file and spells the row's macros): the generator that composes the op into random programs
+ * (difftest.c's gen_*), its weight and its domain, or EXCLUDED(reason). A row without its SPEC_
+ * or DT_ does not compile. The unary element-wise rows have no DT_: their tester row comes from
+ * their sx_map.def row (its domain column).
  * Test files include this file (#include "opsamples.c"): one executable per test file. */
 #include "opsamples.h"
 
@@ -241,6 +246,7 @@ static sx_cg_node *in_symmetric(ctx *c, int n, const double *w)
 static const shp leaf_shapes[] = {{0, {0}}, {1, {5}}, {2, {2, 3}}};
 
 #define SPEC_const 3, OS_NONE, 0, 0
+#define DT_const LEAF
 static sx_cg_node *sample_const(GEN_ARGS)
 {
     CTX;
@@ -258,6 +264,7 @@ static sx_cg_node *sample_const(GEN_ARGS)
 
 /* input and param: the identity of a leaf (d out / d leaf = I) */
 #define SPEC_input 3, OS_SMOOTH, 1e-6, 1e-6
+#define DT_input LEAF
 static sx_cg_node *sample_input(GEN_ARGS)
 {
     CTX;
@@ -265,6 +272,7 @@ static sx_cg_node *sample_input(GEN_ARGS)
 }
 
 #define SPEC_param 3, OS_SMOOTH, 1e-6, 1e-6
+#define DT_param LEAF
 static sx_cg_node *sample_param(GEN_ARGS)
 {
     CTX;
@@ -394,35 +402,49 @@ static sx_cg_node *binary(ctx *c, int v, binary_fn f, vkind ka, double a0, doubl
     }
 
 #define SPEC_add N_BINARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_add gen_binary, 6, DOMB_ANY, NULL
 BINARY_SAMPLE(add, V_UNIFORM, -2, 2, V_UNIFORM, -2, 2, true)
 #define SPEC_sub N_BINARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_sub BIN(DOMB_ANY)
 BINARY_SAMPLE(sub, V_UNIFORM, -2, 2, V_UNIFORM, -2, 2, true)
 #define SPEC_mul N_BINARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_mul gen_binary, 5, DOMB_ANY, NULL
 BINARY_SAMPLE(mul, V_UNIFORM, -2, 2, V_UNIFORM, -2, 2, true)
 #define SPEC_div N_BINARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_div BIN(DOMB_DIV)
 BINARY_SAMPLE(div, V_UNIFORM, -2, 2, V_AWAY, 0.5, 2, true)
 #define SPEC_pow N_BINARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_pow gen_binary, 5, DOMB_POW, NULL
 BINARY_SAMPLE(pow, V_UNIFORM, 0.5, 2, V_UNIFORM, -2, 2, true) /* positive base */
 /* max/min: two lattices 0.1 apart never tie */
 #define SPEC_min N_BINARY, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_min BIN(DOMB_TIE)
 BINARY_SAMPLE(min, V_LATTICE, -2, 0, V_LATTICE, -1.9, 0, true)
 #define SPEC_max N_BINARY, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_max gen_binary, 4, DOMB_TIE, NULL
 BINARY_SAMPLE(max, V_LATTICE, -2, 0, V_LATTICE, -1.9, 0, true)
 /* atan2(a, b): a away from 0 keeps clear of the branch cut (a = 0, b < 0) */
 #define SPEC_atan2 N_BINARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_atan2 BIN(DOMB_ATAN2)
 BINARY_SAMPLE(atan2, V_AWAY, 0.3, 2, V_UNIFORM, -2, 2, true)
 /* comparisons: small integers, so that ties occur (and finite differences do not apply) */
 #define SPEC_eq N_BINARY, OS_NONE, 1e-6, 0
+#define DT_eq gen_binary, 1, DOMB_TIE, NULL
 BINARY_SAMPLE(eq, V_INT, -1, 1, V_INT, -1, 1, false)
 #define SPEC_ne N_BINARY, OS_NONE, 1e-6, 0
+#define DT_ne gen_binary, 1, DOMB_TIE, NULL
 BINARY_SAMPLE(ne, V_INT, -1, 1, V_INT, -1, 1, false)
 #define SPEC_lt N_BINARY, OS_NONE, 1e-6, 0
+#define DT_lt gen_binary, 1, DOMB_TIE, NULL
 BINARY_SAMPLE(lt, V_INT, -1, 1, V_INT, -1, 1, false)
 #define SPEC_le N_BINARY, OS_NONE, 1e-6, 0
+#define DT_le gen_binary, 1, DOMB_TIE, NULL
 BINARY_SAMPLE(le, V_INT, -1, 1, V_INT, -1, 1, false)
 #define SPEC_gt N_BINARY, OS_NONE, 1e-6, 0
+#define DT_gt gen_binary, 1, DOMB_TIE, NULL
 BINARY_SAMPLE(gt, V_INT, -1, 1, V_INT, -1, 1, false)
 #define SPEC_ge N_BINARY, OS_NONE, 1e-6, 0
+#define DT_ge gen_binary, 1, DOMB_TIE, NULL
 BINARY_SAMPLE(ge, V_INT, -1, 1, V_INT, -1, 1, false)
 
 /* Three-way broadcasting for fma and where. */
@@ -434,6 +456,7 @@ static const shp ternary_shapes[][3] = {
 #define N_TERNARY 5
 
 #define SPEC_fma N_TERNARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_fma gen_fma, 3, DOMB_ANY, NULL
 static sx_cg_node *sample_fma(GEN_ARGS)
 {
     CTX;
@@ -444,6 +467,7 @@ static sx_cg_node *sample_fma(GEN_ARGS)
 
 /* where(cond, a, b): linear in a and b; the condition (0/1) is not differentiated */
 #define SPEC_where N_TERNARY, OS_SMOOTH, 1e-6, 1e-6
+#define DT_where gen_where, 3, DOMB_WHERE, NULL
 static sx_cg_node *sample_where(GEN_ARGS)
 {
     CTX;
@@ -485,24 +509,34 @@ static sx_cg_node *fold(ctx *c, int v, fold_fn f, vkind k, double a, double b)
     }
 
 #define SPEC_sum N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+#define DT_sum FOLD(DOMF_NONE)
 FOLD_SAMPLE(sum, V_UNIFORM, -2, 2)
 #define SPEC_mean N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+#define DT_mean FOLD(DOMF_NONE)
 FOLD_SAMPLE(mean, V_UNIFORM, -2, 2)
 #define SPEC_prod N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+#define DT_prod FOLD(DOMF_NONE)
 FOLD_SAMPLE(prod, V_AWAY, 0.6, 1.4) /* no zeros; products stay near 1 */
 #define SPEC_reduce_max N_FOLD, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_reduce_max FOLD(DOMF_MAX)
 FOLD_SAMPLE(reduce_max, V_DISTINCT, -2, 2)
 #define SPEC_reduce_min N_FOLD, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_reduce_min FOLD(DOMF_MAX)
 FOLD_SAMPLE(reduce_min, V_DISTINCT, -2, 2)
 #define SPEC_argmax N_FOLD, OS_NONE, 1e-6, 0
+#define DT_argmax FOLD(DOMF_MAX)
 FOLD_SAMPLE(argmax, V_DISTINCT, -2, 2)
 #define SPEC_argmin N_FOLD, OS_NONE, 1e-6, 0
+#define DT_argmin FOLD(DOMF_MAX)
 FOLD_SAMPLE(argmin, V_DISTINCT, -2, 2)
 #define SPEC_l1norm N_FOLD, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_l1norm FOLD(DOMF_L1)
 FOLD_SAMPLE(l1norm, V_AWAY, 0.1, 2)
 #define SPEC_l2norm N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+#define DT_l2norm FOLD(DOMF_L2)
 FOLD_SAMPLE(l2norm, V_AWAY, 0.1, 2) /* with no axis it is |x|: away from 0 */
 #define SPEC_logsumexp N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+#define DT_logsumexp FOLD(DOMF_NONE)
 FOLD_SAMPLE(logsumexp, V_UNIFORM, -3, 3)
 
 /* ---------------------------------------------------------------- layout (all linear) */
@@ -517,6 +551,7 @@ static const struct {
 #define N_REPEAT 6
 
 #define SPEC_repeat N_REPEAT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_repeat GEN(gen_repeat, 2)
 static sx_cg_node *sample_repeat(GEN_ARGS)
 {
     CTX;
@@ -524,6 +559,7 @@ static sx_cg_node *sample_repeat(GEN_ARGS)
 }
 
 #define SPEC_tile N_REPEAT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_tile GEN(gen_repeat, 2)
 static sx_cg_node *sample_tile(GEN_ARGS)
 {
     CTX;
@@ -535,6 +571,7 @@ static const shp broadcast_cases[][2] = {
     {{2, {2, 3}}, {2, {2, 3}}},    {{1, {1}}, {2, {3, 0}}},
 };
 #define SPEC_broadcast 5, OS_SMOOTH, 1e-6, 1e-6
+#define DT_broadcast GEN(gen_broadcast, 2)
 static sx_cg_node *sample_broadcast(GEN_ARGS)
 {
     CTX;
@@ -547,6 +584,7 @@ static const shp reshape_cases[][2] = {
     {{0, {0}}, {2, {1, 1}}},    {{2, {0, 3}}, {2, {3, 0}}},
 };
 #define SPEC_reshape 5, OS_SMOOTH, 1e-6, 1e-6
+#define DT_reshape GEN(gen_reshape, 2)
 static sx_cg_node *sample_reshape(GEN_ARGS)
 {
     CTX;
@@ -556,6 +594,7 @@ static sx_cg_node *sample_reshape(GEN_ARGS)
 
 /* identity has no named constructor: the generic one */
 #define SPEC_identity 3, OS_SMOOTH, 1e-6, 1e-6
+#define DT_identity GEN(gen_identity, 1)
 static sx_cg_node *sample_identity(GEN_ARGS)
 {
     CTX;
@@ -577,6 +616,7 @@ static const struct {
 #define N_SLICE 5
 
 #define SPEC_slice N_SLICE, OS_SMOOTH, 1e-6, 1e-6
+#define DT_slice GEN(gen_slice, 2)
 static sx_cg_node *sample_slice(GEN_ARGS)
 {
     CTX;
@@ -585,6 +625,7 @@ static sx_cg_node *sample_slice(GEN_ARGS)
 
 /* unslice: the input has the slice's shape inside the full shape of the slice case */
 #define SPEC_unslice N_SLICE, OS_SMOOTH, 1e-6, 1e-6
+#define DT_unslice GEN(gen_unslice, 2)
 static sx_cg_node *sample_unslice(GEN_ARGS)
 {
     CTX;
@@ -606,6 +647,7 @@ static const struct {
     {2, 0, {{2, {0, 2}}, {2, {3, 2}}}},
 };
 #define SPEC_concat 5, OS_SMOOTH, 1e-6, 1e-6
+#define DT_concat GEN(gen_concat, 2)
 static sx_cg_node *sample_concat(GEN_ARGS)
 {
     CTX;
@@ -625,6 +667,7 @@ static const struct {
     {{4, {2, 3, 1, 2}}, {3, 1, 0, 2}}, {{3, {2, 3, 4}}, {0, 2, 1}},
 };
 #define SPEC_permute 5, OS_SMOOTH, 1e-6, 1e-6
+#define DT_permute GEN(gen_permute, 2)
 static sx_cg_node *sample_permute(GEN_ARGS)
 {
     CTX;
@@ -644,6 +687,7 @@ static const struct {
     {{2, {0, 2}}, {1, 0}, {0, 1}, 3},
 };
 #define SPEC_pad 5, OS_SMOOTH, 1e-6, 1e-6
+#define DT_pad GEN(gen_pad, 2)
 static sx_cg_node *sample_pad(GEN_ARGS)
 {
     CTX;
@@ -657,6 +701,7 @@ static const struct {
     int64_t depth;
 } one_hot_cases[] = {{{1, {5}}, 4}, {{2, {2, 3}}, 3}, {{0, {0}}, 5}, {{1, {0}}, 2}};
 #define SPEC_one_hot 4, OS_NONE, 1e-6, 0
+#define DT_one_hot GEN(gen_one_hot, 1)
 static sx_cg_node *sample_one_hot(GEN_ARGS)
 {
     CTX;
@@ -672,6 +717,7 @@ static const struct {
 } gather_cases[] = {
     {{2, {5, 3}}, 4, 5}, {{1, {6}}, 3, 4}, {{3, {4, 2, 2}}, 6, 3}, {{2, {3, 2}}, 0, 2}};
 #define SPEC_gather 4, OS_SMOOTH, 1e-6, 1e-6
+#define DT_gather GEN(gen_gather, 2)
 static sx_cg_node *sample_gather(GEN_ARGS)
 {
     CTX;
@@ -681,6 +727,7 @@ static sx_cg_node *sample_gather(GEN_ARGS)
 }
 
 #define SPEC_scatter_add 4, OS_SMOOTH, 1e-6, 1e-6
+#define DT_scatter_add GEN(gen_scatter_add, 2)
 static sx_cg_node *sample_scatter_add(GEN_ARGS)
 {
     CTX;
@@ -714,6 +761,7 @@ static const struct {
     {{3, {2, 3, 4}}, {2, {4, 2}}, false, false, {2, {3, 1}}},
 };
 #define SPEC_matmul 12, OS_SMOOTH, 1e-6, 1e-6
+#define DT_matmul GEN(gen_matmul, 8)
 static sx_cg_node *sample_matmul(GEN_ARGS)
 {
     CTX;
@@ -728,6 +776,7 @@ static sx_cg_node *sample_matmul(GEN_ARGS)
 static const shp dot_cases[][2] = {
     {{1, {5}}, {1, {5}}}, {{2, {2, 3}}, {1, {6}}}, {{0, {0}}, {0, {0}}}, {{1, {0}}, {1, {0}}}};
 #define SPEC_dot 4, OS_SMOOTH, 1e-6, 1e-6
+#define DT_dot GEN(gen_dot, 2)
 static sx_cg_node *sample_dot(GEN_ARGS)
 {
     CTX;
@@ -826,6 +875,7 @@ static shp conv_dy(ctx *c, int v, sx_status *st)
 }
 
 #define SPEC_conv2d N_CONV, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv2d GEN(gen_conv2d, 2)
 static sx_cg_node *sample_conv2d(GEN_ARGS)
 {
     CTX;
@@ -834,6 +884,7 @@ static sx_cg_node *sample_conv2d(GEN_ARGS)
 }
 
 #define SPEC_conv2d_backward_input N_CONV, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv2d_backward_input GEN(gen_conv2d_backward_input, 2)
 static sx_cg_node *sample_conv2d_backward_input(GEN_ARGS)
 {
     CTX;
@@ -847,6 +898,7 @@ static sx_cg_node *sample_conv2d_backward_input(GEN_ARGS)
 }
 
 #define SPEC_conv2d_backward_kernel N_CONV, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv2d_backward_kernel GEN(gen_conv2d_backward_kernel, 2)
 static sx_cg_node *sample_conv2d_backward_kernel(GEN_ARGS)
 {
     CTX;
@@ -970,6 +1022,7 @@ static shp pool_dy(ctx *c, int v, sx_status *st)
 
 /* max pooling: distinct inputs, so the maximum of every window is unique */
 #define SPEC_maxpool2d N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_maxpool2d GEN(gen_pool, 2)
 static sx_cg_node *sample_maxpool2d(GEN_ARGS)
 {
     CTX;
@@ -993,18 +1046,21 @@ static sx_cg_node *pool_backward_sample(GEN_ARGS, pool_backward_op *op)
 }
 
 #define SPEC_maxpool2d_backward N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_maxpool2d_backward GEN(gen_pool_backward, 2)
 static sx_cg_node *sample_maxpool2d_backward(GEN_ARGS)
 {
     return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_backward);
 }
 
 #define SPEC_maxpool2d_relu_backward N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+#define DT_maxpool2d_relu_backward GEN(gen_pool_backward, 2)
 static sx_cg_node *sample_maxpool2d_relu_backward(GEN_ARGS)
 {
     return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_relu_backward);
 }
 
 #define SPEC_avgpool2d N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6
+#define DT_avgpool2d GEN(gen_pool, 2)
 static sx_cg_node *sample_avgpool2d(GEN_ARGS)
 {
     CTX;
@@ -1012,6 +1068,7 @@ static sx_cg_node *sample_avgpool2d(GEN_ARGS)
 }
 
 #define SPEC_avgpool2d_backward N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6
+#define DT_avgpool2d_backward GEN(gen_avgpool2d_backward, 2)
 static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
 {
     CTX;
@@ -1021,6 +1078,133 @@ static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
         return fail(c, st);
     return sx_cg_avgpool2d_backward(g, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p,
                                     pool_cases[v].x.d);
+}
+
+/* ---------------------------------------------------------------- transposed convolution */
+
+/* Kernels (kh,kw,c_out/groups,c_in): strides, explicit and SAME pads, output padding, groups
+ * (and one group per channel), dilation, a batch of two; every node within the differential
+ * tester's DT_MAX_SIZE (64 elements). */
+static const struct {
+    shp x, k;
+    sx_conv2d_params p;
+} ct_cases[] = {
+    {{4, {1, 2, 2, 2}}, {4, {3, 3, 2, 2}}, {.stride_h = 1, .stride_w = 1}},
+    {{4, {1, 3, 2, 2}},
+     {4, {2, 3, 2, 2}},
+     {.stride_h = 2,
+      .stride_w = 1,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 1,
+      .pad_left = 1,
+      .pad_right = 1}},
+    {{4, {1, 2, 2, 4}},
+     {4, {2, 2, 1, 4}},
+     {.stride_h = 2, .stride_w = 2, .groups = 2, .output_padding_h = 1, .output_padding_w = 1}},
+    {{4, {1, 3, 3, 2}},
+     {4, {2, 2, 2, 2}},
+     {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME, .dilation_h = 2, .dilation_w = 2}},
+    {{4, {1, 2, 2, 3}},
+     {4, {3, 3, 1, 3}},
+     {.stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_SAME_LOWER,
+      .groups = 3,
+      .output_padding_h = 1,
+      .output_padding_w = 1}},
+    {{4, {1, 2, 2, 2}},
+     {4, {3, 3, 2, 2}},
+     {.stride_h = 2,
+      .stride_w = 2,
+      .padding = SX_PAD_EXPLICIT,
+      .pad_top = 2,
+      .pad_bottom = 1,
+      .pad_left = 1,
+      .pad_right = 2,
+      .dilation_h = 2,
+      .dilation_w = 2,
+      .output_padding_h = 1}},
+    {{4, {2, 2, 2, 1}}, {4, {2, 2, 2, 1}}, {.stride_h = 1, .stride_w = 1}},
+};
+#define N_CT 7
+
+/* The shape of y (and dy) for transposed case v. */
+static shp ct_dy(ctx *c, int v, sx_status *st)
+{
+    shp y = {4, {0}};
+    sx_tensor x = sx_tensor_view(c->dt, 4, ct_cases[v].x.d, no_data);
+    sx_tensor k = sx_tensor_view(c->dt, 4, ct_cases[v].k.d, no_data);
+    *st = sx_conv_transpose2d_shape("opsamples", &x, &k, &ct_cases[v].p, y.d);
+    return y;
+}
+
+#define SPEC_conv_transpose2d N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv_transpose2d SAMPLE(2)
+static sx_cg_node *sample_conv_transpose2d(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, ct_cases[v].x, V_UNIFORM, -1, 1);
+    return sx_cg_conv_transpose2d(g, x, in(c, ct_cases[v].k, V_UNIFORM, -1, 1), &ct_cases[v].p);
+}
+
+#define SPEC_conv_transpose2d_backward_input N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv_transpose2d_backward_input SAMPLE(2)
+static sx_cg_node *sample_conv_transpose2d_backward_input(GEN_ARGS)
+{
+    CTX;
+    sx_status st;
+    shp dys = ct_dy(c, v, &st);
+    if (st != SX_OK)
+        return fail(c, st);
+    sx_cg_node *k = in(c, ct_cases[v].k, V_UNIFORM, -1, 1);
+    return sx_cg_conv_transpose2d_backward_input(g, k, in(c, dys, V_UNIFORM, -1, 1), &ct_cases[v].p,
+                                                 ct_cases[v].x.d);
+}
+
+#define SPEC_conv_transpose2d_backward_kernel N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_conv_transpose2d_backward_kernel SAMPLE(2)
+static sx_cg_node *sample_conv_transpose2d_backward_kernel(GEN_ARGS)
+{
+    CTX;
+    sx_status st;
+    shp dys = ct_dy(c, v, &st);
+    if (st != SX_OK)
+        return fail(c, st);
+    sx_cg_node *x = in(c, ct_cases[v].x, V_UNIFORM, -1, 1);
+    return sx_cg_conv_transpose2d_backward_kernel(g, x, in(c, dys, V_UNIFORM, -1, 1),
+                                                  &ct_cases[v].p, ct_cases[v].k.d);
+}
+
+/* ---------------------------------------------------------------- adaptive average pooling */
+
+/* Output sizes that divide the input and that do not (windows of two sizes, overlapping), one
+ * larger than the input (windows of one cell, repeated), global pooling, a batch of two. */
+static const struct {
+    shp x;
+    int64_t oh, ow;
+} adaptive_cases[] = {
+    {{4, {1, 5, 5, 2}}, 2, 3}, {{4, {2, 4, 6, 1}}, 2, 3}, {{4, {1, 3, 7, 2}}, 4, 3},
+    {{4, {1, 4, 4, 3}}, 1, 1}, {{4, {1, 6, 5, 1}}, 4, 4},
+};
+#define N_ADAPTIVE 5
+
+#define SPEC_adaptive_avgpool2d N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
+#define DT_adaptive_avgpool2d SAMPLE(2)
+static sx_cg_node *sample_adaptive_avgpool2d(GEN_ARGS)
+{
+    CTX;
+    return sx_cg_adaptive_avgpool2d(g, in(c, adaptive_cases[v].x, V_UNIFORM, -2, 2),
+                                    adaptive_cases[v].oh, adaptive_cases[v].ow);
+}
+
+#define SPEC_adaptive_avgpool2d_backward N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
+#define DT_adaptive_avgpool2d_backward SAMPLE(2)
+static sx_cg_node *sample_adaptive_avgpool2d_backward(GEN_ARGS)
+{
+    CTX;
+    shp x = adaptive_cases[v].x,
+        dy = {4, {x.d[0], adaptive_cases[v].oh, adaptive_cases[v].ow, x.d[3]}};
+    return sx_cg_adaptive_avgpool2d_backward(g, in(c, dy, V_UNIFORM, -1, 1), x.d);
 }
 
 /* ---------------------------------------------------------------- softmax family */
@@ -1034,6 +1218,7 @@ static const struct {
 #define N_SOFTMAX 5
 
 #define SPEC_softmax N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define DT_softmax GEN(gen_softmax, 2)
 static sx_cg_node *sample_softmax(GEN_ARGS)
 {
     CTX;
@@ -1041,6 +1226,7 @@ static sx_cg_node *sample_softmax(GEN_ARGS)
 }
 
 #define SPEC_log_softmax N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define DT_log_softmax GEN(gen_softmax, 2)
 static sx_cg_node *sample_log_softmax(GEN_ARGS)
 {
     CTX;
@@ -1050,6 +1236,7 @@ static sx_cg_node *sample_log_softmax(GEN_ARGS)
 /* The backward ops read the forward result y: probabilities, or log-probabilities. Any y is a
  * valid input (the formulas are polynomial in y). */
 #define SPEC_softmax_backward N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define DT_softmax_backward GEN(gen_softmax_backward, 2)
 static sx_cg_node *sample_softmax_backward(GEN_ARGS)
 {
     CTX;
@@ -1059,6 +1246,7 @@ static sx_cg_node *sample_softmax_backward(GEN_ARGS)
 }
 
 #define SPEC_log_softmax_backward N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define DT_log_softmax_backward GEN(gen_softmax_backward, 2)
 static sx_cg_node *sample_log_softmax_backward(GEN_ARGS)
 {
     CTX;
@@ -1072,6 +1260,7 @@ static const shp xent_cases[] = {{2, {4, 5}}, {2, {1, 3}}, {2, {3, 1}}, {2, {0, 
 #define N_XENT 4
 
 #define SPEC_softmax_xent N_XENT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_softmax_xent GEN(gen_softmax_xent, 2)
 static sx_cg_node *sample_softmax_xent(GEN_ARGS)
 {
     CTX;
@@ -1080,6 +1269,7 @@ static sx_cg_node *sample_softmax_xent(GEN_ARGS)
 }
 
 #define SPEC_softmax_xent_backward N_XENT, OS_SMOOTH, 1e-6, 1e-6
+#define DT_softmax_xent_backward GEN(gen_softmax_xent, 2)
 static sx_cg_node *sample_softmax_xent_backward(GEN_ARGS)
 {
     CTX;
@@ -1096,6 +1286,7 @@ static const struct {
     double p;
 } dropout_cases[] = {{{2, {4, 5}}, 0.5}, {{1, {3}}, 0}, {{3, {2, 3, 4}}, 0.25}, {{0, {0}}, 0.9}};
 #define SPEC_dropout_mask 4, OS_NONE, 0, 0
+#define DT_dropout_mask GEN(gen_dropout_mask, 1)
 static sx_cg_node *sample_dropout_mask(GEN_ARGS)
 {
     CTX;
@@ -1114,6 +1305,7 @@ static sx_cg_node *sample_dropout_mask(GEN_ARGS)
 static const int square_sizes[] = {1, 3, 5, 2};
 
 #define SPEC_inv 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_inv GEN(gen_linalg, 1)
 static sx_cg_node *sample_inv(GEN_ARGS)
 {
     CTX;
@@ -1126,6 +1318,7 @@ static const struct {
     shp b;
 } solve_cases[] = {{3, {1, {3}}}, {4, {2, {4, 2}}}, {1, {2, {1, 3}}}};
 #define SPEC_solve 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_solve GEN(gen_solve, 1)
 static sx_cg_node *sample_solve(GEN_ARGS)
 {
     CTX;
@@ -1135,6 +1328,7 @@ static sx_cg_node *sample_solve(GEN_ARGS)
 }
 
 #define SPEC_det 4, OS_SMOOTH, 1e-6, 1e-5
+#define DT_det GEN(gen_linalg, 1)
 static sx_cg_node *sample_det(GEN_ARGS)
 {
     CTX;
@@ -1143,6 +1337,7 @@ static sx_cg_node *sample_det(GEN_ARGS)
 }
 
 #define SPEC_logdet 4, OS_SMOOTH, 1e-6, 1e-5
+#define DT_logdet GEN(gen_linalg, 1)
 static sx_cg_node *sample_logdet(GEN_ARGS)
 {
     CTX;
@@ -1152,6 +1347,7 @@ static sx_cg_node *sample_logdet(GEN_ARGS)
 
 /* cholesky: the symmetric part of an SPD input (eigenvalues in [1, 3)) */
 #define SPEC_cholesky 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_cholesky GEN(gen_linalg, 1)
 static sx_cg_node *sample_cholesky(GEN_ARGS)
 {
     CTX;
@@ -1165,6 +1361,7 @@ static sx_cg_node *sample_cholesky(GEN_ARGS)
 /* qr: full rank (singular values in [1, 3)), tall, square and wide */
 static const int qr_cases[][2] = {{5, 3}, {4, 4}, {3, 5}};
 #define SPEC_qr_q 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_qr_q GEN(gen_linalg, 1)
 static sx_cg_node *sample_qr_q(GEN_ARGS)
 {
     CTX;
@@ -1172,6 +1369,7 @@ static sx_cg_node *sample_qr_q(GEN_ARGS)
 }
 
 #define SPEC_qr_r 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_qr_r GEN(gen_linalg, 1)
 static sx_cg_node *sample_qr_r(GEN_ARGS)
 {
     CTX;
@@ -1181,6 +1379,7 @@ static sx_cg_node *sample_qr_r(GEN_ARGS)
 /* svd_s: distinct singular values, at least 0.5 apart and 1 from zero */
 static const int svd_cases[][2] = {{4, 3}, {3, 5}, {4, 4}, {1, 1}};
 #define SPEC_svd_s 4, OS_SMOOTH, 1e-6, 1e-5
+#define DT_svd_s GEN(gen_linalg, 1)
 static sx_cg_node *sample_svd_s(GEN_ARGS)
 {
     CTX;
@@ -1196,7 +1395,9 @@ static sx_cg_node *sample_svd_s(GEN_ARGS)
  * signs are LAPACK's choice: continuous under small perturbations in practice, which finite
  * differences of eigh_v rely on. */
 #define SPEC_eigh_w 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_eigh_w GEN(gen_linalg, 1)
 #define SPEC_eigh_v 3, OS_SMOOTH, 1e-6, 1e-5
+#define DT_eigh_v GEN(gen_linalg, 1)
 static sx_cg_node *eigh_input(ctx *c, int v)
 {
     double w[8];
@@ -1224,6 +1425,8 @@ static sx_cg_node *sample_eigh_v(GEN_ARGS)
  * write, i.e. value */
 static const shp assign_shapes[] = {{2, {3, 4}}, {0, {0}}};
 #define SPEC_assign 2, OS_NONE, 0, 0
+#define DT_assign                                                                                  \
+    EXCLUDED("mutates a parameter: its value depends on evaluation order, no gradient")
 static sx_cg_node *sample_assign(GEN_ARGS)
 {
     CTX;
@@ -1236,6 +1439,7 @@ static sx_cg_node *sample_assign(GEN_ARGS)
 /* seq(x, after) = x, ordered after `after` (a view): the identity in x */
 static const shp seq_shapes[] = {{2, {3, 4}}, {0, {0}}};
 #define SPEC_seq 2, OS_SMOOTH, 1e-6, 1e-6
+#define DT_seq GEN(gen_seq, 1)
 static sx_cg_node *sample_seq(GEN_ARGS)
 {
     CTX;
@@ -1261,6 +1465,9 @@ static sx_fused_instr fbin(int kind, int op, int a, int b, int cc)
 
 #define REG(k) (-1 - (k)) /* source: the result of instruction k */
 #define SPEC_fused 3, OS_NONE, 0, 0
+#define DT_fused                                                                                   \
+    EXCLUDED("made by element-wise fusion after differentiation; no gradient rule (the modes "     \
+             "family meets it through sx_cg_optimise)")
 static sx_cg_node *sample_fused(GEN_ARGS)
 {
     CTX;
@@ -1324,6 +1531,7 @@ static sx_cg_node *update(ctx *c, int v, sx_cg_op op, int n_states, const sx_cg_
 }
 
 #define SPEC_sgd_update 2, OS_NONE, 0, 0
+#define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, emitted by optim/")
 static sx_cg_node *sample_sgd_update(GEN_ARGS)
 {
     CTX;
@@ -1331,6 +1539,7 @@ static sx_cg_node *sample_sgd_update(GEN_ARGS)
 }
 
 #define SPEC_momentum_update 2, OS_NONE, 0, 0
+#define DT_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_momentum_update(GEN_ARGS)
 {
     CTX;
@@ -1341,6 +1550,7 @@ static sx_cg_node *sample_momentum_update(GEN_ARGS)
 }
 
 #define SPEC_adagrad_update 2, OS_NONE, 0, 0
+#define DT_adagrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_adagrad_update(GEN_ARGS)
 {
     CTX;
@@ -1350,6 +1560,7 @@ static sx_cg_node *sample_adagrad_update(GEN_ARGS)
 }
 
 #define SPEC_rmsprop_update 2, OS_NONE, 0, 0
+#define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_rmsprop_update(GEN_ARGS)
 {
     CTX;
@@ -1361,6 +1572,7 @@ static sx_cg_node *sample_rmsprop_update(GEN_ARGS)
 }
 
 #define SPEC_adam_update 2, OS_NONE, 0, 0
+#define DT_adam_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_adam_update(GEN_ARGS)
 {
     CTX;
@@ -1410,6 +1622,7 @@ static sx_cg_attr adam_coef(void)
 }
 
 #define SPEC_adamw_update 2, OS_NONE, 0, 0
+#define DT_adamw_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_adamw_update(GEN_ARGS)
 {
     CTX;
@@ -1418,6 +1631,7 @@ static sx_cg_node *sample_adamw_update(GEN_ARGS)
 }
 
 #define SPEC_amsgrad_update 2, OS_NONE, 0, 0
+#define DT_amsgrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_amsgrad_update(GEN_ARGS)
 {
     CTX;
@@ -1426,6 +1640,7 @@ static sx_cg_node *sample_amsgrad_update(GEN_ARGS)
 }
 
 #define SPEC_rmsprop_centered_update 2, OS_NONE, 0, 0
+#define DT_rmsprop_centered_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_rmsprop_centered_update(GEN_ARGS)
 {
     CTX;
@@ -1437,6 +1652,7 @@ static sx_cg_node *sample_rmsprop_centered_update(GEN_ARGS)
 }
 
 #define SPEC_momentum_dampened_update 2, OS_NONE, 0, 0
+#define DT_momentum_dampened_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
 {
     CTX;
@@ -1450,6 +1666,7 @@ static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
 /* The step with a matrix-product gradient: (p, states..., a, b, lr). Variants: each update
  * kind with another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */
 #define SPEC_matmul_update 5, OS_NONE, 0, 0
+#define DT_matmul_update EXCLUDED("fused optimiser step made by the gemm-update pass: mutates")
 static sx_cg_node *sample_matmul_update(GEN_ARGS)
 {
     CTX;
@@ -1486,6 +1703,53 @@ static sx_cg_node *sample_matmul_update(GEN_ARGS)
             return NULL;
     return sx_cg_op_new(g, SX_OP_MATMUL_UPDATE, k, ops, &at);
 }
+
+/* ---------------------------------------------------------------- batch norm (issue 18) */
+
+/* x (..., c): a matrix, an NHWC batch, one channel; the statistics an independent input with a
+ * positive variance row */
+static const shp bn_cases[] = {{2, {5, 3}}, {4, {2, 3, 2, 4}}, {2, {4, 1}}};
+#define N_BN 3
+
+static shp bn_rows(int v)
+{
+    return (shp){2, {2, bn_cases[v].d[bn_cases[v].rank - 1]}};
+}
+
+static shp bn_channels(int v)
+{
+    return (shp){1, {bn_cases[v].d[bn_cases[v].rank - 1]}};
+}
+
+#define SPEC_batch_norm_stats N_BN, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_batch_norm_stats(GEN_ARGS)
+{
+    CTX;
+    return sx_cg_batch_norm_stats(g, in(c, bn_cases[v], V_UNIFORM, -2, 2));
+}
+#define DT_batch_norm_stats GEN(gen_batch_norm, 1)
+
+#define SPEC_batch_norm N_BN, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_batch_norm(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
+    sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, 0.3, 1.5);
+    sx_cg_node *gamma = in(c, bn_channels(v), V_UNIFORM, 0.5, 1.5);
+    sx_cg_node *beta = in(c, bn_channels(v), V_UNIFORM, -1, 1);
+    return sx_cg_batch_norm(g, x, st, gamma, beta, v == 1 ? 1e-5 : 0.1);
+}
+#define DT_batch_norm GEN(gen_batch_norm, 2)
+
+#define SPEC_batch_norm_sums N_BN, OS_SMOOTH, 1e-6, 1e-6
+static sx_cg_node *sample_batch_norm_sums(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
+    sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, -1, 1);
+    return sx_cg_batch_norm_sums(g, x, st, in(c, bn_cases[v], V_UNIFORM, -1, 1));
+}
+#define DT_batch_norm_sums GEN(gen_batch_norm, 1)
 
 /* ---------------------------------------------------------------- the table */
 

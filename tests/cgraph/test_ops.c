@@ -302,6 +302,31 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
         free(ws);
         return st;
     }
+    case SX_OP_CONV_TRANSPOSE2D: {
+        size_t bytes = sx_conv_transpose2d_workspace(x[0]->shape, x[1]->shape, &a->conv);
+        ws = xmalloc(bytes);
+        st = sx_tensor_conv_transpose2d_out(x[0], x[1], &a->conv, ws, bytes, out);
+        free(ws);
+        return st;
+    }
+    case SX_OP_CONV_TRANSPOSE2D_BACKWARD_INPUT: {
+        size_t bytes = sx_conv_transpose2d_workspace(out->shape, x[0]->shape, &a->conv);
+        ws = xmalloc(bytes);
+        st = sx_tensor_conv_transpose2d_backward_input_out(x[0], x[1], &a->conv, ws, bytes, out);
+        free(ws);
+        return st;
+    }
+    case SX_OP_CONV_TRANSPOSE2D_BACKWARD_KERNEL: {
+        size_t bytes = sx_conv_transpose2d_workspace(x[0]->shape, out->shape, &a->conv);
+        ws = xmalloc(bytes);
+        st = sx_tensor_conv_transpose2d_backward_kernel_out(x[0], x[1], &a->conv, ws, bytes, out);
+        free(ws);
+        return st;
+    }
+    case SX_OP_ADAPTIVE_AVGPOOL2D:
+        return sx_tensor_adaptive_avgpool2d_out(x[0], out);
+    case SX_OP_ADAPTIVE_AVGPOOL2D_BACKWARD:
+        return sx_tensor_adaptive_avgpool2d_backward_out(x[0], out);
     case SX_OP_MAXPOOL2D:
         return sx_tensor_maxpool2d_out(x[0], &a->pool, out);
     case SX_OP_MAXPOOL2D_BACKWARD:
@@ -320,6 +345,12 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
         return sx_tensor_softmax_backward_out(x[0], x[1], a->axis, out);
     case SX_OP_LOG_SOFTMAX_BACKWARD:
         return sx_tensor_log_softmax_backward_out(x[0], x[1], a->axis, out);
+    case SX_OP_BATCH_NORM_STATS:
+        return sx_tensor_batch_norm_stats_out(x[0], out);
+    case SX_OP_BATCH_NORM:
+        return sx_tensor_batch_norm_out(x[0], x[1], x[2], x[3], a->alpha, out);
+    case SX_OP_BATCH_NORM_SUMS:
+        return sx_tensor_batch_norm_sums_out(x[0], x[1], x[2], out);
     case SX_OP_SOFTMAX_XENT:
         return sx_tensor_softmax_xent_out(x[0], x[1], out);
     case SX_OP_SOFTMAX_XENT_BACKWARD:
@@ -656,6 +687,76 @@ static void conv_plain(int mode, const int64_t *xs, const int64_t *ks, const int
                     }
 }
 
+/* Transposed convolution by its definition (each x pixel scatters into y). mode 0: y from
+ * (x, k); 1: dx from (k, dy); 2: dk from (x, dy). xs (n,h,w,ci), ks (kh,kw,co/groups,ci),
+ * ys (n,oh,ow,co). */
+static void ct_plain(int mode, const int64_t *xs, const int64_t *ks, const int64_t *ys,
+                     const sx_conv2d_params *p, const sx_tensor *A, const sx_tensor *B, double *out,
+                     double *mag)
+{
+    int64_t dh = p->dilation_h > 0 ? p->dilation_h : 1, dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    int64_t groups = p->groups > 0 ? p->groups : 1, cig = xs[3] / groups, cog = ks[2];
+    int64_t pt = 0, pl = 0;
+    if (p->padding == SX_PAD_EXPLICIT) {
+        pt = p->pad_top;
+        pl = p->pad_left;
+    } else if (p->padding != SX_PAD_VALID) { /* SAME: oh = h * sh */
+        int64_t ph = (xs[1] - 1) * p->stride_h + dh * (ks[0] - 1) + 1 + p->output_padding_h - ys[1];
+        int64_t pw = (xs[2] - 1) * p->stride_w + dw * (ks[1] - 1) + 1 + p->output_padding_w - ys[2];
+        pt = p->padding == SX_PAD_SAME_LOWER ? ph - ph / 2 : ph / 2;
+        pl = p->padding == SX_PAD_SAME_LOWER ? pw - pw / 2 : pw / 2;
+    }
+    for (int64_t b = 0; b < xs[0]; b++)
+        for (int64_t iy = 0; iy < xs[1]; iy++)
+            for (int64_t ix = 0; ix < xs[2]; ix++)
+                for (int64_t ky = 0; ky < ks[0]; ky++)
+                    for (int64_t kx = 0; kx < ks[1]; kx++) {
+                        int64_t oy = iy * p->stride_h - pt + ky * dh;
+                        int64_t ox = ix * p->stride_w - pl + kx * dw;
+                        if (oy < 0 || oy >= ys[1] || ox < 0 || ox >= ys[2])
+                            continue;
+                        for (int64_t ci = 0; ci < xs[3]; ci++)
+                            for (int64_t co = 0; co < cog; co++) {
+                                int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + ci;
+                                int64_t ki = ((ky * ks[1] + kx) * ks[2] + co) * ks[3] + ci;
+                                int64_t yi =
+                                    ((b * ys[1] + oy) * ys[2] + ox) * ys[3] + (ci / cig) * cog + co;
+                                int64_t at = mode == 0 ? yi : mode == 1 ? xi : ki;
+                                double v = mode == 0   ? get(A, xi) * get(B, ki)
+                                           : mode == 1 ? get(A, ki) * get(B, yi)
+                                                       : get(A, xi) * get(B, yi);
+                                out[at] += v;
+                                mag[at] += fabs(v);
+                            }
+                    }
+}
+
+/* Adaptive average pooling by its definition: window (i, j) averages rows
+ * [floor(i h / oh), ceil((i + 1) h / oh)) and the columns likewise. mode 0: y from x; 1: dx
+ * from dy. xs (n,h,w,c), ys (n,oh,ow,c). */
+static void adaptive_plain(int mode, const int64_t *xs, const int64_t *ys, const sx_tensor *A,
+                           double *out, double *mag)
+{
+    for (int64_t b = 0; b < xs[0]; b++)
+        for (int64_t i = 0; i < ys[1]; i++)
+            for (int64_t j = 0; j < ys[2]; j++) {
+                int64_t r0 = i * xs[1] / ys[1], r1 = ((i + 1) * xs[1] + ys[1] - 1) / ys[1];
+                int64_t c0 = j * xs[2] / ys[2], c1 = ((j + 1) * xs[2] + ys[2] - 1) / ys[2];
+                double cnt = (double)((r1 - r0) * (c1 - c0));
+                for (int64_t c = 0; c < xs[3]; c++) {
+                    int64_t yi = ((b * ys[1] + i) * ys[2] + j) * ys[3] + c;
+                    for (int64_t r = r0; r < r1; r++)
+                        for (int64_t q = c0; q < c1; q++) {
+                            int64_t xi = ((b * xs[1] + r) * xs[2] + q) * xs[3] + c;
+                            int64_t at = mode == 0 ? yi : xi;
+                            double v = (mode == 0 ? get(A, xi) : get(A, yi)) / cnt;
+                            out[at] += v;
+                            mag[at] += fabs(v);
+                        }
+                }
+            }
+}
+
 /* Pooling by its definition, any padding, dilation, ceil_mode (through ys) and
  * count_include_pad. mode 0: max, 1: avg, 2: max backward (dy to the first maximum of each
  * window), 3: avg backward. */
@@ -784,6 +885,42 @@ static void xent_plain(const sx_tensor *l, const sx_tensor *t, const sx_tensor *
         if (dout == NULL) {
             want[i] = sum;
             mag[i] = ms;
+        }
+    }
+}
+
+/* Batch norm (issue 18) over the last axis of x (m, c), in double: the statistics (two
+ * passes), the normalisation, or the backward sums (op). */
+static void bn_plain(sx_cg_op op, const sx_tensor *const *x, double eps, double *want, double *mag)
+{
+    int64_t c = x[0]->shape[x[0]->rank - 1], m = x[0]->size / c;
+    for (int64_t j = 0; j < c; j++) {
+        double s = 0, q = 0, qm = 0;
+        for (int64_t r = 0; r < m; r++)
+            s += get(x[0], r * c + j);
+        double mean = m > 0 ? s / (double)m : 0;
+        if (op == SX_OP_BATCH_NORM_STATS) {
+            for (int64_t r = 0; r < m; r++) {
+                double d = get(x[0], r * c + j) - mean;
+                q += d * d;
+                qm += fabs(get(x[0], r * c + j)) * fabs(get(x[0], r * c + j));
+            }
+            want[j] = mean, want[c + j] = m > 0 ? q / (double)m : 0;
+            mag[j] = 1 + fabs(mean), mag[c + j] = m > 0 ? qm / (double)m : 0;
+        } else if (op == SX_OP_BATCH_NORM) {
+            double a = get(x[2], j) / sqrt(get(x[1], c + j) + eps);
+            for (int64_t r = 0; r < m; r++) {
+                double v = get(x[0], r * c + j);
+                want[r * c + j] = (v - get(x[1], j)) * a + get(x[3], j);
+                mag[r * c + j] = (fabs(v) + fabs(get(x[1], j))) * fabs(a) + fabs(get(x[3], j));
+            }
+        } else {
+            double s0 = 0, s1 = 0, m0 = 0, m1 = 0;
+            for (int64_t r = 0; r < m; r++) {
+                double g = get(x[2], r * c + j), d = get(x[0], r * c + j) - get(x[1], j);
+                s0 += g, s1 += g * d, m0 += fabs(g), m1 += fabs(g * d);
+            }
+            want[j] = s0, want[c + j] = s1, mag[j] = m0, mag[c + j] = m1;
         }
     }
 }
@@ -1324,6 +1461,21 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_CONV2D_BACKWARD_KERNEL:
         conv_plain(2, x[0]->shape, y->shape, x[1]->shape, &at->conv, x[0], x[1], want, mag);
         break;
+    case SX_OP_CONV_TRANSPOSE2D:
+        ct_plain(0, x[0]->shape, x[1]->shape, y->shape, &at->conv, x[0], x[1], want, mag);
+        break;
+    case SX_OP_CONV_TRANSPOSE2D_BACKWARD_INPUT:
+        ct_plain(1, y->shape, x[0]->shape, x[1]->shape, &at->conv, x[0], x[1], want, mag);
+        break;
+    case SX_OP_CONV_TRANSPOSE2D_BACKWARD_KERNEL:
+        ct_plain(2, x[0]->shape, y->shape, x[1]->shape, &at->conv, x[0], x[1], want, mag);
+        break;
+    case SX_OP_ADAPTIVE_AVGPOOL2D:
+        adaptive_plain(0, x[0]->shape, y->shape, x[0], want, mag);
+        break;
+    case SX_OP_ADAPTIVE_AVGPOOL2D_BACKWARD:
+        adaptive_plain(1, y->shape, x[0]->shape, x[0], want, mag);
+        break;
     case SX_OP_MAXPOOL2D:
     case SX_OP_AVGPOOL2D:
         pool_plain(op == SX_OP_MAXPOOL2D ? 0 : 1, x[0]->shape, y->shape, &at->pool, x[0], NULL,
@@ -1346,6 +1498,11 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_SOFTMAX_BACKWARD:
     case SX_OP_LOG_SOFTMAX_BACKWARD:
         softmax_plain(op, x[0], x[1], at->axis, want, mag);
+        break;
+    case SX_OP_BATCH_NORM_STATS:
+    case SX_OP_BATCH_NORM:
+    case SX_OP_BATCH_NORM_SUMS:
+        bn_plain(op, x, at->alpha, want, mag);
         break;
     case SX_OP_SOFTMAX_XENT:
     case SX_OP_SOFTMAX_XENT_BACKWARD:
@@ -1647,7 +1804,7 @@ static void check_fd(sx_cg_op op)
 
 /* ---------------------------------------------------------------- cost */
 
-/* The flop model (cgraph/cost.c) on every variant: finite and not negative; at least one
+/* The flop model (cgraph/ops/, cost.c) on every variant: finite and not negative; at least one
  * operation per element for element-wise ops; exactly 2 M N K for matrix products and
  * 2 (output pixels) (kernel elements) for the convolutions, recomputed here from the shapes. */
 static void check_cost(sx_cg_op op)

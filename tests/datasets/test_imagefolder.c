@@ -393,3 +393,70 @@ Test(datasets_imagefolder, random_bytes_never_crash)
     free(good[0]);
     free(good[1]);
 }
+
+/* More than 256 class folders: no limit; the labels are kept as 32-bit indices (labels32), the
+ * source's y is i32, and a batch's one-hot row lands on the right class. 300 folders of one
+ * 2x2 PNG each, whose grey level is the class modulo 251. */
+Test(datasets_imagefolder, more_than_256_classes)
+{
+    char root[256], dir[512], file[600];
+    tmp_dir(root, sizeof root);
+    for (int k = 0; k < 300; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%03d", k);
+        sub(dir, sizeof dir, root, name);
+        cr_assert_eq(mkdir(dir, 0700), 0);
+        sub(file, sizeof file, dir, "x.png");
+        uint8_t px[4] = {(uint8_t)(k % 251), 0, 0, 0};
+        write_png(file, 2, 2, PNG_COLOR_TYPE_GRAY, 8, px);
+    }
+    sx_ds_image_folder_params p = {.h = 2, .w = 2, .c = 1, .resize = SX_DS_RESIZE_NEAREST};
+    sx_ds_images *d = NULL;
+    cr_assert_eq(sx_ds_image_folder_load(root, &p, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(d->classes, 300);
+    cr_assert_null(d->labels);
+    cr_assert_not_null(d->labels32);
+    cr_assert_eq(d->labels32[299], 299);
+    cr_assert_eq(d->pixels[299 * 4], 299 % 251);
+    sx_ds_source *s = NULL;
+    cr_assert_eq(sx_ds_source_images(d, &s), SX_OK);
+    cr_assert_eq(sx_ds_source_spec(s)->y_type, SX_DS_I32);
+    cr_assert_str_eq(sx_ds_source_class_name(s, 280), "c280");
+    sx_ds_loader_params lp = sx_ds_loader_params_default();
+    lp.batch_size = 300;
+    lp.shuffle = false;
+    sx_ds_loader *l = NULL;
+    cr_assert_eq(sx_ds_loader_new(s, &lp, &l), SX_OK);
+    sx_tensor *y = tu_zeros(SX_F32, 2, (int64_t[]){300, 300});
+    int64_t count = 0;
+    cr_assert_eq(sx_ds_loader_next(l, NULL, y, &count), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(count, 300);
+    for (int r = 0; r < 300; r += 37)
+        for (int k = 0; k < 300; k++)
+            cr_assert_eq(sx_tensor_get(y, r * 300 + k), k == r ? 1.0 : 0.0);
+    sx_tensor *t = NULL;
+    cr_assert_eq(sx_ds_labels_tensor(d, SX_F64, false, &t), SX_OK);
+    cr_assert_eq(sx_tensor_get(t, 257), 257);
+    sx_tensor_free(t);
+    /* the batcher over the set: one-hot rows past 256 too */
+    sx_ds_batcher_params bp = sx_ds_batcher_params_default();
+    bp.batch_size = 300;
+    bp.shuffle = false;
+    sx_ds_batcher *b = NULL;
+    cr_assert_eq(sx_ds_batcher_new(d, &bp, &b), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_ds_batcher_next(b, NULL, y, &count), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_get(y, 290 * 300 + 290), 1.0);
+    /* a hand-filled set with both label arrays, or the wrong one, is refused */
+    sx_ds_images bad = *d;
+    bad.labels = d->pixels;
+    sx_ds_source *s2 = NULL;
+    cr_assert_eq(sx_ds_source_images(&bad, &s2), SX_E_ARG);
+    cr_assert_null(s2);
+    cr_assert(fx_msg_has("labels32 alone"));
+    sx_ds_batcher_free(b);
+    sx_tensor_free(y);
+    sx_ds_loader_free(l);
+    sx_ds_source_free(s);
+    sx_ds_images_free(d);
+    rm_tree(root);
+}

@@ -308,7 +308,7 @@ Test(nn_fit, history_has_one_row_per_epoch_and_writes_csv)
     char line[256];
     int lines = 0;
     cr_assert(fgets(line, sizeof line, f) != NULL);
-    cr_assert_str_eq(line, "epoch,train_loss,val_loss,val_mse,seconds\n");
+    cr_assert_str_eq(line, "epoch,train_loss,val_loss,val_mse,seconds,train_mse,lr\n");
     lines++;
     while (fgets(line, sizeof line, f) != NULL)
         lines++;
@@ -376,13 +376,25 @@ Test(nn_fit, resume_from_checkpoint_equals_uninterrupted_fit)
     cr_assert_eq(sx_nn_fit(a, &p, s, NULL, NULL), SX_OK, "%s", sx_last_error());
     p.train.epochs = 5;
     cr_assert_eq(sx_nn_fit(b, &p, s, NULL, &h), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(h.n, 2);
-    cr_assert_eq(h.rows[0].epoch, 4);
+    /* the resumed fit reports the whole run: epochs 1..3 from CK.fit, then 4 and 5 */
+    cr_assert_eq(h.n, 5);
+    cr_assert_eq(h.rows[3].epoch, 4);
     p.train.checkpoint_path = NULL;
-    cr_assert_eq(sx_nn_fit(ref, &p, s, NULL, NULL), SX_OK);
+    sx_nn_history hr;
+    cr_assert_eq(sx_nn_fit(ref, &p, s, NULL, &hr), SX_OK);
+    cr_assert_eq(hr.n, 5);
+    for (int64_t i = 0; i < 5; i++) {
+        cr_assert_eq(h.rows[i].epoch, i + 1);
+        cr_assert_eq(h.rows[i].train_loss, hr.rows[i].train_loss, "epoch %lld", (long long)i + 1);
+        cr_assert_eq(h.rows[i].train_metric, hr.rows[i].train_metric);
+    }
+    sx_nn_history_free(&hr);
     cr_assert(same_weights(b, ref));
     cr_assert_not(same_weights(a, ref));
     remove(ck);
+    char st[64];
+    snprintf(st, sizeof st, "%s.fit", ck);
+    remove(st);
     sx_nn_history_free(&h);
     sx_nn_net_free(a);
     sx_nn_net_free(b);

@@ -576,16 +576,29 @@ Test(nn_layers, layers_before_the_input_and_null_networks)
     cr_assert_null(n2);
     cr_assert_eq(sx_nn_net_new("x", SX_F32, 1, NULL), SX_E_ARG);
 
-    /* an empty network, or one without a (batch, classes) output, does not compile */
+    /* an empty network does not compile; one whose output is not (batch, classes) does (issue
+     * 19: per-pixel and multi-dimensional outputs), predicts in its output's shape, and is
+     * refused by what still wants (batch, classes): sx_nn_train's image sets, model files */
     net = net_new(SX_F64, 1);
     sx_nn_model *m = (sx_nn_model *)1;
     cr_assert_neq(sx_nn_compile_infer(net, 2, &m), SX_OK);
     cr_assert_null(m);
     sx_nn_layer *x = input(net, 3, 4, 4, 1);
     (void)x;
-    m = (sx_nn_model *)1;
-    cr_assert_eq(sx_nn_compile_infer(net, 2, &m), SX_E_SHAPE);
-    cr_assert_null(m);
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &m), SX_OK, "%s", sx_last_error());
+    sx_tensor *xin = tu_zeros(SX_F64, 4, (int64_t[]){2, 4, 4, 1});
+    sx_tensor *flat = tu_zeros(SX_F64, 2, (int64_t[]){2, 16});
+    sx_tensor_set(xin, 5, 0.25);
+    cr_assert_eq(sx_nn_model_predict(m, xin, flat), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "(2,4,4,1)") != NULL, "%s", sx_last_error());
+    sx_tensor *yout = tu_zeros(SX_F64, 4, (int64_t[]){2, 4, 4, 1});
+    cr_assert_eq(sx_nn_model_predict(m, xin, yout), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_get(yout, 5), 0.25);
+    sx_nn_model_free(m);
+    cr_assert_eq(sx_nn_save(net, "/tmp/strix_never_written.sxm"), SX_E_STATE);
+    sx_tensor_free(xin);
+    sx_tensor_free(flat);
+    sx_tensor_free(yout);
     cr_assert_eq(sx_nn_compile_infer(net, 0, &m), SX_E_ARG);
     cr_assert_eq(sx_nn_compile_infer(NULL, 2, &m), SX_E_ARG);
     sx_nn_net_free(net);

@@ -449,6 +449,7 @@ static const char *const null_calls[] = {
     "sx_nn_layer_rank",
     "sx_nn_layer_shape",
     "sx_nn_input",
+    "sx_nn_input_add",
     "sx_nn_conv2d",
     "sx_nn_depthwise_conv2d",
     "sx_nn_separable_conv2d",
@@ -457,6 +458,8 @@ static const char *const null_calls[] = {
     "sx_nn_avg_pool2d",
     "sx_nn_global_max_pool",
     "sx_nn_global_avg_pool",
+    "sx_nn_conv_transpose2d",
+    "sx_nn_adaptive_avg_pool2d",
     "sx_nn_dropout",
     "sx_nn_fully_connected",
     "sx_nn_linear",
@@ -481,12 +484,21 @@ static const char *const null_calls[] = {
     "sx_nn_model_graph",
     "sx_nn_model_step",
     "sx_nn_model_predict",
+    "sx_nn_predict_eager",
     "sx_nn_train",
     "sx_nn_evaluate",
     "sx_nn_fit",
     "sx_nn_evaluate_source",
     "sx_nn_history_free",
     "sx_nn_history_write_csv",
+    "sx_nn_predict_source",
+    "sx_nn_history_write_jsonl",
+    "sx_nn_history_write_svg",
+    "sx_nn_checkpoint_save",
+    "sx_nn_checkpoint_load",
+    "sx_nn_net_steps",
+    "sx_nn_net_epochs",
+    "sx_nn_net_epoch_steps",
     "sx_nn_save",
     "sx_nn_load",
     "sx_nn_model_input_rank",
@@ -522,6 +534,7 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_layer_shape(NULL));
 
     cr_assert_null(sx_nn_input(NULL, 3, s3));
+    cr_assert_null(sx_nn_input_add(NULL, 3, s3));
     cr_assert_null(sx_nn_conv2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_depthwise_conv2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_separable_conv2d(NULL, NULL, NULL));
@@ -530,6 +543,8 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_avg_pool2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_global_max_pool(NULL, NULL));
     cr_assert_null(sx_nn_global_avg_pool(NULL, NULL));
+    cr_assert_null(sx_nn_conv_transpose2d(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_adaptive_avg_pool2d(NULL, NULL, 2, 2));
     cr_assert_null(sx_nn_dropout(NULL, NULL, 0.1));
     cr_assert_null(sx_nn_fully_connected(NULL, NULL, 3, SX_ACT_NONE));
     cr_assert_null(sx_nn_linear(NULL, NULL, 3, SX_ACT_NONE));
@@ -578,6 +593,8 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_model_step(NULL, NULL, NULL, 0.1, 1, NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_model_predict(NULL, &t, &t), SX_E_ARG);
     cr_assert_eq(sx_nn_model_predict(NULL, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_predict_eager(NULL, &t, &t), SX_E_ARG);
+    cr_assert_eq(sx_nn_predict_eager(NULL, NULL, NULL), SX_E_ARG);
     sx_ds_images d = {0};
     cr_assert_eq(sx_nn_train(NULL, NULL, NULL, NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_train(NULL, NULL, &d, NULL, NULL), SX_E_ARG);
@@ -593,6 +610,18 @@ static void call_everything_with_null(void)
     sx_nn_history_free(NULL);
     cr_assert_eq(sx_nn_history_write_csv(NULL, "/tmp/x.csv"), SX_E_ARG);
     cr_assert_eq(sx_nn_history_write_csv(&hist, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_history_write_jsonl(NULL, "/tmp/x.jsonl"), SX_E_ARG);
+    cr_assert_eq(sx_nn_history_write_svg(NULL, "/tmp/x.svg", NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_history_write_svg(&hist, NULL, NULL), SX_E_ARG);
+    sx_tensor *pred = (sx_tensor *)1;
+    cr_assert_eq(sx_nn_predict_source(NULL, NULL, NULL, &pred), SX_E_ARG);
+    cr_assert_null(pred);
+    cr_assert_eq(sx_nn_predict_source(NULL, NULL, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_checkpoint_save(NULL, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_checkpoint_load(NULL, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_steps(NULL), -1);
+    cr_assert_eq(sx_nn_net_epochs(NULL), -1);
+    cr_assert_eq(sx_nn_net_epoch_steps(NULL), -1);
     cr_assert_eq(sx_nn_save(NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_save(NULL, "/nonexistent/x"), SX_E_ARG);
     sx_nn_model *ld = (sx_nn_model *)1;

@@ -1,0 +1,104 @@
+/* batch_norm_rules.c: the gradient rules of the batch-norm ops (issue 18; cgraph/batch_norm.c),
+ * one self-contained block. Each is exact for its op's inputs taken as independent (the
+ * statistics too), so the rules compose: the gradient of batch_norm(x, batch_norm_stats(x), ...)
+ * reaches x along both paths. The per-channel work is on (c) vectors; the passes over x are
+ * batch_norm_sums (both reductions in one) and element-wise products and fmas. */
+#include "autodiff_impl.h"
+
+#define IN(i) sx_cg_node_input(y, i)
+
+/* Row r of a (2,c) node, as (c). */
+static sx_cg_node *row(sx_cg_graph *g, sx_cg_node *v, int r)
+{
+    if (v == NULL)
+        return NULL;
+    int64_t c = sx_cg_node_shape(v)[1];
+    sx_slice s[2] = {{r, r + 1, 1}, SX_SLICE_ALL};
+    return sx_cg_reshape(g, sx_cg_slice(g, v, s), 1, &c);
+}
+
+/* (2,c) from two (c) rows. */
+static sx_cg_node *rows(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b)
+{
+    if (a == NULL || b == NULL)
+        return NULL;
+    int64_t s[2] = {1, sx_cg_node_shape(a)[0]};
+    sx_cg_node *in[2] = {sx_cg_reshape(g, a, 2, s), sx_cg_reshape(g, b, 2, s)};
+    return sx_cg_concat(g, 2, in, 0);
+}
+
+static double rows_of(const sx_cg_node *x)
+{
+    int r = sx_cg_node_rank(x);
+    int64_t c = sx_cg_node_shape(x)[r - 1];
+    return c > 0 ? (double)(sx_cg_node_size(x) / c) : 0;
+}
+
+static sx_status done(sx_cg_graph *g, sx_cg_node *y, const bool *need, sx_cg_node **gin)
+{
+    for (int k = 0; k < sx_cg_node_n_inputs(y); k++)
+        if (need[k] && gin[k] == NULL && sx_cg_graph_status(g) != SX_OK)
+            return ad_status(g);
+    return SX_OK;
+}
+
+/* stats = (mean; var) over m rows: dx = G0 / m + G1 2 (x - mean) / m = x k1 + k0 with
+ * k1 = 2 G1 / m, k0 = G0 / m - mean k1 */
+sx_status grad_batch_norm_stats(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                sx_cg_node **gin)
+{
+    if (need[0]) {
+        sx_cg_node *x = IN(0);
+        double m = rows_of(x), inv = m > 0 ? 1 / m : 0;
+        sx_cg_node *k1 = sx_cg_mul_scalar(g, row(g, gy, 1), 2 * inv);
+        sx_cg_node *k0 =
+            sx_cg_sub(g, sx_cg_mul_scalar(g, row(g, gy, 0), inv), sx_cg_mul(g, row(g, y, 0), k1));
+        gin[0] = sx_cg_fma(g, x, k1, k0);
+    }
+    return done(g, y, need, gin);
+}
+
+/* y = (x - mean) a + beta, a = gamma r, r = 1 / sqrt(var + eps); with S0 = sum(gy) and
+ * S1 = sum(gy (x - mean)) (batch_norm_sums): dx = gy a, dmean = -a S0,
+ * dvar = -gamma r^3 S1 / 2, dgamma = r S1, dbeta = S0 */
+sx_status grad_batch_norm(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                          sx_cg_node **gin)
+{
+    sx_cg_node *x = IN(0), *st = IN(1), *gamma = IN(2);
+    sx_cg_node *var = row(g, st, 1);
+    sx_cg_node *r =
+        sx_cg_rsqrt(g, sx_cg_add(g, var, sx_cg_scalar_like(g, var, sx_cg_node_attr(y)->alpha)));
+    sx_cg_node *a = sx_cg_mul(g, gamma, r);
+    sx_cg_node *sums = need[1] || need[2] || need[3] ? sx_cg_batch_norm_sums(g, x, st, gy) : NULL;
+    if (need[0])
+        gin[0] = sx_cg_mul(g, gy, a);
+    if (need[1]) {
+        sx_cg_node *dm = sx_cg_neg(g, sx_cg_mul(g, a, row(g, sums, 0)));
+        sx_cg_node *dv = sx_cg_mul_scalar(
+            g, sx_cg_mul(g, sx_cg_mul(g, a, sx_cg_mul(g, r, r)), row(g, sums, 1)), -0.5);
+        gin[1] = rows(g, dm, dv);
+    }
+    if (need[2])
+        gin[2] = sx_cg_mul(g, r, row(g, sums, 1));
+    if (need[3])
+        gin[3] = row(g, sums, 0);
+    return done(g, y, need, gin);
+}
+
+/* (S0; S1) = (sum dy; sum dy (x - mean)): dx = dy G1, dmean = -G1 S0 (dvar 0),
+ * ddy = G0 + G1 (x - mean) = x G1 + (G0 - mean G1) */
+sx_status grad_batch_norm_sums(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                               sx_cg_node **gin)
+{
+    sx_cg_node *x = IN(0), *st = IN(1), *dy = IN(2);
+    sx_cg_node *g0 = row(g, gy, 0), *g1 = row(g, gy, 1);
+    if (need[0])
+        gin[0] = sx_cg_mul(g, dy, g1);
+    if (need[1]) {
+        int64_t c = sx_cg_node_shape(y)[1];
+        gin[1] = rows(g, sx_cg_neg(g, sx_cg_mul(g, g1, row(g, y, 0))), ad_full(g, y, 1, &c, 0));
+    }
+    if (need[2])
+        gin[2] = sx_cg_fma(g, x, g1, sx_cg_sub(g, g0, sx_cg_mul(g, row(g, st, 0), g1)));
+    return done(g, y, need, gin);
+}

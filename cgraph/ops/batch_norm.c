@@ -1,0 +1,139 @@
+/* batch_norm.c: the batch-norm graph ops (issue 18), one self-contained block: shape rules,
+ * evaluators, costs and constructors of batch_norm_stats, batch_norm and batch_norm_sums (their
+ * gradient rules are in autodiff/batch_norm_rules.c). The kernels:
+ * tensor/batch_norm.c. x (..., c) has its channels last. */
+#include "cgraph_impl.h"
+
+#include <math.h>
+
+#define IN(i) (&n->in[i]->value)
+#define OUT (&n->value)
+
+/* Input i of n has input 0's dtype and, when rank > 0, the shape (c) (rank 1) or (2, c). */
+static sx_status bn_want(sx_cg_node *n, int i, int rank, const char *name)
+{
+    const sx_tensor *x = IN(0), *v = IN(i);
+    if (v->dtype != x->dtype)
+        return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name, sx_dtype_name(v->dtype),
+                        sx_dtype_name(x->dtype));
+    int64_t c = x->shape[x->rank - 1], s[2] = {2, c};
+    if (!sx_shape_equal(v->rank, v->shape, rank, rank == 2 ? s : s + 1)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: %s has shape %s, want %s for x %s", cg_who(n), name,
+                        sx_shape_str(v->rank, v->shape, a, sizeof a), rank == 2 ? "(2,c)" : "(c)",
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    return SX_OK;
+}
+
+static sx_status bn_want_x(sx_cg_node *n)
+{
+    if (IN(0)->rank < 1)
+        return sx_error(SX_E_RANK, "%s: x has rank 0 (want a channel axis last)", cg_who(n));
+    OUT->dtype = IN(0)->dtype;
+    return SX_OK;
+}
+
+/* batch_norm_stats(x (..., c)) -> (2, c) */
+sx_status cg_shape_bn_stats(sx_cg_node *n)
+{
+    SX_TRY(bn_want_x(n));
+    OUT->rank = 2;
+    OUT->shape[0] = 2;
+    OUT->shape[1] = IN(0)->shape[IN(0)->rank - 1];
+    n->ws_bytes = sx_batch_norm_workspace(IN(0)->rank, IN(0)->shape);
+    return SX_OK;
+}
+
+/* batch_norm(x, stats (2,c), gamma (c), beta (c)) -> x's shape; attr.alpha = eps */
+sx_status cg_shape_bn(sx_cg_node *n)
+{
+    SX_TRY(bn_want_x(n));
+    SX_TRY(bn_want(n, 1, 2, "stats"));
+    SX_TRY(bn_want(n, 2, 1, "gamma"));
+    SX_TRY(bn_want(n, 3, 1, "beta"));
+    if (!(n->attr.alpha >= 0) || !isfinite(n->attr.alpha))
+        return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", cg_who(n), n->attr.alpha);
+    OUT->rank = IN(0)->rank;
+    for (int i = 0; i < OUT->rank; i++)
+        OUT->shape[i] = IN(0)->shape[i];
+    n->ws_bytes = sx_batch_norm_workspace(IN(0)->rank, IN(0)->shape);
+    return SX_OK;
+}
+
+/* batch_norm_sums(x, stats (2,c), dy (x's shape)) -> (2, c) */
+sx_status cg_shape_bn_sums(sx_cg_node *n)
+{
+    SX_TRY(bn_want_x(n));
+    SX_TRY(bn_want(n, 1, 2, "stats"));
+    const sx_tensor *x = IN(0), *dy = IN(2);
+    if (dy->dtype != x->dtype)
+        return sx_error(SX_E_DTYPE, "%s: dy is %s, x %s", cg_who(n), sx_dtype_name(dy->dtype),
+                        sx_dtype_name(x->dtype));
+    if (!sx_shape_equal(dy->rank, dy->shape, x->rank, x->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, x %s", cg_who(n),
+                        sx_shape_str(dy->rank, dy->shape, a, sizeof a),
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    return cg_shape_bn_stats(n);
+}
+
+/* the kernels' scratch (n->ws_bytes, set by the shape rules) from the graph's workspace */
+sx_status cg_eval_bn_stats(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_batch_norm_stats_ws(IN(0), OUT, ws, n->ws_bytes);
+}
+
+sx_status cg_eval_bn(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_batch_norm_ws(IN(0), IN(1), IN(2), IN(3), n->attr.alpha, OUT, ws, n->ws_bytes);
+}
+
+sx_status cg_eval_bn_sums(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_batch_norm_sums_ws(IN(0), IN(1), IN(2), OUT, ws, n->ws_bytes);
+}
+
+sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x)
+{
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM_STATS, 1, &x, NULL);
+}
+
+sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                             sx_cg_node *beta, double eps)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.alpha = eps;
+    sx_cg_node *in[4] = {x, stats, gamma, beta};
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM, 4, in, &a);
+}
+
+sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy)
+{
+    sx_cg_node *in[3] = {x, stats, dy};
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM_SUMS, 3, in, NULL);
+}
+
+/* statistics 3 flops per element of x, normalise 2 per output element, backward sums 3 per
+ * element of x */
+cg_cost cg_eval_bn_stats_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_in(n, 0, 3);
+}
+
+cg_cost cg_eval_bn_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_out(n, 2);
+}
+
+cg_cost cg_eval_bn_sums_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_in(n, 0, 3);
+}

@@ -1,0 +1,247 @@
+/* ops/conv.c: 2-d convolution over NHWC (conv2d) and its two backward ops (backward-input,
+ * backward-kernel), all with attr.conv. The backward ops take the shape of what they produce as
+ * attr.rank/shape and are checked by running the forward shape rule on the shapes they imply. */
+#include "cgraph_impl.h"
+
+#define IN(i) (&n->in[i]->value)
+#define OUT (&n->value)
+
+/* ---------------------------------------------------------------- constructors */
+
+sx_cg_node *sx_cg_conv2d(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *k, const sx_conv2d_params *p)
+{
+    if (!cg_arg_ok(g, p, "sx_cg_conv2d"))
+        return NULL;
+    sx_cg_attr a = sx_cg_attr_default();
+    a.conv = *p;
+    return cg_op2(g, SX_OP_CONV2D, x, k, &a);
+}
+
+sx_cg_node *sx_cg_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
+                                        const sx_conv2d_params *p, const int64_t x_shape[4])
+{
+    if (!cg_arg_ok(g, p, "sx_cg_conv2d_backward_input"))
+        return NULL;
+    sx_cg_attr a = sx_cg_attr_default();
+    a.conv = *p;
+    if (!cg_set_target_shape(g, &a, 4, x_shape, "sx_cg_conv2d_backward_input"))
+        return NULL;
+    return cg_op2(g, SX_OP_CONV2D_BACKWARD_INPUT, k, dy, &a);
+}
+
+sx_cg_node *sx_cg_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                         const sx_conv2d_params *p, const int64_t k_shape[4])
+{
+    if (!cg_arg_ok(g, p, "sx_cg_conv2d_backward_kernel"))
+        return NULL;
+    sx_cg_attr a = sx_cg_attr_default();
+    a.conv = *p;
+    if (!cg_set_target_shape(g, &a, 4, k_shape, "sx_cg_conv2d_backward_kernel"))
+        return NULL;
+    return cg_op2(g, SX_OP_CONV2D_BACKWARD_KERNEL, x, dy, &a);
+}
+
+/* ---------------------------------------------------------------- shape rules */
+
+sx_status cg_shape_conv2d(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    int64_t s[4];
+    sx_tensor x = cg_probe_view(IN(0)), k = cg_probe_view(IN(1));
+    SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, s));
+    cg_set_shape(n, 4, s);
+    n->ws_bytes = sx_conv2d_workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
+    return SX_OK;
+}
+
+/* conv2d_backward_input(k, dy) -> x's shape (attr); conv2d_backward_kernel(x, dy) -> k's shape
+ * (attr). Checked by running the forward shape rule on the shapes the pair implies. */
+sx_status cg_shape_conv2d_backward(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    SX_TRY(cg_attr_shape(n));
+    if (n->attr.rank != 4)
+        return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
+    bool backward_input = n->op == SX_OP_CONV2D_BACKWARD_INPUT;
+    sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
+    sx_tensor x = cg_probe_view(backward_input ? &attr : IN(0));
+    sx_tensor k = cg_probe_view(backward_input ? IN(0) : &attr);
+    int64_t y[4];
+    SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, y));
+    if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the convolution gives %s", cg_who(n),
+                        sx_shape_str(IN(1)->rank, IN(1)->shape, a, sizeof a),
+                        sx_shape_str(4, y, b, sizeof b));
+    }
+    n->ws_bytes = sx_conv2d_workspace(x.shape, k.shape, &n->attr.conv);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- evaluators */
+
+sx_status cg_eval_conv2d(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_conv2d_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+}
+
+sx_status cg_eval_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_conv2d_backward_input_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+}
+
+sx_status cg_eval_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_conv2d_backward_kernel_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+}
+
+/* ---------------------------------------------------------------- flop model */
+
+/* Every direction of a convolution is one GEMM over (n*ho*wo) x (kh*kw*cin) x cout: 2 flops per
+ * output pixel per kernel element. y is the forward output, k the kernel (kh,kw,cin,cout). */
+static cg_cost conv(const sx_tensor *y, const sx_tensor *k)
+{
+    if (k->shape[3] <= 0)
+        return (cg_cost){0, true};
+    return (cg_cost){2.0 * (double)(y->size / k->shape[3]) * (double)k->size, true};
+}
+
+cg_cost cg_eval_conv2d_cost(const sx_cg_node *n)
+{
+    return conv(OUT, IN(1));
+}
+
+cg_cost cg_eval_conv2d_backward_input_cost(const sx_cg_node *n)
+{
+    return conv(IN(1), IN(0));
+}
+
+cg_cost cg_eval_conv2d_backward_kernel_cost(const sx_cg_node *n)
+{
+    return conv(IN(1), OUT);
+}
+
+/* ---------------------------------------------------------------- transposed convolution */
+
+/* conv_transpose2d(x, k): the adjoint of conv2d in x (sx_tensor_conv_transpose2d_out), with
+ * output padding; its backward ops mirror conv2d's: backward_input(k, dy) -> x's shape (attr),
+ * backward_kernel(x, dy) -> k's shape (attr). */
+sx_cg_node *sx_cg_conv_transpose2d(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *k,
+                                   const sx_conv2d_params *p)
+{
+    if (!cg_arg_ok(g, p, "sx_cg_conv_transpose2d"))
+        return NULL;
+    sx_cg_attr a = sx_cg_attr_default();
+    a.conv = *p;
+    return cg_op2(g, SX_OP_CONV_TRANSPOSE2D, x, k, &a);
+}
+
+/* A backward op of the transposed convolution: (a, dy) producing `shape` */
+static sx_cg_node *transposed_backward(sx_cg_graph *g, sx_cg_op op, sx_cg_node *a, sx_cg_node *dy,
+                                       const sx_conv2d_params *p, const int64_t shape[4],
+                                       const char *who)
+{
+    if (!cg_arg_ok(g, p, who))
+        return NULL;
+    sx_cg_attr at = sx_cg_attr_default();
+    at.conv = *p;
+    if (!cg_set_target_shape(g, &at, 4, shape, who))
+        return NULL;
+    return cg_op2(g, op, a, dy, &at);
+}
+
+sx_cg_node *sx_cg_conv_transpose2d_backward_input(sx_cg_graph *g, sx_cg_node *k, sx_cg_node *dy,
+                                                  const sx_conv2d_params *p,
+                                                  const int64_t x_shape[4])
+{
+    return transposed_backward(g, SX_OP_CONV_TRANSPOSE2D_BACKWARD_INPUT, k, dy, p, x_shape,
+                               "sx_cg_conv_transpose2d_backward_input");
+}
+
+sx_cg_node *sx_cg_conv_transpose2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *dy,
+                                                   const sx_conv2d_params *p,
+                                                   const int64_t k_shape[4])
+{
+    return transposed_backward(g, SX_OP_CONV_TRANSPOSE2D_BACKWARD_KERNEL, x, dy, p, k_shape,
+                               "sx_cg_conv_transpose2d_backward_kernel");
+}
+
+sx_status cg_shape_conv_transpose2d(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    int64_t s[4];
+    sx_tensor x = cg_probe_view(IN(0)), k = cg_probe_view(IN(1));
+    SX_TRY(sx_conv_transpose2d_shape(cg_who(n), &x, &k, &n->attr.conv, s));
+    cg_set_shape(n, 4, s);
+    n->ws_bytes = sx_conv_transpose2d_workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
+    return SX_OK;
+}
+
+/* Checked by running the forward shape rule on the shapes the pair implies, as conv2d's. */
+sx_status cg_shape_conv_transpose2d_backward(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    SX_TRY(cg_attr_shape(n));
+    if (n->attr.rank != 4)
+        return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
+    bool backward_input = n->op == SX_OP_CONV_TRANSPOSE2D_BACKWARD_INPUT;
+    sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
+    sx_tensor x = cg_probe_view(backward_input ? &attr : IN(0));
+    sx_tensor k = cg_probe_view(backward_input ? IN(0) : &attr);
+    int64_t y[4];
+    SX_TRY(sx_conv_transpose2d_shape(cg_who(n), &x, &k, &n->attr.conv, y));
+    if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the transposed convolution gives %s",
+                        cg_who(n), sx_shape_str(IN(1)->rank, IN(1)->shape, a, sizeof a),
+                        sx_shape_str(4, y, b, sizeof b));
+    }
+    n->ws_bytes = sx_conv_transpose2d_workspace(x.shape, k.shape, &n->attr.conv);
+    return SX_OK;
+}
+
+sx_status cg_eval_conv_transpose2d(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_conv_transpose2d_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+}
+
+sx_status cg_eval_conv_transpose2d_backward_input(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_conv_transpose2d_backward_input_out(IN(0), IN(1), &n->attr.conv, ws,
+                                                         n->ws_bytes, OUT);
+}
+
+sx_status cg_eval_conv_transpose2d_backward_kernel(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_conv_transpose2d_backward_kernel_out(IN(0), IN(1), &n->attr.conv, ws,
+                                                          n->ws_bytes, OUT);
+}
+
+/* Each x pixel meets every kernel element of its group once: 2 (x pixels) (kernel elements),
+ * conv() with x (n,h,w,c_in) in the place of y and k's axis 3 (c_in) as its channels. */
+cg_cost cg_eval_conv_transpose2d_cost(const sx_cg_node *n)
+{
+    return conv(IN(0), IN(1));
+}
+
+cg_cost cg_eval_conv_transpose2d_backward_input_cost(const sx_cg_node *n)
+{
+    return conv(OUT, IN(0));
+}
+
+cg_cost cg_eval_conv_transpose2d_backward_kernel_cost(const sx_cg_node *n)
+{
+    return conv(IN(0), OUT);
+}

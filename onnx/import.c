@@ -1,0 +1,577 @@
+/* import.c: an ONNX model proto -> a lazy strix graph (initializers as constants, graph inputs
+ * as input nodes, each node through its mapping in ops.c, checked attribute by attribute), the
+ * public graph handle, and sx_onnx_import's model, which rebuilds the graph for each batch size
+ * it runs (a model's shapes may depend on the batch through Shape/Reshape chains). */
+#include "nn_impl.h"
+#include "onnx_impl.h"
+
+#include <string.h>
+
+/* Inputs larger than this many elements are refused (a hostile file must not make strix try
+ * to allocate terabytes). */
+#define OX_MAX_INPUT_ELEMS ((int64_t)1 << 31)
+
+struct sx_onnx_graph {
+    ox_ctx c;
+    Onnx__ModelProto *model; /* owned when own_model */
+    bool own_model;
+    char *file;
+    int n_in, n_out;
+    sx_cg_node **in, **out;
+    const char **in_names, **out_names; /* borrowed from the model */
+};
+
+sx_onnx_import_params sx_onnx_import_params_default(void)
+{
+    sx_onnx_import_params p;
+    memset(&p, 0, sizeof p);
+    p.batch = 1;
+    p.dtype = SX_F32;
+    p.optimise = true;
+    return p;
+}
+
+void ox_ctx_free(ox_ctx *c)
+{
+    for (int i = 0; i < c->n_vals; i++) {
+        sx_free(c->vals[i].ints);
+        sx_tensor_free(c->vals[i].cst);
+    }
+    sx_free(c->vals);
+    sx_cg_graph_free(c->g);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------- the graph */
+
+static sx_status check_opset(ox_ctx *c)
+{
+    const Onnx__ModelProto *m = c->model;
+    c->opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (o->domain == NULL || o->domain[0] == '\0' || strcmp(o->domain, "ai.onnx") == 0)
+            c->opset = (int)(o->version < 0 ? -1 : o->version > 1000 ? 1000 : o->version);
+    }
+    if (c->opset < 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "no opset of the default domain");
+    if (c->opset < OX_OPSET_MIN || c->opset > OX_OPSET_MAX)
+        return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (strix maps opsets %d..%d)", c->opset,
+                       OX_OPSET_MIN, OX_OPSET_MAX);
+    return SX_OK;
+}
+
+static sx_status add_initializers(ox_ctx *c, const Onnx__GraphProto *gr)
+{
+    for (size_t i = 0; i < gr->n_initializer; i++) {
+        const Onnx__TensorProto *t = gr->initializer[i];
+        ox_val *v;
+        SX_TRY(ox_define(c, t->name, &v));
+        SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
+        if (ox_dtype_is_float(t->data_type)) {
+            SX_TRY(ox_tensor_float(c, t, c->dt, &v->cst));
+            v->n = c->trainable ? sx_cg_param(c->g, t->name, v->cst) : sx_cg_const(c->g, v->cst);
+            if (v->n == NULL)
+                return ox_graph_fail(c);
+        } else {
+            int64_t n;
+            SX_TRY(ox_tensor_ints(c, t, &v->ints, &n));
+        }
+    }
+    return SX_OK;
+}
+
+static bool is_initializer(const Onnx__GraphProto *gr, const char *name)
+{
+    for (size_t i = 0; i < gr->n_initializer; i++)
+        if (gr->initializer[i]->name && strcmp(gr->initializer[i]->name, name) == 0)
+            return true;
+    return false;
+}
+
+/* A graph input: a float tensor of fixed dims but the first, which may be the batch. */
+static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node **out)
+{
+    const char *name = vi->name ? vi->name : "";
+    const Onnx__TypeProto *tp = vi->type;
+    if (tp == NULL || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        tp->tensor_type == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is not a tensor", name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (!ox_dtype_is_float(tt->elem_type))
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "input '%s' of type %s (strix computes FLOAT or "
+                       "DOUBLE)",
+                       name, ox_dtype_name(tt->elem_type));
+    const Onnx__TensorShapeProto *sh = tt->shape;
+    if (sh == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' has no shape", name);
+    if (sh->n_dim > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' of rank %zu", name, sh->n_dim);
+    int64_t s[SX_MAX_RANK], total = 1;
+    for (size_t k = 0; k < sh->n_dim; k++) {
+        const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
+        bool fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                     d->dim_value >= 0;
+        if (k == 0 && (c->force_batch || !fixed))
+            s[k] = c->batch;
+        else if (fixed)
+            s[k] = d->dim_value;
+        else
+            return ox_fail(c, SX_E_UNSUPPORTED, "input '%s': axis %zu has no fixed size", name, k);
+        if (total > 0 && s[k] > OX_MAX_INPUT_ELEMS / total)
+            return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is too large", name);
+        total *= s[k];
+    }
+    ox_val *v;
+    SX_TRY(ox_define(c, name, &v));
+    v->is_input = true;
+    v->n = sx_cg_input(c->g, name, c->dt, (int)sh->n_dim, s);
+    if (v->n == NULL)
+        return ox_graph_fail(c);
+    v->rank = (int)sh->n_dim;
+    memcpy(v->shape, s, sizeof s);
+    *out = v->n;
+    return SX_OK;
+}
+
+/* A graph input given its integer values now (the conformance runner's). */
+static sx_status bind_input(ox_ctx *c, const char *name, const Onnx__TensorProto *t)
+{
+    ox_val *v;
+    SX_TRY(ox_define(c, name, &v));
+    SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
+    int64_t n;
+    return ox_tensor_ints(c, t, &v->ints, &n);
+}
+
+/* Every attribute of the node must be one its mapping reads. */
+static sx_status check_attrs(ox_ctx *c, const ox_op *op)
+{
+    const Onnx__NodeProto *nd = c->node;
+    for (size_t i = 0; i < nd->n_attribute; i++) {
+        const char *a = nd->attribute[i]->name ? nd->attribute[i]->name : "";
+        size_t n = strlen(a);
+        const char *p = op->attrs;
+        bool ok = false;
+        while (!ok && n > 0 && (p = strstr(p, a)) != NULL) {
+            ok = (p == op->attrs || p[-1] == ',') && (p[n] == ',' || p[n] == '\0');
+            p += n;
+        }
+        if (!ok)
+            return ox_fail(c, SX_E_UNSUPPORTED, "attribute %s is not supported", a);
+        if (nd->attribute[i]->ref_attr_name != NULL && nd->attribute[i]->ref_attr_name[0])
+            return ox_fail(c, SX_E_UNSUPPORTED, "attribute %s refers to a function attribute", a);
+    }
+    return SX_OK;
+}
+
+static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
+{
+    c->node = nd;
+    c->node_index = index;
+    if (nd->op_type == NULL || nd->op_type[0] == '\0')
+        return ox_fail(c, SX_E_FORMAT, "no op_type");
+    if (nd->domain != NULL && nd->domain[0] != '\0' && strcmp(nd->domain, "ai.onnx") != 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "domain '%s'", nd->domain);
+    const ox_op *op = ox_op_find(nd->op_type);
+    if (op == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "op %s is not supported", nd->op_type);
+    for (size_t i = 0; i < nd->n_input; i++)
+        if (nd->input[i][0] != '\0' && ox_find(c, nd->input[i]) == NULL)
+            return ox_fail(c, SX_E_FORMAT, "input '%s' is not defined before the node",
+                           nd->input[i]);
+    SX_TRY(check_attrs(c, op));
+    SX_TRY(op->fn(c));
+    if (sx_cg_graph_status(c->g) != SX_OK)
+        return ox_graph_fail(c);
+    return SX_OK;
+}
+
+sx_status ox_import_graph(ox_ctx *c)
+{
+    const Onnx__GraphProto *gr = c->model->graph;
+    if (gr == NULL)
+        return ox_fail(c, SX_E_FORMAT, "no graph");
+    SX_TRY(check_opset(c));
+    SX_TRY(add_initializers(c, gr));
+    for (size_t i = 0; i < gr->n_node; i++)
+        SX_TRY(map_node(c, gr->node[i], (int)i));
+    c->node = NULL;
+    return SX_OK;
+}
+
+/* Import model (borrowed unless own) for batch: inputs, nodes, outputs. */
+static sx_status check_params(const char *who, const sx_onnx_import_params *p);
+
+/* Import model (borrowed unless own) for batch: inputs (those named in bound taken as known
+ * integers), nodes, outputs. */
+static sx_status graph_import_bound(Onnx__ModelProto *model, bool own, const char *file,
+                                    const sx_onnx_import_params *p, int64_t batch, bool force,
+                                    Onnx__TensorProto *const *bound, int n_bound,
+                                    sx_onnx_graph **out)
+{
+    sx_onnx_graph *og = sx_calloc(1, sizeof *og);
+    if (og == NULL) {
+        if (own)
+            onnx__model_proto__free_unpacked(model, &ox_allocator);
+        return SX_E_NOMEM;
+    }
+    og->model = model;
+    og->own_model = own;
+    ox_ctx *c = &og->c;
+    size_t fl = strlen(file);
+    og->file = sx_alloc(fl + 1);
+    sx_status s = og->file ? SX_OK : SX_E_NOMEM;
+    if (s == SX_OK) {
+        memcpy(og->file, file, fl + 1);
+        c->file = og->file;
+        c->model = model;
+        c->dt = p->dtype;
+        c->batch = batch;
+        c->force_batch = force;
+        c->trainable = p->trainable;
+        c->bound = bound;
+        c->n_bound = n_bound;
+        s = sx_cg_graph_new(SX_CG_LAZY, p->dtype, &c->g);
+    }
+    const Onnx__GraphProto *gr = model->graph;
+    if (s == SX_OK && gr == NULL)
+        s = ox_fail(c, SX_E_FORMAT, "no graph");
+    if (s == SX_OK) {
+        og->in = sx_calloc(gr->n_input + 1, sizeof *og->in);
+        og->in_names = sx_calloc(gr->n_input + 1, sizeof *og->in_names);
+        og->out = sx_calloc(gr->n_output + 1, sizeof *og->out);
+        og->out_names = sx_calloc(gr->n_output + 1, sizeof *og->out_names);
+        if (!og->in || !og->in_names || !og->out || !og->out_names)
+            s = SX_E_NOMEM;
+    }
+    if (s == SX_OK)
+        s = check_opset(c);
+    for (size_t i = 0; s == SX_OK && i < gr->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gr->input[i];
+        if (vi->name != NULL && is_initializer(gr, vi->name))
+            continue; /* a default value (IR < 4 listed initializers as inputs) */
+        const Onnx__TensorProto *b = NULL;
+        for (int k = 0; vi->name != NULL && k < c->n_bound; k++)
+            if (c->bound[k]->name != NULL && strcmp(c->bound[k]->name, vi->name) == 0)
+                b = c->bound[k];
+        if (b != NULL) {
+            s = bind_input(c, vi->name, b);
+            continue;
+        }
+        s = add_input(c, vi, &og->in[og->n_in]);
+        if (s == SX_OK)
+            og->in_names[og->n_in++] = vi->name;
+    }
+    if (s == SX_OK)
+        s = ox_import_graph(c);
+    for (size_t i = 0; s == SX_OK && i < gr->n_output; i++) {
+        const char *name = gr->output[i]->name ? gr->output[i]->name : "";
+        ox_val *v = ox_find(c, name);
+        if (v == NULL)
+            s = ox_fail(c, SX_E_FORMAT, "output '%s' is not computed by any node", name);
+        else if (v->n == NULL)
+            s = ox_fail(c, SX_E_UNSUPPORTED, "output '%s' is an integer tensor", name);
+        else
+            s = ox_node(c, v, OX_ONNX, &og->out[og->n_out]);
+        if (s == SX_OK)
+            og->out_names[og->n_out++] = name;
+    }
+    if (s == SX_OK && og->n_out == 0)
+        s = ox_fail(c, SX_E_FORMAT, "the graph has no outputs");
+    if (s != SX_OK) {
+        sx_onnx_graph_free(og);
+        return s;
+    }
+    *out = og;
+    return SX_OK;
+}
+
+static sx_status graph_import(Onnx__ModelProto *model, bool own, const char *file,
+                              const sx_onnx_import_params *p, int64_t batch, bool force,
+                              sx_onnx_graph **out)
+{
+    return graph_import_bound(model, own, file, p, batch, force, NULL, 0, out);
+}
+
+static sx_status check_params(const char *who, const sx_onnx_import_params *p)
+{
+    if (p->batch < 1)
+        return sx_error(SX_E_ARG, "%s: batch %lld (want >= 1)", who, (long long)p->batch);
+    if (p->dtype != SX_F32 && p->dtype != SX_F64)
+        return sx_error(SX_E_ARG, "%s: dtype %d is not f32 or f64", who, (int)p->dtype);
+    return SX_OK;
+}
+
+sx_status ox_graph_import_bound(Onnx__ModelProto *model, const char *file,
+                                const sx_onnx_import_params *p, Onnx__TensorProto *const *bound,
+                                int n_bound, sx_onnx_graph **out)
+{
+    *out = NULL;
+    SX_TRY(check_params("ox_graph_import_bound", p));
+    return graph_import_bound(model, false, file, p, p->batch, false, bound, n_bound, out);
+}
+
+static sx_status unpack(const uint8_t *data, size_t size, const char *name, Onnx__ModelProto **out)
+{
+    *out = onnx__model_proto__unpack(&ox_allocator, size, data);
+    if (*out == NULL)
+        return sx_error(SX_E_FORMAT, "%s: not an ONNX model (the protobuf does not parse)", name);
+    return SX_OK;
+}
+
+sx_status sx_onnx_graph_import_buffer(const void *data, size_t size, const char *name,
+                                      const sx_onnx_import_params *p, sx_onnx_graph **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (out == NULL || (data == NULL && size > 0))
+        return sx_error(SX_E_ARG, "sx_onnx_graph_import_buffer: NULL argument");
+    sx_onnx_import_params d = sx_onnx_import_params_default();
+    if (p == NULL)
+        p = &d;
+    SX_TRY(check_params("sx_onnx_graph_import_buffer", p));
+    if (name == NULL)
+        name = "<buffer>";
+    Onnx__ModelProto *m;
+    SX_TRY(unpack(data, size, name, &m));
+    return graph_import(m, true, name, p, p->batch, false, out);
+}
+
+sx_status sx_onnx_graph_import(const char *path, const sx_onnx_import_params *p,
+                               sx_onnx_graph **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (out == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_onnx_graph_import: NULL argument");
+    sx_onnx_import_params d = sx_onnx_import_params_default();
+    if (p == NULL)
+        p = &d;
+    SX_TRY(check_params("sx_onnx_graph_import", p));
+    uint8_t *data;
+    size_t size;
+    SX_TRY(ox_read_file(path, &data, &size));
+    sx_status s = sx_onnx_graph_import_buffer(data, size, path, p, out);
+    sx_free(data);
+    return s;
+}
+
+void sx_onnx_graph_free(sx_onnx_graph *og)
+{
+    if (og == NULL)
+        return;
+    ox_ctx_free(&og->c);
+    if (og->own_model && og->model != NULL)
+        onnx__model_proto__free_unpacked(og->model, &ox_allocator);
+    sx_free(og->in);
+    sx_free(og->out);
+    sx_free(og->in_names);
+    sx_free(og->out_names);
+    sx_free(og->file);
+    sx_free(og);
+}
+
+sx_cg_graph *sx_onnx_graph_cg(const sx_onnx_graph *og)
+{
+    return og != NULL ? og->c.g : NULL;
+}
+
+int sx_onnx_graph_n_inputs(const sx_onnx_graph *og)
+{
+    return og != NULL ? og->n_in : 0;
+}
+
+sx_cg_node *sx_onnx_graph_input(const sx_onnx_graph *og, int i)
+{
+    return og != NULL && i >= 0 && i < og->n_in ? og->in[i] : NULL;
+}
+
+const char *sx_onnx_graph_input_name(const sx_onnx_graph *og, int i)
+{
+    return og != NULL && i >= 0 && i < og->n_in ? og->in_names[i] : NULL;
+}
+
+/* The i-th float initializer's value (a parameter when trainable), or NULL. */
+static const ox_val *param_val(const sx_onnx_graph *og, int i)
+{
+    if (og == NULL || !og->c.trainable || i < 0)
+        return NULL;
+    for (int k = 0; k < og->c.n_vals; k++) {
+        const ox_val *v = &og->c.vals[k];
+        if (v->cst != NULL && v->n != NULL && sx_cg_node_op(v->n) == SX_OP_PARAM && i-- == 0)
+            return v;
+    }
+    return NULL;
+}
+
+int sx_onnx_graph_n_params(const sx_onnx_graph *og)
+{
+    int n = 0;
+    while (param_val(og, n) != NULL)
+        n++;
+    return n;
+}
+
+sx_cg_node *sx_onnx_graph_param(const sx_onnx_graph *og, int i)
+{
+    const ox_val *v = param_val(og, i);
+    return v != NULL ? v->n : NULL;
+}
+
+const char *sx_onnx_graph_param_name(const sx_onnx_graph *og, int i)
+{
+    const ox_val *v = param_val(og, i);
+    return v != NULL ? v->name : NULL;
+}
+
+int sx_onnx_graph_n_outputs(const sx_onnx_graph *og)
+{
+    return og != NULL ? og->n_out : 0;
+}
+
+sx_cg_node *sx_onnx_graph_output(const sx_onnx_graph *og, int i)
+{
+    return og != NULL && i >= 0 && i < og->n_out ? og->out[i] : NULL;
+}
+
+const char *sx_onnx_graph_output_name(const sx_onnx_graph *og, int i)
+{
+    return og != NULL && i >= 0 && i < og->n_out ? og->out_names[i] : NULL;
+}
+
+/* ---------------------------------------------------------------- models */
+
+typedef struct model_src {
+    Onnx__ModelProto *model;
+    char *file;
+    sx_onnx_import_params p;
+} model_src;
+
+static void src_free(void *ctx)
+{
+    model_src *ms = ctx;
+    if (ms == NULL)
+        return;
+    if (ms->model != NULL)
+        onnx__model_proto__free_unpacked(ms->model, &ox_allocator);
+    sx_free(ms->file);
+    sx_free(ms);
+}
+
+/* The model's graph for batches of n: one input (n, ...) and one output (n, k), a wider output
+ * flattened. */
+static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x, sx_cg_node **y)
+{
+    model_src *ms = ctx;
+    sx_onnx_graph *og;
+    SX_TRY(graph_import(ms->model, false, ms->file, &ms->p, n, true, &og));
+    sx_status s = SX_OK;
+    if (og->n_in != 1 || og->n_out != 1)
+        s = sx_error(SX_E_UNSUPPORTED,
+                     "%s: %d inputs and %d outputs (sx_onnx_import takes one of each; "
+                     "sx_onnx_graph_import any number)",
+                     ms->file, og->n_in, og->n_out);
+    sx_cg_node *out = og->out[0];
+    int r = sx_cg_node_rank(out);
+    const int64_t *os = sx_cg_node_shape(out);
+    if (s == SX_OK && sx_cg_node_rank(og->in[0]) < 2)
+        s = sx_error(SX_E_UNSUPPORTED, "%s: input '%s' has no axis besides the batch", ms->file,
+                     og->in_names[0]);
+    if (s == SX_OK && (r < 1 || os[0] != n)) {
+        char b[128];
+        s = sx_error(SX_E_UNSUPPORTED,
+                     "%s: output '%s' of shape %s has no batch axis of %lld (use "
+                     "sx_onnx_graph_import)",
+                     ms->file, og->out_names[0], sx_shape_str(r, os, b, sizeof b), (long long)n);
+    }
+    if (s == SX_OK && r != 2) {
+        out = sx_cg_reshape(og->c.g, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
+        if (out == NULL)
+            s = sx_cg_graph_status(og->c.g);
+    }
+    if (s != SX_OK) {
+        sx_onnx_graph_free(og);
+        return s;
+    }
+    *g = og->c.g;
+    *x = og->in[0];
+    *y = out;
+    og->c.g = NULL; /* handed to the caller */
+    sx_onnx_graph_free(og);
+    return SX_OK;
+}
+
+sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn_model **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (out == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_onnx_import: NULL argument");
+    sx_onnx_import_params d = sx_onnx_import_params_default();
+    if (p == NULL)
+        p = &d;
+    SX_TRY(check_params("sx_onnx_import", p));
+    uint8_t *data;
+    size_t size;
+    SX_TRY(ox_read_file(path, &data, &size));
+    model_src *ms = sx_calloc(1, sizeof *ms);
+    size_t fl = strlen(path);
+    char *file = ms != NULL ? sx_alloc(fl + 1) : NULL;
+    sx_status s = file != NULL ? SX_OK : SX_E_NOMEM;
+    if (s == SX_OK) {
+        memcpy(file, path, fl + 1);
+        ms->file = file;
+        ms->p = *p;
+        s = unpack(data, size, path, &ms->model);
+    }
+    sx_free(data);
+    if (s != SX_OK) {
+        if (ms != NULL && file == NULL)
+            sx_free(ms);
+        else
+            src_free(ms);
+        return s;
+    }
+    nn_model_source src = {src_build, src_free, ms, p->optimise};
+    return nn_model_from_source(&src, p->batch, out);
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+sx_status sx_onnx_tensor_read(const char *path, sx_dtype dtype, sx_tensor **out, char **name)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (name != NULL)
+        *name = NULL;
+    if (out == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_onnx_tensor_read: NULL argument");
+    if (dtype != SX_F32 && dtype != SX_F64)
+        return sx_error(SX_E_ARG, "sx_onnx_tensor_read: dtype %d", (int)dtype);
+    uint8_t *data;
+    size_t size;
+    SX_TRY(ox_read_file(path, &data, &size));
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&ox_allocator, size, data);
+    sx_free(data);
+    if (t == NULL)
+        return sx_error(SX_E_FORMAT, "%s: not a TensorProto (the protobuf does not parse)", path);
+    ox_ctx c;
+    memset(&c, 0, sizeof c);
+    c.file = path;
+    sx_status s = ox_tensor_float(&c, t, dtype, out);
+    if (s == SX_OK && name != NULL) {
+        const char *nm = t->name ? t->name : "";
+        *name = sx_alloc(strlen(nm) + 1);
+        if (*name == NULL) {
+            sx_tensor_free(*out);
+            *out = NULL;
+            s = SX_E_NOMEM;
+        } else {
+            memcpy(*name, nm, strlen(nm) + 1);
+        }
+    }
+    onnx__tensor_proto__free_unpacked(t, &ox_allocator);
+    return s;
+}

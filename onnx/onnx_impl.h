@@ -1,0 +1,128 @@
+/* onnx_impl.h: the inside of the ONNX module (never installed): the import context, its value
+ * table with each value's layout, and the helpers every op mapping (ops.c) uses. */
+#ifndef SX_ONNX_IMPL_H
+#define SX_ONNX_IMPL_H
+
+#include "onnx.pb-c.h"
+#include "sx_onnx.h"
+
+#include <stdarg.h>
+
+#define OX_OPSET_MIN 11
+#define OX_OPSET_MAX 17
+
+/* Where a value's strix node keeps it: in the ONNX order, or (rank 4 only) the NCHW value
+ * permuted to NHWC by OX_TO_NHWC. */
+typedef enum { OX_ONNX = 0, OX_NHWC = 1 } ox_layout;
+
+/* One ONNX value. A float value has a graph node (n, in layout lay); a value known at import
+ * time also has its numbers: integer tensors only these (ints), float constants both (cst). */
+typedef struct ox_val {
+    const char *name; /* borrowed from the model proto */
+    sx_cg_node *n;    /* NULL for an integer value */
+    ox_layout lay;
+    int rank; /* the ONNX shape */
+    int64_t shape[SX_MAX_RANK];
+    int64_t *ints;  /* integer values (owned), or NULL */
+    sx_tensor *cst; /* a float constant's values in the import dtype (owned), or NULL */
+    bool is_input;  /* a graph input */
+} ox_val;
+
+typedef struct ox_ctx {
+    const char *file; /* names the model in messages */
+    Onnx__ModelProto *model;
+    sx_cg_graph *g;
+    sx_dtype dt;
+    int64_t batch;    /* the first axis of inputs with no fixed size */
+    bool trainable;   /* float initializers as parameters */
+    bool force_batch; /* every input's first axis is the batch (sx_onnx_import) */
+    /* graph inputs given values at import time (the conformance runner's integer inputs):
+     * bound[i]->name names the input; they become known integers, not input nodes */
+    Onnx__TensorProto *const *bound;
+    int n_bound;
+    int opset;
+    ox_val *vals;
+    int n_vals, cap_vals;
+    const Onnx__NodeProto *node; /* the node being mapped (for messages), or NULL */
+    int node_index;
+} ox_ctx;
+
+/* protobuf-c's allocator over strix's hook (so failures can be injected). */
+extern ProtobufCAllocator ox_allocator;
+
+/* An error for the current node: "<file>: node '<name>' (<op>): <message>", or
+ * "<file>: <message>" outside nodes. Returns s. */
+sx_status ox_fail(ox_ctx *c, sx_status s, const char *fmt, ...) SX_PRINTF(3, 4);
+/* Prefix the message of a graph constructor's failure with the node; returns the status. */
+sx_status ox_graph_fail(ox_ctx *c);
+
+/* Read a whole file into memory (*data owned by the caller, sx_free). */
+sx_status ox_read_file(const char *path, uint8_t **data, size_t *size);
+
+/* A TensorProto's element count after checking dims (>= 0, rank <= SX_MAX_RANK). */
+sx_status ox_tensor_dims(ox_ctx *c, const Onnx__TensorProto *t, int *rank, int64_t *shape);
+/* A float tensor (FLOAT, DOUBLE; also FLOAT16? no) converted to dtype dt. */
+sx_status ox_tensor_float(ox_ctx *c, const Onnx__TensorProto *t, sx_dtype dt, sx_tensor **out);
+/* An integer tensor (INT64, INT32, INT16, INT8, UINT8, UINT16, UINT32, BOOL) as int64 values. */
+sx_status ox_tensor_ints(ox_ctx *c, const Onnx__TensorProto *t, int64_t **out, int64_t *count);
+bool ox_dtype_is_float(int32_t onnx_type);
+const char *ox_dtype_name(int32_t onnx_type);
+
+/* Values. */
+ox_val *ox_find(ox_ctx *c, const char *name);
+/* Define a value (a later definition of the same name is a malformed model). */
+sx_status ox_define(ox_ctx *c, const char *name, ox_val **out);
+
+/* Node inputs and outputs: input i (NULL when absent or empty, an optional input), required
+ * input i (an error naming it when absent). */
+ox_val *ox_in(ox_ctx *c, int i);
+sx_status ox_in_req(ox_ctx *c, int i, ox_val **out);
+int ox_n_in(ox_ctx *c);
+int ox_n_out(ox_ctx *c);
+/* The node of value v in layout want (a permutation, or a reshape when it only moves axes of
+ * size 1, is added when v is kept in the other one). An integer value is SX_E_UNSUPPORTED. */
+sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out);
+/* Output i of the node: the graph node n holding it in layout lay (its ONNX shape derived). */
+sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
+/* Output i as known integers. */
+sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints);
+/* Static integer data of input i (required), e.g. Reshape's shape; *count elements. */
+sx_status ox_in_ints(ox_ctx *c, int i, const int64_t **ints, int64_t *count);
+/* A known float scalar of input i (a constant), e.g. Clip's min; *present false when absent. */
+sx_status ox_in_scalar(ox_ctx *c, int i, double *v, bool *present);
+
+/* Attributes of the current node. */
+const Onnx__AttributeProto *ox_attr(ox_ctx *c, const char *name);
+sx_status ox_attr_int(ox_ctx *c, const char *name, int64_t def, int64_t *out);
+sx_status ox_attr_float(ox_ctx *c, const char *name, double def, double *out);
+/* ints: *n = 0 and *v = NULL when absent. */
+sx_status ox_attr_ints(ox_ctx *c, const char *name, const int64_t **v, int *n);
+/* string: def when absent. */
+sx_status ox_attr_str(ox_ctx *c, const char *name, const char *def, char *buf, size_t size);
+
+/* Normalise an axis of a rank-r tensor (negative counts from the end). */
+sx_status ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *out);
+
+/* The op table (ops.c): map the current node. */
+typedef sx_status (*ox_op_fn)(ox_ctx *c);
+typedef struct ox_op {
+    const char *name;
+    ox_op_fn fn;
+    const char *attrs; /* the attributes it reads, comma-separated; any other is refused */
+} ox_op;
+const ox_op *ox_op_find(const char *op_type);
+
+/* The permutations between NCHW and NHWC. */
+extern const int OX_TO_NHWC[4], OX_TO_NCHW[4];
+
+/* The graph of a model proto (borrowed; it must outlive *out) with the graph inputs named by
+ * bound[i]->name taken as those known integer tensors (import.c). */
+sx_status ox_graph_import_bound(Onnx__ModelProto *model, const char *file,
+                                const sx_onnx_import_params *p, Onnx__TensorProto *const *bound,
+                                int n_bound, sx_onnx_graph **out);
+
+/* Import the model proto into c->g (import.c). */
+sx_status ox_import_graph(ox_ctx *c);
+void ox_ctx_free(ox_ctx *c);
+
+#endif

@@ -1,0 +1,1396 @@
+/* ops.c: one mapping per ONNX op, from the current node (c->node) to graph ops. Each reads its
+ * inputs through ox_node in the layout it wants: convolutions and pooling NHWC, element-wise
+ * ops, Softmax, Concat, Pad and reductions whichever their inputs are in (axes mapped), and the
+ * rest (Reshape, Flatten, MatMul, ...) the ONNX order. The table at the end lists each op with
+ * the attributes it reads; a node carrying any other attribute is refused by import.c. */
+#include "onnx_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A value that lives only here (an intermediate of a variadic op). */
+static ox_val tmp_val(sx_cg_node *n, ox_layout lay)
+{
+    ox_val v;
+    memset(&v, 0, sizeof v);
+    v.name = "(intermediate)";
+    v.n = n;
+    v.lay = lay;
+    v.rank = sx_cg_node_rank(n);
+    const int64_t *s = sx_cg_node_shape(n);
+    for (int k = 0; k < v.rank; k++)
+        v.shape[k] = lay == OX_NHWC ? s[OX_TO_NCHW[k]] : s[k];
+    return v;
+}
+
+static sx_status in_node(ox_ctx *c, int i, ox_layout lay, ox_val **v, sx_cg_node **n)
+{
+    SX_TRY(ox_in_req(c, i, v));
+    return ox_node(c, *v, lay, n);
+}
+
+/* The value's node in its own layout (no permutation placed). */
+static sx_status in_any(ox_ctx *c, int i, ox_val **v, sx_cg_node **n)
+{
+    SX_TRY(ox_in_req(c, i, v));
+    return ox_node(c, *v, (*v)->lay, n);
+}
+
+/* Where an ONNX axis of a rank-4 value kept NHWC is. */
+static int lay_axis(ox_layout lay, int axis)
+{
+    return lay == OX_NHWC ? OX_TO_NCHW[axis] : axis;
+}
+
+static sx_status no_extra_outputs(ox_ctx *c, int keep)
+{
+    for (int i = keep; i < ox_n_out(c); i++)
+        if (c->node->output[i][0] != '\0')
+            return ox_fail(c, SX_E_UNSUPPORTED, "output %d ('%s') is not computed", i,
+                           c->node->output[i]);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- element-wise */
+
+typedef sx_cg_node *(*unary_fn)(sx_cg_graph *, sx_cg_node *);
+
+static sx_status unary(ox_ctx *c, unary_fn f)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    return ox_out(c, 0, f(c->g, x), v->lay);
+}
+
+#define UNARY(Name, fn)                                                                            \
+    static sx_status op_##Name(ox_ctx *c)                                                          \
+    {                                                                                              \
+        return unary(c, sx_cg_##fn);                                                               \
+    }
+UNARY(Abs, abs)
+UNARY(Ceil, ceil)
+UNARY(Cos, cos)
+UNARY(Erf, erf)
+UNARY(Exp, exp)
+UNARY(Floor, floor)
+UNARY(Log, log)
+UNARY(Neg, neg)
+UNARY(Reciprocal, reciprocal)
+UNARY(Relu, relu)
+UNARY(Round, round)
+UNARY(Sigmoid, sigmoid)
+UNARY(Sign, sign)
+UNARY(Sin, sin)
+UNARY(Softplus, softplus)
+UNARY(Softsign, softsign)
+UNARY(Sqrt, sqrt)
+UNARY(Tan, tan)
+UNARY(Tanh, tanh)
+#undef UNARY
+
+static sx_status op_Identity(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    if (v->n == NULL)
+        return ox_out_ints(c, 0, v->rank, v->shape, v->ints);
+    return ox_out(c, 0, v->n, v->lay);
+}
+
+static sx_status op_LeakyRelu(ox_ctx *c)
+{
+    double a;
+    SX_TRY(ox_attr_float(c, "alpha", 0.01, &a));
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    return ox_out(c, 0, sx_cg_leaky_relu(c->g, x, a), v->lay);
+}
+
+static sx_status op_Elu(ox_ctx *c)
+{
+    double a;
+    SX_TRY(ox_attr_float(c, "alpha", 1.0, &a));
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    return ox_out(c, 0, sx_cg_elu(c->g, x, a), v->lay);
+}
+
+/* selu(x) = gamma elu(x, alpha) */
+static sx_status op_Selu(ox_ctx *c)
+{
+    double a, gm;
+    SX_TRY(ox_attr_float(c, "alpha", 1.67326319217681884765625, &a));
+    SX_TRY(ox_attr_float(c, "gamma", 1.05070102214813232421875, &gm));
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    return ox_out(c, 0, sx_cg_mul_scalar(c->g, sx_cg_elu(c->g, x, a), gm), v->lay);
+}
+
+/* hard_sigmoid(x) = max(0, min(1, alpha x + beta)) */
+static sx_status op_HardSigmoid(ox_ctx *c)
+{
+    double a, b;
+    SX_TRY(ox_attr_float(c, "alpha", 0.2, &a));
+    SX_TRY(ox_attr_float(c, "beta", 0.5, &b));
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    sx_cg_node *y = sx_cg_add_scalar(g, sx_cg_mul_scalar(g, x, a), b);
+    y = sx_cg_max(g, sx_cg_min(g, y, sx_cg_scalar_like(g, x, 1)), sx_cg_scalar_like(g, x, 0));
+    return ox_out(c, 0, y, v->lay);
+}
+
+/* hard_swish(x) = x max(0, min(1, x / 6 + 1 / 2)) */
+static sx_status op_HardSwish(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    sx_cg_node *y = sx_cg_add_scalar(g, sx_cg_mul_scalar(g, x, 1.0 / 6), 0.5);
+    y = sx_cg_max(g, sx_cg_min(g, y, sx_cg_scalar_like(g, x, 1)), sx_cg_scalar_like(g, x, 0));
+    return ox_out(c, 0, sx_cg_mul(g, x, y), v->lay);
+}
+
+/* thresholded_relu(x) = x > alpha ? x : 0 */
+static sx_status op_ThresholdedRelu(ox_ctx *c)
+{
+    double a;
+    SX_TRY(ox_attr_float(c, "alpha", 1.0, &a));
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    sx_cg_node *y =
+        sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, a)), x, sx_cg_scalar_like(g, x, 0));
+    return ox_out(c, 0, y, v->lay);
+}
+
+/* clip(x, min, max) = min(max(x, min), max): bounds from the optional scalar inputs (opset 11+),
+ * constants or values computed by the graph */
+static sx_status op_Clip(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    for (int i = 1; i <= 2; i++) {
+        ox_val *b = ox_in(c, i);
+        if (b == NULL)
+            continue;
+        if (b->rank != 0 && sx_shape_size(b->rank, b->shape) != 1)
+            return ox_fail(c, SX_E_FORMAT, "input %d ('%s') is not a scalar", i, b->name);
+        sx_cg_node *bn;
+        SX_TRY(ox_node(c, b, b->lay, &bn));
+        if (b->rank != 0)
+            bn = sx_cg_reshape(g, bn, 0, NULL);
+        x = i == 1 ? sx_cg_max(g, x, bn) : sx_cg_min(g, x, bn);
+    }
+    return ox_out(c, 0, x, v->lay);
+}
+
+/* Dropout at inference: the identity (training_mode, when given, must be a constant false). */
+static sx_status op_Dropout(ox_ctx *c)
+{
+    double t = 0;
+    bool has_t;
+    SX_TRY(ox_in_scalar(c, 2, &t, &has_t));
+    if (t != 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "training_mode true (inference only)");
+    SX_TRY(no_extra_outputs(c, 1));
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    return ox_out(c, 0, x, v->lay);
+}
+
+/* The nodes of a and b in one layout for a broadcasting op: NHWC when either is kept NHWC and
+ * the result has rank 4 (a lower-rank operand is first given leading 1s), else the ONNX order. */
+static sx_status harmonise(ox_ctx *c, ox_val *a, ox_val *b, sx_cg_node **na, sx_cg_node **nb,
+                           ox_layout *lay)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    *lay = (a->lay == OX_NHWC || b->lay == OX_NHWC) && r == 4 ? OX_NHWC : OX_ONNX;
+    ox_val *v[2] = {a, b};
+    sx_cg_node **out[2] = {na, nb};
+    for (int i = 0; i < 2; i++) {
+        if (*lay == OX_ONNX || v[i]->rank == 4 || v[i]->rank == 0) {
+            SX_TRY(ox_node(c, v[i], v[i]->rank == 4 ? *lay : OX_ONNX, out[i]));
+            continue;
+        }
+        sx_cg_node *n;
+        SX_TRY(ox_node(c, v[i], OX_ONNX, &n));
+        int64_t s[4] = {1, 1, 1, 1};
+        for (int k = 0; k < v[i]->rank; k++)
+            s[4 - v[i]->rank + k] = v[i]->shape[k];
+        sx_cg_node *n4 = sx_cg_reshape(c->g, n, 4, s);
+        if (n4 == NULL)
+            return ox_graph_fail(c);
+        ox_val t = tmp_val(n4, OX_ONNX);
+        SX_TRY(ox_node(c, &t, OX_NHWC, out[i]));
+    }
+    return SX_OK;
+}
+
+typedef sx_cg_node *(*binary_fn)(sx_cg_graph *, sx_cg_node *, sx_cg_node *);
+
+static sx_status binary(ox_ctx *c, binary_fn f)
+{
+    ox_val *a, *b;
+    SX_TRY(ox_in_req(c, 0, &a));
+    SX_TRY(ox_in_req(c, 1, &b));
+    sx_cg_node *na, *nb;
+    ox_layout lay;
+    SX_TRY(harmonise(c, a, b, &na, &nb, &lay));
+    return ox_out(c, 0, f(c->g, na, nb), lay);
+}
+
+#define BINARY(Name, fn)                                                                           \
+    static sx_status op_##Name(ox_ctx *c)                                                          \
+    {                                                                                              \
+        return binary(c, sx_cg_##fn);                                                              \
+    }
+BINARY(Add, add)
+BINARY(Sub, sub)
+BINARY(Mul, mul)
+BINARY(Div, div)
+BINARY(Pow, pow)
+#undef BINARY
+
+/* Sum, Mean, Max, Min over 1..n inputs, folded left to right. */
+static sx_status variadic(ox_ctx *c, binary_fn f, bool mean)
+{
+    int n = ox_n_in(c);
+    if (n < 1)
+        return ox_fail(c, SX_E_FORMAT, "no inputs");
+    ox_val *a;
+    SX_TRY(ox_in_req(c, 0, &a));
+    ox_val acc = *a;
+    for (int i = 1; i < n; i++) {
+        ox_val *b;
+        SX_TRY(ox_in_req(c, i, &b));
+        sx_cg_node *na, *nb;
+        ox_layout lay;
+        SX_TRY(harmonise(c, &acc, b, &na, &nb, &lay));
+        sx_cg_node *r = f(c->g, na, nb);
+        if (r == NULL)
+            return ox_graph_fail(c);
+        acc = tmp_val(r, lay);
+    }
+    sx_cg_node *r;
+    SX_TRY(ox_node(c, &acc, acc.lay, &r));
+    if (mean && n > 1)
+        r = sx_cg_div(c->g, r, sx_cg_scalar_like(c->g, r, n));
+    return ox_out(c, 0, r, acc.lay);
+}
+
+static sx_status op_Sum(ox_ctx *c)
+{
+    return variadic(c, sx_cg_add, false);
+}
+
+static sx_status op_Mean(ox_ctx *c)
+{
+    return variadic(c, sx_cg_add, true);
+}
+
+static sx_status op_Max(ox_ctx *c)
+{
+    return variadic(c, sx_cg_max, false);
+}
+
+static sx_status op_Min(ox_ctx *c)
+{
+    return variadic(c, sx_cg_min, false);
+}
+
+/* prelu(x, slope) = x < 0 ? slope x : x */
+static sx_status op_PRelu(ox_ctx *c)
+{
+    ox_val *a, *b;
+    SX_TRY(ox_in_req(c, 0, &a));
+    SX_TRY(ox_in_req(c, 1, &b));
+    sx_cg_node *x, *s;
+    ox_layout lay;
+    SX_TRY(harmonise(c, a, b, &x, &s, &lay));
+    sx_cg_graph *g = c->g;
+    sx_cg_node *y =
+        sx_cg_where(g, sx_cg_lt(g, x, sx_cg_scalar_like(g, x, 0)), sx_cg_mul(g, s, x), x);
+    return ox_out(c, 0, y, lay);
+}
+
+/* ---------------------------------------------------------------- convolution and pooling */
+
+/* The window attributes of Conv and the pools: kernel (2), strides, dilations, pads and
+ * auto_pad into the strix fields; only 2-d windows. */
+typedef struct window {
+    int kh, kw, sh, sw, dh, dw;
+    sx_padding padding;
+    int pt, pl, pb, pr;
+} window;
+
+static sx_status window_attrs(ox_ctx *c, int64_t kh, int64_t kw, window *w)
+{
+    const int64_t *v;
+    int n;
+    int64_t big = 1 << 20;
+    w->kh = (int)kh;
+    w->kw = (int)kw;
+    w->sh = w->sw = w->dh = w->dw = 1;
+    SX_TRY(ox_attr_ints(c, "strides", &v, &n));
+    if (n != 0 && (n != 2 || v[0] < 1 || v[1] < 1 || v[0] > big || v[1] > big))
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute strides: want 2 values >= 1");
+    if (n == 2) {
+        w->sh = (int)v[0];
+        w->sw = (int)v[1];
+    }
+    SX_TRY(ox_attr_ints(c, "dilations", &v, &n));
+    if (n != 0 && (n != 2 || v[0] < 1 || v[1] < 1 || v[0] > big || v[1] > big))
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute dilations: want 2 values >= 1");
+    if (n == 2) {
+        w->dh = (int)v[0];
+        w->dw = (int)v[1];
+    }
+    char ap[32];
+    SX_TRY(ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap));
+    SX_TRY(ox_attr_ints(c, "pads", &v, &n));
+    w->pt = w->pl = w->pb = w->pr = 0;
+    if (strcmp(ap, "NOTSET") == 0) {
+        if (n != 0 && n != 4)
+            return ox_fail(c, SX_E_UNSUPPORTED, "attribute pads: %d values (want 4)", n);
+        for (int i = 0; i < n; i++)
+            if (v[i] < 0 || v[i] > big)
+                return ox_fail(c, SX_E_UNSUPPORTED, "attribute pads: %lld", (long long)v[i]);
+        w->padding = n == 4 ? SX_PAD_EXPLICIT : SX_PAD_VALID;
+        if (n == 4) { /* ONNX: x1_begin, x2_begin, x1_end, x2_end */
+            w->pt = (int)v[0];
+            w->pl = (int)v[1];
+            w->pb = (int)v[2];
+            w->pr = (int)v[3];
+        }
+    } else if (strcmp(ap, "VALID") == 0) {
+        w->padding = SX_PAD_VALID;
+    } else if (strcmp(ap, "SAME_UPPER") == 0) {
+        w->padding = SX_PAD_SAME_UPPER;
+    } else if (strcmp(ap, "SAME_LOWER") == 0) {
+        w->padding = SX_PAD_SAME_LOWER;
+    } else {
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute auto_pad '%s'", ap);
+    }
+    return SX_OK;
+}
+
+/* The 2-d kernel size from kernel_shape (pools require it; Conv checks it against W). */
+static sx_status kernel_shape(ox_ctx *c, bool required, int64_t *kh, int64_t *kw)
+{
+    const int64_t *v;
+    int n;
+    SX_TRY(ox_attr_ints(c, "kernel_shape", &v, &n));
+    if (n == 0 && !required)
+        return SX_OK;
+    if (n != 2)
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "attribute kernel_shape of %d values (only 2-d windows)", n);
+    if (v[0] < 1 || v[1] < 1 || v[0] > (1 << 20) || v[1] > (1 << 20))
+        return ox_fail(c, SX_E_FORMAT, "attribute kernel_shape (%lld, %lld)", (long long)v[0],
+                       (long long)v[1]);
+    *kh = v[0];
+    *kw = v[1];
+    return SX_OK;
+}
+
+static sx_status need_rank4(ox_ctx *c, const ox_val *v, const char *what)
+{
+    if (v->rank != 4)
+        return ox_fail(c, SX_E_UNSUPPORTED, "%s '%s' of rank %d (only 2-d: rank 4, NCHW)", what,
+                       v->name, v->rank);
+    return SX_OK;
+}
+
+static sx_status op_Conv(ox_ctx *c)
+{
+    ox_val *xv, *wv;
+    SX_TRY(ox_in_req(c, 0, &xv));
+    SX_TRY(ox_in_req(c, 1, &wv));
+    SX_TRY(need_rank4(c, xv, "input X"));
+    SX_TRY(need_rank4(c, wv, "weight W"));
+    int64_t kh = wv->shape[2], kw = wv->shape[3];
+    SX_TRY(kernel_shape(c, false, &kh, &kw));
+    if (kh != wv->shape[2] || kw != wv->shape[3])
+        return ox_fail(c, SX_E_FORMAT, "attribute kernel_shape (%lld, %lld) but W is %lldx%lld",
+                       (long long)kh, (long long)kw, (long long)wv->shape[2],
+                       (long long)wv->shape[3]);
+    window w;
+    SX_TRY(window_attrs(c, kh, kw, &w));
+    int64_t group;
+    SX_TRY(ox_attr_int(c, "group", 1, &group));
+    if (group < 1 || group > xv->shape[1])
+        return ox_fail(c, SX_E_FORMAT, "attribute group %lld", (long long)group);
+    sx_conv2d_params p = sx_conv2d_params_default();
+    p.stride_h = w.sh;
+    p.stride_w = w.sw;
+    p.dilation_h = w.dh;
+    p.dilation_w = w.dw;
+    p.padding = w.padding;
+    p.pad_top = w.pt;
+    p.pad_left = w.pl;
+    p.pad_bottom = w.pb;
+    p.pad_right = w.pr;
+    p.groups = (int)group;
+    sx_cg_node *x, *k;
+    SX_TRY(ox_node(c, xv, OX_NHWC, &x));
+    SX_TRY(ox_node(c, wv, OX_ONNX, &k));
+    static const int to_hwio[4] = {2, 3, 1, 0}; /* (f, c/g, kh, kw) -> (kh, kw, c/g, f) */
+    k = sx_cg_permute(c->g, k, to_hwio);
+    sx_cg_node *y = sx_cg_conv2d(c->g, x, k, &p);
+    ox_val *bv = ox_in(c, 2);
+    if (bv != NULL && y != NULL) {
+        if (bv->rank != 1)
+            return ox_fail(c, SX_E_FORMAT, "bias B of rank %d", bv->rank);
+        sx_cg_node *b;
+        SX_TRY(ox_node(c, bv, OX_ONNX, &b));
+        y = sx_cg_add(c->g, y, b); /* (f) over (n, oh, ow, f) */
+    }
+    return ox_out(c, 0, y, OX_NHWC);
+}
+
+static sx_status pool(ox_ctx *c, bool max)
+{
+    ox_val *xv;
+    SX_TRY(ox_in_req(c, 0, &xv));
+    SX_TRY(need_rank4(c, xv, "input X"));
+    SX_TRY(no_extra_outputs(c, 1));
+    int64_t kh = 0, kw = 0, ceil_mode, cip = 0, order = 0;
+    SX_TRY(kernel_shape(c, true, &kh, &kw));
+    window w;
+    SX_TRY(window_attrs(c, kh, kw, &w));
+    SX_TRY(ox_attr_int(c, "ceil_mode", 0, &ceil_mode));
+    if (!max)
+        SX_TRY(ox_attr_int(c, "count_include_pad", 0, &cip));
+    else
+        SX_TRY(ox_attr_int(c, "storage_order", 0, &order));
+    if (order != 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute storage_order %lld (indices output only)",
+                       (long long)order);
+    if (!max && (w.dh != 1 || w.dw != 1))
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute dilations in AveragePool");
+    sx_pool2d_params p = sx_pool2d_params_default(w.kh, w.kw);
+    p.stride_h = w.sh;
+    p.stride_w = w.sw;
+    p.dilation_h = w.dh;
+    p.dilation_w = w.dw;
+    p.padding = w.padding;
+    p.pad_top = w.pt;
+    p.pad_left = w.pl;
+    p.pad_bottom = w.pb;
+    p.pad_right = w.pr;
+    p.ceil_mode = ceil_mode != 0;
+    p.count_include_pad = cip != 0;
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, xv, OX_NHWC, &x));
+    sx_cg_node *y = max ? sx_cg_maxpool2d(c->g, x, &p) : sx_cg_avgpool2d(c->g, x, &p);
+    return ox_out(c, 0, y, OX_NHWC);
+}
+
+static sx_status op_MaxPool(ox_ctx *c)
+{
+    return pool(c, true);
+}
+
+static sx_status op_AveragePool(ox_ctx *c)
+{
+    return pool(c, false);
+}
+
+static sx_status global_pool(ox_ctx *c, bool max)
+{
+    ox_val *xv;
+    SX_TRY(ox_in_req(c, 0, &xv));
+    SX_TRY(need_rank4(c, xv, "input X"));
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, xv, OX_NHWC, &x));
+    unsigned axes = SX_AXIS(1) | SX_AXIS(2);
+    sx_cg_node *y = max ? sx_cg_reduce_max(c->g, x, axes, true) : sx_cg_mean(c->g, x, axes, true);
+    return ox_out(c, 0, y, OX_NHWC);
+}
+
+static sx_status op_GlobalAveragePool(ox_ctx *c)
+{
+    return global_pool(c, false);
+}
+
+static sx_status op_GlobalMaxPool(ox_ctx *c)
+{
+    return global_pool(c, true);
+}
+
+/* y = (x - mean) * (scale / sqrt(var + eps)) + B over the channel axis (1 in ONNX order). */
+static sx_status op_BatchNormalization(ox_ctx *c)
+{
+    double eps, momentum;
+    int64_t training;
+    SX_TRY(ox_attr_float(c, "epsilon", 1e-5, &eps));
+    SX_TRY(ox_attr_float(c, "momentum", 0.9, &momentum));
+    SX_TRY(ox_attr_int(c, "training_mode", 0, &training));
+    if (training != 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute training_mode 1 (inference only)");
+    SX_TRY(no_extra_outputs(c, 1));
+    ox_val *xv;
+    SX_TRY(ox_in_req(c, 0, &xv));
+    if (xv->rank < 2)
+        return ox_fail(c, SX_E_FORMAT, "input X of rank %d", xv->rank);
+    sx_cg_node *x, *prm[4];
+    SX_TRY(ox_node(c, xv, xv->lay, &x));
+    int64_t ch = xv->shape[1];
+    /* the per-channel parameters shaped to broadcast over x in its layout */
+    int64_t s[SX_MAX_RANK];
+    for (int k = 0; k < xv->rank; k++)
+        s[k] = 1;
+    s[xv->lay == OX_NHWC ? 3 : 1] = ch;
+    for (int i = 0; i < 4; i++) {
+        ox_val *pv;
+        sx_cg_node *n;
+        SX_TRY(ox_in_req(c, i + 1, &pv));
+        if (pv->rank != 1 || pv->shape[0] != ch)
+            return ox_fail(c, SX_E_SHAPE, "input %d ('%s') is not (%lld)", i + 1, pv->name,
+                           (long long)ch);
+        SX_TRY(ox_node(c, pv, OX_ONNX, &n));
+        prm[i] = sx_cg_reshape(c->g, n, xv->rank, s);
+    }
+    sx_cg_graph *g = c->g;
+    sx_cg_node *inv = sx_cg_div(g, prm[0], sx_cg_sqrt(g, sx_cg_add_scalar(g, prm[3], eps)));
+    sx_cg_node *y = sx_cg_add(g, sx_cg_mul(g, sx_cg_sub(g, x, prm[2]), inv), prm[1]);
+    return ox_out(c, 0, y, xv->lay);
+}
+
+/* ---------------------------------------------------------------- matrix products */
+
+static sx_status op_Gemm(ox_ctx *c)
+{
+    double alpha, beta;
+    int64_t ta, tb;
+    SX_TRY(ox_attr_float(c, "alpha", 1.0, &alpha));
+    SX_TRY(ox_attr_float(c, "beta", 1.0, &beta));
+    SX_TRY(ox_attr_int(c, "transA", 0, &ta));
+    SX_TRY(ox_attr_int(c, "transB", 0, &tb));
+    ox_val *av, *bv, *cv = ox_in(c, 2);
+    sx_cg_node *a, *b, *cn = NULL;
+    SX_TRY(in_node(c, 0, OX_ONNX, &av, &a));
+    SX_TRY(in_node(c, 1, OX_ONNX, &bv, &b));
+    if (av->rank != 2 || bv->rank != 2)
+        return ox_fail(c, SX_E_FORMAT, "A and B of ranks %d and %d (want 2)", av->rank, bv->rank);
+    if (cv != NULL)
+        SX_TRY(ox_node(c, cv, OX_ONNX, &cn));
+    sx_cg_node *y;
+    if (cn == NULL)
+        y = alpha == 1 ? sx_cg_matmul(c->g, a, b, ta != 0, tb != 0)
+                       : sx_cg_gemm(c->g, a, b, ta != 0, tb != 0, alpha, NULL, 0);
+    else
+        y = sx_cg_gemm(c->g, a, b, ta != 0, tb != 0, alpha, cn, beta);
+    return ox_out(c, 0, y, OX_ONNX);
+}
+
+/* NumPy matmul: 1-d operands get a 1 prepended (a) or appended (b), removed from the result. */
+static sx_status op_MatMul(ox_ctx *c)
+{
+    ox_val *av, *bv;
+    sx_cg_node *a, *b;
+    SX_TRY(in_node(c, 0, OX_ONNX, &av, &a));
+    SX_TRY(in_node(c, 1, OX_ONNX, &bv, &b));
+    if (av->rank < 1 || bv->rank < 1)
+        return ox_fail(c, SX_E_FORMAT, "a scalar operand");
+    sx_cg_graph *g = c->g;
+    if (av->rank == 1)
+        a = sx_cg_reshape(g, a, 2, (int64_t[]){1, av->shape[0]});
+    if (bv->rank == 1)
+        b = sx_cg_reshape(g, b, 2, (int64_t[]){bv->shape[0], 1});
+    sx_cg_node *y = sx_cg_matmul(g, a, b, false, false);
+    if (y != NULL && (av->rank == 1 || bv->rank == 1)) {
+        int r = sx_cg_node_rank(y), k = 0;
+        int64_t s[SX_MAX_RANK];
+        const int64_t *ys = sx_cg_node_shape(y);
+        for (int i = 0; i < r; i++) {
+            if ((av->rank == 1 && i == r - 2) || (bv->rank == 1 && i == r - 1))
+                continue;
+            s[k++] = ys[i];
+        }
+        y = sx_cg_reshape(g, y, k, s);
+    }
+    return ox_out(c, 0, y, OX_ONNX);
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+/* Opset 13+: along one axis. Before: over the axes from `axis` on, flattened (the input
+ * coerced to 2-d), which is one axis when axis is the last. */
+static sx_status softmax(ox_ctx *c, bool log)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t a;
+    SX_TRY(ox_attr_int(c, "axis", c->opset >= 13 ? -1 : 1, &a));
+    int axis;
+    SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
+    sx_cg_graph *g = c->g;
+    sx_cg_node *x, *y;
+    if (c->opset >= 13 || axis == v->rank - 1) {
+        SX_TRY(ox_node(c, v, v->lay, &x));
+        int ax = lay_axis(v->lay, axis);
+        y = log ? sx_cg_log_softmax(g, x, ax) : sx_cg_softmax(g, x, ax);
+        return ox_out(c, 0, y, v->lay);
+    }
+    SX_TRY(ox_node(c, v, OX_ONNX, &x));
+    int64_t rows = sx_shape_size(axis, v->shape),
+            cols = sx_shape_size(v->rank - axis, v->shape + axis);
+    x = sx_cg_reshape(g, x, 2, (int64_t[]){rows, cols});
+    y = log ? sx_cg_log_softmax(g, x, 1) : sx_cg_softmax(g, x, 1);
+    return ox_out(c, 0, sx_cg_reshape(g, y, v->rank, v->shape), OX_ONNX);
+}
+
+static sx_status op_Softmax(ox_ctx *c)
+{
+    return softmax(c, false);
+}
+
+static sx_status op_LogSoftmax(ox_ctx *c)
+{
+    return softmax(c, true);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+typedef sx_cg_node *(*fold_fn)(sx_cg_graph *, sx_cg_node *, unsigned, bool);
+
+static sx_cg_node *sum_square(sx_cg_graph *g, sx_cg_node *x, unsigned axes, bool keep)
+{
+    return sx_cg_sum(g, sx_cg_sqr(g, x), axes, keep);
+}
+
+static sx_status reduce(ox_ctx *c, fold_fn f)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t keep, noop;
+    SX_TRY(ox_attr_int(c, "keepdims", 1, &keep));
+    SX_TRY(ox_attr_int(c, "noop_with_empty_axes", 0, &noop));
+    const int64_t *axes;
+    int64_t n = 0;
+    int na = 0;
+    if (strcmp(c->node->op_type, "ReduceSum") == 0 && c->opset >= 13) {
+        if (ox_in(c, 1) != NULL)
+            SX_TRY(ox_in_ints(c, 1, &axes, &n));
+        else
+            axes = NULL;
+        na = (int)n;
+    } else {
+        SX_TRY(ox_attr_ints(c, "axes", &axes, &na));
+    }
+    sx_cg_node *x;
+    ox_layout lay = keep ? v->lay : OX_ONNX;
+    SX_TRY(ox_node(c, v, lay, &x));
+    if (na == 0 && noop)
+        return ox_out(c, 0, x, lay);
+    unsigned mask = 0;
+    for (int i = 0; i < na; i++) {
+        int ax;
+        SX_TRY(ox_axis(c, axes[i], v->rank, "axis", &ax));
+        mask |= SX_AXIS(lay_axis(lay, ax));
+    }
+    if (na == 0)
+        mask = v->rank > 0 ? (1u << v->rank) - 1 : 0;
+    return ox_out(c, 0, f(c->g, x, mask, keep != 0), lay);
+}
+
+#define REDUCE(Name, fn)                                                                           \
+    static sx_status op_##Name(ox_ctx *c)                                                          \
+    {                                                                                              \
+        return reduce(c, fn);                                                                      \
+    }
+REDUCE(ReduceMean, sx_cg_mean)
+REDUCE(ReduceSum, sx_cg_sum)
+REDUCE(ReduceMax, sx_cg_reduce_max)
+REDUCE(ReduceMin, sx_cg_reduce_min)
+REDUCE(ReduceProd, sx_cg_prod)
+REDUCE(ReduceL1, sx_cg_l1norm)
+REDUCE(ReduceL2, sx_cg_l2norm)
+REDUCE(ReduceLogSumExp, sx_cg_logsumexp)
+REDUCE(ReduceSumSquare, sum_square)
+#undef REDUCE
+
+/* ---------------------------------------------------------------- layout */
+
+static sx_status reshape_to(ox_ctx *c, ox_val *v, int rank, const int64_t *shape)
+{
+    if (v->n == NULL) { /* integers: the same numbers in another shape */
+        if (sx_shape_size(rank, shape) != sx_shape_size(v->rank, v->shape))
+            return ox_fail(c, SX_E_SHAPE, "cannot reshape %lld values",
+                           (long long)sx_shape_size(v->rank, v->shape));
+        return ox_out_ints(c, 0, rank, shape, v->ints);
+    }
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, v, OX_ONNX, &x));
+    return ox_out(c, 0, sx_cg_reshape(c->g, x, rank, shape), OX_ONNX);
+}
+
+static sx_status op_Flatten(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t a;
+    SX_TRY(ox_attr_int(c, "axis", 1, &a));
+    int axis;
+    if (a == v->rank)
+        axis = v->rank;
+    else
+        SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
+    int64_t s[2] = {sx_shape_size(axis, v->shape), sx_shape_size(v->rank - axis, v->shape + axis)};
+    return reshape_to(c, v, 2, s);
+}
+
+static sx_status op_Reshape(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *t;
+    int64_t n, allowzero;
+    SX_TRY(ox_in_ints(c, 1, &t, &n));
+    SX_TRY(ox_attr_int(c, "allowzero", 0, &allowzero));
+    if (n > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "shape of rank %lld", (long long)n);
+    int64_t s[SX_MAX_RANK], known = 1;
+    int infer = -1;
+    for (int i = 0; i < n; i++) {
+        s[i] = t[i];
+        if (t[i] == 0 && !allowzero) {
+            if (i >= v->rank)
+                return ox_fail(c, SX_E_SHAPE, "shape[%d] = 0 copies a missing axis", i);
+            s[i] = v->shape[i];
+        }
+        if (s[i] == -1) {
+            if (infer >= 0)
+                return ox_fail(c, SX_E_SHAPE, "two -1 in the shape");
+            infer = i;
+        } else if (s[i] < 0 || (s[i] > 0 && known > INT64_MAX / s[i])) {
+            return ox_fail(c, SX_E_SHAPE, "shape[%d] = %lld", i, (long long)s[i]);
+        } else {
+            known *= s[i];
+        }
+    }
+    int64_t total = sx_shape_size(v->rank, v->shape);
+    if (infer >= 0) {
+        if (known == 0 || total % known != 0)
+            return ox_fail(c, SX_E_SHAPE, "cannot infer the -1 axis (%lld elements)",
+                           (long long)total);
+        s[infer] = total / known;
+    }
+    return reshape_to(c, v, (int)n, s);
+}
+
+/* Unsqueeze / Squeeze: the axes from the attribute (opset < 13) or the input (13+). */
+static sx_status axes_of(ox_ctx *c, const int64_t **axes, int *n)
+{
+    if (c->opset >= 13) {
+        *axes = NULL;
+        *n = 0;
+        if (ox_in(c, 1) == NULL)
+            return SX_OK;
+        int64_t cnt;
+        SX_TRY(ox_in_ints(c, 1, axes, &cnt));
+        *n = (int)cnt;
+        return SX_OK;
+    }
+    return ox_attr_ints(c, "axes", axes, n);
+}
+
+static sx_status op_Unsqueeze(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *axes;
+    int n;
+    SX_TRY(axes_of(c, &axes, &n));
+    int r = v->rank + n;
+    if (n == 0 || r > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "%d axes on rank %d", n, v->rank);
+    bool ins[SX_MAX_RANK] = {false};
+    for (int i = 0; i < n; i++) {
+        int a;
+        SX_TRY(ox_axis(c, axes[i], r, "axis", &a));
+        if (ins[a])
+            return ox_fail(c, SX_E_FORMAT, "axis %d repeated", a);
+        ins[a] = true;
+    }
+    int64_t s[SX_MAX_RANK];
+    for (int i = 0, k = 0; i < r; i++)
+        s[i] = ins[i] ? 1 : v->shape[k++];
+    return reshape_to(c, v, r, s);
+}
+
+static sx_status op_Squeeze(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *axes;
+    int n;
+    SX_TRY(axes_of(c, &axes, &n));
+    bool drop[SX_MAX_RANK] = {false};
+    for (int i = 0; i < n; i++) {
+        int a;
+        SX_TRY(ox_axis(c, axes[i], v->rank, "axis", &a));
+        if (v->shape[a] != 1)
+            return ox_fail(c, SX_E_SHAPE, "axis %d has size %lld", a, (long long)v->shape[a]);
+        drop[a] = true;
+    }
+    int64_t s[SX_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < v->rank; i++)
+        if (!(n == 0 ? v->shape[i] == 1 : drop[i]))
+            s[r++] = v->shape[i];
+    return reshape_to(c, v, r, s);
+}
+
+static sx_status op_Transpose(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *pv;
+    int n;
+    SX_TRY(ox_attr_ints(c, "perm", &pv, &n));
+    int perm[SX_MAX_RANK];
+    bool seen[SX_MAX_RANK] = {false};
+    if (n != 0 && n != v->rank)
+        return ox_fail(c, SX_E_FORMAT, "attribute perm of %d values for rank %d", n, v->rank);
+    for (int i = 0; i < v->rank; i++) {
+        perm[i] = n ? (int)pv[i] : v->rank - 1 - i;
+        if (n && (pv[i] < 0 || pv[i] >= v->rank || seen[pv[i]]))
+            return ox_fail(c, SX_E_FORMAT, "attribute perm is not a permutation");
+        seen[perm[i]] = true;
+    }
+    if (v->n == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "transpose of an integer tensor");
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, v, v->lay, &x));
+    if (v->lay == OX_NHWC) /* one permutation from the NHWC node: out[j] = onnx[perm[j]] */
+        for (int j = 0; j < 4; j++)
+            perm[j] = OX_TO_NCHW[perm[j]];
+    return ox_out(c, 0, sx_cg_permute(c->g, x, perm), OX_ONNX);
+}
+
+static sx_status concat_ints(ox_ctx *c, int n, int axis)
+{
+    int64_t total = 0, buf[256];
+    for (int i = 0; i < n; i++) {
+        ox_val *v;
+        SX_TRY(ox_in_req(c, i, &v));
+        if (v->ints == NULL || v->rank != 1)
+            return ox_fail(c, SX_E_UNSUPPORTED, "concatenation of integer tensors of rank != 1");
+        if (total + v->shape[0] > 256)
+            return ox_fail(c, SX_E_UNSUPPORTED, "more than 256 integers");
+        memcpy(buf + total, v->ints, (size_t)v->shape[0] * sizeof *buf);
+        total += v->shape[0];
+    }
+    (void)axis;
+    return ox_out_ints(c, 0, 1, &total, buf);
+}
+
+static sx_status op_Concat(ox_ctx *c)
+{
+    int n = ox_n_in(c);
+    if (n < 1 || n > SX_CG_MAX_INPUTS)
+        return ox_fail(c, SX_E_UNSUPPORTED, "%d inputs", n);
+    ox_val *v0;
+    SX_TRY(ox_in_req(c, 0, &v0));
+    int64_t a;
+    SX_TRY(ox_attr_int(c, "axis", 0, &a));
+    int axis;
+    SX_TRY(ox_axis(c, a, v0->rank, "attribute axis", &axis));
+    if (v0->n == NULL)
+        return concat_ints(c, n, axis);
+    ox_layout lay = v0->lay;
+    sx_cg_node *xs[SX_CG_MAX_INPUTS];
+    for (int i = 0; i < n; i++) {
+        ox_val *v;
+        SX_TRY(ox_in_req(c, i, &v));
+        if (v->lay != lay)
+            lay = OX_ONNX;
+    }
+    for (int i = 0; i < n; i++) {
+        ox_val *v;
+        SX_TRY(ox_in_req(c, i, &v));
+        SX_TRY(ox_node(c, v, lay, &xs[i]));
+    }
+    return ox_out(c, 0, sx_cg_concat(c->g, n, xs, lay_axis(lay, axis)), lay);
+}
+
+/* Split into outputs along axis: sizes from the input (opset 13+) or attribute, else equal. */
+static sx_status op_Split(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    int64_t a;
+    SX_TRY(ox_attr_int(c, "axis", 0, &a));
+    int axis, n = ox_n_out(c);
+    SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
+    const int64_t *sz = NULL;
+    int nsz = 0;
+    if (c->opset >= 13 && ox_in(c, 1) != NULL) {
+        int64_t cnt;
+        SX_TRY(ox_in_ints(c, 1, &sz, &cnt));
+        nsz = (int)cnt;
+    } else if (c->opset < 13) {
+        SX_TRY(ox_attr_ints(c, "split", &sz, &nsz));
+    }
+    int64_t len = v->shape[axis], start = 0;
+    if ((nsz != 0 && nsz != n) || n < 1 || (nsz == 0 && len % n != 0))
+        return ox_fail(c, SX_E_UNSUPPORTED, "split of %lld into %d outputs (%d sizes)",
+                       (long long)len, n, nsz);
+    for (int i = 0; i < n; i++) {
+        int64_t s = nsz ? sz[i] : len / n;
+        if (s < 0 || start + s > len)
+            return ox_fail(c, SX_E_SHAPE, "split sizes exceed the axis (%lld)", (long long)len);
+        sx_slice sl[SX_MAX_RANK];
+        for (int k = 0; k < v->rank; k++)
+            sl[k] = SX_SLICE_ALL;
+        sl[lay_axis(v->lay, axis)] = (sx_slice){start, start + s, 1};
+        SX_TRY(ox_out(c, i, sx_cg_slice(c->g, x, sl), v->lay));
+        start += s;
+    }
+    return SX_OK;
+}
+
+/* Slice with starts, ends, axes, steps known (opset 10+: inputs). */
+static sx_status op_Slice(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *st, *en, *ax = NULL, *sp = NULL;
+    int64_t n, m;
+    SX_TRY(ox_in_ints(c, 1, &st, &n));
+    SX_TRY(ox_in_ints(c, 2, &en, &m));
+    if (m != n || n > v->rank)
+        return ox_fail(c, SX_E_FORMAT, "%lld starts, %lld ends", (long long)n, (long long)m);
+    if (ox_in(c, 3) != NULL) {
+        SX_TRY(ox_in_ints(c, 3, &ax, &m));
+        if (m != n)
+            return ox_fail(c, SX_E_FORMAT, "%lld axes for %lld starts", (long long)m, (long long)n);
+    }
+    if (ox_in(c, 4) != NULL) {
+        SX_TRY(ox_in_ints(c, 4, &sp, &m));
+        if (m != n)
+            return ox_fail(c, SX_E_FORMAT, "%lld steps for %lld starts", (long long)m,
+                           (long long)n);
+    }
+    sx_slice sl[SX_MAX_RANK];
+    for (int k = 0; k < v->rank; k++)
+        sl[k] = SX_SLICE_ALL;
+    for (int i = 0; i < n; i++) {
+        int a = i;
+        if (ax != NULL)
+            SX_TRY(ox_axis(c, ax[i], v->rank, "axis", &a));
+        int64_t step = sp ? sp[i] : 1, d = v->shape[a];
+        if (step == 0)
+            return ox_fail(c, SX_E_FORMAT, "step 0");
+        int64_t s = st[i], e = en[i];
+        /* ONNX clamps: starts to [0, d] ([0, d-1] for negative steps), ends to [-1, d] */
+        if (s < 0)
+            s += d;
+        if (e < 0 && e > INT64_MIN / 2)
+            e += d;
+        if (step > 0) {
+            s = s < 0 ? 0 : s > d ? d : s;
+            e = e < 0 ? 0 : e > d ? d : e;
+            if (e < s)
+                e = s;
+        } else {
+            s = s < 0 ? -1 : s > d - 1 ? d - 1 : s;
+            e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+            if (s < 0 || e >= s) {
+                s = 0; /* empty */
+                e = 0;
+                step = 1;
+            }
+        }
+        if (step < 0 && e == -1) /* through the first element: strix's open end */
+            e = SX_SLICE_END;
+        sl[a] = (sx_slice){s, e, step};
+    }
+    if (v->n == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "slice of an integer tensor");
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, v, v->lay, &x));
+    if (v->lay == OX_NHWC) {
+        sx_slice t[4];
+        for (int k = 0; k < 4; k++)
+            t[k] = sl[OX_TO_NHWC[k]];
+        memcpy(sl, t, sizeof t);
+    }
+    return ox_out(c, 0, sx_cg_slice(c->g, x, sl), v->lay);
+}
+
+/* Pad, constant mode, with known pads (opset 11+: inputs) and value. */
+static sx_status op_Pad(ox_ctx *c)
+{
+    char mode[32];
+    SX_TRY(ox_attr_str(c, "mode", "constant", mode, sizeof mode));
+    if (strcmp(mode, "constant") != 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s' (only constant)", mode);
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    const int64_t *pads;
+    int64_t n;
+    SX_TRY(ox_in_ints(c, 1, &pads, &n));
+    if (ox_in(c, 3) != NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input axes");
+    if (n != 2 * v->rank)
+        return ox_fail(c, SX_E_FORMAT, "%lld pads for rank %d", (long long)n, v->rank);
+    double value = 0;
+    bool has;
+    SX_TRY(ox_in_scalar(c, 2, &value, &has));
+    int64_t before[SX_MAX_RANK], after[SX_MAX_RANK];
+    for (int k = 0; k < v->rank; k++) {
+        int a = lay_axis(v->lay, k);
+        if (pads[k] < 0 || pads[k + v->rank] < 0)
+            return ox_fail(c, SX_E_UNSUPPORTED, "negative pads");
+        before[a] = pads[k];
+        after[a] = pads[k + v->rank];
+    }
+    return ox_out(c, 0, sx_cg_pad(c->g, x, before, after, value), v->lay);
+}
+
+static sx_status op_Expand(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_node(c, 0, OX_ONNX, &v, &x));
+    const int64_t *t;
+    int64_t n;
+    SX_TRY(ox_in_ints(c, 1, &t, &n));
+    int r;
+    int64_t s[SX_MAX_RANK];
+    if (n > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "shape of rank %lld", (long long)n);
+    if (sx_shape_broadcast("Expand", v->rank, v->shape, (int)n, t, &r, s) != SX_OK)
+        return ox_fail(c, SX_E_SHAPE, "%s", sx_last_error());
+    return ox_out(c, 0, sx_cg_broadcast(c->g, x, r, s), OX_ONNX);
+}
+
+static sx_status op_Tile(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_node(c, 0, OX_ONNX, &v, &x));
+    const int64_t *t;
+    int64_t n;
+    SX_TRY(ox_in_ints(c, 1, &t, &n));
+    if (n != v->rank)
+        return ox_fail(c, SX_E_FORMAT, "%lld repeats for rank %d", (long long)n, v->rank);
+    return ox_out(c, 0, sx_cg_tile(c->g, x, t), OX_ONNX);
+}
+
+/* Gather along an axis with known indices: a slice for a scalar index, else rows of the axis
+ * brought to the front. */
+static sx_status op_Gather(ox_ctx *c)
+{
+    ox_val *v, *iv;
+    SX_TRY(ox_in_req(c, 0, &v));
+    SX_TRY(ox_in_req(c, 1, &iv));
+    int64_t a;
+    SX_TRY(ox_attr_int(c, "axis", 0, &a));
+    int axis;
+    SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
+    const int64_t *idx;
+    int64_t ni;
+    SX_TRY(ox_in_ints(c, 1, &idx, &ni));
+    int64_t d = v->shape[axis], fixed[256];
+    if (ni > 256)
+        return ox_fail(c, SX_E_UNSUPPORTED, "more than 256 indices");
+    for (int64_t i = 0; i < ni; i++) {
+        fixed[i] = idx[i] < 0 ? idx[i] + d : idx[i];
+        if (fixed[i] < 0 || fixed[i] >= d)
+            return ox_fail(c, SX_E_RANGE, "index %lld out of range for %lld", (long long)idx[i],
+                           (long long)d);
+    }
+    /* the result's ONNX shape: data's with the axis replaced by the indices' shape */
+    int r = v->rank - 1 + iv->rank;
+    if (r > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "result of rank %d", r);
+    int64_t s[SX_MAX_RANK];
+    memcpy(s, v->shape, (size_t)axis * sizeof *s);
+    memcpy(s + axis, iv->shape, (size_t)iv->rank * sizeof *s);
+    memcpy(s + axis + iv->rank, v->shape + axis + 1, (size_t)(v->rank - axis - 1) * sizeof *s);
+    if (v->n == NULL) { /* integers (a shape): pick them here */
+        if (v->rank != 1)
+            return ox_fail(c, SX_E_UNSUPPORTED, "gather from an integer tensor of rank %d",
+                           v->rank);
+        int64_t out[256];
+        for (int64_t i = 0; i < ni; i++)
+            out[i] = v->ints[fixed[i]];
+        return ox_out_ints(c, 0, r, s, out);
+    }
+    sx_cg_graph *g = c->g;
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, v, OX_ONNX, &x));
+    int perm[SX_MAX_RANK];
+    perm[0] = axis;
+    for (int i = 0, k = 1; i < v->rank; i++)
+        if (i != axis)
+            perm[k++] = i;
+    sx_tensor *it = NULL;
+    SX_TRY(sx_tensor_new(c->dt, 1, &ni, &it));
+    for (int64_t i = 0; i < ni; i++)
+        sx_tensor_set(it, i, (double)fixed[i]);
+    sx_cg_node *in = sx_cg_const(g, it);
+    sx_tensor_free(it);
+    sx_cg_node *y = sx_cg_gather(g, axis ? sx_cg_permute(g, x, perm) : x, in);
+    if (axis && y != NULL) { /* back: the gathered axis to its place */
+        int back[SX_MAX_RANK];
+        for (int i = 0; i < v->rank; i++)
+            back[perm[i]] = i;
+        y = sx_cg_permute(g, y, back);
+    }
+    return ox_out(c, 0, sx_cg_reshape(g, y, r, s), OX_ONNX);
+}
+
+/* ---------------------------------------------------------------- constants and shapes */
+
+static sx_status const_tensor(ox_ctx *c, const Onnx__TensorProto *t)
+{
+    if (ox_dtype_is_float(t->data_type)) {
+        sx_tensor *v = NULL;
+        SX_TRY(ox_tensor_float(c, t, c->dt, &v));
+        sx_cg_node *n = sx_cg_const(c->g, v);
+        sx_status s = ox_out(c, 0, n, OX_ONNX);
+        ox_val *ov = s == SX_OK && ox_n_out(c) > 0 ? ox_find(c, c->node->output[0]) : NULL;
+        if (ov != NULL && ov->n == n)
+            ov->cst = v;
+        else
+            sx_tensor_free(v);
+        return s;
+    }
+    int64_t *v = NULL, n;
+    int rank;
+    int64_t shape[SX_MAX_RANK];
+    SX_TRY(ox_tensor_dims(c, t, &rank, shape));
+    SX_TRY(ox_tensor_ints(c, t, &v, &n));
+    sx_status s = ox_out_ints(c, 0, rank, shape, v);
+    sx_free(v);
+    return s;
+}
+
+static sx_status op_Constant(ox_ctx *c)
+{
+    const Onnx__AttributeProto *a;
+    if ((a = ox_attr(c, "value")) != NULL && a->t != NULL)
+        return const_tensor(c, a->t);
+    if ((a = ox_attr(c, "value_float")) != NULL || (a = ox_attr(c, "value_floats")) != NULL) {
+        bool one = a->n_floats == 0;
+        int64_t n = one ? 1 : (int64_t)a->n_floats;
+        sx_tensor *v = NULL;
+        SX_TRY(sx_tensor_new(c->dt, one ? 0 : 1, &n, &v));
+        for (int64_t i = 0; i < n; i++)
+            sx_tensor_set(v, i, (double)(one ? a->f : a->floats[i]));
+        sx_cg_node *nd = sx_cg_const(c->g, v);
+        sx_status s = ox_out(c, 0, nd, OX_ONNX);
+        ox_val *ov = s == SX_OK ? ox_find(c, c->node->output[0]) : NULL;
+        if (ov != NULL && ov->n == nd)
+            ov->cst = v;
+        else
+            sx_tensor_free(v);
+        return s;
+    }
+    if ((a = ox_attr(c, "value_int")) != NULL)
+        return ox_out_ints(c, 0, 0, NULL, &a->i);
+    if ((a = ox_attr(c, "value_ints")) != NULL) {
+        int64_t n = (int64_t)a->n_ints;
+        return ox_out_ints(c, 0, 1, &n, a->ints);
+    }
+    return ox_fail(c, SX_E_UNSUPPORTED, "no value, value_float(s) or value_int(s) attribute");
+}
+
+static sx_status op_Shape(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t start, end;
+    SX_TRY(ox_attr_int(c, "start", 0, &start));
+    SX_TRY(ox_attr_int(c, "end", v->rank, &end));
+    if (start < 0)
+        start += v->rank;
+    if (end < 0)
+        end += v->rank;
+    start = start < 0 ? 0 : start > v->rank ? v->rank : start;
+    end = end < start ? start : end > v->rank ? v->rank : end;
+    int64_t n = end - start;
+    return ox_out_ints(c, 0, 1, &n, v->shape + start);
+}
+
+static sx_status op_ConstantOfShape(ox_ctx *c)
+{
+    const int64_t *t;
+    int64_t n;
+    SX_TRY(ox_in_ints(c, 0, &t, &n));
+    if (n > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "shape of rank %lld", (long long)n);
+    const Onnx__AttributeProto *a = ox_attr(c, "value");
+    double value = 0;
+    bool is_float = true;
+    if (a != NULL && a->t != NULL) {
+        is_float = ox_dtype_is_float(a->t->data_type);
+        if (is_float) {
+            sx_tensor *v = NULL;
+            SX_TRY(ox_tensor_float(c, a->t, c->dt, &v));
+            value = v->size == 1 ? sx_tensor_get(v, 0) : (double)NAN;
+            sx_tensor_free(v);
+        } else {
+            int64_t *iv = NULL, cnt;
+            SX_TRY(ox_tensor_ints(c, a->t, &iv, &cnt));
+            value = cnt == 1 ? (double)iv[0] : (double)NAN;
+            sx_free(iv);
+        }
+        if (isnan(value))
+            return ox_fail(c, SX_E_FORMAT, "attribute value is not one element");
+    }
+    if (sx_shape_check("ConstantOfShape", (int)n, t) != SX_OK)
+        return ox_fail(c, SX_E_SHAPE, "bad shape");
+    if (sx_shape_size((int)n, t) > ((int64_t)1 << 28)) /* no file makes strix allocate GBs */
+        return ox_fail(c, SX_E_UNSUPPORTED, "a constant of %lld elements",
+                       (long long)sx_shape_size((int)n, t));
+    if (!is_float) {
+        int64_t cnt = sx_shape_size((int)n, t);
+        if (cnt > 256)
+            return ox_fail(c, SX_E_UNSUPPORTED, "an integer tensor of %lld elements",
+                           (long long)cnt);
+        int64_t buf[256];
+        for (int64_t i = 0; i < cnt; i++)
+            buf[i] = (int64_t)value;
+        return ox_out_ints(c, 0, (int)n, t, buf);
+    }
+    sx_tensor *v = NULL;
+    SX_TRY(sx_tensor_full(c->dt, (int)n, t, value, &v));
+    sx_status s = ox_out(c, 0, sx_cg_const(c->g, v), OX_ONNX);
+    sx_tensor_free(v);
+    return s;
+}
+
+/* Cast between float types (the identity in strix's dtype) or between integer types. */
+static sx_status op_Cast(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t to;
+    SX_TRY(ox_attr_int(c, "to", 0, &to));
+    bool to_float = ox_dtype_is_float((int32_t)to);
+    if (v->n != NULL && to_float)
+        return ox_out(c, 0, v->n, v->lay);
+    if (v->n == NULL && !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
+        to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
+        to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
+        return ox_out_ints(c, 0, v->rank, v->shape, v->ints);
+    return ox_fail(c, SX_E_UNSUPPORTED, "attribute to = %s from a %s tensor",
+                   ox_dtype_name((int32_t)to), v->n ? "float" : "integer");
+}
+
+/* ---------------------------------------------------------------- the table */
+
+/* Alphabetical (sx_onnx_op_name lists them in this order). */
+static const ox_op ops[] = {
+    {"Abs", op_Abs, ""},
+    {"Add", op_Add, ""},
+    {"AveragePool", op_AveragePool,
+     "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides"},
+    {"BatchNormalization", op_BatchNormalization, "epsilon,momentum,training_mode"},
+    {"Cast", op_Cast, "to"},
+    {"Ceil", op_Ceil, ""},
+    {"Clip", op_Clip, ""},
+    {"Concat", op_Concat, "axis"},
+    {"Constant", op_Constant, "value,value_float,value_floats,value_int,value_ints"},
+    {"ConstantOfShape", op_ConstantOfShape, "value"},
+    {"Conv", op_Conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"Cos", op_Cos, ""},
+    {"Div", op_Div, ""},
+    {"Dropout", op_Dropout, "seed"},
+    {"Elu", op_Elu, "alpha"},
+    {"Erf", op_Erf, ""},
+    {"Exp", op_Exp, ""},
+    {"Expand", op_Expand, ""},
+    {"Flatten", op_Flatten, "axis"},
+    {"Floor", op_Floor, ""},
+    {"Gather", op_Gather, "axis"},
+    {"Gemm", op_Gemm, "alpha,beta,transA,transB"},
+    {"GlobalAveragePool", op_GlobalAveragePool, ""},
+    {"GlobalMaxPool", op_GlobalMaxPool, ""},
+    {"HardSigmoid", op_HardSigmoid, "alpha,beta"},
+    {"HardSwish", op_HardSwish, ""},
+    {"Identity", op_Identity, ""},
+    {"LeakyRelu", op_LeakyRelu, "alpha"},
+    {"Log", op_Log, ""},
+    {"LogSoftmax", op_LogSoftmax, "axis"},
+    {"MatMul", op_MatMul, ""},
+    {"Max", op_Max, ""},
+    {"MaxPool", op_MaxPool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
+    {"Mean", op_Mean, ""},
+    {"Min", op_Min, ""},
+    {"Mul", op_Mul, ""},
+    {"Neg", op_Neg, ""},
+    {"PRelu", op_PRelu, ""},
+    {"Pad", op_Pad, "mode"},
+    {"Pow", op_Pow, ""},
+    {"Reciprocal", op_Reciprocal, ""},
+    {"ReduceL1", op_ReduceL1, "axes,keepdims"},
+    {"ReduceL2", op_ReduceL2, "axes,keepdims"},
+    {"ReduceLogSumExp", op_ReduceLogSumExp, "axes,keepdims"},
+    {"ReduceMax", op_ReduceMax, "axes,keepdims"},
+    {"ReduceMean", op_ReduceMean, "axes,keepdims"},
+    {"ReduceMin", op_ReduceMin, "axes,keepdims"},
+    {"ReduceProd", op_ReduceProd, "axes,keepdims"},
+    {"ReduceSum", op_ReduceSum, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceSumSquare", op_ReduceSumSquare, "axes,keepdims"},
+    {"Relu", op_Relu, ""},
+    {"Reshape", op_Reshape, "allowzero"},
+    {"Round", op_Round, ""},
+    {"Selu", op_Selu, "alpha,gamma"},
+    {"Shape", op_Shape, "start,end"},
+    {"Sigmoid", op_Sigmoid, ""},
+    {"Sign", op_Sign, ""},
+    {"Sin", op_Sin, ""},
+    {"Slice", op_Slice, ""},
+    {"Softmax", op_Softmax, "axis"},
+    {"Softplus", op_Softplus, ""},
+    {"Softsign", op_Softsign, ""},
+    {"Split", op_Split, "axis,split"},
+    {"Sqrt", op_Sqrt, ""},
+    {"Squeeze", op_Squeeze, "axes"},
+    {"Sub", op_Sub, ""},
+    {"Sum", op_Sum, ""},
+    {"Tan", op_Tan, ""},
+    {"Tanh", op_Tanh, ""},
+    {"ThresholdedRelu", op_ThresholdedRelu, "alpha"},
+    {"Tile", op_Tile, ""},
+    {"Transpose", op_Transpose, "perm"},
+    {"Unsqueeze", op_Unsqueeze, "axes"},
+};
+
+const ox_op *ox_op_find(const char *op_type)
+{
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strcmp(ops[i].name, op_type) == 0)
+            return &ops[i];
+    return NULL;
+}
+
+bool sx_onnx_op_supported(const char *op_type)
+{
+    return op_type != NULL && ox_op_find(op_type) != NULL;
+}
+
+const char *sx_onnx_op_name(int i)
+{
+    return i >= 0 && i < (int)(sizeof ops / sizeof *ops) ? ops[i].name : NULL;
+}

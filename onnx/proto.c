@@ -1,0 +1,497 @@
+/* proto.c: reading what protoc-c unpacked: files, TensorProto data (raw bytes or typed fields,
+ * checked against the dims before use), node attributes, and the value table with each value's
+ * layout (NCHW values kept as NHWC nodes, permuted back only where an op needs it). */
+#include "onnx_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const int OX_TO_NHWC[4] = {0, 2, 3, 1}, OX_TO_NCHW[4] = {0, 3, 1, 2};
+
+static void *pb_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return sx_alloc(n);
+}
+
+static void pb_free(void *ctx, void *p)
+{
+    (void)ctx;
+    sx_free(p);
+}
+
+ProtobufCAllocator ox_allocator = {pb_alloc, pb_free, NULL};
+
+/* ---------------------------------------------------------------- errors */
+
+static sx_status vfail(ox_ctx *c, sx_status s, const char *fmt, va_list ap)
+{
+    char msg[400];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    const Onnx__NodeProto *nd = c->node;
+    if (nd == NULL)
+        return sx_error(s, "%s: %s", c->file, msg);
+    if (nd->name != NULL && nd->name[0] != '\0')
+        return sx_error(s, "%s: node '%s' (%s): %s", c->file, nd->name, nd->op_type, msg);
+    return sx_error(s, "%s: node %d (%s): %s", c->file, c->node_index, nd->op_type, msg);
+}
+
+sx_status ox_fail(ox_ctx *c, sx_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s = vfail(c, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+sx_status ox_graph_fail(ox_ctx *c)
+{
+    sx_status s = sx_cg_graph_status(c->g);
+    if (s == SX_OK)
+        s = SX_E_STATE;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", sx_last_error());
+    sx_cg_graph_status_clear(c->g);
+    return ox_fail(c, s, "%s", msg);
+}
+
+/* ---------------------------------------------------------------- files */
+
+sx_status ox_read_file(const char *path, uint8_t **data, size_t *size)
+{
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return sx_error(SX_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return sx_error(SX_E_IO, "%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = sx_alloc(n ? n : 1);
+    if (buf == NULL) {
+        fclose(f);
+        return SX_E_NOMEM;
+    }
+    if (n > 0 && fread(buf, 1, n, f) != n) {
+        sx_free(buf);
+        fclose(f);
+        return sx_error(SX_E_IO, "%s: short read", path);
+    }
+    fclose(f);
+    *data = buf;
+    *size = n;
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+bool ox_dtype_is_float(int32_t t)
+{
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+}
+
+const char *ox_dtype_name(int32_t t)
+{
+    static const char *names[] = {"UNDEFINED",  "FLOAT",   "UINT8",  "INT8",   "UINT16",
+                                  "INT16",      "INT32",   "INT64",  "STRING", "BOOL",
+                                  "FLOAT16",    "DOUBLE",  "UINT32", "UINT64", "COMPLEX64",
+                                  "COMPLEX128", "BFLOAT16"};
+    return t >= 0 && t < (int32_t)(sizeof names / sizeof *names) ? names[t] : "an unknown type";
+}
+
+sx_status ox_tensor_dims(ox_ctx *c, const Onnx__TensorProto *t, int *rank, int64_t *shape)
+{
+    if (t->n_dims > SX_MAX_RANK)
+        return ox_fail(c, SX_E_UNSUPPORTED, "tensor '%s' of rank %zu (strix: at most %d)",
+                       t->name ? t->name : "", t->n_dims, SX_MAX_RANK);
+    for (size_t i = 0; i < t->n_dims; i++)
+        shape[i] = t->dims[i];
+    *rank = (int)t->n_dims;
+    if (sx_shape_check("onnx", *rank, shape) != SX_OK)
+        return ox_fail(c, SX_E_FORMAT, "tensor '%s' has bad dims", t->name ? t->name : "");
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "tensor '%s' has external data",
+                       t->name ? t->name : "");
+    return SX_OK;
+}
+
+/* The element count of t and the number of elements its data holds (raw bytes of elem bytes,
+ * or the typed field's length): they must agree. */
+static sx_status check_count(ox_ctx *c, const Onnx__TensorProto *t, int64_t count, size_t elem,
+                             size_t typed)
+{
+    size_t have = t->has_raw_data ? t->raw_data.len / elem : typed;
+    if ((t->has_raw_data && t->raw_data.len % elem != 0) || (int64_t)have != count)
+        return ox_fail(c, SX_E_FORMAT, "tensor '%s': %lld elements by its dims, %zu in its data",
+                       t->name ? t->name : "", (long long)count, have);
+    return SX_OK;
+}
+
+sx_status ox_tensor_float(ox_ctx *c, const Onnx__TensorProto *t, sx_dtype dt, sx_tensor **out)
+{
+    *out = NULL;
+    int rank;
+    int64_t shape[SX_MAX_RANK];
+    SX_TRY(ox_tensor_dims(c, t, &rank, shape));
+    int32_t type = t->data_type;
+    if (!ox_dtype_is_float(type))
+        return ox_fail(c, SX_E_UNSUPPORTED, "tensor '%s' of type %s (want FLOAT or DOUBLE)",
+                       t->name ? t->name : "", ox_dtype_name(type));
+    int64_t count = sx_shape_size(rank, shape);
+    bool f32 = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    SX_TRY(check_count(c, t, count, f32 ? 4 : 8, f32 ? t->n_float_data : t->n_double_data));
+    SX_TRY(sx_tensor_new(dt, rank, shape, out));
+    const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
+    for (int64_t i = 0; i < count; i++) {
+        double v;
+        if (f32) {
+            float f;
+            if (raw != NULL)
+                memcpy(&f, raw + 4 * i, 4); /* little-endian, as ONNX stores it */
+            else
+                f = t->float_data[i];
+            v = (double)f;
+        } else if (raw != NULL) {
+            memcpy(&v, raw + 8 * i, 8);
+        } else {
+            v = t->double_data[i];
+        }
+        sx_tensor_set(*out, i, v);
+    }
+    return SX_OK;
+}
+
+sx_status ox_tensor_ints(ox_ctx *c, const Onnx__TensorProto *t, int64_t **out, int64_t *n)
+{
+    *out = NULL;
+    int rank;
+    int64_t shape[SX_MAX_RANK];
+    SX_TRY(ox_tensor_dims(c, t, &rank, shape));
+    int64_t count = sx_shape_size(rank, shape);
+    size_t elem = 0, typed = t->n_int32_data;
+    switch (t->data_type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        elem = 8;
+        typed = t->n_int64_data;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        elem = 4;
+        typed = t->n_uint64_data;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+        elem = 4;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+        elem = 2;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        elem = 1;
+        break;
+    default:
+        return ox_fail(c, SX_E_UNSUPPORTED, "tensor '%s' of type %s (want an integer type)",
+                       t->name ? t->name : "", ox_dtype_name(t->data_type));
+    }
+    SX_TRY(check_count(c, t, count, elem, typed));
+    int64_t *v = sx_alloc((size_t)(count ? count : 1) * sizeof *v);
+    if (v == NULL)
+        return SX_E_NOMEM;
+    const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
+    int32_t type = t->data_type;
+    for (int64_t i = 0; i < count; i++) {
+        if (raw == NULL) {
+            v[i] = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64    ? t->int64_data[i]
+                   : type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ? (int64_t)t->uint64_data[i]
+                                                                   : t->int32_data[i];
+            continue;
+        }
+        const uint8_t *p = raw + (size_t)i * elem;
+        if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+            memcpy(&v[i], p, 8);
+        } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
+            int32_t x;
+            memcpy(&x, p, 4);
+            v[i] = x;
+        } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32) {
+            uint32_t x;
+            memcpy(&x, p, 4);
+            v[i] = x;
+        } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT16) {
+            int16_t x;
+            memcpy(&x, p, 2);
+            v[i] = x;
+        } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16) {
+            uint16_t x;
+            memcpy(&x, p, 2);
+            v[i] = x;
+        } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT8) {
+            v[i] = (int8_t)p[0];
+        } else {
+            v[i] = p[0];
+        }
+    }
+    *out = v;
+    *n = count;
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- values */
+
+ox_val *ox_find(ox_ctx *c, const char *name)
+{
+    for (int i = c->n_vals - 1; i >= 0; i--)
+        if (strcmp(c->vals[i].name, name) == 0)
+            return &c->vals[i];
+    return NULL;
+}
+
+sx_status ox_define(ox_ctx *c, const char *name, ox_val **out)
+{
+    if (name == NULL || name[0] == '\0')
+        return ox_fail(c, SX_E_FORMAT, "a value with an empty name");
+    if (ox_find(c, name) != NULL)
+        return ox_fail(c, SX_E_FORMAT, "value '%s' defined twice", name);
+    if (c->n_vals == c->cap_vals) {
+        int cap = c->cap_vals ? 2 * c->cap_vals : 64;
+        ox_val *v = sx_realloc(c->vals, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return SX_E_NOMEM;
+        c->vals = v;
+        c->cap_vals = cap;
+    }
+    ox_val *v = &c->vals[c->n_vals++];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    *out = v;
+    return SX_OK;
+}
+
+int ox_n_in(ox_ctx *c)
+{
+    return (int)c->node->n_input;
+}
+
+int ox_n_out(ox_ctx *c)
+{
+    return (int)c->node->n_output;
+}
+
+ox_val *ox_in(ox_ctx *c, int i)
+{
+    const Onnx__NodeProto *nd = c->node;
+    if (i >= (int)nd->n_input || nd->input[i][0] == '\0')
+        return NULL;
+    return ox_find(c, nd->input[i]);
+}
+
+sx_status ox_in_req(ox_ctx *c, int i, ox_val **out)
+{
+    *out = ox_in(c, i);
+    if (*out == NULL)
+        return ox_fail(c, SX_E_FORMAT, "input %d missing", i);
+    return SX_OK;
+}
+
+/* Is perm (of a tensor of shape s) a reshape: do the axes of size > 1 keep their order? */
+static bool perm_is_reshape(const int *perm, const int64_t *s, int r)
+{
+    int last = -1;
+    for (int i = 0; i < r; i++) {
+        if (s[perm[i]] == 1)
+            continue;
+        if (perm[i] < last)
+            return false;
+        last = perm[i];
+    }
+    return true;
+}
+
+sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
+{
+    *out = NULL;
+    if (v->n == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "value '%s' is an integer tensor used as data",
+                       v->name);
+    if (v->lay == want) {
+        *out = v->n;
+        return SX_OK;
+    }
+    const int *perm = want == OX_NHWC ? OX_TO_NHWC : OX_TO_NCHW;
+    const int64_t *s = sx_cg_node_shape(v->n);
+    sx_cg_node *r;
+    if (perm_is_reshape(perm, s, 4)) {
+        int64_t t[4];
+        for (int i = 0; i < 4; i++)
+            t[i] = s[perm[i]];
+        r = sx_cg_reshape(c->g, v->n, 4, t);
+    } else {
+        r = sx_cg_permute(c->g, v->n, perm);
+    }
+    if (r == NULL)
+        return ox_graph_fail(c);
+    *out = r;
+    return SX_OK;
+}
+
+static sx_status out_val(ox_ctx *c, int i, ox_val **v)
+{
+    const Onnx__NodeProto *nd = c->node;
+    *v = NULL;
+    if (i >= (int)nd->n_output || nd->output[i][0] == '\0')
+        return SX_OK; /* an output nobody asked for */
+    return ox_define(c, nd->output[i], v);
+}
+
+sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay)
+{
+    if (n == NULL)
+        return ox_graph_fail(c);
+    ox_val *v;
+    SX_TRY(out_val(c, i, &v));
+    if (v == NULL)
+        return SX_OK;
+    v->n = n;
+    v->rank = sx_cg_node_rank(n);
+    const int64_t *s = sx_cg_node_shape(n);
+    if (lay == OX_NHWC && v->rank != 4)
+        lay = OX_ONNX; /* a bug guard: only rank 4 values are kept permuted */
+    v->lay = lay;
+    for (int k = 0; k < v->rank; k++)
+        v->shape[k] = lay == OX_NHWC ? s[OX_TO_NCHW[k]] : s[k];
+    return SX_OK;
+}
+
+sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints)
+{
+    ox_val *v;
+    SX_TRY(out_val(c, i, &v));
+    if (v == NULL)
+        return SX_OK;
+    int64_t n = sx_shape_size(rank, shape);
+    v->ints = sx_alloc((size_t)(n ? n : 1) * sizeof *v->ints);
+    if (v->ints == NULL)
+        return SX_E_NOMEM;
+    memcpy(v->ints, ints, (size_t)n * sizeof *ints);
+    v->rank = rank;
+    memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
+    return SX_OK;
+}
+
+sx_status ox_in_ints(ox_ctx *c, int i, const int64_t **ints, int64_t *count)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, i, &v));
+    if (v->ints == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "input %d ('%s') must be an integer tensor known at import time", i,
+                       v->name);
+    *ints = v->ints;
+    *count = sx_shape_size(v->rank, v->shape);
+    return SX_OK;
+}
+
+sx_status ox_in_scalar(ox_ctx *c, int i, double *out, bool *present)
+{
+    ox_val *v = ox_in(c, i);
+    *present = v != NULL;
+    if (v == NULL)
+        return SX_OK;
+    if (sx_shape_size(v->rank, v->shape) != 1)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input %d ('%s') must be a single value", i, v->name);
+    if (v->cst != NULL)
+        *out = sx_tensor_get(v->cst, 0);
+    else if (v->ints != NULL)
+        *out = (double)v->ints[0];
+    else
+        return ox_fail(c, SX_E_UNSUPPORTED, "input %d ('%s') must be a constant", i, v->name);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- attributes */
+
+const Onnx__AttributeProto *ox_attr(ox_ctx *c, const char *name)
+{
+    const Onnx__NodeProto *nd = c->node;
+    for (size_t i = 0; i < nd->n_attribute; i++)
+        if (nd->attribute[i]->name != NULL && strcmp(nd->attribute[i]->name, name) == 0)
+            return nd->attribute[i];
+    return NULL;
+}
+
+static sx_status attr_type(ox_ctx *c, const Onnx__AttributeProto *a,
+                           Onnx__AttributeProto__AttributeType want)
+{
+    if (a->type != want)
+        return ox_fail(c, SX_E_FORMAT, "attribute %s has type %d (want %d)", a->name, (int)a->type,
+                       (int)want);
+    return SX_OK;
+}
+
+sx_status ox_attr_int(ox_ctx *c, const char *name, int64_t def, int64_t *out)
+{
+    const Onnx__AttributeProto *a = ox_attr(c, name);
+    *out = def;
+    if (a == NULL)
+        return SX_OK;
+    SX_TRY(attr_type(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT));
+    *out = a->i;
+    return SX_OK;
+}
+
+sx_status ox_attr_float(ox_ctx *c, const char *name, double def, double *out)
+{
+    const Onnx__AttributeProto *a = ox_attr(c, name);
+    *out = def;
+    if (a == NULL)
+        return SX_OK;
+    SX_TRY(attr_type(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT));
+    *out = (double)a->f;
+    return SX_OK;
+}
+
+sx_status ox_attr_ints(ox_ctx *c, const char *name, const int64_t **v, int *n)
+{
+    const Onnx__AttributeProto *a = ox_attr(c, name);
+    *v = NULL;
+    *n = 0;
+    if (a == NULL)
+        return SX_OK;
+    SX_TRY(attr_type(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS));
+    if (a->n_ints > 64)
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute %s has %zu values", name, a->n_ints);
+    *v = a->ints;
+    *n = (int)a->n_ints;
+    return SX_OK;
+}
+
+sx_status ox_attr_str(ox_ctx *c, const char *name, const char *def, char *buf, size_t size)
+{
+    const Onnx__AttributeProto *a = ox_attr(c, name);
+    snprintf(buf, size, "%s", def);
+    if (a == NULL)
+        return SX_OK;
+    SX_TRY(attr_type(c, a, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING));
+    size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
+    if (n > 0) /* an empty string may have no data pointer */
+        memcpy(buf, a->s.data, n);
+    buf[n] = '\0';
+    return SX_OK;
+}
+
+sx_status ox_axis(ox_ctx *c, int64_t axis, int rank, const char *what, int *out)
+{
+    if (axis < -rank || axis >= (rank > 0 ? rank : 1))
+        return ox_fail(c, SX_E_FORMAT, "%s %lld out of range for rank %d", what, (long long)axis,
+                       rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return SX_OK;
+}

@@ -1,0 +1,168 @@
+/* sx_onnx.h: ONNX import and export (optional module, built when protobuf-c and Debian's
+ * onnx.proto are found; the C code reading the format is generated at build time by protoc-c
+ * from that schema).
+ *
+ * Import. An .onnx file (ir_version >= 3, default-domain opsets 11..17) becomes a strix graph:
+ * initializers become constants, every node one or a few graph ops, then the graph is
+ * optimised, planned and compiled like any strix model. Tensors of rank 4 that ONNX holds in
+ * NCHW order are computed in strix's NHWC order: the importer keeps, for each ONNX value,
+ * whether its strix node holds it permuted, places a permutation only where an op needs the
+ * other order (a convolution or pooling on an NCHW value, a Reshape or Flatten of an NHWC one),
+ * and passes element-wise ops, Softmax, Concat, Pad and reductions through in either order (their
+ * axes are mapped), so the permutations of a chain conv -> relu -> pool -> conv cancel and only
+ * those at the model's input and output remain. Inputs and outputs keep the ONNX order and
+ * shapes. Floating-point tensors (FLOAT, DOUBLE) are computed in p->dtype; integer tensors are
+ * read only where their values are known at import time (Reshape's shape, Gather's indices,
+ * Pad's pads, Shape of a static shape, Constant, ...).
+ *
+ * Every op listed by sx_onnx_op_supported maps; an op outside the list, an attribute or input
+ * the mapping does not take (e.g. Conv with a 3-d kernel, Resize, a non-constant Reshape
+ * shape, an integer graph input), is SX_E_UNSUPPORTED with a message naming the node, the op
+ * and the attribute: "model.onnx: node 'conv1' (Conv): attribute kernel_shape of rank 3 (only
+ * 2-d convolutions)". Never a wrong result.
+ *
+ * Errors common to every function (each function lists its own):
+ *   SX_E_ARG          a NULL argument, batch < 1, a dtype that is not f32 or f64
+ *   SX_E_IO           the file cannot be opened or read (the system's reason in the message)
+ *   SX_E_FORMAT       not a well-formed ONNX protobuf, or a model that breaks the ONNX rules
+ *                     (a node reading a value nothing defines, a tensor whose data does not
+ *                     match its dims, an opset outside 11..17 of the default domain, ...)
+ *   SX_E_UNSUPPORTED  an op, attribute, input or data type strix does not map (see above)
+ *   SX_E_SHAPE        shapes that do not fit (the message from the op's shape rule, prefixed
+ *                     with the node)
+ *   SX_E_NOMEM
+ * The message (sx_last_error()) starts with the file name (or the name given for a buffer) and,
+ * for a node, its name (or its index when unnamed) and op type. Every failure releases all
+ * that was allocated; out-parameters are then NULL.
+ */
+#ifndef SX_ONNX_H
+#define SX_ONNX_H
+
+#include "sx_nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sx_onnx_import_params {
+    int64_t batch;  /* compile for up to this batch, >= 1: 1 */
+    sx_dtype dtype; /* the dtype every floating-point tensor is computed in: SX_F32 */
+    bool optimise;  /* run strix's graph optimiser before planning: true */
+    /* Fine-tuning: FLOAT/DOUBLE initializers become parameters (sx_cg_param, named after the
+     * initializer; listed by sx_onnx_graph_param) instead of constants, so that autodiff and
+     * optim can train them (see sx_onnx_graph_import). Values an op needs at import time (Clip's
+     * bounds, Pad's value, ...) are read once and stay fixed. false */
+    bool trainable;
+} sx_onnx_import_params;
+
+sx_onnx_import_params sx_onnx_import_params_default(void);
+
+/* ---------------------------------------------------------------- models */
+
+/* Import the model at `path` as an inference model (*out, owned by the caller,
+ * sx_nn_model_free): sx_nn_model_predict runs any batch of 1..p->batch examples, as for a
+ * loaded .sxm (input scale 1; a smaller batch builds and compiles its own graph on first use).
+ * The model must have ONE graph input that is not an initializer and ONE output; the input's
+ * first axis is the batch axis (whatever size or name the file gives it), its other axes fixed
+ * numbers. The output is (batch, k) as the model computes it, or, when the model's output has
+ * another shape (batch, d1, d2, ...), that output flattened in ONNX order to (batch, d1*d2*...).
+ * A model with several inputs or outputs is SX_E_UNSUPPORTED here: import it with
+ * sx_onnx_graph_import. p NULL: the defaults. */
+sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
+                         sx_nn_model **out) SX_NODISCARD;
+
+/* Export an inference model (compiled from a network, loaded from .sxm, or imported) to an
+ * ONNX file at `path` (opset 13, ir_version 7): its plain inference graph for a batch of 1
+ * with the batch axis named "N" (any batch), the weights as initializers. The input and output
+ * are named "x" and "y" and keep strix's shapes, e.g. an image model's input (N, h, w, c) in
+ * NHWC order; the graph transposes around each Conv, MaxPool and AveragePool (ONNX's are NCHW).
+ * Ops: matmul (Gemm or MatMul), conv2d (Conv), max/avg pooling (MaxPool, AveragePool), the
+ * element-wise ops that ONNX has (Add, Sub, Mul, Div, Pow, Max, Min, Relu, Sigmoid, Tanh, Exp,
+ * Log, Sqrt, Neg, Abs, LeakyRelu, Elu, Softplus, Softsign, Erf, Floor, Ceil, Reciprocal, ...),
+ * fma, reshape, permute (Transpose), concat, pad, sum/mean/max/min reductions, softmax,
+ * log-softmax, identity. The file is written to a temporary name and renamed.
+ * Errors: SX_E_ARG (NULL, a training model), SX_E_UNSUPPORTED (a graph op with no ONNX
+ * counterpart here, named with the node), SX_E_IO, SX_E_NOMEM. */
+sx_status sx_onnx_export(sx_nn_model *m, const char *path) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- graphs */
+
+/* The lower-level import: the ONNX graph as a lazy, unoptimised strix graph with every graph
+ * input (initializers excluded) an input node and every graph output a node, in the file's
+ * order, with the ONNX shapes and order (batch axis included): for models with several inputs
+ * or outputs, outputs of any shape, and the conformance runner. A first input axis with no
+ * fixed size (a dim_param or no value) becomes p->batch; other axes must be fixed. The caller
+ * sets the inputs (sx_cg_input_set) and evaluates the outputs (sx_cg_eval), optimising and
+ * freezing first if it likes (sx_cg_optimise, sx_cg_freeze). */
+typedef struct sx_onnx_graph sx_onnx_graph;
+
+sx_status sx_onnx_graph_import(const char *path, const sx_onnx_import_params *p,
+                               sx_onnx_graph **out) SX_NODISCARD;
+/* The same from `size` bytes in memory (copied as needed; the buffer may be freed after the
+ * call); `name` (may be NULL: "<buffer>") names it in messages. */
+sx_status sx_onnx_graph_import_buffer(const void *data, size_t size, const char *name,
+                                      const sx_onnx_import_params *p,
+                                      sx_onnx_graph **out) SX_NODISCARD;
+void sx_onnx_graph_free(sx_onnx_graph *og); /* NULL is fine; frees the strix graph too */
+/* The strix graph, owned by og (lives until sx_onnx_graph_free). */
+sx_cg_graph *sx_onnx_graph_cg(const sx_onnx_graph *og);
+/* Inputs and outputs: counts, the i-th node (in og's graph) and its ONNX name; NULL or 0 for
+ * NULL og or i out of range. */
+int sx_onnx_graph_n_inputs(const sx_onnx_graph *og);
+sx_cg_node *sx_onnx_graph_input(const sx_onnx_graph *og, int i);
+const char *sx_onnx_graph_input_name(const sx_onnx_graph *og, int i);
+/* Parameters (p->trainable): the float initializers as sx_cg_param nodes, in the file's order,
+ * with their ONNX names. Fine-tuning an imported model: import with trainable, build a loss
+ * over an output from graph ops (e.g. the mean of sqr(y - t)), take its gradients with sx_ad_grad
+ * against the parameters to train (all, or only the last layer's, found by name), add one
+ * sx_optim_update per parameter, then freeze and evaluate the updates every step
+ * (tests/onnx/test_onnx.c does this). Without trainable there are none. */
+int sx_onnx_graph_n_params(const sx_onnx_graph *og);
+sx_cg_node *sx_onnx_graph_param(const sx_onnx_graph *og, int i);
+const char *sx_onnx_graph_param_name(const sx_onnx_graph *og, int i);
+int sx_onnx_graph_n_outputs(const sx_onnx_graph *og);
+sx_cg_node *sx_onnx_graph_output(const sx_onnx_graph *og, int i);
+const char *sx_onnx_graph_output_name(const sx_onnx_graph *og, int i);
+
+/* ---------------------------------------------------------------- tensors and ops */
+
+/* Read a serialised TensorProto (an ONNX test's input_0.pb) into a new tensor (*out, owned by
+ * the caller): FLOAT and DOUBLE data converted to `dtype`; *name (may be NULL) receives a copy
+ * of the tensor's name (owned by the caller, sx_free; "" when none). Data in raw_data or in the
+ * typed fields. Errors: SX_E_IO, SX_E_FORMAT (not a TensorProto, data not matching dims),
+ * SX_E_UNSUPPORTED (another element type, external data), SX_E_ARG, SX_E_NOMEM. */
+sx_status sx_onnx_tensor_read(const char *path, sx_dtype dtype, sx_tensor **out,
+                              char **name) SX_NODISCARD;
+
+/* Whether the importer maps op_type of the default domain (some of its attributes may still be
+ * refused, see above). */
+bool sx_onnx_op_supported(const char *op_type);
+/* The i-th op type the importer maps (NULL past the end), in alphabetical order. */
+const char *sx_onnx_op_name(int i);
+
+/* ---------------------------------------------------------------- conformance */
+
+/* Run the ONNX backend node tests under `dir` (each a folder holding model.onnx and
+ * test_data_set_*\/input_*.pb, output_*.pb; `dir` itself may be one such case). A case is
+ * "supported" when it imports (f32 unless its first float input is DOUBLE; its integer graph
+ * inputs - shapes, axes, pads, indices - read from each data set and bound at import as known
+ * values, a graph specialised per data set); it passes when every
+ * output of every data set is within |got - want| <= atol + rtol |want| (NaN matching NaN) of
+ * the expected one. A case that does not import is listed with the reason (an unsupported op is
+ * counted against that op as found but not supported). With `log` not NULL, one line per case
+ * that is unsupported or fails, then a table per op type (found / supported / passed), then
+ * "result: cases=N supported=S passed=P failed=F". Counts go to the report (may be NULL).
+ * Returns SX_OK when every supported case passed, SX_E_STATE when one failed, SX_E_IO when dir
+ * cannot be read, SX_E_ARG for NULL dir. */
+typedef struct sx_onnx_conformance_report {
+    int cases, supported, passed, failed;
+} sx_onnx_conformance_report;
+
+sx_status sx_onnx_conformance(const char *dir, double rtol, double atol, FILE *log,
+                              sx_onnx_conformance_report *report) SX_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SX_ONNX_H */

@@ -1,0 +1,267 @@
+/* batch_norm.c: batch normalisation over the last axis (channels) in fused passes (issue 18).
+ * x (..., c) is viewed as (m, c). The statistics and the backward sums are one pass each: tasks
+ * are (chunk of rows, tile of channels), chunks fixed by the shape alone, their double partials
+ * added in chunk order, so results never depend on the thread count. Normalising is one pass of
+ * y = x a + b with per-channel a, b. */
+#include "par_impl.h"
+#include "tensor_impl.h"
+
+#include <math.h>
+
+#define BN_TILE 64         /* channels per task */
+#define BN_MAX_CHUNKS 16   /* row chunks per reduction */
+#define BN_CHUNK_MIN 32768 /* elements per chunk, at least */
+
+typedef struct bn_job {
+    const void *x, *dy;   /* dy NULL: the statistics */
+    const double *center; /* per channel: the shift (statistics) or the mean (sums) */
+    int64_t m, c, rows, n_chunks, n_tiles;
+    double *part; /* n_chunks x (s1 row, s2 row) of c doubles */
+    sx_dtype dt;
+} bn_job;
+
+typedef struct bn_norm_job {
+    const void *x, *a; /* a: c scales then c shifts, in the dtype */
+    void *y;
+    int64_t c;
+} bn_norm_job;
+
+#define T float
+#define SFX f32
+#include "batch_norm_tmpl.h"
+#undef T
+#undef SFX
+#define T double
+#define SFX f64
+#include "batch_norm_tmpl.h"
+#undef T
+#undef SFX
+
+static void bn_task(void *ctx, int64_t t)
+{
+    const bn_job *jb = ctx;
+    int64_t k = t / jb->n_tiles, j0 = t % jb->n_tiles * BN_TILE;
+    int64_t j1 = j0 + BN_TILE < jb->c ? j0 + BN_TILE : jb->c;
+    int64_t r0 = k * jb->rows, r1 = r0 + jb->rows < jb->m ? r0 + jb->rows : jb->m;
+    double *s1 = jb->part + 2 * k * jb->c + j0, *s2 = s1 + jb->c;
+    if (jb->dt == SX_F32)
+        bn_block_f32(jb, r0, r1, j0, j1, s1, s2);
+    else
+        bn_block_f64(jb, r0, r1, j0, j1, s1, s2);
+}
+
+/* The row chunks of a reduction over (m, c): fixed by the shape alone. */
+static int64_t bn_rows_per_chunk(int64_t m, int64_t c)
+{
+    int64_t per = BN_CHUNK_MIN / (c > 0 ? c : 1) + 1;
+    int64_t n = (m + per - 1) / per;
+    n = n < 1 ? 1 : n > BN_MAX_CHUNKS ? BN_MAX_CHUNKS : n;
+    return (m + n - 1) / n;
+}
+
+static int64_t bn_n_chunks(int64_t m, int64_t c)
+{
+    int64_t rows = bn_rows_per_chunk(m, c);
+    return rows > 0 ? (m + rows - 1) / rows : 0;
+}
+
+size_t sx_batch_norm_workspace(int rank, const int64_t *x_shape)
+{
+    if (rank < 1 || x_shape == NULL)
+        return 0;
+    int64_t c = x_shape[rank - 1], m = 1;
+    for (int i = 0; i < rank - 1; i++)
+        m *= x_shape[i];
+    if (c < 1)
+        return 0;
+    /* centre, S1, S2, the chunks' partials (statistics, sums); a and b (normalise) fit */
+    return (size_t)(3 * c + 2 * c * bn_n_chunks(m, c)) * sizeof(double);
+}
+
+/* Per channel: S1 and S2 (see bn_block) over all m rows into s (2c doubles: S1 row, S2 row),
+ * the chunks' partials in `part` (n_chunks x 2c doubles). */
+static void bn_reduce(bn_job *jb, double *s, double *part)
+{
+    const int64_t m = jb->m, c = jb->c;
+    jb->rows = bn_rows_per_chunk(m, c);
+    jb->n_chunks = bn_n_chunks(m, c);
+    jb->n_tiles = (c + BN_TILE - 1) / BN_TILE;
+    jb->part = part;
+    for (int64_t j = 0; j < 2 * c; j++)
+        s[j] = 0;
+    if (jb->n_chunks == 0 || c == 0)
+        return;
+    sx__par_for(jb->n_chunks * jb->n_tiles, bn_task, jb);
+    for (int64_t k = 0; k < jb->n_chunks; k++)
+        for (int64_t j = 0; j < 2 * c; j++)
+            s[j] += part[2 * k * c + j];
+}
+
+/* The workspace: given (ws of ws_bytes) or allocated (*own, freed by the caller). */
+static sx_status bn_ws(const char *who, const sx_tensor *x, void *ws, size_t ws_bytes, void **own,
+                       double **out)
+{
+    size_t need = sx_batch_norm_workspace(x->rank, x->shape);
+    *own = NULL;
+    if (ws != NULL && ws_bytes >= need) {
+        *out = ws;
+        return SX_OK;
+    }
+    if (ws != NULL || ws_bytes != 0)
+        return sx_error(SX_E_ARG, "%s: workspace of %zu bytes, want %zu (sx_batch_norm_workspace)",
+                        who, ws_bytes, need);
+    *own = sx_calloc(need / sizeof(double) + 1, sizeof(double));
+    if (*own == NULL)
+        return sx_error(SX_E_NOMEM, "%s: no memory for a workspace of %zu bytes", who, need);
+    *out = *own;
+    return SX_OK;
+}
+
+static double get_d(const sx_tensor *t, int64_t i)
+{
+    return t->dtype == SX_F32 ? (double)SX_F32P(t)[i] : SX_F64P(t)[i];
+}
+
+static void set_d(sx_tensor *t, int64_t i, double v)
+{
+    if (t->dtype == SX_F32)
+        SX_F32P(t)[i] = (float)v;
+    else
+        SX_F64P(t)[i] = v;
+}
+
+/* x of rank >= 1 (its last axis the channels), `v` (named) of x's dtype and the shape (c), or
+ * (2, c) when two_rows. */
+static sx_status bn_check(const char *who, const sx_tensor *x, const char *name, const sx_tensor *v,
+                          bool two_rows)
+{
+    int64_t c = x->shape[x->rank - 1], s2[2] = {2, c};
+    SX_TRY(sx__check_tensor(who, name, v));
+    SX_TRY(sx__check_same_dtype(who, x, v));
+    int r = two_rows ? 2 : 1;
+    if (!sx_shape_equal(v->rank, v->shape, r, two_rows ? s2 : s2 + 1)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: %s has shape %s, want %s for x %s", who, name,
+                        sx_shape_str(v->rank, v->shape, a, sizeof a), two_rows ? "(2,c)" : "(c)",
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    return SX_OK;
+}
+
+static sx_status bn_check_x(const char *who, const sx_tensor *x)
+{
+    SX_TRY(sx__check_tensor(who, "x", x));
+    if (x->rank < 1)
+        return sx_error(SX_E_RANK, "%s: x has rank 0 (want a channel axis)", who);
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
+                                        size_t ws_bytes)
+{
+    const char *who = "sx_tensor_batch_norm_stats_out";
+    SX_TRY(bn_check_x(who, x));
+    SX_TRY(bn_check(who, x, "stats", stats, true));
+    SX_TRY(sx__check_apart(who, "x", x, "stats", stats));
+    const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
+    void *own = NULL;
+    double *buf = NULL; /* shift, S1, S2, partials */
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
+    for (int64_t j = 0; j < c; j++)
+        buf[j] = m > 0 ? get_d(x, j) : 0;
+    bn_job jb = {.x = x->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
+    bn_reduce(&jb, buf + c, buf + 3 * c);
+    for (int64_t j = 0; j < c; j++) {
+        double s1 = buf[c + j], s2 = buf[2 * c + j], mm = (double)m;
+        double mean = m > 0 ? buf[j] + s1 / mm : 0, var = m > 0 ? (s2 - s1 * s1 / mm) / mm : 0;
+        set_d(stats, j, mean);
+        set_d(stats, c + j, var > 0 ? var : 0);
+    }
+    sx_free(own);
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats)
+{
+    return sx_tensor_batch_norm_stats_ws(x, stats, NULL, 0);
+}
+
+sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
+                                  const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                  sx_tensor *y, void *ws, size_t ws_bytes)
+{
+    const char *who = "sx_tensor_batch_norm_out";
+    SX_TRY(bn_check_x(who, x));
+    SX_TRY(bn_check(who, x, "stats", stats, true));
+    SX_TRY(bn_check(who, x, "gamma", gamma, false));
+    SX_TRY(bn_check(who, x, "beta", beta, false));
+    SX_TRY(sx__check_out(who, y, x->dtype, x->rank, x->shape));
+    if (!(eps >= 0) || !isfinite(eps))
+        return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", who, eps);
+    /* stats, gamma and beta are read before y is written: y may overlap them */
+    if (y->data != x->data)
+        SX_TRY(sx__check_apart(who, "x", x, "y", y));
+    const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
+    void *own = NULL;
+    double *ab = NULL; /* c scales then c shifts, in the dtype */
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &ab));
+    int64_t as[1] = {2 * c};
+    sx_tensor abv = sx_tensor_view(x->dtype, 1, as, ab);
+    for (int64_t j = 0; j < c; j++) {
+        double a = get_d(gamma, j) / sqrt(get_d(stats, c + j) + eps);
+        set_d(&abv, j, a);
+        a = get_d(&abv, j); /* the shift from the scale as rounded */
+        set_d(&abv, c + j, get_d(beta, j) - get_d(stats, j) * a);
+    }
+    bn_norm_job nj = {x->data, ab, y->data, c};
+    int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
+    sx__par_range(m, grain, x->dtype == SX_F32 ? bn_norm_rows_f32 : bn_norm_rows_f64, &nj);
+    sx_free(own);
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
+                                   const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                   sx_tensor *y)
+{
+    return sx_tensor_batch_norm_ws(x, stats, gamma, beta, eps, y, NULL, 0);
+}
+
+sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
+                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
+                                       size_t ws_bytes)
+{
+    const char *who = "sx_tensor_batch_norm_sums_out";
+    SX_TRY(bn_check_x(who, x));
+    SX_TRY(bn_check(who, x, "stats", stats, true));
+    SX_TRY(sx__check_tensor(who, "dy", dy));
+    SX_TRY(sx__check_same_dtype(who, x, dy));
+    if (!sx_shape_equal(dy->rank, dy->shape, x->rank, x->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, x %s", who,
+                        sx_shape_str(dy->rank, dy->shape, a, sizeof a),
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    SX_TRY(bn_check(who, x, "sums", sums, true));
+    SX_TRY(sx__check_apart(who, "x", x, "sums", sums));
+    SX_TRY(sx__check_apart(who, "dy", dy, "sums", sums));
+    SX_TRY(sx__check_apart(who, "stats", stats, "sums", sums));
+    const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
+    void *own = NULL;
+    double *buf = NULL; /* mean, S1, S2, partials */
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
+    for (int64_t j = 0; j < c; j++)
+        buf[j] = get_d(stats, j);
+    bn_job jb = {.x = x->data, .dy = dy->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
+    bn_reduce(&jb, buf + c, buf + 3 * c);
+    for (int64_t j = 0; j < 2 * c; j++)
+        set_d(sums, j, buf[c + j]);
+    sx_free(own);
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
+                                        const sx_tensor *dy, sx_tensor *sums)
+{
+    return sx_tensor_batch_norm_sums_ws(x, stats, dy, sums, NULL, 0);
+}

@@ -1,0 +1,54 @@
+/* batch_norm_tmpl.h: the batch-norm kernels of batch_norm.c for one dtype T (suffix SFX). x is
+ * viewed as (m, c): rows of c channels. Included twice (float, double). */
+#define BN_CAT2(a, b) a##_##b
+#define BN_CAT(a, b) BN_CAT2(a, b)
+#define BN_FN(name) BN_CAT(name, SFX)
+
+/* Rows [r0, r1) of channels [j0, j1): stats: s1 += x - shift, s2 += (x - shift)^2 (shift: the
+ * first row); sums: s1 += dy, s2 += dy (x - mean). Double accumulators, rows in order. */
+static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0, int64_t j1,
+                            double *s1, double *s2)
+{
+    const T *x = jb->x, *dy = jb->dy;
+    const int64_t c = jb->c;
+    for (int64_t j = j0; j < j1; j++)
+        s1[j - j0] = s2[j - j0] = 0;
+    if (dy == NULL) {
+        for (int64_t r = r0; r < r1; r++) {
+            const T *xr = x + r * c;
+            for (int64_t j = j0; j < j1; j++) {
+                double d = (double)xr[j] - jb->center[j];
+                s1[j - j0] += d;
+                s2[j - j0] += d * d;
+            }
+        }
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const T *xr = x + r * c, *gr = dy + r * c;
+        for (int64_t j = j0; j < j1; j++) {
+            double g = (double)gr[j];
+            s1[j - j0] += g;
+            s2[j - j0] += g * ((double)xr[j] - jb->center[j]);
+        }
+    }
+}
+
+/* y = x a + b per channel, rows [lo, hi) */
+static void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
+{
+    const bn_norm_job *nj = ctx;
+    const T *x = nj->x, *a = nj->a, *b = (const T *)nj->a + nj->c;
+    T *y = nj->y;
+    const int64_t c = nj->c;
+    for (int64_t r = lo; r < hi; r++) {
+        const T *xr = x + r * c;
+        T *yr = y + r * c;
+        for (int64_t j = 0; j < c; j++)
+            yr[j] = xr[j] * a[j] + b[j];
+    }
+}
+
+#undef BN_FN
+#undef BN_CAT
+#undef BN_CAT2

@@ -1,0 +1,345 @@
+/* test_onnx.c: ONNX import and export: a strix network exported and imported back gives the
+ * same outputs for any batch, with the layout permutations cancelled; onnx.checker accepts the
+ * file; the node tests of libonnx-testdata import and pass one by one; unsupported ops,
+ * attributes and malformed files are clear errors. */
+#include "testutil.h"
+
+#include <sx_onnx.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NODE_TESTS "/usr/include/onnx/backend/test/data/node"
+
+static bool have_node_tests(void)
+{
+    return access(NODE_TESTS "/test_relu/model.onnx", R_OK) == 0;
+}
+
+/* A small CNN with every layer kind the exporter must carry: conv (SAME and strided VALID),
+ * batch norm, max and average pooling, activations, dense layers, softmax. */
+static sx_nn_net *make_net(bool bn)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("onnx", SX_F32, 11, &net), SX_OK);
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){12, 10, 3});
+    sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(6, 3, 3);
+    cp.conv.padding = SX_PAD_SAME;
+    cp.act = SX_ACT_RELU;
+    x = sx_nn_conv2d(net, x, &cp);
+    if (bn)
+        x = sx_nn_batch_norm(net, x, NULL);
+    sx_nn_pool2d_params pp = sx_nn_pool2d_params_default(2, 2);
+    x = sx_nn_max_pool2d(net, x, &pp);
+    cp = sx_nn_conv2d_params_default(8, 3, 3);
+    cp.conv.stride_h = 2;
+    cp.act = SX_ACT_TANH;
+    x = sx_nn_conv2d(net, x, &cp);
+    pp = sx_nn_pool2d_params_default(1, 2);
+    x = sx_nn_avg_pool2d(net, x, &pp);
+    x = sx_nn_activation_ex(net, x, SX_ACT_LEAKY_RELU, 0.2);
+    x = sx_nn_fully_connected(net, x, 16, SX_ACT_SIGMOID);
+    x = sx_nn_linear(net, x, 5, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    return net;
+}
+
+static void tmp_path(char *buf, size_t n, const char *what)
+{
+    snprintf(buf, n, "/tmp/strix_test_onnx_%ld_%s.onnx", (long)getpid(), what);
+}
+
+static sx_tensor *predict(sx_nn_model *m, const sx_tensor *x)
+{
+    sx_tensor *y = tu_zeros(SX_F32, 2, (int64_t[]){x->shape[0], sx_nn_model_classes(m)});
+    cr_assert_eq(sx_nn_model_predict(m, x, y), SX_OK, "%s", sx_last_error());
+    return y;
+}
+
+static int count_op(sx_cg_graph *g, sx_cg_op op)
+{
+    int k = 0;
+    for (int64_t i = 0; i < sx_cg_graph_size(g); i++) {
+        sx_cg_node *n = sx_cg_graph_node(g, i);
+        k += n != NULL && sx_cg_node_op(n) == op;
+    }
+    return k;
+}
+
+Test(onnx_onnx, export_import_round_trip_same_outputs_any_batch)
+{
+    for (int bn = 0; bn < 2; bn++) {
+        sx_nn_net *net = make_net(bn);
+        sx_nn_model *ref = NULL, *imp = NULL;
+        cr_assert_eq(sx_nn_compile_infer(net, 4, &ref), SX_OK);
+        char path[256];
+        tmp_path(path, sizeof path, "rt");
+        cr_assert_eq(sx_onnx_export(ref, path), SX_OK, "%s", sx_last_error());
+        sx_onnx_import_params p = sx_onnx_import_params_default();
+        p.batch = 4;
+        cr_assert_eq(sx_onnx_import(path, &p, &imp), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_model_classes(imp), 5);
+        cr_assert_eq(sx_nn_model_input_rank(imp), 3);
+        sx_rng rng;
+        sx_rng_seed(&rng, 3);
+        for (int64_t n = 4; n >= 1; n -= 3) { /* the compiled batch, then a smaller one */
+            sx_tensor *x = tu_rand(&rng, SX_F32, 4, (int64_t[]){n, 12, 10, 3}, -1, 1);
+            sx_tensor *a = predict(ref, x), *b = predict(imp, x);
+            cr_assert(tu_close(b, a, 1e-5, 1e-6), "bn %d, batch %lld", bn, (long long)n);
+            sx_tensor_free(x);
+            sx_tensor_free(a);
+            sx_tensor_free(b);
+        }
+        /* the transposes around each conv and pool cancel: none is left in the compiled graph */
+        cr_assert_eq(count_op(sx_nn_model_graph(imp), SX_OP_PERMUTE), 0);
+        sx_nn_model_free(imp);
+        sx_nn_model_free(ref);
+        sx_nn_net_free(net);
+        remove(path);
+    }
+}
+
+Test(onnx_onnx, export_passes_onnx_checker)
+{
+    if (system("/usr/bin/python3 -c 'import onnx' > /dev/null 2>&1") != 0)
+        cr_skip_test("python3-onnx is not installed");
+    sx_nn_net *net = make_net(true);
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 1, &m), SX_OK);
+    char path[256], cmd[600];
+    tmp_path(path, sizeof path, "checker");
+    cr_assert_eq(sx_onnx_export(m, path), SX_OK, "%s", sx_last_error());
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+             "onnx.checker.check_model(m, full_check=True)' %s",
+             path);
+    cr_assert_eq(system(cmd), 0, "onnx.checker rejected %s", path);
+    sx_nn_model_free(m);
+    sx_nn_net_free(net);
+    remove(path);
+}
+
+Test(onnx_onnx, node_tests_pass_one_by_one)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    const char *cases[] = {"test_conv_with_strides_and_asymmetric_padding",
+                           "test_maxpool_2d_ceil",
+                           "test_averagepool_2d_pads_count_include_pad",
+                           "test_gemm_all_attributes",
+                           "test_batchnorm_example",
+                           "test_softmax_axis_0",
+                           "test_relu",
+                           "test_flatten_axis2"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%s", NODE_TESTS, cases[i]);
+        sx_onnx_conformance_report r;
+        cr_assert_eq(sx_onnx_conformance(dir, 1e-4, 1e-6, NULL, &r), SX_OK, "%s: %s", cases[i],
+                     sx_last_error());
+        cr_assert_eq(r.cases, 1);
+        cr_assert_eq(r.passed, 1, "%s", cases[i]);
+    }
+}
+
+Test(onnx_onnx, unsupported_op_names_node_and_op)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    sx_onnx_graph *og = (sx_onnx_graph *)1;
+    cr_assert_eq(sx_onnx_graph_import(NODE_TESTS "/test_hardmax_example/model.onnx", NULL, &og),
+                 SX_E_UNSUPPORTED);
+    cr_assert_null(og);
+    cr_assert(strstr(sx_last_error(), "Hardmax") != NULL, "%s", sx_last_error());
+    cr_assert(strstr(sx_last_error(), "node") != NULL, "%s", sx_last_error());
+    /* a supported op with an output strix does not compute: MaxPool's indices */
+    cr_assert_eq(sx_onnx_graph_import(NODE_TESTS "/test_maxpool_with_argmax_2d_precomputed_pads/"
+                                                 "model.onnx",
+                                      NULL, &og),
+                 SX_E_UNSUPPORTED);
+    cr_assert(strstr(sx_last_error(), "MaxPool") != NULL, "%s", sx_last_error());
+}
+
+Test(onnx_onnx, several_outputs_need_the_graph_entry)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    const char *path = NODE_TESTS "/test_split_equal_parts_2d/model.onnx";
+    sx_nn_model *m = (sx_nn_model *)1;
+    cr_assert_eq(sx_onnx_import(path, NULL, &m), SX_E_UNSUPPORTED);
+    cr_assert_null(m);
+    cr_assert(strstr(sx_last_error(), "sx_onnx_graph_import") != NULL, "%s", sx_last_error());
+    sx_onnx_graph *og = NULL;
+    cr_assert_eq(sx_onnx_graph_import(path, NULL, &og), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_onnx_graph_n_inputs(og), 1);
+    cr_assert_eq(sx_onnx_graph_n_outputs(og), 2);
+    cr_assert_str_eq(sx_onnx_graph_output_name(og, 1), "output_2");
+    cr_assert_null(sx_onnx_graph_output(og, 2));
+    sx_onnx_graph_free(og);
+}
+
+Test(onnx_onnx, malformed_files_are_clear_errors)
+{
+    char path[256];
+    tmp_path(path, sizeof path, "bad");
+    sx_nn_model *m = (sx_nn_model *)1;
+    cr_assert_eq(sx_onnx_import("/nonexistent/x.onnx", NULL, &m), SX_E_IO);
+    cr_assert_null(m);
+    FILE *f = fopen(path, "wb");
+    fputs("\xff\xff\xff\xff this is not a protobuf", f);
+    fclose(f);
+    cr_assert_eq(sx_onnx_import(path, NULL, &m), SX_E_FORMAT);
+    cr_assert(strstr(sx_last_error(), path) != NULL, "%s", sx_last_error());
+    /* a real model cut short */
+    sx_nn_net *net = make_net(false);
+    sx_nn_model *ref = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 1, &ref), SX_OK);
+    cr_assert_eq(sx_onnx_export(ref, path), SX_OK);
+    cr_assert_eq(truncate(path, 300), 0);
+    sx_status s = sx_onnx_import(path, NULL, &m);
+    cr_assert(s == SX_E_FORMAT, "status %d: %s", (int)s, sx_last_error());
+    cr_assert_null(m);
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 0;
+    cr_assert_eq(sx_onnx_import(path, &p, &m), SX_E_ARG);
+    cr_assert_eq(sx_onnx_import(NULL, NULL, &m), SX_E_ARG);
+    cr_assert_eq(sx_onnx_export(NULL, path), SX_E_ARG);
+    sx_onnx_graph *og = NULL;
+    cr_assert_eq(sx_onnx_graph_import_buffer("", 0, "empty", NULL, &og), SX_E_FORMAT);
+    sx_nn_model_free(ref);
+    sx_nn_net_free(net);
+    remove(path);
+}
+
+Test(onnx_onnx, tensor_read_and_op_list)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    sx_tensor *t = NULL;
+    char *name = NULL;
+    cr_assert_eq(
+        sx_onnx_tensor_read(NODE_TESTS "/test_relu/test_data_set_0/input_0.pb", SX_F64, &t, &name),
+        SX_OK, "%s", sx_last_error());
+    cr_assert_eq(t->dtype, SX_F64);
+    cr_assert_eq(t->rank, 3);
+    cr_assert_str_eq(name, "x");
+    sx_free(name);
+    sx_tensor_free(t);
+    cr_assert_eq(sx_onnx_tensor_read(NODE_TESTS "/test_relu/model.onnx", SX_F32, &t, NULL),
+                 SX_E_FORMAT);
+    cr_assert(sx_onnx_op_supported("Conv"));
+    cr_assert(!sx_onnx_op_supported("Hardmax"));
+    for (int i = 1; sx_onnx_op_name(i) != NULL; i++)
+        cr_assert(strcmp(sx_onnx_op_name(i - 1), sx_onnx_op_name(i)) < 0);
+}
+
+/* An input with an axis of size 0 made the size check divide by zero (SIGFPE). */
+Test(onnx_onnx, zero_size_input_does_not_divide_by_zero)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    sx_onnx_conformance_report r;
+    cr_assert_eq(
+        sx_onnx_conformance(NODE_TESTS "/test_reshape_allowzero_reordered", 1e-4, 1e-6, NULL, &r),
+        SX_OK, "%s", sx_last_error());
+    cr_assert_eq(r.passed, 1);
+}
+
+/* Fine-tuning: an imported model's initializers as parameters, trained by autodiff and SGD
+ * through the graph API; the loss falls. */
+Test(onnx_onnx, fine_tune_trainable_initializers)
+{
+    sx_nn_net *net = make_net(false);
+    sx_nn_model *ref = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 1, &ref), SX_OK);
+    char path[256];
+    tmp_path(path, sizeof path, "tune");
+    cr_assert_eq(sx_onnx_export(ref, path), SX_OK, "%s", sx_last_error());
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 8;
+    p.trainable = true;
+    sx_onnx_graph *og = NULL;
+    cr_assert_eq(sx_onnx_graph_import(path, &p, &og), SX_OK, "%s", sx_last_error());
+    int np = sx_onnx_graph_n_params(og);
+    cr_assert_eq(np, 8, "%d parameters (4 weights, 4 biases)", np); /* 2 conv, 2 dense */
+    cr_assert_not_null(sx_onnx_graph_param_name(og, 0));
+    cr_assert_null(sx_onnx_graph_param(og, np));
+    sx_cg_graph *g = sx_onnx_graph_cg(og);
+    sx_cg_node *x = sx_onnx_graph_input(og, 0), *y = sx_onnx_graph_output(og, 0);
+    sx_rng rng;
+    sx_rng_seed(&rng, 9);
+    sx_tensor *xt = tu_rand(&rng, SX_F32, 4, (int64_t[]){8, 12, 10, 3}, -1, 1);
+    sx_tensor *tt = tu_zeros(SX_F32, 2, (int64_t[]){8, 5});
+    for (int i = 0; i < 8; i++)
+        sx_tensor_set(tt, i * 5 + i % 5, 1);
+    sx_cg_node *t = sx_cg_const(g, tt);
+    sx_cg_node *loss = sx_cg_mean(g, sx_cg_sqr(g, sx_cg_sub(g, y, t)), SX_AXES_ALL, false);
+    sx_cg_node *params[16], *grads[16], *outs[17];
+    for (int i = 0; i < np; i++)
+        params[i] = sx_onnx_graph_param(og, i);
+    cr_assert_eq(sx_ad_grad(g, loss, np, params, grads), SX_OK, "%s", sx_last_error());
+    sx_cg_node *lr = sx_cg_scalar(g, 2.0);
+    sx_optim_params op = sx_optim_params_default(SX_OPTIM_SGD);
+    int n_out = 0;
+    for (int i = 0; i < np; i++) {
+        int k = 0;
+        cr_assert_eq(sx_optim_update(g, &op, params[i], grads[i], lr, NULL, NULL, outs + n_out, &k),
+                     SX_OK, "%s", sx_last_error());
+        n_out += k;
+    }
+    outs[n_out++] = loss;
+    cr_assert_eq(sx_cg_freeze(g, n_out, outs), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_input_set(g, x, xt, SX_CG_COPY), SX_OK);
+    double first = 0, last = 0;
+    for (int step = 0; step < 40; step++) {
+        cr_assert_eq(sx_cg_eval(g, n_out, outs), SX_OK, "%s", sx_last_error());
+        last = sx_tensor_get(sx_cg_value(loss), 0);
+        if (step == 0)
+            first = last;
+    }
+    cr_assert(last < 0.8 * first, "loss %g -> %g", first, last);
+    sx_tensor_free(xt);
+    sx_tensor_free(tt);
+    sx_onnx_graph_free(og);
+    sx_nn_model_free(ref);
+    sx_nn_net_free(net);
+    remove(path);
+}
+
+/* Every allocation of an import failing in turn: an error, never a crash, and nothing leaked. */
+Test(onnx_onnx, out_of_memory_at_every_allocation)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    const char *path = NODE_TESTS "/test_conv_with_strides_and_asymmetric_padding/model.onnx";
+    bool done = false;
+    for (long k = 0; !done && k < 10000; k++) {
+        sx_onnx_graph *og = NULL;
+        tu_fail_after(k);
+        sx_status s = sx_onnx_graph_import(path, NULL, &og);
+        if (s == SX_OK)
+            sx_onnx_graph_free(og);
+        else
+            cr_assert_null(og);
+        long live = tu_live_allocs();
+        tu_fail_reset();
+        cr_assert(s == SX_OK || s == SX_E_NOMEM || s == SX_E_FORMAT, "k %ld: status %d", k, s);
+        cr_assert_eq(live, 0, "k %ld: %ld allocations leaked", k, live);
+        done = s == SX_OK;
+    }
+    cr_assert(done);
+    done = false;
+    for (long k = 0; !done && k < 10000; k++) { /* the model path: import, plan, compile */
+        sx_nn_model *m = NULL;
+        tu_fail_after(k);
+        sx_status s = sx_onnx_import(NODE_TESTS "/test_softmax_axis_1/model.onnx", NULL, &m);
+        sx_nn_model_free(m);
+        long live = tu_live_allocs();
+        tu_fail_reset();
+        cr_assert_eq(live, 0, "k %ld: %ld allocations leaked (status %d)", k, live, s);
+        done = s == SX_OK;
+    }
+    cr_assert(done);
+}

@@ -1,0 +1,241 @@
+/* The fused batch-norm kernels (tensor/batch_norm.c) against plain reference loops in double, in
+ * f32 and f64: statistics, normalisation, backward sums; the same bits on any thread count; the
+ * errors. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+static double at(const sx_tensor *t, int64_t i)
+{
+    return t->dtype == SX_F32 ? (double)SX_F32P(t)[i] : SX_F64P(t)[i];
+}
+
+/* Reference: two passes in double over x (m, c). */
+static void ref_stats(const sx_tensor *x, double *mean, double *var)
+{
+    int64_t c = x->shape[x->rank - 1], m = x->size / c;
+    for (int64_t j = 0; j < c; j++) {
+        double s = 0, q = 0;
+        for (int64_t r = 0; r < m; r++)
+            s += at(x, r * c + j);
+        mean[j] = m > 0 ? s / (double)m : 0;
+        for (int64_t r = 0; r < m; r++)
+            q += (at(x, r * c + j) - mean[j]) * (at(x, r * c + j) - mean[j]);
+        var[j] = m > 0 ? q / (double)m : 0;
+    }
+}
+
+static void close_to(double got, double want, double rtol, double atol, const char *what, int64_t i)
+{
+    cr_assert(fabs(got - want) <= atol + rtol * fabs(want), "%s[%lld]: %.17g, want %.17g", what,
+              (long long)i, got, want);
+}
+
+static sx_tensor *vec(sx_dtype dt, int64_t n)
+{
+    return tu_zeros(dt, 1, &n);
+}
+
+static sx_tensor *two_rows(sx_dtype dt, int64_t c)
+{
+    int64_t s[2] = {2, c};
+    return tu_zeros(dt, 2, s);
+}
+
+/* stats, normalise and sums of one shape against the references */
+static void check_shape(sx_dtype dt, int rank, const int64_t *shape, double offset)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 11 + (uint64_t)rank);
+    double rtol = dt == SX_F32 ? 2e-5 : 1e-11, eps = 1e-3;
+    sx_tensor *x = tu_rand(&rng, dt, rank, shape, offset - 2, offset + 3);
+    sx_tensor *dy = tu_rand(&rng, dt, rank, shape, -1, 1);
+    int64_t c = shape[rank - 1], m = x->size / c;
+    sx_tensor *st = two_rows(dt, c), *sums = two_rows(dt, c), *y = tu_zeros(dt, rank, shape);
+    sx_tensor *gamma = tu_rand(&rng, dt, 1, &c, 0.5, 1.5), *beta = tu_rand(&rng, dt, 1, &c, -1, 1);
+    double *mean = calloc((size_t)c, sizeof *mean), *var = calloc((size_t)c, sizeof *var);
+    ref_stats(x, mean, var);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, st), SX_OK, "%s", sx_last_error());
+    for (int64_t j = 0; j < c; j++) {
+        close_to(at(st, j), mean[j], rtol, rtol * (1 + fabs(offset)), "mean", j);
+        close_to(at(st, c + j), var[j], rtol, rtol, "var", j);
+    }
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, gamma, beta, eps, y), SX_OK, "%s",
+                 sx_last_error());
+    for (int64_t i = 0; i < x->size; i++) {
+        int64_t j = i % c;
+        double want =
+            (at(x, i) - at(st, j)) / sqrt(at(st, c + j) + eps) * at(gamma, j) + at(beta, j);
+        close_to(at(y, i), want, rtol, rtol * (1 + fabs(offset)), "y", i);
+    }
+    cr_assert_eq(sx_tensor_batch_norm_sums_out(x, st, dy, sums), SX_OK, "%s", sx_last_error());
+    for (int64_t j = 0; j < c; j++) {
+        double s1 = 0, s2 = 0;
+        for (int64_t r = 0; r < m; r++) {
+            s1 += at(dy, r * c + j);
+            s2 += at(dy, r * c + j) * (at(x, r * c + j) - at(st, j));
+        }
+        close_to(at(sums, j), s1, rtol, rtol * (double)m, "sum dy", j);
+        close_to(at(sums, c + j), s2, rtol, rtol * (double)m, "sum dy (x - mean)", j);
+    }
+    /* in place: y = x */
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, gamma, beta, eps, x), SX_OK, "%s",
+                 sx_last_error());
+    cr_assert(memcmp(x->data, y->data, (size_t)x->size * (dt == SX_F32 ? 4 : 8)) == 0);
+    free(mean);
+    free(var);
+    sx_tensor_free(x);
+    sx_tensor_free(dy);
+    sx_tensor_free(st);
+    sx_tensor_free(sums);
+    sx_tensor_free(y);
+    sx_tensor_free(gamma);
+    sx_tensor_free(beta);
+}
+
+static void check_all(sx_dtype dt)
+{
+    check_shape(dt, 1, (int64_t[]){7}, 0);
+    check_shape(dt, 2, (int64_t[]){5, 3}, 0);
+    check_shape(dt, 4, (int64_t[]){3, 4, 5, 6}, 0);
+    /* several row chunks and channel tiles; a large offset (the shift keeps the variance) */
+    check_shape(dt, 4, (int64_t[]){8, 12, 15, 130}, 0);
+    check_shape(dt, 4, (int64_t[]){16, 28, 28, 16}, 100);
+}
+
+Test(tensor_batch_norm, f32_matches_reference)
+{
+    check_all(SX_F32);
+}
+
+Test(tensor_batch_norm, f64_matches_reference)
+{
+    check_all(SX_F64);
+}
+
+/* the same bits with 1, 2 and 3 threads */
+Test(tensor_batch_norm, same_bits_on_any_thread_count)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 5);
+    int64_t shape[4] = {16, 14, 14, 72}, c = 72;
+    sx_tensor *x = tu_rand(&rng, SX_F32, 4, shape, -1, 2),
+              *dy = tu_rand(&rng, SX_F32, 4, shape, -1, 1);
+    sx_tensor *g = tu_rand(&rng, SX_F32, 1, &c, 0.5, 1.5), *b = tu_rand(&rng, SX_F32, 1, &c, -1, 1);
+    sx_tensor *st[3], *sm[3], *y[3];
+    int before = sx_threads_get();
+    for (int t = 0; t < 3; t++) {
+        cr_assert_eq(sx_threads_set(t + 1), SX_OK);
+        st[t] = two_rows(SX_F32, c), sm[t] = two_rows(SX_F32, c), y[t] = tu_zeros(SX_F32, 4, shape);
+        cr_assert_eq(sx_tensor_batch_norm_stats_out(x, st[t]), SX_OK);
+        cr_assert_eq(sx_tensor_batch_norm_out(x, st[t], g, b, 1e-5, y[t]), SX_OK);
+        cr_assert_eq(sx_tensor_batch_norm_sums_out(x, st[t], dy, sm[t]), SX_OK);
+    }
+    cr_assert_eq(sx_threads_set(before), SX_OK);
+    for (int t = 1; t < 3; t++) {
+        cr_assert(memcmp(st[t]->data, st[0]->data, 2 * (size_t)c * 4) == 0, "stats, %d threads",
+                  t + 1);
+        cr_assert(memcmp(sm[t]->data, sm[0]->data, 2 * (size_t)c * 4) == 0, "sums, %d threads",
+                  t + 1);
+        cr_assert(memcmp(y[t]->data, y[0]->data, (size_t)x->size * 4) == 0, "y, %d threads", t + 1);
+    }
+    for (int t = 0; t < 3; t++) {
+        sx_tensor_free(st[t]);
+        sx_tensor_free(sm[t]);
+        sx_tensor_free(y[t]);
+    }
+    sx_tensor_free(x);
+    sx_tensor_free(dy);
+    sx_tensor_free(g);
+    sx_tensor_free(b);
+}
+
+Test(tensor_batch_norm, empty_batch_gives_zeros)
+{
+    int64_t shape[2] = {0, 3}, c = 3;
+    sx_tensor *x = tu_zeros(SX_F64, 2, shape), *st = two_rows(SX_F64, c), *sm = two_rows(SX_F64, c);
+    sx_tensor *g = vec(SX_F64, c), *b = vec(SX_F64, c), *y = tu_zeros(SX_F64, 2, shape);
+    SX_F64P(st)[0] = SX_F64P(sm)[5] = 7;
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, st), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, g, b, 1e-5, y), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_out(x, st, x, sm), SX_OK);
+    for (int j = 0; j < 6; j++)
+        cr_assert(SX_F64P(st)[j] == 0 && SX_F64P(sm)[j] == 0);
+    sx_tensor_free(x);
+    sx_tensor_free(st);
+    sx_tensor_free(sm);
+    sx_tensor_free(g);
+    sx_tensor_free(b);
+    sx_tensor_free(y);
+}
+
+Test(tensor_batch_norm, errors_name_the_function_and_values)
+{
+    int64_t shape[2] = {4, 3}, c = 3, bad = 4;
+    sx_tensor *x = tu_zeros(SX_F32, 2, shape), *st = two_rows(SX_F32, c);
+    sx_tensor *g = vec(SX_F32, c), *b = vec(SX_F32, c), *y = tu_zeros(SX_F32, 2, shape);
+    sx_tensor *g4 = vec(SX_F32, bad), *st64 = two_rows(SX_F64, c), *x0 = tu_zeros(SX_F32, 0, NULL);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x0, st), SX_E_RANK);
+    cr_assert(strstr(sx_last_error(), "sx_tensor_batch_norm_stats_out") != NULL);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, st64), SX_E_DTYPE);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, g), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "(2,c)") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(NULL, st), SX_E_ARG);
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, g4, b, 1e-5, y), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "gamma") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, g, b, -1, y), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "eps -1") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, g, b, 1e-5, g), SX_E_SHAPE);
+    cr_assert_eq(sx_tensor_batch_norm_sums_out(x, st, g, st), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "dy") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_batch_norm_sums_out(x, st, x, st), SX_E_ARG); /* sums over stats */
+    sx_tensor_free(x);
+    sx_tensor_free(st);
+    sx_tensor_free(g);
+    sx_tensor_free(b);
+    sx_tensor_free(y);
+    sx_tensor_free(g4);
+    sx_tensor_free(st64);
+    sx_tensor_free(x0);
+}
+
+/* a caller's workspace (what compiled graphs pass): the same bits; too small is an error */
+Test(tensor_batch_norm, workspace_forms_match_and_check_size)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 3);
+    int64_t shape[3] = {40, 30, 20}, c = 20;
+    size_t bytes = sx_batch_norm_workspace(3, shape);
+    cr_assert_gt(bytes, 3 * (size_t)c * sizeof(double));
+    double *ws = malloc(bytes);
+    sx_tensor *x = tu_rand(&rng, SX_F32, 3, shape, -1, 1),
+              *dy = tu_rand(&rng, SX_F32, 3, shape, -1, 1);
+    sx_tensor *g = tu_rand(&rng, SX_F32, 1, &c, 0.5, 1.5), *b = tu_rand(&rng, SX_F32, 1, &c, -1, 1);
+    sx_tensor *s0 = two_rows(SX_F32, c), *s1 = two_rows(SX_F32, c), *u0 = two_rows(SX_F32, c);
+    sx_tensor *u1 = two_rows(SX_F32, c), *y0 = tu_zeros(SX_F32, 3, shape),
+              *y1 = tu_zeros(SX_F32, 3, shape);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, s0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_stats_ws(x, s1, ws, bytes), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_out(x, s0, g, b, 1e-5, y0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_ws(x, s1, g, b, 1e-5, y1, ws, bytes), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_out(x, s0, dy, u0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_ws(x, s1, dy, u1, ws, bytes), SX_OK);
+    cr_assert(memcmp(s0->data, s1->data, 2 * (size_t)c * 4) == 0);
+    cr_assert(memcmp(u0->data, u1->data, 2 * (size_t)c * 4) == 0);
+    cr_assert(memcmp(y0->data, y1->data, (size_t)x->size * 4) == 0);
+    cr_assert_eq(sx_tensor_batch_norm_stats_ws(x, s1, ws, bytes - 8), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "workspace") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_batch_norm_workspace(0, shape), 0);
+    free(ws);
+    sx_tensor_free(x);
+    sx_tensor_free(dy);
+    sx_tensor_free(g);
+    sx_tensor_free(b);
+    sx_tensor_free(s0);
+    sx_tensor_free(s1);
+    sx_tensor_free(u0);
+    sx_tensor_free(u1);
+    sx_tensor_free(y0);
+    sx_tensor_free(y1);
+}
