@@ -181,13 +181,16 @@ UNARY_RULE(hard_swish, hard_swish_grad(g, x, gy))
 #undef UNARY_RULE
 
 /* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */
-/* G y log a for a^b, with 0 where a = 0 and b >= 0 (the limit of y log a as a -> 0+). */
+/* G y log a for a^b, with 0 where a = 0 and b >= 0 (the limit of y log a as a -> 0+). The log
+ * reads 1 there, not a: the untaken branch stays finite, so its own gradient (second order) is
+ * 0 * log 1, not 0 * log 0 = NaN. */
 static sx_cg_node *pow_exponent_grad(sx_cg_graph *g, sx_cg_node *gy, sx_cg_node *a, sx_cg_node *b,
                                      sx_cg_node *y)
 {
     sx_cg_node *zero = sx_cg_scalar_like(g, a, 0.0);
     sx_cg_node *at_zero = sx_cg_mul(g, sx_cg_eq(g, a, zero), sx_cg_ge(g, b, zero));
-    return sx_cg_where(g, at_zero, zero, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, a))));
+    sx_cg_node *safe = sx_cg_where(g, at_zero, sx_cg_scalar_like(g, a, 1.0), a);
+    return sx_cg_where(g, at_zero, zero, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, safe))));
 }
 
 #define BINARY_RULE(name, ga, gb)                                                                  \

@@ -341,3 +341,18 @@ Test(cgraph_diff, bug_round_half_away_from_zero)
     dt_op(p, SX_OP_ROUND, 1, &c, NULL);
     expect_pass(p, DT_MODES);
 }
+
+/* The exponent's gradient of a^b at a = 0 (0 there) was where(a = 0, 0, G y log a): its own
+ * gradient (a Hessian-vector product) sent the untaken branch's zero through mul(y, log a) as
+ * 0 * log 0 = NaN. The log now reads 1 where a = 0. */
+Test(cgraph_diff, bug_pow_exponent_hvp_nan_at_zero_base)
+{
+    dt_prog *p = dt_prog_new(SX_F64);
+    int in[2] = {leaf2(p, DT_CONST, 1, 3, (double[]){1, 1, 0}),
+                 dt_leaf(p, DT_INPUT, 0, NULL, (double[]){1})};
+    int y = dt_op(p, SX_OP_POW, 2, in, NULL); /* difftest seed 242, shrunk */
+    sx_cg_attr at = gemm_attr(1, 0, false, true);
+    int m = dt_op(p, SX_OP_MATMUL, 2, (int[]){y, y}, &at);
+    dt_op(p, SX_OP_QR_R, 1, &m, NULL);
+    expect_pass(p, DT_HVP);
+}
