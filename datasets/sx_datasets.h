@@ -430,6 +430,96 @@ void sx_ds_stats_free(sx_ds_stats *st);
 sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
                                    sx_ds_source **out) SX_NODISCARD;
 
+/* ---------------------------------------------------------------- NumPy .npy files */
+
+/* NumPy .npy files (datasets/npy.c): format versions 1.0, 2.0 and 3.0, C order, little- or
+ * big-endian (elements are swapped to the host's order on reading), of these element types: */
+typedef enum {
+    SX_DS_NPY_BOOL = 0, /* '|b1', held as bytes 0 or 1 (any non-zero byte reads as 1) */
+    SX_DS_NPY_I8,       /* 'i1' */
+    SX_DS_NPY_U8,       /* 'u1' */
+    SX_DS_NPY_I16,      /* 'i2' */
+    SX_DS_NPY_U16,      /* 'u2' */
+    SX_DS_NPY_I32,      /* 'i4' */
+    SX_DS_NPY_U32,      /* 'u4' */
+    SX_DS_NPY_I64,      /* 'i8' */
+    SX_DS_NPY_U64,      /* 'u8' */
+    SX_DS_NPY_F32,      /* 'f4' */
+    SX_DS_NPY_F64       /* 'f8' */
+} sx_ds_npy_type;
+
+/* "bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64"; "?" otherwise. */
+const char *sx_ds_npy_type_name(sx_ds_npy_type t);
+/* Bytes of one element (1, 1, 1, 2, 2, 4, 4, 8, 8, 4, 8); 0 for a value that is not a type. */
+size_t sx_ds_npy_type_size(sx_ds_npy_type t);
+
+/* The contents of a .npy file: its element type, shape and elements in native byte order. */
+typedef struct sx_ds_npy {
+    sx_ds_npy_type type;
+    int rank;                  /* 0..SX_MAX_RANK (0: a scalar, one element) */
+    int64_t dims[SX_MAX_RANK]; /* dims[i] >= 0 for i < rank; 1 past rank */
+    int64_t count;             /* elements: the product of dims (0 when a dim is 0) */
+    void *data;                /* count elements of `type`, row-major, native order; owned */
+} sx_ds_npy;
+
+/* Read the .npy file at `path`. The prefix, the header dictionary (descr, fortran_order,
+ * shape: each exactly once, in any order) and the payload's size against the file's are checked
+ * before the payload is allocated; the file must end right after the payload.
+ * On success *out owns the array (sx_ds_npy_free); on failure *out is NULL, nothing leaked.
+ * Errors:
+ *   SX_E_ARG     path or out is NULL
+ *   SX_E_IO      "PATH: cannot open: <reason>", "PATH: is a directory", a read error
+ *   SX_E_FORMAT  "PATH: <problem>": empty file; bad magic; a version other than 1.0, 2.0, 3.0;
+ *                a header longer than the file or than 1 MiB; a malformed header dictionary
+ *                (the message quotes it); a missing, repeated or unknown key; a Fortran-order
+ *                array; an object array; a structured (list) descr; another element type
+ *                (float16, complex, strings, dates); a rank above 8; dimensions whose bytes
+ *                overflow 64 bits; a payload shorter than the header announces ("truncated");
+ *                trailing bytes after it
+ *   SX_E_NOMEM   an allocation failed */
+sx_status sx_ds_npy_read_raw(const char *path, sx_ds_npy **out) SX_NODISCARD;
+/* The same from `len` bytes at `buf` (not kept); `name` (NULL: "<memory>") is used in messages
+ * in place of a path. Errors as sx_ds_npy_read_raw's (SX_E_ARG also for buf NULL with len > 0),
+ * never SX_E_IO. */
+sx_status sx_ds_npy_parse(const void *buf, size_t len, const char *name,
+                          sx_ds_npy **out) SX_NODISCARD;
+void sx_ds_npy_free(sx_ds_npy *a); /* NULL is fine */
+/* Element i (0 <= i < count, not checked) as a double (i64 and u64 beyond 2^53 rounded). */
+double sx_ds_npy_get(const sx_ds_npy *a, int64_t i);
+
+/* A new tensor of `dtype` with the array's shape: out[i] = (dtype)(element[i] * scale), the
+ * product in double (f32 elements with scale 1 are copied exactly).
+ * Errors (*out NULL): SX_E_ARG (a or out NULL, an invalid array, a bad dtype, a non-finite
+ * scale), SX_E_NOMEM. */
+sx_status sx_ds_npy_to_tensor(const sx_ds_npy *a, sx_dtype dtype, double scale,
+                              sx_tensor **out) SX_NODISCARD;
+/* sx_ds_npy_read_raw then sx_ds_npy_to_tensor with scale 1. Errors: theirs. */
+sx_status sx_ds_npy_read(const char *path, sx_dtype dtype, sx_tensor **out) SX_NODISCARD;
+
+/* Write `data` (the product of shape elements of `type`, row-major, native order; bool as bytes
+ * 0 or 1) as a version 1.0 .npy file in the host's byte order, C order, the header padded to 64
+ * bytes as NumPy pads it. The bytes go to a new file next to `path` (path.tmpXXXXXX), which is
+ * synced and renamed over `path`: on failure `path` is left as it was and the temporary file
+ * removed. rank 0 writes a scalar (shape may then be NULL).
+ * Errors: SX_E_ARG (path or data NULL, an unknown type, a shape that sx_shape_check refuses),
+ * SX_E_IO ("PATH: cannot write: <reason>"), SX_E_NOMEM. */
+sx_status sx_ds_npy_write(const char *path, sx_ds_npy_type type, int rank, const int64_t *shape,
+                          const void *data) SX_NODISCARD;
+/* An f32 or f64 tensor as '<f4' or '<f8' (on a little-endian host). Errors: as sx_ds_npy_write,
+ * SX_E_ARG also for t NULL. */
+sx_status sx_ds_npy_write_tensor(const char *path, const sx_tensor *t) SX_NODISCARD;
+
+/* A source over two .npy files, read now and owned by the source: x's first axis is the
+ * examples (the rest one example's shape), y is (n) class indices (classes > 0; any integer
+ * type) or (n, ...) targets (classes == 0). Elements keep their type where sx_ds_type has it
+ * (bool as u8); u16 becomes i32, and u32, i64, u64 become i32 when every value fits, else f64;
+ * x_scale 1. Errors (*out NULL): SX_E_ARG (a NULL argument, classes < 0), those of
+ * sx_ds_npy_read_raw for either file, SX_E_SHAPE (a rank-0 array, first dims that differ or are
+ * 0, y not of rank 1 with classes > 0), SX_E_RANGE (an integer beyond 2^53 in magnitude, which
+ * no data set type holds exactly), SX_E_NOMEM. */
+sx_status sx_ds_source_npy(const char *x_path, const char *y_path, int64_t classes,
+                           sx_ds_source **out) SX_NODISCARD;
+
 /* ---------------------------------------------------------------- CSV files */
 
 /* How a CSV label column becomes y. */

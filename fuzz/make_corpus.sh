@@ -3,6 +3,10 @@
 # them):
 # - fuzz/corpus/, of fuzz_idx: small valid IDX files of every element type and rank 1..8, raw
 #   and gzip (one made of two concatenated gzip members); deterministic (gzip -n).
+# - fuzz/corpus_npy/, of fuzz_npy: copies of .npy files that Debian's NumPy wrote for
+#   tests/datasets/npy (make_fixtures.py there): valid ones of several types, byte orders,
+#   versions and ranks, and some strix refuses (Fortran order, object, structured, truncated,
+#   trailing bytes, an absurd shape, rank 9).
 # - fuzz/corpus_model/, of fuzz_model: the real files make_model_corpus.c writes (models, one
 #   with fused nodes, checkpoints of three optimisers, a fused training graph, the hostile files
 #   of issue 14), built with the Release build in build/ (deterministic on one machine). Files
@@ -31,6 +35,13 @@ ls -l corpus_model
     done
     for tag in STRIXMDL GRPH TENS META "END "; do printf '"%s"\n' "$tag"; done
 } >model.dict
+
+rm -rf corpus_npy
+mkdir corpus_npy
+for f in le_f4 le_b1 le_u8 be_f8 be_i2 v2_f4 v3_f4 scalar_f8 empty_f4 vector_i8 bad_fortran \
+    bad_object bad_structured bad_truncated bad_trailing bad_absurd bad_rank9; do
+    cp ../tests/datasets/npy/$f.npy corpus_npy/
+done
 
 rm -rf corpus
 mkdir corpus

@@ -451,6 +451,33 @@ sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg
     return s;
 }
 
+/* A model's inference graph as a model file: a network's through sx_nn_save; any other model's
+ * plain inference graph (nn_model_infer_graph: the file's, or an imported model's source's)
+ * for a batch of 1, with the metadata sx_nn_load wants. */
+sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
+{
+    if (m == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_model_save: NULL argument");
+    if (m->train)
+        return sx_error(SX_E_ARG, "sx_nn_model_save: a training model (save its network with "
+                                  "sx_nn_save)");
+    if (m->net != NULL)
+        return sx_nn_save(m->net, path);
+    const char *net = m->file ? sx_cg_file_meta(m->file, "network") : NULL;
+    char scale[40], classes[32];
+    snprintf(scale, sizeof scale, "%.17g", m->input_scale);
+    snprintf(classes, sizeof classes, "%" PRId64, m->classes);
+    const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
+    const char *vals[4] = {"model", net ? net : "model", scale, classes};
+    const char *names[2] = {"x", "y"};
+    sx_cg_node *outs[2] = {NULL, NULL};
+    sx_cg_graph *g = NULL;
+    SX_TRY(nn_model_infer_graph(m, 1, &g, &outs[0], &outs[1]));
+    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path);
+    sx_cg_graph_free(g);
+    return s;
+}
+
 sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
 {
     sx_cg_node *outs[2];

@@ -791,6 +791,13 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
  * SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file), SX_E_UNSUPPORTED (a
  * newer format), SX_E_NOMEM. */
 sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODISCARD;
+/* Save an inference model as a model file that sx_nn_load reads: a compiled model's network
+ * as sx_nn_save does; a loaded model's graph as its file holds it; any other model's (an
+ * imported one's) inference graph as it is, with its input scale and classes: for a file that
+ * loads at any batch, give it an unoptimised graph (an optimised one may have the batch fixed
+ * in fused nodes). Written atomically as sx_cg_save writes. Errors: SX_E_ARG (NULL, a training
+ * model), SX_E_IO, SX_E_NOMEM. */
+sx_status sx_nn_model_save(sx_nn_model *m, const char *path) SX_NODISCARD;
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 # Every C source and header of strix follows .clang-format (run: clang-format -i FILE).
 file(GLOB_RECURSE files ${SRC}/tensor/*.[ch] ${SRC}/engine/*.[ch] ${SRC}/cgraph/*.[ch] ${SRC}/autodiff/*.[ch]
      ${SRC}/optim/*.[ch] ${SRC}/nn/*.[ch] ${SRC}/datasets/*.[ch] ${SRC}/examples/*.[ch]
-     ${SRC}/tests/*.[ch] ${SRC}/bench/*.[ch] ${SRC}/fuzz/*.[ch])
+     ${SRC}/tests/*.[ch] ${SRC}/bench/*.[ch] ${SRC}/fuzz/*.[ch] ${SRC}/tools/*.[ch])
 set(bad "")
 foreach(f IN LISTS files)
     execute_process(COMMAND ${CLANG_FORMAT} --dry-run -Werror ${f}

@@ -501,6 +501,7 @@ static const char *const null_calls[] = {
     "sx_nn_net_epoch_steps",
     "sx_nn_save",
     "sx_nn_load",
+    "sx_nn_model_save",
     "sx_nn_model_input_rank",
     "sx_nn_model_input_shape",
     "sx_nn_model_classes",
@@ -628,6 +629,7 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_load(NULL, 1, &ld), SX_E_ARG);
     cr_assert_null(ld);
     cr_assert_eq(sx_nn_load("x", 1, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_save(NULL, "/nonexistent/x"), SX_E_ARG);
     sx_nn_model_free(NULL);
     cr_assert_eq(sx_nn_model_input_rank(NULL), 0);
     cr_assert_null(sx_nn_model_input_shape(NULL));

@@ -1,0 +1,569 @@
+/* test_cli.c: the `strix` tool run as a program (its path is STRIX_TOOL, set by CMakeLists.txt)
+ * on small real inputs: a model trained here for a few hundred steps on MNIST, .npy files, IDX
+ * files of data/mnist, a PNG image; its outputs are checked against the library's own results
+ * (predict's .npy against sx_nn_model_predict, bit for bit), and every bad-argument path must
+ * exit non-zero with one line on stderr. */
+#include "testutil.h"
+
+#include <png.h>
+#include <sx_nn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef STRIX_TOOL
+#define STRIX_TOOL ""
+#endif
+
+typedef struct run_result {
+    int status; /* exit status, or -1 for a signal */
+    char out[1 << 16], err[1 << 13];
+} run_result;
+
+static char dir[64];
+
+/* A new folder for this test's files. */
+static void setup(void)
+{
+    if (STRIX_TOOL[0] == '\0')
+        cr_skip_test("the strix tool is not built (STRIX_BUILD_TOOLS=OFF)");
+    snprintf(dir, sizeof dir, "/tmp/sx_test_cli_XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (dir[0] != '\0' && system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+}
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Run `strix ARGS` (ARGS a shell word list: paths here have no spaces). */
+static void run(run_result *r, const char *args)
+{
+    char cmd[4096], o[128], e[128];
+    snprintf(o, sizeof o, "%s/stdout", dir);
+    snprintf(e, sizeof e, "%s/stderr", dir);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", STRIX_TOOL, args, o, e);
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    slurp(o, r->out, sizeof r->out);
+    slurp(e, r->err, sizeof r->err);
+}
+
+static void path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+/* The first `limit` entries of data/mnist's NAME.gz written as a raw IDX file dir/NAME (what
+ * the MNIST loader reads when there is no .gz): small inputs that keep the tests fast. */
+static void small_idx(const char *name, int64_t limit, char *out, size_t n)
+{
+    char mnist[512], src[700];
+    tu_mnist_dir(mnist, sizeof mnist);
+    snprintf(src, sizeof src, "%s/%s.gz", mnist, name);
+    sx_ds_idx *x = NULL;
+    if (sx_ds_idx_read_raw(src, limit, &x) != SX_OK)
+        cr_skip_test("no MNIST: %s", sx_last_error());
+    cr_assert_eq(x->type, SX_DS_U8);
+    snprintf(out, n, "%s/%s", dir, name);
+    FILE *f = fopen(out, "wb");
+    cr_assert_not_null(f);
+    uint8_t head[4 + 4 * SX_MAX_RANK] = {0, 0, 0x08, (uint8_t)x->rank};
+    for (int k = 0; k < x->rank; k++)
+        for (int b = 0; b < 4; b++)
+            head[4 + 4 * k + b] = (uint8_t)(x->dims[k] >> (24 - 8 * b));
+    cr_assert_eq(fwrite(head, 1, 4 + 4 * (size_t)x->rank, f), 4 + 4 * (size_t)x->rank);
+    cr_assert_eq(fwrite(x->data, 1, (size_t)x->count, f), (size_t)x->count);
+    cr_assert_eq(fclose(f), 0);
+    sx_ds_idx_free(x);
+}
+
+/* A small CNN trained for 200 steps (1000 MNIST images, batch 5), saved as dir/model.sxm. */
+static void train_model(void)
+{
+    char mnist[512], model[128];
+    tu_mnist_dir(mnist, sizeof mnist);
+    sx_ds_images *train = NULL;
+    if (sx_ds_mnist_load(mnist, SX_DS_TRAIN, 1000, &train) != SX_OK)
+        cr_skip_test("no MNIST in %s: %s", mnist, sx_last_error());
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("cli_test", SX_F32, 3, &net), SX_OK);
+    sx_nn_net_set_input_scale(net, SX_DS_PIXEL_SCALE);
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
+    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(4, 3, 3);
+    conv.act = SX_ACT_RELU;
+    x = sx_nn_conv2d(net, x, &conv);
+    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);
+    x = sx_nn_max_pool2d(net, x, &pool);
+    x = sx_nn_flatten(net, x);
+    x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.batch = 5;
+    p.epochs = 1;
+    p.verbose = 0;
+    sx_nn_train_report rep;
+    cr_assert_eq(sx_nn_train(net, &p, train, NULL, &rep), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(rep.steps, 200);
+    path(model, sizeof model, "model.sxm");
+    cr_assert_eq(sx_nn_save(net, model), SX_OK, "%s", sx_last_error());
+    sx_nn_net_free(net);
+    sx_ds_images_free(train);
+}
+
+/* What the library predicts for x (n, 28, 28, 1) in batches of `batch`: the tool's way. */
+static sx_tensor *library_predict(const char *model, const sx_tensor *x, int64_t batch)
+{
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_load(model, batch, &m), SX_OK, "%s", sx_last_error());
+    int64_t n = x->shape[0], os[2] = {n, 10};
+    sx_tensor *out = tu_zeros(SX_F32, 2, os);
+    for (int64_t r0 = 0; r0 < n; r0 += batch) {
+        int64_t k = n - r0 < batch ? n - r0 : batch, xs[4] = {k, 28, 28, 1}, ks[2] = {k, 10};
+        sx_tensor xv = sx_tensor_view(SX_F32, 4, xs, SX_F32P(x) + r0 * 784);
+        sx_tensor ov = sx_tensor_view(SX_F32, 2, ks, SX_F32P(out) + r0 * 10);
+        cr_assert_eq(sx_nn_model_predict(m, &xv, &ov), SX_OK, "%s", sx_last_error());
+    }
+    sx_nn_model_free(m);
+    return out;
+}
+
+static void assert_same_bits(const sx_tensor *a, const sx_tensor *b)
+{
+    cr_assert(sx_shape_equal(a->rank, a->shape, b->rank, b->shape), "shapes differ");
+    cr_assert_eq(a->dtype, b->dtype);
+    cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)), 0,
+                 "values differ");
+}
+
+TestSuite(tools_cli, .init = setup, .fini = teardown, .timeout = 300);
+
+Test(tools_cli, predict_npy_equals_model_predict)
+{
+    train_model();
+    char mnist[512], images[600], xp[128], op[128], model[128], args[1024];
+    tu_mnist_dir(mnist, sizeof mnist);
+    snprintf(images, sizeof images, "%s/t10k-images-idx3-ubyte.gz", mnist);
+    sx_tensor *x = NULL;
+    cr_assert_eq(sx_ds_idx_read(images, SX_F32, SX_DS_PIXEL_SCALE, 23, &x), SX_OK);
+    cr_assert_eq(sx_tensor_reshape(x, 4, (int64_t[]){23, 28, 28, 1}), SX_OK);
+    path(xp, sizeof xp, "x.npy");
+    path(op, sizeof op, "out.npy");
+    path(model, sizeof model, "model.sxm");
+    cr_assert_eq(sx_ds_npy_write_tensor(xp, x), SX_OK);
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 8", model, xp, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "23 predictions of 10 outputs") != NULL, "%s", r->out);
+    sx_tensor *got = NULL;
+    cr_assert_eq(sx_ds_npy_read(op, SX_F32, &got), SX_OK, "%s", sx_last_error());
+    sx_tensor *want = library_predict(model, x, 8);
+    assert_same_bits(got, want);
+    /* a trained model: most of these are right */
+    sx_tensor *lab = NULL;
+    snprintf(images, sizeof images, "%s/t10k-labels-idx1-ubyte.gz", mnist);
+    cr_assert_eq(sx_ds_idx_read(images, SX_F32, 1.0, 23, &lab), SX_OK);
+    int correct = 0;
+    for (int i = 0; i < 23; i++) {
+        int best = 0;
+        for (int c = 1; c < 10; c++)
+            best = SX_F32P(want)[i * 10 + c] > SX_F32P(want)[i * 10 + best] ? c : best;
+        correct += best == (int)SX_F32P(lab)[i];
+    }
+    cr_assert_geq(correct, 15, "%d of 23 right", correct);
+    /* without --output: one line per example, its best class */
+    snprintf(args, sizeof args, "predict %s --input %s", model, xp);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    int lines = 0;
+    for (const char *p = r->out; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    cr_assert_eq(lines, 23);
+    cr_assert(strncmp(r->out, "0: class ", 9) == 0, "%s", r->out);
+    free(r);
+    sx_tensor_free(lab);
+    sx_tensor_free(got);
+    sx_tensor_free(want);
+    sx_tensor_free(x);
+}
+
+/* An IDX file of bytes (MNIST's first 300 test images): scaled by the model's input scale, as
+ * training scaled them. */
+Test(tools_cli, predict_idx_equals_model_predict)
+{
+    train_model();
+    char images[128], op[128], model[128], args[1024];
+    small_idx("t10k-images-idx3-ubyte", 300, images, sizeof images);
+    path(op, sizeof op, "out.npy");
+    path(model, sizeof model, "model.sxm");
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 128", model, images, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_tensor *got = NULL, *x = NULL;
+    cr_assert_eq(sx_ds_npy_read(op, SX_F32, &got), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(got->shape[0], 300);
+    cr_assert_eq(sx_ds_idx_read(images, SX_F32, SX_DS_PIXEL_SCALE, 0, &x), SX_OK);
+    cr_assert_eq(sx_tensor_reshape(x, 4, (int64_t[]){300, 28, 28, 1}), SX_OK);
+    sx_tensor *want = library_predict(model, x, 128);
+    assert_same_bits(got, want);
+    free(r);
+    sx_tensor_free(got);
+    sx_tensor_free(want);
+    sx_tensor_free(x);
+}
+
+/* A 40x40 gray PNG: decoded and resized to the model's 28x28x1. */
+static void write_png(const char *file)
+{
+    FILE *f = fopen(file, "wb");
+    cr_assert_not_null(f);
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    cr_assert(png && info && setjmp(png_jmpbuf(png)) == 0);
+    png_init_io(png, f);
+    png_set_IHDR(png, info, 40, 40, 8, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    uint8_t row[40];
+    for (int y = 0; y < 40; y++) {
+        for (int x = 0; x < 40; x++)
+            row[x] = (x >= 18 && x < 23 && y > 5 && y < 35) ? 255 : 0; /* a "1" */
+        png_write_row(png, row);
+    }
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    fclose(f);
+}
+
+Test(tools_cli, predict_png_image)
+{
+    train_model();
+    char img[128], model[128], args[512];
+    path(img, sizeof img, "one.png");
+    path(model, sizeof model, "model.sxm");
+    write_png(img);
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "predict %s --input %s", model, img);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strncmp(r->out, "0: class ", 9) == 0 && strchr(r->out, '\n') == strrchr(r->out, '\n'),
+              "%s", r->out);
+    free(r);
+}
+
+Test(tools_cli, info_model_npy_and_idx)
+{
+    train_model();
+    char mnist[512], labels[600], model[128], args[2048], npy[600];
+    tu_mnist_dir(mnist, sizeof mnist);
+    snprintf(labels, sizeof labels, "%s/t10k-labels-idx1-ubyte.gz", mnist);
+    snprintf(npy, sizeof npy, "%s", __FILE__);
+    char *slash = strrchr(npy, '/');
+    snprintf(slash, sizeof npy - (size_t)(slash - npy), "/../datasets/npy/be_i2.npy");
+    path(model, sizeof model, "model.sxm");
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "info %s %s %s", model, npy, labels);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out,
+                     "model.sxm: strix model\n  network: cli_test\n  input: f32 (28,28,1)") != NULL,
+              "%s", r->out);
+    cr_assert(strstr(r->out, "  outputs: 10\n  input_scale: 0.0039215686274509803\n") != NULL, "%s",
+              r->out);
+    /* the conv kernel 3*3*1*4 + 4, the dense 676*10 + 10 */
+    cr_assert(strstr(r->out, "  weights: 6810 values\n") != NULL, "%s", r->out);
+    /* be_i2.npy: make_fixtures.py's (i * 7 + 3) % 23 - 5 for i < 15 */
+    cr_assert(strstr(r->out, "be_i2.npy: npy i16 (3,5), 15 elements\n  min=-4 max=17 mean=5.6 ") !=
+                  NULL,
+              "%s", r->out);
+    /* MNIST's test labels: 10000 of them, 0..9, mean 4.4434 */
+    cr_assert(strstr(r->out, "t10k-labels-idx1-ubyte.gz: IDX u8 (10000), 10000 elements\n  min=0 "
+                             "max=9 mean=4.4434 ") != NULL,
+              "%s", r->out);
+    free(r);
+}
+
+Test(tools_cli, dot_and_bench)
+{
+    train_model();
+    char model[128], dot[128], args[512];
+    path(model, sizeof model, "model.sxm");
+    path(dot, sizeof dot, "model.dot");
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "dot %s", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strncmp(r->out, "digraph", 7) == 0 && strstr(r->out, "conv2d") != NULL, "%s", r->out);
+    snprintf(args, sizeof args, "dot %s --output %s --batch 4", model, dot);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    char text[4096];
+    slurp(dot, text, sizeof text);
+    cr_assert(strncmp(text, "digraph", 7) == 0);
+    snprintf(args, sizeof args, "bench %s --batch 4 --runs 3", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    double lat = 0, bms = 0, ips = 0;
+    cr_assert_eq(sscanf(r->out,
+                        "result: batch=4 runs=3 latency_ms=%lf batch_ms=%lf "
+                        "images_per_second=%lf",
+                        &lat, &bms, &ips),
+                 3, "%s", r->out);
+    cr_assert(lat > 0 && bms > 0 && ips > 0, "%s", r->out);
+    free(r);
+}
+
+/* .sxm -> .sxm: the loaded model's graph saved again predicts the same bits;
+ * .sxm -> .onnx needs the onnx module. */
+Test(tools_cli, convert)
+{
+    train_model();
+    char model[128], again[128], onnx[128], args[512];
+    path(model, sizeof model, "model.sxm");
+    path(again, sizeof again, "again.sxm");
+    path(onnx, sizeof onnx, "model.onnx");
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "convert %s %s", model, again);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_rng rng;
+    sx_rng_seed(&rng, 5);
+    sx_tensor *x = tu_rand(&rng, SX_F32, 4, (int64_t[]){6, 28, 28, 1}, 0, 1);
+    sx_tensor *a = library_predict(model, x, 6), *b = library_predict(again, x, 6);
+    assert_same_bits(b, a);
+    sx_tensor_free(a);
+    sx_tensor_free(b);
+    sx_tensor_free(x);
+    run(r, "--version");
+    bool onnx_built = strstr(r->out, "onnx: yes") != NULL;
+    snprintf(args, sizeof args, "convert %s %s", model, onnx);
+    run(r, args);
+    if (onnx_built) {
+        cr_assert_eq(r->status, 0, "%s", r->err);
+        snprintf(args, sizeof args, "convert %s %s", onnx, again);
+        run(r, args);
+        cr_assert_eq(r->status, 0, "%s", r->err);
+        /* .sxm -> .onnx -> .sxm: the same outputs (to f32 rounding: the layout changes). Run
+         * at batch 1: the importer fixes the import batch in the graph's reshapes, so a model
+         * converted from .onnx loads for that batch only (found here; onnx/ to lift it) */
+        sx_tensor *x2 = tu_rand(&rng, SX_F32, 4, (int64_t[]){6, 28, 28, 1}, 0, 1);
+        sx_tensor *a2 = library_predict(model, x2, 6), *b2 = library_predict(again, x2, 1);
+        cr_assert(tu_close(b2, a2, 1e-5, 1e-6));
+        sx_tensor_free(a2);
+        sx_tensor_free(b2);
+        sx_tensor_free(x2);
+    } else {
+        cr_assert_eq(r->status, 1);
+        cr_assert(strstr(r->err, "built without ONNX support") != NULL, "%s", r->err);
+    }
+    free(r);
+}
+
+/* strix train is mnist_train: the same options and the same trained bits (on a small MNIST: 200
+ * training and 100 test images, raw IDX files in the test's folder). */
+Test(tools_cli, train_is_mnist_train)
+{
+    char file[128], model[128], args[1024];
+    small_idx("train-images-idx3-ubyte", 200, file, sizeof file);
+    small_idx("train-labels-idx1-ubyte", 200, file, sizeof file);
+    small_idx("t10k-images-idx3-ubyte", 100, file, sizeof file);
+    small_idx("t10k-labels-idx1-ubyte", 100, file, sizeof file);
+    path(model, sizeof model, "m.sxm");
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "train --data %s --batch 50 --seed 3 --quiet --save %s --threads 2",
+             dir, model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strncmp(r->out, "result: test_accuracy=0.", 24) == 0, "%s", r->out);
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_load(model, 2, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_classes(m), 10);
+    sx_nn_model_free(m);
+#ifdef STRIX_MNIST_TRAIN
+    /* examples/mnist_train with the same options writes the same file, byte for byte */
+    char cmd[2048], other[128];
+    path(other, sizeof other, "other.sxm");
+    snprintf(cmd, sizeof cmd,
+             "%s --data %s --batch 50 --seed 3 --quiet --save %s --threads 2 >/dev/null",
+             STRIX_MNIST_TRAIN, dir, other);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", model, other);
+    cr_assert_eq(system(cmd), 0, "strix train and mnist_train saved different models");
+#endif
+    run(r, "train --help");
+    cr_assert_eq(r->status, 0);
+    cr_assert(strncmp(r->out, "usage: strix train [--data DIR]", 31) == 0, "%s", r->out);
+    free(r);
+}
+
+/* Every bad argument: the stated exit status and exactly one line "strix ..." on stderr. */
+Test(tools_cli, bad_arguments_exit_non_zero_with_one_line)
+{
+    char model[128], npy[128], txt[128];
+    path(model, sizeof model, "model.sxm");
+    path(npy, sizeof npy, "x.npy");
+    path(txt, sizeof txt, "notes.txt");
+    FILE *f = fopen(txt, "w");
+    cr_assert(f != NULL && fputs("hello\n", f) >= 0 && fclose(f) == 0);
+    float v[3] = {1, 2, 3};
+    cr_assert_eq(sx_ds_npy_write(npy, SX_DS_NPY_F32, 1, (int64_t[]){3}, v), SX_OK);
+    cr_assert_eq(sx_ds_npy_write(model, SX_DS_NPY_F32, 1, (int64_t[]){3}, v), SX_OK);
+    const struct {
+        const char *args;
+        int status;
+        const char *err; /* a piece of the message */
+    } cases[] = {
+        {"", 2, "usage: strix COMMAND"},
+        {"frobnicate", 2, "unknown command 'frobnicate'"},
+        {"info", 2, "no FILE given"},
+        {"info --what", 2, "unknown option --what"},
+        {"info /nonexistent.npy", 1, "/nonexistent.npy: cannot open"},
+        {"info TXT", 1, "not a .npy or IDX file"},
+        {"predict", 2, "no MODEL"},
+        {"predict MODEL", 2, "no --input FILE"},
+        {"predict MODEL --input", 2, "bad or missing value for --input"},
+        {"predict MODEL --input NPY --batch 0", 2, "bad or missing value for --batch"},
+        {"predict MODEL --input NPY --batch x", 2, "--batch"},
+        {"predict MODEL --input NPY --scale nan", 2, "--scale"},
+        {"predict MODEL --input NPY --output out.txt", 2, "must end in .npy"},
+        {"predict MODEL --input NPY --bogus", 2, "unknown option --bogus"},
+        {"predict MODEL NPY --input NPY", 2, "unexpected argument"},
+        {"predict /nonexistent.sxm --input NPY", 1, "/nonexistent.sxm"},
+        {"predict NPY --input NPY", 1, "not a model file"},
+        {"convert", 2, "want IN and OUT"},
+        {"convert MODEL", 2, "want IN and OUT"},
+        {"convert MODEL out.txt", 2, "must end in .sxm or .onnx"},
+        {"convert a.onnx b.onnx", 2, "both .onnx"},
+        {"convert MODEL a.sxm extra", 2, "unexpected argument"},
+        {"convert /nonexistent.sxm out.sxm", 1, "/nonexistent.sxm"},
+        {"dot", 2, "no MODEL"},
+        {"dot MODEL --batch -1", 2, "--batch"},
+        {"dot MODEL --output", 2, "--output"},
+        {"dot /nonexistent.sxm", 1, "/nonexistent.sxm"},
+        {"bench", 2, "no MODEL"},
+        {"bench MODEL --runs 0", 2, "--runs"},
+        {"bench MODEL --what", 2, "unknown option"},
+        {"bench /nonexistent.sxm", 1, "/nonexistent.sxm"},
+        {"train --epochs 0", 2, "--epochs"},
+        {"train --what", 2, "unknown option --what"},
+        {"train --data /nonexistent", 1, "/nonexistent"},
+        {"onnx-test", 2, "no DIR"},
+        {"onnx-test --what", 2, "unknown option"},
+        {"onnx-test /nonexistent-dir", 1, "onnx-test"},
+        {"onnx-test DIR --rtol -1", 2, "--rtol"},
+    };
+    run_result *r = malloc(sizeof *r);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char args[1024] = "", *p = args;
+        /* MODEL and NPY stand for the files made above (MODEL is an .npy file named .sxm) */
+        for (const char *s = cases[k].args; *s;) {
+            if (strncmp(s, "MODEL", 5) == 0)
+                p += sprintf(p, "%s", model), s += 5;
+            else if (strncmp(s, "NPY", 3) == 0)
+                p += sprintf(p, "%s", npy), s += 3;
+            else if (strncmp(s, "TXT", 3) == 0)
+                p += sprintf(p, "%s", txt), s += 3;
+            else
+                *p++ = *s++, *p = '\0';
+        }
+        run(r, args);
+        cr_expect_eq(r->status, cases[k].status, "strix %s: status %d, want %d (%s)", args,
+                     r->status, cases[k].status, r->err);
+        const char *nl = strchr(r->err, '\n');
+        bool one_line = nl != NULL && nl[1] == '\0' && strncmp(r->err, "strix", 5) == 0;
+        if (cases[k].status == 2 && cases[k].args[0] == '\0')
+            one_line = strncmp(r->err, "usage: strix", 12) == 0; /* the command list */
+        if (strncmp(cases[k].args, "train", 5) == 0) /* mnist_train's messages: the first line */
+            one_line = strncmp(r->err, "strix train: ", 13) == 0;
+        cr_expect(one_line, "strix %s: stderr is not one 'strix ...' line: '%s'", args, r->err);
+        cr_expect(strstr(r->err, cases[k].err) != NULL, "strix %s: stderr '%s' lacks '%s'", args,
+                  r->err, cases[k].err);
+    }
+    free(r);
+}
+
+Test(tools_cli, help_and_version)
+{
+    const char *cmds[] = {"info", "predict", "convert", "dot", "bench", "train", "onnx-test"};
+    run_result *r = malloc(sizeof *r);
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", cmds[k]);
+        run(r, args);
+        cr_assert_eq(r->status, 0, "%s", args);
+        char want[64];
+        snprintf(want, sizeof want, "usage: strix %s", cmds[k]);
+        cr_assert(strncmp(r->out, want, strlen(want)) == 0, "%s: %s", args, r->out);
+        cr_assert_eq(r->err[0], '\0');
+    }
+    run(r, "--help");
+    cr_assert(r->status == 0 && strstr(r->out, "onnx-test") != NULL);
+    run(r, "--version");
+    cr_assert(r->status == 0 && strncmp(r->out, "strix 0.", 8) == 0, "%s", r->out);
+    free(r);
+}
+
+/* sx_nn_model_save (what `convert` calls): NULL arguments and training models are refused; a
+ * compiled inference model saves its network. */
+Test(tools_cli, model_save_errors_and_compiled_models)
+{
+    cr_assert_eq(sx_nn_model_save(NULL, "/tmp/x.sxm"), SX_E_ARG);
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("save_test", SX_F32, 1, &net), SX_OK);
+    sx_nn_layer *x = sx_nn_input(net, 1, (int64_t[]){4});
+    x = sx_nn_linear(net, x, 3, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK);
+    sx_nn_model *train = NULL, *infer = NULL;
+    cr_assert_eq(sx_nn_compile_train(net, NULL, 2, &train), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_save(train, "/tmp/x.sxm"), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "training model") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_save(train, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &infer), SX_OK);
+    char file[128];
+    path(file, sizeof file, "compiled.sxm");
+    cr_assert_eq(sx_nn_model_save(infer, file), SX_OK, "%s", sx_last_error());
+    sx_nn_model *loaded = NULL;
+    cr_assert_eq(sx_nn_load(file, 2, &loaded), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_classes(loaded), 3);
+    sx_nn_model_free(loaded);
+    sx_nn_model_free(infer);
+    sx_nn_model_free(train);
+    sx_nn_net_free(net);
+}
+
+/* onnx-test on one ONNX backend node test (Abs) when strix has its onnx module; else a clear
+ * refusal. */
+Test(tools_cli, onnx_test_one_case)
+{
+    const char *abs_case = "/usr/include/onnx/backend/test/data/node/test_abs";
+    run_result *r = malloc(sizeof *r);
+    run(r, "--version");
+    bool onnx_built = strstr(r->out, "onnx: yes") != NULL;
+    char args[256];
+    snprintf(args, sizeof args, "onnx-test %s", abs_case);
+    if (onnx_built && access(abs_case, F_OK) == 0) {
+        run(r, args);
+        cr_assert_eq(r->status, 0, "%s", r->err);
+        cr_assert(strstr(r->out, "result: cases=1 supported=1 passed=1 failed=0") != NULL, "%s",
+                  r->out);
+    } else if (!onnx_built) {
+        run(r, args);
+        cr_assert_eq(r->status, 1);
+        cr_assert(strstr(r->err, "built without ONNX support") != NULL, "%s", r->err);
+    }
+    free(r);
+}

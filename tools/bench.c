@@ -1,0 +1,105 @@
+/* bench.c: `strix bench MODEL [--batch N] [--runs R]`: inference speed of a model on random
+ * inputs: the latency of one example and the time of one batch of N, each the median of R timed
+ * runs after one untimed run (which makes the graphs and touches their memory). */
+#include "tool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const bench_help =
+    "usage: strix bench MODEL [--batch N] [--runs R]\n"
+    "Time MODEL's inference on random inputs in [0, 1): the latency of one example and of a\n"
+    "batch of N (32), each the median of R (10) runs after a warm-up run; prints\n"
+    "  result: batch=N runs=R latency_ms=L batch_ms=B images_per_second=T\n"
+    "(images_per_second = N / the batch's median time).\n";
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median time of `runs` predictions of the first k rows of x. */
+static sx_status time_rows(sx_nn_model *m, const sx_tensor *x, sx_tensor *out, int64_t k, long runs,
+                           double *median)
+{
+    int64_t xs[SX_MAX_RANK + 1], os[2] = {k, out->shape[1]};
+    memcpy(xs, x->shape, sizeof(int64_t) * (size_t)x->rank);
+    xs[0] = k;
+    sx_tensor xv = sx_tensor_view(x->dtype, x->rank, xs, x->data);
+    sx_tensor ov = sx_tensor_view(out->dtype, 2, os, out->data);
+    double *t = malloc((size_t)runs * sizeof *t);
+    if (t == NULL)
+        return sx_error(SX_E_NOMEM, "bench: out of memory");
+    sx_status s = sx_nn_model_predict(m, &xv, &ov);
+    for (long r = 0; s == SX_OK && r < runs; r++) {
+        double t0 = sx_seconds();
+        s = sx_nn_model_predict(m, &xv, &ov);
+        t[r] = sx_seconds() - t0;
+    }
+    if (s == SX_OK) {
+        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        *median = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
+    }
+    free(t);
+    return s;
+}
+
+static int bench(const char *model, long batch, long runs)
+{
+    sx_nn_model *m = NULL;
+    sx_tensor *x = NULL, *out = NULL;
+    if (tool_load_model(model, batch, &m) != SX_OK)
+        return tool_fail("bench", "%s", sx_last_error());
+    int r = sx_nn_model_input_rank(m);
+    int64_t xs[SX_MAX_RANK + 1] = {batch}, os[2] = {batch, sx_nn_model_classes(m)};
+    memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)r * sizeof *xs);
+    sx_rng rng;
+    sx_rng_seed(&rng, 1);
+    double one = 0, all = 0;
+    sx_status s = sx_tensor_new(sx_nn_model_dtype(m), r + 1, xs, &x);
+    if (s == SX_OK)
+        s = sx_tensor_rand_uniform(x, &rng, 0, 1);
+    if (s == SX_OK)
+        s = sx_tensor_new(sx_nn_model_dtype(m), 2, os, &out);
+    if (s == SX_OK)
+        s = time_rows(m, x, out, 1, runs, &one);
+    if (s == SX_OK)
+        s = time_rows(m, x, out, batch, runs, &all);
+    sx_tensor_free(x);
+    sx_tensor_free(out);
+    sx_nn_model_free(m);
+    if (s != SX_OK)
+        return tool_fail("bench", "%s", sx_last_error());
+    printf("result: batch=%ld runs=%ld latency_ms=%.3f batch_ms=%.3f images_per_second=%.0f\n",
+           batch, runs, 1e3 * one, 1e3 * all, all > 0 ? (double)batch / all : 0);
+    return TOOL_OK;
+}
+
+int tool_cmd_bench(int argc, char **argv)
+{
+    const char *model = NULL;
+    long batch = 32, runs = 10;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true;
+        if (tool_is_help(a)) {
+            fputs(bench_help, stdout);
+            return TOOL_OK;
+        } else if (strcmp(a, "--batch") == 0)
+            ok = tool_parse_long(v, 1, 65536, &batch), i++;
+        else if (strcmp(a, "--runs") == 0)
+            ok = tool_parse_long(v, 1, 100000, &runs), i++;
+        else if (a[0] == '-' && a[1] != '\0')
+            return tool_usage("bench", "unknown option %s", a);
+        else if (model == NULL)
+            model = a;
+        else
+            return tool_usage("bench", "unexpected argument %s", a);
+        if (!ok)
+            return tool_usage("bench", "bad or missing value for %s", a);
+    }
+    if (model == NULL)
+        return tool_usage("bench", "no MODEL");
+    return bench(model, batch, runs);
+}
