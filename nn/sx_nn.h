@@ -432,8 +432,9 @@ sx_cg_node *sx_nn_schedule_node(sx_cg_graph *g, const sx_nn_schedule *s, sx_cg_n
                                 sx_cg_node *t);
 
 /* A user-defined loss (issue 20): a scalar node (rank 0) built from graph nodes, from the
- * network's output `out` (batch, outputs) -- after its last activation, a final softmax
- * included -- and the target node `target` (batch, outputs), both of the network's dtype.
+ * network's output `out` (batch, output shape) -- after its last activation, a final softmax
+ * included -- and the target node `target` of the same shape, both of the network's dtype. It
+ * replaces `loss` and the heads (n_heads; the heads are still checked).
  * Return NULL on failure (the graph's error is reported). */
 typedef sx_cg_node *(*sx_nn_loss_fn)(sx_cg_graph *g, sx_cg_node *out, sx_cg_node *target,
                                      void *ctx);
