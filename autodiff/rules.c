@@ -127,16 +127,70 @@ UNARY_RULE(erf, sx_cg_mul(g, gy,
                                 1.1283791670955125738961589031215452)))
 /* softsign x / (1 + |x|): 1 / (1 + |x|)^2 */
 UNARY_RULE(softsign, sx_cg_div(g, gy, sx_cg_sqr(g, sx_cg_add_scalar(g, sx_cg_abs(g, x), 1.0))))
+/* ---- issue 20's activations (optim20) */
+/* gelu x Phi(x): Phi(x) + x phi(x) = (1 + erf(x / sqrt 2)) / 2 + x e^(-x^2 / 2) / sqrt(2 pi) */
+UNARY_RULE(
+    gelu,
+    sx_cg_mul(g, gy,
+              sx_cg_add(g,
+                        scale(g,
+                              sx_cg_add_scalar(g, sx_cg_erf(g, scale(g, x, 0.70710678118654752440)),
+                                               1.0),
+                              0.5),
+                        scale(g, sx_cg_mul(g, x, sx_cg_exp(g, scale(g, sx_cg_sqr(g, x), -0.5))),
+                              0.39894228040143267794))))
+/* gelu_tanh x (1 + t) / 2, t = tanh(k (x + c x^3)): (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
+ */
+static sx_cg_node *gelu_tanh_slope(sx_cg_graph *g, sx_cg_node *x)
+{
+    const double k = 0.79788456080286535588, c = 0.044715;
+    sx_cg_node *x2 = sx_cg_sqr(g, x);
+    sx_cg_node *t = sx_cg_tanh(g, scale(g, sx_cg_add(g, x, scale(g, sx_cg_mul(g, x2, x), c)), k));
+    sx_cg_node *one = sx_cg_scalar_like(g, x, 1.0);
+    sx_cg_node *dt = sx_cg_mul(g, sx_cg_sub(g, one, sx_cg_sqr(g, t)),
+                               scale(g, sx_cg_add_scalar(g, scale(g, x2, 3 * c), 1.0), k));
+    return scale(g, sx_cg_add(g, sx_cg_add(g, t, one), sx_cg_mul(g, x, dt)), 0.5);
+}
+UNARY_RULE(gelu_tanh, sx_cg_mul(g, gy, gelu_tanh_slope(g, x)))
+/* silu y = x s, s = sigmoid(x): s + y (1 - s) */
+static sx_cg_node *silu_slope(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *y)
+{
+    sx_cg_node *s = sx_cg_sigmoid(g, x);
+    return sx_cg_add(g, s, sx_cg_mul(g, y, sx_cg_sub(g, sx_cg_scalar_like(g, s, 1.0), s)));
+}
+UNARY_RULE(silu, sx_cg_mul(g, gy, silu_slope(g, x, y)))
+/* mish x t, t = tanh(softplus(x)): t + x (1 - t^2) sigmoid(x) */
+static sx_cg_node *mish_slope(sx_cg_graph *g, sx_cg_node *x)
+{
+    sx_cg_node *t = sx_cg_tanh(g, sx_cg_softplus(g, x));
+    sx_cg_node *dt = sx_cg_mul(g, sx_cg_sub(g, sx_cg_scalar_like(g, t, 1.0), sx_cg_sqr(g, t)),
+                               sx_cg_sigmoid(g, x));
+    return sx_cg_add(g, t, sx_cg_mul(g, x, dt));
+}
+UNARY_RULE(mish, sx_cg_mul(g, gy, mish_slope(g, x)))
+/* hard_swish: 0 below -3, 1 above 3, (2 x + 3) / 6 = x / 3 + 1/2 between (selected) */
+static sx_cg_node *hard_swish_grad(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *gy)
+{
+    sx_cg_node *mid = sx_cg_mul(g, gy, sx_cg_add_scalar(g, scale(g, x, 1.0 / 3), 0.5));
+    sx_cg_node *above = sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 3.0)), gy, mid);
+    return sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, -3.0)), above,
+                       sx_cg_scalar_like(g, x, 0.0));
+}
+UNARY_RULE(hard_swish, hard_swish_grad(g, x, gy))
+/* ---- end of issue 20's activations */
 #undef UNARY_RULE
 
 /* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */
-/* G y log a for a^b, with 0 where a = 0 and b >= 0 (the limit of y log a as a -> 0+). */
+/* G y log a for a^b, with 0 where a = 0 and b >= 0 (the limit of y log a as a -> 0+). The log
+ * reads 1 there, not a: the untaken branch stays finite, so its own gradient (second order) is
+ * 0 * log 1, not 0 * log 0 = NaN. */
 static sx_cg_node *pow_exponent_grad(sx_cg_graph *g, sx_cg_node *gy, sx_cg_node *a, sx_cg_node *b,
                                      sx_cg_node *y)
 {
     sx_cg_node *zero = sx_cg_scalar_like(g, a, 0.0);
     sx_cg_node *at_zero = sx_cg_mul(g, sx_cg_eq(g, a, zero), sx_cg_ge(g, b, zero));
-    return sx_cg_where(g, at_zero, zero, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, a))));
+    sx_cg_node *safe = sx_cg_where(g, at_zero, sx_cg_scalar_like(g, a, 1.0), a);
+    return sx_cg_where(g, at_zero, zero, sx_cg_mul(g, gy, sx_cg_mul(g, y, sx_cg_log(g, safe))));
 }
 
 #define BINARY_RULE(name, ga, gb)                                                                  \
@@ -886,6 +940,10 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_ADAGRAD_UPDATE] = ALL_INPUTS,
     [SX_OP_RMSPROP_UPDATE] = ALL_INPUTS,
     [SX_OP_ADAM_UPDATE] = ALL_INPUTS,
+    [SX_OP_ADAMW_UPDATE] = ALL_INPUTS,
+    [SX_OP_AMSGRAD_UPDATE] = ALL_INPUTS,
+    [SX_OP_RMSPROP_CENTERED_UPDATE] = ALL_INPUTS,
+    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = ALL_INPUTS,
     [SX_OP_MATMUL_UPDATE] = ALL_INPUTS,
 };
 

@@ -174,6 +174,14 @@ static inline int cg_mutated(const sx_cg_node *n)
     return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) ? sx_cg_ops[n->op].kernel : 0;
 }
 
+/* How many elements the rate input (the last) of update op `op` holds (sx_ops.def). */
+static inline int64_t cg_update_rates(sx_cg_op op)
+{
+    if (op == SX_OP_ADAMW_UPDATE || op == SX_OP_AMSGRAD_UPDATE)
+        return 3;
+    return op == SX_OP_MOMENTUM_DAMPENED_UPDATE ? 2 : 1;
+}
+
 /* matmul_update: a block of gradient rows is about CG_MMU_BLOCK bytes (a share of L2: big
  * enough that the GEMM's packing of the right factor, redone per block, is amortised), and
  * there are CG_MMU_SLOTS scratch blocks: at most that many threads run blocks at once. */

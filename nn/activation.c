@@ -5,14 +5,32 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const act_names[SX_ACT_COUNT] = {
-    "none",         "relu", "relu6",    "leaky_relu", "elu",    "sigmoid",
-    "hard_sigmoid", "tanh", "softplus", "softsign",   "softmax"};
+    "none",         "relu", "relu6",    "leaky_relu", "elu",     "sigmoid",
+    "hard_sigmoid", "tanh", "softplus", "softsign",   "softmax", "gelu",
+    "gelu_tanh",    "silu", "mish",     "hard_swish"};
 
 const char *sx_nn_act_name(sx_nn_act a)
 {
     return (unsigned)a < SX_ACT_COUNT ? act_names[a] : "bad-activation";
+}
+
+sx_status sx_nn_act_parse(const char *s, sx_nn_act *out)
+{
+    if (out == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_act_parse: out is NULL");
+    for (int k = 0; s != NULL && k < SX_ACT_COUNT; k++)
+        if (strcmp(s, act_names[k]) == 0) {
+            *out = (sx_nn_act)k;
+            return SX_OK;
+        }
+    if (s != NULL && strcmp(s, "swish") == 0) {
+        *out = SX_ACT_SILU;
+        return SX_OK;
+    }
+    return sx_error(SX_E_ARG, "sx_nn_act_parse: unknown activation '%s'", s ? s : "(null)");
 }
 
 bool nn_act_ok(sx_nn_act act)
@@ -57,6 +75,16 @@ sx_cg_node *nn_activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double par
         return sx_cg_div(g, x, sx_cg_add(g, sx_cg_abs(g, x), sx_cg_scalar_like(g, x, 1)));
     case SX_ACT_SOFTMAX:
         return sx_cg_softmax(g, x, -1);
+    case SX_ACT_GELU:
+        return sx_cg_gelu(g, x);
+    case SX_ACT_GELU_TANH:
+        return sx_cg_gelu_tanh(g, x);
+    case SX_ACT_SILU:
+        return sx_cg_silu(g, x);
+    case SX_ACT_MISH:
+        return sx_cg_mish(g, x);
+    case SX_ACT_HARD_SWISH:
+        return sx_cg_hard_swish(g, x);
     case SX_ACT_COUNT:
         break;
     }
@@ -120,4 +148,36 @@ sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act,
 sx_nn_layer *sx_nn_activation(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act)
 {
     return activation(net, "sx_nn_activation", in, act, nn_act_default_param(act));
+}
+
+/* ---------------------------------------------------------------- PReLU */
+
+/* where(x > 0, x, alpha x), alpha (c) broadcast over the last axis of x (batch, ..., c) */
+static sx_cg_node *prelu_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
+                                 sx_cg_node **pre_softmax)
+{
+    (void)pre_softmax;
+    sx_cg_graph *g = b->g;
+    sx_cg_node *x = in[0], *alpha = nn_param_node_of(b, l, 0);
+    return sx_cg_where(g, sx_cg_gt(g, x, sx_cg_scalar_like(g, x, 0.0)), x, sx_cg_mul(g, x, alpha));
+}
+
+static void prelu_describe(const sx_nn_layer *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "%lld slopes", (long long)l->params[0].value->size);
+}
+
+const nn_layer_ops nn_prelu_ops = {"prelu", 0, prelu_forward, prelu_describe};
+
+sx_nn_layer *sx_nn_prelu(sx_nn_net *net, sx_nn_layer *in, double init)
+{
+    const char *who = "sx_nn_prelu";
+    sx_nn_layer *l = nn_layer_begin(net, who, L_PRELU, 1, &in);
+    if (l == NULL)
+        return NULL;
+    int64_t cs[1] = {in->rank > 0 ? in->shape[in->rank - 1] : 1};
+    sx_status s = isfinite(init)
+                      ? nn_layer_add_param(net, l, "alpha", 1, cs, init, 0, 0, true, false)
+                      : sx_error(SX_E_ARG, "%s: initial slope %g", l->name, init);
+    return nn_layer_finish(net, who, l, s);
 }

@@ -269,6 +269,8 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
         out->part[h] = psum[h] / ((double)n * (double)nn_loss_part_terms(&parts[h], e.e, e.k));
         out->loss += parts[h].weight * out->part[h];
     }
+    if (p->train.loss_fn != NULL) /* a user's loss: not computed here (optim20) */
+        out->loss = (double)NAN;
     out->metric = mk == SX_METRIC_LOSS ? out->loss : msum / (double)mterms;
     return SX_OK;
 }
@@ -734,4 +736,14 @@ int64_t sx_nn_net_epochs(const sx_nn_net *net)
 int64_t sx_nn_net_epoch_steps(const sx_nn_net *net)
 {
     return net != NULL ? net->epoch_step : -1;
+}
+
+/* The value reduce-on-plateau watches (train.c): the last epoch's validation metric, or its
+ * training loss without a validation source; *higher_better for accuracy. (optim20, issue 20) */
+void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better)
+{
+    if (f->val == NULL || f->h.n == 0)
+        return;
+    *v = f->h.rows[f->h.n - 1].val_metric;
+    *higher_better = f->h.metric == SX_METRIC_ACCURACY;
 }

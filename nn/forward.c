@@ -65,7 +65,10 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     if (nn_input_layer(net) == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
     int n = net->n_layers;
-    b->param_nodes = sx_calloc((size_t)n * NN_MAX_PARAMS, sizeof *b->param_nodes);
+    /* a second trace in the same build (gradient accumulation's micro-batches) shares the
+     * parameter nodes of the first */
+    if (b->param_nodes == NULL)
+        b->param_nodes = sx_calloc((size_t)n * NN_MAX_PARAMS, sizeof *b->param_nodes);
     sx_cg_node **vals = sx_calloc((size_t)n, sizeof *vals);
     if (b->param_nodes == NULL || vals == NULL) {
         sx_free(vals);

@@ -55,6 +55,10 @@ static void named_free(named *t)
  * "none" for SGD); 2 records the run's batch size and optimiser with its hyper-parameters. */
 #define CHECKPOINT_VERSION 2
 
+#define ADAM_KINDS                                                                                 \
+    (1u << SX_OPTIM_ADAM | 1u << SX_OPTIM_ADAMW | 1u << SX_OPTIM_AMSGRAD |                         \
+     1u << SX_OPTIM_ADAM_KERAS)
+
 /* The optimiser hyper-parameters a checkpoint records, and which kinds use each (lr: all). */
 static const struct {
     const char *key;
@@ -64,11 +68,13 @@ static const struct {
     {"optim.lr", offsetof(sx_optim_params, lr), ~0u},
     {"optim.momentum", offsetof(sx_optim_params, momentum),
      1u << SX_OPTIM_MOMENTUM | 1u << SX_OPTIM_NESTEROV},
-    {"optim.rho", offsetof(sx_optim_params, rho), 1u << SX_OPTIM_RMSPROP},
-    {"optim.beta1", offsetof(sx_optim_params, beta1), 1u << SX_OPTIM_ADAM},
-    {"optim.beta2", offsetof(sx_optim_params, beta2), 1u << SX_OPTIM_ADAM},
+    {"optim.rho", offsetof(sx_optim_params, rho),
+     1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_RMSPROP_CENTERED},
+    {"optim.beta1", offsetof(sx_optim_params, beta1), ADAM_KINDS},
+    {"optim.beta2", offsetof(sx_optim_params, beta2), ADAM_KINDS},
     {"optim.eps", offsetof(sx_optim_params, eps),
-     1u << SX_OPTIM_ADAGRAD | 1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_ADAM},
+     1u << SX_OPTIM_ADAGRAD | 1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_RMSPROP_CENTERED |
+         ADAM_KINDS},
 };
 #define N_HYPER (sizeof hyper / sizeof hyper[0])
 
@@ -260,7 +266,7 @@ static sx_status check_run(const char *path, const sx_cg_file *f, const sx_nn_tr
 static bool squares_state(sx_optim_kind k, int j)
 {
     return (k == SX_OPTIM_ADAGRAD && j == 0) || (k == SX_OPTIM_RMSPROP && j == 0) ||
-           (k == SX_OPTIM_ADAM && j == 1);
+           (k == SX_OPTIM_RMSPROP_CENTERED && j == 0) || ((ADAM_KINDS >> k & 1u) && j >= 1);
 }
 
 /* Such a state from a file: every element >= 0 (NaN fails too), else every later update of

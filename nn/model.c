@@ -90,6 +90,46 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m)
     return m != NULL ? m->g : NULL;
 }
 
+/* The schedule's rate from the base-rate input lr and the step input (sx_nn_schedule_node): lr
+ * itself for a host schedule. */
+static sx_status schedule_rate(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *lr,
+                               sx_cg_node *step, sx_cg_node **out)
+{
+    if ((*out = sx_nn_schedule_node(g, &p->schedule, lr, step)) != NULL)
+        return SX_OK;
+    sx_status s = sx_cg_graph_status(g);
+    return s != SX_OK ? s : SX_E_ARG; /* a bad schedule: the message is set */
+}
+
+/* The group of parameter pr (NULL: none) */
+static const sx_nn_param_group *group_of(const sx_nn_train_params *p, const nn_param *pr)
+{
+    for (int i = 0; i < p->n_groups; i++) {
+        const sx_nn_param_group *gr = &p->groups[i];
+        if ((gr->select == SX_GROUP_NAME && gr->name != NULL && strstr(pr->name, gr->name)) ||
+            (gr->select == SX_GROUP_WEIGHTS && pr->regularised) ||
+            (gr->select == SX_GROUP_NOT_WEIGHTS && !pr->regularised))
+            return gr;
+    }
+    return NULL;
+}
+
+/* Parameter pr's optimiser settings and rate: its group's weight decay and lr_scale (the rate
+ * node itself without a group, or a scale of 1). */
+static sx_status group_rate(sx_cg_graph *g, const sx_nn_train_params *p, const nn_param *pr,
+                            sx_cg_node *rate, sx_optim_params *op, sx_cg_node **out)
+{
+    const sx_nn_param_group *gr = group_of(p, pr);
+    *op = p->optim;
+    *out = rate;
+    if (gr == NULL)
+        return SX_OK;
+    op->weight_decay = gr->weight_decay;
+    if (gr->lr_scale != 1 && (*out = sx_cg_mul_scalar(g, rate, gr->lr_scale)) == NULL)
+        return graph_status(g);
+    return SX_OK;
+}
+
 /* The optimiser state tensors of a parameter, made (zero) when missing or of another kind. */
 static sx_status ensure_states(sx_nn_net *net, nn_param *p, sx_optim_kind kind)
 {
@@ -164,17 +204,20 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
     sx_dtype dt = m->net->dtype;
     sx_cg_graph *u = NULL;
     SX_TRY(sx_cg_graph_new(SX_CG_LAZY, dt, &u));
-    sx_cg_node **outs = sx_calloc((size_t)np * 3 + 1, sizeof *outs);
+    sx_cg_node **outs = sx_calloc((size_t)np * (NN_MAX_STATES + 1) + 1, sizeof *outs);
     sx_cg_node *lr = sx_cg_input(u, "lr", dt, 0, NULL), *step = sx_cg_input(u, "step", dt, 0, NULL);
     sx_status s = outs == NULL ? SX_E_NOMEM : lr && step ? SX_OK : graph_status(u);
     if (s == SX_OK)
         s = set_scalar(u, lr, f->lr);
     if (s == SX_OK)
         s = set_scalar(u, step, (double)f->step);
+    sx_cg_node *rate = NULL;
+    if (s == SX_OK)
+        s = schedule_rate(u, p, lr, step, &rate);
     int n = 0, ns = sx_optim_n_states(p->optim.kind);
     for (int i = 0; s == SX_OK && i < np; i++) {
         s = ensure_states(m->net, meta[i], p->optim.kind);
-        sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
+        sx_cg_node *states[NN_MAX_STATES] = {NULL};
         sx_cg_node *w = s == SX_OK ? sx_cg_param_borrow(u, meta[i]->name, meta[i]->value) : NULL;
         sx_cg_node *g = s == SX_OK ? sx_cg_const(u, sx_cg_value(grads[i])) : NULL;
         for (int k = 0; s == SX_OK && k < ns; k++) {
@@ -187,8 +230,12 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
         if (s == SX_OK && (w == NULL || g == NULL))
             s = graph_status(u);
         int nu = 0;
+        sx_optim_params op;
+        sx_cg_node *r = NULL;
         if (s == SX_OK)
-            s = sx_optim_update(u, &p->optim, w, g, lr, step, states, outs + n, &nu);
+            s = group_rate(u, p, meta[i], rate, &op, &r);
+        if (s == SX_OK)
+            s = sx_optim_update(u, &op, w, g, r, step, states, outs + n, &nu);
         n += nu;
     }
     if (s == SX_OK)
@@ -198,8 +245,9 @@ static sx_status eager_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node
     return s;
 }
 
-/* The targets' input y, of the output's shape (batch, ...), after the loss's checks. */
-static sx_status targets_input(sx_nn_model *m, const sx_cg_node *logits)
+/* The targets' input y, of the output's shape (batch, ...), after the loss's checks; softmax:
+ * the network ends in a softmax (heads refused). */
+static sx_status targets_input(sx_nn_model *m, bool softmax)
 {
     const sx_nn_layer *last = nn_output_layer(m->net);
     const sx_nn_train_params *p = &m->params;
@@ -207,7 +255,7 @@ static sx_status targets_input(sx_nn_model *m, const sx_cg_node *logits)
     ys[0] = m->batch;
     memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
     SX_TRY(nn_loss_check("sx_nn_compile_train", p, last->shape[last->rank - 1]));
-    if (p->n_heads > 0 && logits != m->out)
+    if (p->n_heads > 0 && softmax)
         return sx_error(SX_E_ARG,
                         "sx_nn_compile_train: network %s ends in a softmax: heads take logits "
                         "(end in a layer without activation)",
@@ -216,15 +264,13 @@ static sx_status targets_input(sx_nn_model *m, const sx_cg_node *logits)
     return SX_OK;
 }
 
-/* Loss, regularisation, gradients, clipping and the updates of every trainable parameter. */
-static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *f)
+/* The training inputs: targets y (targets_input), the rate and the step (their values when f,
+ * an eager step's). */
+static sx_status training_inputs(sx_nn_model *m, const feed *f, bool softmax)
 {
-    sx_nn_net *net = m->net;
     sx_cg_graph *g = m->g;
-    const sx_nn_train_params *p = &m->params;
-    sx_dtype dt = net->dtype;
-    const sx_nn_layer *last = nn_output_layer(net);
-    SX_TRY(targets_input(m, logits));
+    sx_dtype dt = m->net->dtype;
+    SX_TRY(targets_input(m, softmax));
     m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
     m->step = sx_cg_input(g, "step", dt, 0, NULL);
     if (m->y == NULL || m->lr == NULL || m->step == NULL)
@@ -234,65 +280,93 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
         SX_TRY(set_scalar(g, m->lr, f->lr));
         SX_TRY(set_scalar(g, m->step, (double)f->step));
     }
-    SX_TRY(sx_cg_scope_set(g, "loss"));
-    sx_cg_node *loss = nn_loss_node(g, p, m->out, logits, m->y);
-    if (loss == NULL)
-        return graph_status(g);
+    return SX_OK;
+}
 
-    /* the trainable parameters, and regularisation of the weights */
-    int n = 0;
-    for (int i = 0; i < net->n_layers; i++)
-        n += net->layers[i]->n_params;
-    sx_cg_node **ps = sx_calloc((size_t)n + 1, sizeof *ps);
-    sx_cg_node **grads = sx_calloc((size_t)n + 1, sizeof *grads);
-    nn_param **meta = sx_calloc((size_t)n + 1, sizeof *meta);
-    sx_status s = ps && grads && meta ? SX_OK : SX_E_NOMEM;
-    int np = 0;
-    for (int i = 0; s == SX_OK && i < net->n_layers; i++) {
+/* The batch's loss (a scalar) from outputs out (logits before a final softmax) and targets y:
+ * the user's loss_fn, or the built-in kind (nn_loss_node). */
+static sx_status make_loss(sx_nn_model *m, sx_cg_node *out, sx_cg_node *logits, sx_cg_node *y,
+                           sx_cg_node **loss)
+{
+    sx_cg_graph *g = m->g;
+    const sx_nn_train_params *p = &m->params;
+    sx_dtype dt = m->net->dtype;
+    *loss = p->loss_fn != NULL ? p->loss_fn(g, out, y, p->loss_ctx)
+                               : nn_loss_node(g, p, out, logits, y);
+    if (*loss == NULL)
+        return graph_status(g);
+    if (sx_cg_node_size(*loss) != 1 || sx_cg_node_dtype(*loss) != dt)
+        return sx_error(SX_E_SHAPE, "nn: the user's loss has %lld elements of %s (want one of %s)",
+                        (long long)sx_cg_node_size(*loss), sx_dtype_name(sx_cg_node_dtype(*loss)),
+                        sx_dtype_name(dt));
+    if (sx_cg_node_rank(*loss) != 0 && (*loss = sx_cg_reshape(g, *loss, 0, NULL)) == NULL)
+        return graph_status(g);
+    return SX_OK;
+}
+
+/* The trainable parameters (nodes ps, meta) of the built forward pass, np of them (arrays of
+ * room for all), with the l1/l2 terms of the weights added to *loss. */
+static sx_status collect_params(sx_nn_model *m, sx_cg_node **loss, sx_cg_node **ps, nn_param **meta,
+                                int *np)
+{
+    sx_nn_net *net = m->net;
+    sx_cg_graph *g = m->g;
+    const sx_nn_train_params *p = &m->params;
+    sx_dtype dt = net->dtype;
+    *np = 0;
+    for (int i = 0; i < net->n_layers; i++) {
         for (int k = 0; k < net->layers[i]->n_params; k++) {
             nn_param *pr = &net->layers[i]->params[k];
             sx_cg_node *node = nn_param_node(&m->b, net, i, k);
             if (!pr->trainable || node == NULL)
                 continue;
             if (pr->regularised && p->l2 > 0)
-                loss = sx_cg_add(g, loss,
-                                 sx_cg_mul(g, sx_cg_scalar_of(g, dt, p->l2),
-                                           sx_cg_sum(g, sx_cg_sqr(g, node), SX_AXES_ALL, false)));
+                *loss = sx_cg_add(g, *loss,
+                                  sx_cg_mul(g, sx_cg_scalar_of(g, dt, p->l2),
+                                            sx_cg_sum(g, sx_cg_sqr(g, node), SX_AXES_ALL, false)));
             if (pr->regularised && p->l1 > 0)
-                loss = sx_cg_add(g, loss,
-                                 sx_cg_mul(g, sx_cg_scalar_of(g, dt, p->l1),
-                                           sx_cg_sum(g, sx_cg_abs(g, node), SX_AXES_ALL, false)));
-            ps[np] = node;
-            meta[np] = pr;
-            np++;
+                *loss = sx_cg_add(g, *loss,
+                                  sx_cg_mul(g, sx_cg_scalar_of(g, dt, p->l1),
+                                            sx_cg_sum(g, sx_cg_abs(g, node), SX_AXES_ALL, false)));
+            ps[*np] = node;
+            meta[*np] = pr;
+            (*np)++;
         }
     }
-    m->loss = loss;
-    if (s == SX_OK && loss == NULL)
-        s = graph_status(g);
-    if (s == SX_OK)
-        s = add_out(m, loss);
-    /* correct predictions: argmax of the outputs against argmax of the targets, over the last
-     * axis (one prediction per example, or per position of an output of rank > 1) */
-    if (s == SX_OK) {
-        int ax = last->rank;
-        m->correct = sx_cg_sum(g,
-                               sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(ax), false),
-                                        sx_cg_argmax(g, m->y, SX_AXIS(ax), false)),
-                               SX_AXES_ALL, false);
-        s = add_out(m, m->correct);
-    }
-    if (s == SX_OK)
-        s = sx_ad_grad(g, loss, np, ps, grads);
-    if (s == SX_OK)
-        s = clip(g, p, dt, np, grads);
+    return *loss != NULL ? SX_OK : graph_status(g);
+}
+
+/* Correct predictions: argmax of the outputs against argmax of the targets, over the last axis
+ * (one prediction per example, or per position of an output of rank > 1). */
+static sx_cg_node *correct_node(const sx_nn_model *m, sx_cg_node *logits, sx_cg_node *y)
+{
+    sx_cg_graph *g = m->g;
+    int ax = nn_output_layer(m->net)->rank;
+    return sx_cg_sum(g,
+                     sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(ax), false),
+                              sx_cg_argmax(g, y, SX_AXIS(ax), false)),
+                     SX_AXES_ALL, false);
+}
+
+/* Clipping, then the update of every parameter (the eager step's, when f) and the batch-norm
+ * running statistics as outputs. */
+static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node **ps,
+                              sx_cg_node **grads, nn_param **meta)
+{
+    sx_nn_net *net = m->net;
+    sx_cg_graph *g = m->g;
+    const sx_nn_train_params *p = &m->params;
+    sx_status s = clip(g, p, net->dtype, np, grads);
+    sx_cg_node *rate = NULL; /* the scheduled rate (in the graph), or the lr input */
+    if (s == SX_OK && f == NULL)
+        s = schedule_rate(g, p, m->lr, m->step, &rate);
     if (s == SX_OK && f != NULL)
         s = eager_updates(m, f, np, grads, meta);
     for (int i = 0; s == SX_OK && f == NULL && i < np; i++) {
         s = ensure_states(net, meta[i], p->optim.kind);
         if (s == SX_OK) /* the optimiser's state and update belong to the parameter's layer */
             s = sx_cg_scope_set(g, sx_cg_node_scope(ps[i]));
-        sx_cg_node *states[NN_MAX_STATES] = {NULL, NULL};
+        sx_cg_node *states[NN_MAX_STATES] = {NULL};
         int ns = sx_optim_n_states(p->optim.kind);
         for (int k = 0; s == SX_OK && k < ns; k++) {
             char name[128];
@@ -302,18 +376,147 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
             if (states[k] == NULL)
                 s = graph_status(g);
         }
-        sx_cg_node *ups[3];
+        sx_cg_node *ups[NN_MAX_STATES + 1];
         int nu = 0;
+        sx_optim_params op;
+        sx_cg_node *r = NULL;
         if (s == SX_OK)
-            s = sx_optim_update(g, &p->optim, ps[i], grads[i], m->lr, m->step, states, ups, &nu);
+            s = group_rate(g, p, meta[i], rate, &op, &r);
+        if (s == SX_OK)
+            s = sx_optim_update(g, &op, ps[i], grads[i], r, m->step, states, ups, &nu);
         for (int k = 0; s == SX_OK && k < nu; k++)
             s = add_out(m, ups[k]);
     }
     for (int i = 0; s == SX_OK && i < m->b.n_updates; i++) /* batch-norm running statistics */
         s = add_out(m, m->b.updates[i]);
+    return s;
+}
+
+/* Room for every parameter of the network: ps, grads, meta (n + 1 each). */
+static sx_status param_arrays(const sx_nn_net *net, sx_cg_node ***ps, sx_cg_node ***grads,
+                              nn_param ***meta)
+{
+    int n = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        n += net->layers[i]->n_params;
+    *ps = sx_calloc((size_t)n + 1, sizeof **ps);
+    *grads = sx_calloc((size_t)n + 1, sizeof **grads);
+    *meta = sx_calloc((size_t)n + 1, sizeof **meta);
+    return *ps && *grads && *meta ? SX_OK : SX_E_NOMEM;
+}
+
+/* Loss, regularisation, gradients, clipping and the updates of every trainable parameter. */
+static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *f)
+{
+    sx_cg_graph *g = m->g;
+    SX_TRY(training_inputs(m, f, logits != m->out));
+    SX_TRY(sx_cg_scope_set(g, "loss"));
+    sx_cg_node *loss = NULL;
+    SX_TRY(make_loss(m, m->out, logits, m->y, &loss));
+    sx_cg_node **ps = NULL, **grads = NULL;
+    nn_param **meta = NULL;
+    int np = 0;
+    sx_status s = param_arrays(m->net, &ps, &grads, &meta);
+    if (s == SX_OK)
+        s = collect_params(m, &loss, ps, meta, &np);
+    m->loss = loss;
+    if (s == SX_OK)
+        s = add_out(m, loss);
+    if (s == SX_OK) {
+        m->correct = correct_node(m, logits, m->y);
+        s = add_out(m, m->correct);
+    }
+    if (s == SX_OK)
+        s = sx_ad_grad(g, loss, np, ps, grads);
+    if (s == SX_OK)
+        s = emit_updates(m, f, np, ps, grads, meta);
     sx_free(ps);
     sx_free(grads);
     sx_free(meta);
+    return s;
+}
+
+/* Rows [lo, hi) of x (batch, ...). */
+static sx_cg_node *rows_of(sx_cg_graph *g, sx_cg_node *x, int64_t lo, int64_t hi)
+{
+    sx_slice sl[SX_MAX_RANK];
+    for (int i = 0; i < SX_MAX_RANK; i++)
+        sl[i] = SX_SLICE_ALL;
+    sl[0] = (sx_slice){lo, hi, 1};
+    return sx_cg_slice(g, x, sl);
+}
+
+/* Gradient accumulation inside the graph (p.accumulate = k > 1): the batch split into k
+ * micro-batches (sizes differing by at most one), each traced forward, its loss weighted by its
+ * share of the batch and differentiated at once, before the next is traced; the gradients are
+ * summed and one update step follows. The loss is the batch's (the weighted sum), as without
+ * accumulation. (The planner's order does not yet follow the tracing order, so one micro-batch's
+ * activations are not reused for the next: the peak memory is not lower today.) */
+static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
+{
+    sx_nn_net *net = m->net;
+    sx_cg_graph *g = m->g;
+    const int64_t B = m->batch, k = m->params.accumulate < B ? m->params.accumulate : B;
+    for (int i = 0; i < net->n_layers; i++)
+        if (net->layers[i]->kind == L_BATCHNORM)
+            return sx_error(SX_E_UNSUPPORTED,
+                            "network %s: gradient accumulation with batch norm (%s) would "
+                            "normalise by the micro-batches' statistics",
+                            net->name, net->layers[i]->name);
+    sx_cg_node **ps = NULL, **grads = NULL, **gj = NULL;
+    nn_param **meta = NULL;
+    int np = 0;
+    sx_status s = param_arrays(net, &ps, &grads, &meta);
+    int all = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        all += net->layers[i]->n_params;
+    if (s == SX_OK && (gj = sx_calloc((size_t)all + 1, sizeof *gj)) == NULL)
+        s = SX_E_NOMEM;
+    sx_cg_node *total = NULL, *correct = NULL;
+    for (int64_t j = 0, lo = 0; s == SX_OK && j < k; j++) {
+        const int64_t n = B / k + (j < B % k), hi = lo + n;
+        sx_cg_node *xj = rows_of(g, x, lo, hi), *yj = NULL;
+        sx_cg_node *out = NULL, *logits = NULL, *lj = NULL;
+        s = xj != NULL ? nn_forward(net, &m->b, xj, &out, &logits) : graph_status(g);
+        if (s == SX_OK && j == 0) { /* the inputs, once the output is known */
+            m->out = out;
+            m->softmax_out = logits != out;
+            s = training_inputs(m, NULL, m->softmax_out);
+        }
+        if (s == SX_OK && (yj = rows_of(g, m->y, lo, hi)) == NULL)
+            s = graph_status(g);
+        if (s == SX_OK)
+            s = sx_cg_scope_set(g, "loss");
+        if (s == SX_OK)
+            s = make_loss(m, out, logits, yj, &lj);
+        if (s == SX_OK && (lj = sx_cg_mul_scalar(g, lj, (double)n / (double)B)) == NULL)
+            s = graph_status(g);
+        if (s == SX_OK && j == 0) /* the l1/l2 terms once */
+            s = collect_params(m, &lj, ps, meta, &np);
+        if (s == SX_OK)
+            s = sx_ad_grad(g, lj, np, ps, j == 0 ? grads : gj);
+        for (int i = 0; s == SX_OK && j > 0 && i < np; i++)
+            if ((grads[i] = sx_cg_add(g, grads[i], gj[i])) == NULL)
+                s = graph_status(g);
+        sx_cg_node *cj = s == SX_OK ? correct_node(m, logits, yj) : NULL;
+        total = j == 0 ? lj : sx_cg_add(g, total, lj);
+        correct = j == 0 ? cj : sx_cg_add(g, correct, cj);
+        if (s == SX_OK && (total == NULL || correct == NULL))
+            s = graph_status(g);
+        lo = hi;
+    }
+    m->loss = total;
+    m->correct = correct;
+    if (s == SX_OK)
+        s = add_out(m, total);
+    if (s == SX_OK)
+        s = add_out(m, correct);
+    if (s == SX_OK)
+        s = emit_updates(m, NULL, np, ps, grads, meta);
+    sx_free(ps);
+    sx_free(grads);
+    sx_free(meta);
+    sx_free(gj);
     return s;
 }
 
@@ -344,6 +547,8 @@ static sx_status build(sx_nn_model *m, const feed *f)
         return graph_status(g);
     if (f != NULL)
         SX_TRY(sx_cg_input_set(g, m->x, f->x, SX_CG_BORROW));
+    if (m->train && f == NULL && m->params.accumulate > 1 && m->batch > 1)
+        return build_accumulated(m, m->x);
     sx_cg_node *logits = NULL;
     SX_TRY(nn_forward(net, &m->b, m->x, &m->out, &logits));
     m->softmax_out = logits != m->out;

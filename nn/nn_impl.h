@@ -10,7 +10,7 @@
  * parameter (ensure_states in model.c). */
 #define NN_MAX_IN 16
 #define NN_MAX_PARAMS 8
-#define NN_MAX_STATES 2
+#define NN_MAX_STATES 3
 
 /* Layer kinds, one per row of layers.def. */
 typedef enum {
@@ -270,6 +270,15 @@ sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_lo
 sx_status nn_history_append(const char *path, const sx_nn_history *h, const sx_nn_epoch *r);
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
+/* The last epoch's validation metric into *v (unchanged without validation), *higher_better
+ * for accuracy: what reduce-on-plateau watches (train.c). */
+void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better);
+/* Reduce-on-plateau (train.c) after an epoch whose watched value is v: PyTorch's
+ * ReduceLROnPlateau ('rel' threshold mode, no cooldown) on the base rate *lr, with its best
+ * value *best (NAN at the start) and count of epochs without improvement *bad. Nothing for
+ * another schedule or a NaN v. */
+void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *bad, double v,
+                      bool higher_better, int verbose);
 void nn_fit_free(nn_fit *f);
 
 /* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis. */

@@ -77,12 +77,23 @@ typedef enum {
     SX_ACT_HARD_SIGMOID, /* clip(0.2 x + 0.5, 0, 1) */
     SX_ACT_TANH,
     SX_ACT_SOFTPLUS,
-    SX_ACT_SOFTSIGN, /* x / (1 + |x|) */
-    SX_ACT_SOFTMAX,  /* over the last axis */
+    SX_ACT_SOFTSIGN,   /* x / (1 + |x|) */
+    SX_ACT_SOFTMAX,    /* over the last axis */
+    SX_ACT_GELU,       /* x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, exact (PyTorch's GELU) */
+    SX_ACT_GELU_TANH,  /* x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2 */
+    SX_ACT_SILU,       /* x sigmoid(x) (swish) */
+    SX_ACT_MISH,       /* x tanh(softplus(x)) */
+    SX_ACT_HARD_SWISH, /* x relu6(x + 3) / 6 */
     SX_ACT_COUNT
 } sx_nn_act;
 
+/* "none", "relu", "relu6", "leaky_relu", "elu", "sigmoid", "hard_sigmoid", "tanh", "softplus",
+ * "softsign", "softmax", "gelu", "gelu_tanh", "silu", "mish", "hard_swish";
+ * "bad-activation" for another value. */
 const char *sx_nn_act_name(sx_nn_act a);
+/* The activation named s (as sx_nn_act_name; "swish" is silu). SX_E_ARG (*out unchanged) for
+ * another name or NULL. */
+sx_status sx_nn_act_parse(const char *s, sx_nn_act *out) SX_NODISCARD;
 
 typedef enum {
     SX_INIT_DEFAULT, /* the layer's own choice: Glorot uniform for weights, 0 for biases */
@@ -285,6 +296,10 @@ sx_nn_layer *sx_nn_linear_nobias(sx_nn_net *net, sx_nn_layer *in, int64_t units,
 sx_nn_layer *sx_nn_activation(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act);
 /* act with its parameter: the slope of leaky_relu, the alpha of elu */
 sx_nn_layer *sx_nn_activation_ex(sx_nn_net *net, sx_nn_layer *in, sx_nn_act act, double param);
+/* PReLU: max(0, x) + alpha min(0, x) with a learned slope alpha per channel (the last axis;
+ * one for an input of rank 0), starting at `init` (PyTorch's 0.25), not regularised (no l1/l2
+ * term). A non-finite init: SX_E_ARG. */
+sx_nn_layer *sx_nn_prelu(sx_nn_net *net, sx_nn_layer *in, double init);
 /* Batch normalisation over every axis but the last (channels): in training, batch statistics,
  * with running averages (momentum m: r <- m r + (1 - m) batch; the variance averaged is the
  * unbiased one, count / (count - 1) times the biased variance the batch is normalised with, as
@@ -358,11 +373,31 @@ typedef struct sx_nn_head {
     double weight;    /* its weight in the sum, finite >= 0 */
 } sx_nn_head;
 
+/* Learning-rate schedules. The first four are computed on the host and fed as the lr input
+ * every step; warmup, cosine and one_cycle live in the compiled graph, which computes the rate
+ * from its step input (t, 1-based) and the base rate fed as lr (sx_nn_model_step's `lr`:
+ * optim.lr); plateau is a decision on a metric measured outside the graph once per epoch, so it
+ * stays on the host and scales the base rate it feeds. */
 typedef enum {
     SX_SCHED_CONSTANT,    /* lr */
     SX_SCHED_STEP,        /* lr * gamma^floor(step / step_size) */
     SX_SCHED_EXPONENTIAL, /* lr * gamma^step */
-    SX_SCHED_EXPLICIT     /* values[min(epoch, n_values - 1)] */
+    SX_SCHED_EXPLICIT,    /* values[min(epoch, n_values - 1)] */
+    SX_SCHED_WARMUP,      /* in the graph: lr min(1, t / warmup_steps) */
+    SX_SCHED_COSINE,      /* in the graph: lr t / W for t <= W = warmup_steps (0: none), then
+                             min_lr + (lr - min_lr) (1 + cos(pi p)) / 2, p = min(1, (t - W - 1) /
+                             (T - W)), T = total_steps (PyTorch's CosineAnnealingLR with T_max
+                             T - W after a linear warmup) */
+    SX_SCHED_ONE_CYCLE,   /* in the graph: PyTorch's OneCycleLR (cosine annealing, no momentum
+                             cycling): s = t - 1, e = pct_start T - 1, a = lr / div_factor,
+                             z = a / final_div_factor; s <= e: anneal(a, lr, s / e), else
+                             anneal(lr, z, (s - e) / (T - 1 - e)), anneal(u, v, q) =
+                             v + (u - v) (1 + cos(pi q)) / 2 */
+    SX_SCHED_PLATEAU      /* on the host: PyTorch's ReduceLROnPlateau: the rate times factor
+                             (not below min_lr) after more than `patience` epochs without an
+                             improvement (relative, by threshold) of sx_nn_fit's validation
+                             metric, or of the epoch's training loss without one (sx_nn_train);
+                             starts again on a resume */
 } sx_nn_schedule_kind;
 
 typedef struct sx_nn_schedule {
@@ -371,7 +406,55 @@ typedef struct sx_nn_schedule {
     int64_t step_size;
     const double *values;
     int n_values;
+    /* issue 20's schedules (sx_nn_schedule_default gives PyTorch's defaults) */
+    int64_t warmup_steps;    /* warmup, cosine: W >= 0 (warmup: >= 1) */
+    int64_t total_steps;     /* cosine, one_cycle: T; 0 = epochs x batches per epoch, filled in
+                                by sx_nn_train and sx_nn_fit (sx_nn_compile_train wants it) */
+    double min_lr;           /* cosine's floor, plateau's floor: 0 */
+    double pct_start;        /* one_cycle: 0.3 */
+    double div_factor;       /* one_cycle: 25 */
+    double final_div_factor; /* one_cycle: 1e4 */
+    double factor;           /* plateau: 0 < factor < 1, 0.1 */
+    int patience;            /* plateau: epochs >= 0, 10 */
+    double threshold;        /* plateau: relative improvement >= 0, 1e-4 */
 } sx_nn_schedule;
+
+/* A schedule of `kind` with PyTorch's defaults (gamma 0.1, step_size 1 for the host kinds). */
+sx_nn_schedule sx_nn_schedule_default(sx_nn_schedule_kind kind);
+/* The learning rate of 1-based step t of an in-graph schedule (warmup, cosine, one_cycle) from
+ * base rate lr, in double: what the graph computes (in its dtype); lr for another kind. */
+double sx_nn_schedule_value(const sx_nn_schedule *s, double lr, int64_t t);
+/* The same as graph nodes in g: the rate from the base-rate node lr and the step node t (both of
+ * one element); lr itself for a host kind. NULL with the graph's error, or SX_E_ARG (NULL, or
+ * an in-graph schedule that sx_nn_compile_train would refuse: W < 1 for warmup, T <= W for
+ * cosine, pct_start T < 2 or T - 1 <= pct_start T - 1 for one_cycle, a bad factor). */
+sx_cg_node *sx_nn_schedule_node(sx_cg_graph *g, const sx_nn_schedule *s, sx_cg_node *lr,
+                                sx_cg_node *t);
+
+/* A user-defined loss (issue 20): a scalar node (rank 0) built from graph nodes, from the
+ * network's output `out` (batch, output shape) -- after its last activation, a final softmax
+ * included -- and the target node `target` of the same shape, both of the network's dtype. It
+ * replaces `loss` and the heads (n_heads; the heads are still checked).
+ * Return NULL on failure (the graph's error is reported). */
+typedef sx_cg_node *(*sx_nn_loss_fn)(sx_cg_graph *g, sx_cg_node *out, sx_cg_node *target,
+                                     void *ctx);
+
+/* Parameter groups (issue 20): which parameters a group holds, */
+typedef enum {
+    SX_GROUP_NAME,       /* those whose name ("dense_1.weight") contains `name` */
+    SX_GROUP_WEIGHTS,    /* the weights (dense and conv kernels: what l1/l2 regularise) */
+    SX_GROUP_NOT_WEIGHTS /* the rest: biases, batch-norm gamma and beta, PReLU slopes */
+} sx_nn_group_select;
+
+/* and what it changes: its rate is lr_scale times the (scheduled) rate, and its weight decay
+ * (sx_optim_params.weight_decay) is weight_decay; e.g. {SX_GROUP_NOT_WEIGHTS, NULL, 1, 0}: no
+ * weight decay on biases and norm parameters. */
+typedef struct sx_nn_param_group {
+    sx_nn_group_select select;
+    const char *name; /* SX_GROUP_NAME's substring */
+    double lr_scale;  /* >= 0 */
+    double weight_decay;
+} sx_nn_param_group;
 
 typedef struct sx_nn_train_params {
     int epochs;                  /* 1 */
@@ -399,6 +482,24 @@ typedef struct sx_nn_train_params {
                                     SX_NN_MAX_HEADS heads whose sizes add up to the output's last
                                     axis (`loss` is then unused): 0 */
     const sx_nn_head *heads;     /* (n_heads), borrowed for the call: NULL */
+    /* issue 20 (optim20) */
+    sx_nn_loss_fn loss_fn; /* NULL; else the loss (replacing `loss`; l1/l2 still added), called
+                              once per compiled graph (the eager path: once per step); sx_nn_fit
+                              reports its validation loss as NaN (the validation runs the
+                              inference graph, without the user's nodes) */
+    void *loss_ctx;        /* passed to loss_fn */
+    const sx_nn_param_group *groups; /* n_groups groups (borrowed); a parameter is in the first
+                                        that selects it, else it keeps optim's lr and weight
+                                        decay */
+    int n_groups;
+    int accumulate; /* gradient accumulation in the compiled graph: k > 1 splits each batch into
+                       k micro-batches (min(k, batch); sizes differing by at most one), each traced
+                       and differentiated after the previous one, the gradients summed (each loss
+                       weighted by its share of the batch) into one update: the step of the whole
+                       batch, to rounding. (The memory plan does not yet run the micro-batches one
+                       after another, so the peak memory is not lower than the whole batch's.)
+                       0 or 1: off. Not with batch norm (SX_E_UNSUPPORTED: it would normalise by
+                       the micro-batches' statistics) nor eager (SX_E_ARG) */
 } sx_nn_train_params;
 
 sx_nn_train_params sx_nn_train_params_default(void);
@@ -435,9 +536,10 @@ sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m);
 sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
 
 /* One training step on a batch: x (n, input shape), y (n, output shape): one-hot rows or
- * targets, with n == the compiled batch; lr is this step's learning rate, step the 1-based step
- * number. Writes the batch loss and the number of correct predictions (argmax over the last
- * axis, per example or per position of an output of rank > 1) when not NULL. */
+ * targets, with n == the compiled batch; lr is this step's learning rate (with an in-graph
+ * schedule, the base rate the graph schedules from: optim.lr), step the 1-based step number.
+ * Writes the batch loss and the number of correct predictions (argmax over the last axis, per
+ * example or per position of an output of rank > 1) when not NULL. */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
 /* Outputs (n, classes) for x (n, input shape), n <= the compiled (or loaded) batch; a smaller

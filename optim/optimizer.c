@@ -4,10 +4,11 @@
  * The graph holds the update op from the start, optimised or not: nothing has to recognise it. */
 #include "sx_optim.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-enum { OPTIM_MAX_STATES = 2 };
+enum { OPTIM_MAX_STATES = 3 };
 
 /* One optimiser: the update op it emits, with inputs (param, states..., grad, rate) where
  * rate is `lr` or, when `rate` is set, what it builds from lr and step. */
@@ -78,17 +79,91 @@ static sx_cg_node *rate_adam(sx_cg_graph *g, const sx_optim_params *p, sx_cg_nod
     return sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
 }
 
-static const optim_row rows[SX_OPTIM_COUNT] = {
-    [SX_OPTIM_SGD] = {"sgd", SX_OP_SGD_UPDATE, 0, {NULL, NULL}, coef_none, NULL},
+/* A one-element node of shape (1), for a rate vector. */
+static sx_cg_node *as_1(sx_cg_graph *g, sx_cg_node *x)
+{
+    const int64_t one[1] = {1};
+    return sx_cg_reshape(g, x, 1, one);
+}
+
+/* The rate vector (n elements) from rank-0 nodes: one concat. */
+static sx_cg_node *rates(sx_cg_graph *g, int n, sx_cg_node *const *r)
+{
+    sx_cg_node *v[3];
+    for (int i = 0; i < n; i++)
+        v[i] = as_1(g, r[i]);
+    return sx_cg_concat(g, n, v, 0);
+}
+
+/* PyTorch's Adam/AdamW rates (lr / (1 - b1^t), sqrt(1 - b2^t), 1 - lr wd), wd the decoupled
+ * weight decay (AdamW's; 0 for Adam and AMSGrad, whose weight decay is in the gradient). */
+static sx_cg_node *rate_adamw(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr,
+                              sx_cg_node *step)
+{
+    sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
+    sx_cg_node *bc1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
+    sx_cg_node *bc2 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step));
+    sx_cg_node *keep =
+        p->kind == SX_OPTIM_ADAMW
+            ? sx_cg_sub(g, one, sx_cg_mul(g, lr, sx_cg_scalar_like(g, lr, p->weight_decay)))
+            : one;
+    sx_cg_node *r[3] = {sx_cg_div(g, lr, bc1), sx_cg_sqrt(g, bc2), keep};
+    return rates(g, 3, r);
+}
+
+/* SGD with dampening: (lr, 1 - dampening min(t - 1, 1)): the whole gradient on the first
+ * step, 1 - dampening of it after, as PyTorch's. */
+static sx_cg_node *rate_dampened(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr,
+                                 sx_cg_node *step)
+{
+    sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
+    sx_cg_node *later = sx_cg_min(g, sx_cg_sub(g, step, one), one);
+    sx_cg_node *r[2] = {
+        lr, sx_cg_sub(g, one, sx_cg_mul(g, sx_cg_scalar_like(g, lr, p->dampening), later))};
+    return rates(g, 2, r);
+}
+
+/* The rows by kind; then momentum's dampened form (row_of picks it; nesterov takes no
+ * dampening, as PyTorch's). */
+enum { ROW_MOMENTUM_DAMPENED = SX_OPTIM_COUNT, N_ROWS };
+
+static const optim_row rows[N_ROWS] = {
+    [SX_OPTIM_SGD] = {"sgd", SX_OP_SGD_UPDATE, 0, {NULL, NULL, NULL}, coef_none, NULL},
     [SX_OPTIM_MOMENTUM] =
-        {"momentum", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL}, coef_momentum, NULL},
+        {"momentum", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL, NULL}, coef_momentum, NULL},
     [SX_OPTIM_NESTEROV] =
-        {"nesterov", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL}, coef_nesterov, NULL},
-    [SX_OPTIM_ADAGRAD] = {"adagrad", SX_OP_ADAGRAD_UPDATE, 1, {"sum_sq", NULL}, coef_adagrad, NULL},
+        {"nesterov", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL, NULL}, coef_nesterov, NULL},
+    [SX_OPTIM_ADAGRAD] =
+        {"adagrad", SX_OP_ADAGRAD_UPDATE, 1, {"sum_sq", NULL, NULL}, coef_adagrad, NULL},
     [SX_OPTIM_RMSPROP] =
-        {"rmsprop", SX_OP_RMSPROP_UPDATE, 1, {"mean_sq", NULL}, coef_rmsprop, NULL},
-    [SX_OPTIM_ADAM] = {"adam", SX_OP_ADAM_UPDATE, 2, {"m", "v"}, coef_adam, rate_adam},
+        {"rmsprop", SX_OP_RMSPROP_UPDATE, 1, {"mean_sq", NULL, NULL}, coef_rmsprop, NULL},
+    [SX_OPTIM_ADAM] = {"adam", SX_OP_ADAMW_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adamw},
+    [SX_OPTIM_ADAMW] = {"adamw", SX_OP_ADAMW_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adamw},
+    [SX_OPTIM_AMSGRAD] =
+        {"amsgrad", SX_OP_AMSGRAD_UPDATE, 3, {"m", "v", "v_max"}, coef_adam, rate_adamw},
+    [SX_OPTIM_RMSPROP_CENTERED] = {"rmsprop_centered",
+                                   SX_OP_RMSPROP_CENTERED_UPDATE,
+                                   2,
+                                   {"mean_sq", "mean_grad", NULL},
+                                   coef_rmsprop,
+                                   NULL},
+    [SX_OPTIM_ADAM_KERAS] =
+        {"adam_keras", SX_OP_ADAM_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adam},
+    [ROW_MOMENTUM_DAMPENED] = {"momentum",
+                               SX_OP_MOMENTUM_DAMPENED_UPDATE,
+                               1,
+                               {"velocity", NULL, NULL},
+                               coef_momentum,
+                               rate_dampened},
 };
+
+/* The row that p's update uses: its kind's, or momentum's dampened form. */
+static const optim_row *row_of(const sx_optim_params *p)
+{
+    if (p->dampening != 0 && p->kind == SX_OPTIM_MOMENTUM)
+        return &rows[ROW_MOMENTUM_DAMPENED];
+    return &rows[p->kind];
+}
 
 const char *sx_optim_name(sx_optim_kind k)
 {
@@ -105,16 +180,19 @@ sx_status sx_optim_parse(const char *s, sx_optim_kind *out)
             return SX_OK;
         }
     return sx_error(SX_E_ARG,
-                    "unknown optimiser '%s' (want sgd, momentum, nesterov, adagrad, rmsprop or "
-                    "adam)",
+                    "unknown optimiser '%s' (want sgd, momentum, nesterov, adagrad, rmsprop, "
+                    "rmsprop_centered, adam, adamw, amsgrad or adam_keras)",
                     s ? s : "(null)");
 }
 
 sx_optim_params sx_optim_params_default(sx_optim_kind kind)
 {
-    sx_optim_params p = {kind, 0.01, 0.9, 0.99, 0.9, 0.999, 1e-8};
-    if (kind == SX_OPTIM_ADAM)
+    sx_optim_params p = {kind, 0.01, 0.9, 0.99, 0.9, 0.999, 1e-8, 0, 0};
+    if (kind == SX_OPTIM_ADAM || kind == SX_OPTIM_ADAMW || kind == SX_OPTIM_AMSGRAD ||
+        kind == SX_OPTIM_ADAM_KERAS)
         p.lr = 0.001;
+    if (kind == SX_OPTIM_ADAMW)
+        p.weight_decay = 0.01;
     if (kind == SX_OPTIM_ADAGRAD)
         p.eps = 1e-10;
     return p;
@@ -167,12 +245,21 @@ static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *
                         (long long)sx_cg_node_id(param), sx_cg_op_name(sx_cg_node_op(param)));
     if (sx_cg_node_size(lr) != 1 || (step != NULL && sx_cg_node_size(step) != 1))
         return sx_error(SX_E_SHAPE, "%s: lr and step must hold one element", who);
-    if (rows[p->kind].rate != NULL && step == NULL)
-        return sx_error(SX_E_ARG, "%s: %s needs the step node for its bias correction", who,
+    if (row_of(p)->rate != NULL && step == NULL)
+        return sx_error(SX_E_ARG, "%s: %s needs the step node (bias correction, dampening)", who,
                         rows[p->kind].name);
     if (!(p->eps >= 0) || !(p->momentum >= 0 && p->momentum < 1) || !(p->rho >= 0 && p->rho < 1) ||
-        !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
-        return sx_error(SX_E_ARG, "%s: hyper-parameter out of range", who);
+        !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1) ||
+        !(p->weight_decay >= 0) || !isfinite(p->weight_decay) ||
+        !(p->dampening >= 0 && p->dampening <= 1))
+        return sx_error(SX_E_ARG,
+                        "%s: hyper-parameter out of range (eps %g, momentum %g, rho %g, beta1 %g, "
+                        "beta2 %g, weight_decay %g, dampening %g)",
+                        who, p->eps, p->momentum, p->rho, p->beta1, p->beta2, p->weight_decay,
+                        p->dampening);
+    if (p->dampening != 0 && p->kind == SX_OPTIM_NESTEROV)
+        return sx_error(SX_E_ARG, "%s: nesterov with dampening %g (want 0, as PyTorch)", who,
+                        p->dampening);
     return SX_OK;
 }
 
@@ -190,7 +277,7 @@ static sx_status failed(sx_cg_graph *g, const char *what)
 static sx_status emit(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
                       sx_cg_node *rate, sx_cg_node *const *st, sx_cg_node **out)
 {
-    const optim_row *r = &rows[p->kind];
+    const optim_row *r = row_of(p);
     sx_cg_node *ins[OPTIM_MAX_STATES + 3];
     int n = 0;
     ins[n++] = param;
@@ -223,7 +310,7 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         return sx_error(SX_E_ARG, "sx_optim_update: NULL argument");
     *n = 0;
     SX_TRY(check(p, param, grad, lr, step));
-    const optim_row *r = &rows[p->kind];
+    const optim_row *r = row_of(p);
     for (int i = 0; states != NULL && i < r->n_states; i++)
         if (states[i] == NULL)
             return sx_error(SX_E_ARG, "sx_optim_update: state %d (%s) is NULL", i, r->states[i]);
@@ -233,6 +320,13 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         sx_status err = SX_OK;
         if ((st[i] = state(g, param, states, p->kind, i, &err)) == NULL)
             return err != SX_OK ? err : failed(g, "a state");
+    }
+    /* weight decay as an L2 term in the gradient, g + wd p (PyTorch's weight_decay); AdamW's
+     * is decoupled, in its rate */
+    if (p->weight_decay != 0 && p->kind != SX_OPTIM_ADAMW) {
+        grad = sx_cg_add(g, grad, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->weight_decay), param));
+        if (grad == NULL)
+            return failed(g, "the weight decay");
     }
     sx_cg_node *rate = r->rate != NULL ? r->rate(g, p, lr, step) : lr;
     if (rate == NULL)

@@ -24,13 +24,19 @@ typedef enum {
     SX_OPTIM_NESTEROV,
     SX_OPTIM_ADAGRAD,
     SX_OPTIM_RMSPROP,
-    SX_OPTIM_ADAM,
+    SX_OPTIM_ADAM,             /* PyTorch's Adam: eps added after the bias correction */
+    SX_OPTIM_ADAMW,            /* PyTorch's AdamW: Adam with decoupled weight decay */
+    SX_OPTIM_AMSGRAD,          /* PyTorch's Adam(amsgrad=True) */
+    SX_OPTIM_RMSPROP_CENTERED, /* PyTorch's RMSprop(centered=True) */
+    SX_OPTIM_ADAM_KERAS,       /* Keras's Adam (and strix's before issue 20): eps ("epsilon hat")
+                                  added to sqrt(v) before the bias correction */
     SX_OPTIM_COUNT
 } sx_optim_kind;
 
 const char *sx_optim_name(sx_optim_kind k); /* "adagrad" */
-/* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam").
- * SX_E_ARG (*out unchanged) for another name or NULL. */
+/* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw",
+ * "amsgrad", "rmsprop_centered", "adam_keras"). SX_E_ARG (*out unchanged) for another name or
+ * NULL. */
 sx_status sx_optim_parse(const char *s, sx_optim_kind *out) SX_NODISCARD;
 
 /* Hyper-parameters (those a kind does not use are ignored). */
@@ -41,45 +47,64 @@ typedef struct sx_optim_params {
     double rho;          /* rmsprop: decay of the squared-gradient average */
     double beta1, beta2; /* adam */
     double eps;          /* adagrad, rmsprop, adam: added to the root in the denominator */
+    double weight_decay; /* >= 0. adamw: decoupled, p <- p (1 - lr wd) before the step; every
+                            other kind: PyTorch's L2 term in the gradient, g <- g + wd p */
+    double dampening;    /* momentum: 0 <= d <= 1, v <- mu v + (1 - d) g after the first step
+                            (PyTorch's SGD); nesterov wants 0 */
 } sx_optim_params;
 
-/* Defaults as in PyTorch: lr 0.01 (adam 0.001), momentum 0.9, rho 0.99, betas 0.9/0.999,
- * eps 1e-10 for adagrad and 1e-8 otherwise. */
+/* Defaults as in PyTorch: lr 0.01 (adam, adamw, amsgrad, adam_keras 0.001), momentum 0.9, rho
+ * 0.99, betas 0.9/0.999, eps 1e-10 for adagrad and 1e-8 otherwise (adam_keras too: strix's Adam
+ * before issue 20, bit for bit; Keras's own default is 1e-7), weight_decay 0 (adamw 0.01),
+ * dampening 0. */
 sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 
 /* How many state tensors (each shaped like the parameter) a kind keeps: sgd 0, momentum,
- * nesterov, adagrad and rmsprop 1, adam 2; and the name of state i ("velocity", "sum_sq",
- * "mean_sq", "m", "v"). */
+ * nesterov, adagrad and rmsprop 1, adam, adamw, adam_keras and rmsprop_centered 2, amsgrad 3;
+ * and the name of state i ("velocity", "sum_sq", "mean_sq", "m", "v", "v_max", "mean_grad"). */
 int sx_optim_n_states(sx_optim_kind k);
 const char *sx_optim_state_name(sx_optim_kind k, int i);
 
 /* Build the update of one parameter: one fused update node writing the parameter and its
  * states in place, and the handles of what it writes, which it stores in updates[0..*n) (at
- * most 3): seq(state, update) per state (a view of the state ordered after the step), then the
+ * most 4): seq(state, update) per state (a view of the state ordered after the step), then the
  * update node itself (a view of the parameter). Ask for all of them as outputs. In an eager
  * graph the step runs once, as the update node is made, and the state handles are the states
  * themselves (evaluating the update node again takes another step). `states` holds
  * the optimiser's state parameters (sx_optim_n_states of them, shaped like the parameter, zero
  * at the start); NULL makes new zero-initialised ones named "<param name>.<state name>". `lr` is
- * a single-element node holding this step's learning rate (an input fed every step, so schedules
- * advance in a compiled graph); `step` is a single-element node holding the 1-based step
- * number, used by Adam's bias correction (may be NULL for the other kinds). The update, per
+ * a single-element node holding this step's learning rate (an input fed every step, or a
+ * schedule computed in the graph from the step, so schedules advance in a compiled graph);
+ * `step` is a single-element node holding the 1-based step number, used by Adam's bias
+ * correction and by dampening (may be NULL for the other kinds). With weight_decay > 0 (not
+ * adamw) the gradient g below is grad + wd param, made with graph ops. The update, per
  * element, in the graph's dtype, in this order (the kernels sx_tensor_*_step):
  *   sgd:      sgd_update(p, g, lr)           p <- p - lr g
  *   momentum: momentum_update(p, v, g, lr)   v <- mu v + g;  p <- p - lr v
  *   nesterov: the same with attr.nesterov    v <- mu v + g;  p <- p - lr (g + mu v)
+ *   momentum with dampening d > 0: momentum_dampened_update(p, v, g, (lr, c)),
+ *             c = 1 - d min(t - 1, 1):       v <- mu v + c g;  p <- p - lr v
  *   adagrad:  adagrad_update(p, a, g, lr)    a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
  *   rmsprop:  rmsprop_update(p, a, g, lr)    a <- rho a + (1 - rho) (g g);
  *                                            p <- p - lr (g / (sqrt(a) + eps))
- *   adam:     adam_update(p, m, v, g, lr_t)  m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) (g g);
+ *   rmsprop_centered: rmsprop_centered_update(p, a, ga, g, lr)   a as rmsprop's;
+ *             ga <- rho ga + (1 - rho) g;  p <- p - lr (g / (sqrt(a - ga ga) + eps))
+ *   adam, adamw: adamw_update(p, m, v, g, (s, q, k))   p <- k p;  m <- b1 m + (1 - b1) g;
+ *             v <- b2 v + (1 - b2) (g g);  p <- p - s (m / (sqrt(v) / q + eps)),
+ *             s = lr / (1 - b1^t), q = sqrt(1 - b2^t), k = 1 - lr wd (adamw) or 1 (adam)
+ *   amsgrad:  amsgrad_update(p, m, v, vmax, g, (s, q, 1))   as adam with vmax <- max(vmax, v)
+ *             in the denominator in place of v
+ *   adam_keras: adam_update(p, m, v, g, lr_t)   m, v as adam's;
  *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr (sqrt(1 - b2^t) / (1 - b1^t))
- *             (lr_t is built from lr and step as graph nodes)
+ * (the rates in parentheses are a vector computed from lr and step as graph nodes). Each
+ * matches PyTorch's formula (tests/optim/test_torch.c: 10 steps to 1e-6 in f64).
  * Coefficients are rounded to the graph's dtype (a f32 graph steps with (float)mu).
  * Errors (*n = 0): SX_E_ARG (NULL g, p, param, grad, lr, updates or n, a NULL state in a
- * given `states`, an unknown kind, param not a parameter, Adam without step, a hyper-parameter
- * out of range), SX_E_SHAPE (lr or step not of one element), SX_E_NOMEM, and the graph's error
- * when a node cannot be made (a state or gradient of another shape or dtype, a state that is not
- * a parameter). */
+ * given `states`, an unknown kind, param not a parameter, adam/adamw/amsgrad/adam_keras or a
+ * dampened momentum without step, a hyper-parameter out of range, nesterov with dampening),
+ * SX_E_SHAPE (lr or step not of one element), SX_E_NOMEM, and the graph's error when a node
+ * cannot be made (a state or gradient of another shape or dtype, a state that is not a
+ * parameter). */
 sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
                           sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
                           sx_cg_node *const *states, sx_cg_node **updates, int *n) SX_NODISCARD;

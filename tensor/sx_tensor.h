@@ -710,6 +710,25 @@ sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g,
 sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx_tensor *g,
                               double lr, double b1, double c1, double b2, double c2,
                               double eps) SX_NODISCARD;
+/* PyTorch's forms (issue 20), each as its formula in separate element-wise ops, in this order:
+ *   adamw:    p = keep * p;  m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);
+ *             [amsgrad, vmax not NULL: vmax = max(vmax, v), read below in place of v]
+ *             p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps))
+ *             (step_size = lr / (1 - b1^t), bc2_sqrt = sqrt(1 - b2^t), keep = 1 - lr wd: Adam's
+ *             eps after the bias correction, and decoupled weight decay; keep = 1 for Adam)
+ *   rmsprop_centered: a = rho * a + c * (g * g);  ga = rho * ga + c * g;
+ *             p -= lr * (g / (sqrt(a - ga * ga) + eps))
+ *   momentum_dampened: v = mu * v + damp * g;  p -= lr * v    (nesterov: p -= lr * (g + mu * v))
+ *             (damp = 1 on the first step, 1 - dampening after, as PyTorch's SGD) */
+sx_status sx_tensor_adamw_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, sx_tensor *vmax,
+                               const sx_tensor *g, double step_size, double bc2_sqrt, double keep,
+                               double b1, double c1, double b2, double c2, double eps) SX_NODISCARD;
+sx_status sx_tensor_rmsprop_centered_step(sx_tensor *p, sx_tensor *a, sx_tensor *ga,
+                                          const sx_tensor *g, double lr, double rho, double c,
+                                          double eps) SX_NODISCARD;
+sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g,
+                                           double lr, double damp, double mu,
+                                           bool nesterov) SX_NODISCARD;
 
 /* A short element-wise program run as one loop over blocks of elements, with no temporaries
  * in memory (element-wise chain fusion). Instruction k computes register k from its sources:

@@ -26,14 +26,25 @@ static sx_status check_like(const char *who, const char *name, const sx_tensor *
 /* What a step's kernel reads: the parameter, up to two state arrays, the gradient, the learning
  * rate and the optimiser's coefficients (in the order each kernel names them). */
 typedef struct upd_args {
-    void *p, *s1, *s2;
+    void *p, *s1, *s2, *s3;
     const void *g;
-    double lr, c[5];
+    double lr, c[8];
     bool nesterov;
 } upd_args;
 
 typedef void upd_fn(const upd_args *u, int64_t lo, int64_t hi);
-enum { UPD_SGD, UPD_MOMENTUM, UPD_ADAGRAD, UPD_RMSPROP, UPD_ADAM, UPD_COUNT };
+enum {
+    UPD_SGD,
+    UPD_MOMENTUM,
+    UPD_ADAGRAD,
+    UPD_RMSPROP,
+    UPD_ADAM,
+    UPD_ADAMW,
+    UPD_AMSGRAD,
+    UPD_RMSPROP_CENTERED,
+    UPD_MOMENTUM_DAMPENED,
+    UPD_COUNT
+};
 
 #define ISA_TMPL "update_tmpl.h"
 #include "isa_each.h"
@@ -46,7 +57,8 @@ enum { UPD_SGD, UPD_MOMENTUM, UPD_ADAGRAD, UPD_RMSPROP, UPD_ADAM, UPD_COUNT };
 
 #define UPD_SET(s)                                                                                 \
     {                                                                                              \
-        sgd_##s, momentum_##s, adagrad_##s, rmsprop_##s, adam_##s                                  \
+        sgd_##s, momentum_##s, adagrad_##s, rmsprop_##s, adam_##s, adamw_##s, amsgrad_##s,         \
+            rmsprop_centered_##s, momentum_dampened_##s                                            \
     }
 static upd_fn *const upd_f32[3][UPD_COUNT] = {UPD_SET(f32),
 #if VM_DISPATCH
@@ -140,5 +152,55 @@ sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx
                   .lr = lr,
                   .c = {b1, c1, b2, c2, eps}};
     upd_run(UPD_ADAM, p, &u);
+    return SX_OK;
+}
+
+sx_status sx_tensor_adamw_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, sx_tensor *vmax,
+                               const sx_tensor *g, double step_size, double bc2_sqrt, double keep,
+                               double b1, double c1, double b2, double c2, double eps)
+{
+    const char *who = "sx_tensor_adamw_step";
+    SX_TRY(sx__check_tensor(who, "p", p));
+    SX_TRY(check_like(who, "m", p, m));
+    SX_TRY(check_like(who, "v", p, v));
+    if (vmax != NULL)
+        SX_TRY(check_like(who, "vmax", p, vmax));
+    SX_TRY(check_like(who, "g", p, g));
+    upd_args u = {.p = p->data,
+                  .s1 = m->data,
+                  .s2 = v->data,
+                  .s3 = vmax != NULL ? vmax->data : NULL,
+                  .g = g->data,
+                  .lr = step_size,
+                  .c = {b1, c1, b2, c2, eps, bc2_sqrt, keep}};
+    upd_run(vmax != NULL ? UPD_AMSGRAD : UPD_ADAMW, p, &u);
+    return SX_OK;
+}
+
+sx_status sx_tensor_rmsprop_centered_step(sx_tensor *p, sx_tensor *a, sx_tensor *ga,
+                                          const sx_tensor *g, double lr, double rho, double c,
+                                          double eps)
+{
+    const char *who = "sx_tensor_rmsprop_centered_step";
+    SX_TRY(sx__check_tensor(who, "p", p));
+    SX_TRY(check_like(who, "a", p, a));
+    SX_TRY(check_like(who, "ga", p, ga));
+    SX_TRY(check_like(who, "g", p, g));
+    upd_args u = {
+        .p = p->data, .s1 = a->data, .s2 = ga->data, .g = g->data, .lr = lr, .c = {rho, c, eps}};
+    upd_run(UPD_RMSPROP_CENTERED, p, &u);
+    return SX_OK;
+}
+
+sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g,
+                                           double lr, double damp, double mu, bool nesterov)
+{
+    const char *who = "sx_tensor_momentum_dampened_step";
+    SX_TRY(sx__check_tensor(who, "p", p));
+    SX_TRY(check_like(who, "v", p, v));
+    SX_TRY(check_like(who, "g", p, g));
+    upd_args u = {
+        .p = p->data, .s1 = v->data, .g = g->data, .lr = lr, .c = {mu, damp}, .nesterov = nesterov};
+    upd_run(UPD_MOMENTUM_DAMPENED, p, &u);
     return SX_OK;
 }

@@ -168,7 +168,11 @@ int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *par
 {
     sx_cg_node *s0 = sx_optim_n_states(p->kind) > 0 ? ref_state(g, p, param, states, 0) : NULL;
     sx_cg_node *s1 = sx_optim_n_states(p->kind) > 1 ? ref_state(g, p, param, states, 1) : NULL;
+    sx_cg_node *s2 = sx_optim_n_states(p->kind) > 2 ? ref_state(g, p, param, states, 2) : NULL;
     int k = 0;
+    /* weight decay: L2 in the gradient, but AdamW's, decoupled (below) */
+    if (p->weight_decay != 0 && p->kind != SX_OPTIM_ADAMW)
+        grad = sx_cg_add(g, grad, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->weight_decay), param));
     switch (p->kind) {
     case SX_OPTIM_SGD:
         outs[k++] = ref_descend(g, param, lr, grad);
@@ -177,6 +181,13 @@ int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *par
     case SX_OPTIM_NESTEROV: {
         sx_cg_node *mu = sx_cg_scalar_like(g, grad, p->momentum);
         sx_cg_node *vn = sx_cg_add(g, sx_cg_mul(g, mu, s0), grad);
+        if (p->dampening != 0) { /* c g, c = 1 on the first step, 1 - dampening after */
+            sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
+            sx_cg_node *c = sx_cg_sub(g, one,
+                                      sx_cg_mul(g, sx_cg_scalar_like(g, lr, p->dampening),
+                                                sx_cg_min(g, sx_cg_sub(g, step, one), one)));
+            vn = sx_cg_add(g, sx_cg_mul(g, mu, s0), sx_cg_mul(g, c, grad));
+        }
         outs[k++] = sx_cg_assign(g, s0, vn);
         sx_cg_node *dir =
             p->kind == SX_OPTIM_NESTEROV ? sx_cg_add(g, grad, sx_cg_mul(g, mu, vn)) : vn;
@@ -195,7 +206,44 @@ int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *par
         outs[k++] = ref_descend(g, param, lr, ref_scaled(g, grad, an, p->eps));
         break;
     }
-    case SX_OPTIM_ADAM: {
+    case SX_OPTIM_RMSPROP_CENTERED: {
+        sx_cg_node *an = ref_average(g, p->rho, s0, 1 - p->rho, sx_cg_mul(g, grad, grad));
+        sx_cg_node *mn = ref_average(g, p->rho, s1, 1 - p->rho, grad);
+        outs[k++] = sx_cg_assign(g, s0, an);
+        outs[k++] = sx_cg_assign(g, s1, mn);
+        sx_cg_node *var = sx_cg_sub(g, an, sx_cg_mul(g, mn, mn));
+        outs[k++] = ref_descend(g, param, lr, ref_scaled(g, grad, var, p->eps));
+        break;
+    }
+    case SX_OPTIM_ADAM:
+    case SX_OPTIM_ADAMW:
+    case SX_OPTIM_AMSGRAD: {
+        /* PyTorch's: p <- k p - s (m / (sqrt(v) / q + eps)), s = lr / (1 - b1^t),
+         * q = sqrt(1 - b2^t), k = 1 - lr wd for AdamW (else 1) */
+        sx_cg_node *mn = ref_average(g, p->beta1, s0, 1 - p->beta1, grad);
+        sx_cg_node *vn = ref_average(g, p->beta2, s1, 1 - p->beta2, sx_cg_mul(g, grad, grad));
+        sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
+        sx_cg_node *bc1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
+        sx_cg_node *bc2 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step));
+        sx_cg_node *keep =
+            p->kind == SX_OPTIM_ADAMW
+                ? sx_cg_sub(g, one, sx_cg_mul(g, lr, sx_cg_scalar_like(g, lr, p->weight_decay)))
+                : one;
+        outs[k++] = sx_cg_assign(g, s0, mn);
+        outs[k++] = sx_cg_assign(g, s1, vn);
+        sx_cg_node *vd = vn;
+        if (p->kind == SX_OPTIM_AMSGRAD) {
+            vd = sx_cg_max(g, s2, vn);
+            outs[k++] = sx_cg_assign(g, s2, vd);
+        }
+        sx_cg_node *den = sx_cg_add(g, sx_cg_div(g, sx_cg_sqrt(g, vd), sx_cg_sqrt(g, bc2)),
+                                    sx_cg_scalar_like(g, vn, p->eps));
+        sx_cg_node *pk = sx_cg_mul(g, keep, param);
+        outs[k++] = sx_cg_assign(
+            g, param, sx_cg_sub(g, pk, sx_cg_mul(g, sx_cg_div(g, lr, bc1), sx_cg_div(g, mn, den))));
+        break;
+    }
+    case SX_OPTIM_ADAM_KERAS: {
         sx_cg_node *mn = ref_average(g, p->beta1, s0, 1 - p->beta1, grad);
         sx_cg_node *vn = ref_average(g, p->beta2, s1, 1 - p->beta2, sx_cg_mul(g, grad, grad));
         /* lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) */

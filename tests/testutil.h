@@ -36,7 +36,7 @@ long tu_live_allocs(void);
  * tensor (the states' first, the parameter's last, as sx_optim_update hands out its handles):
  * what the fused update kernels must equal bit for bit. `states` as sx_optim_update takes them
  * (NULL: new zero ones named "<param>.<state>"). Aborts the test on a failure (tests only);
- * returns how many assigns it stored in outs (at most 3). */
+ * returns how many assigns it stored in outs (at most 4). */
 int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
                        sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
                        sx_cg_node *const *states, sx_cg_node **outs);

@@ -139,11 +139,12 @@ static void usage(FILE *f, const char *prog)
     int pad = (int)strlen(prog) + 8;
     fprintf(f,
             "usage: %s [--data DIR] [--epochs N] [--limit N] [--batch B]\n"
-            "%*s[--optimiser adagrad|sgd|momentum|nesterov|rmsprop|adam]\n"
+            "%*s[--optimiser adagrad|sgd|momentum|nesterov|rmsprop|adam|\n"
+            "%*s adamw|amsgrad|rmsprop_centered|adam_keras]\n"
             "%*s[--lr X] [--seed S] [--threads T] [--save PATH] [--eager]\n"
             "%*s[--dot PATH] [--checkpoint PATH] [--quiet]\n"
             "%*s[--no-optimise] [--no-plan] [--profile]\n",
-            prog, pad, "", pad, "", pad, "", pad, "");
+            prog, pad, "", pad, "", pad, "", pad, "", pad, "");
 }
 
 int strix_mnist_train(const char *prog, int argc, char **argv)

@@ -1,5 +1,6 @@
 /* ops/update.c: ops that write parameters in place: assign, the fused optimiser steps that
- * optim/ emits (sgd, momentum, adagrad, rmsprop, adam), the matmul_update the gemm-update pass
+ * optim/ emits (sgd, momentum, adagrad, rmsprop, adam; adamw, amsgrad, rmsprop_centered,
+ * momentum_dampened with a rate vector, issue 20), the matmul_update the gemm-update pass
  * makes, and seq (a value ordered after such a write). */
 #include "cgraph_impl.h"
 
@@ -39,8 +40,8 @@ sx_status cg_shape_seq(sx_cg_node *n)
     return SX_OK;
 }
 
-/* update(p, states..., g, lr): every tensor has p's shape, lr is a single element, and the
- * parameter and states are parameters (they are written in place). */
+/* update(p, states..., g, lr): every tensor has p's shape, lr has cg_update_rates elements, and
+ * the parameter and states are parameters (they are written in place). */
 sx_status cg_shape_update(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
@@ -51,9 +52,9 @@ sx_status cg_shape_update(sx_cg_node *n)
                             sx_cg_op_name(n->in[i]->op));
     for (int i = 1; i < last; i++)
         SX_TRY(cg_want_same_shape(n, 0, i));
-    if (IN(last)->size != 1)
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
-                        (long long)IN(last)->size);
+    if (IN(last)->size != cg_update_rates(n->op))
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
+                        cg_who(n), (long long)IN(last)->size, (long long)cg_update_rates(n->op));
     cg_set_shape(n, IN(0)->rank, IN(0)->shape);
     return SX_OK;
 }
@@ -89,9 +90,10 @@ sx_status cg_shape_matmul_update(sx_cg_node *n)
         m > INT_MAX || nn > INT_MAX)
         return sx_error(SX_E_SHAPE, "%s: the product does not have the parameter's shape",
                         cg_who(n));
-    if (IN(k + 2)->size != 1)
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want 1)", cg_who(n),
-                        (long long)IN(k + 2)->size);
+    if (IN(k + 2)->size != cg_update_rates((sx_cg_op)u))
+        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
+                        cg_who(n), (long long)IN(k + 2)->size,
+                        (long long)cg_update_rates((sx_cg_op)u));
     cg_set_shape(n, p->rank, p->shape);
     n->ws_bytes = (size_t)CG_MMU_SLOTS * (size_t)cg_mmu_rows(m, nn, sx_dtype_size(p->dtype)) *
                   (size_t)nn * sx_dtype_size(p->dtype);
@@ -109,58 +111,96 @@ sx_status cg_eval_assign(sx_cg_graph *g, sx_cg_node *n)
     return SX_OK;
 }
 
+/* An update op's step on p and its states st[] with gradient g and rates r (the rate input's
+ * elements, cg_update_rates of them: the learning rate first). */
 typedef sx_status (*step_fn)(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                             const sx_tensor *g, double lr);
+                             const sx_tensor *g, const double *r);
 
 static sx_status step_sgd(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                          const sx_tensor *g, double lr)
+                          const sx_tensor *g, const double *r)
 {
     (void)a;
     (void)st;
-    return sx_tensor_sgd_step(p, g, lr);
+    return sx_tensor_sgd_step(p, g, r[0]);
 }
 
 static sx_status step_momentum(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                               const sx_tensor *g, double lr)
+                               const sx_tensor *g, const double *r)
 {
-    return sx_tensor_momentum_step(p, st[0], g, lr, a->momentum.mu, a->nesterov);
+    return sx_tensor_momentum_step(p, st[0], g, r[0], a->momentum.mu, a->nesterov);
 }
 
 static sx_status step_adagrad(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                              const sx_tensor *g, double lr)
+                              const sx_tensor *g, const double *r)
 {
-    return sx_tensor_adagrad_step(p, st[0], g, lr, a->adagrad.eps);
+    return sx_tensor_adagrad_step(p, st[0], g, r[0], a->adagrad.eps);
 }
 
 static sx_status step_rmsprop(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                              const sx_tensor *g, double lr)
+                              const sx_tensor *g, const double *r)
 {
-    return sx_tensor_rmsprop_step(p, st[0], g, lr, a->rmsprop.rho, a->rmsprop.one_minus_rho,
+    return sx_tensor_rmsprop_step(p, st[0], g, r[0], a->rmsprop.rho, a->rmsprop.one_minus_rho,
                                   a->rmsprop.eps);
 }
 
 static sx_status step_adam(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                           const sx_tensor *g, double lr)
+                           const sx_tensor *g, const double *r)
 {
-    return sx_tensor_adam_step(p, st[0], st[1], g, lr, a->adam.beta1, a->adam.one_minus_beta1,
+    return sx_tensor_adam_step(p, st[0], st[1], g, r[0], a->adam.beta1, a->adam.one_minus_beta1,
                                a->adam.beta2, a->adam.one_minus_beta2, a->adam.eps);
 }
 
+static sx_status step_adamw(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                            const sx_tensor *g, const double *r)
+{
+    return sx_tensor_adamw_step(p, st[0], st[1], st[2], g, r[0], r[1], r[2], a->adam.beta1,
+                                a->adam.one_minus_beta1, a->adam.beta2, a->adam.one_minus_beta2,
+                                a->adam.eps);
+}
+
+static sx_status step_rmsprop_centered(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                                       const sx_tensor *g, const double *r)
+{
+    return sx_tensor_rmsprop_centered_step(p, st[0], st[1], g, r[0], a->rmsprop.rho,
+                                           a->rmsprop.one_minus_rho, a->rmsprop.eps);
+}
+
+static sx_status step_momentum_dampened(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                                        const sx_tensor *g, const double *r)
+{
+    return sx_tensor_momentum_dampened_step(p, st[0], g, r[0], r[1], a->momentum.mu, a->nesterov);
+}
+
 /* The step kernel of each update row (SX_OPF_UPDATE in sx_ops.def); NULL for the other ops. */
-static const step_fn update_steps[SX_OP_COUNT] = {[SX_OP_SGD_UPDATE] = step_sgd,
-                                                  [SX_OP_MOMENTUM_UPDATE] = step_momentum,
-                                                  [SX_OP_ADAGRAD_UPDATE] = step_adagrad,
-                                                  [SX_OP_RMSPROP_UPDATE] = step_rmsprop,
-                                                  [SX_OP_ADAM_UPDATE] = step_adam};
+static const step_fn update_steps[SX_OP_COUNT] = {
+    [SX_OP_SGD_UPDATE] = step_sgd,
+    [SX_OP_MOMENTUM_UPDATE] = step_momentum,
+    [SX_OP_ADAGRAD_UPDATE] = step_adagrad,
+    [SX_OP_RMSPROP_UPDATE] = step_rmsprop,
+    [SX_OP_ADAM_UPDATE] = step_adam,
+    [SX_OP_ADAMW_UPDATE] = step_adamw,
+    [SX_OP_AMSGRAD_UPDATE] = step_adamw,
+    [SX_OP_RMSPROP_CENTERED_UPDATE] = step_rmsprop_centered,
+    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = step_momentum_dampened};
+
+enum { CG_MAX_RATES = 3 };
+
+/* The rate input's elements (cg_update_rates(op) of them) into r. */
+static void read_rates(sx_cg_op op, const sx_tensor *t, double *r)
+{
+    int64_t k = cg_update_rates(op);
+    for (int64_t i = 0; i < CG_MAX_RATES; i++)
+        r[i] = i < k ? sx_tensor_get(t, i) : 0;
+}
 
 /* One optimiser step of update op `op` (n's own, or the update a matmul_update stands for) on
  * p and its states st[] with gradient g. */
 static sx_status run_step(const sx_cg_node *n, sx_cg_op op, sx_tensor *p, sx_tensor *const *st,
-                          const sx_tensor *g, double lr)
+                          const sx_tensor *g, const double *r)
 {
     if ((unsigned)op >= SX_OP_COUNT || update_steps[op] == NULL)
         return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
-    return update_steps[op](&n->attr, p, st, g, lr);
+    return update_steps[op](&n->attr, p, st, g, r);
 }
 
 /* The fused optimiser steps; the node's value is the parameter (a view). */
@@ -168,9 +208,11 @@ sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     int k = cg_mutated(n);
-    sx_tensor *st[2] = {k > 1 ? MUT(n, 1) : NULL, k > 2 ? MUT(n, 2) : NULL};
-    double lr = sx_tensor_get(IN(n->n_in - 1), 0);
-    sx_status s = run_step(n, n->op, OUT0(n), st, IN(k), lr);
+    sx_tensor *st[3] = {k > 1 ? MUT(n, 1) : NULL, k > 2 ? MUT(n, 2) : NULL,
+                        k > 3 ? MUT(n, 3) : NULL};
+    double r[CG_MAX_RATES];
+    read_rates(n->op, IN(n->n_in - 1), r);
+    sx_status s = run_step(n, n->op, OUT0(n), st, IN(k), r);
     OUT->data = IN(0)->data;
     return s;
 }
@@ -180,7 +222,7 @@ typedef struct mmu_ctx {
     sx_cg_node *n;
     sx_cg_op op;
     const sx_tensor *a, *b, *p;
-    double lr;
+    double lr[CG_MAX_RATES];
     bool ta, tb;
     int k;
     int64_t m, cols, kk, lda, ldb, brows;
@@ -204,8 +246,8 @@ static void mmu_block(mmu_ctx *c, int64_t blk, int slot)
     int64_t shape[2] = {rows, cols};
     const size_t off = (size_t)(r0 * cols) * esz;
     sx_tensor pv = sx_tensor_view(p->dtype, 2, shape, (char *)p->data + off);
-    sx_tensor sv[2], gv = sx_tensor_view(p->dtype, 2, shape, gbuf);
-    sx_tensor *st[2] = {NULL, NULL};
+    sx_tensor sv[3], gv = sx_tensor_view(p->dtype, 2, shape, gbuf);
+    sx_tensor *st[3] = {NULL, NULL, NULL};
     for (int i = 1; i < c->k; i++) {
         sv[i - 1] = sx_tensor_view(p->dtype, 2, shape, (char *)MUT(n, i)->data + off);
         st[i - 1] = &sv[i - 1];
@@ -231,7 +273,6 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
     const int k = cg_mutated(n);
     const sx_cg_op op = (sx_cg_op)n->attr.ints[0];
     const sx_tensor *a = IN(k), *b = IN(k + 1), *p = IN(0);
-    const double lr = sx_tensor_get(IN(k + 2), 0);
     const bool ta = n->attr.trans_a, tb = n->attr.trans_b;
     const int64_t m = p->shape[0], cols = p->shape[1];
     const int64_t kk = ta ? a->shape[0] : a->shape[1];
@@ -252,7 +293,6 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
                  .a = a,
                  .b = b,
                  .p = p,
-                 .lr = lr,
                  .ta = ta,
                  .tb = tb,
                  .k = k,
@@ -265,6 +305,7 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
                  .esz = esz,
                  .slot_bytes = slot_bytes,
                  .ws = ws};
+    read_rates(op, IN(k + 2), c.lr);
     atomic_init(&c.first, SX_OK);
     if (threads <= 1) /* on this thread, in order; the GEMMs may use threads inside */
         for (int64_t blk = 0; blk < blocks; blk++)

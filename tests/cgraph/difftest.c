@@ -479,14 +479,15 @@ static int g_partner(gen *G, int a)
  * allowed (see the top of the file), "near" is not. */
 typedef enum {
     DOM_ANY,
-    DOM_SQRT,    /* x == 0 or x >= MARGIN */
-    DOM_POS,     /* x >= MARGIN (log, rsqrt) */
-    DOM_LOG1P,   /* x >= -0.9 */
-    DOM_NONZERO, /* |x| >= MARGIN */
-    DOM_TAN,     /* |cos x| >= 0.2 */
-    DOM_KINK0,   /* x == 0 or |x| >= MARGIN (abs, relu, sign, leaky relu, elu) */
-    DOM_KINKINT, /* away from integers (floor, ceil) */
-    DOM_KINKHALF /* away from halves (round) */
+    DOM_SQRT,     /* x == 0 or x >= MARGIN */
+    DOM_POS,      /* x >= MARGIN (log, rsqrt) */
+    DOM_LOG1P,    /* x >= -0.9 */
+    DOM_NONZERO,  /* |x| >= MARGIN */
+    DOM_TAN,      /* |cos x| >= 0.2 */
+    DOM_KINK0,    /* x == 0 or |x| >= MARGIN (abs, relu, sign, leaky relu, elu) */
+    DOM_KINKINT,  /* away from integers (floor, ceil) */
+    DOM_KINKHALF, /* away from halves (round) */
+    DOM_KINK3     /* ||x| - 3| >= MARGIN (hard_swish) */
 } dom1;
 
 static bool dom1_ok(dom1 d, double x)
@@ -513,6 +514,8 @@ static bool dom1_ok(dom1 d, double x)
     case DOM_KINKHALF:
         f = fabs(fabs(x - floor(x)) - 0.5);
         return f == 0 || f >= MARGIN;
+    case DOM_KINK3:
+        return fabs(fabs(x) - 3) >= MARGIN;
     }
     return false;
 }
@@ -623,6 +626,7 @@ static int g_adapt(gen *G, int x, dom1 d)
         case DOM_KINK0:
         case DOM_KINKINT:
         case DOM_KINKHALF:
+        case DOM_KINK3:
             y = g_bin(G, SX_OP_ADD, x, g_scalar(G, gu(G, -1, 1)));
             break;
         case DOM_ANY:

@@ -338,6 +338,24 @@ UNARY_SAMPLE(reciprocal, V_AWAY, 0.3, 2)
 UNARY_SAMPLE(erf, V_UNIFORM, -2, 2)
 #define SPEC_softsign N_UNARY, OS_SMOOTH, 1e-6, 1e-6
 UNARY_SAMPLE(softsign, V_AWAY, 0.1, 3) /* smooth away from 0 */
+/* ---- issue 20's activations (optim20) */
+#define SPEC_gelu N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(gelu, V_UNIFORM, -3, 3)
+#define SPEC_gelu_tanh N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(gelu_tanh, V_UNIFORM, -3, 3)
+#define SPEC_silu N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(silu, V_UNIFORM, -4, 4)
+#define SPEC_mish N_UNARY, OS_SMOOTH, 1e-6, 1e-6
+UNARY_SAMPLE(mish, V_UNIFORM, -4, 4)
+#define SPEC_hard_swish N_UNARY, OS_PIECEWISE, 1e-6, 1e-6
+/* between the kinks at +-3 (even variants) or beyond them (odd: |x| in [3.1, 5]) */
+static sx_cg_node *sample_hard_swish(GEN_ARGS)
+{
+    CTX;
+    return sx_cg_hard_swish(g, v % 2 ? in(c, unary_shapes[v], V_AWAY, 3.1, 5)
+                                     : in(c, unary_shapes[v], V_UNIFORM, -2.9, 2.9));
+}
+/* ---- end of issue 20's activations */
 
 /* leaky_relu and elu: the parameter changes with the variant; x away from the kink at 0 (elu
  * with alpha != 1 has a jump in its first derivative there) */
@@ -1566,6 +1584,84 @@ static sx_cg_node *sample_adam_update(GEN_ARGS)
     at.adam.eps = 1e-8;
     return update(c, v, SX_OP_ADAM_UPDATE, 2, &at);
 }
+
+/* ---- issue 20's update ops (optim20): a rate of several elements (lr first), states in the
+ * ranges their kernels need (a centered RMSprop's mean gradient squared below its mean square,
+ * so that the variance stays positive) */
+static sx_cg_node *update_rates(ctx *c, int v, sx_cg_op op, int n_states, int64_t n_rates,
+                                const sx_cg_attr *at)
+{
+    sx_cg_node *ops[7];
+    int k = 0;
+    ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, -2, 2, false, true);
+    for (int i = 0; i < n_states; i++) {
+        bool signed_state = (op != SX_OP_MOMENTUM_DAMPENED_UPDATE && i == 0 &&
+                             op != SX_OP_RMSPROP_CENTERED_UPDATE) ||
+                            (op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1);
+        double lo = op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1 ? -0.3 : signed_state ? -1 : 0.1;
+        double hi = op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1 ? 0.3 : 1;
+        ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, lo, hi, false, true);
+    }
+    ops[k++] = in_fixed(c, update_shapes[v], V_UNIFORM, -1, 1);
+    ops[k++] = in_fixed(c, (shp){1, {n_rates}}, V_UNIFORM, 0.01, 0.1);
+    for (int i = 0; i < k; i++)
+        if (ops[i] == NULL)
+            return NULL;
+    return sx_cg_op_new(c->g, op, k, ops, at);
+}
+
+static sx_cg_attr adam_coef(void)
+{
+    sx_cg_attr at = sx_cg_attr_default();
+    at.adam.beta1 = 0.9;
+    at.adam.one_minus_beta1 = 1 - 0.9;
+    at.adam.beta2 = 0.999;
+    at.adam.one_minus_beta2 = 1 - 0.999;
+    at.adam.eps = 1e-3;
+    return at;
+}
+
+#define SPEC_adamw_update 2, OS_NONE, 0, 0
+#define DT_adamw_update EXCLUDED("fused optimiser step: mutates parameters and state")
+static sx_cg_node *sample_adamw_update(GEN_ARGS)
+{
+    CTX;
+    sx_cg_attr at = adam_coef();
+    return update_rates(c, v, SX_OP_ADAMW_UPDATE, 2, 3, &at);
+}
+
+#define SPEC_amsgrad_update 2, OS_NONE, 0, 0
+#define DT_amsgrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
+static sx_cg_node *sample_amsgrad_update(GEN_ARGS)
+{
+    CTX;
+    sx_cg_attr at = adam_coef();
+    return update_rates(c, v, SX_OP_AMSGRAD_UPDATE, 3, 3, &at);
+}
+
+#define SPEC_rmsprop_centered_update 2, OS_NONE, 0, 0
+#define DT_rmsprop_centered_update EXCLUDED("fused optimiser step: mutates parameters and state")
+static sx_cg_node *sample_rmsprop_centered_update(GEN_ARGS)
+{
+    CTX;
+    sx_cg_attr at = sx_cg_attr_default();
+    at.rmsprop.rho = 0.9;
+    at.rmsprop.one_minus_rho = 1 - 0.9;
+    at.rmsprop.eps = 1e-8;
+    return update_rates(c, v, SX_OP_RMSPROP_CENTERED_UPDATE, 2, 1, &at);
+}
+
+#define SPEC_momentum_dampened_update 2, OS_NONE, 0, 0
+#define DT_momentum_dampened_update EXCLUDED("fused optimiser step: mutates parameters and state")
+static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
+{
+    CTX;
+    sx_cg_attr at = sx_cg_attr_default();
+    at.momentum.mu = 0.9;
+    at.nesterov = v == 1;
+    return update_rates(c, v, SX_OP_MOMENTUM_DAMPENED_UPDATE, 1, 2, &at);
+}
+/* ---- end of issue 20's update ops */
 
 /* The step with a matrix-product gradient: (p, states..., a, b, lr). Variants: each update
  * kind with another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */

@@ -122,9 +122,11 @@ static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *xin, sx
         last = k + 1;
         x = xs;
     }
-    double lr = sx_tensor_get(x[last], 0);
+    double lr = sx_tensor_get(x[last], 0), r[3] = {lr, 0, 0};
+    for (int64_t i = 1; i < 3 && i < x[last]->size; i++)
+        r[i] = sx_tensor_get(x[last], i);
     sx_tensor *p = clone(x[0]), *s1 = last > 2 ? clone(x[1]) : NULL;
-    sx_tensor *s2 = last > 3 ? clone(x[2]) : NULL;
+    sx_tensor *s2 = last > 3 ? clone(x[2]) : NULL, *s3 = last > 4 ? clone(x[3]) : NULL;
     sx_status st = SX_E_ARG;
     switch (op) {
     case SX_OP_SGD_UPDATE:
@@ -142,6 +144,21 @@ static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *xin, sx
     case SX_OP_ADAM_UPDATE:
         st = sx_tensor_adam_step(p, s1, s2, x[3], lr, c[0], c[1], c[2], c[3], c[4]);
         break;
+    case SX_OP_ADAMW_UPDATE:
+        st = sx_tensor_adamw_step(p, s1, s2, NULL, x[3], r[0], r[1], r[2], c[0], c[1], c[2], c[3],
+                                  c[4]);
+        break;
+    case SX_OP_AMSGRAD_UPDATE:
+        st = sx_tensor_adamw_step(p, s1, s2, s3, x[4], r[0], r[1], r[2], c[0], c[1], c[2], c[3],
+                                  c[4]);
+        break;
+    case SX_OP_RMSPROP_CENTERED_UPDATE:
+        st = sx_tensor_rmsprop_centered_step(p, s1, s2, x[3], lr, c[0], c[1], c[2]);
+        break;
+    case SX_OP_MOMENTUM_DAMPENED_UPDATE:
+        st = sx_tensor_momentum_dampened_step(p, s1, x[2], r[0], r[1], c[0],
+                                              sx_cg_node_attr(n)->nesterov);
+        break;
     default:
         cr_assert_fail("update_ref: not an update");
     }
@@ -151,10 +168,13 @@ static sx_status update_ref(const sx_cg_node *n, const sx_tensor *const *xin, sx
         assert_same_bits(in_value(n, 1), s1, sx_cg_op_name(sx_cg_node_op(n)), "first state");
     if (s2 != NULL)
         assert_same_bits(in_value(n, 2), s2, sx_cg_op_name(sx_cg_node_op(n)), "second state");
+    if (s3 != NULL)
+        assert_same_bits(in_value(n, 3), s3, sx_cg_op_name(sx_cg_node_op(n)), "third state");
     sx_tensor_free(p);
     sx_tensor_free(gm);
     sx_tensor_free(s1);
     sx_tensor_free(s2);
+    sx_tensor_free(s3);
     return st;
 }
 
@@ -387,6 +407,10 @@ static sx_status kernel_ref(const sx_cg_node *n, const os_sample *s, const sx_te
     case SX_OP_ADAGRAD_UPDATE:
     case SX_OP_RMSPROP_UPDATE:
     case SX_OP_ADAM_UPDATE:
+    case SX_OP_ADAMW_UPDATE:
+    case SX_OP_AMSGRAD_UPDATE:
+    case SX_OP_RMSPROP_CENTERED_UPDATE:
+    case SX_OP_MOMENTUM_DAMPENED_UPDATE:
     case SX_OP_MATMUL_UPDATE:
         return update_ref(n, x, out);
     case SX_OP_COUNT:
@@ -1183,7 +1207,10 @@ static void fused_plain(const sx_fused_prog *p, int n_in, const sx_tensor *const
 static void update_plain(sx_cg_op op, const sx_cg_attr *at, int n_in, const sx_tensor *const *x,
                          int64_t N, double *want, double *mag)
 {
-    const double *c = at->coef, lr = get(x[n_in - 1], 0);
+    const double *c = at->coef;
+    double lr = get(x[n_in - 1], 0), r[3] = {lr, 0, 0};
+    for (int64_t i = 1; i < 3 && i < x[n_in - 1]->size; i++)
+        r[i] = get(x[n_in - 1], i);
     const sx_tensor *g = x[n_in - 2];
     sx_tensor *gm = NULL;
     if (op == SX_OP_MATMUL_UPDATE) { /* g = alpha op(a) @ op(b), in double */
@@ -1223,6 +1250,25 @@ static void update_plain(sx_cg_op op, const sx_cg_attr *at, int n_in, const sx_t
             step = (c[0] * get(x[1], i) + c[1] * gi) /
                    (sqrt(c[2] * get(x[2], i) + c[3] * gi * gi) + c[4]);
             break;
+        case SX_OP_ADAMW_UPDATE:
+        case SX_OP_AMSGRAD_UPDATE: { /* p scaled by r[2] first; eps after the correction r[1] */
+            double v = c[2] * get(x[2], i) + c[3] * gi * gi;
+            if (op == SX_OP_AMSGRAD_UPDATE && get(x[3], i) > v)
+                v = get(x[3], i);
+            step = (c[0] * get(x[1], i) + c[1] * gi) / (sqrt(v) / r[1] + c[4]);
+            p *= r[2];
+            break;
+        }
+        case SX_OP_RMSPROP_CENTERED_UPDATE: {
+            double a = c[0] * get(x[1], i) + c[1] * gi * gi, m = c[0] * get(x[2], i) + c[1] * gi;
+            step = gi / (sqrt(a - m * m) + c[2]);
+            break;
+        }
+        case SX_OP_MOMENTUM_DAMPENED_UPDATE: {
+            double v = c[0] * get(x[1], i) + r[1] * gi;
+            step = at->keepdims ? gi + c[0] * v : v;
+            break;
+        }
         default:
             cr_assert_fail("update_plain: not an update");
         }
@@ -1338,6 +1384,10 @@ static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const ch
     case SX_OP_ADAGRAD_UPDATE:
     case SX_OP_RMSPROP_UPDATE:
     case SX_OP_ADAM_UPDATE:
+    case SX_OP_ADAMW_UPDATE:
+    case SX_OP_AMSGRAD_UPDATE:
+    case SX_OP_RMSPROP_CENTERED_UPDATE:
+    case SX_OP_MOMENTUM_DAMPENED_UPDATE:
     case SX_OP_MATMUL_UPDATE:
         update_plain(op, at, sx_cg_node_n_inputs(n), x, N, want, mag);
         break;

@@ -509,7 +509,7 @@ static sx_tensor *train_dense(sx_optim_kind k, int pass_off, sx_dtype dt, int64_
     sx_cg_node *gw = NULL;
     cr_assert_eq(sx_ad_grad(g, loss, 1, &w, &gw), SX_OK, "%s", sx_last_error());
     sx_optim_params op = sx_optim_params_default(k);
-    sx_cg_node *outs[4] = {loss};
+    sx_cg_node *outs[5] = {loss};
     int n = 0;
     if (pass_off == -1)
         n = tu_optim_reference(g, &op, w, gw, lr, step, NULL, outs + 1);

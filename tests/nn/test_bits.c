@@ -69,7 +69,7 @@ static void data_free(data *d)
  * loss of every step. */
 typedef struct run {
     sx_optim_kind kind;
-    sx_tensor *p[NP], *st[NP][2];
+    sx_tensor *p[NP], *st[NP][3];
     sx_rng drop;
     float loss[STEPS];
     sx_cg_opt_report rep;
@@ -96,8 +96,8 @@ static void run_free(run *r)
 {
     for (int i = 0; i < NP; i++) {
         sx_tensor_free(r->p[i]);
-        sx_tensor_free(r->st[i][0]);
-        sx_tensor_free(r->st[i][1]);
+        for (int k = 0; k < 3; k++)
+            sx_tensor_free(r->st[i][k]);
     }
 }
 
@@ -216,7 +216,7 @@ static int updates(sx_cg_graph *g, run *r, sx_cg_node *const *ps, sx_cg_node *co
     sx_optim_params op = sx_optim_params_default(r->kind);
     int n = 0;
     for (int i = 0; i < NP; i++) {
-        sx_cg_node *st[2] = {NULL, NULL};
+        sx_cg_node *st[3] = {NULL, NULL, NULL};
         for (int k = 0; k < sx_optim_n_states(r->kind); k++) {
             char name[16];
             snprintf(name, sizeof name, "s%d.%d", i, k);
@@ -254,7 +254,7 @@ static void eager_step(run *r, const data *d, int s)
 
     sx_cg_graph *u = NULL;
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &u), SX_OK);
-    sx_cg_node *ps[NP], *gs[NP], *outs[3 * NP];
+    sx_cg_node *ps[NP], *gs[NP], *outs[4 * NP];
     for (int i = 0; i < NP; i++) {
         char name[16];
         snprintf(name, sizeof name, "p%d", i);
@@ -285,7 +285,7 @@ static void train(run *r, const data *d, const config *c)
     memset(&t, 0, sizeof t);
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &t.g), SX_OK);
     forward(&t, r, d, 0, false);
-    sx_cg_node *grads[NP], *outs[1 + 3 * NP];
+    sx_cg_node *grads[NP], *outs[1 + 4 * NP];
     cr_assert_eq(sx_ad_grad(t.g, t.loss, NP, t.ps, grads), SX_OK, "%s", sx_last_error());
     t.lr = scalar_input(t.g, "lr", false, 0);
     t.step = scalar_input(t.g, "step", false, 0);

@@ -669,7 +669,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
          "bad or missing 'dropout_rng'"},
         {"dropout_rng", "0000000000000000000000000000000000000000000000000000000000000000", NULL, 0,
          "not all zero"},
-        {"optimiser", "adamw", NULL, 0, "unknown optimiser 'adamw'"},
+        {"optimiser", "lamb", NULL, 0, "unknown optimiser 'lamb'"},
         {NULL, NULL, v_name, -1.0, ".v[0] is -1; a sum of squared gradients is >= 0"},
         {NULL, NULL, v_name, NAN, ".v[0] is nan"},
     };

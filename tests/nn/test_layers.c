@@ -821,6 +821,16 @@ static double ref_act(sx_nn_act a, double x, double p)
         return log1p(exp(x));
     case SX_ACT_SOFTSIGN:
         return x / (1 + fabs(x));
+    case SX_ACT_GELU:
+        return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case SX_ACT_GELU_TANH:
+        return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case SX_ACT_SILU:
+        return x / (1 + exp(-x));
+    case SX_ACT_MISH:
+        return x * tanh(log1p(exp(x)));
+    case SX_ACT_HARD_SWISH:
+        return x <= -3 ? 0 : x >= 3 ? x : x * (x + 3) / 6;
     case SX_ACT_SOFTMAX:
     case SX_ACT_COUNT:
         break;

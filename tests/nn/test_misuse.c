@@ -509,6 +509,10 @@ static const char *const null_calls[] = {
     "sx_nn_model_dtype",
     "sx_optim_parse",
     "sx_optim_update",
+    "sx_nn_act_parse",
+    "sx_nn_schedule_value",
+    "sx_nn_schedule_node",
+    "sx_nn_prelu",
 };
 
 static void call_everything_with_null(void)
@@ -653,6 +657,15 @@ static void call_everything_with_null(void)
     sx_optim_params op = sx_optim_params_default(SX_OPTIM_SGD);
     cr_assert_eq(sx_optim_update(NULL, &op, NULL, NULL, NULL, NULL, NULL, ups, &nu), SX_E_ARG);
     cr_assert_eq(sx_optim_update(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), SX_E_ARG);
+
+    /* issue 20's */
+    sx_nn_act act = SX_ACT_RELU;
+    cr_assert_eq(sx_nn_act_parse(NULL, &act), SX_E_ARG);
+    cr_assert_eq(act, SX_ACT_RELU);
+    cr_assert_eq(sx_nn_act_parse("gelu", NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_schedule_value(NULL, 0.25, 3), 0.25);
+    cr_assert_null(sx_nn_schedule_node(NULL, NULL, NULL, NULL));
+    cr_assert_null(sx_nn_prelu(NULL, NULL, 0.25));
 }
 
 /* The names of the functions declared in a header that take at least one pointer. */

@@ -386,11 +386,17 @@ static sx_status optimiser(void *ctx)
     sx_cg_node *grad = sx_cg_const(g, &gt);
     sx_cg_node *lr = sx_cg_scalar_of(g, SX_F64, 0.1), *step = sx_cg_scalar_of(g, SX_F64, 1);
     double sv[6] = {0.5, 0.25, 1, 2, 0.125, 4}; /* states >= 0 (sums of squares among them) */
+    /* a centered RMSprop's mean gradient: its square below the mean square, so the variance
+     * stays positive */
+    double mg[6] = {0.1, 0.2, -0.3, 0.4, 0.1, -0.5};
     sx_tensor st = sx_tensor_view(SX_F64, 2, (int64_t[]){3, 2}, sv);
-    sx_cg_node *states[2] = {sx_cg_param(g, "s0", &st), sx_cg_param(g, "s1", &st)};
+    sx_tensor st1 = sx_tensor_view(SX_F64, 2, (int64_t[]){3, 2},
+                                   c->kind == SX_OPTIM_RMSPROP_CENTERED ? mg : sv);
+    sx_cg_node *states[3] = {sx_cg_param(g, "s0", &st), sx_cg_param(g, "s1", &st1),
+                             sx_cg_param(g, "s2", &st)};
     sx_status s = sx_cg_graph_status(g);
     sx_optim_params op = sx_optim_params_default(c->kind);
-    sx_cg_node *ups[6];
+    sx_cg_node *ups[8];
     int n1 = 0, n2 = 0;
     if (s == SX_OK)
         s = sx_optim_update(g, &op, p, grad, lr, step, NULL, ups, &n1);

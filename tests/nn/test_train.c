@@ -377,11 +377,21 @@ Test(nn_train, first_step_of_every_optimiser_follows_its_formula)
             case SX_OPTIM_RMSPROP:
                 d = lr * g / (sqrt(1 - o->rho) * fabs(g) + o->eps);
                 break;
-            case SX_OPTIM_ADAM: {
+            case SX_OPTIM_ADAM_KERAS: { /* eps beside the bias-corrected rate (strix's old Adam) */
                 double lrt = lr * sqrt(1 - o->beta2) / (1 - o->beta1);
                 d = lrt * (1 - o->beta1) * g / (sqrt(1 - o->beta2) * fabs(g) + o->eps);
                 break;
             }
+            case SX_OPTIM_ADAM: /* PyTorch's: eps after the bias correction; amsgrad's vmax = v */
+            case SX_OPTIM_AMSGRAD:
+                d = lr * g / (fabs(g) + o->eps);
+                break;
+            case SX_OPTIM_ADAMW: /* the parameter first scaled by 1 - lr wd */
+                d = lr * o->weight_decay * w0[i] + lr * g / (fabs(g) + o->eps);
+                break;
+            case SX_OPTIM_RMSPROP_CENTERED: /* variance (1 - rho) g^2 - ((1 - rho) g)^2 */
+                d = lr * g / (sqrt((1 - o->rho) * o->rho) * fabs(g) + o->eps);
+                break;
             default:
                 d = 0;
             }
@@ -436,7 +446,10 @@ static void set_batch(const sx_ds_images *d, int64_t first, int64_t n, sx_dtype 
 Test(nn_train, every_optimiser_lowers_the_loss, .timeout = 120)
 {
     sx_ds_images d = images(64, 6, 6, 3, 5);
-    const double lrs[SX_OPTIM_COUNT] = {0.2, 0.05, 0.05, 0.05, 0.005, 0.005};
+    /* sgd, momentum, nesterov, adagrad, rmsprop, adam, adamw, amsgrad, rmsprop_centered,
+     * adam_keras */
+    const double lrs[SX_OPTIM_COUNT] = {0.2,   0.05,  0.05,  0.05,  0.005,
+                                        0.005, 0.005, 0.005, 0.005, 0.005};
     for (int k = 0; k < SX_OPTIM_COUNT; k++) {
         sx_nn_net *net = small_cnn(9, SX_F32, false);
         sx_nn_train_params p = sx_nn_train_params_default();

@@ -40,14 +40,40 @@ static void set_scalar(sx_cg_graph *g, sx_cg_node *in, sx_dtype dt, double v)
 /* A graph training w (7 x 9) on sum((tanh(w) - x)^2): its loss first, then the update handles. */
 typedef struct net {
     sx_cg_graph *g;
-    sx_cg_node *w, *x, *lr, *step, *outs[4];
+    sx_cg_node *w, *x, *lr, *step, *outs[5];
     int n;
 } net;
 
 typedef enum { REFERENCE, FUSED, FUSED_OPTIMISED } variant;
 
+/* The hyper-parameters of case c: c < SX_OPTIM_COUNT is kind c's defaults; then momentum with
+ * dampening, nesterov with weight decay, adam with weight decay (L2 in the gradient). */
+enum { CASE_DAMPENED = SX_OPTIM_COUNT, CASE_NESTEROV_WD, CASE_ADAM_WD, N_CASES };
+
+static sx_optim_params case_params(int c)
+{
+    if (c < SX_OPTIM_COUNT)
+        return sx_optim_params_default((sx_optim_kind)c);
+    sx_optim_params p = sx_optim_params_default(c == CASE_DAMPENED      ? SX_OPTIM_MOMENTUM
+                                                : c == CASE_NESTEROV_WD ? SX_OPTIM_NESTEROV
+                                                                        : SX_OPTIM_ADAM);
+    if (c == CASE_DAMPENED)
+        p.dampening = 0.3;
+    else
+        p.weight_decay = 0.02;
+    return p;
+}
+
+static net net_build_p(sx_optim_params op, variant v, sx_dtype dt);
+
 static net net_build(sx_optim_kind k, variant v, sx_dtype dt)
 {
+    return net_build_p(sx_optim_params_default(k), v, dt);
+}
+
+static net net_build_p(sx_optim_params op, variant v, sx_dtype dt)
+{
+    const sx_optim_kind k = op.kind;
     net t;
     memset(&t, 0, sizeof t);
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &t.g), SX_OK);
@@ -65,7 +91,6 @@ static net net_build(sx_optim_kind k, variant v, sx_dtype dt)
         sx_cg_sum(g, sx_cg_sqr(g, sx_cg_sub(g, sx_cg_tanh(g, t.w), t.x)), SX_AXES_ALL, false);
     sx_cg_node *gw = NULL;
     cr_assert_eq(sx_ad_grad(g, t.outs[0], 1, &t.w, &gw), SX_OK, "%s", sx_last_error());
-    sx_optim_params op = sx_optim_params_default(k);
     op.lr = 0.05;
     int nu = 0;
     if (v == REFERENCE) {
@@ -127,9 +152,9 @@ static bool same_bits(const sx_tensor *a, const sx_tensor *b)
            memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)) == 0;
 }
 
-static sx_tensor *trained(sx_optim_kind k, variant v, sx_dtype dt)
+static sx_tensor *trained(int c, variant v, sx_dtype dt)
 {
-    net t = net_build(k, v, dt);
+    net t = net_build_p(case_params(c), v, dt);
     net_train(&t, dt);
     sx_tensor *all = params_of(t.g, dt);
     sx_cg_graph_free(t.g);
@@ -140,14 +165,16 @@ Test(optim_update, every_optimiser_emits_one_fused_update_equal_to_its_reference
 {
     for (int d = 0; d < 2; d++) {
         sx_dtype dt = (sx_dtype)d;
-        for (int k = 0; k < SX_OPTIM_COUNT; k++) {
-            sx_tensor *ref = trained((sx_optim_kind)k, REFERENCE, dt);
-            sx_tensor *fused = trained((sx_optim_kind)k, FUSED, dt);
-            sx_tensor *opt = trained((sx_optim_kind)k, FUSED_OPTIMISED, dt);
-            cr_assert(same_bits(ref, fused), "%s %s: the fused step differs from the formula",
-                      sx_optim_name(k), sx_dtype_name(dt));
-            cr_assert(same_bits(ref, opt), "%s %s: optimised, the step differs from the formula",
-                      sx_optim_name(k), sx_dtype_name(dt));
+        for (int k = 0; k < N_CASES; k++) {
+            sx_tensor *ref = trained(k, REFERENCE, dt);
+            sx_tensor *fused = trained(k, FUSED, dt);
+            sx_tensor *opt = trained(k, FUSED_OPTIMISED, dt);
+            cr_assert(same_bits(ref, fused),
+                      "%s (case %d) %s: the fused step differs from the formula",
+                      sx_optim_name(case_params(k).kind), k, sx_dtype_name(dt));
+            cr_assert(same_bits(ref, opt),
+                      "%s (case %d) %s: optimised, the step differs from the formula",
+                      sx_optim_name(case_params(k).kind), k, sx_dtype_name(dt));
             sx_tensor_free(ref);
             sx_tensor_free(fused);
             sx_tensor_free(opt);
@@ -164,7 +191,7 @@ static sx_cg_attr update_attr(sx_optim_params p, sx_dtype dt, sx_cg_op *op)
     sx_tensor *z = tu_zeros(dt, 1, s);
     sx_cg_node *w = sx_cg_param(g, "w", z), *gr = sx_cg_input(g, "g", dt, 1, s);
     sx_cg_node *lr = sx_cg_input(g, "lr", dt, 0, NULL), *st = sx_cg_input(g, "t", dt, 0, NULL);
-    sx_cg_node *ups[3];
+    sx_cg_node *ups[4];
     int n = 0;
     cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, st, NULL, ups, &n), SX_OK, "%s",
                  sx_last_error());
@@ -191,9 +218,11 @@ Test(optim_update, the_update_node_names_its_coefficients)
     p.beta2 = 0.99;
     p.eps = 1e-6;
     sx_cg_op op;
-    static const sx_cg_op want[SX_OPTIM_COUNT] = {SX_OP_SGD_UPDATE,      SX_OP_MOMENTUM_UPDATE,
-                                                  SX_OP_MOMENTUM_UPDATE, SX_OP_ADAGRAD_UPDATE,
-                                                  SX_OP_RMSPROP_UPDATE,  SX_OP_ADAM_UPDATE};
+    static const sx_cg_op want[SX_OPTIM_COUNT] = {
+        SX_OP_SGD_UPDATE,     SX_OP_MOMENTUM_UPDATE, SX_OP_MOMENTUM_UPDATE,
+        SX_OP_ADAGRAD_UPDATE, SX_OP_RMSPROP_UPDATE,  SX_OP_ADAMW_UPDATE,
+        SX_OP_ADAMW_UPDATE,   SX_OP_AMSGRAD_UPDATE,  SX_OP_RMSPROP_CENTERED_UPDATE,
+        SX_OP_ADAM_UPDATE};
     for (int k = 0; k < SX_OPTIM_COUNT; k++) {
         p.kind = (sx_optim_kind)k;
         (void)update_attr(p, SX_F64, &op);
@@ -232,8 +261,8 @@ Test(optim_update, an_unoptimised_training_graph_saves_loads_and_trains_the_same
     snprintf(path, sizeof path, "/tmp/sx_optim_update_%ld.sxm", (long)getpid());
     for (int k = 0; k < SX_OPTIM_COUNT; k++) {
         net a = net_build((sx_optim_kind)k, FUSED, SX_F64);
-        sx_cg_node *outs[8];
-        const char *names[8] = {"loss", "u1", "u2", "u3"};
+        sx_cg_node *outs[10];
+        const char *names[10] = {"loss", "u1", "u2", "u3", "u4"};
         int n = 0;
         for (; n < a.n; n++)
             outs[n] = a.outs[n];
@@ -248,7 +277,7 @@ Test(optim_update, an_unoptimised_training_graph_saves_loads_and_trains_the_same
         sx_cg_file *f = NULL;
         cr_assert_eq(sx_cg_file_read(path, &f), SX_OK, "%s", sx_last_error());
         net b = a;
-        sx_cg_node *lo[8];
+        sx_cg_node *lo[10];
         cr_assert_eq(sx_cg_file_graph(f, n, names, &b.g, lo), SX_OK, "%s", sx_last_error());
         sx_cg_file_free(f);
         memcpy(b.outs, lo, (size_t)a.n * sizeof *lo);
@@ -293,7 +322,7 @@ static sx_tensor *one_step(sx_optim_kind k, bool eager)
     sx_cg_node *w = sx_cg_param(g, "w", w0), *gr = sx_cg_const(g, g0);
     sx_cg_node *lr = sx_cg_scalar(g, 0.03), *step = sx_cg_scalar(g, 1);
     sx_optim_params op = sx_optim_params_default(k);
-    sx_cg_node *outs[3];
+    sx_cg_node *outs[4];
     int n = 0;
     if (eager) {
         cr_assert_eq(sx_optim_update(g, &op, w, gr, lr, step, NULL, outs, &n), SX_OK, "%s",
@@ -318,4 +347,38 @@ Test(optim_update, an_eager_graph_takes_one_step_as_the_reference_formula_does)
         sx_tensor_free(ref);
         sx_tensor_free(eager);
     }
+}
+
+/* Issue 20's hyper-parameters out of range are refused before anything is built. */
+Test(optim_update, bad_weight_decay_or_dampening_is_refused)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g), SX_OK);
+    int64_t s[1] = {3};
+    sx_tensor *z = tu_zeros(SX_F64, 1, s);
+    sx_cg_node *w = sx_cg_param(g, "w", z), *gr = sx_cg_input(g, "g", SX_F64, 1, s);
+    sx_cg_node *lr = sx_cg_input(g, "lr", SX_F64, 0, NULL);
+    sx_tensor_free(z);
+    int64_t before = sx_cg_graph_size(g);
+    sx_cg_node *ups[4];
+    int n = -1;
+    sx_optim_params p = sx_optim_params_default(SX_OPTIM_SGD);
+    p.weight_decay = -0.1;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "weight_decay -0.1") != NULL, "%s", sx_last_error());
+    p = sx_optim_params_default(SX_OPTIM_MOMENTUM);
+    p.dampening = 1.5;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    p.dampening = 0.5; /* dampening needs the step */
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "step") != NULL, "%s", sx_last_error());
+    p = sx_optim_params_default(SX_OPTIM_NESTEROV);
+    p.dampening = 0.5;
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, lr, NULL, ups, &n), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "nesterov with dampening") != NULL, "%s", sx_last_error());
+    p = sx_optim_params_default(SX_OPTIM_ADAMW); /* bias correction needs the step */
+    cr_assert_eq(sx_optim_update(g, &p, w, gr, lr, NULL, NULL, ups, &n), SX_E_ARG);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(sx_cg_graph_size(g), before, "nothing built");
+    sx_cg_graph_free(g);
 }
