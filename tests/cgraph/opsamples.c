@@ -7,10 +7,17 @@
  * (difftest.c's gen_*), its weight and its domain, or EXCLUDED(reason). A row without its SPEC_
  * or DT_ does not compile. The unary element-wise rows have no DT_: their tester row comes from
  * their sx_map.def row (its domain column).
+ * Beside each sample, its references for test_ops (opsamples.h: os_kernel_fn, os_plain_fn): the
+ * direct kernel call kernel_<name> and the plain reference plain_<name> (loops in double), named
+ * at the end of its SPEC_ by REF(kernel_<name>, plain_<name>); ops of one family may share them
+ * (plain_remap, plain_softmax, ...). A SPEC_ without REF compiles and fails test_ops'
+ * every_op_has_its_references, naming the op. The element-wise rows of sx_map.def and
+ * sx_binary.def name none: os_kernel / os_plain give them the element-wise ones.
  * Test files include this file (#include "opsamples.c"): one executable per test file. */
 #include "opsamples.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAXV 1024 /* elements of the largest leaf a generator makes */
@@ -238,6 +245,111 @@ static sx_cg_node *in_symmetric(ctx *c, int n, const double *w)
     return sx_cg_mul_scalar(c->g, sx_cg_add(c->g, b, sx_cg_transpose(c->g, b)), 0.5);
 }
 
+/* ---------------------------------------------------------------- references: shared helpers */
+
+/* Beside each sample sit the two references test_ops checks its node against (opsamples.h:
+ * os_kernel_fn, os_plain_fn), named by REF(kernel, plain) at the end of the sample's SPEC_. They
+ * compute from x, the node's input values (for ops that write their inputs, the values before the
+ * evaluation), and use no Criterion (the differential tester includes this file too): a failed
+ * check returns an error that names it. */
+#define REF(kernel_fn, plain_fn) .kernel = (kernel_fn), .plain = (plain_fn)
+#define KERNEL_ARGS                                                                                \
+    const sx_cg_node *n, const os_sample *s, const sx_tensor *const *x, sx_tensor *out
+#define PLAIN_ARGS                                                                                 \
+    const sx_cg_node *n, const sx_tensor *const *x, double *want, double *mag, bool *compare
+
+/* Scratch memory, zeroed; out of memory ends the test program. */
+static void *ref_alloc(size_t bytes)
+{
+    void *p = calloc(1, bytes > 0 ? bytes : 1);
+    if (p == NULL)
+        abort();
+    return p;
+}
+
+static sx_tensor *ref_zeros(sx_dtype dt, int rank, const int64_t *shape)
+{
+    sx_tensor *t = NULL;
+    if (sx_tensor_zeros(dt, rank, shape, &t) != SX_OK)
+        abort();
+    return t;
+}
+
+static sx_tensor *ref_clone(const sx_tensor *t)
+{
+    sx_tensor *c = NULL;
+    if (sx_tensor_clone(t, &c) != SX_OK)
+        abort();
+    return c;
+}
+
+static double ref_get(const sx_tensor *t, int64_t i)
+{
+    return sx_tensor_get(t, i);
+}
+
+static const sx_tensor *ref_in(const sx_cg_node *n, int i)
+{
+    return sx_cg_value(sx_cg_node_input(n, i));
+}
+
+/* SX_OK when a and b hold the same bits; else SX_E_STATE naming `which` and the first element
+ * that differs. */
+static sx_status ref_same_bits(const sx_tensor *a, const sx_tensor *b, const char *which)
+{
+    if (a->dtype != b->dtype || !sx_shape_equal(a->rank, a->shape, b->rank, b->shape))
+        return sx_error(SX_E_STATE, "%s: dtypes or shapes differ", which);
+    size_t es = sx_dtype_size(a->dtype);
+    for (int64_t i = 0; i < a->size; i++)
+        if (memcmp((const char *)a->data + (size_t)i * es, (const char *)b->data + (size_t)i * es,
+                   es) != 0)
+            return sx_error(SX_E_STATE, "%s: element %lld: %.17g vs %.17g", which, (long long)i,
+                            ref_get(a, i), ref_get(b, i));
+    return SX_OK;
+}
+
+static void ref_unravel(int64_t i, int rank, const int64_t *shape, int64_t *idx)
+{
+    for (int d = rank - 1; d >= 0; d--) {
+        idx[d] = i % shape[d];
+        i /= shape[d];
+    }
+}
+
+/* The flat index into x (right-aligned, size-1 axes broadcast) of an output multi-index. */
+static int64_t ref_bcast_at(const sx_tensor *x, int out_rank, const int64_t *oidx)
+{
+    int64_t k = 0;
+    for (int d = 0; d < x->rank; d++) {
+        int64_t id = x->shape[d] == 1 ? 0 : oidx[d + out_rank - x->rank];
+        k = k * x->shape[d] + id;
+    }
+    return k;
+}
+
+/* The same values, element by element: views, copies, seq. */
+static sx_status plain_copy(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    for (int64_t i = 0; i < sx_cg_value(n)->size; i++)
+        want[i] = ref_get(x[0], i);
+    return SX_OK;
+}
+
+/* Leaves: the value set is all there is (lazy = eager = it); the kernel is a copy. */
+static sx_status kernel_leaf(KERNEL_ARGS)
+{
+    (void)s, (void)x;
+    return sx_tensor_copy_out(sx_cg_value(n), out);
+}
+
+static sx_status plain_leaf(PLAIN_ARGS)
+{
+    (void)n, (void)x, (void)want, (void)mag;
+    *compare = false;
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- leaves as samples */
 
 #define GEN_ARGS sx_cg_graph *g, sx_dtype dt, sx_rng *rng, int v, os_sample *s
@@ -245,7 +357,7 @@ static sx_cg_node *in_symmetric(ctx *c, int n, const double *w)
 
 static const shp leaf_shapes[] = {{0, {0}}, {1, {5}}, {2, {2, 3}}};
 
-#define SPEC_const 3, OS_NONE, 0, 0
+#define SPEC_const 3, OS_NONE, 0, 0, REF(kernel_leaf, plain_leaf)
 #define DT_const LEAF
 static sx_cg_node *sample_const(GEN_ARGS)
 {
@@ -263,7 +375,7 @@ static sx_cg_node *sample_const(GEN_ARGS)
 }
 
 /* input and param: the identity of a leaf (d out / d leaf = I) */
-#define SPEC_input 3, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_input 3, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_leaf, plain_leaf)
 #define DT_input LEAF
 static sx_cg_node *sample_input(GEN_ARGS)
 {
@@ -271,7 +383,7 @@ static sx_cg_node *sample_input(GEN_ARGS)
     return in(c, leaf_shapes[v], V_UNIFORM, -2, 2);
 }
 
-#define SPEC_param 3, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_param 3, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_leaf, plain_leaf)
 #define DT_param LEAF
 static sx_cg_node *sample_param(GEN_ARGS)
 {
@@ -373,6 +485,46 @@ static sx_cg_node *sample_elu(GEN_ARGS)
     return sx_cg_elu(g, in(c, unary_shapes[v], V_AWAY, 0.1, 2), v % 2 ? 0.5 : 1.0);
 }
 
+/* The unary rows' references, given by os_kernel and os_plain to every row of sx_map.def (their
+ * SPEC_ names no REF): the kernel by the row's sx_map_op, the plain value by its ref column. */
+static sx_map_op ref_map_kernel(sx_cg_op op)
+{
+#define SX_MAP_ROW(NAME, ...)                                                                      \
+    if (op == SX_OP_##NAME)                                                                        \
+        return SX_MAP_##NAME;
+#include "sx_map.def"
+#undef SX_MAP_ROW
+    return SX_MAP_COUNT; /* not a map op */
+}
+
+/* The unary map op in double: the ref column of its sx_map.def row (libm, from the definition;
+ * independent of the kernel expression). NaN for an op that is not a map. */
+static double ref_map(sx_cg_op op, double x, double a)
+{
+    (void)a;
+#define SX_MAP_ROW(NAME, name, expr, ref, ...)                                                     \
+    if (op == SX_OP_##NAME)                                                                        \
+        return (ref);
+#include "sx_map.def"
+#undef SX_MAP_ROW
+    return nan(""); /* not a map op */
+}
+
+static sx_status kernel_map(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_map_out(ref_map_kernel(sx_cg_node_op(n)), sx_cg_node_attr(n)->alpha, x[0],
+                             out);
+}
+
+static sx_status plain_map(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    for (int64_t i = 0; i < sx_cg_value(n)->size; i++)
+        want[i] = ref_map(sx_cg_node_op(n), ref_get(x[0], i), sx_cg_node_attr(n)->alpha);
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- binary element-wise */
 
 /* Broadcasting corner cases: equal shapes, rank mismatch, size-1 axes on both sides, rank-0
@@ -455,7 +607,7 @@ static const shp ternary_shapes[][3] = {
 };
 #define N_TERNARY 5
 
-#define SPEC_fma N_TERNARY, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_fma N_TERNARY, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_fma, plain_ternary)
 #define DT_fma gen_fma, 3, DOMB_ANY, NULL
 static sx_cg_node *sample_fma(GEN_ARGS)
 {
@@ -466,7 +618,7 @@ static sx_cg_node *sample_fma(GEN_ARGS)
 }
 
 /* where(cond, a, b): linear in a and b; the condition (0/1) is not differentiated */
-#define SPEC_where N_TERNARY, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_where N_TERNARY, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_where, plain_ternary)
 #define DT_where gen_where, 3, DOMB_WHERE, NULL
 static sx_cg_node *sample_where(GEN_ARGS)
 {
@@ -474,6 +626,122 @@ static sx_cg_node *sample_where(GEN_ARGS)
     sx_cg_node *cond = in_fixed(c, ternary_shapes[v][0], V_INT, 0, 1);
     sx_cg_node *a = in(c, ternary_shapes[v][1], V_UNIFORM, -2, 2);
     return sx_cg_where(g, cond, a, in(c, ternary_shapes[v][2], V_UNIFORM, -2, 2));
+}
+
+/* The binary rows' references, given by os_kernel and os_plain to every row of sx_binary.def:
+ * the kernel by the row's sx_binary_op (SX_BINARY_COUNT for an op that is not binary), the
+ * plain value written here from the definition (an exhaustive switch: a new row of
+ * sx_binary.def without its case here does not compile). */
+static sx_binary_op ref_binary_kernel(sx_cg_op op)
+{
+#define SX_BINARY_ROW(NAME, ...)                                                                   \
+    if (op == SX_OP_##NAME)                                                                        \
+        return SX_BINARY_##NAME;
+#include "sx_binary.def"
+#undef SX_BINARY_ROW
+    return SX_BINARY_COUNT;
+}
+
+static double ref_binary(sx_binary_op op, double a, double b)
+{
+    switch (op) {
+    case SX_BINARY_ADD:
+        return a + b;
+    case SX_BINARY_SUB:
+        return a - b;
+    case SX_BINARY_MUL:
+        return a * b;
+    case SX_BINARY_DIV:
+        return a / b;
+    case SX_BINARY_POW:
+        return pow(a, b);
+    case SX_BINARY_MIN:
+        return a < b ? a : b;
+    case SX_BINARY_MAX:
+        return a > b ? a : b;
+    case SX_BINARY_ATAN2:
+        return atan2(a, b);
+    case SX_BINARY_EQ:
+        return a == b;
+    case SX_BINARY_NE:
+        return a != b;
+    case SX_BINARY_LT:
+        return a < b;
+    case SX_BINARY_LE:
+        return a <= b;
+    case SX_BINARY_GT:
+        return a > b;
+    case SX_BINARY_GE:
+        return a >= b;
+    case SX_BINARY_COUNT:
+        break;
+    }
+    return nan(""); /* not a binary op */
+}
+
+static sx_status kernel_binary(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_binary_out(ref_binary_kernel(sx_cg_node_op(n)), x[0], x[1], out);
+}
+
+static sx_status plain_binary(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    sx_cg_op op = sx_cg_node_op(n);
+    int64_t oidx[SX_MAX_RANK];
+    for (int64_t i = 0; i < y->size; i++) {
+        ref_unravel(i, y->rank, y->shape, oidx);
+        double va = ref_get(x[0], ref_bcast_at(x[0], y->rank, oidx));
+        double vb = ref_get(x[1], ref_bcast_at(x[1], y->rank, oidx));
+        want[i] = ref_binary(ref_binary_kernel(op), va, vb);
+        mag[i] = op == SX_OP_ADD || op == SX_OP_SUB ? fabs(va) + fabs(vb) : 0;
+    }
+    return SX_OK;
+}
+
+static sx_status kernel_fma(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_fma_out(x[0], x[1], x[2], out);
+}
+
+static sx_status kernel_where(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    /* no where kernel: broadcast the three operands and choose */
+    sx_tensor *c = ref_zeros(out->dtype, out->rank, out->shape),
+              *t = ref_zeros(out->dtype, out->rank, out->shape);
+    sx_status st = sx_tensor_broadcast_out(x[0], c);
+    if (st == SX_OK)
+        st = sx_tensor_broadcast_out(x[1], t);
+    if (st == SX_OK)
+        st = sx_tensor_broadcast_out(x[2], out);
+    for (int64_t i = 0; st == SX_OK && i < out->size; i++)
+        if (sx_tensor_get(c, i) != 0)
+            sx_tensor_set(out, i, sx_tensor_get(t, i));
+    sx_tensor_free(c);
+    sx_tensor_free(t);
+    return st;
+}
+
+/* fma and where, broadcast: a * b + c, or c != 0 ? a : b. */
+static sx_status plain_ternary(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    bool fma = sx_cg_node_op(n) == SX_OP_FMA;
+    int64_t oidx[SX_MAX_RANK];
+    for (int64_t i = 0; i < y->size; i++) {
+        ref_unravel(i, y->rank, y->shape, oidx);
+        double v0 = ref_get(x[0], ref_bcast_at(x[0], y->rank, oidx));
+        double v1 = ref_get(x[1], ref_bcast_at(x[1], y->rank, oidx));
+        double v2 = ref_get(x[2], ref_bcast_at(x[2], y->rank, oidx));
+        want[i] = fma ? v0 * v1 + v2 : v0 != 0 ? v1 : v2;
+        mag[i] = fma ? fabs(v0 * v1) + fabs(v2) : 0;
+    }
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- reductions */
@@ -508,36 +776,148 @@ static sx_cg_node *fold(ctx *c, int v, fold_fn f, vkind k, double a, double b)
         return fold(c, v, sx_cg_##name, kind, a, b);                                               \
     }
 
-#define SPEC_sum N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+/* Reductions by their definition: every element of x goes to the output cell of its kept axes;
+ * `r` is its row-major index within the reduced axes (what argmax reports). */
+static void ref_fold(sx_fold_op k, const sx_tensor *x, unsigned axes, int64_t n_out, double *want,
+                     double *mag)
+{
+    unsigned mask = axes == SX_AXES_ALL ? (1u << x->rank) - 1u : axes;
+    int64_t count = 1;
+    for (int d = 0; d < x->rank; d++)
+        if (mask >> d & 1u)
+            count *= x->shape[d];
+    double *best = ref_alloc((size_t)n_out * sizeof *best),
+           *m = ref_alloc((size_t)n_out * sizeof *m);
+    for (int64_t o = 0; o < n_out; o++) {
+        m[o] = -HUGE_VAL;
+        want[o] = k == SX_FOLD_PROD  ? 1
+                  : k == SX_FOLD_MAX ? -HUGE_VAL
+                  : k == SX_FOLD_MIN ? HUGE_VAL
+                                     : 0;
+        best[o] = k == SX_FOLD_ARGMAX ? -HUGE_VAL : HUGE_VAL;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < x->size; i++) {
+            int64_t idx[SX_MAX_RANK], o = 0, r = 0;
+            ref_unravel(i, x->rank, x->shape, idx);
+            for (int d = 0; d < x->rank; d++) {
+                if (mask >> d & 1u)
+                    r = r * x->shape[d] + idx[d];
+                else
+                    o = o * x->shape[d] + idx[d];
+            }
+            double v = ref_get(x, i);
+            if (pass == 0) { /* the maxima, for logsumexp */
+                m[o] = v > m[o] ? v : m[o];
+                continue;
+            }
+            mag[o] += fabs(v);
+            switch (k) {
+            case SX_FOLD_SUM:
+            case SX_FOLD_MEAN:
+                want[o] += v;
+                break;
+            case SX_FOLD_PROD:
+                want[o] *= v;
+                break;
+            case SX_FOLD_MAX:
+                want[o] = v > want[o] ? v : want[o];
+                break;
+            case SX_FOLD_MIN:
+                want[o] = v < want[o] ? v : want[o];
+                break;
+            case SX_FOLD_ARGMAX:
+            case SX_FOLD_ARGMIN:
+                if (k == SX_FOLD_ARGMAX ? v > best[o] : v < best[o]) {
+                    best[o] = v;
+                    want[o] = (double)r;
+                }
+                break;
+            case SX_FOLD_L1NORM:
+                want[o] += fabs(v);
+                break;
+            case SX_FOLD_L2NORM:
+                want[o] += v * v;
+                break;
+            case SX_FOLD_LOGSUMEXP:
+                want[o] += exp(v - m[o]);
+                break;
+            case SX_FOLD_COUNT:
+                break;
+            }
+        }
+    for (int64_t o = 0; o < n_out; o++) {
+        if (k == SX_FOLD_MEAN)
+            want[o] /= (double)count;
+        if (k == SX_FOLD_L2NORM)
+            want[o] = sqrt(want[o]);
+        if (k == SX_FOLD_LOGSUMEXP)
+            want[o] = m[o] + log(want[o]);
+        if (k == SX_FOLD_PROD || k == SX_FOLD_LOGSUMEXP)
+            mag[o] = fabs(want[o]) * (double)count; /* relative error grows with the count */
+        if (k == SX_FOLD_ARGMAX || k == SX_FOLD_ARGMIN)
+            mag[o] = 0;
+    }
+    free(best);
+    free(m);
+}
+
+/* A reduction's references: the fold kernel KERNEL called directly, and ref_fold. */
+#define FOLD_REF(name, KERNEL)                                                                     \
+    static sx_status kernel_##name(KERNEL_ARGS)                                                    \
+    {                                                                                              \
+        (void)s;                                                                                   \
+        const sx_cg_attr *a = sx_cg_node_attr(n);                                                  \
+        return sx_tensor_fold_out(SX_FOLD_##KERNEL, x[0], a->axes, a->keepdims, out);              \
+    }                                                                                              \
+    static sx_status plain_##name(PLAIN_ARGS)                                                      \
+    {                                                                                              \
+        (void)compare;                                                                             \
+        ref_fold(SX_FOLD_##KERNEL, x[0], sx_cg_node_attr(n)->axes, sx_cg_value(n)->size, want,     \
+                 mag);                                                                             \
+        return SX_OK;                                                                              \
+    }
+
+#define SPEC_sum N_FOLD, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_sum, plain_sum)
 #define DT_sum FOLD(DOMF_NONE)
 FOLD_SAMPLE(sum, V_UNIFORM, -2, 2)
-#define SPEC_mean N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+FOLD_REF(sum, SUM)
+#define SPEC_mean N_FOLD, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_mean, plain_mean)
 #define DT_mean FOLD(DOMF_NONE)
 FOLD_SAMPLE(mean, V_UNIFORM, -2, 2)
-#define SPEC_prod N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+FOLD_REF(mean, MEAN)
+#define SPEC_prod N_FOLD, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_prod, plain_prod)
 #define DT_prod FOLD(DOMF_NONE)
 FOLD_SAMPLE(prod, V_AWAY, 0.6, 1.4) /* no zeros; products stay near 1 */
-#define SPEC_reduce_max N_FOLD, OS_PIECEWISE, 1e-6, 1e-6
+FOLD_REF(prod, PROD)
+#define SPEC_reduce_max N_FOLD, OS_PIECEWISE, 1e-6, 1e-6, REF(kernel_reduce_max, plain_reduce_max)
 #define DT_reduce_max FOLD(DOMF_MAX)
 FOLD_SAMPLE(reduce_max, V_DISTINCT, -2, 2)
-#define SPEC_reduce_min N_FOLD, OS_PIECEWISE, 1e-6, 1e-6
+FOLD_REF(reduce_max, MAX)
+#define SPEC_reduce_min N_FOLD, OS_PIECEWISE, 1e-6, 1e-6, REF(kernel_reduce_min, plain_reduce_min)
 #define DT_reduce_min FOLD(DOMF_MAX)
 FOLD_SAMPLE(reduce_min, V_DISTINCT, -2, 2)
-#define SPEC_argmax N_FOLD, OS_NONE, 1e-6, 0
+FOLD_REF(reduce_min, MIN)
+#define SPEC_argmax N_FOLD, OS_NONE, 1e-6, 0, REF(kernel_argmax, plain_argmax)
 #define DT_argmax FOLD(DOMF_MAX)
 FOLD_SAMPLE(argmax, V_DISTINCT, -2, 2)
-#define SPEC_argmin N_FOLD, OS_NONE, 1e-6, 0
+FOLD_REF(argmax, ARGMAX)
+#define SPEC_argmin N_FOLD, OS_NONE, 1e-6, 0, REF(kernel_argmin, plain_argmin)
 #define DT_argmin FOLD(DOMF_MAX)
 FOLD_SAMPLE(argmin, V_DISTINCT, -2, 2)
-#define SPEC_l1norm N_FOLD, OS_PIECEWISE, 1e-6, 1e-6
+FOLD_REF(argmin, ARGMIN)
+#define SPEC_l1norm N_FOLD, OS_PIECEWISE, 1e-6, 1e-6, REF(kernel_l1norm, plain_l1norm)
 #define DT_l1norm FOLD(DOMF_L1)
 FOLD_SAMPLE(l1norm, V_AWAY, 0.1, 2)
-#define SPEC_l2norm N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+FOLD_REF(l1norm, L1NORM)
+#define SPEC_l2norm N_FOLD, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_l2norm, plain_l2norm)
 #define DT_l2norm FOLD(DOMF_L2)
 FOLD_SAMPLE(l2norm, V_AWAY, 0.1, 2) /* with no axis it is |x|: away from 0 */
-#define SPEC_logsumexp N_FOLD, OS_SMOOTH, 1e-6, 1e-6
+FOLD_REF(l2norm, L2NORM)
+#define SPEC_logsumexp N_FOLD, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_logsumexp, plain_logsumexp)
 #define DT_logsumexp FOLD(DOMF_NONE)
 FOLD_SAMPLE(logsumexp, V_UNIFORM, -3, 3)
+FOLD_REF(logsumexp, LOGSUMEXP)
 
 /* ---------------------------------------------------------------- layout (all linear) */
 
@@ -550,7 +930,7 @@ static const struct {
 };
 #define N_REPEAT 6
 
-#define SPEC_repeat N_REPEAT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_repeat N_REPEAT, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_repeat, plain_remap)
 #define DT_repeat GEN(gen_repeat, 2)
 static sx_cg_node *sample_repeat(GEN_ARGS)
 {
@@ -558,7 +938,7 @@ static sx_cg_node *sample_repeat(GEN_ARGS)
     return sx_cg_repeat(g, in(c, repeat_cases[v].x, V_UNIFORM, -2, 2), repeat_cases[v].reps);
 }
 
-#define SPEC_tile N_REPEAT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_tile N_REPEAT, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_tile, plain_remap)
 #define DT_tile GEN(gen_repeat, 2)
 static sx_cg_node *sample_tile(GEN_ARGS)
 {
@@ -570,7 +950,7 @@ static const shp broadcast_cases[][2] = {
     {{2, {3, 1}}, {3, {2, 3, 4}}}, {{0, {0}}, {2, {2, 2}}}, {{1, {4}}, {2, {3, 4}}},
     {{2, {2, 3}}, {2, {2, 3}}},    {{1, {1}}, {2, {3, 0}}},
 };
-#define SPEC_broadcast 5, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_broadcast 5, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_broadcast, plain_remap)
 #define DT_broadcast GEN(gen_broadcast, 2)
 static sx_cg_node *sample_broadcast(GEN_ARGS)
 {
@@ -583,7 +963,7 @@ static const shp reshape_cases[][2] = {
     {{2, {2, 6}}, {2, {3, 4}}}, {{3, {2, 3, 4}}, {1, {24}}}, {{1, {1}}, {0, {0}}},
     {{0, {0}}, {2, {1, 1}}},    {{2, {0, 3}}, {2, {3, 0}}},
 };
-#define SPEC_reshape 5, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_reshape 5, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_copy, plain_copy)
 #define DT_reshape GEN(gen_reshape, 2)
 static sx_cg_node *sample_reshape(GEN_ARGS)
 {
@@ -593,7 +973,7 @@ static sx_cg_node *sample_reshape(GEN_ARGS)
 }
 
 /* identity has no named constructor: the generic one */
-#define SPEC_identity 3, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_identity 3, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_copy, plain_copy)
 #define DT_identity GEN(gen_identity, 1)
 static sx_cg_node *sample_identity(GEN_ARGS)
 {
@@ -615,7 +995,7 @@ static const struct {
 };
 #define N_SLICE 5
 
-#define SPEC_slice N_SLICE, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_slice N_SLICE, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_slice, plain_slice)
 #define DT_slice GEN(gen_slice, 2)
 static sx_cg_node *sample_slice(GEN_ARGS)
 {
@@ -624,7 +1004,7 @@ static sx_cg_node *sample_slice(GEN_ARGS)
 }
 
 /* unslice: the input has the slice's shape inside the full shape of the slice case */
-#define SPEC_unslice N_SLICE, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_unslice N_SLICE, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_unslice, plain_slice)
 #define DT_unslice GEN(gen_unslice, 2)
 static sx_cg_node *sample_unslice(GEN_ARGS)
 {
@@ -646,7 +1026,7 @@ static const struct {
     {2, -1, {{3, {2, 2, 1}}, {3, {2, 2, 3}}}},
     {2, 0, {{2, {0, 2}}, {2, {3, 2}}}},
 };
-#define SPEC_concat 5, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_concat 5, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_concat, plain_concat)
 #define DT_concat GEN(gen_concat, 2)
 static sx_cg_node *sample_concat(GEN_ARGS)
 {
@@ -666,7 +1046,7 @@ static const struct {
     {{3, {2, 3, 4}}, {2, 0, 1}},       {{2, {3, 4}}, {1, 0}},       {{1, {5}}, {0}},
     {{4, {2, 3, 1, 2}}, {3, 1, 0, 2}}, {{3, {2, 3, 4}}, {0, 2, 1}},
 };
-#define SPEC_permute 5, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_permute 5, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_permute, plain_remap)
 #define DT_permute GEN(gen_permute, 2)
 static sx_cg_node *sample_permute(GEN_ARGS)
 {
@@ -686,7 +1066,7 @@ static const struct {
     {{3, {2, 3, 2}}, {0, 1, 0}, {1, 0, 2}, 0}, {{0, {0}}, {0}, {0}, 7},
     {{2, {0, 2}}, {1, 0}, {0, 1}, 3},
 };
-#define SPEC_pad 5, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_pad 5, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_pad, plain_remap)
 #define DT_pad GEN(gen_pad, 2)
 static sx_cg_node *sample_pad(GEN_ARGS)
 {
@@ -700,7 +1080,7 @@ static const struct {
     shp idx;
     int64_t depth;
 } one_hot_cases[] = {{{1, {5}}, 4}, {{2, {2, 3}}, 3}, {{0, {0}}, 5}, {{1, {0}}, 2}};
-#define SPEC_one_hot 4, OS_NONE, 1e-6, 0
+#define SPEC_one_hot 4, OS_NONE, 1e-6, 0, REF(kernel_one_hot, plain_one_hot)
 #define DT_one_hot GEN(gen_one_hot, 1)
 static sx_cg_node *sample_one_hot(GEN_ARGS)
 {
@@ -716,7 +1096,7 @@ static const struct {
     int64_t n_idx, rows;
 } gather_cases[] = {
     {{2, {5, 3}}, 4, 5}, {{1, {6}}, 3, 4}, {{3, {4, 2, 2}}, 6, 3}, {{2, {3, 2}}, 0, 2}};
-#define SPEC_gather 4, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_gather 4, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_gather, plain_gather)
 #define DT_gather GEN(gen_gather, 2)
 static sx_cg_node *sample_gather(GEN_ARGS)
 {
@@ -726,7 +1106,7 @@ static sx_cg_node *sample_gather(GEN_ARGS)
     return sx_cg_gather(g, x, in_fixed(c, is, V_INT, 0, (double)xs.d[0] - 1));
 }
 
-#define SPEC_scatter_add 4, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_scatter_add 4, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_scatter_add, plain_gather)
 #define DT_scatter_add GEN(gen_scatter_add, 2)
 static sx_cg_node *sample_scatter_add(GEN_ARGS)
 {
@@ -736,6 +1116,193 @@ static sx_cg_node *sample_scatter_add(GEN_ARGS)
     gs.d[0] = gather_cases[v].n_idx;
     sx_cg_node *grad = in(c, gs, V_UNIFORM, -2, 2);
     return sx_cg_scatter_add(g, grad, in_fixed(c, is, V_INT, 0, (double)rows - 1), rows);
+}
+
+/* ---- layout references */
+
+static sx_status kernel_repeat(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_repeat_out(x[0], sx_cg_node_attr(n)->ints, out);
+}
+
+static sx_status kernel_tile(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_tile_out(x[0], sx_cg_node_attr(n)->ints, out);
+}
+
+static sx_status kernel_broadcast(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_broadcast_out(x[0], out);
+}
+
+/* reshape, identity: the values, copied */
+static sx_status kernel_copy(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_copy_out(x[0], out);
+}
+
+static sx_status kernel_slice(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_slice_out(x[0], sx_cg_node_attr(n)->slice, out);
+}
+
+static sx_status kernel_unslice(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_unslice_out(x[0], sx_cg_node_attr(n)->slice, out);
+}
+
+static sx_status kernel_concat(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_concat_out(sx_cg_node_n_inputs(n), x, sx_cg_node_attr(n)->axis, out);
+}
+
+static sx_status kernel_permute(KERNEL_ARGS)
+{
+    (void)s;
+    int perm[SX_MAX_RANK];
+    for (int i = 0; i < out->rank; i++)
+        perm[i] = (int)sx_cg_node_attr(n)->ints[i];
+    return sx_tensor_permute_out(x[0], perm, out);
+}
+
+static sx_status kernel_pad(KERNEL_ARGS)
+{
+    (void)s;
+    const sx_cg_attr *a = sx_cg_node_attr(n);
+    return sx_tensor_pad_out(x[0], a->ints, a->ints2, a->alpha, out);
+}
+
+static sx_status kernel_one_hot(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_one_hot_out(x[0], sx_cg_node_attr(n)->ints[0], out);
+}
+
+static sx_status kernel_gather(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_gather_out(x[0], x[1], out);
+}
+
+static sx_status kernel_scatter_add(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_scatter_add_out(x[0], x[1], out);
+}
+
+/* repeat, tile, broadcast, permute, pad: each output cell reads one input cell (or pad's value). */
+static sx_status plain_remap(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    sx_cg_op op = sx_cg_node_op(n);
+    int64_t oidx[SX_MAX_RANK];
+    for (int64_t i = 0; i < y->size; i++) {
+        int64_t xi = 0;
+        bool inside = true;
+        ref_unravel(i, y->rank, y->shape, oidx);
+        if (op == SX_OP_BROADCAST) {
+            xi = ref_bcast_at(x[0], y->rank, oidx);
+        } else {
+            int64_t xidx[SX_MAX_RANK] = {0};
+            for (int d = 0; d < y->rank; d++) {
+                if (op == SX_OP_REPEAT)
+                    xidx[d] = oidx[d] / at->ints[d];
+                else if (op == SX_OP_TILE)
+                    xidx[d] = oidx[d] % x[0]->shape[d];
+                else if (op == SX_OP_PERMUTE)
+                    xidx[at->ints[d]] = oidx[d];
+                else
+                    xidx[d] = oidx[d] - at->ints[d];
+            }
+            for (int d = 0; d < x[0]->rank; d++) {
+                inside = inside && xidx[d] >= 0 && xidx[d] < x[0]->shape[d];
+                xi = xi * x[0]->shape[d] + xidx[d];
+            }
+        }
+        want[i] = inside ? ref_get(x[0], xi) : at->alpha;
+    }
+    return SX_OK;
+}
+
+/* slice and unslice: out[first + i * step] = in[i] (unslice), in[first + i * step] (slice) */
+static sx_status plain_slice(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    bool slice = sx_cg_node_op(n) == SX_OP_SLICE;
+    const sx_tensor *full = slice ? x[0] : y, *part = slice ? y : x[0];
+    int64_t len[SX_MAX_RANK], first[SX_MAX_RANK];
+    sx_status st = sx_slice_shape("test", full->rank, full->shape, at->slice, len, first);
+    for (int64_t i = 0; st == SX_OK && i < part->size; i++) {
+        int64_t pidx[SX_MAX_RANK], fi = 0;
+        ref_unravel(i, part->rank, part->shape, pidx);
+        for (int d = 0; d < full->rank; d++)
+            fi = fi * full->shape[d] + first[d] + pidx[d] * at->slice[d].step;
+        if (slice)
+            want[i] = ref_get(full, fi);
+        else
+            want[fi] = ref_get(part, i);
+    }
+    return st;
+}
+
+static sx_status plain_concat(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    int axis = sx_cg_node_attr(n)->axis;
+    for (int64_t i = 0; i < y->size; i++) {
+        int64_t xidx[SX_MAX_RANK] = {0}, xi = 0;
+        int t = 0;
+        ref_unravel(i, y->rank, y->shape, xidx);
+        while (xidx[axis] >= x[t]->shape[axis])
+            xidx[axis] -= x[t++]->shape[axis];
+        for (int d = 0; d < y->rank; d++)
+            xi = xi * x[t]->shape[d] + xidx[d];
+        want[i] = ref_get(x[t], xi);
+    }
+    return SX_OK;
+}
+
+static sx_status plain_one_hot(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    int64_t depth = sx_cg_node_attr(n)->ints[0];
+    for (int64_t i = 0; i < sx_cg_value(n)->size; i++)
+        want[i] = ref_get(x[0], i / depth) == (double)(i % depth);
+    return SX_OK;
+}
+
+/* gather and scatter_add: rows of x[0] by the indices x[1] */
+static sx_status plain_gather(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    bool gather = sx_cg_node_op(n) == SX_OP_GATHER;
+    int64_t row = 1;
+    for (int d = 1; d < y->rank; d++)
+        row *= y->shape[d];
+    for (int64_t i = 0; i < x[1]->size; i++)
+        for (int64_t k = 0; k < row; k++) {
+            int64_t j = (int64_t)ref_get(x[1], i);
+            if (gather) {
+                want[i * row + k] = ref_get(x[0], j * row + k);
+            } else {
+                want[j * row + k] += ref_get(x[0], i * row + k);
+                mag[j * row + k] += fabs(ref_get(x[0], i * row + k));
+            }
+        }
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -760,7 +1327,7 @@ static const struct {
     {{2, {3, 4}}, {2, {2, 4}}, false, true, {0, {0}}},
     {{3, {2, 3, 4}}, {2, {4, 2}}, false, false, {2, {3, 1}}},
 };
-#define SPEC_matmul 12, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_matmul 12, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_matmul, plain_matmul)
 #define DT_matmul GEN(gen_matmul, 8)
 static sx_cg_node *sample_matmul(GEN_ARGS)
 {
@@ -775,13 +1342,81 @@ static sx_cg_node *sample_matmul(GEN_ARGS)
 
 static const shp dot_cases[][2] = {
     {{1, {5}}, {1, {5}}}, {{2, {2, 3}}, {1, {6}}}, {{0, {0}}, {0, {0}}}, {{1, {0}}, {1, {0}}}};
-#define SPEC_dot 4, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_dot 4, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_dot, plain_dot)
 #define DT_dot GEN(gen_dot, 2)
 static sx_cg_node *sample_dot(GEN_ARGS)
 {
     CTX;
     sx_cg_node *a = in(c, dot_cases[v][0], V_UNIFORM, -2, 2);
     return sx_cg_dot(g, a, in(c, dot_cases[v][1], V_UNIFORM, -2, 2));
+}
+
+static sx_status kernel_matmul(KERNEL_ARGS)
+{
+    (void)s;
+    const sx_cg_attr *a = sx_cg_node_attr(n);
+    if (sx_cg_node_n_inputs(n) == 3) {
+        sx_status st = sx_tensor_broadcast_out(x[2], out); /* the addend broadcasts */
+        if (st != SX_OK)
+            return st;
+        return sx_tensor_matmul_out(x[0], x[1], a->trans_a, a->trans_b, a->alpha, a->beta, out);
+    }
+    return sx_tensor_matmul_out(x[0], x[1], a->trans_a, a->trans_b, a->alpha, 0, out);
+}
+
+static sx_status kernel_dot(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    /* the kernel takes vectors: flat views of the operands */
+    int64_t na = x[0]->size, nb = x[1]->size;
+    sx_tensor va = sx_tensor_view(out->dtype, 1, &na, x[0]->data);
+    sx_tensor vb = sx_tensor_view(out->dtype, 1, &nb, x[1]->data);
+    return sx_tensor_dot_out(&va, &vb, out);
+}
+
+/* Batched matmul with broadcasting batch axes and optional transposes, and the gemm addend. */
+static sx_status plain_matmul(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    const sx_tensor *a = x[0], *b = x[1];
+    const sx_tensor *c = sx_cg_node_n_inputs(n) == 3 ? x[2] : NULL;
+    int ro = y->rank;
+    int64_t ar = a->shape[a->rank - 2], ac = a->shape[a->rank - 1];
+    int64_t br = b->shape[b->rank - 2], bc = b->shape[b->rank - 1];
+    int64_t kk = at->trans_a ? ar : ac;
+    for (int64_t o = 0; o < y->size; o++) {
+        int64_t idx[SX_MAX_RANK], abase = 0, bbase = 0;
+        ref_unravel(o, ro, y->shape, idx);
+        for (int d = 0; d < a->rank - 2; d++)
+            abase = abase * a->shape[d] + (a->shape[d] == 1 ? 0 : idx[d + ro - a->rank]);
+        for (int d = 0; d < b->rank - 2; d++)
+            bbase = bbase * b->shape[d] + (b->shape[d] == 1 ? 0 : idx[d + ro - b->rank]);
+        int64_t i = idx[ro - 2], j = idx[ro - 1];
+        double acc = 0, m = 0;
+        for (int64_t k = 0; k < kk; k++) {
+            double va = ref_get(a, abase * ar * ac + (at->trans_a ? k * ac + i : i * ac + k));
+            double vb = ref_get(b, bbase * br * bc + (at->trans_b ? j * bc + k : k * bc + j));
+            acc += va * vb;
+            m += fabs(va * vb);
+        }
+        double vc = c ? ref_get(c, ref_bcast_at(c, ro, idx)) : 0; /* the addend broadcasts */
+        want[o] = at->alpha * acc + at->beta * vc;
+        mag[o] = fabs(at->alpha) * m + fabs(at->beta * vc);
+    }
+    return SX_OK;
+}
+
+static sx_status plain_dot(PLAIN_ARGS)
+{
+    (void)n, (void)compare;
+    want[0] = 0;
+    for (int64_t i = 0; i < x[0]->size; i++) {
+        want[0] += ref_get(x[0], i) * ref_get(x[1], i);
+        mag[0] += fabs(ref_get(x[0], i) * ref_get(x[1], i));
+    }
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- convolution and pooling */
@@ -874,7 +1509,7 @@ static shp conv_dy(ctx *c, int v, sx_status *st)
     return y;
 }
 
-#define SPEC_conv2d N_CONV, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_conv2d N_CONV, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_conv2d, plain_conv2d)
 #define DT_conv2d GEN(gen_conv2d, 2)
 static sx_cg_node *sample_conv2d(GEN_ARGS)
 {
@@ -883,7 +1518,8 @@ static sx_cg_node *sample_conv2d(GEN_ARGS)
     return sx_cg_conv2d(g, x, in(c, conv_cases[v].k, V_UNIFORM, -1, 1), &conv_cases[v].p);
 }
 
-#define SPEC_conv2d_backward_input N_CONV, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_conv2d_backward_input                                                                 \
+    N_CONV, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_conv2d_backward_input, plain_conv2d_backward_input)
 #define DT_conv2d_backward_input GEN(gen_conv2d_backward_input, 2)
 static sx_cg_node *sample_conv2d_backward_input(GEN_ARGS)
 {
@@ -897,7 +1533,8 @@ static sx_cg_node *sample_conv2d_backward_input(GEN_ARGS)
                                        conv_cases[v].x.d);
 }
 
-#define SPEC_conv2d_backward_kernel N_CONV, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_conv2d_backward_kernel                                                                \
+    N_CONV, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_conv2d_backward_kernel, plain_conv2d_backward_kernel)
 #define DT_conv2d_backward_kernel GEN(gen_conv2d_backward_kernel, 2)
 static sx_cg_node *sample_conv2d_backward_kernel(GEN_ARGS)
 {
@@ -1021,7 +1658,7 @@ static shp pool_dy(ctx *c, int v, sx_status *st)
 }
 
 /* max pooling: distinct inputs, so the maximum of every window is unique */
-#define SPEC_maxpool2d N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+#define SPEC_maxpool2d N_POOL, OS_PIECEWISE, 1e-6, 1e-6, REF(kernel_maxpool2d, plain_pool)
 #define DT_maxpool2d GEN(gen_pool, 2)
 static sx_cg_node *sample_maxpool2d(GEN_ARGS)
 {
@@ -1045,21 +1682,24 @@ static sx_cg_node *pool_backward_sample(GEN_ARGS, pool_backward_op *op)
     return op(g, x, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p);
 }
 
-#define SPEC_maxpool2d_backward N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+#define SPEC_maxpool2d_backward                                                                    \
+    N_POOL, OS_PIECEWISE, 1e-6, 1e-6, REF(kernel_maxpool2d_backward, plain_maxpool2d_backward)
 #define DT_maxpool2d_backward GEN(gen_pool_backward, 2)
 static sx_cg_node *sample_maxpool2d_backward(GEN_ARGS)
 {
     return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_backward);
 }
 
-#define SPEC_maxpool2d_relu_backward N_POOL, OS_PIECEWISE, 1e-6, 1e-6
+#define SPEC_maxpool2d_relu_backward                                                               \
+    N_POOL, OS_PIECEWISE, 1e-6, 1e-6,                                                              \
+        REF(kernel_maxpool2d_relu_backward, plain_maxpool2d_relu_backward)
 #define DT_maxpool2d_relu_backward GEN(gen_pool_backward, 2)
 static sx_cg_node *sample_maxpool2d_relu_backward(GEN_ARGS)
 {
     return pool_backward_sample(g, dt, rng, v, s, sx_cg_maxpool2d_relu_backward);
 }
 
-#define SPEC_avgpool2d N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_avgpool2d N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_avgpool2d, plain_pool)
 #define DT_avgpool2d GEN(gen_pool, 2)
 static sx_cg_node *sample_avgpool2d(GEN_ARGS)
 {
@@ -1067,7 +1707,8 @@ static sx_cg_node *sample_avgpool2d(GEN_ARGS)
     return sx_cg_avgpool2d(g, in(c, pool_cases[v].x, V_UNIFORM, -2, 2), &pool_cases[v].p);
 }
 
-#define SPEC_avgpool2d_backward N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_avgpool2d_backward                                                                    \
+    N_AVG_POOL, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_avgpool2d_backward, plain_avgpool2d_backward)
 #define DT_avgpool2d_backward GEN(gen_avgpool2d_backward, 2)
 static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
 {
@@ -1078,6 +1719,255 @@ static sx_cg_node *sample_avgpool2d_backward(GEN_ARGS)
         return fail(c, st);
     return sx_cg_avgpool2d_backward(g, in(c, dys, V_UNIFORM, -1, 1), &pool_cases[v].p,
                                     pool_cases[v].x.d);
+}
+
+/* ---- convolution and pooling references */
+
+/* A convolution kernel called directly with its own workspace (ws_x, ws_k: the shapes of the
+ * image and the kernel the workspace size is computed from). */
+typedef sx_status (*ref_conv_fn)(const sx_tensor *, const sx_tensor *, const sx_conv2d_params *,
+                                 void *, size_t, sx_tensor *);
+static sx_status ref_conv_call(ref_conv_fn f,
+                               size_t (*ws_of)(const int64_t *, const int64_t *,
+                                               const sx_conv2d_params *),
+                               const int64_t *ws_x, const int64_t *ws_k, const sx_cg_node *n,
+                               const sx_tensor *const *x, sx_tensor *out)
+{
+    const sx_conv2d_params *p = &sx_cg_node_attr(n)->conv;
+    size_t bytes = ws_of(ws_x, ws_k, p);
+    void *ws = ref_alloc(bytes);
+    sx_status st = f(x[0], x[1], p, ws, bytes, out);
+    free(ws);
+    return st;
+}
+
+static sx_status kernel_conv2d(KERNEL_ARGS)
+{
+    (void)s;
+    return ref_conv_call(sx_tensor_conv2d_out, sx_conv2d_workspace, x[0]->shape, x[1]->shape, n, x,
+                         out);
+}
+
+static sx_status kernel_conv2d_backward_input(KERNEL_ARGS)
+{
+    (void)s;
+    return ref_conv_call(sx_tensor_conv2d_backward_input_out, sx_conv2d_workspace, out->shape,
+                         x[0]->shape, n, x, out);
+}
+
+static sx_status kernel_conv2d_backward_kernel(KERNEL_ARGS)
+{
+    (void)s;
+    return ref_conv_call(sx_tensor_conv2d_backward_kernel_out, sx_conv2d_workspace, x[0]->shape,
+                         out->shape, n, x, out);
+}
+
+/* The padding before (top/left) and after an axis of n cells with the dilated window ke,
+ * and stride s (the header's rules: SAME splits the total with the odd cell after,
+ * SAME_LOWER before; EXPLICIT gives both). */
+static void ref_pads(int64_t n, int64_t ke, int64_t s, sx_padding p, int64_t eb, int64_t ea,
+                     int64_t *before, int64_t *after)
+{
+    int64_t same = (n + s - 1) / s, total = (same - 1) * s + ke - n;
+    total = total > 0 ? total : 0;
+    *before = *after = 0;
+    if (p == SX_PAD_SAME)
+        *before = total / 2, *after = total - total / 2;
+    else if (p == SX_PAD_SAME_LOWER)
+        *before = total - total / 2, *after = total / 2;
+    else if (p == SX_PAD_EXPLICIT)
+        *before = eb, *after = ea;
+}
+
+static int64_t ref_at_least_1(int v)
+{
+    return v > 1 ? v : 1;
+}
+
+/* Convolution by its definition, any stride, padding, dilation and groups. mode 0: y from
+ * (x, k); 1: dx from (k, dy); 2: dk from (x, dy). xs (n,h,w,c), ks (kh,kw,c/groups,f),
+ * ys (n,oh,ow,f). */
+static void ref_conv(int mode, const int64_t *xs, const int64_t *ks, const int64_t *ys,
+                     const sx_conv2d_params *p, const sx_tensor *A, const sx_tensor *B, double *out,
+                     double *mag)
+{
+    int64_t dh = ref_at_least_1(p->dilation_h), dw = ref_at_least_1(p->dilation_w), pt, pl, unused;
+    int64_t fg = ks[3] / ref_at_least_1(p->groups); /* filters per group */
+    ref_pads(xs[1], dh * (ks[0] - 1) + 1, p->stride_h, p->padding, p->pad_top, p->pad_bottom, &pt,
+             &unused);
+    ref_pads(xs[2], dw * (ks[1] - 1) + 1, p->stride_w, p->padding, p->pad_left, p->pad_right, &pl,
+             &unused);
+    for (int64_t b = 0; b < ys[0]; b++)
+        for (int64_t oy = 0; oy < ys[1]; oy++)
+            for (int64_t ox = 0; ox < ys[2]; ox++)
+                for (int64_t ky = 0; ky < ks[0]; ky++)
+                    for (int64_t kx = 0; kx < ks[1]; kx++) {
+                        int64_t iy = oy * p->stride_h + ky * dh - pt;
+                        int64_t ix = ox * p->stride_w + kx * dw - pl;
+                        if (iy < 0 || iy >= xs[1] || ix < 0 || ix >= xs[2])
+                            continue;
+                        for (int64_t c = 0; c < ks[2]; c++)
+                            for (int64_t f = 0; f < ks[3]; f++) {
+                                int64_t xc = (f / fg) * ks[2] + c; /* f's group's channel c */
+                                int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + xc;
+                                int64_t ki = ((ky * ks[1] + kx) * ks[2] + c) * ks[3] + f;
+                                int64_t yi = ((b * ys[1] + oy) * ys[2] + ox) * ys[3] + f;
+                                int64_t at = mode == 0 ? yi : mode == 1 ? xi : ki;
+                                double v = mode == 0   ? ref_get(A, xi) * ref_get(B, ki)
+                                           : mode == 1 ? ref_get(A, ki) * ref_get(B, yi)
+                                                       : ref_get(A, xi) * ref_get(B, yi);
+                                out[at] += v;
+                                mag[at] += fabs(v);
+                            }
+                    }
+}
+
+static sx_status plain_conv2d(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    ref_conv(0, x[0]->shape, x[1]->shape, y->shape, &sx_cg_node_attr(n)->conv, x[0], x[1], want,
+             mag);
+    return SX_OK;
+}
+
+static sx_status plain_conv2d_backward_input(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    ref_conv(1, y->shape, x[0]->shape, x[1]->shape, &sx_cg_node_attr(n)->conv, x[0], x[1], want,
+             mag);
+    return SX_OK;
+}
+
+static sx_status plain_conv2d_backward_kernel(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *y = sx_cg_value(n);
+    ref_conv(2, x[0]->shape, y->shape, x[1]->shape, &sx_cg_node_attr(n)->conv, x[0], x[1], want,
+             mag);
+    return SX_OK;
+}
+
+static sx_status kernel_maxpool2d(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_maxpool2d_out(x[0], &sx_cg_node_attr(n)->pool, out);
+}
+
+static sx_status kernel_maxpool2d_backward(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_maxpool2d_backward_out(x[0], x[1], &sx_cg_node_attr(n)->pool, out);
+}
+
+static sx_status kernel_maxpool2d_relu_backward(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_maxpool2d_relu_backward_out(x[0], x[1], &sx_cg_node_attr(n)->pool, out);
+}
+
+static sx_status kernel_avgpool2d(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_avgpool2d_out(x[0], &sx_cg_node_attr(n)->pool, out);
+}
+
+static sx_status kernel_avgpool2d_backward(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_avgpool2d_backward_out(x[0], &sx_cg_node_attr(n)->pool, out);
+}
+
+/* Pooling by its definition, any padding, dilation, ceil_mode (through ys) and
+ * count_include_pad. mode 0: max, 1: avg, 2: max backward (dy to the first maximum of each
+ * window), 3: avg backward. */
+static void ref_pool(int mode, const int64_t *xs, const int64_t *ys, const sx_pool2d_params *p,
+                     const sx_tensor *x, const sx_tensor *dy, double *out, double *mag)
+{
+    int64_t dh = ref_at_least_1(p->dilation_h), dw = ref_at_least_1(p->dilation_w), pt, pb, pl, pr;
+    ref_pads(xs[1], dh * (p->kernel_h - 1) + 1, p->stride_h, p->padding, p->pad_top, p->pad_bottom,
+             &pt, &pb);
+    ref_pads(xs[2], dw * (p->kernel_w - 1) + 1, p->stride_w, p->padding, p->pad_left, p->pad_right,
+             &pl, &pr);
+    for (int64_t b = 0; b < ys[0]; b++)
+        for (int64_t oy = 0; oy < ys[1]; oy++)
+            for (int64_t ox = 0; ox < ys[2]; ox++)
+                for (int64_t c = 0; c < ys[3]; c++) {
+                    int64_t yi = ((b * ys[1] + oy) * ys[2] + ox) * ys[3] + c, arg = -1, cnt = 0;
+                    int64_t padded = 0; /* window cells inside the padded input */
+                    double best = -HUGE_VAL, sum = 0;
+                    for (int pass = 0; pass < 2; pass++)
+                        for (int64_t ky = 0; ky < p->kernel_h; ky++)
+                            for (int64_t kx = 0; kx < p->kernel_w; kx++) {
+                                int64_t iy = oy * p->stride_h + ky * dh - pt;
+                                int64_t ix = ox * p->stride_w + kx * dw - pl;
+                                if (pass == 0 && iy >= -pt && iy < xs[1] + pb && ix >= -pl &&
+                                    ix < xs[2] + pr)
+                                    padded++;
+                                if (iy < 0 || iy >= xs[1] || ix < 0 || ix >= xs[2])
+                                    continue;
+                                int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + c;
+                                double div = (double)(p->count_include_pad ? padded : cnt);
+                                if (pass == 0) {
+                                    cnt++;
+                                    if (x != NULL && ref_get(x, xi) > best) {
+                                        best = ref_get(x, xi);
+                                        arg = xi;
+                                    }
+                                    if (x != NULL)
+                                        sum += ref_get(x, xi);
+                                } else if (mode == 3) {
+                                    out[xi] += ref_get(dy, yi) / div;
+                                    mag[xi] += fabs(ref_get(dy, yi));
+                                }
+                            }
+                    double div = (double)(p->count_include_pad ? padded : cnt);
+                    if (mode == 0)
+                        out[yi] = best;
+                    if (mode == 1) {
+                        out[yi] = sum / div;
+                        mag[yi] = fabs(sum);
+                    }
+                    if (mode == 2 && arg >= 0) {
+                        out[arg] += ref_get(dy, yi);
+                        mag[arg] += fabs(ref_get(dy, yi));
+                    }
+                }
+}
+
+/* maxpool2d and avgpool2d */
+static sx_status plain_pool(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_pool(sx_cg_node_op(n) == SX_OP_MAXPOOL2D ? 0 : 1, x[0]->shape, sx_cg_value(n)->shape,
+             &sx_cg_node_attr(n)->pool, x[0], NULL, want, mag);
+    return SX_OK;
+}
+
+static sx_status plain_maxpool2d_backward(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_pool(2, x[0]->shape, x[1]->shape, &sx_cg_node_attr(n)->pool, x[0], x[1], want, mag);
+    return SX_OK;
+}
+
+static sx_status plain_maxpool2d_relu_backward(PLAIN_ARGS) /* then zero where x <= 0 */
+{
+    (void)compare;
+    ref_pool(2, x[0]->shape, x[1]->shape, &sx_cg_node_attr(n)->pool, x[0], x[1], want, mag);
+    for (int64_t i = 0; i < x[0]->size; i++)
+        if (!(ref_get(x[0], i) > 0))
+            want[i] = 0;
+    return SX_OK;
+}
+
+static sx_status plain_avgpool2d_backward(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_pool(3, sx_cg_value(n)->shape, x[0]->shape, &sx_cg_node_attr(n)->pool, NULL, x[0], want,
+             mag);
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- transposed convolution */
@@ -1138,7 +2028,8 @@ static shp ct_dy(ctx *c, int v, sx_status *st)
     return y;
 }
 
-#define SPEC_conv_transpose2d N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_conv_transpose2d                                                                      \
+    N_CT, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_conv_transpose2d, plain_conv_transpose2d)
 #define DT_conv_transpose2d SAMPLE(2)
 static sx_cg_node *sample_conv_transpose2d(GEN_ARGS)
 {
@@ -1147,7 +2038,9 @@ static sx_cg_node *sample_conv_transpose2d(GEN_ARGS)
     return sx_cg_conv_transpose2d(g, x, in(c, ct_cases[v].k, V_UNIFORM, -1, 1), &ct_cases[v].p);
 }
 
-#define SPEC_conv_transpose2d_backward_input N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_conv_transpose2d_backward_input                                                       \
+    N_CT, OS_SMOOTH, 1e-6, 1e-6,                                                                   \
+        REF(kernel_conv_transpose2d_backward_input, plain_conv_transpose2d_backward_input)
 #define DT_conv_transpose2d_backward_input SAMPLE(2)
 static sx_cg_node *sample_conv_transpose2d_backward_input(GEN_ARGS)
 {
@@ -1161,7 +2054,9 @@ static sx_cg_node *sample_conv_transpose2d_backward_input(GEN_ARGS)
                                                  ct_cases[v].x.d);
 }
 
-#define SPEC_conv_transpose2d_backward_kernel N_CT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_conv_transpose2d_backward_kernel                                                      \
+    N_CT, OS_SMOOTH, 1e-6, 1e-6,                                                                   \
+        REF(kernel_conv_transpose2d_backward_kernel, plain_conv_transpose2d_backward_kernel)
 #define DT_conv_transpose2d_backward_kernel SAMPLE(2)
 static sx_cg_node *sample_conv_transpose2d_backward_kernel(GEN_ARGS)
 {
@@ -1173,6 +2068,97 @@ static sx_cg_node *sample_conv_transpose2d_backward_kernel(GEN_ARGS)
     sx_cg_node *x = in(c, ct_cases[v].x, V_UNIFORM, -1, 1);
     return sx_cg_conv_transpose2d_backward_kernel(g, x, in(c, dys, V_UNIFORM, -1, 1),
                                                   &ct_cases[v].p, ct_cases[v].k.d);
+}
+
+/* ---- transposed convolution references */
+
+static sx_status kernel_conv_transpose2d(KERNEL_ARGS)
+{
+    (void)s;
+    return ref_conv_call(sx_tensor_conv_transpose2d_out, sx_conv_transpose2d_workspace, x[0]->shape,
+                         x[1]->shape, n, x, out);
+}
+
+static sx_status kernel_conv_transpose2d_backward_input(KERNEL_ARGS)
+{
+    (void)s;
+    return ref_conv_call(sx_tensor_conv_transpose2d_backward_input_out,
+                         sx_conv_transpose2d_workspace, out->shape, x[0]->shape, n, x, out);
+}
+
+static sx_status kernel_conv_transpose2d_backward_kernel(KERNEL_ARGS)
+{
+    (void)s;
+    return ref_conv_call(sx_tensor_conv_transpose2d_backward_kernel_out,
+                         sx_conv_transpose2d_workspace, x[0]->shape, out->shape, n, x, out);
+}
+
+/* Transposed convolution by its definition (each x pixel scatters into y). mode 0: y from
+ * (x, k); 1: dx from (k, dy); 2: dk from (x, dy). xs (n,h,w,ci), ks (kh,kw,co/groups,ci),
+ * ys (n,oh,ow,co). */
+static void ref_conv_transpose(int mode, const int64_t *xs, const int64_t *ks, const int64_t *ys,
+                               const sx_conv2d_params *p, const sx_tensor *A, const sx_tensor *B,
+                               double *out, double *mag)
+{
+    int64_t dh = p->dilation_h > 0 ? p->dilation_h : 1, dw = p->dilation_w > 0 ? p->dilation_w : 1;
+    int64_t groups = p->groups > 0 ? p->groups : 1, cig = xs[3] / groups, cog = ks[2];
+    int64_t pt = 0, pl = 0;
+    if (p->padding == SX_PAD_EXPLICIT) {
+        pt = p->pad_top;
+        pl = p->pad_left;
+    } else if (p->padding != SX_PAD_VALID) { /* SAME: oh = h * sh */
+        int64_t ph = (xs[1] - 1) * p->stride_h + dh * (ks[0] - 1) + 1 + p->output_padding_h - ys[1];
+        int64_t pw = (xs[2] - 1) * p->stride_w + dw * (ks[1] - 1) + 1 + p->output_padding_w - ys[2];
+        pt = p->padding == SX_PAD_SAME_LOWER ? ph - ph / 2 : ph / 2;
+        pl = p->padding == SX_PAD_SAME_LOWER ? pw - pw / 2 : pw / 2;
+    }
+    for (int64_t b = 0; b < xs[0]; b++)
+        for (int64_t iy = 0; iy < xs[1]; iy++)
+            for (int64_t ix = 0; ix < xs[2]; ix++)
+                for (int64_t ky = 0; ky < ks[0]; ky++)
+                    for (int64_t kx = 0; kx < ks[1]; kx++) {
+                        int64_t oy = iy * p->stride_h - pt + ky * dh;
+                        int64_t ox = ix * p->stride_w - pl + kx * dw;
+                        if (oy < 0 || oy >= ys[1] || ox < 0 || ox >= ys[2])
+                            continue;
+                        for (int64_t ci = 0; ci < xs[3]; ci++)
+                            for (int64_t co = 0; co < cog; co++) {
+                                int64_t xi = ((b * xs[1] + iy) * xs[2] + ix) * xs[3] + ci;
+                                int64_t ki = ((ky * ks[1] + kx) * ks[2] + co) * ks[3] + ci;
+                                int64_t yi =
+                                    ((b * ys[1] + oy) * ys[2] + ox) * ys[3] + (ci / cig) * cog + co;
+                                int64_t at = mode == 0 ? yi : mode == 1 ? xi : ki;
+                                double v = mode == 0   ? ref_get(A, xi) * ref_get(B, ki)
+                                           : mode == 1 ? ref_get(A, ki) * ref_get(B, yi)
+                                                       : ref_get(A, xi) * ref_get(B, yi);
+                                out[at] += v;
+                                mag[at] += fabs(v);
+                            }
+                    }
+}
+
+static sx_status plain_conv_transpose2d(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_conv_transpose(0, x[0]->shape, x[1]->shape, sx_cg_value(n)->shape,
+                       &sx_cg_node_attr(n)->conv, x[0], x[1], want, mag);
+    return SX_OK;
+}
+
+static sx_status plain_conv_transpose2d_backward_input(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_conv_transpose(1, sx_cg_value(n)->shape, x[0]->shape, x[1]->shape,
+                       &sx_cg_node_attr(n)->conv, x[0], x[1], want, mag);
+    return SX_OK;
+}
+
+static sx_status plain_conv_transpose2d_backward_kernel(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_conv_transpose(2, x[0]->shape, sx_cg_value(n)->shape, x[1]->shape,
+                       &sx_cg_node_attr(n)->conv, x[0], x[1], want, mag);
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- adaptive average pooling */
@@ -1188,7 +2174,8 @@ static const struct {
 };
 #define N_ADAPTIVE 5
 
-#define SPEC_adaptive_avgpool2d N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_adaptive_avgpool2d                                                                    \
+    N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_adaptive_avgpool2d, plain_adaptive_avgpool2d)
 #define DT_adaptive_avgpool2d SAMPLE(2)
 static sx_cg_node *sample_adaptive_avgpool2d(GEN_ARGS)
 {
@@ -1197,7 +2184,9 @@ static sx_cg_node *sample_adaptive_avgpool2d(GEN_ARGS)
                                     adaptive_cases[v].oh, adaptive_cases[v].ow);
 }
 
-#define SPEC_adaptive_avgpool2d_backward N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_adaptive_avgpool2d_backward                                                           \
+    N_ADAPTIVE, OS_SMOOTH, 1e-6, 1e-6,                                                             \
+        REF(kernel_adaptive_avgpool2d_backward, plain_adaptive_avgpool2d_backward)
 #define DT_adaptive_avgpool2d_backward SAMPLE(2)
 static sx_cg_node *sample_adaptive_avgpool2d_backward(GEN_ARGS)
 {
@@ -1205,6 +2194,58 @@ static sx_cg_node *sample_adaptive_avgpool2d_backward(GEN_ARGS)
     shp x = adaptive_cases[v].x,
         dy = {4, {x.d[0], adaptive_cases[v].oh, adaptive_cases[v].ow, x.d[3]}};
     return sx_cg_adaptive_avgpool2d_backward(g, in(c, dy, V_UNIFORM, -1, 1), x.d);
+}
+
+static sx_status kernel_adaptive_avgpool2d(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_adaptive_avgpool2d_out(x[0], out);
+}
+
+static sx_status kernel_adaptive_avgpool2d_backward(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_adaptive_avgpool2d_backward_out(x[0], out);
+}
+
+/* Adaptive average pooling by its definition: window (i, j) averages rows
+ * [floor(i h / oh), ceil((i + 1) h / oh)) and the columns likewise. mode 0: y from x; 1: dx
+ * from dy. xs (n,h,w,c), ys (n,oh,ow,c). */
+static void ref_adaptive(int mode, const int64_t *xs, const int64_t *ys, const sx_tensor *A,
+                         double *out, double *mag)
+{
+    for (int64_t b = 0; b < xs[0]; b++)
+        for (int64_t i = 0; i < ys[1]; i++)
+            for (int64_t j = 0; j < ys[2]; j++) {
+                int64_t r0 = i * xs[1] / ys[1], r1 = ((i + 1) * xs[1] + ys[1] - 1) / ys[1];
+                int64_t c0 = j * xs[2] / ys[2], c1 = ((j + 1) * xs[2] + ys[2] - 1) / ys[2];
+                double cnt = (double)((r1 - r0) * (c1 - c0));
+                for (int64_t c = 0; c < xs[3]; c++) {
+                    int64_t yi = ((b * ys[1] + i) * ys[2] + j) * ys[3] + c;
+                    for (int64_t r = r0; r < r1; r++)
+                        for (int64_t q = c0; q < c1; q++) {
+                            int64_t xi = ((b * xs[1] + r) * xs[2] + q) * xs[3] + c;
+                            int64_t at = mode == 0 ? yi : xi;
+                            double v = (mode == 0 ? ref_get(A, xi) : ref_get(A, yi)) / cnt;
+                            out[at] += v;
+                            mag[at] += fabs(v);
+                        }
+                }
+            }
+}
+
+static sx_status plain_adaptive_avgpool2d(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_adaptive(0, x[0]->shape, sx_cg_value(n)->shape, x[0], want, mag);
+    return SX_OK;
+}
+
+static sx_status plain_adaptive_avgpool2d_backward(PLAIN_ARGS)
+{
+    (void)compare;
+    ref_adaptive(1, sx_cg_value(n)->shape, x[0]->shape, x[0], want, mag);
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- softmax family */
@@ -1217,7 +2258,7 @@ static const struct {
 };
 #define N_SOFTMAX 5
 
-#define SPEC_softmax N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_softmax N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_softmax, plain_softmax)
 #define DT_softmax GEN(gen_softmax, 2)
 static sx_cg_node *sample_softmax(GEN_ARGS)
 {
@@ -1225,7 +2266,7 @@ static sx_cg_node *sample_softmax(GEN_ARGS)
     return sx_cg_softmax(g, in(c, softmax_cases[v].x, V_UNIFORM, -3, 3), softmax_cases[v].axis);
 }
 
-#define SPEC_log_softmax N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_log_softmax N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_log_softmax, plain_softmax)
 #define DT_log_softmax GEN(gen_softmax, 2)
 static sx_cg_node *sample_log_softmax(GEN_ARGS)
 {
@@ -1235,7 +2276,8 @@ static sx_cg_node *sample_log_softmax(GEN_ARGS)
 
 /* The backward ops read the forward result y: probabilities, or log-probabilities. Any y is a
  * valid input (the formulas are polynomial in y). */
-#define SPEC_softmax_backward N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_softmax_backward                                                                      \
+    N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_softmax_backward, plain_softmax)
 #define DT_softmax_backward GEN(gen_softmax_backward, 2)
 static sx_cg_node *sample_softmax_backward(GEN_ARGS)
 {
@@ -1245,7 +2287,8 @@ static sx_cg_node *sample_softmax_backward(GEN_ARGS)
                                   softmax_cases[v].axis);
 }
 
-#define SPEC_log_softmax_backward N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_log_softmax_backward                                                                  \
+    N_SOFTMAX, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_log_softmax_backward, plain_softmax)
 #define DT_log_softmax_backward GEN(gen_softmax_backward, 2)
 static sx_cg_node *sample_log_softmax_backward(GEN_ARGS)
 {
@@ -1259,7 +2302,8 @@ static sx_cg_node *sample_log_softmax_backward(GEN_ARGS)
 static const shp xent_cases[] = {{2, {4, 5}}, {2, {1, 3}}, {2, {3, 1}}, {2, {0, 4}}};
 #define N_XENT 4
 
-#define SPEC_softmax_xent N_XENT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_softmax_xent                                                                          \
+    N_XENT, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_softmax_xent, plain_softmax_xent)
 #define DT_softmax_xent GEN(gen_softmax_xent, 2)
 static sx_cg_node *sample_softmax_xent(GEN_ARGS)
 {
@@ -1268,7 +2312,8 @@ static sx_cg_node *sample_softmax_xent(GEN_ARGS)
     return sx_cg_softmax_xent(g, logits, in_probs(c, xent_cases[v], v == 1));
 }
 
-#define SPEC_softmax_xent_backward N_XENT, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_softmax_xent_backward                                                                 \
+    N_XENT, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_softmax_xent_backward, plain_softmax_xent)
 #define DT_softmax_xent_backward GEN(gen_softmax_xent, 2)
 static sx_cg_node *sample_softmax_xent_backward(GEN_ARGS)
 {
@@ -1279,13 +2324,128 @@ static sx_cg_node *sample_softmax_xent_backward(GEN_ARGS)
     return sx_cg_softmax_xent_backward(g, logits, target, dout);
 }
 
+/* ---- softmax family references */
+
+static sx_status kernel_softmax(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_softmax_out(x[0], sx_cg_node_attr(n)->axis, out);
+}
+
+static sx_status kernel_log_softmax(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_log_softmax_out(x[0], sx_cg_node_attr(n)->axis, out);
+}
+
+static sx_status kernel_softmax_backward(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_softmax_backward_out(x[0], x[1], sx_cg_node_attr(n)->axis, out);
+}
+
+static sx_status kernel_log_softmax_backward(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_log_softmax_backward_out(x[0], x[1], sx_cg_node_attr(n)->axis, out);
+}
+
+static sx_status kernel_softmax_xent(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_softmax_xent_out(x[0], x[1], out);
+}
+
+static sx_status kernel_softmax_xent_backward(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_softmax_xent_backward_out(x[0], x[1], x[2], out);
+}
+
+/* Softmax family along the op's axis: (outer, len, inner) blocks. softmax, log_softmax (x),
+ * softmax_backward (x is y, then dy), log_softmax_backward (x is y, then dy). */
+static sx_status plain_softmax(PLAIN_ARGS)
+{
+    (void)compare;
+    sx_cg_op op = sx_cg_node_op(n);
+    int axis = sx_cg_node_attr(n)->axis;
+    const sx_tensor *xv = x[0], *dy = sx_cg_node_n_inputs(n) > 1 ? x[1] : NULL;
+    int64_t outer = 1, len = xv->shape[axis], inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= xv->shape[d];
+    for (int d = axis + 1; d < xv->rank; d++)
+        inner *= xv->shape[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+#define AT(j) ((o * len + (j)) * inner + i)
+            double m = -HUGE_VAL, se = 0, sdy = 0, sdyy = 0;
+            for (int64_t j = 0; j < len; j++)
+                m = ref_get(xv, AT(j)) > m ? ref_get(xv, AT(j)) : m;
+            for (int64_t j = 0; j < len; j++) {
+                se += exp(ref_get(xv, AT(j)) - m);
+                if (dy != NULL) {
+                    sdy += ref_get(dy, AT(j));
+                    sdyy += ref_get(dy, AT(j)) * ref_get(xv, AT(j));
+                }
+            }
+            for (int64_t j = 0; j < len; j++) {
+                double v = ref_get(xv, AT(j));
+                if (op == SX_OP_SOFTMAX) {
+                    want[AT(j)] = exp(v - m) / se;
+                } else if (op == SX_OP_LOG_SOFTMAX) {
+                    want[AT(j)] = v - m - log(se);
+                    mag[AT(j)] = fabs(v) + fabs(m) + fabs(log(se));
+                } else if (op == SX_OP_SOFTMAX_BACKWARD) {
+                    want[AT(j)] = v * (ref_get(dy, AT(j)) - sdyy);
+                    mag[AT(j)] = fabs(v) * (fabs(ref_get(dy, AT(j))) + (double)len);
+                } else { /* log_softmax_backward */
+                    want[AT(j)] = ref_get(dy, AT(j)) - exp(v) * sdy;
+                    mag[AT(j)] = (double)len;
+                }
+            }
+#undef AT
+        }
+    return SX_OK;
+}
+
+/* Cross-entropy of softmax(logits) against target per row (x: logits, target), and its
+ * backward pass (x: logits, target, dout). */
+static sx_status plain_softmax_xent(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *l = x[0], *t = x[1];
+    const sx_tensor *dout = sx_cg_node_op(n) == SX_OP_SOFTMAX_XENT_BACKWARD ? x[2] : NULL;
+    int64_t rows = l->shape[0], k = l->shape[1];
+    for (int64_t i = 0; i < rows; i++) {
+        double m = -HUGE_VAL, se = 0, sum = 0, ms = 0;
+        for (int64_t j = 0; j < k; j++)
+            m = ref_get(l, i * k + j) > m ? ref_get(l, i * k + j) : m;
+        for (int64_t j = 0; j < k; j++)
+            se += exp(ref_get(l, i * k + j) - m);
+        for (int64_t j = 0; j < k; j++) {
+            double ls = ref_get(l, i * k + j) - m - log(se);
+            if (dout != NULL) {
+                want[i * k + j] = ref_get(dout, i) * (exp(ls) - ref_get(t, i * k + j));
+                mag[i * k + j] = fabs(ref_get(dout, i));
+            }
+            sum -= ref_get(t, i * k + j) * ls;
+            ms += fabs(ref_get(t, i * k + j) * ls) + fabs(ref_get(t, i * k + j)) * (fabs(m) + 1);
+        }
+        if (dout == NULL) {
+            want[i] = sum;
+            mag[i] = ms;
+        }
+    }
+    return SX_OK;
+}
+
 /* A mask from a graph generator seeded from rng (the seed is recorded for references). Its
  * dtype is the graph's. */
 static const struct {
     shp s;
     double p;
 } dropout_cases[] = {{{2, {4, 5}}, 0.5}, {{1, {3}}, 0}, {{3, {2, 3, 4}}, 0.25}, {{0, {0}}, 0.9}};
-#define SPEC_dropout_mask 4, OS_NONE, 0, 0
+#define SPEC_dropout_mask 4, OS_NONE, 0, 0, REF(kernel_dropout_mask, plain_dropout_mask)
 #define DT_dropout_mask GEN(gen_dropout_mask, 1)
 static sx_cg_node *sample_dropout_mask(GEN_ARGS)
 {
@@ -1299,12 +2459,37 @@ static sx_cg_node *sample_dropout_mask(GEN_ARGS)
                               dropout_cases[v].s.d);
 }
 
+/* The first mask the graph's generator draws. */
+static sx_status kernel_dropout_mask(KERNEL_ARGS)
+{
+    (void)x;
+    sx_rng r;
+    sx_rng_seed(&r, s->rng_seed);
+    return sx_tensor_dropout_mask(out, &r, sx_cg_node_attr(n)->alpha);
+}
+
+/* Every entry is 0 or the dtype's 1/(1-p). */
+static sx_status plain_dropout_mask(PLAIN_ARGS)
+{
+    (void)x, (void)want, (void)mag;
+    const sx_tensor *y = sx_cg_value(n);
+    sx_tensor *keep = ref_zeros(y->dtype, 0, NULL);
+    sx_tensor_set(keep, 0, 1 / (1 - sx_cg_node_attr(n)->alpha));
+    sx_status st = SX_OK;
+    for (int64_t i = 0; st == SX_OK && i < y->size; i++)
+        if (!(ref_get(y, i) == 0 || ref_get(y, i) == ref_get(keep, 0)))
+            st = sx_error(SX_E_STATE, "mask entry %g", ref_get(y, i));
+    sx_tensor_free(keep);
+    *compare = false;
+    return st;
+}
+
 /* ---------------------------------------------------------------- linear algebra */
 
 /* inv, solve, det, logdet: singular values in [1, 3) (condition below 3), random sign of det */
 static const int square_sizes[] = {1, 3, 5, 2};
 
-#define SPEC_inv 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_inv 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_inv, plain_inv)
 #define DT_inv GEN(gen_linalg, 1)
 static sx_cg_node *sample_inv(GEN_ARGS)
 {
@@ -1317,7 +2502,7 @@ static const struct {
     int n;
     shp b;
 } solve_cases[] = {{3, {1, {3}}}, {4, {2, {4, 2}}}, {1, {2, {1, 3}}}};
-#define SPEC_solve 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_solve 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_solve, plain_solve)
 #define DT_solve GEN(gen_solve, 1)
 static sx_cg_node *sample_solve(GEN_ARGS)
 {
@@ -1327,7 +2512,7 @@ static sx_cg_node *sample_solve(GEN_ARGS)
     return sx_cg_solve(g, a, in(c, solve_cases[v].b, V_UNIFORM, -2, 2));
 }
 
-#define SPEC_det 4, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_det 4, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_det, plain_det)
 #define DT_det GEN(gen_linalg, 1)
 static sx_cg_node *sample_det(GEN_ARGS)
 {
@@ -1336,7 +2521,7 @@ static sx_cg_node *sample_det(GEN_ARGS)
     return sx_cg_det(g, in_matrix(c, n, n, 1, 3));
 }
 
-#define SPEC_logdet 4, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_logdet 4, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_logdet, plain_det)
 #define DT_logdet GEN(gen_linalg, 1)
 static sx_cg_node *sample_logdet(GEN_ARGS)
 {
@@ -1346,7 +2531,7 @@ static sx_cg_node *sample_logdet(GEN_ARGS)
 }
 
 /* cholesky: the symmetric part of an SPD input (eigenvalues in [1, 3)) */
-#define SPEC_cholesky 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_cholesky 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_cholesky, plain_cholesky)
 #define DT_cholesky GEN(gen_linalg, 1)
 static sx_cg_node *sample_cholesky(GEN_ARGS)
 {
@@ -1360,7 +2545,7 @@ static sx_cg_node *sample_cholesky(GEN_ARGS)
 
 /* qr: full rank (singular values in [1, 3)), tall, square and wide */
 static const int qr_cases[][2] = {{5, 3}, {4, 4}, {3, 5}};
-#define SPEC_qr_q 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_qr_q 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_qr_q, plain_qr_q)
 #define DT_qr_q GEN(gen_linalg, 1)
 static sx_cg_node *sample_qr_q(GEN_ARGS)
 {
@@ -1368,7 +2553,7 @@ static sx_cg_node *sample_qr_q(GEN_ARGS)
     return sx_cg_qr_q(g, in_matrix(c, qr_cases[v][0], qr_cases[v][1], 1, 3));
 }
 
-#define SPEC_qr_r 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_qr_r 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_qr_r, plain_qr_r)
 #define DT_qr_r GEN(gen_linalg, 1)
 static sx_cg_node *sample_qr_r(GEN_ARGS)
 {
@@ -1378,7 +2563,7 @@ static sx_cg_node *sample_qr_r(GEN_ARGS)
 
 /* svd_s: distinct singular values, at least 0.5 apart and 1 from zero */
 static const int svd_cases[][2] = {{4, 3}, {3, 5}, {4, 4}, {1, 1}};
-#define SPEC_svd_s 4, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_svd_s 4, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_svd_s, plain_svd_s)
 #define DT_svd_s GEN(gen_linalg, 1)
 static sx_cg_node *sample_svd_s(GEN_ARGS)
 {
@@ -1394,9 +2579,9 @@ static sx_cg_node *sample_svd_s(GEN_ARGS)
 /* eigh: symmetric with distinct eigenvalues (at least 0.7 apart, both signs). The eigenvector
  * signs are LAPACK's choice: continuous under small perturbations in practice, which finite
  * differences of eigh_v rely on. */
-#define SPEC_eigh_w 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_eigh_w 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_eigh_w, plain_eigh_w)
 #define DT_eigh_w GEN(gen_linalg, 1)
-#define SPEC_eigh_v 3, OS_SMOOTH, 1e-6, 1e-5
+#define SPEC_eigh_v 3, OS_SMOOTH, 1e-6, 1e-5, REF(kernel_eigh_v, plain_eigh_v)
 #define DT_eigh_v GEN(gen_linalg, 1)
 static sx_cg_node *eigh_input(ctx *c, int v)
 {
@@ -1419,12 +2604,376 @@ static sx_cg_node *sample_eigh_v(GEN_ARGS)
     return sx_cg_eigh_v(g, eigh_input(c, v));
 }
 
+/* ---- linear algebra references: the kernels, and the identities that define each result */
+
+static sx_status kernel_inv(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_inv_out(x[0], out);
+}
+
+static sx_status kernel_solve(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_solve_out(x[0], x[1], out);
+}
+
+static sx_status kernel_det(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_det_out(x[0], out);
+}
+
+static sx_status kernel_logdet(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_logdet_out(x[0], out, NULL);
+}
+
+static sx_status kernel_cholesky(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_cholesky_out(x[0], out);
+}
+
+static sx_status kernel_qr_q(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    int64_t rs[2] = {out->shape[1], x[0]->shape[1]};
+    sx_tensor *r = ref_zeros(out->dtype, 2, rs);
+    sx_status st = sx_tensor_qr_out(x[0], out, r);
+    sx_tensor_free(r);
+    return st;
+}
+
+static sx_status kernel_qr_r(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    int64_t qs[2] = {x[0]->shape[0], out->shape[0]};
+    sx_tensor *q = ref_zeros(out->dtype, 2, qs);
+    sx_status st = sx_tensor_qr_out(x[0], q, out);
+    sx_tensor_free(q);
+    return st;
+}
+
+static sx_status kernel_svd_s(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_svd_out(x[0], NULL, out, NULL);
+}
+
+static sx_status kernel_eigh_w(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_eigh_out(x[0], out, NULL);
+}
+
+static sx_status kernel_eigh_v(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    int64_t wn = out->shape[0];
+    sx_tensor *w = ref_zeros(out->dtype, 1, &wn);
+    sx_status st = sx_tensor_eigh_out(x[0], w, out);
+    sx_tensor_free(w);
+    return st;
+}
+
+static double *ref_mat(const sx_tensor *t)
+{
+    double *m = ref_alloc((size_t)t->size * sizeof *m);
+    for (int64_t i = 0; i < t->size; i++)
+        m[i] = ref_get(t, i);
+    return m;
+}
+
+static double ref_la_tol(sx_dtype dt)
+{
+    return dt == SX_F32 ? 1e-4 : 1e-10;
+}
+
+/* |p - q| <= tol (1 + |q|) for matrices of `count` entries; SX_E_STATE naming `which` if not. */
+static sx_status ref_near(const double *p, const double *q, int64_t count, double tol,
+                          const char *which)
+{
+    for (int64_t i = 0; i < count; i++)
+        if (!(fabs(p[i] - q[i]) <= tol * (1 + fabs(q[i]))))
+            return sx_error(SX_E_STATE, "%s: entry %lld: %.10g vs %.10g", which, (long long)i, p[i],
+                            q[i]);
+    return SX_OK;
+}
+
+/* c (m,n) = op(a) (m,k) @ op(b) (k,n); a is (m,k) or (k,m) when ta; b is (k,n) or (n,k). */
+static void ref_mm(const double *a, bool ta, const double *b, bool tb, int64_t m, int64_t k,
+                   int64_t n, double *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t l = 0; l < k; l++)
+                s += (ta ? a[l * m + i] : a[i * k + l]) * (tb ? b[j * k + l] : b[l * n + j]);
+            c[i * n + j] = s;
+        }
+}
+
+static double *ref_eye(int64_t n)
+{
+    double *e = ref_alloc((size_t)(n * n) * sizeof *e);
+    for (int64_t i = 0; i < n; i++)
+        e[i * n + i] = 1;
+    return e;
+}
+
+/* det by Gaussian elimination with partial pivoting (a is overwritten). */
+static double ref_det(double *a, int64_t n)
+{
+    double det = 1;
+    for (int64_t c = 0; c < n; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < n; r++)
+            if (fabs(a[r * n + c]) > fabs(a[p * n + c]))
+                p = r;
+        if (p != c) {
+            det = -det;
+            for (int64_t j = 0; j < n; j++) {
+                double t = a[c * n + j];
+                a[c * n + j] = a[p * n + j];
+                a[p * n + j] = t;
+            }
+        }
+        det *= a[c * n + c];
+        for (int64_t r = c + 1; r < n; r++) {
+            double f = a[r * n + c] / a[c * n + c];
+            for (int64_t j = c; j < n; j++)
+                a[r * n + j] -= f * a[c * n + j];
+        }
+    }
+    return det;
+}
+
+static int ref_cmp_double(const void *p, const void *q)
+{
+    double a = *(const double *)p, b = *(const double *)q;
+    return (a > b) - (a < b);
+}
+
+/* The eigenvalues of a symmetric matrix (a is overwritten), ascending: cyclic Jacobi. */
+static void ref_eig(double *a, int64_t n, double *w)
+{
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double off = 0;
+        for (int64_t p = 0; p < n; p++)
+            for (int64_t q = p + 1; q < n; q++)
+                off += a[p * n + q] * a[p * n + q];
+        if (off < 1e-30)
+            break;
+        for (int64_t p = 0; p < n; p++)
+            for (int64_t q = p + 1; q < n; q++) {
+                if (a[p * n + q] == 0)
+                    continue;
+                double th = (a[q * n + q] - a[p * n + p]) / (2 * a[p * n + q]);
+                double t = (th >= 0 ? 1 : -1) / (fabs(th) + sqrt(th * th + 1));
+                double c = 1 / sqrt(t * t + 1), s = t * c;
+                for (int64_t k = 0; k < n; k++) { /* columns p, q */
+                    double akp = a[k * n + p], akq = a[k * n + q];
+                    a[k * n + p] = c * akp - s * akq;
+                    a[k * n + q] = s * akp + c * akq;
+                }
+                for (int64_t k = 0; k < n; k++) { /* rows p, q */
+                    double apk = a[p * n + k], aqk = a[q * n + k];
+                    a[p * n + k] = c * apk - s * aqk;
+                    a[q * n + k] = s * apk + c * aqk;
+                }
+            }
+    }
+    for (int64_t i = 0; i < n; i++)
+        w[i] = a[i * n + i];
+    qsort(w, (size_t)n, sizeof *w, ref_cmp_double);
+}
+
+/* What every identity check reads: a = x[0] and r = the result, as double matrices (freed by
+ * la_end), x's shape (m, c) and the tolerance. The plain references of linear algebra check
+ * the identities themselves (no element-wise comparison). */
+typedef struct ref_la {
+    double *a, *r, tol;
+    int64_t m, c;
+} ref_la;
+
+static ref_la ref_la_begin(const sx_cg_node *n, const sx_tensor *const *x, bool *compare)
+{
+    const sx_tensor *y = sx_cg_value(n);
+    ref_la l = {ref_mat(x[0]), ref_mat(y), ref_la_tol(y->dtype), x[0]->shape[0], x[0]->shape[1]};
+    *compare = false;
+    return l;
+}
+
+static sx_status ref_la_end(ref_la *l, sx_status st)
+{
+    free(l->a);
+    free(l->r);
+    return st;
+}
+
+static sx_status plain_inv(PLAIN_ARGS) /* a @ inv(a) = I */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    double *p = ref_alloc((size_t)(l.m * l.m) * sizeof *p), *e = ref_eye(l.m);
+    ref_mm(l.a, false, l.r, false, l.m, l.m, l.m, p);
+    sx_status st = ref_near(p, e, l.m * l.m, l.tol, "a @ inv(a) = I");
+    free(p);
+    free(e);
+    return ref_la_end(&l, st);
+}
+
+static sx_status plain_solve(PLAIN_ARGS) /* a @ x = b */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    int64_t k = x[1]->rank == 1 ? 1 : x[1]->shape[1];
+    double *p = ref_alloc((size_t)(l.m * k) * sizeof *p), *bb = ref_mat(x[1]);
+    ref_mm(l.a, false, l.r, false, l.m, l.m, k, p);
+    sx_status st = ref_near(p, bb, l.m * k, l.tol, "a @ solve(a, b) = b");
+    free(p);
+    free(bb);
+    return ref_la_end(&l, st);
+}
+
+/* det and logdet: by elimination */
+static sx_status plain_det(PLAIN_ARGS)
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    double d = ref_det(l.a, l.m);
+    double w = sx_cg_node_op(n) == SX_OP_DET ? d : log(fabs(d));
+    return ref_la_end(&l, ref_near(l.r, &w, 1, l.tol, "det by elimination"));
+}
+
+static sx_status plain_cholesky(PLAIN_ARGS) /* lower triangular, l @ l^T = a */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    sx_status st = SX_OK;
+    for (int64_t i = 0; i < l.m; i++)
+        for (int64_t j = i + 1; j < l.m && st == SX_OK; j++)
+            if (l.r[i * l.m + j] != 0.0)
+                st = sx_error(SX_E_STATE, "l[%lld,%lld] above the diagonal", (long long)i,
+                              (long long)j);
+    double *p = ref_alloc((size_t)(l.m * l.m) * sizeof *p);
+    ref_mm(l.r, false, l.r, true, l.m, l.m, l.m, p);
+    if (st == SX_OK)
+        st = ref_near(p, l.a, l.m * l.m, l.tol, "l @ l^T = a");
+    free(p);
+    return ref_la_end(&l, st);
+}
+
+static sx_status
+plain_qr_q(PLAIN_ARGS) /* orthonormal columns spanning a's: q^T q = I, q q^T a = a */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    int64_t k = sx_cg_value(n)->shape[1], m = l.m, c = l.c;
+    double *p = ref_alloc((size_t)(k * k) * sizeof *p), *e = ref_eye(k);
+    double *qa = ref_alloc((size_t)(k * c) * sizeof *qa),
+           *qqa = ref_alloc((size_t)(m * c) * sizeof(double));
+    ref_mm(l.r, true, l.r, false, k, m, k, p);
+    sx_status st = ref_near(p, e, k * k, l.tol, "q^T q = I");
+    ref_mm(l.r, true, l.a, false, k, m, c, qa);
+    ref_mm(l.r, false, qa, false, m, k, c, qqa);
+    if (st == SX_OK)
+        st = ref_near(qqa, l.a, m * c, l.tol, "q q^T a = a");
+    free(p);
+    free(e);
+    free(qa);
+    free(qqa);
+    return ref_la_end(&l, st);
+}
+
+static sx_status plain_qr_r(PLAIN_ARGS) /* upper triangular, r^T r = a^T a */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    int64_t k = sx_cg_value(n)->shape[0], m = l.m, c = l.c;
+    sx_status st = SX_OK;
+    double *p = ref_alloc((size_t)(c * c) * sizeof *p),
+           *ata = ref_alloc((size_t)(c * c) * sizeof(double));
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < i && j < c && st == SX_OK; j++)
+            if (l.r[i * c + j] != 0.0)
+                st = sx_error(SX_E_STATE, "r[%lld,%lld] below the diagonal", (long long)i,
+                              (long long)j);
+    ref_mm(l.r, true, l.r, false, c, k, c, p);
+    ref_mm(l.a, true, l.a, false, c, m, c, ata);
+    if (st == SX_OK)
+        st = ref_near(p, ata, c * c, l.tol, "r^T r = a^T a");
+    free(p);
+    free(ata);
+    return ref_la_end(&l, st);
+}
+
+/* descending, the square roots of the eigenvalues of the Gram matrix */
+static sx_status plain_svd_s(PLAIN_ARGS)
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    int64_t m = l.m, c = l.c, k = m < c ? m : c;
+    double *gm = ref_alloc((size_t)(k * k) * sizeof *gm),
+           *w = ref_alloc((size_t)k * sizeof(double));
+    if (m < c)
+        ref_mm(l.a, false, l.a, true, k, c, k, gm);
+    else
+        ref_mm(l.a, true, l.a, false, k, m, k, gm);
+    ref_eig(gm, k, w);
+    sx_status st = SX_OK;
+    for (int64_t i = 0; i < k && st == SX_OK; i++) {
+        double sv = sqrt(w[k - 1 - i]);
+        st = ref_near(&l.r[i], &sv, 1, l.tol, "singular value");
+    }
+    free(gm);
+    free(w);
+    return ref_la_end(&l, st);
+}
+
+static sx_status plain_eigh_w(PLAIN_ARGS) /* the eigenvalues, ascending */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    double *w = ref_alloc((size_t)l.m * sizeof *w);
+    ref_eig(l.a, l.m, w);
+    sx_status st = ref_near(l.r, w, l.m, l.tol, "eigenvalues (ascending)");
+    free(w);
+    return ref_la_end(&l, st);
+}
+
+static sx_status plain_eigh_v(PLAIN_ARGS) /* v^T v = I, v^T a v = diag(w) with w ascending */
+{
+    (void)want, (void)mag;
+    ref_la l = ref_la_begin(n, x, compare);
+    int64_t m = l.m;
+    double *w = ref_alloc((size_t)m * sizeof *w), *av = ref_alloc((size_t)(m * m) * sizeof(double));
+    double *vav = ref_alloc((size_t)(m * m) * sizeof(double)), *a2 = ref_mat(x[0]), *e = ref_eye(m);
+    ref_eig(a2, m, w);
+    ref_mm(l.r, true, l.r, false, m, m, m, vav);
+    sx_status st = ref_near(vav, e, m * m, l.tol, "v^T v = I");
+    ref_mm(l.a, false, l.r, false, m, m, m, av);
+    ref_mm(l.r, true, av, false, m, m, m, vav);
+    for (int64_t i = 0; i < m; i++)
+        e[i * m + i] = w[i];
+    if (st == SX_OK)
+        st = ref_near(vav, e, m * m, l.tol, "v^T a v = diag(w)");
+    free(w);
+    free(av);
+    free(vav);
+    free(a2);
+    free(e);
+    return ref_la_end(&l, st);
+}
+
 /* ---------------------------------------------------------------- mutation */
 
 /* assign(param, value): a mutation, not differentiated; its value is the parameter after the
  * write, i.e. value */
 static const shp assign_shapes[] = {{2, {3, 4}}, {0, {0}}};
-#define SPEC_assign 2, OS_NONE, 0, 0
+#define SPEC_assign 2, OS_NONE, 0, 0, REF(kernel_assign, plain_assign)
 #define DT_assign                                                                                  \
     EXCLUDED("mutates a parameter: its value depends on evaluation order, no gradient")
 static sx_cg_node *sample_assign(GEN_ARGS)
@@ -1434,11 +2983,26 @@ static sx_cg_node *sample_assign(GEN_ARGS)
     return sx_cg_assign(g, p, in_fixed(c, assign_shapes[v], V_UNIFORM, -2, 2));
 }
 
+/* assign(param, value): the value; the parameter holds it afterwards. */
+static sx_status kernel_assign(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_copy_out(x[1], out);
+}
+
+static sx_status plain_assign(PLAIN_ARGS)
+{
+    (void)mag, (void)compare;
+    for (int64_t i = 0; i < sx_cg_value(n)->size; i++)
+        want[i] = ref_get(x[1], i);
+    return ref_same_bits(ref_in(n, 0), x[1], "parameter after assign");
+}
+
 /* ---------------------------------------------------------------- optimiser-made ops */
 
 /* seq(x, after) = x, ordered after `after` (a view): the identity in x */
 static const shp seq_shapes[] = {{2, {3, 4}}, {0, {0}}};
-#define SPEC_seq 2, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_seq 2, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_seq, plain_copy)
 #define DT_seq GEN(gen_seq, 1)
 static sx_cg_node *sample_seq(GEN_ARGS)
 {
@@ -1447,6 +3011,12 @@ static sx_cg_node *sample_seq(GEN_ARGS)
     in2[0] = in(c, seq_shapes[v], V_UNIFORM, -2, 2);
     in2[1] = in_fixed(c, (shp){1, {3}}, V_UNIFORM, -2, 2);
     return in2[0] && in2[1] ? sx_cg_op_new(g, SX_OP_SEQ, 2, in2, NULL) : NULL;
+}
+
+static sx_status kernel_seq(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_copy_out(x[0], out);
 }
 
 /* fused(operands...): a short element-wise program (made by the optimiser after
@@ -1464,7 +3034,7 @@ static sx_fused_instr fbin(int kind, int op, int a, int b, int cc)
 }
 
 #define REG(k) (-1 - (k)) /* source: the result of instruction k */
-#define SPEC_fused 3, OS_NONE, 0, 0
+#define SPEC_fused 3, OS_NONE, 0, 0, REF(kernel_fused, plain_fused)
 #define DT_fused                                                                                   \
     EXCLUDED("made by element-wise fusion after differentiation; no gradient rule (the modes "     \
              "family meets it through sx_cg_optimise)")
@@ -1509,6 +3079,55 @@ static sx_cg_node *sample_fused(GEN_ARGS)
     return sx_cg_op_new(g, SX_OP_FUSED, n_ops, ops, &at);
 }
 
+static sx_status kernel_fused(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_fused_out(&sx_cg_node_attr(n)->prog, sx_cg_node_n_inputs(n), x, out);
+}
+
+/* The op of sx_ops.def that a map kernel implements. */
+static sx_cg_op ref_op_of_map(int k)
+{
+    static const sx_cg_op ops[SX_MAP_COUNT] = {
+#define SX_MAP_ROW(NAME, ...) [SX_MAP_##NAME] = SX_OP_##NAME,
+#include "sx_map.def"
+#undef SX_MAP_ROW
+    };
+    return ops[k];
+}
+
+/* The fused program interpreted element by element in double. */
+static sx_status plain_fused(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_fused_prog *p = &sx_cg_node_attr(n)->prog;
+    for (int64_t i = 0; i < sx_cg_value(n)->size; i++) {
+        double reg[SX_FUSED_MAX] = {0};
+#define SRC(s) ((s) >= 0 ? ref_get(x[(s)], x[(s)]->size == 1 ? 0 : i) : reg[-1 - (s)])
+        for (int k = 0; k < p->n; k++) {
+            const sx_fused_instr *ins = &p->ins[k];
+            switch ((sx_fused_kind)ins->kind) {
+            case SX_FUSED_MAP:
+                reg[k] = ref_map(ref_op_of_map(ins->op), SRC(ins->a), ins->alpha);
+                break;
+            case SX_FUSED_BINARY:
+                reg[k] = ref_binary((sx_binary_op)ins->op, SRC(ins->a), SRC(ins->b));
+                break;
+            case SX_FUSED_FMA:
+                reg[k] = SRC(ins->a) * SRC(ins->b) + SRC(ins->c);
+                break;
+            case SX_FUSED_WHERE:
+                reg[k] = SRC(ins->a) != 0 ? SRC(ins->b) : SRC(ins->c);
+                break;
+            }
+            mag[i] += fabs(reg[k]); /* rounding accumulates along the chain */
+        }
+#undef SRC
+        want[i] = reg[p->n - 1];
+    }
+    return SX_OK;
+}
+
 /* Fused optimiser steps: parameter and states are parameters (written in place), the gradient
  * and the learning rate (rank 0) inputs; mutations, not differentiated. States that a square
  * root reads are positive. */
@@ -1530,7 +3149,7 @@ static sx_cg_node *update(ctx *c, int v, sx_cg_op op, int n_states, const sx_cg_
     return sx_cg_op_new(c->g, op, k, ops, at);
 }
 
-#define SPEC_sgd_update 2, OS_NONE, 0, 0
+#define SPEC_sgd_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, emitted by optim/")
 static sx_cg_node *sample_sgd_update(GEN_ARGS)
 {
@@ -1538,7 +3157,7 @@ static sx_cg_node *sample_sgd_update(GEN_ARGS)
     return update(c, v, SX_OP_SGD_UPDATE, 0, NULL);
 }
 
-#define SPEC_momentum_update 2, OS_NONE, 0, 0
+#define SPEC_momentum_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_momentum_update(GEN_ARGS)
 {
@@ -1549,7 +3168,7 @@ static sx_cg_node *sample_momentum_update(GEN_ARGS)
     return update(c, v, SX_OP_MOMENTUM_UPDATE, 1, &at);
 }
 
-#define SPEC_adagrad_update 2, OS_NONE, 0, 0
+#define SPEC_adagrad_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_adagrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_adagrad_update(GEN_ARGS)
 {
@@ -1559,7 +3178,7 @@ static sx_cg_node *sample_adagrad_update(GEN_ARGS)
     return update(c, v, SX_OP_ADAGRAD_UPDATE, 1, &at);
 }
 
-#define SPEC_rmsprop_update 2, OS_NONE, 0, 0
+#define SPEC_rmsprop_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_rmsprop_update(GEN_ARGS)
 {
@@ -1571,7 +3190,7 @@ static sx_cg_node *sample_rmsprop_update(GEN_ARGS)
     return update(c, v, SX_OP_RMSPROP_UPDATE, 1, &at);
 }
 
-#define SPEC_adam_update 2, OS_NONE, 0, 0
+#define SPEC_adam_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_adam_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_adam_update(GEN_ARGS)
 {
@@ -1621,7 +3240,7 @@ static sx_cg_attr adam_coef(void)
     return at;
 }
 
-#define SPEC_adamw_update 2, OS_NONE, 0, 0
+#define SPEC_adamw_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_adamw_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_adamw_update(GEN_ARGS)
 {
@@ -1630,7 +3249,7 @@ static sx_cg_node *sample_adamw_update(GEN_ARGS)
     return update_rates(c, v, SX_OP_ADAMW_UPDATE, 2, 3, &at);
 }
 
-#define SPEC_amsgrad_update 2, OS_NONE, 0, 0
+#define SPEC_amsgrad_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_amsgrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_amsgrad_update(GEN_ARGS)
 {
@@ -1639,7 +3258,7 @@ static sx_cg_node *sample_amsgrad_update(GEN_ARGS)
     return update_rates(c, v, SX_OP_AMSGRAD_UPDATE, 3, 3, &at);
 }
 
-#define SPEC_rmsprop_centered_update 2, OS_NONE, 0, 0
+#define SPEC_rmsprop_centered_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_rmsprop_centered_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_rmsprop_centered_update(GEN_ARGS)
 {
@@ -1651,7 +3270,7 @@ static sx_cg_node *sample_rmsprop_centered_update(GEN_ARGS)
     return update_rates(c, v, SX_OP_RMSPROP_CENTERED_UPDATE, 2, 1, &at);
 }
 
-#define SPEC_momentum_dampened_update 2, OS_NONE, 0, 0
+#define SPEC_momentum_dampened_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_momentum_dampened_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
 {
@@ -1665,7 +3284,7 @@ static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
 
 /* The step with a matrix-product gradient: (p, states..., a, b, lr). Variants: each update
  * kind with another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */
-#define SPEC_matmul_update 5, OS_NONE, 0, 0
+#define SPEC_matmul_update 5, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_matmul_update EXCLUDED("fused optimiser step made by the gemm-update pass: mutates")
 static sx_cg_node *sample_matmul_update(GEN_ARGS)
 {
@@ -1704,6 +3323,280 @@ static sx_cg_node *sample_matmul_update(GEN_ARGS)
     return sx_cg_op_new(g, SX_OP_MATMUL_UPDATE, k, ops, &at);
 }
 
+/* ---- the fused optimiser steps' references. Inputs (p, states..., g, rates) (matmul_update:
+ * (p, states..., a, b, rates), g = alpha op(a) @ op(b)); rates r[0] = lr, r[1], r[2] as the op
+ * reads them. The kernel: the tensor step on copies of the values before the step (the states
+ * the node wrote must equal the copies', bit for bit); the plain reference: the step in
+ * double. Each update op has its row in ref_steps (its kernel call and formula). */
+typedef sx_status (*ref_step_fn)(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                                 const sx_tensor *g, const double *r, const double *c, bool nest);
+/* The step of element i, from p and the states' values before it (x: p, states...; g: the
+ * gradient's element); may rescale *p (decoupled weight decay). */
+typedef double (*ref_formula_fn)(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                                 const double *c, bool nest, double *p);
+
+static sx_status step_sgd(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                          const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)s1, (void)s2, (void)s3, (void)c, (void)nest;
+    return sx_tensor_sgd_step(p, g, r[0]);
+}
+
+static double formula_sgd(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                          const double *c, bool nest, double *p)
+{
+    (void)x, (void)i, (void)r, (void)c, (void)nest, (void)p;
+    return g;
+}
+
+static sx_status step_momentum(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                               const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)s2, (void)s3;
+    return sx_tensor_momentum_step(p, s1, g, r[0], c[0], nest);
+}
+
+static double formula_momentum(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                               const double *c, bool nest, double *p)
+{
+    (void)r, (void)p;
+    double v = c[0] * ref_get(x[1], i) + g;
+    return nest ? g + c[0] * v : v;
+}
+
+static sx_status step_adagrad(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                              const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)s2, (void)s3, (void)nest;
+    return sx_tensor_adagrad_step(p, s1, g, r[0], c[0]);
+}
+
+static double formula_adagrad(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                              const double *c, bool nest, double *p)
+{
+    (void)r, (void)nest, (void)p;
+    return g / (sqrt(ref_get(x[1], i) + g * g) + c[0]);
+}
+
+static sx_status step_rmsprop(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                              const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)s2, (void)s3, (void)nest;
+    return sx_tensor_rmsprop_step(p, s1, g, r[0], c[0], c[1], c[2]);
+}
+
+static double formula_rmsprop(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                              const double *c, bool nest, double *p)
+{
+    (void)r, (void)nest, (void)p;
+    return g / (sqrt(c[0] * ref_get(x[1], i) + c[1] * g * g) + c[2]);
+}
+
+static sx_status step_adam(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                           const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)s3, (void)nest;
+    return sx_tensor_adam_step(p, s1, s2, g, r[0], c[0], c[1], c[2], c[3], c[4]);
+}
+
+static double formula_adam(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                           const double *c, bool nest, double *p)
+{
+    (void)r, (void)nest, (void)p;
+    return (c[0] * ref_get(x[1], i) + c[1] * g) /
+           (sqrt(c[2] * ref_get(x[2], i) + c[3] * g * g) + c[4]);
+}
+
+static sx_status step_adamw(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                            const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)s3, (void)nest;
+    return sx_tensor_adamw_step(p, s1, s2, NULL, g, r[0], r[1], r[2], c[0], c[1], c[2], c[3], c[4]);
+}
+
+static sx_status step_amsgrad(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                              const sx_tensor *g, const double *r, const double *c, bool nest)
+{
+    (void)nest;
+    return sx_tensor_adamw_step(p, s1, s2, s3, g, r[0], r[1], r[2], c[0], c[1], c[2], c[3], c[4]);
+}
+
+/* adamw, amsgrad (with a third state: the running maximum of v): p scaled by r[2] first; eps
+ * after the correction r[1] */
+static double ref_adamw(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                        const double *c, bool ams, double *p)
+{
+    double v = c[2] * ref_get(x[2], i) + c[3] * g * g;
+    if (ams && ref_get(x[3], i) > v)
+        v = ref_get(x[3], i);
+    *p *= r[2];
+    return (c[0] * ref_get(x[1], i) + c[1] * g) / (sqrt(v) / r[1] + c[4]);
+}
+
+static double formula_adamw(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                            const double *c, bool nest, double *p)
+{
+    (void)nest;
+    return ref_adamw(x, i, g, r, c, false, p);
+}
+
+static double formula_amsgrad(const sx_tensor *const *x, int64_t i, double g, const double *r,
+                              const double *c, bool nest, double *p)
+{
+    (void)nest;
+    return ref_adamw(x, i, g, r, c, true, p);
+}
+
+static sx_status step_rmsprop_centered(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                                       const sx_tensor *g, const double *r, const double *c,
+                                       bool nest)
+{
+    (void)s3, (void)nest;
+    return sx_tensor_rmsprop_centered_step(p, s1, s2, g, r[0], c[0], c[1], c[2]);
+}
+
+static double formula_rmsprop_centered(const sx_tensor *const *x, int64_t i, double g,
+                                       const double *r, const double *c, bool nest, double *p)
+{
+    (void)r, (void)nest, (void)p;
+    double a = c[0] * ref_get(x[1], i) + c[1] * g * g, m = c[0] * ref_get(x[2], i) + c[1] * g;
+    return g / (sqrt(a - m * m) + c[2]);
+}
+
+static sx_status step_momentum_dampened(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                                        const sx_tensor *g, const double *r, const double *c,
+                                        bool nest)
+{
+    (void)s2, (void)s3;
+    return sx_tensor_momentum_dampened_step(p, s1, g, r[0], r[1], c[0], nest);
+}
+
+static double formula_momentum_dampened(const sx_tensor *const *x, int64_t i, double g,
+                                        const double *r, const double *c, bool nest, double *p)
+{
+    (void)p;
+    double v = c[0] * ref_get(x[1], i) + r[1] * g;
+    return nest ? g + c[0] * v : v;
+}
+
+static const struct {
+    ref_step_fn step;
+    ref_formula_fn formula;
+} ref_steps[SX_OP_COUNT] = {
+    [SX_OP_SGD_UPDATE] = {step_sgd, formula_sgd},
+    [SX_OP_MOMENTUM_UPDATE] = {step_momentum, formula_momentum},
+    [SX_OP_ADAGRAD_UPDATE] = {step_adagrad, formula_adagrad},
+    [SX_OP_RMSPROP_UPDATE] = {step_rmsprop, formula_rmsprop},
+    [SX_OP_ADAM_UPDATE] = {step_adam, formula_adam},
+    [SX_OP_ADAMW_UPDATE] = {step_adamw, formula_adamw},
+    [SX_OP_AMSGRAD_UPDATE] = {step_amsgrad, formula_amsgrad},
+    [SX_OP_RMSPROP_CENTERED_UPDATE] = {step_rmsprop_centered, formula_rmsprop_centered},
+    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = {step_momentum_dampened, formula_momentum_dampened},
+};
+
+/* The inputs of a step as (p, states..., g, rates): matmul_update's gradient computed whole
+ * (*gm, freed by the caller; by the kernel when `plain` is false, else in double). Returns the
+ * update op whose step it is (matmul_update: attr.ints[0]) and sets *last to the index of the
+ * rates, or SX_OP_COUNT for an op with no row in ref_steps. */
+static sx_cg_op ref_step_inputs(const sx_cg_node *n, const sx_tensor *const *xin, bool plain,
+                                const sx_tensor **xs, sx_tensor **gm, int *last)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    sx_cg_op op = sx_cg_node_op(n);
+    *last = sx_cg_node_n_inputs(n) - 1;
+    *gm = NULL;
+    for (int i = 0; i <= *last; i++)
+        xs[i] = xin[i];
+    if (op == SX_OP_MATMUL_UPDATE) {
+        op = (sx_cg_op)at->ints[0];
+        int k = *last - 2;
+        const sx_tensor *a = xin[k], *b = xin[k + 1];
+        *gm = ref_zeros(plain ? SX_F64 : xin[0]->dtype, 2, xin[0]->shape);
+        if (!plain &&
+            sx_tensor_matmul_out(a, b, at->trans_a, at->trans_b, at->alpha, 0.0, *gm) != SX_OK)
+            return SX_OP_COUNT;
+        int64_t m = xin[0]->shape[0], cols = xin[0]->shape[1];
+        int64_t kk = at->trans_a ? a->shape[0] : a->shape[1];
+        for (int64_t i = 0; plain && i < m; i++) /* in double */
+            for (int64_t j = 0; j < cols; j++) {
+                double s = 0;
+                for (int64_t l = 0; l < kk; l++)
+                    s += ref_get(a, at->trans_a ? l * a->shape[1] + i : i * a->shape[1] + l) *
+                         ref_get(b, at->trans_b ? j * b->shape[1] + l : l * b->shape[1] + j);
+                sx_tensor_set(*gm, i * cols + j, at->alpha * s);
+            }
+        xs[k] = *gm;
+        xs[k + 1] = xin[*last];
+        *last = k + 1;
+    }
+    return (unsigned)op < SX_OP_COUNT && ref_steps[op].step != NULL ? op : SX_OP_COUNT;
+}
+
+static void ref_rates(const sx_tensor *x, double *r)
+{
+    r[0] = ref_get(x, 0), r[1] = r[2] = 0;
+    for (int64_t i = 1; i < 3 && i < x->size; i++)
+        r[i] = ref_get(x, i);
+}
+
+static sx_status kernel_update(KERNEL_ARGS)
+{
+    (void)s;
+    const sx_tensor *x2[8];
+    sx_tensor *gm;
+    int last;
+    sx_cg_op op = ref_step_inputs(n, x, false, x2, &gm, &last);
+    if (op == SX_OP_COUNT) {
+        sx_tensor_free(gm);
+        return sx_error(SX_E_ARG, "kernel_update: %s: no step in ref_steps",
+                        sx_cg_op_name(sx_cg_node_op(n)));
+    }
+    double r[3];
+    ref_rates(x2[last], r);
+    sx_tensor *p = ref_clone(x2[0]), *st[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3 && i + 1 < last - 1; i++)
+        st[i] = ref_clone(x2[i + 1]);
+    sx_status rc = ref_steps[op].step(p, st[0], st[1], st[2], x2[last - 1], r,
+                                      sx_cg_node_attr(n)->coef, sx_cg_node_attr(n)->nesterov);
+    if (rc == SX_OK)
+        rc = sx_tensor_copy_out(p, out);
+    static const char *const which[3] = {"first state", "second state", "third state"};
+    for (int i = 0; i < 3; i++) {
+        if (rc == SX_OK && st[i] != NULL)
+            rc = ref_same_bits(ref_in(n, i + 1), st[i], which[i]);
+        sx_tensor_free(st[i]);
+    }
+    sx_tensor_free(p);
+    sx_tensor_free(gm);
+    return rc;
+}
+
+static sx_status plain_update(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *x2[8];
+    sx_tensor *gm;
+    int last;
+    sx_cg_op op = ref_step_inputs(n, x, true, x2, &gm, &last);
+    if (op == SX_OP_COUNT) {
+        sx_tensor_free(gm);
+        return sx_error(SX_E_ARG, "plain_update: %s: no formula in ref_steps",
+                        sx_cg_op_name(sx_cg_node_op(n)));
+    }
+    double r[3];
+    ref_rates(x2[last], r);
+    for (int64_t i = 0; i < sx_cg_value(n)->size; i++) {
+        double p = ref_get(x2[0], i);
+        double step =
+            ref_steps[op].formula(x2, i, ref_get(x2[last - 1], i), r, sx_cg_node_attr(n)->coef,
+                                  sx_cg_node_attr(n)->nesterov, &p);
+        want[i] = p - r[0] * step;
+        mag[i] = fabs(p) + fabs(r[0] * step);
+    }
+    sx_tensor_free(gm);
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- batch norm (issue 18) */
 
 /* x (..., c): a matrix, an NHWC batch, one channel; the statistics an independent input with a
@@ -1721,7 +3614,8 @@ static shp bn_channels(int v)
     return (shp){1, {bn_cases[v].d[bn_cases[v].rank - 1]}};
 }
 
-#define SPEC_batch_norm_stats N_BN, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_batch_norm_stats                                                                      \
+    N_BN, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_batch_norm_stats, plain_batch_norm)
 static sx_cg_node *sample_batch_norm_stats(GEN_ARGS)
 {
     CTX;
@@ -1729,7 +3623,7 @@ static sx_cg_node *sample_batch_norm_stats(GEN_ARGS)
 }
 #define DT_batch_norm_stats GEN(gen_batch_norm, 1)
 
-#define SPEC_batch_norm N_BN, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_batch_norm N_BN, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_batch_norm, plain_batch_norm)
 static sx_cg_node *sample_batch_norm(GEN_ARGS)
 {
     CTX;
@@ -1741,7 +3635,8 @@ static sx_cg_node *sample_batch_norm(GEN_ARGS)
 }
 #define DT_batch_norm GEN(gen_batch_norm, 2)
 
-#define SPEC_batch_norm_sums N_BN, OS_SMOOTH, 1e-6, 1e-6
+#define SPEC_batch_norm_sums                                                                       \
+    N_BN, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_batch_norm_sums, plain_batch_norm)
 static sx_cg_node *sample_batch_norm_sums(GEN_ARGS)
 {
     CTX;
@@ -1751,11 +3646,71 @@ static sx_cg_node *sample_batch_norm_sums(GEN_ARGS)
 }
 #define DT_batch_norm_sums GEN(gen_batch_norm, 1)
 
+static sx_status kernel_batch_norm_stats(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_batch_norm_stats_out(x[0], out);
+}
+
+static sx_status kernel_batch_norm(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_batch_norm_out(x[0], x[1], x[2], x[3], sx_cg_node_attr(n)->alpha, out);
+}
+
+static sx_status kernel_batch_norm_sums(KERNEL_ARGS)
+{
+    (void)n, (void)s;
+    return sx_tensor_batch_norm_sums_out(x[0], x[1], x[2], out);
+}
+
+/* Batch norm over the last axis of x (m, c), in double: the statistics (two passes), the
+ * normalisation, or the backward sums (by the node's op). */
+static sx_status plain_batch_norm(PLAIN_ARGS)
+{
+    (void)compare;
+    sx_cg_op op = sx_cg_node_op(n);
+    double eps = sx_cg_node_attr(n)->alpha;
+    int64_t c = x[0]->shape[x[0]->rank - 1], m = x[0]->size / c;
+    for (int64_t j = 0; j < c; j++) {
+        double s = 0, q = 0, qm = 0;
+        for (int64_t r = 0; r < m; r++)
+            s += ref_get(x[0], r * c + j);
+        double mean = m > 0 ? s / (double)m : 0;
+        if (op == SX_OP_BATCH_NORM_STATS) {
+            for (int64_t r = 0; r < m; r++) {
+                double d = ref_get(x[0], r * c + j) - mean;
+                q += d * d;
+                qm += fabs(ref_get(x[0], r * c + j)) * fabs(ref_get(x[0], r * c + j));
+            }
+            want[j] = mean, want[c + j] = m > 0 ? q / (double)m : 0;
+            mag[j] = 1 + fabs(mean), mag[c + j] = m > 0 ? qm / (double)m : 0;
+        } else if (op == SX_OP_BATCH_NORM) {
+            double a = ref_get(x[2], j) / sqrt(ref_get(x[1], c + j) + eps);
+            for (int64_t r = 0; r < m; r++) {
+                double v = ref_get(x[0], r * c + j);
+                want[r * c + j] = (v - ref_get(x[1], j)) * a + ref_get(x[3], j);
+                mag[r * c + j] =
+                    (fabs(v) + fabs(ref_get(x[1], j))) * fabs(a) + fabs(ref_get(x[3], j));
+            }
+        } else {
+            double s0 = 0, s1 = 0, m0 = 0, m1 = 0;
+            for (int64_t r = 0; r < m; r++) {
+                double g = ref_get(x[2], r * c + j),
+                       d = ref_get(x[0], r * c + j) - ref_get(x[1], j);
+                s0 += g, s1 += g * d, m0 += fabs(g), m1 += fabs(g * d);
+            }
+            want[j] = s0, want[c + j] = s1, mag[j] = m0, mag[c + j] = m1;
+        }
+    }
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 const os_op os_ops[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
-    {SX_OP_##NAME, #name, sample_##name, SPEC_##name},
+#define X(NAME, nm, arity, shape, eval, flags, kernel)                                             \
+    [SX_OP_##NAME] = {.op = SX_OP_##NAME, .name = #nm, .gen = sample_##nm, SPEC_##nm},
 #include "sx_ops.def"
 #undef X
 };
@@ -1835,4 +3790,26 @@ sx_status os_fd_directional(sx_cg_graph *g, const os_sample *s, sx_cg_node *out,
     }
     *d = (phi[0] - phi[1]) / (2 * h);
     return st;
+}
+
+os_kernel_fn os_kernel(sx_cg_op op)
+{
+    if ((unsigned)op >= SX_OP_COUNT)
+        return NULL;
+    if (os_ops[op].kernel != NULL)
+        return os_ops[op].kernel;
+    if (ref_map_kernel(op) != SX_MAP_COUNT)
+        return kernel_map;
+    return ref_binary_kernel(op) != SX_BINARY_COUNT ? kernel_binary : NULL;
+}
+
+os_plain_fn os_plain(sx_cg_op op)
+{
+    if ((unsigned)op >= SX_OP_COUNT)
+        return NULL;
+    if (os_ops[op].plain != NULL)
+        return os_ops[op].plain;
+    if (ref_map_kernel(op) != SX_MAP_COUNT)
+        return plain_map;
+    return ref_binary_kernel(op) != SX_BINARY_COUNT ? plain_binary : NULL;
 }

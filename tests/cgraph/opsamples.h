@@ -46,7 +46,25 @@ typedef struct os_sample {
 typedef sx_cg_node *(*os_gen_fn)(sx_cg_graph *g, sx_dtype dt, sx_rng *rng, int variant,
                                  os_sample *s);
 
-/* One row per op, in sx_ops.def order (os_ops[op].op == op). Finite differences in f64: the
+/* The two references test_ops checks a node n of the op against (both written beside the op's
+ * sample, independently of its evaluator). x holds the node's input values (for ops that write
+ * their inputs, copies taken before the evaluation).
+ * os_kernel_fn: the node's result by a direct call of the tensor kernel, into `out` (the node's
+ *   shape and dtype); it must equal the node's value bit for bit. s is the sample (dropout_mask
+ *   reads its rng_seed). Returns the kernel's status (or an error naming a failed check).
+ * os_plain_fn: the node's result by the op's definition, plain loops in double, into want[]
+ *   with mag[] bounding the rounding of sums (both zeroed, one element more than the node's
+ *   size): the node's value must satisfy |got - want| <= tol (1 + |want| + mag). Where loops
+ *   are not the way (linear algebra: its defining identities; a random mask: its values) it
+ *   checks the node's value itself and sets *compare = false. Returns SX_OK, or an error naming
+ *   the check that failed. */
+typedef sx_status (*os_kernel_fn)(const sx_cg_node *n, const os_sample *s,
+                                  const sx_tensor *const *x, sx_tensor *out);
+typedef sx_status (*os_plain_fn)(const sx_cg_node *n, const sx_tensor *const *x, double *want,
+                                 double *mag, bool *compare);
+
+/* One row per op, in sx_ops.def order (os_ops[op].op == op), made from the op's SPEC_<name>
+ * (n_variants, diff, fd_step, fd_tol[, REF(kernel, plain)]). Finite differences in f64: the
  * central difference with step fd_step must match an analytic derivative d within
  * |d - fd| <= fd_tol * (1 + |fd|), element by element (for OS_NONE rows both are 0). */
 typedef struct os_op {
@@ -57,9 +75,18 @@ typedef struct os_op {
     os_diff diff;
     double fd_step;
     double fd_tol;
+    os_kernel_fn kernel; /* REF(kernel, plain) in SPEC_<name>; NULL when the SPEC_ names none */
+    os_plain_fn plain;
 } os_op;
 
 extern const os_op os_ops[SX_OP_COUNT];
+
+/* The references of op: its row's, or for the rows of sx_map.def and sx_binary.def (whose SPEC_
+ * names none) the element-wise ones (the kernel by the row's map/binary op, the plain value by
+ * the row's ref column / the definition). NULL when op has none: test_ops' case
+ * every_op_has_its_references fails, naming the op. */
+os_kernel_fn os_kernel(sx_cg_op op);
+os_plain_fn os_plain(sx_cg_op op);
 
 /* Build variant `variant` of op's sample in g from a generator seeded with `seed`: the same
  * (op, dt, seed, variant) gives the same nodes and values in any graph. Fills *s; returns s->out,
