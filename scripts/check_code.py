@@ -2,7 +2,7 @@
 """check_code.py: the code rules of STYLE.md that a script can keep true (issue 15).
 
 Checks, for the library (the module folders tensor, cgraph, autodiff, nn, optim, datasets,
-engine; not tests, bench, examples or fuzz):
+engine, onnx, and tools, the command-line tool; not tests, bench, examples or fuzz):
   long      no function body longer than MAX_BODY (100) lines. A function definition is found
             by the Linux brace style that .clang-format enforces: its opening brace is a line
             holding only "{" at column 0 and its body ends at the next line holding only "}" at
@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 MAX_BODY = 100
-LIBRARY = ("tensor", "cgraph", "autodiff", "nn", "optim", "datasets", "engine")
+LIBRARY = ("tensor", "cgraph", "autodiff", "nn", "optim", "datasets", "engine", "onnx", "tools")
 ALL_DIRS = LIBRARY + ("tests", "bench", "examples", "fuzz")
 OP_ENUMS = ("sx_cg_op", "sx_map_op", "sx_binary_op", "sx_fold_op")
 CHECKS = ("long", "default", "todo")
@@ -256,10 +256,14 @@ def self_test():
         "tests/long_test.c": "static int t(int x)\n{\n%s    return x;\n}\n" % body(200),
         "engine/tmpl.h": ("static ATTR void CAT(kern, SFX)(int a,\n                              int b)\n"
                           "{\n%s}\n" % body(101)),
+        "onnx/long.c": "static int o101(int x)\n{\n%s    return x;\n}\n" % body(100),
+        "tools/long.c": "int t101(int x)\n{\n%s    return x;\n}\n" % body(100),
     }
     want = {
         ("long", "tensor/long.c", "f101"),
         ("long", "engine/tmpl.h", "kern"),
+        ("long", "onnx/long.c", "o101"),
+        ("long", "tools/long.c", "t101"),
         ("default", "cgraph/sw.c", "h"),
         ("todo", "nn/todo.c", "-"),
     }
@@ -281,7 +285,8 @@ def self_test():
         allow = os.path.join(root, "allow")
         with open(allow, "w") as f:
             f.write("long tensor/long.c f101  # issue 15: test\nlong engine/tmpl.h kern  # issue 15: x\n"
-                    "todo nn/todo.c -  # issue 15: x\n")
+                    "todo nn/todo.c -  # issue 15: x\nlong onnx/long.c o101  # issue 15: x\n"
+                    "long tools/long.c t101  # issue 15: x\n")
         sink = open(os.devnull, "w")
         ok = ok and run(root, allow, sink) == 3  # the three defaults
         with open(allow, "a") as f:

@@ -147,48 +147,87 @@ static void usage(FILE *f, const char *prog)
             prog, pad, "", pad, "", pad, "", pad, "", pad, "");
 }
 
-int strix_mnist_train(const char *prog, int argc, char **argv)
+/* The reference network: conv 5x5x32 (SAME, relu), max pool 2x2, dropout 0.1, dense 1024 (relu),
+ * dense 10 (softmax), on raw pixels scaled by 1/256 in the graph. */
+static sx_status reference_net(uint64_t seed, sx_nn_net **out)
 {
-    const char *data = STRIX_DATA_DIR, *save = NULL, *dot = NULL, *ckpt = NULL;
-    long epochs = 1, limit = 0, batch = 100, seed = 42, threads = 0;
-    double lr = -1;
-    bool eager = false, quiet = false, no_opt = false, no_plan = false, profile = false;
-    sx_optim_kind opt = SX_OPTIM_ADAGRAD;
+    sx_nn_net *net = NULL;
+    *out = NULL;
+    SX_TRY(sx_nn_net_new("lazy_mnist", SX_F32, seed, &net));
+    sx_nn_net_set_input_scale(net, 1.0); /* raw pixel values; the lambda scales them */
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
+    x = sx_nn_lambda(net, x, scale_input, NULL, "x/256");
+    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(32, 5, 5);
+    conv.conv.padding = SX_PAD_SAME;
+    conv.act = SX_ACT_RELU;
+    x = sx_nn_conv2d(net, x, &conv);
+    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2); /* stride 2, VALID */
+    x = sx_nn_max_pool2d(net, x, &pool);
+    x = sx_nn_dropout(net, x, 0.1);
+    x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
+    x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
+    sx_status st = sx_nn_net_status(net);
+    if (st != SX_OK) {
+        sx_nn_net_free(net);
+        return st;
+    }
+    *out = net;
+    return SX_OK;
+}
+
+/* mnist_train's options, as parsed. */
+typedef struct run_opts {
+    const char *data, *save, *dot, *ckpt;
+    long epochs, limit, batch, seed, threads;
+    double lr;
+    bool eager, quiet, no_opt, no_plan, profile;
+    sx_optim_kind opt;
+} run_opts;
+
+/* Parse argv into *o: -1 to go on, else the exit status (0 after --help, 2 for a bad option). */
+static int parse_opts(const char *prog, int argc, char **argv, run_opts *o)
+{
+    *o = (run_opts){.data = STRIX_DATA_DIR,
+                    .epochs = 1,
+                    .batch = 100,
+                    .seed = 42,
+                    .lr = -1,
+                    .opt = SX_OPTIM_ADAGRAD};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
         if (strcmp(a, "--data") == 0)
-            ok = v != NULL, data = v;
+            ok = v != NULL, o->data = v;
         else if (strcmp(a, "--epochs") == 0)
-            ok = parse_long(v, 1, 1000, &epochs);
+            ok = parse_long(v, 1, 1000, &o->epochs);
         else if (strcmp(a, "--limit") == 0)
-            ok = parse_long(v, 1, 60000, &limit);
+            ok = parse_long(v, 1, 60000, &o->limit);
         else if (strcmp(a, "--batch") == 0)
-            ok = parse_long(v, 1, 60000, &batch);
+            ok = parse_long(v, 1, 60000, &o->batch);
         else if (strcmp(a, "--seed") == 0)
-            ok = parse_long(v, 0, 2147483647L, &seed);
+            ok = parse_long(v, 0, 2147483647L, &o->seed);
         else if (strcmp(a, "--threads") == 0)
-            ok = parse_long(v, 1, 1024, &threads);
+            ok = parse_long(v, 1, 1024, &o->threads);
         else if (strcmp(a, "--lr") == 0)
-            ok = parse_double(v, &lr);
+            ok = parse_double(v, &o->lr);
         else if (strcmp(a, "--optimiser") == 0 || strcmp(a, "--optimizer") == 0)
-            ok = v != NULL && sx_optim_parse(v, &opt) == SX_OK;
+            ok = v != NULL && sx_optim_parse(v, &o->opt) == SX_OK;
         else if (strcmp(a, "--save") == 0)
-            ok = v != NULL, save = v;
+            ok = v != NULL, o->save = v;
         else if (strcmp(a, "--dot") == 0)
-            ok = v != NULL, dot = v;
+            ok = v != NULL, o->dot = v;
         else if (strcmp(a, "--checkpoint") == 0)
-            ok = v != NULL, ckpt = v;
+            ok = v != NULL, o->ckpt = v;
         else if (strcmp(a, "--eager") == 0)
-            eager = true, takes = false;
+            o->eager = true, takes = false;
         else if (strcmp(a, "--quiet") == 0)
-            quiet = true, takes = false;
+            o->quiet = true, takes = false;
         else if (strcmp(a, "--no-optimise") == 0)
-            no_opt = true, takes = false;
+            o->no_opt = true, takes = false;
         else if (strcmp(a, "--no-plan") == 0)
-            no_plan = true, takes = false;
+            o->no_plan = true, takes = false;
         else if (strcmp(a, "--profile") == 0)
-            profile = true, takes = false;
+            o->profile = true, takes = false;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout, prog);
             return 0;
@@ -204,6 +243,21 @@ int strix_mnist_train(const char *prog, int argc, char **argv)
         }
         i += takes;
     }
+    return -1;
+}
+
+int strix_mnist_train(const char *prog, int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse_opts(prog, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    const char *data = o.data, *save = o.save, *dot = o.dot, *ckpt = o.ckpt;
+    long epochs = o.epochs, limit = o.limit, batch = o.batch, seed = o.seed, threads = o.threads;
+    double lr = o.lr;
+    bool eager = o.eager, quiet = o.quiet, no_opt = o.no_opt, no_plan = o.no_plan,
+         profile = o.profile;
+    sx_optim_kind opt = o.opt;
     if (threads > 0 && sx_threads_set((int)threads) != SX_OK)
         return die_sx(prog, "--threads");
 
@@ -221,21 +275,7 @@ int strix_mnist_train(const char *prog, int argc, char **argv)
 
     /* the reference network */
     sx_nn_net *net = NULL;
-    if (sx_nn_net_new("lazy_mnist", SX_F32, (uint64_t)seed, &net) != SX_OK)
-        return die_sx(prog, "network");
-    sx_nn_net_set_input_scale(net, 1.0); /* raw pixel values; the lambda scales them */
-    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){28, 28, 1});
-    x = sx_nn_lambda(net, x, scale_input, NULL, "x/256");
-    sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(32, 5, 5);
-    conv.conv.padding = SX_PAD_SAME;
-    conv.act = SX_ACT_RELU;
-    x = sx_nn_conv2d(net, x, &conv);
-    sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2); /* stride 2, VALID */
-    x = sx_nn_max_pool2d(net, x, &pool);
-    x = sx_nn_dropout(net, x, 0.1);
-    x = sx_nn_fully_connected(net, x, 1024, SX_ACT_RELU);
-    x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
-    if (sx_nn_net_status(net) != SX_OK)
+    if (reference_net((uint64_t)seed, &net) != SX_OK)
         return die_sx(prog, "network");
     if (!quiet)
         sx_nn_net_print(net, stderr);
