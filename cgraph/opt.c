@@ -119,15 +119,20 @@ static bool const_equal(const sx_cg_node *a, const sx_cg_node *b)
                   (size_t)a->value.size * sx_dtype_size(a->value.dtype)) == 0;
 }
 
+/* Constants of at most CSE_SMALL_SIZE elements are merged by contents; the first
+ * CSE_MAX_SMALL distinct ones are kept to compare with (later ones are left alone). */
+#define CSE_SMALL_SIZE 16
+#define CSE_MAX_SMALL 256
+
 static sx_status pass_cse(sx_cg_graph *g, int64_t *changed)
 {
     /* small constants with equal contents: keep the first (a quadratic scan over the few
      * small constants; large constants are left alone) */
-    sx_cg_node *smalls[256];
+    sx_cg_node *smalls[CSE_MAX_SMALL];
     int n_small = 0;
     for (int64_t i = 0; i < g->n_nodes; i++) {
         sx_cg_node *n = g->nodes[i];
-        if (n->dead || !opt_is_const(n) || n->value.size > 16)
+        if (n->dead || !opt_is_const(n) || n->value.size > CSE_SMALL_SIZE)
             continue;
         sx_cg_node *twin = NULL;
         for (int k = 0; k < n_small && twin == NULL; k++)
@@ -136,7 +141,7 @@ static sx_status pass_cse(sx_cg_graph *g, int64_t *changed)
         if (twin != NULL) {
             SX_TRY(opt_replace(n, twin));
             (*changed)++;
-        } else if (n_small < 256) {
+        } else if (n_small < CSE_MAX_SMALL) {
             smalls[n_small++] = n;
         }
     }

@@ -24,7 +24,10 @@ static bool only_for(const sx_cg_node *n, const sx_cg_node *user)
 /* update(p, states..., g, lr) with g = op(a) @ op(b) a plain 2-d product (no addend, no batch)
  * read by nothing else: one matmul_update node computes g a block of rows at a time and applies
  * the step to those rows while they are in cache. The gradient buffer (the size of the weights)
- * disappears from the memory plan, and with it a write and a read of it per step. */
+ * disappears from the memory plan, and with it a write and a read of it per step. A step with
+ * more than GEMM_UPDATE_MAX_IN inputs once fused (p, states..., a, b, lr) is left alone. */
+#define GEMM_UPDATE_MAX_IN 8
+
 sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed)
 {
     for (int64_t i = 0; i < g->n_nodes; i++) {
@@ -34,9 +37,10 @@ sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed)
         const int k = cg_mutated(u);
         sx_cg_node *mm = u->in[k];
         if (!is(mm, SX_OP_MATMUL) || mm->n_in != 2 || !only_for(mm, u) ||
-            u->in[0]->value.rank != 2 || mm->in[0]->value.rank != 2 || mm->in[1]->value.rank != 2)
+            u->in[0]->value.rank != 2 || mm->in[0]->value.rank != 2 || mm->in[1]->value.rank != 2 ||
+            k + 3 > GEMM_UPDATE_MAX_IN)
             continue;
-        sx_cg_node *ins[8];
+        sx_cg_node *ins[GEMM_UPDATE_MAX_IN];
         for (int j = 0; j < k; j++)
             ins[j] = u->in[j];
         ins[k] = mm->in[0];
@@ -58,6 +62,10 @@ sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed)
 }
 
 /* ---------------------------------------------------------------- element-wise fusion */
+
+/* A fused node has at most SX_CG_MAX_INPUTS operands (fuse_tree stops there): the kernel's
+ * limit must allow them. */
+_Static_assert(SX_CG_MAX_INPUTS <= SX_FUSED_MAX_OPERANDS, "a fused node's operands fit the kernel");
 
 static bool fusible_op(const sx_cg_node *n)
 {

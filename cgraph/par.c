@@ -440,8 +440,9 @@ sx_status sx_cg_set_workers(sx_cg_graph *g, int n)
 {
     if (g == NULL)
         return sx_error(SX_E_ARG, "sx_cg_set_workers: graph is NULL");
-    if (n < 0 || n > 256)
-        return sx_error(SX_E_ARG, "sx_cg_set_workers: %d workers (want 0..256)", n);
+    if (n < 0 || n > SX_ENGINE_MAX_WORKERS)
+        return sx_error(SX_E_ARG, "sx_cg_set_workers: %d workers (want 0..%d)", n,
+                        SX_ENGINE_MAX_WORKERS);
     int old = g->workers;
     g->workers = n;
     int w = sx_cg_workers(g);
@@ -463,7 +464,7 @@ int sx_cg_workers(const sx_cg_graph *g)
     if (n == 0) {
         const char *env = getenv("SX_ENGINE_WORKERS");
         n = env != NULL ? atoi(env) : 1;
-        n = n >= 2 && n <= 256 ? n : 1;
+        n = n >= 2 && n <= SX_ENGINE_MAX_WORKERS ? n : 1;
     }
     return n;
 }

@@ -207,10 +207,11 @@ bool sx_cg_valid(const sx_cg_node *node);
  * product or convolution of at least 2^24 flops, or when its inputs and result hold at least
  * 2^19 elements together (views never); any other node runs with one thread beside the others,
  * or with every thread when it starts while no other node runs or is ready (a chain).
- * n: 0 = the default ($SX_ENGINE_WORKERS when set to 2..256, else sequential), 1 = sequential
- * (the evaluator as without an engine), 2..256 workers. The engines are shared by all graphs of
- * the process (one per worker count and concurrent evaluation, up to 8, started on first use
- * and stopped at exit; when all are busy, evaluation is sequential).
+ * n: 0 = the default ($SX_ENGINE_WORKERS when set to 2..SX_ENGINE_MAX_WORKERS (256), else
+ * sequential), 1 = sequential (the evaluator as without an engine), 2..SX_ENGINE_MAX_WORKERS
+ * workers. The engines are shared by all graphs of the process (one per worker count and
+ * concurrent evaluation, up to 8, started on first use and stopped at exit; when all are busy,
+ * evaluation is sequential).
  * Freezing, or setting n >= 2 on a frozen graph, lays out the parallel scratch (one allocation,
  * also holding per-worker kernel scratch) and makes room in the engine, so that evaluations
  * allocate nothing. Errors: SX_E_ARG (NULL graph, n out of range), SX_E_NOMEM (frozen graph). */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 enum {
-    MAX_WORKERS = 256,
+    MAX_WORKERS = SX_ENGINE_MAX_WORKERS,
     SLAB_OPS = 64,   /* op records allocated at once */
     SLAB_DEPS = 256, /* claims allocated at once */
 };

@@ -60,7 +60,11 @@ enum {
     SX_ENGINE_WIDE = 1u << 0, /* run alone with every core (a big GEMM) */
 };
 
-/* Start an engine with n workers (0: $SX_ENGINE_WORKERS or the core count; at most 256). */
+/* The most workers an engine (and a graph, sx_cg_set_workers) runs. */
+#define SX_ENGINE_MAX_WORKERS 256
+
+/* Start an engine with n workers (0: $SX_ENGINE_WORKERS or the core count; at most
+ * SX_ENGINE_MAX_WORKERS; more is SX_E_ARG). */
 sx_status sx_engine_new(int workers, sx_engine **out) SX_NODISCARD;
 /* Wait for every pushed operation, stop the workers, free everything. NULL is fine. */
 void sx_engine_free(sx_engine *e);

@@ -81,8 +81,9 @@ sx_status sx__fused_check(const char *who, const sx_fused_prog *p, int n_in)
     if (p == NULL || p->n < 1 || p->n > SX_FUSED_MAX)
         return sx_error(SX_E_ARG, "%s: program with %d instructions (want 1..%d)", who,
                         p ? p->n : 0, SX_FUSED_MAX);
-    if (n_in < 1 || n_in > 64)
-        return sx_error(SX_E_ARG, "%s: program over %d operands (want 1..64)", who, n_in);
+    if (n_in < 1 || n_in > SX_FUSED_MAX_OPERANDS)
+        return sx_error(SX_E_ARG, "%s: program over %d operands (want 1..%d)", who, n_in,
+                        SX_FUSED_MAX_OPERANDS);
     static const char *const kinds[] = {"map", "binary", "fma", "where"};
     for (int k = 0; k < p->n; k++) {
         const sx_fused_instr *in = &p->ins[k];
@@ -117,8 +118,8 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
                               sx_tensor *out)
 {
     const char *who = "sx_tensor_fused_out";
-    if (n_in < 1 || n_in > 64 || in == NULL)
-        return sx_error(SX_E_ARG, "%s: %d operands (want 1..64)", who, n_in);
+    if (n_in < 1 || n_in > SX_FUSED_MAX_OPERANDS || in == NULL)
+        return sx_error(SX_E_ARG, "%s: %d operands (want 1..%d)", who, n_in, SX_FUSED_MAX_OPERANDS);
     SX_TRY(sx__fused_check(who, prog, n_in));
     SX_TRY(sx__check_tensor(who, "out", out));
     for (int i = 0; i < n_in; i++) {
@@ -130,8 +131,9 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
                             "divisor)",
                             who, i, (long long)in[i]->size, (long long)out->size);
     }
-    const void *ops[64];
-    int64_t period[64]; /* 0: the output's size; m: element i reads operand[i % m] */
+    const void *ops[SX_FUSED_MAX_OPERANDS];
+    int64_t
+        period[SX_FUSED_MAX_OPERANDS]; /* 0: the output's size; m: element i reads operand[i % m] */
     for (int i = 0; i < n_in; i++) {
         ops[i] = in[i]->data;
         period[i] = in[i]->size == out->size ? 0 : in[i]->size;

@@ -740,9 +740,10 @@ sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor *v, const sx_
  * (map), a binary op (binary) or 0 (fma, where); each source the kind reads (map: a; binary:
  * a, b; fma and where: a, b, c) an operand < n_in or an earlier register; each source it does
  * not read 0. Errors (out untouched): SX_E_ARG (a bad field, named with its instruction;
- * n_in outside 1..64; NULL), SX_E_DTYPE, SX_E_SHAPE (an operand whose size does not divide
- * the output's). */
-#define SX_FUSED_MAX 16
+ * n_in outside 1..SX_FUSED_MAX_OPERANDS; NULL), SX_E_DTYPE, SX_E_SHAPE (an operand whose size
+ * does not divide the output's). */
+#define SX_FUSED_MAX 16          /* instructions of a program */
+#define SX_FUSED_MAX_OPERANDS 64 /* operands of a program */
 typedef enum { SX_FUSED_MAP, SX_FUSED_BINARY, SX_FUSED_FMA, SX_FUSED_WHERE } sx_fused_kind;
 typedef struct sx_fused_instr {
     uint8_t kind;    /* sx_fused_kind */
