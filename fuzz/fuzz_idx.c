@@ -4,42 +4,12 @@
  * the status, a failure must leave no result and a message naming the input, and a success must
  * describe exactly what it holds. ASan/UBSan catch the rest. Build and run: fuzz/CMakeLists.txt. */
 #define _GNU_SOURCE /* memfd_create */
+#define FUZZ_NAME "fuzz_idx"
+#include "fuzz_harness.h"
+
 #include <sx_datasets.h>
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_idx: check failed: %s (%s:%d); last error: %s\n", #cond,         \
-                    __FILE__, __LINE__, sx_last_error());                                          \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* The input as a file: one memfd, rewritten for every input, opened through /proc. */
-static int memfd = -1;
-static char memfd_path[64];
-
-static void write_file(const uint8_t *data, size_t size)
-{
-    if (memfd < 0) {
-        memfd = memfd_create("fuzz_idx", 0);
-        CHECK(memfd >= 0);
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-    }
-    CHECK(ftruncate(memfd, 0) == 0);
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pwrite(memfd, data + done, size - done, (off_t)done);
-        CHECK(n > 0);
-        done += (size_t)n;
-    }
-}
 
 static void check_idx(const sx_ds_idx *x, int64_t limit)
 {

@@ -14,24 +14,13 @@
  * graphs holding more than 4M elements in all are read but not evaluated (time, not safety).
  * Build and run: fuzz/CMakeLists.txt; the corpus replays without libFuzzer (replay.c). */
 #define _GNU_SOURCE /* memfd_create */
+#define FUZZ_NAME "fuzz_model"
+#include "fuzz_harness.h"
 #include "fuzz_nets.h"
 #include "nn_impl.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <zlib.h>
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_model: check failed: %s (%s:%d); last error: %s\n", #cond,       \
-                    __FILE__, __LINE__, sx_last_error());                                          \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define MAX_ALLOC ((size_t)256 << 20)
 #define MAX_EVAL_ELEMENTS ((int64_t)4 << 20)
@@ -58,25 +47,14 @@ static void cap_free(void *ctx, void *p)
 
 /* ---------------------------------------------------------------- the input as a file */
 
-static int memfd = -1;
-static char memfd_path[64];
-
-static void write_file(const uint8_t *data, size_t size)
+/* The input as a file (fuzz_harness.h); the allocation cap is installed with the first. */
+static void input_file(const uint8_t *data, size_t size)
 {
     if (memfd < 0) {
-        memfd = memfd_create("fuzz_model", 0);
-        CHECK(memfd >= 0);
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
         sx_allocator a = {cap_alloc, cap_realloc, cap_free, NULL};
         sx_allocator_set(&a);
     }
-    CHECK(ftruncate(memfd, 0) == 0);
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pwrite(memfd, data + done, size - done, (off_t)done);
-        CHECK(n > 0);
-        done += (size_t)n;
-    }
+    write_file(data, size);
 }
 
 /* The trailer ("END ", u64 8, u32 CRC-32, 4 zero bytes) closes the file: its CRC becomes
@@ -252,7 +230,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > 0)
         memcpy(b, data, size);
     reseal(b, size);
-    write_file(b, size);
+    input_file(b, size);
     free(b);
     graph_file();
     model_file(1 + (int64_t)(size & 1));

@@ -4,41 +4,12 @@
  * exactly what it holds, convert to a tensor, and survive a write and a read back bit for bit.
  * ASan/UBSan catch the rest. Build and run: fuzz/CMakeLists.txt. */
 #define _GNU_SOURCE /* memfd_create */
+#define FUZZ_NAME "fuzz_npy"
+#include "fuzz_harness.h"
+
 #include <sx_datasets.h>
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_npy: check failed: %s (%s:%d); last error: %s\n", #cond,         \
-                    __FILE__, __LINE__, sx_last_error());                                          \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static int memfd = -1;
-static char memfd_path[64];
-
-static void write_file(const uint8_t *data, size_t size)
-{
-    if (memfd < 0) {
-        memfd = memfd_create("fuzz_npy", 0);
-        CHECK(memfd >= 0);
-        snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-    }
-    CHECK(ftruncate(memfd, 0) == 0);
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pwrite(memfd, data + done, size - done, (off_t)done);
-        CHECK(n > 0);
-        done += (size_t)n;
-    }
-}
 
 static void check_array(const sx_ds_npy *a)
 {
