@@ -43,39 +43,62 @@ sx_cg_node *sx_cg_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x, sx_cg_no
 
 /* ---------------------------------------------------------------- shape rules */
 
-sx_status cg_shape_conv2d(sx_cg_node *n)
+/* The shape rule and workspace size of one kind of convolution (conv2d, its transpose). */
+typedef struct conv_kind {
+    sx_status (*shape)(const char *who, const sx_tensor *x, const sx_tensor *k,
+                       const sx_conv2d_params *p, int64_t out_shape[4]);
+    size_t (*workspace)(const int64_t x_shape[4], const int64_t k_shape[4],
+                        const sx_conv2d_params *p);
+    const char *what; /* in messages: "the convolution gives ..." */
+} conv_kind;
+
+static const conv_kind conv2d_kind = {sx_conv2d_shape, sx_conv2d_workspace, "convolution"};
+static const conv_kind transpose_kind = {sx_conv_transpose2d_shape, sx_conv_transpose2d_workspace,
+                                         "transposed convolution"};
+
+/* forward(x, k) -> y */
+static sx_status shape_forward(sx_cg_node *n, const conv_kind *c)
 {
     SX_TRY(cg_same_dtypes(n));
     int64_t s[4];
     sx_tensor x = cg_probe_view(IN(0)), k = cg_probe_view(IN(1));
-    SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, s));
+    SX_TRY(c->shape(cg_who(n), &x, &k, &n->attr.conv, s));
     cg_set_shape(n, 4, s);
-    n->ws_bytes = sx_conv2d_workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
+    n->ws_bytes = c->workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
     return SX_OK;
 }
 
-/* conv2d_backward_input(k, dy) -> x's shape (attr); conv2d_backward_kernel(x, dy) -> k's shape
- * (attr). Checked by running the forward shape rule on the shapes the pair implies. */
-sx_status cg_shape_conv2d_backward(sx_cg_node *n)
+/* backward_input(k, dy) -> x's shape (attr); backward_kernel(x, dy) -> k's shape (attr).
+ * Checked by running the forward shape rule on the shapes the pair implies. */
+static sx_status shape_backward(sx_cg_node *n, const conv_kind *c, bool backward_input)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_attr_shape(n));
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
-    bool backward_input = n->op == SX_OP_CONV2D_BACKWARD_INPUT;
     sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
     sx_tensor x = cg_probe_view(backward_input ? &attr : IN(0));
     sx_tensor k = cg_probe_view(backward_input ? IN(0) : &attr);
     int64_t y[4];
-    SX_TRY(sx_conv2d_shape(cg_who(n), &x, &k, &n->attr.conv, y));
+    SX_TRY(c->shape(cg_who(n), &x, &k, &n->attr.conv, y));
     if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
         char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the convolution gives %s", cg_who(n),
-                        sx_shape_str(IN(1)->rank, IN(1)->shape, a, sizeof a),
+        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the %s gives %s", cg_who(n),
+                        sx_shape_str(IN(1)->rank, IN(1)->shape, a, sizeof a), c->what,
                         sx_shape_str(4, y, b, sizeof b));
     }
-    n->ws_bytes = sx_conv2d_workspace(x.shape, k.shape, &n->attr.conv);
+    n->ws_bytes = c->workspace(x.shape, k.shape, &n->attr.conv);
     return SX_OK;
+}
+
+sx_status cg_shape_conv2d(sx_cg_node *n)
+{
+    return shape_forward(n, &conv2d_kind);
+}
+
+sx_status cg_shape_conv2d_backward(sx_cg_node *n)
+{
+    return shape_backward(n, &conv2d_kind, n->op == SX_OP_CONV2D_BACKWARD_INPUT);
 }
 
 /* ---------------------------------------------------------------- evaluators */
@@ -174,36 +197,12 @@ sx_cg_node *sx_cg_conv_transpose2d_backward_kernel(sx_cg_graph *g, sx_cg_node *x
 
 sx_status cg_shape_conv_transpose2d(sx_cg_node *n)
 {
-    SX_TRY(cg_same_dtypes(n));
-    int64_t s[4];
-    sx_tensor x = cg_probe_view(IN(0)), k = cg_probe_view(IN(1));
-    SX_TRY(sx_conv_transpose2d_shape(cg_who(n), &x, &k, &n->attr.conv, s));
-    cg_set_shape(n, 4, s);
-    n->ws_bytes = sx_conv_transpose2d_workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
-    return SX_OK;
+    return shape_forward(n, &transpose_kind);
 }
 
-/* Checked by running the forward shape rule on the shapes the pair implies, as conv2d's. */
 sx_status cg_shape_conv_transpose2d_backward(sx_cg_node *n)
 {
-    SX_TRY(cg_same_dtypes(n));
-    SX_TRY(cg_attr_shape(n));
-    if (n->attr.rank != 4)
-        return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
-    bool backward_input = n->op == SX_OP_CONV_TRANSPOSE2D_BACKWARD_INPUT;
-    sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
-    sx_tensor x = cg_probe_view(backward_input ? &attr : IN(0));
-    sx_tensor k = cg_probe_view(backward_input ? IN(0) : &attr);
-    int64_t y[4];
-    SX_TRY(sx_conv_transpose2d_shape(cg_who(n), &x, &k, &n->attr.conv, y));
-    if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the transposed convolution gives %s",
-                        cg_who(n), sx_shape_str(IN(1)->rank, IN(1)->shape, a, sizeof a),
-                        sx_shape_str(4, y, b, sizeof b));
-    }
-    n->ws_bytes = sx_conv_transpose2d_workspace(x.shape, k.shape, &n->attr.conv);
-    return SX_OK;
+    return shape_backward(n, &transpose_kind, n->op == SX_OP_CONV_TRANSPOSE2D_BACKWARD_INPUT);
 }
 
 sx_status cg_eval_conv_transpose2d(sx_cg_graph *g, sx_cg_node *n)
