@@ -348,9 +348,9 @@ sx_status cg_par_prepare_frozen(sx_cg_graph *g, int workers, sx_cg_node *const *
 
 /* ---- plan.c */
 
-/* Check a request to a frozen graph with planned nodes and mark (plan_need) the nodes of the
- * order that its evaluation runs: invalid kept nodes, and the transient nodes running nodes
- * read. The caller runs them in the frozen order and clears plan_need. */
+/* Check a request to a frozen graph (planned or not) and mark (plan_need) the nodes of the
+ * order that its evaluation runs: the invalid kept nodes the request needs, and the transient
+ * nodes running nodes read. The caller runs them in the frozen order and clears plan_need. */
 sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
 
 #endif

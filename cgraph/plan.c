@@ -543,15 +543,20 @@ sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
                             "sx_cg_eval: node %lld (%s) shares planned storage that later nodes "
                             "reuse: freeze with it among the outputs to read it",
                             (long long)nodes[i]->id, sx_cg_op_name(nodes[i]->op));
-    /* Backwards: a kept node runs when it is invalid; a transient node when a running node
-     * reads it (its block may hold another node's value by now). plan_need ends as "runs". */
+    /* Backwards from the request (only what it needs runs, as sx_cg_eval promises: issue 22's
+     * data-parallel step asks for the gradients first, then for the updates): a kept node runs
+     * when it is invalid; a transient node when a running node reads it (its block may hold
+     * another node's value by now). plan_need ends as "runs". */
+    for (int i = 0; i < n; i++)
+        nodes[i]->plan_need = !nodes[i]->valid;
     for (int64_t i = g->n_order - 1; i >= 0; i--) {
         sx_cg_node *x = g->order[i];
-        if (!x->transient)
-            x->plan_need = !x->valid;
-        if (x->plan_need)
-            for (int j = 0; j < x->n_in; j++)
-                x->in[j]->plan_need = true;
+        if (!x->plan_need)
+            continue;
+        for (int j = 0; j < x->n_in; j++) {
+            sx_cg_node *in = x->in[j];
+            in->plan_need = in->plan_need || in->transient || !in->valid;
+        }
     }
     return SX_OK;
 }

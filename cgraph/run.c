@@ -59,16 +59,12 @@ sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
                                 "sx_cg_eval: node %lld is not needed by the frozen outputs",
                                 (long long)nodes[i]->id);
         g->run_epoch++;
-        sx_status s;
-        if (g->n_planned > 0) {
-            s = cg_plan_select(g, n, nodes);
-            if (s == SX_OK)
-                s = run_nodes(g, g->order, g->n_order, true);
-            for (int64_t i = 0; i < g->n_order; i++)
-                g->order[i]->plan_need = false;
-        } else {
-            s = run_nodes(g, g->order, g->n_order, false);
-        }
+        /* what the request needs (planned or not: a subset runs only its part) */
+        sx_status s = cg_plan_select(g, n, nodes);
+        if (s == SX_OK)
+            s = run_nodes(g, g->order, g->n_order, true);
+        for (int64_t i = 0; i < g->n_order; i++)
+            g->order[i]->plan_need = false;
         cg_finish_run(g, g->order, g->n_order);
         return s;
     }
