@@ -59,6 +59,7 @@ void sx_nn_model_free(sx_nn_model *m)
     for (int i = 0; i < NN_SMALLER; i++)
         sx_nn_model_free(m->smaller[i]);
     nn_build_free(&m->b);
+    nn_dp_free(m->dp);
     sx_cg_graph_free(m->g);
     sx_free(m->outs);
     if (!m->sibling)
@@ -356,7 +357,18 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
     sx_nn_net *net = m->net;
     sx_cg_graph *g = m->g;
     const sx_nn_train_params *p = &m->params;
-    sx_status s = clip(g, p, net->dtype, np, grads);
+    sx_status s = SX_OK;
+    if (m->comm != NULL && f == NULL) { /* issue 22: the gradients kept, to be summed */
+        s = nn_dp_new(m);
+        m->dp->grad_at = m->n_outs;
+        m->dp->n_grads = np;
+        for (int i = 0; s == SX_OK && i < np; i++)
+            s = add_out(m, grads[i]);
+        if (s == SX_OK)
+            m->dp->upd_at = m->n_outs;
+    }
+    if (s == SX_OK)
+        s = clip(g, p, net->dtype, np, grads);
     sx_cg_node *rate = NULL; /* the scheduled rate (in the graph), or the lr input */
     if (s == SX_OK && f == NULL)
         s = schedule_rate(g, p, m->lr, m->step, &rate);
@@ -387,6 +399,8 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
         for (int k = 0; s == SX_OK && k < nu; k++)
             s = add_out(m, ups[k]);
     }
+    if (s == SX_OK && m->dp != NULL)
+        m->dp->upd_end = m->n_outs;
     for (int i = 0; s == SX_OK && i < m->b.n_updates; i++) /* batch-norm running statistics */
         s = add_out(m, m->b.updates[i]);
     return s;
@@ -640,6 +654,7 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     if (train) {
         net->n_train_models++;
         net->train_kind = params.optim.kind;
+        m->comm = sx_nn_comm_of(&params); /* issue 22 */
     }
     *out = m;
     return SX_OK;
@@ -759,7 +774,7 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
         SX_TRY(sx_cg_invalidate(g, m->b.masks[i]));
     SX_TRY(invalidate_params(m));
     *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
-    SX_TRY(sx_cg_eval(g, m->n_outs, m->outs));
+    SX_TRY(m->dp != NULL ? nn_dp_eval(m) : sx_cg_eval(g, m->n_outs, m->outs));
     net->dropout_rng = *sx_cg_rng(g, m->b.rng_id);
     return read_results(m, loss, correct);
 }

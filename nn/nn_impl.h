@@ -163,6 +163,16 @@ sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, doubl
 
 /* A model: a compiled graph over a network (net, training or inference), or a model file's
  * graph (file, inference only); both predict through the same path. */
+/* A training model's data-parallel state (parallel.c, issue 22): positions in its outputs. */
+typedef struct nn_dp {
+    int grad_at, n_grads; /* the gradients: outs[grad_at .. grad_at + n_grads) */
+    int upd_at, upd_end;  /* the optimiser's updates: outs[upd_at .. upd_end) */
+    sx_cg_node **phase1;  /* every output but the updates (made at the first step) */
+    int n_phase1;
+    double weight; /* this rank's share of the global batch (1/size; 0: no rows this step) */
+    int64_t bytes; /* gradient bytes summed in the last step */
+} nn_dp;
+
 struct sx_nn_model {
     sx_nn_net *net;   /* the network it borrows, or NULL for a loaded model */
     sx_cg_file *file; /* a loaded model's file (owned unless sibling), else NULL */
@@ -188,6 +198,8 @@ struct sx_nn_model {
     size_t lend_bytes;
     struct nn_model_source *src; /* a model built by outside code (nn_model_from_source), shared
                                     with its siblings (owned unless sibling), else NULL */
+    const sx_nn_comm *comm;      /* issue 22: a training model's communicator (NULL: alone) */
+    nn_dp *dp;                   /* its data-parallel state (NULL: alone) */
 };
 
 /* A model whose graph outside code builds (onnx/): build writes a new lazy graph (*g, owned by
@@ -216,6 +228,16 @@ sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg
 
 /* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
  * network, planned in m's arena, or the file). */
+/* Data-parallel training (parallel.c, issue 22). nn_dp_new: m->dp for m->comm; nn_dp_eval: a
+ * step's evaluation (gradients, their sum over the ranks, the updates); nn_dp_broadcast: rank
+ * 0's weights, optimiser state, counters and dropout generator to every rank;
+ * nn_dp_average_stats: the untrained parameters' mean over the ranks. */
+sx_status nn_dp_new(sx_nn_model *m);
+void nn_dp_free(nn_dp *dp);
+sx_status nn_dp_eval(sx_nn_model *m);
+sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c);
+sx_status nn_dp_average_stats(sx_nn_net *net, const sx_nn_comm *c);
+
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
 /* The frozen inference graph of a loaded model's file for batches of n into m (g, x, out). */
 sx_status nn_loaded_graph(sx_nn_model *m, int64_t n);

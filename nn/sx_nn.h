@@ -500,6 +500,10 @@ typedef struct sx_nn_train_params {
                        after another, so the peak memory is not lower than the whole batch's.)
                        0 or 1: off. Not with batch norm (SX_E_UNSUPPORTED: it would normalise by
                        the micro-batches' statistics) nor eager (SX_E_ARG) */
+    /* issue 22 (mpi22): data-parallel training (see "Data-parallel training" below) */
+    const struct sx_nn_comm *comm; /* NULL: sx_nn_comm_default() (set by sx_mpi_init under
+                                      mpirun with > 1 rank); borrowed for the call */
+    bool local;                    /* train alone even when a default communicator is set */
 } sx_nn_train_params;
 
 sx_nn_train_params sx_nn_train_params_default(void);
@@ -799,6 +803,54 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODI
  * in fused nodes). Written atomically as sx_cg_save writes. Errors: SX_E_ARG (NULL, a training
  * model), SX_E_IO, SX_E_NOMEM. */
 sx_status sx_nn_model_save(sx_nn_model *m, const char *path) SX_NODISCARD;
+
+/* ---------------------------------------------------------------- data-parallel training
+ * (issue 22). sx_nn_train and sx_nn_fit train data-parallel when they have a communicator of
+ * more than one rank: p.comm, or (p.comm NULL and p.local false) the process's default, which
+ * mpi/sx_mpi.h's sx_mpi_init sets when the program runs under mpirun with > 1 rank. nn itself
+ * never links MPI: a communicator is this table of functions, which mpi/ implements.
+ *
+ * What every rank does: after compiling (and, on rank 0, resuming from a checkpoint) rank 0's
+ * weights, optimiser state, step counters and dropout generator are broadcast; p.batch is the
+ * batch of ONE rank (as in PyTorch's DDP): every rank draws the same shuffled global batch of
+ * size x p.batch examples and trains on its own rows [rank B, (rank + 1) B) of it (a smaller
+ * last batch is split as evenly as it goes, each rank's share weighted by its row count); the
+ * gradients are summed by allreduce (each rank's scaled first by its share of the global batch,
+ * so the mean loss's gradient is the global batch's) before the optimiser's update, so every
+ * rank ends each step with the same weights. Batch-norm running statistics are averaged over the
+ * ranks after each step (batch statistics stay per rank, as in DDP without SyncBatchNorm).
+ * Dropout masks come from one generator per rank (rank r's stream is rank 0's reseeded with r):
+ * with dropout the run is not the single process's of batch size x B. Only rank 0 prints
+ * progress, writes checkpoints (and sx_nn_fit's state and history); every rank evaluates (the
+ * same weights, so the same figures). The on_step callback runs on every rank with the global
+ * figures and must decide the same everywhere. A communicator failure (a rank died, a timeout)
+ * is SX_E_IO naming the call; the run cannot continue (mpi/: sx_mpi_finalize then aborts the
+ * job). Not with p.eager (SX_E_ARG). */
+typedef struct sx_nn_comm {
+    int rank, size; /* this process's rank in 0..size-1, and the number of ranks */
+    void *ctx;      /* the implementation's */
+    /* In place over n elements of buf (SX_F32 or SX_F64) on every rank: their sum (max: false)
+     * or their maximum (max: true); blocks until done. */
+    sx_status (*allreduce)(void *ctx, void *buf, int64_t n, sx_dtype dt, bool max);
+    /* bytes of buf from rank root to every rank; blocks until done. */
+    sx_status (*bcast)(void *ctx, void *buf, int64_t bytes, int root);
+    /* Optional (NULL: allreduce is used): start an in-place sum of n elements of buf that runs
+     * while the caller goes on (buf untouched by the caller until finish returns); finish waits
+     * for every started one and returns the first failure. Started sums are matched across ranks
+     * in the order they are started. */
+    sx_status (*start)(void *ctx, void *buf, int64_t n, sx_dtype dt);
+    sx_status (*finish)(void *ctx);
+} sx_nn_comm;
+
+/* The process's default communicator (not copied: it must outlive its use); NULL clears it. */
+void sx_nn_comm_set_default(const sx_nn_comm *c);
+const sx_nn_comm *sx_nn_comm_default(void);
+/* The communicator a run with these parameters uses: NULL when it trains alone (no
+ * communicator, p.local, or one rank). */
+const sx_nn_comm *sx_nn_comm_of(const sx_nn_train_params *p);
+/* Bytes of gradient a training model over a communicator summed in its last step (0 for any
+ * other model). */
+int64_t sx_nn_model_comm_bytes(const sx_nn_model *m);
 
 #ifdef __cplusplus
 }

@@ -225,6 +225,9 @@ static sx_status check_params(const char *who, const sx_nn_train_params *p)
     if (p->schedule.kind == SX_SCHED_EXPLICIT &&
         (p->schedule.values == NULL || p->schedule.n_values < 1))
         return sx_error(SX_E_ARG, "%s: an explicit schedule needs values", who);
+    if (p->eager && sx_nn_comm_of(p) != NULL)
+        return sx_error(SX_E_ARG, "%s: eager training over %d ranks (want the compiled graph)", who,
+                        sx_nn_comm_of(p)->size);
     if (p->accumulate < 0 || (p->accumulate > 1 && p->eager))
         return sx_error(SX_E_ARG, "%s: accumulate %d%s (want >= 0, and the compiled graph)", who,
                         p->accumulate, p->eager ? " with eager" : "");
@@ -251,13 +254,21 @@ static sx_status check_params(const char *who, const sx_nn_train_params *p)
     return nn_loss_check(who, p, 0);
 }
 
-/* A view of the first `rows` rows of t. */
-static sx_tensor rows_view(const sx_tensor *t, int64_t rows)
+/* A view of rows [lo, lo + rows) of t. */
+static sx_tensor rows_at(const sx_tensor *t, int64_t lo, int64_t rows)
 {
-    sx_tensor v = sx_tensor_view(t->dtype, t->rank, t->shape, t->data);
+    int64_t row = t->shape[0] > 0 ? t->size / t->shape[0] : 0;
+    sx_tensor v = sx_tensor_view(t->dtype, t->rank, t->shape,
+                                 (char *)t->data + lo * row * (int64_t)sx_dtype_size(t->dtype));
     v.shape[0] = rows;
     v.size = sx_shape_size(v.rank, v.shape);
     return v;
+}
+
+/* A view of the first `rows` rows of t. */
+static sx_tensor rows_view(const sx_tensor *t, int64_t rows)
+{
+    return rows_at(t, 0, rows);
 }
 
 static void progress(const sx_nn_train_params *p, bool tty, int64_t epoch, int64_t i, int64_t n,
@@ -388,13 +399,27 @@ typedef struct run {
     sx_nn_train_report rep;
     double plateau_lr, plateau_best; /* reduce-on-plateau: the base rate now, the best value */
     int plateau_bad;                 /* epochs without improvement */
+    const sx_nn_comm *comm;          /* issue 22: data-parallel over these ranks (NULL: alone) */
+    int64_t global;                  /* the global batch: ranks x p.batch */
 } run;
+
+/* issue 22: the run's communicator; on ranks other than 0, no output and no files (rank 0
+ * resumes, and its state is broadcast). */
+static void run_comm(run *r)
+{
+    r->comm = sx_nn_comm_of(&r->p);
+    r->global = (int64_t)r->p.batch * (r->comm != NULL ? r->comm->size : 1);
+    if (r->comm != NULL && r->comm->rank != 0) {
+        r->p.verbose = 0;
+        r->p.checkpoint_path = NULL;
+    }
+}
 
 /* The batcher and batch tensors of an image set. */
 static sx_status run_start_images(run *r, const sx_ds_images *train)
 {
     sx_nn_net *net = r->net;
-    int64_t B = r->p.batch;
+    int64_t B = r->global;
     int64_t xs[4] = {B, train->h, train->w, train->c}, ys[2] = {B, train->classes};
     sx_ds_batcher_params bp = sx_ds_batcher_params_default();
     bp.batch_size = B;
@@ -412,7 +437,7 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
 {
     sx_nn_net *net = r->net;
     const sx_nn_layer *last = nn_output_layer(net);
-    int64_t B = r->p.batch, xs[SX_MAX_RANK], ys[SX_MAX_RANK];
+    int64_t B = r->global, xs[SX_MAX_RANK], ys[SX_MAX_RANK];
     xs[0] = ys[0] = B;
     int xr = nn_input_shape(net, xs + 1); /* (total) with several inputs */
     memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
@@ -462,6 +487,8 @@ static sx_status run_start(run *r)
     if (!r->p.eager) {
         SX_TRY(sx_nn_compile_train(net, &r->p, B, &r->model));
         r->rep.compile = sx_nn_model_report(r->model);
+        if (r->comm != NULL) /* issue 22: every rank starts from rank 0's state */
+            SX_TRY(nn_dp_broadcast(net, r->comm));
         if (r->p.profile)
             sx_cg_profile_enable(sx_nn_model_graph(r->model), true);
     }
@@ -470,8 +497,39 @@ static sx_status run_start(run *r)
     return SX_OK;
 }
 
+/* issue 22: this rank's rows [*lo, *lo + *n) of a global batch of `count` rows (split as evenly
+ * as it goes), its model (r->model with weight 0 when it has no rows), the step, and the loss
+ * averaged over the global batch; then the untrained parameters' mean over the ranks. */
+static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t count, double lr,
+                                int64_t step, double *loss)
+{
+    const sx_nn_comm *c = r->comm;
+    int64_t lo = count * c->rank / c->size, hi = count * (c->rank + 1) / c->size, n = hi - lo;
+    /* no rows (a last batch smaller than the ranks): the first rows of the batch tensors, whose
+     * gradients are zeroed */
+    sx_tensor xv = n > 0 ? rows_at(x, lo, n) : rows_at(r->x, 0, r->p.batch);
+    sx_tensor yv = n > 0 ? rows_at(y, lo, n) : rows_at(r->y, 0, r->p.batch);
+    sx_nn_model *m = r->model;
+    if (n > 0 && n != r->p.batch) {
+        if (r->partial == NULL || r->partial->batch != n) {
+            sx_nn_model_free(r->partial);
+            r->partial = NULL;
+            SX_TRY(sx_nn_compile_train(r->net, &r->p, n, &r->partial));
+        }
+        m = r->partial;
+    }
+    m->dp->weight = (double)n / (double)count;
+    double mine = 0;
+    SX_TRY(sx_nn_model_step(m, &xv, &yv, lr, step, &mine, NULL));
+    double sum[1] = {n > 0 ? mine * (double)n : 0};
+    SX_TRY(c->allreduce(c->ctx, sum, 1, SX_F64, false));
+    *loss = sum[0] / (double)count;
+    return nn_dp_average_stats(r->net, c);
+}
+
 /* One step on the batch x, y of `count` rows: the compiled graph (or, for a smaller last
- * batch, one of its size; or an eager graph), then the step counters. */
+ * batch, one of its size; or an eager graph), then the step counters. Over a communicator, x
+ * and y hold the global batch (run_step_shard). */
 static sx_status run_step(run *r, sx_tensor *x, sx_tensor *y, int64_t count, double *loss)
 {
     sx_nn_net *net = r->net;
@@ -480,7 +538,9 @@ static sx_status run_step(run *r, sx_tensor *x, sx_tensor *y, int64_t count, dou
         lr = r->plateau_lr;
     r->lr = lr;
     int64_t step = net->step + 1;
-    if (r->p.eager) {
+    if (r->comm != NULL) {
+        SX_TRY(run_step_shard(r, x, y, count, lr, step, loss));
+    } else if (r->p.eager) {
         SX_TRY(nn_eager_step(net, &r->p, x, y, lr, step, loss, NULL));
     } else if (count == r->p.batch) {
         SX_TRY(sx_nn_model_step(r->model, x, y, lr, step, loss, NULL));
@@ -558,7 +618,7 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
         *seen += count;
         *loss_sum += loss * (double)count;
         double el = sx_seconds() - t0, ips = el > 0 ? (double)*seen / el : 0;
-        double eta = ips > 0 ? (double)(r->per_epoch - i) * (double)r->p.batch / ips : 0;
+        double eta = ips > 0 ? (double)(r->per_epoch - i) * (double)r->global / ips : 0;
         progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, eta);
         if ((s = run_after_step(r, &t0)) != SX_OK)
             break;
@@ -595,6 +655,11 @@ static sx_status run_epoch(run *r)
         SX_TRY(nn_fit_epoch_end(r->fit, r->model, r->rep.last_loss, r->train_time - t0, r->lr,
                                 &r->stop));
         nn_fit_last_metric(r->fit, &watched, &higher_better);
+        if (r->comm != NULL) { /* rank 0's decision (its fit state was resumed) */
+            unsigned char stop = r->stop;
+            SX_TRY(r->comm->bcast(r->comm->ctx, &stop, 1, 0));
+            r->stop = stop != 0;
+        }
     }
     nn_plateau_epoch(&r->p.schedule, &r->plateau_lr, &r->plateau_best, &r->plateau_bad, watched,
                      higher_better, r->p.verbose);
@@ -655,6 +720,7 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
     r.rep.test_accuracy = -1;
     SX_TRY(check_params(who, &r.p));
     SX_TRY(check_fit(who, net, train));
+    run_comm(&r);
     sx_status s = run_start_images(&r, train);
     if (s == SX_OK)
         s = run_start(&r);
@@ -678,6 +744,11 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
     r.rep.test_accuracy = -1;
     SX_TRY(check_params(who, &r.p));
     SX_TRY(nn_fit_check(who, net, &fp, train, val));
+    run_comm(&r);
+    if (r.comm != NULL && r.comm->rank != 0) { /* issue 22: rank 0 alone writes */
+        fp.train = r.p;
+        fp.history_path = NULL;
+    }
     sx_status s = nn_fit_new(net, &fp, train, val, &r.fit);
     if (s == SX_OK)
         s = run_start_source(&r, train, &fp.augment);
@@ -685,8 +756,11 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
         s = run_start(&r);
     if (s == SX_OK)
         s = nn_fit_resume(r.fit);
+    const sx_nn_comm *comm = r.comm;
     s = run_loop(&r, s, NULL);
     sx_status f = nn_fit_finish(r.fit, s == SX_OK, history);
     nn_fit_free(r.fit);
+    if (s == SX_OK && f == SX_OK && comm != NULL) /* rank 0's restored best weights */
+        f = nn_dp_broadcast(net, comm);
     return s != SX_OK ? s : f;
 }

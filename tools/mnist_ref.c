@@ -20,6 +20,9 @@
 #include "mnist_ref.h"
 
 #include <sx_nn.h>
+#ifdef STRIX_HAVE_MPI
+#include <sx_mpi.h>
+#endif
 
 #include <errno.h>
 #include <math.h>
@@ -246,7 +249,7 @@ static int parse_opts(const char *prog, int argc, char **argv, run_opts *o)
     return -1;
 }
 
-int strix_mnist_train(const char *prog, int argc, char **argv)
+static int mnist_run(const char *prog, int argc, char **argv)
 {
     run_opts o;
     int rc = parse_opts(prog, argc, argv, &o);
@@ -260,6 +263,11 @@ int strix_mnist_train(const char *prog, int argc, char **argv)
     sx_optim_kind opt = o.opt;
     if (threads > 0 && sx_threads_set((int)threads) != SX_OK)
         return die_sx(prog, "--threads");
+    /* issue 22: under mpirun, sx_nn_train runs data-parallel; rank 0 alone prints and writes */
+    const sx_nn_comm *comm = sx_nn_comm_default();
+    int rank = comm != NULL ? comm->rank : 0, ranks = comm != NULL ? comm->size : 1;
+    if (rank != 0)
+        quiet = true, save = NULL, dot = NULL;
 
     /* data: the four *-ubyte.gz files, kept as bytes and converted per batch */
     sx_ds_images *train = NULL, *test = NULL;
@@ -302,6 +310,12 @@ int strix_mnist_train(const char *prog, int argc, char **argv)
 
     sx_nn_train_report r;
     sx_status s = sx_nn_train(net, &p, train, test, &r);
+    if (s == SX_OK && rank != 0) { /* the result is rank 0's to print */
+        sx_nn_net_free(net);
+        sx_ds_images_free(train);
+        sx_ds_images_free(test);
+        return 0;
+    }
     if (s == SX_E_INTERRUPTED) {
         fprintf(stderr, "%s: %s\n", prog, sx_last_error());
         return 130;
@@ -324,15 +338,32 @@ int strix_mnist_train(const char *prog, int argc, char **argv)
     printf("result: test_accuracy=%.4f train_seconds=%.2f images_per_second=%.0f "
            "peak_rss_mb=%.0f nodes_before=%lld nodes_after=%lld planned_mb=%.1f naive_mb=%.1f "
            "infer_images_per_second=%.0f compile_ms=%.1f infer_compile_ms=%.1f "
-           "edges_before=%lld edges_after=%lld\n",
+           "edges_before=%lld edges_after=%lld ranks=%d\n",
            r.test_accuracy, r.train_seconds,
            r.train_seconds > 0 ? (double)images / r.train_seconds : 0, (double)ru.ru_maxrss / 1024,
            (long long)r.compile.nodes_before, (long long)r.compile.nodes_after,
            (double)r.compile.planned_bytes / 1048576, (double)r.compile.naive_bytes / 1048576,
            infer_ips, 1e3 * r.compile.compile_seconds, infer_compile_ms,
-           (long long)r.compile.edges_before, (long long)r.compile.edges_after);
+           (long long)r.compile.edges_before, (long long)r.compile.edges_after, ranks);
     sx_nn_net_free(net);
     sx_ds_images_free(train);
     sx_ds_images_free(test);
     return 0;
+}
+
+int strix_mnist_train(const char *prog, int argc, char **argv)
+{
+#ifdef STRIX_HAVE_MPI
+    /* MPI only when a launcher started this process: a plain run never initialises it */
+    if (!sx_mpi_launched())
+        return mnist_run(prog, argc, argv);
+    sx_mpi *mpi = NULL;
+    if (sx_mpi_init(NULL, NULL, &mpi) != SX_OK)
+        return die_sx(prog, "MPI");
+    int rc = mnist_run(prog, argc, argv);
+    sx_mpi_finalize(mpi, rc == 0);
+    return rc;
+#else
+    return mnist_run(prog, argc, argv);
+#endif
 }
