@@ -513,6 +513,9 @@ static const char *const null_calls[] = {
     "sx_nn_schedule_value",
     "sx_nn_schedule_node",
     "sx_nn_prelu",
+    "sx_nn_comm_set_default", /* issue 22 */
+    "sx_nn_comm_of",
+    "sx_nn_model_comm_bytes",
 };
 
 static void call_everything_with_null(void)
@@ -596,6 +599,10 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_model_predict(NULL, NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_predict_eager(NULL, &t, &t), SX_E_ARG);
     cr_assert_eq(sx_nn_predict_eager(NULL, NULL, NULL), SX_E_ARG);
+    sx_nn_comm_set_default(NULL); /* issue 22: clears the default */
+    cr_assert_null(sx_nn_comm_default());
+    cr_assert_null(sx_nn_comm_of(NULL));
+    cr_assert_eq(sx_nn_model_comm_bytes(NULL), 0);
     sx_ds_images d = {0};
     cr_assert_eq(sx_nn_train(NULL, NULL, NULL, NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_train(NULL, NULL, &d, NULL, NULL), SX_E_ARG);
