@@ -760,7 +760,7 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
     s = run_loop(&r, s, NULL);
     sx_status f = nn_fit_finish(r.fit, s == SX_OK, history);
     nn_fit_free(r.fit);
-    if (s == SX_OK && f == SX_OK && comm != NULL) /* rank 0's restored best weights */
-        f = nn_dp_broadcast(net, comm);
+    if (s == SX_OK && f == SX_OK && comm != NULL && fp.restore_best && val != NULL)
+        f = nn_dp_broadcast(net, comm); /* rank 0's restored best weights */
     return s != SX_OK ? s : f;
 }
