@@ -157,7 +157,7 @@ static int run(const opts *o, sx_mpi *mpi)
                "epoch_s=%.3f step_ms=%.2f params=%lld comm_bytes_per_step=%.0f "
                "allreduce_wait_ms=%.2f hidden_ms=0 compute_ms=%.2f loss=%.4f\n",
                o->net, ranks, sx_threads_get(), batch, fp.train.batch, (long long)m.steps, epoch_s,
-               step_ms, (long long)sx_nn_net_param_count(net), (double)(bytes1 - m.bytes0) / n,
+               step_ms, (long long)sx_nn_net_param_count(net), (double)(m.bytes1 - m.bytes0) / n,
                wait_ms, step_ms - wait_ms, h.n > 0 ? h.rows[h.n - 1].train_loss : 0.0);
     }
     sx_nn_history_free(&h);
