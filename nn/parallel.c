@@ -149,18 +149,24 @@ sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c)
 }
 
 /* The mean over the ranks of every parameter that is not trained (batch-norm running
- * statistics): the ranks saw different batches. */
+ * statistics): the ranks saw different batches. All sums in flight at once (with start). */
 sx_status nn_dp_average_stats(sx_nn_net *net, const sx_nn_comm *c)
 {
-    for (int i = 0; i < net->n_layers; i++) {
+    bool any = false;
+    for (int i = 0; i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++) {
-            nn_param *pr = &net->layers[i]->params[k];
-            if (pr->trainable)
-                continue;
-            SX_TRY(c->allreduce(c->ctx, pr->value->data, pr->value->size, pr->value->dtype, false));
-            scale(pr->value, 1.0 / (double)c->size);
+            const nn_param *pr = &net->layers[i]->params[k];
+            if (!pr->trainable) {
+                SX_TRY(start_sum(c, pr->value));
+                any = true;
+            }
         }
-    }
+    if (any && c->start != NULL && c->finish != NULL)
+        SX_TRY(c->finish(c->ctx));
+    for (int i = 0; any && i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++)
+            if (!net->layers[i]->params[k].trainable)
+                scale(net->layers[i]->params[k].value, 1.0 / (double)c->size);
     return SX_OK;
 }
 
