@@ -543,7 +543,11 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * targets, with n == the compiled batch; lr is this step's learning rate (with an in-graph
  * schedule, the base rate the graph schedules from: optim.lr), step the 1-based step number.
  * Writes the batch loss and the number of correct predictions (argmax over the last axis, per
- * example or per position of an output of rank > 1) when not NULL. */
+ * example or per position of an output of rank > 1) when not NULL. A model compiled over a
+ * communicator of > 1 rank (sx_nn_comm_of(p), issue 22) is called by every rank with its own
+ * batch: the gradients, each scaled by 1/ranks, are summed over the ranks before the update (the
+ * gradients are then outputs of the graph: the gemm-update fusion does not apply); loss and
+ * correct stay this rank's own; a communicator failure is its error (SX_E_IO from mpi/). */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
 /* Outputs (n, classes) for x (n, input shape), n <= the compiled (or loaded) batch; a smaller
