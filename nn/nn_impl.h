@@ -171,6 +171,8 @@ typedef struct nn_dp {
     int n_phase1;
     double weight; /* this rank's share of the global batch (1/size; 0: no rows this step) */
     int64_t bytes; /* gradient bytes summed in the last step */
+    void *pack;    /* the small gradients, packed into one message (pack_n elements) */
+    int64_t pack_n;
 } nn_dp;
 
 struct sx_nn_model {
