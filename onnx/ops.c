@@ -188,7 +188,7 @@ static sx_status op_Clip(ox_ctx *c)
         sx_cg_node *bn;
         SX_TRY(ox_node(c, b, b->lay, &bn));
         if (b->rank != 0)
-            bn = sx_cg_reshape(g, bn, 0, NULL);
+            bn = ox_reshape(c, bn, 0, NULL);
         x = i == 1 ? sx_cg_max(g, x, bn) : sx_cg_min(g, x, bn);
     }
     return ox_out(c, 0, x, v->lay);
@@ -228,7 +228,7 @@ static sx_status harmonise(ox_ctx *c, ox_val *a, ox_val *b, sx_cg_node **na, sx_
         int64_t s[4] = {1, 1, 1, 1};
         for (int k = 0; k < v[i]->rank; k++)
             s[4 - v[i]->rank + k] = v[i]->shape[k];
-        sx_cg_node *n4 = sx_cg_reshape(c->g, n, 4, s);
+        sx_cg_node *n4 = ox_reshape(c, n, 4, s);
         if (n4 == NULL)
             return ox_graph_fail(c);
         ox_val t = tmp_val(n4, OX_ONNX);
@@ -560,7 +560,7 @@ static sx_status op_BatchNormalization(ox_ctx *c)
             return ox_fail(c, SX_E_SHAPE, "input %d ('%s') is not (%lld)", i + 1, pv->name,
                            (long long)ch);
         SX_TRY(ox_node(c, pv, OX_ONNX, &n));
-        prm[i] = sx_cg_reshape(c->g, n, xv->rank, s);
+        prm[i] = ox_reshape(c, n, xv->rank, s);
     }
     sx_cg_graph *g = c->g;
     sx_cg_node *inv = sx_cg_div(g, prm[0], sx_cg_sqrt(g, sx_cg_add_scalar(g, prm[3], eps)));
@@ -606,9 +606,9 @@ static sx_status op_MatMul(ox_ctx *c)
         return ox_fail(c, SX_E_FORMAT, "a scalar operand");
     sx_cg_graph *g = c->g;
     if (av->rank == 1)
-        a = sx_cg_reshape(g, a, 2, (int64_t[]){1, av->shape[0]});
+        a = ox_reshape(c, a, 2, (int64_t[]){1, av->shape[0]});
     if (bv->rank == 1)
-        b = sx_cg_reshape(g, b, 2, (int64_t[]){bv->shape[0], 1});
+        b = ox_reshape(c, b, 2, (int64_t[]){bv->shape[0], 1});
     sx_cg_node *y = sx_cg_matmul(g, a, b, false, false);
     if (y != NULL && (av->rank == 1 || bv->rank == 1)) {
         int r = sx_cg_node_rank(y), k = 0;
@@ -619,7 +619,7 @@ static sx_status op_MatMul(ox_ctx *c)
                 continue;
             s[k++] = ys[i];
         }
-        y = sx_cg_reshape(g, y, k, s);
+        y = ox_reshape(c, y, k, s);
     }
     return ox_out(c, 0, y, OX_ONNX);
 }
@@ -645,11 +645,12 @@ static sx_status softmax(ox_ctx *c, bool log)
         return ox_out(c, 0, y, v->lay);
     }
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
-    int64_t rows = sx_shape_size(axis, v->shape),
+    /* rows: the batch axis stays symbolic (-1) when axis 0 is the batch */
+    int64_t rows = v->batch0 && axis >= 1 ? -1 : sx_shape_size(axis, v->shape),
             cols = sx_shape_size(v->rank - axis, v->shape + axis);
-    x = sx_cg_reshape(g, x, 2, (int64_t[]){rows, cols});
+    x = ox_reshape(c, x, 2, (int64_t[]){rows, cols});
     y = log ? sx_cg_log_softmax(g, x, 1) : sx_cg_softmax(g, x, 1);
-    return ox_out(c, 0, sx_cg_reshape(g, y, v->rank, v->shape), OX_ONNX);
+    return ox_out(c, 0, ox_reshape(c, y, v->rank, v->shape), OX_ONNX);
 }
 
 static sx_status op_Softmax(ox_ctx *c)
@@ -703,6 +704,7 @@ static sx_status reduce(ox_ctx *c, fold_fn f)
     }
     if (na == 0)
         mask = v->rank > 0 ? (1u << v->rank) - 1 : 0;
+    c->no_batch = (mask & SX_AXIS(0)) != 0;
     return ox_out(c, 0, f(c->g, x, mask, keep != 0), lay);
 }
 
@@ -734,7 +736,10 @@ static sx_status reshape_to(ox_ctx *c, ox_val *v, int rank, const int64_t *shape
     }
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
-    return ox_out(c, 0, sx_cg_reshape(c->g, x, rank, shape), OX_ONNX);
+    /* the batch axis survives when axis 0 keeps its size and the example its element count */
+    c->no_batch = !(v->batch0 && rank > 0 && shape[0] == v->shape[0] &&
+                    sx_shape_size(rank - 1, shape + 1) == sx_shape_size(v->rank - 1, v->shape + 1));
+    return ox_out(c, 0, ox_reshape(c, x, rank, shape), OX_ONNX);
 }
 
 static sx_status op_Flatten(ox_ctx *c)
@@ -752,6 +757,46 @@ static sx_status op_Flatten(ox_ctx *c)
     return reshape_to(c, v, 2, s);
 }
 
+/* Reshape of a value whose axis 0 is the batch to a target that keeps it: target[0] is 0 (copy),
+ * -1, the batch size, or the batch size the file declares for its input (an exporter that
+ * traced at batch 1 writes (1, -1) for "x.view(x.size(0), -1)"), and the other entries (0 and
+ * one -1 resolved against the example) hold the example's element count. Then the reshape keeps
+ * the batch axis at any batch; *done when it mapped the node. */
+static sx_status keeps_batch(ox_ctx *c, ox_val *v, const int64_t *t, int n, bool allowzero,
+                             bool *done)
+{
+    *done = false;
+    if (!v->batch0 || v->n == NULL || n < 1 || v->rank < 1)
+        return SX_OK;
+    int64_t t0 = t[0];
+    if (!((t0 == 0 && !allowzero) || t0 == -1 || t0 == v->shape[0] ||
+          (c->file_batch > 0 && t0 == c->file_batch)))
+        return SX_OK;
+    int64_t ex = sx_shape_size(v->rank - 1, v->shape + 1), known = 1, s[SX_MAX_RANK];
+    int infer = -1;
+    for (int i = 1; i < n; i++) {
+        s[i] = t[i] == 0 && !allowzero && i < v->rank ? v->shape[i] : t[i];
+        if (s[i] == -1 && infer < 0 && t0 != -1)
+            infer = i;
+        else if (s[i] <= 0 || known > INT64_MAX / s[i])
+            return SX_OK;
+        else
+            known *= s[i];
+    }
+    if (infer >= 0) {
+        if (ex % known != 0)
+            return SX_OK;
+        s[infer] = ex / known;
+    } else if (known != ex) {
+        return SX_OK;
+    }
+    if (ex <= 0)
+        return SX_OK;
+    s[0] = v->shape[0];
+    *done = true;
+    return reshape_to(c, v, n, s);
+}
+
 static sx_status op_Reshape(ox_ctx *c)
 {
     ox_val *v;
@@ -762,6 +807,10 @@ static sx_status op_Reshape(ox_ctx *c)
     SX_TRY(ox_attr_int(c, "allowzero", 0, &allowzero));
     if (n > SX_MAX_RANK)
         return ox_fail(c, SX_E_UNSUPPORTED, "shape of rank %lld", (long long)n);
+    bool done;
+    SX_TRY(keeps_batch(c, v, t, (int)n, allowzero != 0, &done));
+    if (done)
+        return SX_OK;
     int64_t s[SX_MAX_RANK], known = 1;
     int infer = -1;
     for (int i = 0; i < n; i++) {
@@ -875,6 +924,7 @@ static sx_status op_Transpose(ox_ctx *c)
         return ox_fail(c, SX_E_UNSUPPORTED, "transpose of an integer tensor");
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, v->lay, &x));
+    c->no_batch = perm[0] != 0;
     if (v->lay == OX_NHWC) /* one permutation from the NHWC node: out[j] = onnx[perm[j]] */
         for (int j = 0; j < 4; j++)
             perm[j] = OX_TO_NCHW[perm[j]];
@@ -924,6 +974,7 @@ static sx_status op_Concat(ox_ctx *c)
         SX_TRY(ox_in_req(c, i, &v));
         SX_TRY(ox_node(c, v, lay, &xs[i]));
     }
+    c->no_batch = axis == 0;
     return ox_out(c, 0, sx_cg_concat(c->g, n, xs, lay_axis(lay, axis)), lay);
 }
 
@@ -947,6 +998,7 @@ static sx_status op_Split(ox_ctx *c)
         SX_TRY(ox_attr_ints(c, "split", &sz, &nsz));
     }
     int64_t len = v->shape[axis], start = 0;
+    c->no_batch = axis == 0;
     if ((nsz != 0 && nsz != n) || n < 1 || (nsz == 0 && len % n != 0))
         return ox_fail(c, SX_E_UNSUPPORTED, "split of %lld into %d outputs (%d sizes)",
                        (long long)len, n, nsz);
@@ -1018,7 +1070,11 @@ static sx_status op_Slice(ox_ctx *c)
         }
         if (step < 0 && e == -1) /* through the first element: strix's open end */
             e = SX_SLICE_END;
+        if (s == 0 && e == d && step == 1) /* the whole axis (at any batch, for axis 0) */
+            e = SX_SLICE_END;
         sl[a] = (sx_slice){s, e, step};
+        if (a == 0 && !(s == 0 && e == SX_SLICE_END && step == 1))
+            c->no_batch = true;
     }
     if (v->n == NULL)
         return ox_fail(c, SX_E_UNSUPPORTED, "slice of an integer tensor");
@@ -1137,6 +1193,7 @@ static sx_status op_Gather(ox_ctx *c)
     sx_cg_graph *g = c->g;
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
+    c->no_batch = axis == 0;
     int perm[SX_MAX_RANK];
     perm[0] = axis;
     for (int i = 0, k = 1; i < v->rank; i++)
@@ -1155,7 +1212,7 @@ static sx_status op_Gather(ox_ctx *c)
             back[perm[i]] = i;
         y = sx_cg_permute(g, y, back);
     }
-    return ox_out(c, 0, sx_cg_reshape(g, y, r, s), OX_ONNX);
+    return ox_out(c, 0, ox_reshape(c, y, r, s), OX_ONNX);
 }
 
 /* ---------------------------------------------------------------- constants and shapes */
