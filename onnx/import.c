@@ -140,12 +140,18 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     return SX_OK;
 }
 
-/* A graph input given its integer values now (the conformance runner's). */
+/* A graph input given its values now (the conformance runner's): integers, or a float
+ * constant. */
 static sx_status bind_input(ox_ctx *c, const char *name, const Onnx__TensorProto *t)
 {
     ox_val *v;
     SX_TRY(ox_define(c, name, &v));
     SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
+    if (ox_dtype_is_float(t->data_type)) {
+        SX_TRY(ox_tensor_float(c, t, c->dt, &v->cst));
+        v->n = sx_cg_const(c->g, v->cst);
+        return v->n != NULL ? SX_OK : ox_graph_fail(c);
+    }
     int64_t n;
     return ox_tensor_ints(c, t, &v->ints, &n);
 }
@@ -566,7 +572,21 @@ sx_status sx_onnx_tensor_read(const char *path, sx_dtype dtype, sx_tensor **out,
     ox_ctx c;
     memset(&c, 0, sizeof c);
     c.file = path;
-    sx_status s = ox_tensor_float(&c, t, dtype, out);
+    sx_status s;
+    if (ox_dtype_is_float(t->data_type)) {
+        s = ox_tensor_float(&c, t, dtype, out);
+    } else { /* integers (an ArgMax's expected indices) as numbers of dtype */
+        int rank;
+        int64_t shape[SX_MAX_RANK], cnt, *iv = NULL;
+        s = ox_tensor_dims(&c, t, &rank, shape);
+        if (s == SX_OK)
+            s = ox_tensor_ints(&c, t, &iv, &cnt);
+        if (s == SX_OK)
+            s = sx_tensor_new(dtype, rank, shape, out);
+        for (int64_t i = 0; s == SX_OK && i < cnt; i++)
+            sx_tensor_set(*out, i, (double)iv[i]);
+        sx_free(iv);
+    }
     if (s == SX_OK && name != NULL) {
         const char *nm = t->name ? t->name : "";
         *name = sx_alloc(strlen(nm) + 1);

@@ -8,7 +8,7 @@
 
 #include <stdarg.h>
 
-#define OX_OPSET_MIN 11
+#define OX_OPSET_MIN 1
 #define OX_OPSET_MAX 17
 
 /* Where a value's strix node keeps it: in the ONNX order, or (rank 4 only) the NCHW value
@@ -125,6 +125,9 @@ typedef struct ox_op {
     const char *attrs; /* the attributes it reads, comma-separated; any other is refused */
 } ox_op;
 const ox_op *ox_op_find(const char *op_type);
+/* Whether input `slot` of op_type must be known at import time (Resize's roi, scales and
+ * sizes, Upsample's scales): the conformance runner binds a float graph input read only there. */
+bool ox_static_input(const char *op_type, int slot);
 
 /* The permutations between NCHW and NHWC. */
 extern const int OX_TO_NHWC[4], OX_TO_NCHW[4];
