@@ -1058,8 +1058,16 @@ static sx_status slice_with(ox_ctx *c, ox_val *v, const int64_t *st, const int64
         if (a == 0 && !(s == 0 && e == SX_SLICE_END && step == 1))
             c->no_batch = true;
     }
-    if (v->n == NULL)
-        return ox_fail(c, SX_E_UNSUPPORTED, "slice of an integer tensor");
+    if (v->n == NULL) { /* known integers of rank 1 (a shape): pick them here */
+        if (v->rank != 1 || v->shape[0] > 256)
+            return ox_fail(c, SX_E_UNSUPPORTED, "slice of an integer tensor of rank %d", v->rank);
+        int64_t out[256], k = 0, d = v->shape[0];
+        sx_slice q = sl[0];
+        int64_t stop = q.stop == SX_SLICE_END ? (q.step > 0 ? d : -1) : q.stop;
+        for (int64_t i = q.start; q.step > 0 ? i < stop : i > stop; i += q.step)
+            out[k++] = v->ints[i];
+        return ox_out_ints(c, 0, 1, &k, out);
+    }
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, v->lay, &x));
     if (v->lay == OX_NHWC) {

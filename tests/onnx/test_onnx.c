@@ -382,11 +382,12 @@ static void check_batches(sx_nn_model *m, const sx_tensor *x, const sx_tensor *w
 
 /* PyTorch exports a model traced at batch 1 with the batch baked in (a Reshape to (1, -1) for
  * x.view(x.size(0), -1)); imported, and converted to .sxm as `strix convert` does, it still runs
- * batches of 1, 3 and 8 with PyTorch's outputs (written once by data/make_batch_models.py). */
+ * batches of 1, 3 and 8 with PyTorch's outputs (written once by data/make_batch_models.py). The
+ * third model has ConvTranspose and nearest and bilinear Resize nodes. */
 Test(onnx_onnx, imported_model_runs_any_batch_up_to_the_compiled_one)
 {
-    static const char *const names[] = {"batch_resnet", "batch_mlp"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const names[] = {"batch_resnet", "batch_mlp", "batch_upsample"};
+    for (int i = 0; i < 3; i++) {
         char path[512], file[128];
         snprintf(file, sizeof file, "%s_x.pb", names[i]);
         data_path(path, sizeof path, file);
@@ -421,4 +422,42 @@ Test(onnx_onnx, imported_model_runs_any_batch_up_to_the_compiled_one)
         sx_tensor_free(x);
         sx_tensor_free(want);
     }
+}
+
+/* An imported model with ConvTranspose and Resize (nearest: a gather; bilinear: a matrix
+ * product) exports to ONNX (ConvTranspose, Gather, MatMul), passes onnx.checker, and imports
+ * back with PyTorch's outputs. */
+Test(onnx_onnx, upsampling_model_exports_and_imports_back)
+{
+    char path[512], xp[512], yp[512], out[256];
+    data_path(path, sizeof path, "batch_upsample.onnx");
+    data_path(xp, sizeof xp, "batch_upsample_x.pb");
+    data_path(yp, sizeof yp, "batch_upsample_y.pb");
+    sx_tensor *x = NULL, *want = NULL;
+    cr_assert_eq(sx_onnx_tensor_read(xp, SX_F32, &x, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_onnx_tensor_read(yp, SX_F32, &want, NULL), SX_OK, "%s", sx_last_error());
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 8;
+    sx_nn_model *m = NULL, *back = NULL;
+    cr_assert_eq(sx_onnx_import(path, &p, &m), SX_OK, "%s", sx_last_error());
+    tmp_path(out, sizeof out, "upsample");
+    cr_assert_eq(sx_onnx_export(m, out), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_onnx_import(out, &p, &back), SX_OK, "%s", sx_last_error());
+    check_batches(back, x, want, 8, out);
+    check_batches(back, x, want, 3, out);
+    if (system("/usr/bin/python3 -c 'import onnx' > /dev/null 2>&1") == 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+                 "onnx.checker.check_model(m, full_check=True); "
+                 "ops = set(n.op_type for n in m.graph.node); "
+                 "sys.exit(0 if {\"ConvTranspose\", \"Gather\", \"MatMul\"} <= ops else 1)' %s",
+                 out);
+        cr_assert_eq(system(cmd), 0, "onnx.checker rejected %s or an op is missing", out);
+    }
+    sx_nn_model_free(back);
+    sx_nn_model_free(m);
+    remove(out);
+    sx_tensor_free(x);
+    sx_tensor_free(want);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """make_batch_models.py: writes the models and references of test_onnx's any-batch test, once
-(the files are committed; run again only to change them): a small ResNet-like CNN and an MLP,
+(the files are committed; run again only to change them): a small ResNet-like CNN, an MLP and an
+upsampling CNN (ConvTranspose, nearest and bilinear Resize),
 exported by PyTorch at batch 1 with no dynamic axes (so the files spell the batch as 1, e.g. a
 Reshape to (1, -1) for x.view(x.size(0), -1)), and for each 8 inputs and PyTorch's outputs as
 ONNX TensorProtos (no onnxruntime involved):
@@ -50,6 +51,23 @@ class Mlp(torch.nn.Module):
         return torch.softmax(self.l2(torch.tanh(self.l1(torch.flatten(x, 1)))), dim=1)
 
 
+class Upsampler(torch.nn.Module):
+    """ConvTranspose2d, nearest and bilinear upsampling (Resize in the file), a dense head."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.conv = torch.nn.Conv2d(4, 2, 3, padding=1)
+        self.fc = torch.nn.Linear(2 * 30 * 30, 6)
+
+    def forward(self, x):
+        x = torch.nn.functional.interpolate(torch.relu(self.up(x)), scale_factor=2,
+                                            mode="nearest")
+        x = torch.nn.functional.interpolate(self.conv(x), size=(30, 30), mode="bilinear",
+                                            align_corners=False)
+        return self.fc(torch.flatten(x, 1))
+
+
 def write(name, model, shape):
     torch.manual_seed(1)
     for p in model.parameters():  # non-trivial batch-norm statistics too
@@ -73,3 +91,4 @@ def write(name, model, shape):
 torch.manual_seed(0)
 write("batch_resnet", ResNetLike(), (3, 12, 12))
 write("batch_mlp", Mlp(), (4, 5))
+write("batch_upsample", Upsampler(), (3, 6, 6))
