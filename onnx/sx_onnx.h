@@ -93,8 +93,10 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
  * ONNX file at `path` (opset 13, ir_version 7): its plain inference graph for a batch of 1
  * with the batch axis named "N" (any batch), the weights as initializers. The input and output
  * are named "x" and "y" and keep strix's shapes, e.g. an image model's input (N, h, w, c) in
- * NHWC order; the graph transposes around each Conv, MaxPool and AveragePool (ONNX's are NCHW).
- * Ops: matmul (Gemm or MatMul), conv2d (Conv), max/avg pooling (MaxPool, AveragePool), the
+ * NHWC order; the graph transposes around each Conv, ConvTranspose, MaxPool and AveragePool
+ * (ONNX's are NCHW). Ops: matmul (Gemm or MatMul), conv2d (Conv), conv_transpose2d
+ * (ConvTranspose), max/avg pooling (MaxPool, AveragePool), gather by constant indices (Gather),
+ * slice (Slice), argmax/argmin over one axis (ArgMax/ArgMin and a Cast), the
  * element-wise ops that ONNX has (Add, Sub, Mul, Div, Pow, Max, Min, Relu, Sigmoid, Tanh, Exp,
  * Log, Sqrt, Neg, Abs, LeakyRelu, Elu, Softplus, Softsign, Erf, Floor, Ceil, Reciprocal, ...),
  * fma, reshape, permute (Transpose), concat, pad, sum/mean/max/min reductions, softmax,
