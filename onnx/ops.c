@@ -1823,7 +1823,7 @@ static sx_status op_Resize(ox_ctx *c)
     return resize_to(c, &r, v, out, sc, nroi ? roi : NULL);
 }
 
-/* Upsample (opsets 7-9; deprecated in 10): scales from the attribute (7) or input 1 (9),
+/* Upsample (opsets 7-10; deprecated in 10): scales from the attribute (7) or input 1 (9+),
  * asymmetric coordinates, nearest rounding down. */
 static sx_status op_Upsample(ox_ctx *c)
 {
@@ -1987,8 +1987,8 @@ static sx_status op_Tile_any(ox_ctx *c)
 
 static sx_status op_Upsample_any(ox_ctx *c)
 {
-    if (c->opset < 7 || c->opset >= 10)
-        return ox_fail(c, SX_E_UNSUPPORTED, "Upsample of opset %d (opsets 7-9; Resize after)",
+    if (c->opset < 7 || c->opset > 10)
+        return ox_fail(c, SX_E_UNSUPPORTED, "Upsample of opset %d (opsets 7-10; Resize after)",
                        c->opset);
     if (c->opset >= 9)
         SX_TRY(no_attr(c, "scales", 9));

@@ -461,3 +461,29 @@ Test(onnx_onnx, upsampling_model_exports_and_imports_back)
     sx_tensor_free(x);
     sx_tensor_free(want);
 }
+
+/* What the new mappings do not take is a clear SX_E_UNSUPPORTED naming the op and the reason:
+ * a 1-d ConvTranspose, Resize scales that are a graph input (not known at import). */
+Test(onnx_onnx, new_ops_refuse_what_they_do_not_map)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    static const struct {
+        const char *dir, *words[2];
+    } cases[] = {
+        {"test_convtranspose_1d", {"ConvTranspose", "rank 3"}},
+        {"test_resize_upsample_scales_linear", {"Resize", "known at import"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[512];
+        snprintf(path, sizeof path, NODE_TESTS "/%s/model.onnx", cases[i].dir);
+        if (access(path, R_OK) != 0)
+            continue;
+        sx_onnx_graph *og = (sx_onnx_graph *)1;
+        sx_status s = sx_onnx_graph_import(path, NULL, &og);
+        cr_assert_null(og, "%s", cases[i].dir);
+        cr_assert_eq(s, SX_E_UNSUPPORTED, "%s: %s", cases[i].dir, sx_last_error());
+        for (int k = 0; k < 2; k++)
+            cr_assert(strstr(sx_last_error(), cases[i].words[k]) != NULL, "%s", sx_last_error());
+    }
+}
