@@ -444,6 +444,23 @@ static void export_slice(ex *e, const sx_cg_node *n, char **in, const char *out)
     node_add(e, "Slice", 5, xs, out, NULL);
 }
 
+/* conv_transpose2d, gather, argmax/argmin, slice: true when n is one of them (exported). */
+static bool export_layout_op(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    sx_cg_op op = sx_cg_node_op(n);
+    if (op == SX_OP_CONV_TRANSPOSE2D)
+        export_conv_transpose(e, n, in, out);
+    else if (op == SX_OP_GATHER)
+        export_gather(e, n, in, out);
+    else if (op == SX_OP_ARGMAX || op == SX_OP_ARGMIN)
+        export_arg(e, n, in, out, op == SX_OP_ARGMAX);
+    else if (op == SX_OP_SLICE)
+        export_slice(e, n, in, out);
+    else
+        return false;
+    return true;
+}
+
 typedef struct simple {
     sx_cg_op op;
     const char *onnx;
@@ -578,22 +595,8 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
         export_pool(e, n, in, out, op == SX_OP_MAXPOOL2D);
         return;
     }
-    if (op == SX_OP_CONV_TRANSPOSE2D) {
-        export_conv_transpose(e, n, in, out);
+    if (export_layout_op(e, n, in, out))
         return;
-    }
-    if (op == SX_OP_GATHER) {
-        export_gather(e, n, in, out);
-        return;
-    }
-    if (op == SX_OP_ARGMAX || op == SX_OP_ARGMIN) {
-        export_arg(e, n, in, out, op == SX_OP_ARGMAX);
-        return;
-    }
-    if (op == SX_OP_SLICE) {
-        export_slice(e, n, in, out);
-        return;
-    }
     if (op == SX_OP_SOFTMAX || op == SX_OP_LOG_SOFTMAX) {
         a[0] = attr_int(e, "axis", at->axis);
         unary(e, op == SX_OP_SOFTMAX ? "Softmax" : "LogSoftmax", in[0], out, a);
