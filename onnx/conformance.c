@@ -203,6 +203,23 @@ typedef struct case_inputs {
     bool f64;              /* the first float input is DOUBLE */
 } case_inputs;
 
+/* Is input `name` read only where its values must be known at import (ox_static_input)? */
+static bool float_static(const Onnx__GraphProto *g, const char *name)
+{
+    int uses = 0;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *nd = g->node[i];
+        for (size_t k = 0; k < nd->n_input; k++) {
+            if (strcmp(nd->input[k], name) != 0)
+                continue;
+            if (nd->op_type == NULL || !ox_static_input(nd->op_type, (int)k))
+                return false;
+            uses++;
+        }
+    }
+    return uses > 0;
+}
+
 static sx_status case_inputs_of(const Onnx__ModelProto *m, case_inputs *ci)
 {
     memset(ci, 0, sizeof *ci);
@@ -229,6 +246,8 @@ static sx_status case_inputs_of(const Onnx__ModelProto *m, case_inputs *ci)
                              t != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16 &&
                              t != ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64 &&
                              t != ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX128;
+        if (!ci->integer[ci->n] && float_static(g, ci->names[ci->n]))
+            ci->integer[ci->n] = true; /* e.g. Resize's scales: bound like the integers */
         if (!ci->integer[ci->n]) {
             ci->file_of[nf++] = ci->n;
             if (!seen_float && ox_dtype_is_float(t))

@@ -358,6 +358,109 @@ static void export_reduce(ex *e, const sx_cg_node *n, char **in, const char *out
     node_add(e, op, 1, in, out, a);
 }
 
+/* conv_transpose2d: ConvTranspose between Transposes; k (kh, kw, c_out/g, c_in) -> ONNX's
+ * (c_in, c_out/g, kh, kw). */
+static void export_conv_transpose(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    const sx_conv2d_params *p = &sx_cg_node_attr(n)->conv;
+    char *x = transpose(e, in[0], OX_TO_NCHW, NULL);
+    static const int to_w[4] = {3, 2, 0, 1};
+    char *w = transpose(e, in[1], to_w, NULL);
+    Onnx__AttributeProto *a[9] = {NULL};
+    const int64_t *ks = sx_cg_node_shape(sx_cg_node_input(n, 1));
+    int k = window_attrs(e, a, p->stride_h, p->stride_w, p->dilation_h, p->dilation_w, p->padding,
+                         p->pad_top, p->pad_left, p->pad_bottom, p->pad_right);
+    a[k++] = attr_int(e, "group", p->groups > 0 ? p->groups : 1);
+    a[k++] = attr_ints(e, "kernel_shape", 2, ks);
+    if (p->output_padding_h || p->output_padding_w)
+        a[k++] = attr_ints(e, "output_padding", 2,
+                           (int64_t[]){p->output_padding_h, p->output_padding_w});
+    char *y = fresh(e), *xs[2] = {x, w};
+    if (y != NULL)
+        node_add(e, "ConvTranspose", 2, xs, y, a);
+    transpose(e, y, OX_TO_NHWC, out);
+}
+
+/* gather of rows by constant indices (what the importer makes of Resize's nearest modes):
+ * Gather on axis 0 with the indices as an int64 initializer. */
+static void export_gather(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    const sx_cg_node *ix = sx_cg_node_input(n, 1);
+    const sx_tensor *v = sx_cg_value(ix);
+    if (sx_cg_node_op(ix) != SX_OP_CONST || v == NULL || v->data == NULL || v->rank != 1) {
+        unsupported(e, n, "indices that are not a constant vector");
+        return;
+    }
+    int64_t *idx = ex_alloc(e, (size_t)(v->size ? v->size : 1) * sizeof *idx);
+    if (idx == NULL)
+        return;
+    for (int64_t i = 0; i < v->size; i++)
+        idx[i] = (int64_t)sx_tensor_get(v, i);
+    Onnx__AttributeProto *a[2] = {attr_int(e, "axis", 0), NULL};
+    char *xs[2] = {in[0], init_ints(e, (int)v->size, idx)};
+    node_add(e, "Gather", 2, xs, out, a);
+}
+
+/* argmax / argmin over one axis: ArgMax / ArgMin (int64), then a Cast to the model's dtype. */
+static void export_arg(ex *e, const sx_cg_node *n, char **in, const char *out, bool max)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    int r = sx_cg_node_rank(sx_cg_node_input(n, 0)), axis = -1, count = 0;
+    for (int i = 0; i < r; i++)
+        if (at->axes & SX_AXIS(i)) {
+            axis = i;
+            count++;
+        }
+    if (count != 1) {
+        unsupported(e, n, "an arg extreme over several axes");
+        return;
+    }
+    Onnx__AttributeProto *a[3] = {attr_int(e, "axis", axis), attr_int(e, "keepdims", at->keepdims),
+                                  NULL};
+    char *i = unary(e, max ? "ArgMax" : "ArgMin", in[0], NULL, a);
+    Onnx__AttributeProto *c[2] = {attr_int(e, "to",
+                                           e->dt == SX_F32 ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                                                           : ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE),
+                                  NULL};
+    unary(e, "Cast", i, out, c);
+}
+
+/* slice: Slice with starts, ends, axes and steps as initializers (an open end of a backward
+ * slice is INT64_MIN: through the first element). */
+static void export_slice(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    int r = sx_cg_node_rank(sx_cg_node_input(n, 0));
+    int64_t st[SX_MAX_RANK], en[SX_MAX_RANK], ax[SX_MAX_RANK], sp[SX_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        const sx_slice *sl = &at->slice[i];
+        st[i] = sl->start;
+        en[i] = sl->stop == SX_SLICE_END && sl->step < 0 ? INT64_MIN : sl->stop;
+        ax[i] = i;
+        sp[i] = sl->step;
+    }
+    char *xs[5] = {in[0], init_ints(e, r, st), init_ints(e, r, en), init_ints(e, r, ax),
+                   init_ints(e, r, sp)};
+    node_add(e, "Slice", 5, xs, out, NULL);
+}
+
+/* conv_transpose2d, gather, argmax/argmin, slice: true when n is one of them (exported). */
+static bool export_layout_op(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    sx_cg_op op = sx_cg_node_op(n);
+    if (op == SX_OP_CONV_TRANSPOSE2D)
+        export_conv_transpose(e, n, in, out);
+    else if (op == SX_OP_GATHER)
+        export_gather(e, n, in, out);
+    else if (op == SX_OP_ARGMAX || op == SX_OP_ARGMIN)
+        export_arg(e, n, in, out, op == SX_OP_ARGMAX);
+    else if (op == SX_OP_SLICE)
+        export_slice(e, n, in, out);
+    else
+        return false;
+    return true;
+}
+
 typedef struct simple {
     sx_cg_op op;
     const char *onnx;
@@ -492,6 +595,8 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
         export_pool(e, n, in, out, op == SX_OP_MAXPOOL2D);
         return;
     }
+    if (export_layout_op(e, n, in, out))
+        return;
     if (op == SX_OP_SOFTMAX || op == SX_OP_LOG_SOFTMAX) {
         a[0] = attr_int(e, "axis", at->axis);
         unary(e, op == SX_OP_SOFTMAX ? "Softmax" : "LogSoftmax", in[0], out, a);

@@ -109,15 +109,19 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     if (sh->n_dim > SX_MAX_RANK)
         return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' of rank %zu", name, sh->n_dim);
     int64_t s[SX_MAX_RANK], total = 1;
+    bool batch0 = false;
     for (size_t k = 0; k < sh->n_dim; k++) {
         const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
         bool fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
                      d->dim_value >= 0;
-        if (k == 0 && (c->force_batch || !fixed))
+        if (k == 0 && c->file_batch == 0)
+            c->file_batch = fixed ? d->dim_value : -1;
+        if (k == 0 && (c->force_batch || !fixed)) {
             s[k] = c->batch;
-        else if (fixed)
+            batch0 = true;
+        } else if (fixed) {
             s[k] = d->dim_value;
-        else
+        } else
             return ox_fail(c, SX_E_UNSUPPORTED, "input '%s': axis %zu has no fixed size", name, k);
         if (total > 0 && s[k] > OX_MAX_INPUT_ELEMS / total)
             return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is too large", name);
@@ -126,6 +130,7 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     ox_val *v;
     SX_TRY(ox_define(c, name, &v));
     v->is_input = true;
+    v->batch0 = batch0;
     v->n = sx_cg_input(c->g, name, c->dt, (int)sh->n_dim, s);
     if (v->n == NULL)
         return ox_graph_fail(c);
@@ -135,12 +140,18 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     return SX_OK;
 }
 
-/* A graph input given its integer values now (the conformance runner's). */
+/* A graph input given its values now (the conformance runner's): integers, or a float
+ * constant. */
 static sx_status bind_input(ox_ctx *c, const char *name, const Onnx__TensorProto *t)
 {
     ox_val *v;
     SX_TRY(ox_define(c, name, &v));
     SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
+    if (ox_dtype_is_float(t->data_type)) {
+        SX_TRY(ox_tensor_float(c, t, c->dt, &v->cst));
+        v->n = sx_cg_const(c->g, v->cst);
+        return v->n != NULL ? SX_OK : ox_graph_fail(c);
+    }
     int64_t n;
     return ox_tensor_ints(c, t, &v->ints, &n);
 }
@@ -182,6 +193,7 @@ static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
             return ox_fail(c, SX_E_FORMAT, "input '%s' is not defined before the node",
                            nd->input[i]);
     SX_TRY(check_attrs(c, op));
+    c->no_batch = false;
     SX_TRY(op->fn(c));
     if (sx_cg_graph_status(c->g) != SX_OK)
         return ox_graph_fail(c);
@@ -487,7 +499,7 @@ static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x
                      ms->file, og->out_names[0], sx_shape_str(r, os, b, sizeof b), (long long)n);
     }
     if (s == SX_OK && r != 2) {
-        out = sx_cg_reshape(og->c.g, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
+        out = ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
         if (out == NULL)
             s = sx_cg_graph_status(og->c.g);
     }
@@ -560,7 +572,21 @@ sx_status sx_onnx_tensor_read(const char *path, sx_dtype dtype, sx_tensor **out,
     ox_ctx c;
     memset(&c, 0, sizeof c);
     c.file = path;
-    sx_status s = ox_tensor_float(&c, t, dtype, out);
+    sx_status s;
+    if (ox_dtype_is_float(t->data_type)) {
+        s = ox_tensor_float(&c, t, dtype, out);
+    } else { /* integers (an ArgMax's expected indices) as numbers of dtype */
+        int rank;
+        int64_t shape[SX_MAX_RANK], cnt, *iv = NULL;
+        s = ox_tensor_dims(&c, t, &rank, shape);
+        if (s == SX_OK)
+            s = ox_tensor_ints(&c, t, &iv, &cnt);
+        if (s == SX_OK)
+            s = sx_tensor_new(dtype, rank, shape, out);
+        for (int64_t i = 0; s == SX_OK && i < cnt; i++)
+            sx_tensor_set(*out, i, (double)iv[i]);
+        sx_free(iv);
+    }
     if (s == SX_OK && name != NULL) {
         const char *nm = t->name ? t->name : "";
         *name = sx_alloc(strlen(nm) + 1);

@@ -8,7 +8,7 @@
 
 #include <stdarg.h>
 
-#define OX_OPSET_MIN 11
+#define OX_OPSET_MIN 1
 #define OX_OPSET_MAX 17
 
 /* Where a value's strix node keeps it: in the ONNX order, or (rank 4 only) the NCHW value
@@ -26,6 +26,9 @@ typedef struct ox_val {
     int64_t *ints;  /* integer values (owned), or NULL */
     sx_tensor *cst; /* a float constant's values in the import dtype (owned), or NULL */
     bool is_input;  /* a graph input */
+    /* Axis 0 is the batch axis (a graph input's first axis, kept through the ops that keep it):
+     * a Reshape of such a value keeps that axis however the file spells its size. */
+    bool batch0;
 } ox_val;
 
 typedef struct ox_ctx {
@@ -36,6 +39,12 @@ typedef struct ox_ctx {
     int64_t batch;    /* the first axis of inputs with no fixed size */
     bool trainable;   /* float initializers as parameters */
     bool force_batch; /* every input's first axis is the batch (sx_onnx_import) */
+    /* the first input's first axis as the file declares it (a fixed dim_value), or -1: a
+     * Reshape target that spells the batch as this number keeps the batch axis */
+    int64_t file_batch;
+    /* set by a mapping before ox_out when its output's axis 0 is not its input's (a reduction,
+     * slice, concat or gather along axis 0, a transpose moving it); cleared for every node */
+    bool no_batch;
     /* graph inputs given values at import time (the conformance runner's integer inputs):
      * bound[i]->name names the input; they become known integers, not input nodes */
     Onnx__TensorProto *const *bound;
@@ -84,6 +93,11 @@ int ox_n_out(ox_ctx *c);
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out);
 /* Output i of the node: the graph node n holding it in layout lay (its ONNX shape derived). */
 sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
+/* A reshape of x to shape (rank, shape) written so that, when it keeps axis 0 (the same size,
+ * and the other axes the same number of elements, > 0), axis 0 stays symbolic (-1): the graph
+ * still runs when a copy changes the batch (sx_cg_graph_copy, a .sxm loaded for another batch).
+ * The result is the same reshape at this batch. NULL with the graph's status on failure. */
+sx_cg_node *ox_reshape(ox_ctx *c, sx_cg_node *x, int rank, const int64_t *shape);
 /* Output i as known integers. */
 sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints);
 /* Static integer data of input i (required), e.g. Reshape's shape; *count elements. */
@@ -111,6 +125,9 @@ typedef struct ox_op {
     const char *attrs; /* the attributes it reads, comma-separated; any other is refused */
 } ox_op;
 const ox_op *ox_op_find(const char *op_type);
+/* Whether input `slot` of op_type must be known at import time (Resize's roi, scales and
+ * sizes, Upsample's scales): the conformance runner binds a float graph input read only there. */
+bool ox_static_input(const char *op_type, int slot);
 
 /* The permutations between NCHW and NHWC. */
 extern const int OX_TO_NHWC[4], OX_TO_NCHW[4];

@@ -188,7 +188,7 @@ static sx_status op_Clip(ox_ctx *c)
         sx_cg_node *bn;
         SX_TRY(ox_node(c, b, b->lay, &bn));
         if (b->rank != 0)
-            bn = sx_cg_reshape(g, bn, 0, NULL);
+            bn = ox_reshape(c, bn, 0, NULL);
         x = i == 1 ? sx_cg_max(g, x, bn) : sx_cg_min(g, x, bn);
     }
     return ox_out(c, 0, x, v->lay);
@@ -228,7 +228,7 @@ static sx_status harmonise(ox_ctx *c, ox_val *a, ox_val *b, sx_cg_node **na, sx_
         int64_t s[4] = {1, 1, 1, 1};
         for (int k = 0; k < v[i]->rank; k++)
             s[4 - v[i]->rank + k] = v[i]->shape[k];
-        sx_cg_node *n4 = sx_cg_reshape(c->g, n, 4, s);
+        sx_cg_node *n4 = ox_reshape(c, n, 4, s);
         if (n4 == NULL)
             return ox_graph_fail(c);
         ox_val t = tmp_val(n4, OX_ONNX);
@@ -560,7 +560,7 @@ static sx_status op_BatchNormalization(ox_ctx *c)
             return ox_fail(c, SX_E_SHAPE, "input %d ('%s') is not (%lld)", i + 1, pv->name,
                            (long long)ch);
         SX_TRY(ox_node(c, pv, OX_ONNX, &n));
-        prm[i] = sx_cg_reshape(c->g, n, xv->rank, s);
+        prm[i] = ox_reshape(c, n, xv->rank, s);
     }
     sx_cg_graph *g = c->g;
     sx_cg_node *inv = sx_cg_div(g, prm[0], sx_cg_sqrt(g, sx_cg_add_scalar(g, prm[3], eps)));
@@ -606,9 +606,9 @@ static sx_status op_MatMul(ox_ctx *c)
         return ox_fail(c, SX_E_FORMAT, "a scalar operand");
     sx_cg_graph *g = c->g;
     if (av->rank == 1)
-        a = sx_cg_reshape(g, a, 2, (int64_t[]){1, av->shape[0]});
+        a = ox_reshape(c, a, 2, (int64_t[]){1, av->shape[0]});
     if (bv->rank == 1)
-        b = sx_cg_reshape(g, b, 2, (int64_t[]){bv->shape[0], 1});
+        b = ox_reshape(c, b, 2, (int64_t[]){bv->shape[0], 1});
     sx_cg_node *y = sx_cg_matmul(g, a, b, false, false);
     if (y != NULL && (av->rank == 1 || bv->rank == 1)) {
         int r = sx_cg_node_rank(y), k = 0;
@@ -619,7 +619,7 @@ static sx_status op_MatMul(ox_ctx *c)
                 continue;
             s[k++] = ys[i];
         }
-        y = sx_cg_reshape(g, y, k, s);
+        y = ox_reshape(c, y, k, s);
     }
     return ox_out(c, 0, y, OX_ONNX);
 }
@@ -645,11 +645,12 @@ static sx_status softmax(ox_ctx *c, bool log)
         return ox_out(c, 0, y, v->lay);
     }
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
-    int64_t rows = sx_shape_size(axis, v->shape),
+    /* rows: the batch axis stays symbolic (-1) when axis 0 is the batch */
+    int64_t rows = v->batch0 && axis >= 1 ? -1 : sx_shape_size(axis, v->shape),
             cols = sx_shape_size(v->rank - axis, v->shape + axis);
-    x = sx_cg_reshape(g, x, 2, (int64_t[]){rows, cols});
+    x = ox_reshape(c, x, 2, (int64_t[]){rows, cols});
     y = log ? sx_cg_log_softmax(g, x, 1) : sx_cg_softmax(g, x, 1);
-    return ox_out(c, 0, sx_cg_reshape(g, y, v->rank, v->shape), OX_ONNX);
+    return ox_out(c, 0, ox_reshape(c, y, v->rank, v->shape), OX_ONNX);
 }
 
 static sx_status op_Softmax(ox_ctx *c)
@@ -703,6 +704,7 @@ static sx_status reduce(ox_ctx *c, fold_fn f)
     }
     if (na == 0)
         mask = v->rank > 0 ? (1u << v->rank) - 1 : 0;
+    c->no_batch = (mask & SX_AXIS(0)) != 0;
     return ox_out(c, 0, f(c->g, x, mask, keep != 0), lay);
 }
 
@@ -734,7 +736,10 @@ static sx_status reshape_to(ox_ctx *c, ox_val *v, int rank, const int64_t *shape
     }
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
-    return ox_out(c, 0, sx_cg_reshape(c->g, x, rank, shape), OX_ONNX);
+    /* the batch axis survives when axis 0 keeps its size and the example its element count */
+    c->no_batch = !(v->batch0 && rank > 0 && shape[0] == v->shape[0] &&
+                    sx_shape_size(rank - 1, shape + 1) == sx_shape_size(v->rank - 1, v->shape + 1));
+    return ox_out(c, 0, ox_reshape(c, x, rank, shape), OX_ONNX);
 }
 
 static sx_status op_Flatten(ox_ctx *c)
@@ -752,6 +757,46 @@ static sx_status op_Flatten(ox_ctx *c)
     return reshape_to(c, v, 2, s);
 }
 
+/* Reshape of a value whose axis 0 is the batch to a target that keeps it: target[0] is 0 (copy),
+ * -1, the batch size, or the batch size the file declares for its input (an exporter that
+ * traced at batch 1 writes (1, -1) for "x.view(x.size(0), -1)"), and the other entries (0 and
+ * one -1 resolved against the example) hold the example's element count. Then the reshape keeps
+ * the batch axis at any batch; *done when it mapped the node. */
+static sx_status keeps_batch(ox_ctx *c, ox_val *v, const int64_t *t, int n, bool allowzero,
+                             bool *done)
+{
+    *done = false;
+    if (!v->batch0 || v->n == NULL || n < 1 || v->rank < 1)
+        return SX_OK;
+    int64_t t0 = t[0];
+    if (!((t0 == 0 && !allowzero) || t0 == -1 || t0 == v->shape[0] ||
+          (c->file_batch > 0 && t0 == c->file_batch)))
+        return SX_OK;
+    int64_t ex = sx_shape_size(v->rank - 1, v->shape + 1), known = 1, s[SX_MAX_RANK];
+    int infer = -1;
+    for (int i = 1; i < n; i++) {
+        s[i] = t[i] == 0 && !allowzero && i < v->rank ? v->shape[i] : t[i];
+        if (s[i] == -1 && infer < 0 && t0 != -1)
+            infer = i;
+        else if (s[i] <= 0 || known > INT64_MAX / s[i])
+            return SX_OK;
+        else
+            known *= s[i];
+    }
+    if (infer >= 0) {
+        if (ex % known != 0)
+            return SX_OK;
+        s[infer] = ex / known;
+    } else if (known != ex) {
+        return SX_OK;
+    }
+    if (ex <= 0)
+        return SX_OK;
+    s[0] = v->shape[0];
+    *done = true;
+    return reshape_to(c, v, n, s);
+}
+
 static sx_status op_Reshape(ox_ctx *c)
 {
     ox_val *v;
@@ -762,6 +807,10 @@ static sx_status op_Reshape(ox_ctx *c)
     SX_TRY(ox_attr_int(c, "allowzero", 0, &allowzero));
     if (n > SX_MAX_RANK)
         return ox_fail(c, SX_E_UNSUPPORTED, "shape of rank %lld", (long long)n);
+    bool done;
+    SX_TRY(keeps_batch(c, v, t, (int)n, allowzero != 0, &done));
+    if (done)
+        return SX_OK;
     int64_t s[SX_MAX_RANK], known = 1;
     int infer = -1;
     for (int i = 0; i < n; i++) {
@@ -875,6 +924,7 @@ static sx_status op_Transpose(ox_ctx *c)
         return ox_fail(c, SX_E_UNSUPPORTED, "transpose of an integer tensor");
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, v->lay, &x));
+    c->no_batch = perm[0] != 0;
     if (v->lay == OX_NHWC) /* one permutation from the NHWC node: out[j] = onnx[perm[j]] */
         for (int j = 0; j < 4; j++)
             perm[j] = OX_TO_NCHW[perm[j]];
@@ -924,6 +974,7 @@ static sx_status op_Concat(ox_ctx *c)
         SX_TRY(ox_in_req(c, i, &v));
         SX_TRY(ox_node(c, v, lay, &xs[i]));
     }
+    c->no_batch = axis == 0;
     return ox_out(c, 0, sx_cg_concat(c->g, n, xs, lay_axis(lay, axis)), lay);
 }
 
@@ -947,6 +998,7 @@ static sx_status op_Split(ox_ctx *c)
         SX_TRY(ox_attr_ints(c, "split", &sz, &nsz));
     }
     int64_t len = v->shape[axis], start = 0;
+    c->no_batch = axis == 0;
     if ((nsz != 0 && nsz != n) || n < 1 || (nsz == 0 && len % n != 0))
         return ox_fail(c, SX_E_UNSUPPORTED, "split of %lld into %d outputs (%d sizes)",
                        (long long)len, n, nsz);
@@ -964,28 +1016,10 @@ static sx_status op_Split(ox_ctx *c)
     return SX_OK;
 }
 
-/* Slice with starts, ends, axes, steps known (opset 10+: inputs). */
-static sx_status op_Slice(ox_ctx *c)
+/* Slice v with starts, ends, axes (may be NULL) and steps (may be NULL), n of each. */
+static sx_status slice_with(ox_ctx *c, ox_val *v, const int64_t *st, const int64_t *en,
+                            const int64_t *ax, const int64_t *sp, int64_t n)
 {
-    ox_val *v;
-    SX_TRY(ox_in_req(c, 0, &v));
-    const int64_t *st, *en, *ax = NULL, *sp = NULL;
-    int64_t n, m;
-    SX_TRY(ox_in_ints(c, 1, &st, &n));
-    SX_TRY(ox_in_ints(c, 2, &en, &m));
-    if (m != n || n > v->rank)
-        return ox_fail(c, SX_E_FORMAT, "%lld starts, %lld ends", (long long)n, (long long)m);
-    if (ox_in(c, 3) != NULL) {
-        SX_TRY(ox_in_ints(c, 3, &ax, &m));
-        if (m != n)
-            return ox_fail(c, SX_E_FORMAT, "%lld axes for %lld starts", (long long)m, (long long)n);
-    }
-    if (ox_in(c, 4) != NULL) {
-        SX_TRY(ox_in_ints(c, 4, &sp, &m));
-        if (m != n)
-            return ox_fail(c, SX_E_FORMAT, "%lld steps for %lld starts", (long long)m,
-                           (long long)n);
-    }
     sx_slice sl[SX_MAX_RANK];
     for (int k = 0; k < v->rank; k++)
         sl[k] = SX_SLICE_ALL;
@@ -1018,10 +1052,22 @@ static sx_status op_Slice(ox_ctx *c)
         }
         if (step < 0 && e == -1) /* through the first element: strix's open end */
             e = SX_SLICE_END;
+        if (s == 0 && e == d && step == 1) /* the whole axis (at any batch, for axis 0) */
+            e = SX_SLICE_END;
         sl[a] = (sx_slice){s, e, step};
+        if (a == 0 && !(s == 0 && e == SX_SLICE_END && step == 1))
+            c->no_batch = true;
     }
-    if (v->n == NULL)
-        return ox_fail(c, SX_E_UNSUPPORTED, "slice of an integer tensor");
+    if (v->n == NULL) { /* known integers of rank 1 (a shape): pick them here */
+        if (v->rank != 1 || v->shape[0] > 256)
+            return ox_fail(c, SX_E_UNSUPPORTED, "slice of an integer tensor of rank %d", v->rank);
+        int64_t out[256], k = 0, d = v->shape[0];
+        sx_slice q = sl[0];
+        int64_t stop = q.stop == SX_SLICE_END ? (q.step > 0 ? d : -1) : q.stop;
+        for (int64_t i = q.start; q.step > 0 ? i < stop : i > stop; i += q.step)
+            out[k++] = v->ints[i];
+        return ox_out_ints(c, 0, 1, &k, out);
+    }
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, v->lay, &x));
     if (v->lay == OX_NHWC) {
@@ -1033,6 +1079,33 @@ static sx_status op_Slice(ox_ctx *c)
     return ox_out(c, 0, sx_cg_slice(c->g, x, sl), v->lay);
 }
 
+/* Slice with starts, ends, axes, steps known (opset 10+: inputs). */
+static sx_status op_Slice(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *st, *en, *ax = NULL, *sp = NULL;
+    int64_t n, m;
+    SX_TRY(ox_in_ints(c, 1, &st, &n));
+    SX_TRY(ox_in_ints(c, 2, &en, &m));
+    if (m != n || n > v->rank)
+        return ox_fail(c, SX_E_FORMAT, "%lld starts, %lld ends", (long long)n, (long long)m);
+    if (ox_in(c, 3) != NULL) {
+        SX_TRY(ox_in_ints(c, 3, &ax, &m));
+        if (m != n)
+            return ox_fail(c, SX_E_FORMAT, "%lld axes for %lld starts", (long long)m, (long long)n);
+    }
+    if (ox_in(c, 4) != NULL) {
+        SX_TRY(ox_in_ints(c, 4, &sp, &m));
+        if (m != n)
+            return ox_fail(c, SX_E_FORMAT, "%lld steps for %lld starts", (long long)m,
+                           (long long)n);
+    }
+    return slice_with(c, v, st, en, ax, sp, n);
+}
+
+static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, double value);
+
 /* Pad, constant mode, with known pads (opset 11+: inputs) and value. */
 static sx_status op_Pad(ox_ctx *c)
 {
@@ -1040,19 +1113,25 @@ static sx_status op_Pad(ox_ctx *c)
     SX_TRY(ox_attr_str(c, "mode", "constant", mode, sizeof mode));
     if (strcmp(mode, "constant") != 0)
         return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s' (only constant)", mode);
-    ox_val *v;
-    sx_cg_node *x;
-    SX_TRY(in_any(c, 0, &v, &x));
     const int64_t *pads;
     int64_t n;
     SX_TRY(ox_in_ints(c, 1, &pads, &n));
     if (ox_in(c, 3) != NULL)
         return ox_fail(c, SX_E_UNSUPPORTED, "input axes");
-    if (n != 2 * v->rank)
-        return ox_fail(c, SX_E_FORMAT, "%lld pads for rank %d", (long long)n, v->rank);
     double value = 0;
     bool has;
     SX_TRY(ox_in_scalar(c, 2, &value, &has));
+    return pad_with(c, pads, n, value);
+}
+
+/* Pad input 0 by pads (n of them: begins then ends, ONNX order) with value. */
+static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, double value)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    if (n != 2 * v->rank)
+        return ox_fail(c, SX_E_FORMAT, "%lld pads for rank %d", (long long)n, v->rank);
     int64_t before[SX_MAX_RANK], after[SX_MAX_RANK];
     for (int k = 0; k < v->rank; k++) {
         int a = lay_axis(v->lay, k);
@@ -1061,6 +1140,7 @@ static sx_status op_Pad(ox_ctx *c)
         before[a] = pads[k];
         after[a] = pads[k + v->rank];
     }
+    c->no_batch = v->rank > 0 && (pads[0] != 0 || pads[v->rank] != 0);
     return ox_out(c, 0, sx_cg_pad(c->g, x, before, after, value), v->lay);
 }
 
@@ -1137,6 +1217,7 @@ static sx_status op_Gather(ox_ctx *c)
     sx_cg_graph *g = c->g;
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
+    c->no_batch = axis == 0;
     int perm[SX_MAX_RANK];
     perm[0] = axis;
     for (int i = 0, k = 1; i < v->rank; i++)
@@ -1155,7 +1236,7 @@ static sx_status op_Gather(ox_ctx *c)
             back[perm[i]] = i;
         y = sx_cg_permute(g, y, back);
     }
-    return ox_out(c, 0, sx_cg_reshape(g, y, r, s), OX_ONNX);
+    return ox_out(c, 0, ox_reshape(c, y, r, s), OX_ONNX);
 }
 
 /* ---------------------------------------------------------------- constants and shapes */
@@ -1297,25 +1378,646 @@ static sx_status op_Cast(ox_ctx *c)
                    ox_dtype_name((int32_t)to), v->n ? "float" : "integer");
 }
 
+/* ---------------------------------------------------------------- arg extremes */
+
+/* ArgMax / ArgMin along one axis: the index as a float value of the import dtype (exact below
+ * 2^24 in f32); select_last_index takes the last extreme (the first of the reversed axis). */
+static sx_status arg_extreme(ox_ctx *c, bool max)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t a, keep, last;
+    SX_TRY(ox_attr_int(c, "axis", 0, &a));
+    SX_TRY(ox_attr_int(c, "keepdims", 1, &keep));
+    SX_TRY(ox_attr_int(c, "select_last_index", 0, &last));
+    int axis;
+    SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
+    ox_layout lay = keep ? v->lay : OX_ONNX;
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, v, lay, &x));
+    sx_cg_graph *g = c->g;
+    int ax = lay_axis(lay, axis);
+    int64_t d = v->shape[axis];
+    if (last && d > 1) {
+        sx_slice sl[SX_MAX_RANK];
+        for (int k = 0; k < v->rank; k++)
+            sl[k] = SX_SLICE_ALL;
+        sl[ax] = (sx_slice){d - 1, SX_SLICE_END, -1};
+        x = sx_cg_slice(g, x, sl);
+    }
+    sx_cg_node *y = max ? sx_cg_argmax(g, x, SX_AXIS(ax), keep != 0)
+                        : sx_cg_argmin(g, x, SX_AXIS(ax), keep != 0);
+    if (last && d > 1) /* index i of the reversed axis is d - 1 - i */
+        y = sx_cg_add_scalar(g, sx_cg_neg(g, y), (double)(d - 1));
+    c->no_batch = axis == 0;
+    return ox_out(c, 0, y, lay);
+}
+
+static sx_status op_ArgMax(ox_ctx *c)
+{
+    return arg_extreme(c, true);
+}
+
+static sx_status op_ArgMin(ox_ctx *c)
+{
+    return arg_extreme(c, false);
+}
+
+/* ---------------------------------------------------------------- transposed convolution */
+
+/* ConvTranspose (2-d): strix's conv_transpose2d has ONNX's sizes; output_shape becomes the
+ * padding (and output padding) that gives it, as ONNX's reference computes them. */
+static sx_status op_ConvTranspose(ox_ctx *c)
+{
+    ox_val *xv, *wv;
+    SX_TRY(ox_in_req(c, 0, &xv));
+    SX_TRY(ox_in_req(c, 1, &wv));
+    SX_TRY(need_rank4(c, xv, "input X"));
+    SX_TRY(need_rank4(c, wv, "weight W"));
+    int64_t kh = wv->shape[2], kw = wv->shape[3], group;
+    SX_TRY(kernel_shape(c, false, &kh, &kw));
+    if (kh != wv->shape[2] || kw != wv->shape[3])
+        return ox_fail(c, SX_E_FORMAT, "attribute kernel_shape (%lld, %lld) but W is %lldx%lld",
+                       (long long)kh, (long long)kw, (long long)wv->shape[2],
+                       (long long)wv->shape[3]);
+    window w;
+    SX_TRY(window_attrs(c, kh, kw, &w));
+    SX_TRY(ox_attr_int(c, "group", 1, &group));
+    if (group < 1 || group > xv->shape[1] || xv->shape[1] != wv->shape[0])
+        return ox_fail(c, SX_E_FORMAT, "attribute group %lld, X of %lld channels, W of %lld",
+                       (long long)group, (long long)xv->shape[1], (long long)wv->shape[0]);
+    const int64_t *op, *os;
+    int nop, nos;
+    SX_TRY(ox_attr_ints(c, "output_padding", &op, &nop));
+    SX_TRY(ox_attr_ints(c, "output_shape", &os, &nos));
+    if ((nop != 0 && nop != 2) || (nos != 0 && nos != 2))
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "attributes output_padding (%d values), output_shape (%d): want 2", nop,
+                       nos);
+    sx_conv2d_params p = sx_conv2d_params_default();
+    p.stride_h = w.sh;
+    p.stride_w = w.sw;
+    p.dilation_h = w.dh;
+    p.dilation_w = w.dw;
+    p.padding = w.padding;
+    p.pad_top = w.pt;
+    p.pad_left = w.pl;
+    p.pad_bottom = w.pb;
+    p.pad_right = w.pr;
+    p.groups = (int)group;
+    int64_t opad[2] = {nop ? op[0] : 0, nop ? op[1] : 0};
+    for (int i = 0; i < 2; i++)
+        if (opad[i] < 0 || opad[i] > (1 << 20))
+            return ox_fail(c, SX_E_FORMAT, "attribute output_padding %lld", (long long)opad[i]);
+    if (nos == 2) { /* pads from the wanted size: total P = (in-1) s + K + op - out */
+        bool upper = w.padding == SX_PAD_SAME_UPPER;
+        int64_t in[2] = {xv->shape[2], xv->shape[3]}, st[2] = {w.sh, w.sw},
+                k[2] = {(int64_t)w.dh * (kh - 1) + 1, (int64_t)w.dw * (kw - 1) + 1}, b[2], e[2];
+        for (int i = 0; i < 2; i++) {
+            if (os[i] < 1 || os[i] > (1 << 24))
+                return ox_fail(c, SX_E_FORMAT, "attribute output_shape %lld", (long long)os[i]);
+            int64_t P = (in[i] - 1) * st[i] + k[i] + opad[i] - os[i];
+            int64_t half = P >= 0 ? P / 2 : -((-P + 1) / 2); /* Python's P // 2 */
+            b[i] = upper ? half : P - half;
+            e[i] = upper ? P - half : half;
+            if (b[i] < 0)
+                return ox_fail(c, SX_E_UNSUPPORTED,
+                               "attribute output_shape %lld needs a "
+                               "negative leading pad",
+                               (long long)os[i]);
+            if (e[i] < 0) { /* rows past the end: output padding */
+                opad[i] -= e[i];
+                e[i] = 0;
+            }
+        }
+        p.padding = SX_PAD_EXPLICIT;
+        p.pad_top = (int)b[0];
+        p.pad_bottom = (int)e[0];
+        p.pad_left = (int)b[1];
+        p.pad_right = (int)e[1];
+    }
+    p.output_padding_h = (int)opad[0];
+    p.output_padding_w = (int)opad[1];
+    sx_cg_node *x, *k;
+    SX_TRY(ox_node(c, xv, OX_NHWC, &x));
+    SX_TRY(ox_node(c, wv, OX_ONNX, &k));
+    static const int to_k[4] = {2, 3, 1,
+                                0}; /* (c_in, c_out/g, kh, kw) -> (kh, kw, c_out/g, c_in) */
+    k = sx_cg_permute(c->g, k, to_k);
+    sx_cg_node *y = sx_cg_conv_transpose2d(c->g, x, k, &p);
+    ox_val *bv = ox_in(c, 2);
+    if (bv != NULL && y != NULL) {
+        if (bv->rank != 1)
+            return ox_fail(c, SX_E_FORMAT, "bias B of rank %d", bv->rank);
+        sx_cg_node *bn;
+        SX_TRY(ox_node(c, bv, OX_ONNX, &bn));
+        y = sx_cg_add(c->g, y, bn);
+    }
+    return ox_out(c, 0, y, OX_NHWC);
+}
+
+/* ---------------------------------------------------------------- resizing */
+
+/* Resize and Upsample, separable: each resized axis is a fixed linear map of that axis, its
+ * weights computed here as ONNX's reference computes them (coordinate transformation, the n
+ * nearest input positions of the edge-padded axis, their coefficients). Nearest modes gather
+ * the chosen rows (exact); linear and cubic multiply by the (out, in) weight matrix. */
+typedef enum { RS_NEAREST, RS_LINEAR, RS_CUBIC } rs_mode;
+typedef enum {
+    RS_HALF_PIXEL,
+    RS_PYTORCH_HALF_PIXEL,
+    RS_ALIGN_CORNERS,
+    RS_ASYMMETRIC,
+    RS_TF_HALF_PIXEL_FOR_NN,
+    RS_TF_CROP_AND_RESIZE
+} rs_coord;
+typedef enum { RS_PREFER_FLOOR, RS_PREFER_CEIL, RS_FLOOR, RS_CEIL } rs_nearest;
+
+typedef struct rs_spec {
+    rs_mode mode;
+    rs_coord coord;
+    rs_nearest nearest;
+    double cubic_a;
+    bool exclude_outside;
+    double extrapolation;
+} rs_spec;
+
+/* The input position output x reads (ONNX's x_original); *inside false when a crop puts it
+ * outside the input (the extrapolation value). */
+static double rs_source(const rs_spec *r, int64_t x, int64_t in, double scale, double roi_a,
+                        double roi_b, bool *inside)
+{
+    double out_w = scale * (double)in, xo;
+    *inside = true;
+    switch (r->coord) {
+    case RS_HALF_PIXEL:
+        return ((double)x + 0.5) / scale - 0.5;
+    case RS_PYTORCH_HALF_PIXEL:
+        return out_w == 1 ? -0.5 : ((double)x + 0.5) / scale - 0.5;
+    case RS_ALIGN_CORNERS:
+        return out_w == 1 ? 0 : (double)x * (double)(in - 1) / (out_w - 1);
+    case RS_ASYMMETRIC:
+        return (double)x / scale;
+    case RS_TF_HALF_PIXEL_FOR_NN:
+        return ((double)x + 0.5) / scale;
+    case RS_TF_CROP_AND_RESIZE:
+        xo = out_w == 1 ? (roi_b - roi_a) * (double)(in - 1) / 2
+                        : (double)x * (roi_b - roi_a) * (double)(in - 1) / (out_w - 1);
+        xo += roi_a * (double)(in - 1);
+        *inside = xo >= 0 && xo <= (double)(in - 1);
+        return xo;
+    }
+    return 0;
+}
+
+/* Row x of the weights (w[0..in)), ONNX's _interpolate_1d_with_x. */
+static void rs_row(const rs_spec *r, double xo, int64_t in, double *w)
+{
+    int n = r->mode == RS_CUBIC ? 4 : 2;
+    double fl = floor(xo), ratio = xo == fl ? 1 : xo - fl, cf[4];
+    if (r->mode == RS_NEAREST) {
+        bool second = ratio == 1 || r->nearest == RS_CEIL ||
+                      (r->nearest == RS_PREFER_FLOOR && ratio > 0.5) ||
+                      (r->nearest == RS_PREFER_CEIL && ratio >= 0.5);
+        if (r->nearest == RS_FLOOR && ratio != 1)
+            second = false;
+        cf[0] = second ? 0 : 1;
+        cf[1] = second ? 1 : 0;
+    } else if (r->mode == RS_LINEAR) {
+        cf[0] = 1 - ratio;
+        cf[1] = ratio;
+    } else {
+        double A = r->cubic_a, t = ratio + 1, u = 1 - ratio, v = 2 - ratio;
+        cf[0] = ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+        cf[1] = ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1;
+        cf[2] = ((A + 2) * u - (A + 3)) * u * u + 1;
+        cf[3] = ((A * v - 5 * A) * v + 8 * A) * v - 4 * A;
+    }
+    /* the n nearest positions of the axis edge-padded by ceil(n/2), ties to the lower: those
+     * around floor(xo) (xo - 1 and xo for a whole xo), kept within the padded axis */
+    int64_t pad = (n + 1) / 2, lim = in + 2 * pad;
+    double xp = xo + (double)pad;
+    double base = (xp == floor(xp) ? xp - 1 : floor(xp)) - (n / 2 - 1);
+    if (base > (double)(lim - n))
+        base = (double)(lim - n);
+    if (base < 0)
+        base = 0;
+    int64_t first = (int64_t)base;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t at = first + i - pad;
+        if (r->exclude_outside && (at < 0 || at >= in))
+            cf[i] = 0;
+        sum += cf[i];
+    }
+    for (int64_t i = 0; i < in; i++)
+        w[i] = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t at = first + i - pad;
+        at = at < 0 ? 0 : at >= in ? in - 1 : at;
+        w[at] += r->exclude_outside && sum != 0 ? cf[i] / sum : cf[i];
+    }
+}
+
+/* Resize node axis ax of x (ONNX axis of length in) to out. */
+static sx_status rs_axis(ox_ctx *c, const rs_spec *r, sx_cg_node **x, int ax, int64_t in,
+                         int64_t out, double scale, double roi_a, double roi_b, bool *inside)
+{
+    sx_cg_graph *g = c->g;
+    int rank = sx_cg_node_rank(*x);
+    if (in < 1 || out < 1 || in > (1 << 20) || out > (1 << 20) || in * out > ((int64_t)1 << 26))
+        return ox_fail(c, SX_E_UNSUPPORTED, "resize of an axis from %lld to %lld", (long long)in,
+                       (long long)out);
+    double *w = sx_alloc((size_t)in * sizeof *w);
+    sx_tensor *t = NULL;
+    sx_status s = w ? SX_OK : SX_E_NOMEM;
+    bool ident = in == out;
+    if (s == SX_OK)
+        s = r->mode == RS_NEAREST ? sx_tensor_new(c->dt, 1, &out, &t)
+                                  : sx_tensor_new(c->dt, 2, (int64_t[]){in, out}, &t);
+    for (int64_t o = 0; s == SX_OK && o < out; o++) {
+        double xo = rs_source(r, o, in, scale, roi_a, roi_b, &inside[o]);
+        rs_row(r, xo, in, w);
+        if (!inside[o]) /* the extrapolation value goes in later */
+            for (int64_t i = 0; i < in; i++)
+                w[i] = 0;
+        int64_t pick = 0;
+        for (int64_t i = 0; i < in; i++) {
+            if (w[i] != 0 && (pick == 0 && w[0] == 0))
+                pick = i;
+            if (w[i] != (i == o ? 1 : 0))
+                ident = false;
+            if (r->mode != RS_NEAREST)
+                sx_tensor_set(t, i * out + o, w[i]); /* (in, out): x @ t */
+        }
+        if (r->mode == RS_NEAREST) {
+            for (int64_t i = 0; i < in; i++)
+                if (w[i] != 0 && w[i] != 1)
+                    s = ox_fail(c, SX_E_UNSUPPORTED, "nearest resize without one source");
+            sx_tensor_set(t, o, (double)pick);
+        }
+    }
+    sx_free(w);
+    if (s != SX_OK || ident) {
+        sx_tensor_free(t);
+        return s;
+    }
+    sx_cg_node *k = sx_cg_const(g, t);
+    sx_tensor_free(t);
+    int perm[SX_MAX_RANK], back[SX_MAX_RANK];
+    /* nearest: axis ax to the front, gather rows; else axis ax last, times the matrix */
+    int dst = r->mode == RS_NEAREST ? 0 : rank - 1;
+    perm[dst] = ax;
+    for (int i = 0, j = 0; i < rank; i++) {
+        if (j == dst)
+            j++;
+        if (i != ax)
+            perm[j++] = i;
+    }
+    for (int i = 0; i < rank; i++)
+        back[perm[i]] = i;
+    bool moved = ax != dst;
+    sx_cg_node *y = moved ? sx_cg_permute(g, *x, perm) : *x;
+    y = r->mode == RS_NEAREST ? sx_cg_gather(g, y, k) : sx_cg_matmul(g, y, k, false, false);
+    if (moved)
+        y = sx_cg_permute(g, y, back);
+    if (y == NULL)
+        return ox_graph_fail(c);
+    *x = y;
+    return SX_OK;
+}
+
+/* Resize v's axes to out[k] with scale[k] (ONNX order) and map the node's output. */
+static sx_status resize_to(ox_ctx *c, const rs_spec *r, ox_val *v, const int64_t *out,
+                           const double *scale, const double *roi)
+{
+    sx_cg_node *x;
+    SX_TRY(ox_node(c, v, v->lay, &x));
+    int64_t ms[SX_MAX_RANK]; /* the extrapolation mask's shape, node order */
+    bool any_out = false, *inside[SX_MAX_RANK] = {NULL};
+    sx_status s = SX_OK;
+    for (int k = 0; k < v->rank; k++)
+        ms[k] = 1;
+    for (int k = 0; s == SX_OK && k < v->rank; k++) {
+        int ax = lay_axis(v->lay, k);
+        inside[k] = sx_calloc((size_t)(out[k] > 0 ? out[k] : 1), sizeof *inside[k]);
+        if (inside[k] == NULL) {
+            s = SX_E_NOMEM;
+            break;
+        }
+        if (k == 0 && (out[0] != v->shape[0] || scale[0] != 1))
+            c->no_batch = true;
+        s = rs_axis(c, r, &x, ax, v->shape[k], out[k], scale[k], roi ? roi[k] : 0,
+                    roi ? roi[k + v->rank] : 1, inside[k]);
+        for (int64_t o = 0; s == SX_OK && o < out[k]; o++)
+            any_out |= !inside[k][o];
+        ms[ax] = out[k];
+    }
+    if (s == SX_OK && any_out && r->extrapolation != 0) { /* y + e (1 - mask) where outside */
+        sx_tensor *e = NULL;
+        s = sx_tensor_new(c->dt, v->rank, ms, &e);
+        int64_t idx[SX_MAX_RANK] = {0};
+        for (int64_t i = 0; s == SX_OK && i < e->size; i++) {
+            bool in_all = true;
+            for (int k = 0; k < v->rank; k++)
+                in_all &= inside[k][idx[lay_axis(v->lay, k)]];
+            sx_tensor_set(e, i, in_all ? 0 : r->extrapolation);
+            for (int k = v->rank - 1; k >= 0 && ++idx[k] == ms[k]; k--)
+                idx[k] = 0;
+        }
+        if (s == SX_OK)
+            x = sx_cg_add(c->g, x, sx_cg_const(c->g, e));
+        sx_tensor_free(e);
+    }
+    for (int k = 0; k < v->rank; k++)
+        sx_free(inside[k]);
+    SX_TRY(s);
+    return ox_out(c, 0, x, v->lay);
+}
+
+/* The float values of input i known at import (a constant or a bound input); *n of them. */
+static sx_status in_floats(ox_ctx *c, int i, double *out, int max, int *n)
+{
+    ox_val *v = ox_in(c, i);
+    *n = 0;
+    if (v == NULL)
+        return SX_OK;
+    int64_t cnt = sx_shape_size(v->rank, v->shape);
+    if (v->cst == NULL && v->ints == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input %d ('%s') must be known at import time", i,
+                       v->name);
+    if (cnt > max)
+        return ox_fail(c, SX_E_UNSUPPORTED, "input %d ('%s') of %lld values", i, v->name,
+                       (long long)cnt);
+    for (int64_t k = 0; k < cnt; k++)
+        out[k] = v->cst ? sx_tensor_get(v->cst, k) : (double)v->ints[k];
+    *n = (int)cnt;
+    return SX_OK;
+}
+
+static sx_status op_Resize(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    char mode[32], ctm[32], nm[32];
+    rs_spec r = {0};
+    SX_TRY(ox_attr_str(c, "mode", "nearest", mode, sizeof mode));
+    SX_TRY(ox_attr_str(c, "coordinate_transformation_mode", "half_pixel", ctm, sizeof ctm));
+    SX_TRY(ox_attr_str(c, "nearest_mode", "round_prefer_floor", nm, sizeof nm));
+    SX_TRY(ox_attr_float(c, "cubic_coeff_a", -0.75, &r.cubic_a));
+    SX_TRY(ox_attr_float(c, "extrapolation_value", 0, &r.extrapolation));
+    int64_t excl;
+    SX_TRY(ox_attr_int(c, "exclude_outside", 0, &excl));
+    r.exclude_outside = excl != 0;
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                                       "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    int mi = -1, ci = -1, ni = -1;
+    for (int i = 0; i < 6; i++) {
+        if (i < 3 && strcmp(mode, modes[i]) == 0)
+            mi = i;
+        if (strcmp(ctm, ctms[i]) == 0)
+            ci = i;
+        if (i < 4 && strcmp(nm, nms[i]) == 0)
+            ni = i;
+    }
+    if (mi < 0 || ci < 0 || ni < 0)
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "attributes mode '%s', coordinate_transformation_mode '%s', "
+                       "nearest_mode '%s'",
+                       mode, ctm, nm);
+    r.mode = (rs_mode)mi;
+    r.coord = (rs_coord)ci;
+    r.nearest = (rs_nearest)ni;
+    if (c->opset < 11) { /* Resize-10: X, scales; asymmetric, nearest rounds down */
+        r.coord = RS_ASYMMETRIC;
+        r.nearest = RS_FLOOR;
+    }
+    double roi[2 * SX_MAX_RANK], sc[SX_MAX_RANK], sz[SX_MAX_RANK];
+    int nroi = 0, nsc = 0, nsz = 0;
+    int si = c->opset < 11 ? 1 : 2;
+    if (r.coord == RS_TF_CROP_AND_RESIZE)
+        SX_TRY(in_floats(c, 1, roi, 2 * SX_MAX_RANK, &nroi));
+    SX_TRY(in_floats(c, si, sc, SX_MAX_RANK, &nsc));
+    if (c->opset >= 11)
+        SX_TRY(in_floats(c, 3, sz, SX_MAX_RANK, &nsz));
+    if ((nsc == 0) == (nsz == 0) || (nsc && nsc != v->rank) || (nsz && nsz != v->rank) ||
+        (r.coord == RS_TF_CROP_AND_RESIZE && nroi != 2 * v->rank))
+        return ox_fail(c, SX_E_FORMAT, "%d scales, %d sizes, %d roi values for rank %d", nsc, nsz,
+                       nroi, v->rank);
+    int64_t out[SX_MAX_RANK];
+    for (int k = 0; k < v->rank; k++) {
+        if (nsz) {
+            out[k] = (int64_t)sz[k];
+            sc[k] = (double)out[k] / (double)v->shape[k];
+        } else {
+            if (!(sc[k] > 0) || sc[k] * (double)v->shape[k] > (double)(1 << 20))
+                return ox_fail(c, SX_E_FORMAT, "scale %g", sc[k]);
+            out[k] = (int64_t)(sc[k] * (double)v->shape[k]);
+        }
+        if (out[k] < 1 || v->shape[k] < 1)
+            return ox_fail(c, SX_E_UNSUPPORTED, "axis %d resized from %lld to %lld", k,
+                           (long long)v->shape[k], (long long)out[k]);
+    }
+    return resize_to(c, &r, v, out, sc, nroi ? roi : NULL);
+}
+
+/* Upsample (opsets 7-10; deprecated in 10): scales from the attribute (7) or input 1 (9+),
+ * asymmetric coordinates, nearest rounding down. */
+static sx_status op_Upsample(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    char mode[32];
+    SX_TRY(ox_attr_str(c, "mode", "nearest", mode, sizeof mode));
+    rs_spec r = {0};
+    r.coord = RS_ASYMMETRIC;
+    r.nearest = RS_FLOOR;
+    if (strcmp(mode, "nearest") == 0)
+        r.mode = RS_NEAREST;
+    else if (strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0)
+        r.mode = RS_LINEAR;
+    else
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s'", mode);
+    double sc[SX_MAX_RANK];
+    int nsc = 0;
+    const Onnx__AttributeProto *a = ox_attr(c, "scales");
+    if (a != NULL) {
+        if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS || a->n_floats > SX_MAX_RANK)
+            return ox_fail(c, SX_E_FORMAT, "attribute scales");
+        nsc = (int)a->n_floats;
+        for (int k = 0; k < nsc; k++)
+            sc[k] = (double)a->floats[k];
+    } else {
+        SX_TRY(in_floats(c, 1, sc, SX_MAX_RANK, &nsc));
+    }
+    if (nsc != v->rank)
+        return ox_fail(c, SX_E_FORMAT, "%d scales for rank %d", nsc, v->rank);
+    int64_t out[SX_MAX_RANK];
+    for (int k = 0; k < v->rank; k++) {
+        if (!(sc[k] >= 1) || sc[k] * (double)v->shape[k] > (double)(1 << 20))
+            return ox_fail(c, SX_E_FORMAT, "scale %g (want >= 1)", sc[k]);
+        out[k] = (int64_t)(sc[k] * (double)v->shape[k]);
+    }
+    return resize_to(c, &r, v, out, sc, NULL);
+}
+
+/* ---------------------------------------------------------------- older opsets */
+
+/* Opsets before 11 moved some attributes to inputs later; these read either, by the model's
+ * opset, and refuse the other spelling. Opsets 1-6 differ where an op's default was training
+ * (Dropout, BatchNormalization before 7), Cast named its type with a string, Concat's axis
+ * defaulted to 1 and Tile took tiles and an axis: those are refused or read as they were. */
+static sx_status no_attr(ox_ctx *c, const char *name, int below)
+{
+    if (ox_attr(c, name) != NULL)
+        return ox_fail(c, SX_E_FORMAT, "attribute %s (an input since opset %d)", name, below);
+    return SX_OK;
+}
+
+static sx_status op_Slice_any(ox_ctx *c)
+{
+    if (c->opset >= 10) {
+        SX_TRY(no_attr(c, "starts", 10));
+        SX_TRY(no_attr(c, "ends", 10));
+        SX_TRY(no_attr(c, "axes", 10));
+        return op_Slice(c);
+    }
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    const int64_t *st, *en, *ax;
+    int n, m, na;
+    SX_TRY(ox_attr_ints(c, "starts", &st, &n));
+    SX_TRY(ox_attr_ints(c, "ends", &en, &m));
+    SX_TRY(ox_attr_ints(c, "axes", &ax, &na));
+    if (m != n || n > v->rank || (na != 0 && na != n) || n == 0)
+        return ox_fail(c, SX_E_FORMAT, "attributes: %d starts, %d ends, %d axes for rank %d", n, m,
+                       na, v->rank);
+    return slice_with(c, v, st, en, na ? ax : NULL, NULL, n);
+}
+
+static sx_status op_Pad_any(ox_ctx *c)
+{
+    if (c->opset >= 11) {
+        SX_TRY(no_attr(c, "pads", 11));
+        SX_TRY(no_attr(c, "value", 11));
+        return op_Pad(c);
+    }
+    char mode[32];
+    SX_TRY(ox_attr_str(c, "mode", "constant", mode, sizeof mode));
+    if (strcmp(mode, "constant") != 0)
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s' (only constant)", mode);
+    const int64_t *pads;
+    int n;
+    double value;
+    SX_TRY(ox_attr_ints(c, "pads", &pads, &n));
+    SX_TRY(ox_attr_float(c, "value", 0, &value));
+    return pad_with(c, pads, n, value);
+}
+
+/* Clip before 11: min and max attributes (absent: unbounded). */
+static sx_status op_Clip_any(ox_ctx *c)
+{
+    if (c->opset >= 11) {
+        SX_TRY(no_attr(c, "min", 11));
+        SX_TRY(no_attr(c, "max", 11));
+        return op_Clip(c);
+    }
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    double lo, hi;
+    SX_TRY(ox_attr_float(c, "min", -INFINITY, &lo));
+    SX_TRY(ox_attr_float(c, "max", INFINITY, &hi));
+    if (isfinite(lo))
+        x = sx_cg_max(g, x, sx_cg_scalar_like(g, x, lo));
+    if (isfinite(hi))
+        x = sx_cg_min(g, x, sx_cg_scalar_like(g, x, hi));
+    return ox_out(c, 0, x, v->lay);
+}
+
+/* Dropout: before 7 training unless is_test; 7-11 a ratio attribute (inference: the identity
+ * whatever the ratio). */
+static sx_status op_Dropout_any(ox_ctx *c)
+{
+    if (c->opset < 7)
+        return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (training mode by default)", c->opset);
+    if (c->opset >= 12)
+        SX_TRY(no_attr(c, "ratio", 12));
+    return op_Dropout(c);
+}
+
+/* BatchNormalization: before 7 training by default; 7-8 a spatial attribute (1: per channel,
+ * the only kind mapped). */
+static sx_status op_BatchNormalization_any(ox_ctx *c)
+{
+    if (c->opset < 7)
+        return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (training mode by default)", c->opset);
+    int64_t spatial;
+    SX_TRY(ox_attr_int(c, "spatial", 1, &spatial));
+    if (c->opset >= 9)
+        SX_TRY(no_attr(c, "spatial", 9));
+    if (spatial != 1)
+        return ox_fail(c, SX_E_UNSUPPORTED, "attribute spatial %lld", (long long)spatial);
+    return op_BatchNormalization(c);
+}
+
+static sx_status op_Cast_any(ox_ctx *c)
+{
+    if (c->opset < 6)
+        return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (attribute to as a string)", c->opset);
+    return op_Cast(c);
+}
+
+static sx_status op_Concat_any(ox_ctx *c)
+{
+    if (c->opset < 4 && ox_attr(c, "axis") == NULL)
+        return ox_fail(c, SX_E_UNSUPPORTED, "opset %d without axis (1 by default then)", c->opset);
+    return op_Concat(c);
+}
+
+static sx_status op_Tile_any(ox_ctx *c)
+{
+    if (c->opset < 6)
+        return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (tiles and axis inputs)", c->opset);
+    return op_Tile(c);
+}
+
+static sx_status op_Upsample_any(ox_ctx *c)
+{
+    if (c->opset < 7 || c->opset > 10)
+        return ox_fail(c, SX_E_UNSUPPORTED, "Upsample of opset %d (opsets 7-10; Resize after)",
+                       c->opset);
+    if (c->opset >= 9)
+        SX_TRY(no_attr(c, "scales", 9));
+    return op_Upsample(c);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 /* Alphabetical (sx_onnx_op_name lists them in this order). */
 static const ox_op ops[] = {
     {"Abs", op_Abs, ""},
     {"Add", op_Add, ""},
+    {"ArgMax", op_ArgMax, "axis,keepdims,select_last_index"},
+    {"ArgMin", op_ArgMin, "axis,keepdims,select_last_index"},
     {"AveragePool", op_AveragePool,
      "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides"},
-    {"BatchNormalization", op_BatchNormalization, "epsilon,momentum,training_mode"},
-    {"Cast", op_Cast, "to"},
+    {"BatchNormalization", op_BatchNormalization_any, "epsilon,momentum,spatial,training_mode"},
+    {"Cast", op_Cast_any, "to"},
     {"Ceil", op_Ceil, ""},
-    {"Clip", op_Clip, ""},
-    {"Concat", op_Concat, "axis"},
+    {"Clip", op_Clip_any, "max,min"},
+    {"Concat", op_Concat_any, "axis"},
     {"Constant", op_Constant, "value,value_float,value_floats,value_int,value_ints"},
     {"ConstantOfShape", op_ConstantOfShape, "value"},
     {"Conv", op_Conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"ConvTranspose", op_ConvTranspose,
+     "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
     {"Cos", op_Cos, ""},
     {"Div", op_Div, ""},
-    {"Dropout", op_Dropout, "seed"},
+    {"Dropout", op_Dropout_any, "ratio,seed"},
     {"Elu", op_Elu, "alpha"},
     {"Erf", op_Erf, ""},
     {"Exp", op_Exp, ""},
@@ -1340,7 +2042,7 @@ static const ox_op ops[] = {
     {"Mul", op_Mul, ""},
     {"Neg", op_Neg, ""},
     {"PRelu", op_PRelu, ""},
-    {"Pad", op_Pad, "mode"},
+    {"Pad", op_Pad_any, "mode,pads,value"},
     {"Pow", op_Pow, ""},
     {"Reciprocal", op_Reciprocal, ""},
     {"ReduceL1", op_ReduceL1, "axes,keepdims"},
@@ -1354,13 +2056,16 @@ static const ox_op ops[] = {
     {"ReduceSumSquare", op_ReduceSumSquare, "axes,keepdims"},
     {"Relu", op_Relu, ""},
     {"Reshape", op_Reshape, "allowzero"},
+    {"Resize", op_Resize,
+     "coordinate_transformation_mode,cubic_coeff_a,exclude_outside,extrapolation_value,mode,"
+     "nearest_mode"},
     {"Round", op_Round, ""},
     {"Selu", op_Selu, "alpha,gamma"},
     {"Shape", op_Shape, "start,end"},
     {"Sigmoid", op_Sigmoid, ""},
     {"Sign", op_Sign, ""},
     {"Sin", op_Sin, ""},
-    {"Slice", op_Slice, ""},
+    {"Slice", op_Slice_any, "axes,ends,starts"},
     {"Softmax", op_Softmax, "axis"},
     {"Softplus", op_Softplus, ""},
     {"Softsign", op_Softsign, ""},
@@ -1372,10 +2077,17 @@ static const ox_op ops[] = {
     {"Tan", op_Tan, ""},
     {"Tanh", op_Tanh, ""},
     {"ThresholdedRelu", op_ThresholdedRelu, "alpha"},
-    {"Tile", op_Tile, ""},
+    {"Tile", op_Tile_any, ""},
     {"Transpose", op_Transpose, "perm"},
     {"Unsqueeze", op_Unsqueeze, "axes"},
+    {"Upsample", op_Upsample_any, "mode,scales"},
 };
+
+bool ox_static_input(const char *op_type, int slot)
+{
+    return (strcmp(op_type, "Resize") == 0 && slot >= 1) ||
+           (strcmp(op_type, "Upsample") == 0 && slot == 1);
+}
 
 const ox_op *ox_op_find(const char *op_type)
 {

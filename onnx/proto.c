@@ -332,7 +332,7 @@ sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
         int64_t t[4];
         for (int i = 0; i < 4; i++)
             t[i] = s[perm[i]];
-        r = sx_cg_reshape(c->g, v->n, 4, t);
+        r = ox_reshape(c, v->n, 4, t);
     } else {
         r = sx_cg_permute(c->g, v->n, perm);
     }
@@ -340,6 +340,22 @@ sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
         return ox_graph_fail(c);
     *out = r;
     return SX_OK;
+}
+
+sx_cg_node *ox_reshape(ox_ctx *c, sx_cg_node *x, int rank, const int64_t *shape)
+{
+    if (x == NULL)
+        return NULL;
+    int xr = sx_cg_node_rank(x);
+    const int64_t *xs = sx_cg_node_shape(x);
+    int64_t t[SX_MAX_RANK];
+    if (rank < 1 || rank > SX_MAX_RANK || xr < 1 || shape[0] != xs[0] ||
+        sx_shape_size(rank - 1, shape + 1) != sx_shape_size(xr - 1, xs + 1) ||
+        sx_shape_size(xr - 1, xs + 1) <= 0)
+        return sx_cg_reshape(c->g, x, rank, shape);
+    memcpy(t, shape, (size_t)rank * sizeof *t);
+    t[0] = -1;
+    return sx_cg_reshape(c->g, x, rank, t);
 }
 
 static sx_status out_val(ox_ctx *c, int i, ox_val **v)
@@ -362,6 +378,14 @@ sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay)
     v->n = n;
     v->rank = sx_cg_node_rank(n);
     const int64_t *s = sx_cg_node_shape(n);
+    /* axis 0 stays the batch axis when an input's was and the size is the same (the mapping
+     * says so otherwise: c->no_batch) */
+    v->batch0 = false;
+    for (int k = 0; !c->no_batch && v->rank > 0 && k < ox_n_in(c); k++) {
+        const ox_val *in = ox_in(c, k);
+        if (in != NULL && in->batch0 && in->n != NULL && s[0] == in->shape[0])
+            v->batch0 = true;
+    }
     if (lay == OX_NHWC && v->rank != 4)
         lay = OX_ONNX; /* a bug guard: only rank 4 values are kept permuted */
     v->lay = lay;

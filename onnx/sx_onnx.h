@@ -2,7 +2,7 @@
  * onnx.proto are found; the C code reading the format is generated at build time by protoc-c
  * from that schema).
  *
- * Import. An .onnx file (ir_version >= 3, default-domain opsets 11..17) becomes a strix graph:
+ * Import. An .onnx file (ir_version >= 3, default-domain opsets 1..17) becomes a strix graph:
  * initializers become constants, every node one or a few graph ops, then the graph is
  * optimised, planned and compiled like any strix model. Tensors of rank 4 that ONNX holds in
  * NCHW order are computed in strix's NHWC order: the importer keeps, for each ONNX value,
@@ -13,10 +13,27 @@
  * those at the model's input and output remain. Inputs and outputs keep the ONNX order and
  * shapes. Floating-point tensors (FLOAT, DOUBLE) are computed in p->dtype; integer tensors are
  * read only where their values are known at import time (Reshape's shape, Gather's indices,
- * Pad's pads, Shape of a static shape, Constant, ...).
+ * Pad's pads, Shape of a static shape, Constant, ...); float values an op needs at import time
+ * (Resize's scales and roi, Upsample's scales) must be constants or initializers. ArgMax and
+ * ArgMin give their indices as floating-point values of p->dtype. Resize and Upsample (nearest,
+ * linear and cubic, every coordinate transformation of opsets 10-17) become a fixed linear map
+ * per resized axis: a gather of rows for nearest, a product with a weight matrix otherwise.
+ * Opsets before 11 spell some inputs as attributes (Slice, Pad, Clip, Upsample, Dropout's ratio,
+ * BatchNormalization's spatial): both are read by the model's opset; what opsets 1-6 defined
+ * otherwise (training by default, Cast's string type, Concat's default axis, Tile's axis) is
+ * refused.
+ *
+ * The batch. A graph input's first axis is the batch axis; it stays symbolic through the ops
+ * that keep it (element-wise, convolutions, pooling, Flatten with axis 1, a Reshape whose target
+ * keeps it): reshapes that keep axis 0 are written with -1 there, so the graph also runs when
+ * copied for another batch (a .sxm saved from an imported model loads for any batch). A Reshape
+ * of a value whose axis 0 is the batch, to a target whose first entry is 0, -1, the batch or the
+ * batch the file declares for its first input and whose other entries hold one example, keeps
+ * the batch axis: PyTorch's export of x.view(x.size(0), -1) traced at batch 1 writes the target
+ * (1, -1), which then runs any batch.
  *
  * Every op listed by sx_onnx_op_supported maps; an op outside the list, an attribute or input
- * the mapping does not take (e.g. Conv with a 3-d kernel, Resize, a non-constant Reshape
+ * the mapping does not take (e.g. Conv with a 3-d kernel, a non-constant Reshape
  * shape, an integer graph input), is SX_E_UNSUPPORTED with a message naming the node, the op
  * and the attribute: "model.onnx: node 'conv1' (Conv): attribute kernel_shape of rank 3 (only
  * 2-d convolutions)". Never a wrong result.
@@ -26,8 +43,9 @@
  *   SX_E_IO           the file cannot be opened or read (the system's reason in the message)
  *   SX_E_FORMAT       not a well-formed ONNX protobuf, or a model that breaks the ONNX rules
  *                     (a node reading a value nothing defines, a tensor whose data does not
- *                     match its dims, an opset outside 11..17 of the default domain, ...)
- *   SX_E_UNSUPPORTED  an op, attribute, input or data type strix does not map (see above)
+ *                     match its dims, ...)
+ *   SX_E_UNSUPPORTED  an op, attribute, input or data type strix does not map (see above), an
+ *                     opset outside 1..17 of the default domain
  *   SX_E_SHAPE        shapes that do not fit (the message from the op's shape rule, prefixed
  *                     with the node)
  *   SX_E_NOMEM
@@ -75,8 +93,10 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
  * ONNX file at `path` (opset 13, ir_version 7): its plain inference graph for a batch of 1
  * with the batch axis named "N" (any batch), the weights as initializers. The input and output
  * are named "x" and "y" and keep strix's shapes, e.g. an image model's input (N, h, w, c) in
- * NHWC order; the graph transposes around each Conv, MaxPool and AveragePool (ONNX's are NCHW).
- * Ops: matmul (Gemm or MatMul), conv2d (Conv), max/avg pooling (MaxPool, AveragePool), the
+ * NHWC order; the graph transposes around each Conv, ConvTranspose, MaxPool and AveragePool
+ * (ONNX's are NCHW). Ops: matmul (Gemm or MatMul), conv2d (Conv), conv_transpose2d
+ * (ConvTranspose), max/avg pooling (MaxPool, AveragePool), gather by constant indices (Gather),
+ * slice (Slice), argmax/argmin over one axis (ArgMax/ArgMin and a Cast), the
  * element-wise ops that ONNX has (Add, Sub, Mul, Div, Pow, Max, Min, Relu, Sigmoid, Tanh, Exp,
  * Log, Sqrt, Neg, Abs, LeakyRelu, Elu, Softplus, Softsign, Erf, Floor, Ceil, Reciprocal, ...),
  * fma, reshape, permute (Transpose), concat, pad, sum/mean/max/min reductions, softmax,
@@ -127,7 +147,8 @@ const char *sx_onnx_graph_output_name(const sx_onnx_graph *og, int i);
 /* ---------------------------------------------------------------- tensors and ops */
 
 /* Read a serialised TensorProto (an ONNX test's input_0.pb) into a new tensor (*out, owned by
- * the caller): FLOAT and DOUBLE data converted to `dtype`; *name (may be NULL) receives a copy
+ * the caller): FLOAT and DOUBLE data, and integer data (INT8..INT64, UINT8..UINT32, BOOL; exact
+ * below 2^24 in f32), converted to `dtype`; *name (may be NULL) receives a copy
  * of the tensor's name (owned by the caller, sx_free; "" when none). Data in raw_data or in the
  * typed fields. Errors: SX_E_IO, SX_E_FORMAT (not a TensorProto, data not matching dims),
  * SX_E_UNSUPPORTED (another element type, external data), SX_E_ARG, SX_E_NOMEM. */
@@ -145,7 +166,8 @@ const char *sx_onnx_op_name(int i);
 /* Run the ONNX backend node tests under `dir` (each a folder holding model.onnx and
  * test_data_set_*\/input_*.pb, output_*.pb; `dir` itself may be one such case). A case is
  * "supported" when it imports (f32 unless its first float input is DOUBLE; its integer graph
- * inputs - shapes, axes, pads, indices - read from each data set and bound at import as known
+ * inputs - shapes, axes, pads, indices - and its float inputs read only where an op needs
+ * known values (Resize's scales) read from each data set and bound at import as known
  * values, a graph specialised per data set); it passes when every
  * output of every data set is within |got - want| <= atol + rtol |want| (NaN matching NaN) of
  * the expected one. A case that does not import is listed with the reason (an unsupported op is

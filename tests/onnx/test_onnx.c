@@ -343,3 +343,147 @@ Test(onnx_onnx, out_of_memory_at_every_allocation)
     }
     cr_assert(done);
 }
+
+/* tests/onnx/data/NAME (the folder next to this file; CMake compiles it by its full path). */
+static void data_path(char *buf, size_t n, const char *name)
+{
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    int dir = slash ? (int)(slash - f) + 1 : 0;
+    snprintf(buf, n, "%.*sdata/%s", dir, f, name);
+}
+
+/* Rows [r0, r0 + k) of x (f32). */
+static sx_tensor *rows(const sx_tensor *x, int64_t r0, int64_t k)
+{
+    int64_t s[SX_MAX_RANK];
+    memcpy(s, x->shape, sizeof s);
+    s[0] = k;
+    sx_tensor *t = tu_zeros(SX_F32, x->rank, s);
+    int64_t per = x->size / x->shape[0];
+    memcpy(t->data, (const float *)x->data + r0 * per, (size_t)(k * per) * sizeof(float));
+    return t;
+}
+
+/* m's outputs for the 8 examples of x in batches of n (the last one smaller) equal want. */
+static void check_batches(sx_nn_model *m, const sx_tensor *x, const sx_tensor *want, int64_t n,
+                          const char *what)
+{
+    for (int64_t r0 = 0; r0 < x->shape[0]; r0 += n) {
+        int64_t k = x->shape[0] - r0 < n ? x->shape[0] - r0 : n;
+        sx_tensor *xb = rows(x, r0, k), *wb = rows(want, r0, k);
+        sx_tensor *y = predict(m, xb);
+        cr_assert(tu_close(y, wb, 1e-5, 1e-5), "%s: batch %lld, rows %lld..%lld differ", what,
+                  (long long)n, (long long)r0, (long long)(r0 + k));
+        sx_tensor_free(xb);
+        sx_tensor_free(wb);
+        sx_tensor_free(y);
+    }
+}
+
+/* PyTorch exports a model traced at batch 1 with the batch baked in (a Reshape to (1, -1) for
+ * x.view(x.size(0), -1)); imported, and converted to .sxm as `strix convert` does, it still runs
+ * batches of 1, 3 and 8 with PyTorch's outputs (written once by data/make_batch_models.py). The
+ * third model has ConvTranspose and nearest and bilinear Resize nodes. */
+Test(onnx_onnx, imported_model_runs_any_batch_up_to_the_compiled_one)
+{
+    static const char *const names[] = {"batch_resnet", "batch_mlp", "batch_upsample"};
+    for (int i = 0; i < 3; i++) {
+        char path[512], file[128];
+        snprintf(file, sizeof file, "%s_x.pb", names[i]);
+        data_path(path, sizeof path, file);
+        sx_tensor *x = NULL, *want = NULL;
+        cr_assert_eq(sx_onnx_tensor_read(path, SX_F32, &x, NULL), SX_OK, "%s", sx_last_error());
+        snprintf(file, sizeof file, "%s_y.pb", names[i]);
+        data_path(path, sizeof path, file);
+        cr_assert_eq(sx_onnx_tensor_read(path, SX_F32, &want, NULL), SX_OK, "%s", sx_last_error());
+        snprintf(file, sizeof file, "%s.onnx", names[i]);
+        data_path(path, sizeof path, file);
+        sx_onnx_import_params p = sx_onnx_import_params_default();
+        p.batch = 8;
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_onnx_import(path, &p, &m), SX_OK, "%s", sx_last_error());
+        check_batches(m, x, want, 8, names[i]);
+        check_batches(m, x, want, 3, names[i]);
+        check_batches(m, x, want, 1, names[i]);
+        sx_nn_model_free(m);
+        /* `strix convert`: imported for batch 1, saved as .sxm, loaded for 8 */
+        p.batch = 1;
+        cr_assert_eq(sx_onnx_import(path, &p, &m), SX_OK, "%s", sx_last_error());
+        char sxm[256];
+        snprintf(sxm, sizeof sxm, "/tmp/strix_test_onnx_%ld_%s.sxm", (long)getpid(), names[i]);
+        cr_assert_eq(sx_nn_model_save(m, sxm), SX_OK, "%s", sx_last_error());
+        sx_nn_model_free(m);
+        cr_assert_eq(sx_nn_load(sxm, 8, &m), SX_OK, "%s", sx_last_error());
+        check_batches(m, x, want, 8, sxm);
+        check_batches(m, x, want, 3, sxm);
+        check_batches(m, x, want, 1, sxm);
+        sx_nn_model_free(m);
+        remove(sxm);
+        sx_tensor_free(x);
+        sx_tensor_free(want);
+    }
+}
+
+/* An imported model with ConvTranspose and Resize (nearest: a gather; bilinear: a matrix
+ * product) exports to ONNX (ConvTranspose, Gather, MatMul), passes onnx.checker, and imports
+ * back with PyTorch's outputs. */
+Test(onnx_onnx, upsampling_model_exports_and_imports_back)
+{
+    char path[512], xp[512], yp[512], out[256];
+    data_path(path, sizeof path, "batch_upsample.onnx");
+    data_path(xp, sizeof xp, "batch_upsample_x.pb");
+    data_path(yp, sizeof yp, "batch_upsample_y.pb");
+    sx_tensor *x = NULL, *want = NULL;
+    cr_assert_eq(sx_onnx_tensor_read(xp, SX_F32, &x, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_onnx_tensor_read(yp, SX_F32, &want, NULL), SX_OK, "%s", sx_last_error());
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 8;
+    sx_nn_model *m = NULL, *back = NULL;
+    cr_assert_eq(sx_onnx_import(path, &p, &m), SX_OK, "%s", sx_last_error());
+    tmp_path(out, sizeof out, "upsample");
+    cr_assert_eq(sx_onnx_export(m, out), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_onnx_import(out, &p, &back), SX_OK, "%s", sx_last_error());
+    check_batches(back, x, want, 8, out);
+    check_batches(back, x, want, 3, out);
+    if (system("/usr/bin/python3 -c 'import onnx' > /dev/null 2>&1") == 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+                 "onnx.checker.check_model(m, full_check=True); "
+                 "ops = set(n.op_type for n in m.graph.node); "
+                 "sys.exit(0 if {\"ConvTranspose\", \"Gather\", \"MatMul\"} <= ops else 1)' %s",
+                 out);
+        cr_assert_eq(system(cmd), 0, "onnx.checker rejected %s or an op is missing", out);
+    }
+    sx_nn_model_free(back);
+    sx_nn_model_free(m);
+    remove(out);
+    sx_tensor_free(x);
+    sx_tensor_free(want);
+}
+
+/* What the new mappings do not take is a clear SX_E_UNSUPPORTED naming the op and the reason:
+ * a 1-d ConvTranspose, Resize scales that are a graph input (not known at import). */
+Test(onnx_onnx, new_ops_refuse_what_they_do_not_map)
+{
+    if (!have_node_tests())
+        cr_skip_test("libonnx-testdata is not installed");
+    static const struct {
+        const char *dir, *words[2];
+    } cases[] = {
+        {"test_convtranspose_1d", {"ConvTranspose", "rank 3"}},
+        {"test_resize_upsample_scales_linear", {"Resize", "known at import"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[512];
+        snprintf(path, sizeof path, NODE_TESTS "/%s/model.onnx", cases[i].dir);
+        if (access(path, R_OK) != 0)
+            continue;
+        sx_onnx_graph *og = (sx_onnx_graph *)1;
+        sx_status s = sx_onnx_graph_import(path, NULL, &og);
+        cr_assert_null(og, "%s", cases[i].dir);
+        cr_assert_eq(s, SX_E_UNSUPPORTED, "%s: %s", cases[i].dir, sx_last_error());
+        for (int k = 0; k < 2; k++)
+            cr_assert(strstr(sx_last_error(), cases[i].words[k]) != NULL, "%s", sx_last_error());
+    }
+}
