@@ -513,6 +513,9 @@ static const char *const null_calls[] = {
     "sx_nn_schedule_value",
     "sx_nn_schedule_node",
     "sx_nn_prelu",
+    "sx_nn_layer_norm",
+    "sx_nn_group_norm",
+    "sx_nn_instance_norm",
 };
 
 static void call_everything_with_null(void)
@@ -666,6 +669,9 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_schedule_value(NULL, 0.25, 3), 0.25);
     cr_assert_null(sx_nn_schedule_node(NULL, NULL, NULL, NULL));
     cr_assert_null(sx_nn_prelu(NULL, NULL, 0.25));
+    cr_assert_null(sx_nn_layer_norm(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_group_norm(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_instance_norm(NULL, NULL, NULL));
 }
 
 /* The names of the functions declared in a header that take at least one pointer. */
