@@ -347,6 +347,14 @@ sx_nn_layer *sx_nn_layer_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_layer
 sx_nn_layer *sx_nn_group_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_group_norm_params *p);
 sx_nn_layer *sx_nn_instance_norm(sx_nn_net *net, sx_nn_layer *in,
                                  const sx_nn_instance_norm_params *p);
+/* Softmax and log-softmax over one axis of the input (batch axis excluded; negative counts from
+ * the end: -1 the last), as PyTorch's Softmax(dim) and LogSoftmax(dim) on the example. A softmax
+ * over the last axis ending the network is folded into the cross-entropy loss (as the softmax
+ * activation is); cross-entropy after a log-softmax over the last axis is exact too (the loss
+ * takes it as logits). Over another axis the layer's output is what the loss sees. Errors: an
+ * axis outside -rank..rank-1 (SX_E_AXIS). */
+sx_nn_layer *sx_nn_softmax(sx_nn_net *net, sx_nn_layer *in, int axis);
+sx_nn_layer *sx_nn_log_softmax(sx_nn_net *net, sx_nn_layer *in, int axis);
 sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in);
 sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape);
 /* zero padding of the two spatial axes of (h,w,c): top, bottom, left, right */

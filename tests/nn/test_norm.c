@@ -413,3 +413,104 @@ Test(nn_norm, bad_options_are_clean_errors)
                        sx_last_error());
     sx_cg_graph_free(g);
 }
+
+/* Softmax and log-softmax layers over a non-last axis (issue 20): the outputs (flattened, as a
+ * saved model wants (batch, k)) are the definition's (per position of the other axes, over the
+ * chosen one), negative axes count from the end, a saved model keeps the axis, and an axis out
+ * of range is a clean error. */
+Test(nn_norm, softmax_layers_over_any_axis)
+{
+    for (int lg = 0; lg < 2; lg++) {
+        sx_nn_net *net = NULL;
+        cr_assert_eq(sx_nn_net_new("sm", SX_F64, 1, &net), SX_OK);
+        sx_nn_layer *l = sx_nn_input(net, 3, (int64_t[]){3, 4, 2});
+        l = lg ? sx_nn_log_softmax(net, l, -3) : sx_nn_softmax(net, l, 0); /* both axis 0 */
+        cr_assert_not_null(sx_nn_flatten(net, l), "%s", sx_last_error());  /* saved: (batch, k) */
+        sx_rng r;
+        sx_rng_seed(&r, 2);
+        sx_tensor *x = tu_rand(&r, SX_F64, 4, (int64_t[]){2, 3, 4, 2}, -3, 3);
+        sx_tensor *y = tu_zeros(SX_F64, 2, (int64_t[]){2, 24});
+        sx_tensor *z = tu_zeros(SX_F64, 2, (int64_t[]){2, 24});
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_nn_compile_infer(net, 2, &m), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_model_predict(m, x, y), SX_OK, "%s", sx_last_error());
+        for (int64_t n = 0; n < 2; n++)
+            for (int64_t j = 0; j < 8; j++) { /* (4, 2) positions, 3 entries along axis 0 */
+                double mx = -INFINITY, s = 0;
+                for (int64_t i = 0; i < 3; i++)
+                    mx = fmax(mx, SX_F64P(x)[n * 24 + i * 8 + j]);
+                for (int64_t i = 0; i < 3; i++)
+                    s += exp(SX_F64P(x)[n * 24 + i * 8 + j] - mx);
+                for (int64_t i = 0; i < 3; i++) {
+                    int64_t e = n * 24 + i * 8 + j;
+                    double want = SX_F64P(x)[e] - mx - log(s);
+                    if (!lg)
+                        want = exp(want);
+                    cr_assert(fabs(SX_F64P(y)[e] - want) <= 1e-14 * (1 + fabs(want)),
+                              "log %d [%lld]: %.17g, want %.17g", lg, (long long)e, SX_F64P(y)[e],
+                              want);
+                }
+            }
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/sx_nn_softmax_%ld.sxm", (long)getpid());
+        cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+        sx_nn_model *ld = NULL;
+        cr_assert_eq(sx_nn_load(path, 2, &ld), SX_OK, "%s", sx_last_error());
+        unlink(path);
+        cr_assert_eq(sx_nn_model_predict(ld, x, z), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(memcmp(y->data, z->data, (size_t)y->size * sizeof(double)), 0);
+        sx_nn_model_free(ld);
+        sx_nn_model_free(m);
+        sx_tensor_free(x);
+        sx_tensor_free(y);
+        sx_tensor_free(z);
+        /* axes 3 and -4 of a rank-3 input */
+        cr_assert_null(sx_nn_softmax(net, l, 3));
+        cr_assert_eq(sx_nn_net_status(net), SX_E_AXIS);
+        cr_assert_not_null(strstr(sx_last_error(), "axis 3 of an input (3,4,2) (want -3 to 2)"),
+                           "%s", sx_last_error());
+        sx_nn_net_free(net);
+        cr_assert_eq(sx_nn_net_new("sm", SX_F64, 1, &net), SX_OK);
+        l = sx_nn_input(net, 3, (int64_t[]){3, 4, 2});
+        cr_assert_null(sx_nn_log_softmax(net, l, -4));
+        cr_assert_eq(sx_nn_net_status(net), SX_E_AXIS);
+        sx_nn_net_free(net);
+    }
+}
+
+/* A softmax layer over the last axis ending a network trains exactly as the softmax activation:
+ * the cross-entropy folds it in (the same loss, bit for bit, over a few steps). */
+Test(nn_norm, softmax_layer_last_axis_folds_into_cross_entropy)
+{
+    double losses[2][3];
+    for (int k = 0; k < 2; k++) {
+        sx_nn_net *net = NULL;
+        cr_assert_eq(sx_nn_net_new("ce", SX_F64, 7, &net), SX_OK);
+        sx_nn_layer *l = sx_nn_input(net, 1, (int64_t[]){5});
+        if (k == 0)
+            l = sx_nn_linear(net, l, 4, SX_ACT_SOFTMAX);
+        else
+            l = sx_nn_softmax(net, sx_nn_linear(net, l, 4, SX_ACT_NONE), -1);
+        cr_assert_not_null(l, "%s", sx_last_error());
+        sx_rng r;
+        sx_rng_seed(&r, 3);
+        sx_tensor *x = tu_rand(&r, SX_F64, 2, (int64_t[]){6, 5}, -1, 1);
+        sx_tensor *y = tu_zeros(SX_F64, 2, (int64_t[]){6, 4});
+        for (int64_t i = 0; i < 6; i++)
+            SX_F64P(y)[i * 4 + i % 4] = 1;
+        sx_nn_train_params p = sx_nn_train_params_default();
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_nn_compile_train(net, &p, 6, &m), SX_OK, "%s", sx_last_error());
+        for (int s = 0; s < 3; s++)
+            cr_assert_eq(sx_nn_model_step(m, x, y, 0.5, s + 1, &losses[k][s], NULL), SX_OK, "%s",
+                         sx_last_error());
+        sx_nn_model_free(m);
+        sx_tensor_free(x);
+        sx_tensor_free(y);
+        sx_nn_net_free(net);
+    }
+    for (int s = 0; s < 3; s++)
+        cr_assert_eq(losses[0][s], losses[1][s], "step %d: %.17g vs %.17g", s, losses[0][s],
+                     losses[1][s]);
+    cr_assert(losses[0][2] < losses[0][0], "the loss falls: %g -> %g", losses[0][0], losses[0][2]);
+}

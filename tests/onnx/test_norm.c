@@ -2,7 +2,7 @@
  * with each of them exported (LayerNormalization at opset 17; InstanceNormalization, directly
  * for NHWC instance norm and over a (n, groups, rest) view for group norm) and imported back
  * predicts what the network does, at the compiled batch and a smaller one, and the file passes
- * onnx's checker. */
+ * onnx's checker. Softmax and log-softmax layers over axes other than the last ride along. */
 #include "testutil.h"
 
 #include <sx_onnx.h>
@@ -14,7 +14,8 @@
 
 #include "nn_impl.h"
 
-/* conv (so values are NHWC), instance norm without and with affine, group norm (3 groups of 2;
+/* conv (so values are NHWC), instance norm without and with affine, softmax over h and
+ * log-softmax over w, group norm (3 groups of 2;
  * after the instance norms, whose per-channel affine it would otherwise undo), layer norm over
  * (h, w, c), then over the last axis without affine, and a softmax head */
 static sx_nn_net *norm_net(void)
@@ -27,6 +28,7 @@ static sx_nn_net *norm_net(void)
     x = sx_nn_conv2d(net, x, &cp);
     sx_nn_instance_norm_params ip2 = sx_nn_instance_norm_params_default();
     x = sx_nn_instance_norm(net, x, &ip2);
+    x = sx_nn_log_softmax(net, sx_nn_softmax(net, x, 0), -2); /* over h, then over w */
     sx_nn_instance_norm_params ip = sx_nn_instance_norm_params_default();
     ip.affine = true;
     x = sx_nn_instance_norm(net, x, &ip);
