@@ -198,7 +198,7 @@ sx_cg_node *sx_cg_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx
 static sx_cg_node *normalise(sx_cg_graph *g, sx_cg_node *x, sx_norm_axes ax, sx_cg_node *gamma,
                              sx_cg_node *beta, double eps)
 {
-    sx_cg_node *st = x != NULL ? sx_cg_norm_stats(g, x, ax) : NULL;
+    sx_cg_node *st = sx_cg_norm_stats(g, x, ax); /* NULL x: recorded there */
     return st != NULL ? sx_cg_norm(g, x, st, gamma, beta, ax, eps) : NULL;
 }
 
