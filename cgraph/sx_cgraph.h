@@ -383,6 +383,31 @@ sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
 sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                              sx_cg_node *beta, double eps);
 sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
+/* Group normalisation (issue 20): x viewed as (n, s, c), its c channels in groups, each (row of
+ * n, group) normalised over its s c/groups elements (sx_norm_axes, sx_tensor.h).
+ * norm_stats(x) -> (2, p), p = n groups: row 0 the mean and row 1 the biased variance of each
+ * group; norm(x, stats, gamma, beta, eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's
+ * shape; gamma and beta of x's last `tail` axes, both NULL for no affine; eps finite, >= 0);
+ * norm_sums(x, stats, dy) -> (2, p), row 0 sum(dy) and row 1 sum(dy (x - mean)) per group.
+ * Kernels and rounding: sx_tensor_norm_*_out. Errors (recorded in the graph, NULL returned):
+ * SX_E_AXIS (lead/tail do not fit x), SX_E_ARG (groups not dividing c; eps; one of gamma, beta
+ * NULL), SX_E_SHAPE (stats not (2,p), gamma/beta not x's last tail axes, dy not x's shape),
+ * SX_E_DTYPE. */
+sx_cg_node *sx_cg_norm_stats(sx_cg_graph *g, sx_cg_node *x, sx_norm_axes ax);
+sx_cg_node *sx_cg_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                       sx_cg_node *beta, sx_norm_axes ax, double eps);
+sx_cg_node *sx_cg_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy,
+                            sx_norm_axes ax);
+/* norm(x, norm_stats(x)) as PyTorch's layers (gamma, beta NULL: no affine). layer_norm: over the
+ * last `axes` axes of x (PyTorch's normalized_shape = those axes; gamma/beta of their shape);
+ * group_norm: x (n, ..., c) NHWC, channels in `groups` groups (gamma/beta (c));
+ * instance_norm: group_norm with one channel per group. */
+sx_cg_node *sx_cg_layer_norm(sx_cg_graph *g, sx_cg_node *x, int axes, sx_cg_node *gamma,
+                             sx_cg_node *beta, double eps);
+sx_cg_node *sx_cg_group_norm(sx_cg_graph *g, sx_cg_node *x, int64_t groups, sx_cg_node *gamma,
+                             sx_cg_node *beta, double eps);
+sx_cg_node *sx_cg_instance_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *gamma, sx_cg_node *beta,
+                                double eps);
 /* Per-row cross-entropy of softmax(logits) against target, both (n,k) -> (n). */
 sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target);
 sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,

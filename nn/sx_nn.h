@@ -314,6 +314,47 @@ typedef struct sx_nn_batch_norm_params {
 sx_nn_batch_norm_params sx_nn_batch_norm_params_default(void);
 /* p NULL: the defaults. A bad momentum or eps: SX_E_ARG; an input of rank 0: SX_E_RANK. */
 sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_batch_norm_params *p);
+/* Normalisation by each example's own statistics (issue 20; no running averages, so training and
+ * inference compute the same): (x - mean) / sqrt(var + eps), the biased variance, then, when
+ * affine, * gamma + beta with learned gamma (ones) and beta (zeros), not regularised. Parameters
+ * are saved and loaded with the model and checkpoints as "<layer>.gamma", "<layer>.beta".
+ * layer_norm: over the last `axes` axes of the input (batch axis excluded; PyTorch's
+ * LayerNorm(normalized_shape = those axes)); gamma and beta have their shape.
+ * group_norm: input (..., c), channels last (NHWC as strix's conv layers): the c channels in
+ * `groups` groups of c / groups, each normalised over every position and its channels; gamma
+ * and beta (c) (PyTorch's GroupNorm on NCHW).
+ * instance_norm: group_norm with one channel per group (PyTorch's InstanceNorm2d, without running
+ * statistics). p NULL: the defaults. Errors: eps not finite and > 0 or groups < 1 or not
+ * dividing c (SX_E_ARG), axes not in 1..rank (SX_E_AXIS), an input of rank 0 (SX_E_RANK). */
+typedef struct sx_nn_layer_norm_params {
+    int axes;    /* trailing axes normalised, 1..rank of the input: 1 */
+    double eps;  /* 1e-5 */
+    bool affine; /* learned gamma and beta: true */
+} sx_nn_layer_norm_params;
+typedef struct sx_nn_group_norm_params {
+    int64_t groups; /* dividing the channels: 32 */
+    double eps;     /* 1e-5 */
+    bool affine;    /* learned gamma and beta (c): true */
+} sx_nn_group_norm_params;
+typedef struct sx_nn_instance_norm_params {
+    double eps;  /* 1e-5 */
+    bool affine; /* learned gamma and beta (c): false (PyTorch's InstanceNorm2d) */
+} sx_nn_instance_norm_params;
+sx_nn_layer_norm_params sx_nn_layer_norm_params_default(void);
+sx_nn_group_norm_params sx_nn_group_norm_params_default(void);
+sx_nn_instance_norm_params sx_nn_instance_norm_params_default(void);
+sx_nn_layer *sx_nn_layer_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_layer_norm_params *p);
+sx_nn_layer *sx_nn_group_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_group_norm_params *p);
+sx_nn_layer *sx_nn_instance_norm(sx_nn_net *net, sx_nn_layer *in,
+                                 const sx_nn_instance_norm_params *p);
+/* Softmax and log-softmax over one axis of the input (batch axis excluded; negative counts from
+ * the end: -1 the last), as PyTorch's Softmax(dim) and LogSoftmax(dim) on the example. A softmax
+ * over the last axis ending the network is folded into the cross-entropy loss (as the softmax
+ * activation is); cross-entropy after a log-softmax over the last axis is exact too (the loss
+ * takes it as logits). Over another axis the layer's output is what the loss sees. Errors: an
+ * axis outside -rank..rank-1 (SX_E_AXIS). */
+sx_nn_layer *sx_nn_softmax(sx_nn_net *net, sx_nn_layer *in, int axis);
+sx_nn_layer *sx_nn_log_softmax(sx_nn_net *net, sx_nn_layer *in, int axis);
 sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in);
 sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape);
 /* zero padding of the two spatial axes of (h,w,c): top, bottom, left, right */

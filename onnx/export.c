@@ -23,6 +23,7 @@ typedef struct ex {
     int tmp; /* counter for intermediate names */
     sx_status err;
     const sx_cg_node *node; /* the node being exported, for messages */
+    int opset;              /* the model's opset: 13, 17 with a LayerNormalization (norm20) */
 } ex;
 
 static void *ex_alloc(ex *e, size_t n)
@@ -480,6 +481,99 @@ static const simple simples[] = {
 };
 
 /* Node n (inputs named in[]) as ONNX nodes writing `out`. */
+/* ---------------------------------------------------------------- norm (norm20, issue 20) */
+
+/* A constant of the model's dtype and the given shape filled with v. */
+static char *init_full(ex *e, int rank, const int64_t *shape, double v)
+{
+    char *name = fresh(e);
+    sx_tensor *t = NULL;
+    if (name == NULL || sx_tensor_full(e->dt, rank, shape, v, &t) != SX_OK) {
+        e->err = SX_E_NOMEM;
+        return NULL;
+    }
+    init_float(e, name, t);
+    sx_tensor_free(t);
+    return name;
+}
+
+/* norm(x, norm_stats(x)[, gamma, beta]) (its statistics are not exported on their own): layer
+ * norm (one group, no axes between lead and tail) as LayerNormalization (opset 17); any other
+ * grouping as x viewed (n, G, s k) through Reshape and Transpose, InstanceNormalization with unit
+ * scale, back to x's shape, then * gamma + beta. */
+static void export_norm(ex *e, const sx_cg_node *n, char **in, const char *out, bool batch_dep)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    const sx_cg_node *x = sx_cg_node_input(n, 0), *st = sx_cg_node_input(n, 1);
+    const sx_cg_attr *sa = sx_cg_node_attr(st);
+    if (sx_cg_node_op(st) != SX_OP_NORM_STATS || sx_cg_node_input(st, 0) != x ||
+        memcmp(sa->ints, at->ints, 3 * sizeof at->ints[0]) != 0) {
+        unsupported(e, n, "statistics that are not norm_stats of the normalised value");
+        return;
+    }
+    int r = sx_cg_node_rank(x), lead = (int)at->ints[0], tail = (int)at->ints[1];
+    int64_t groups = at->ints[2];
+    const int64_t *xs = sx_cg_node_shape(x);
+    bool affine = sx_cg_node_n_inputs(n) == 4;
+    Onnx__AttributeProto *a[3] = {NULL, NULL, NULL};
+    if (groups == 1 && lead + tail == r) {
+        e->opset = 17;
+        a[0] = attr_int(e, "axis", lead);
+        a[1] = attr_float(e, "epsilon", at->alpha);
+        char *ins[3] = {affine ? in[2] : init_full(e, tail, xs + lead, 1.0), affine ? in[3] : NULL};
+        char *li[3] = {in[0], ins[0], ins[1]};
+        node_add(e, "LayerNormalization", affine ? 3 : 2, li, out, a);
+        return;
+    }
+    if (r == 4 && lead == 1 && tail == 1 && groups == xs[3]) { /* instance norm of NHWC */
+        a[0] = attr_float(e, "epsilon", at->alpha);
+        char *ii[3] = {transpose(e, in[0], OX_TO_NCHW, NULL),
+                       affine ? in[2] : init_full(e, 1, &groups, 1.0),
+                       affine ? in[3] : init_full(e, 1, &groups, 0.0)};
+        char *yn = fresh(e);
+        node_add(e, "InstanceNormalization", 3, ii, yn, a);
+        transpose(e, yn, OX_TO_NHWC, out);
+        return;
+    }
+    int64_t s = 1, c = 1;
+    for (int i = lead; i < r; i++)
+        *(i < r - tail ? &s : &c) *= xs[i];
+    int64_t k = c / groups;
+    int64_t v4[4] = {lead == 0   ? 1
+                     : lead == 1 ? (batch_dep ? 0 : xs[0])
+                                 : -1,
+                     lead == 0 ? -1 : s, groups, k};
+    static const int swap[4] = {0, 2, 1, 3};
+    char *r4[2] = {in[0], init_ints(e, 4, v4)};
+    char *x4 = fresh(e);
+    node_add(e, "Reshape", 2, r4, x4, NULL);
+    char *xg = transpose(e, x4, swap, NULL);
+    char *f3[2] = {xg, init_ints(e, 3, (int64_t[]){0, 0, -1})};
+    char *x3 = fresh(e);
+    node_add(e, "Reshape", 2, f3, x3, NULL);
+    a[0] = attr_float(e, "epsilon", at->alpha);
+    char *inn[3] = {x3, init_full(e, 1, &groups, 1.0), init_full(e, 1, &groups, 0.0)};
+    char *y3 = fresh(e);
+    node_add(e, "InstanceNormalization", 3, inn, y3, a);
+    char *b4[2] = {y3, init_ints(e, 4, (int64_t[]){0, 0, -1, k})};
+    char *y4 = fresh(e);
+    node_add(e, "Reshape", 2, b4, y4, NULL);
+    char *yg = transpose(e, y4, swap, NULL);
+    int64_t back[SX_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        back[i] = xs[i];
+    if (batch_dep)
+        back[0] = lead == 1 ? 0 : -1;
+    char *bx[2] = {yg, init_ints(e, r, back)};
+    char *y = affine ? fresh(e) : ex_str(e, out);
+    node_add(e, "Reshape", 2, bx, y, NULL);
+    if (affine) {
+        char *m[2] = {y, in[2]}, *p = fresh(e), *ad[2] = {p, in[3]};
+        node_add(e, "Mul", 2, m, p, NULL);
+        node_add(e, "Add", 2, ad, out, NULL);
+    }
+}
+
 static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, bool batch_dep)
 {
     sx_cg_op op = sx_cg_node_op(n);
@@ -597,6 +691,10 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
     }
     if (export_layout_op(e, n, in, out))
         return;
+    if (op == SX_OP_NORM) { /* norm20 */
+        export_norm(e, n, in, out, batch_dep);
+        return;
+    }
     if (op == SX_OP_SOFTMAX || op == SX_OP_LOG_SOFTMAX) {
         a[0] = attr_int(e, "axis", at->axis);
         unary(e, op == SX_OP_SOFTMAX ? "Softmax" : "LogSoftmax", in[0], out, a);
@@ -665,7 +763,8 @@ static sx_status export_graph(ex *e, sx_cg_graph *g, sx_cg_node *x, sx_cg_node *
         if (n == NULL || !need[i])
             continue;
         for (int k = 0; k < sx_cg_node_n_inputs(n); k++)
-            need[sx_cg_node_id(sx_cg_node_input(n, k))] = true;
+            if (!(sx_cg_node_op(n) == SX_OP_NORM && k == 1)) /* norm20: its statistics within */
+                need[sx_cg_node_id(sx_cg_node_input(n, k))] = true;
     }
     for (int64_t i = 0; i < size && e->err == SX_OK; i++) {
         sx_cg_node *n = sx_cg_graph_node(g, i);
@@ -742,6 +841,7 @@ sx_status sx_onnx_export(sx_nn_model *m, const char *path)
     ex e;
     memset(&e, 0, sizeof e);
     e.dt = sx_cg_node_dtype(y);
+    e.opset = 13;
     sx_status s = export_graph(&e, g, x, y);
     Onnx__ModelProto *mp = ex_alloc(&e, sizeof *mp);
     Onnx__GraphProto *gp = ex_alloc(&e, sizeof *gp);
@@ -754,7 +854,7 @@ sx_status sx_onnx_export(sx_nn_model *m, const char *path)
         onnx__operator_set_id_proto__init(os);
         os->domain = ex_str(&e, "");
         os->has_version = 1;
-        os->version = 13;
+        os->version = e.opset;
         osl[0] = os;
         ins[0] = value_info(&e, "x", x);
         outs[0] = value_info(&e, "y", y);

@@ -44,6 +44,30 @@ void ox_ctx_free(ox_ctx *c)
 
 /* ---------------------------------------------------------------- the graph */
 
+/* (norm20) Ops whose definition has not changed since an opset older than OX_OPSET_MIN: a model
+ * of an older opset whose every node is one of them maps as well (ONNX's InstanceNormalization
+ * cases are opset 6). */
+static const struct {
+    const char *op;
+    int since;
+} old_ops[] = {{"InstanceNormalization", 6}};
+
+static bool old_opset_ok(const ox_ctx *c)
+{
+    const Onnx__GraphProto *gr = c->model->graph;
+    if (gr == NULL || gr->n_node == 0)
+        return false;
+    for (size_t i = 0; i < gr->n_node; i++) {
+        bool ok = false;
+        for (size_t k = 0; k < sizeof old_ops / sizeof old_ops[0] && !ok; k++)
+            ok = gr->node[i]->op_type != NULL && strcmp(gr->node[i]->op_type, old_ops[k].op) == 0 &&
+                 c->opset >= old_ops[k].since;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
 static sx_status check_opset(ox_ctx *c)
 {
     const Onnx__ModelProto *m = c->model;
@@ -55,7 +79,7 @@ static sx_status check_opset(ox_ctx *c)
     }
     if (c->opset < 0)
         return ox_fail(c, SX_E_UNSUPPORTED, "no opset of the default domain");
-    if (c->opset < OX_OPSET_MIN || c->opset > OX_OPSET_MAX)
+    if ((c->opset < OX_OPSET_MIN && !old_opset_ok(c)) || c->opset > OX_OPSET_MAX)
         return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (strix maps opsets %d..%d)", c->opset,
                        OX_OPSET_MIN, OX_OPSET_MAX);
     return SX_OK;

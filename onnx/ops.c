@@ -568,6 +568,96 @@ static sx_status op_BatchNormalization(ox_ctx *c)
     return ox_out(c, 0, y, xv->lay);
 }
 
+/* ---------------------------------------------------------------- layer / instance norm */
+/* (issue 20, norm20) LayerNormalization (opset 17) and InstanceNormalization map onto the norm
+ * ops (norm_stats + norm, cgraph/ops/norm.c). */
+
+/* LayerNormalization(X, Scale[, B]) over the axes from `axis` on; optional outputs Mean and
+ * InvStdDev of shape X[:axis] + 1s. Scale and B of exactly those axes' shape are the op's gamma
+ * and beta; other (broadcastable) shapes are applied by Mul and Add after it. */
+static sx_status op_LayerNormalization(ox_ctx *c)
+{
+    double eps;
+    int64_t a, stash;
+    SX_TRY(ox_attr_float(c, "epsilon", 1e-5, &eps));
+    SX_TRY(ox_attr_int(c, "axis", -1, &a));
+    SX_TRY(ox_attr_int(c, "stash_type", 1, &stash));
+    ox_val *xv, *sv, *bv = ox_in(c, 2);
+    sx_cg_node *x, *scale, *bias = NULL;
+    SX_TRY(in_node(c, 0, OX_ONNX, &xv, &x));
+    SX_TRY(in_node(c, 1, OX_ONNX, &sv, &scale));
+    if (bv != NULL)
+        SX_TRY(ox_node(c, bv, OX_ONNX, &bias));
+    int axis;
+    SX_TRY(ox_axis(c, a, xv->rank, "attribute axis", &axis));
+    sx_cg_graph *g = c->g;
+    int tail = xv->rank - axis;
+    sx_norm_axes ax = {axis, tail, 1};
+    const int64_t *ts = xv->shape + axis;
+    bool fused = sx_shape_equal(sv->rank, sv->shape, tail, ts) &&
+                 (bv == NULL || sx_shape_equal(bv->rank, bv->shape, tail, ts));
+    if (fused && bias == NULL)
+        bias = sx_cg_mul_scalar(g, scale, 0.0);
+    sx_cg_node *st = sx_cg_norm_stats(g, x, ax);
+    sx_cg_node *y = sx_cg_norm(g, x, st, fused ? scale : NULL, fused ? bias : NULL, ax, eps);
+    if (!fused) {
+        y = sx_cg_mul(g, y, scale);
+        if (bias != NULL)
+            y = sx_cg_add(g, y, bias);
+    }
+    SX_TRY(ox_out(c, 0, y, OX_ONNX));
+    int64_t ms[SX_MAX_RANK], p = sx_shape_size(axis, xv->shape);
+    for (int k = 0; k < xv->rank; k++)
+        ms[k] = k < axis ? xv->shape[k] : 1;
+    for (int i = 1; i < ox_n_out(c) && i < 3; i++) {
+        if (c->node->output[i][0] == '\0')
+            continue;
+        sx_slice sl[2] = {{i - 1, i, 1}, SX_SLICE_ALL};
+        sx_cg_node *r = sx_cg_reshape(g, sx_cg_slice(g, st, sl), 1, &p);
+        if (i == 2)
+            r = sx_cg_rsqrt(g, sx_cg_add_scalar(g, r, eps));
+        SX_TRY(ox_out(c, i, sx_cg_reshape(g, r, xv->rank, ms), OX_ONNX));
+    }
+    return no_extra_outputs(c, 3);
+}
+
+/* InstanceNormalization(input (N, C, D...), scale (C), B (C)): a rank-4 value kept NHWC is
+ * normalised there (instance norm over channels last, gamma and beta fused); else in ONNX's
+ * order, each (n, c) over the D axes, then scale and B broadcast as (C, 1, ...). */
+static sx_status op_InstanceNormalization(ox_ctx *c)
+{
+    double eps;
+    SX_TRY(ox_attr_float(c, "epsilon", 1e-5, &eps));
+    SX_TRY(no_extra_outputs(c, 1));
+    ox_val *xv, *pv[2];
+    SX_TRY(ox_in_req(c, 0, &xv));
+    if (xv->rank < 3)
+        return ox_fail(c, SX_E_FORMAT, "input of rank %d (want N, C and spatial axes)", xv->rank);
+    int64_t ch = xv->shape[1];
+    sx_cg_node *prm[2];
+    for (int i = 0; i < 2; i++) {
+        SX_TRY(in_node(c, i + 1, OX_ONNX, &pv[i], &prm[i]));
+        if (pv[i]->rank != 1 || pv[i]->shape[0] != ch)
+            return ox_fail(c, SX_E_SHAPE, "input %d ('%s') is not (%lld)", i + 1, pv[i]->name,
+                           (long long)ch);
+    }
+    sx_cg_graph *g = c->g;
+    sx_cg_node *x, *y;
+    if (xv->lay == OX_NHWC) {
+        SX_TRY(ox_node(c, xv, OX_NHWC, &x));
+        return ox_out(c, 0, sx_cg_instance_norm(g, x, prm[0], prm[1], eps), OX_NHWC);
+    }
+    SX_TRY(ox_node(c, xv, OX_ONNX, &x));
+    sx_norm_axes ax = {2, xv->rank - 2, 1};
+    y = sx_cg_norm(g, x, sx_cg_norm_stats(g, x, ax), NULL, NULL, ax, eps);
+    int64_t s[SX_MAX_RANK];
+    for (int k = 0; k < xv->rank - 1; k++)
+        s[k] = k == 0 ? ch : 1;
+    for (int i = 0; i < 2; i++)
+        prm[i] = sx_cg_reshape(g, prm[i], xv->rank - 1, s);
+    return ox_out(c, 0, sx_cg_add(g, sx_cg_mul(g, y, prm[0]), prm[1]), OX_ONNX);
+}
+
 /* ---------------------------------------------------------------- matrix products */
 
 static sx_status op_Gemm(ox_ctx *c)
@@ -2031,6 +2121,8 @@ static const ox_op ops[] = {
     {"HardSigmoid", op_HardSigmoid, "alpha,beta"},
     {"HardSwish", op_HardSwish, ""},
     {"Identity", op_Identity, ""},
+    {"InstanceNormalization", op_InstanceNormalization, "epsilon"},           /* norm20 */
+    {"LayerNormalization", op_LayerNormalization, "axis,epsilon,stash_type"}, /* norm20 */
     {"LeakyRelu", op_LeakyRelu, "alpha"},
     {"Log", op_Log, ""},
     {"LogSoftmax", op_LogSoftmax, "axis"},

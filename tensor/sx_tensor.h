@@ -680,6 +680,37 @@ sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
 sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
                                        const sx_tensor *dy, sx_tensor *sums, void *ws,
                                        size_t ws_bytes) SX_NODISCARD;
+/* Group normalisation (issue 20; tensor/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
+ * kernel family. x of rank r is viewed as (n, s, c): n the product of its first `lead` axes, c of
+ * its last `tail` axes, s of those between; its c channels form `groups` groups of k = c / groups
+ * adjacent channels, and each of the p = n * groups (batch row, group) pairs is normalised
+ * over its s k elements. LayerNorm over the last d axes: lead r - d, tail d, groups 1 (PyTorch's
+ * normalized_shape); GroupNorm of NHWC x: lead 1, tail 1, groups G; InstanceNorm: groups c.
+ * (Batch norm is the case lead 0, tail 1, groups c.) Each group is summed by one thread in
+ * memory order, in double, so results never depend on the thread count. Errors: SX_E_ARG (NULL
+ * tensor or data; groups < 1 or not dividing c; an output overlapping an input, see each; eps),
+ * SX_E_AXIS (lead < 0, tail < 1 or lead + tail > r), SX_E_DTYPE (dtypes differ), SX_E_SHAPE
+ * (stats/sums not (2,p), dy not x's shape, gamma/beta not x's last `tail` axes). */
+typedef struct sx_norm_axes {
+    int lead, tail; /* leading axes kept (the batch), trailing axes forming the channels */
+    int64_t groups; /* groups of channels, >= 1, dividing c */
+} sx_norm_axes;
+/* stats (2,p): row 0 the mean and row 1 the biased variance (about the mean, a second pass) of
+ * each group, p = n groups in order (n, group); stats apart from x. */
+sx_status sx_tensor_norm_stats_out(const sx_tensor *x, sx_norm_axes ax,
+                                   sx_tensor *stats) SX_NODISCARD;
+/* y = (x - mean) / sqrt(var + eps) per group, then * gamma + beta per channel when gamma and beta
+ * are given (both, of the shape of x's last `tail` axes; both NULL: no affine), computed in
+ * double and rounded once. y has x's shape; it may be x itself (in place), else apart from x;
+ * apart from stats, gamma and beta. eps finite and >= 0. */
+sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats, const sx_tensor *gamma,
+                             const sx_tensor *beta, sx_norm_axes ax, double eps,
+                             sx_tensor *y) SX_NODISCARD;
+/* The backward pass's two per-group reductions in one pass: sums (2,p), row 0 sum(dy) and row 1
+ * sum(dy (x - mean)) over each group, mean row 0 of stats; dy of x's shape; sums apart from
+ * every input. */
+sx_status sx_tensor_norm_sums_out(const sx_tensor *x, const sx_tensor *stats, const sx_tensor *dy,
+                                  sx_norm_axes ax, sx_tensor *sums) SX_NODISCARD;
 /* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask
  * depends only on rng's state, p and out's size (never on the thread count or the CPU); the
  * call advances rng by exactly one draw. (That draw keys a counter-based generator: element i

@@ -1517,6 +1517,43 @@ static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
     return in[2] < 0 || in[3] < 0 ? -1 : g_op(G, op, 4, in, &at);
 }
 
+/* group norm (issue 20) of a node: random lead and tail axes, one group or one channel per
+ * group; the statistics of the node itself, gamma and beta new leaves (or none), dy a new leaf of
+ * x's shape. */
+static int gen_norm(gen *G, sx_cg_op op, int dom)
+{
+    (void)dom;
+    int in[4];
+    in[0] = g_pick(G);
+    const dt_node *x = gn(G, in[0]);
+    if (x->rank == 0)
+        return -1;
+    int rank = x->rank;
+    int64_t shape[SX_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    sx_cg_attr at = sx_cg_attr_default();
+    at.ints[0] = gb(G, rank);                       /* lead */
+    at.ints[1] = 1 + gb(G, rank - (int)at.ints[0]); /* tail */
+    int64_t c = 1;
+    for (int i = rank - (int)at.ints[1]; i < rank; i++)
+        c *= shape[i];
+    at.ints[2] = gb(G, 2) ? c : 1;
+    in[1] = g_op(G, SX_OP_NORM_STATS, 1, in, &at);
+    if (op == SX_OP_NORM_STATS || in[1] < 0)
+        return in[1];
+    if (op == SX_OP_NORM_SUMS) {
+        in[2] = g_of_shape(G, rank, shape, -1, 1);
+        return in[2] < 0 ? -1 : g_op(G, op, 3, in, &at);
+    }
+    at.alpha = 1e-2;
+    if (gb(G, 2))
+        return g_op(G, op, 2, in, &at);
+    int tail = (int)at.ints[1];
+    in[2] = g_of_shape(G, tail, shape + rank - tail, 0.5, 1.5);
+    in[3] = g_of_shape(G, tail, shape + rank - tail, -1, 1);
+    return in[2] < 0 || in[3] < 0 ? -1 : g_op(G, op, 4, in, &at);
+}
+
 /* dropout_mask times a node of its shape (the mask alone is a constant). */
 static int gen_dropout_mask(gen *G, sx_cg_op op, int dom)
 {

@@ -516,6 +516,11 @@ static const char *const null_calls[] = {
     "sx_nn_comm_set_default", /* issue 22 */
     "sx_nn_comm_of",
     "sx_nn_model_comm_bytes",
+    "sx_nn_layer_norm",
+    "sx_nn_group_norm",
+    "sx_nn_instance_norm",
+    "sx_nn_softmax",
+    "sx_nn_log_softmax",
 };
 
 static void call_everything_with_null(void)
@@ -673,6 +678,11 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_schedule_value(NULL, 0.25, 3), 0.25);
     cr_assert_null(sx_nn_schedule_node(NULL, NULL, NULL, NULL));
     cr_assert_null(sx_nn_prelu(NULL, NULL, 0.25));
+    cr_assert_null(sx_nn_layer_norm(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_group_norm(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_instance_norm(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_softmax(NULL, NULL, -1));
+    cr_assert_null(sx_nn_log_softmax(NULL, NULL, 0));
 }
 
 /* The names of the functions declared in a header that take at least one pointer. */
