@@ -316,11 +316,9 @@ Test(datasets_loader, callback_source)
     l = NULL;
     sx_ds_source_free(s);
     cr_assert_eq(sx_ds_source_callback(&spec, 0, cb_get, &calls, &s), SX_E_ARG);
-    spec.classes = 2;
-    spec.y_rank = 1;
-    spec.y_shape[0] = 2;
+    spec.classes = -2;
     cr_assert_eq(sx_ds_source_callback(&spec, 6, cb_get, &calls, &s), SX_E_ARG);
-    cr_assert(fx_msg_has("classes 2 with y of rank 1"));
+    cr_assert(fx_msg_has("classes -2"));
     spec.classes = 0;
     spec.x_type = (sx_ds_type)3;
     cr_assert_eq(sx_ds_source_callback(&spec, 6, cb_get, &calls, &s), SX_E_ARG);
