@@ -453,10 +453,16 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     return SX_OK;
 }
 
-/* A checkpoint, and sx_nn_fit's state next to it. */
+/* A checkpoint (with the loop's schedule and plateau state, data19c), and sx_nn_fit's state
+ * next to it. */
 static sx_status run_save(run *r)
 {
-    SX_TRY(nn_checkpoint_save(r->net, &r->p, r->p.checkpoint_path));
+    nn_run_state rs = {.total_steps = r->p.schedule.total_steps,
+                       .plateau = r->p.schedule.kind == SX_SCHED_PLATEAU,
+                       .plateau_lr = r->plateau_lr,
+                       .plateau_best = r->plateau_best,
+                       .plateau_bad = r->plateau_bad};
+    SX_TRY(nn_checkpoint_save(r->net, &r->p, &rs, r->p.checkpoint_path));
     return r->fit != NULL ? nn_fit_save(r->fit) : SX_OK;
 }
 
@@ -469,8 +475,9 @@ static sx_status run_start(run *r)
      * optimiser state replaces the one it borrows */
     SX_TRY(nn_check_train_kind(net, r->p.optim.kind, r->who));
     const char *ck = r->p.checkpoint_path;
+    nn_run_state rs = {0};
     if (ck != NULL && access(ck, F_OK) == 0) {
-        SX_TRY(nn_checkpoint_load(net, &r->p, ck));
+        SX_TRY(nn_checkpoint_load(net, &r->p, &rs, ck));
         if (r->p.verbose > 0)
             fprintf(stderr, "resuming from %s at epoch %lld, step %lld\n", ck,
                     (long long)net->epoch + 1, (long long)net->step);
@@ -482,8 +489,16 @@ static sx_status run_start(run *r)
         r->p.schedule.total_steps == 0)
         r->p.schedule.total_steps = (int64_t)r->p.epochs * per_epoch;
     SX_TRY(check_schedule(r->who, &r->p.schedule));
+    if (rs.total_steps > 0 && rs.total_steps != r->p.schedule.total_steps && r->p.verbose > 0)
+        fprintf(stderr, "%s: the schedule runs over %lld steps, the checkpoint's run over %lld\n",
+                ck, (long long)r->p.schedule.total_steps, (long long)rs.total_steps);
     r->plateau_lr = r->p.optim.lr;
     r->plateau_best = NAN;
+    if (rs.plateau && r->p.schedule.kind == SX_SCHED_PLATEAU) { /* the resumed plateau's state */
+        r->plateau_lr = rs.plateau_lr;
+        r->plateau_best = rs.plateau_best;
+        r->plateau_bad = rs.plateau_bad;
+    }
     if (!r->p.eager) {
         SX_TRY(sx_nn_compile_train(net, &r->p, B, &r->model));
         r->rep.compile = sx_nn_model_report(r->model);
