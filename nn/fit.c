@@ -751,7 +751,7 @@ sx_status sx_nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, con
     if (net == NULL || path == NULL)
         return sx_error(SX_E_ARG, "sx_nn_checkpoint_save: NULL argument");
     sx_nn_train_params tp = p ? *p : sx_nn_train_params_default();
-    return nn_checkpoint_save(net, &tp, NULL, path);
+    return nn_checkpoint_save(net, &tp, path);
 }
 
 sx_status sx_nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
@@ -760,7 +760,7 @@ sx_status sx_nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, con
         return sx_error(SX_E_ARG, "sx_nn_checkpoint_load: NULL argument");
     sx_nn_train_params tp = p ? *p : sx_nn_train_params_default();
     SX_TRY(nn_check_train_kind(net, tp.optim.kind, "sx_nn_checkpoint_load"));
-    return nn_checkpoint_load(net, &tp, NULL, path);
+    return nn_checkpoint_load(net, &tp, path);
 }
 
 int64_t sx_nn_net_steps(const sx_nn_net *net)

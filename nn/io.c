@@ -95,8 +95,8 @@ static double hyper_get(const sx_optim_params *o, int i)
     return v;
 }
 
-sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *tp, const nn_run_state *rs,
-                             const char *path)
+sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *tp,
+                                   const nn_run_state *rs, const char *path)
 {
     named t = {0};
     sx_status s = SX_OK;
@@ -335,8 +335,8 @@ static sx_status run_state(const char *path, const sx_cg_file *f, nn_run_state *
     return SX_OK;
 }
 
-sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, nn_run_state *rs,
-                             const char *path)
+sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *tp, nn_run_state *rs,
+                                   const char *path)
 {
     sx_cg_file *f = NULL;
     SX_TRY(sx_cg_file_read(path, &f));
@@ -918,4 +918,14 @@ const int64_t *sx_nn_model_input(const sx_nn_model *m, int k, int *rank)
         }
     }
     return NULL;
+}
+
+sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
+{
+    return nn_checkpoint_save_state(net, p, NULL, path);
+}
+
+sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
+{
+    return nn_checkpoint_load_state(net, p, NULL, path);
 }

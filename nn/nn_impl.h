@@ -297,10 +297,13 @@ typedef struct nn_run_state {
  * a changed learning rate, weight decay or schedule length on stderr. rs (may be NULL) receives
  * the file's loop state: rs->plateau true when the file has the plateau's (then
  * plateau_lr/best/bad are the file's), rs->total_steps the file's T (0 when none). */
-sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const nn_run_state *rs,
-                             const char *path);
-sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, nn_run_state *rs,
-                             const char *path);
+sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *p,
+                                   const nn_run_state *rs, const char *path);
+sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *p, nn_run_state *rs,
+                                   const char *path);
+/* The same without the loop's state (rs NULL). */
+sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
+sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 
 /* sx_nn_fit's per-epoch part (fit.c): validation, early stopping, best weights, history. */
 typedef struct nn_fit nn_fit;

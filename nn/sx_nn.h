@@ -500,7 +500,10 @@ typedef struct sx_nn_train_params {
     double label_smoothing;      /* cross-entropy's e, 0 <= e < 1: 0 */
     int n_heads;                 /* 0: one loss (`loss`) over the whole output; else 1..
                                     SX_NN_MAX_HEADS heads whose sizes add up to the output's last
-                                    axis (`loss` is then unused): 0 */
+                                    axis (`loss` is then unused); with several named outputs
+                                    (sx_nn_output), the heads name outputs (size 0 or the
+                                    output's element count; an output without a head takes
+                                    `loss`, weight 1): 0 */
     const sx_nn_head *heads;     /* (n_heads), borrowed for the call: NULL */
     /* issue 20 (optim20) */
     sx_nn_loss_fn loss_fn; /* NULL; else the loss (replacing `loss`; l1/l2 still added), called
@@ -631,8 +634,9 @@ typedef struct sx_nn_train_report {
  * only with its own batch size (the steps done are counted in batches): another one is SX_E_STATE
  * naming both (a checkpoint at an epoch's end resumes with any). Version-1 checkpoints (no
  * batch or hyper-parameters recorded) load at an epoch's end and are refused mid-epoch.
- * Errors also: SX_E_ARG (NULL net or train, a bad parameter), SX_E_SHAPE (the data does not
- * fit the network), SX_E_FORMAT (a checkpoint of another network, or damaged), SX_E_IO, and
+ * Errors also: SX_E_ARG (NULL net or train, a bad parameter), SX_E_STATE (a network with
+ * several named outputs: sx_nn_fit trains those), SX_E_SHAPE (the data does not fit the
+ * network), SX_E_FORMAT (a checkpoint of another network, or damaged), SX_E_IO, and
  * those of sx_nn_compile_train. */
 /* p->epochs counts the network's epochs, not this call's: a network already trained (or resumed)
  * for e epochs trains epochs e+1..p->epochs, and nothing when e >= p->epochs. */
@@ -748,13 +752,16 @@ typedef struct sx_nn_history {
 
 /* Train `net` on any source (borrowed): x of any element type and shape with as many elements
  * as the network's input (fed as (batch, input shape)); y either class indices (classes > 0:
- * the network outputs (batch, classes), the targets one-hot rows, e.g. for cross-entropy) or
- * targets (classes == 0: y_size elements matching the network's output of any shape, e.g.
- * (batch, k) regression, (batch, h, w, c) per-pixel targets, or the heads' targets one after
- * another). Batches come from an sx_ds_loader (shuffled per p->train.shuffle with the network's
- * seed, the last batch partial, augmented per p->augment). After every epoch the validation
- * source `val` (optional, the same spec) is evaluated: loss and metric into the history and,
- * when verbose, one line on stderr. Early stopping and restoring are described in
+ * one per example for a (batch, classes) output, or one per position for an output of rank > 1
+ * whose last axis holds the classes, e.g. (h, w) pixel labels for a (batch, h, w, classes)
+ * segmentation; the targets are their one-hot rows, so cross-entropy, label smoothing and
+ * per-position accuracy are those of the one-hot targets) or targets (classes == 0: y_size
+ * elements matching the network's output of any shape, e.g. (batch, k) regression, (batch, h,
+ * w, c) per-pixel targets, the heads' targets one after another, or those of several named
+ * outputs one after another). Batches come from an sx_ds_loader (shuffled per p->train.shuffle with
+ * the network's seed, the last batch partial, augmented per p->augment). After every epoch the
+ * validation source `val` (optional, the same spec) is evaluated: loss and metric into the history
+ * and, when verbose, one line on stderr. Early stopping and restoring are described in
  * sx_nn_fit_params.
  * Checkpoints, resume, Ctrl-C (SX_E_INTERRUPTED, the history kept so far) and progress are
  * sx_nn_train's. With a checkpoint path, the fit's own state (the history so far, the best
@@ -773,8 +780,11 @@ typedef struct sx_nn_history {
  * zeroed. Errors: SX_E_ARG (NULL net or train, a bad parameter, patience without val, accuracy
  * or top-k on a source of targets with a (batch, k) output, accuracy, top-k or binary accuracy
  * with heads), SX_E_DTYPE (a network that is not
- * f32 or f64), SX_E_SHAPE (the data does not fit the network, val differs from train, heads
- * that do not add up to the output's last axis), SX_E_IO (history_path or PATH.fit cannot be
+ * f32 or f64), SX_E_SHAPE (the data does not fit the network: x's element count, classes other
+ * than the output's last axis or labels of another count than its positions, a source of classes
+ * for several outputs; val differs from train; heads that do not add up to the output's last
+ * axis or a head of another size than its named output), SX_E_ARG also for a head naming no
+ * output of a network with several, SX_E_IO (history_path or PATH.fit cannot be
  * written), SX_E_STATE (see PATH.fit), and sx_nn_train's. */
 sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
                     const sx_ds_source *val, sx_nn_history *history) SX_NODISCARD;

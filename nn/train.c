@@ -303,7 +303,7 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     if (net == NULL || set == NULL || accuracy == NULL || batch < 1)
         return sx_error(SX_E_ARG, "sx_nn_evaluate: NULL argument or batch < 1");
     sx_nn_layer *last = nn_output_layer(net), *in = nn_input_layer(net);
-    if (last == NULL || in == NULL || last->rank != 1)
+    if (last == NULL || in == NULL || last->rank != 1 || net->n_outputs >= 2)
         return sx_error(SX_E_STATE, "sx_nn_evaluate: the network has no (batch, classes) output");
     if (last->shape[0] != set->classes)
         return sx_error(SX_E_SHAPE,
@@ -360,9 +360,11 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
 static sx_status check_fit(const char *who, const sx_nn_net *net, const sx_ds_images *train)
 {
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in == NULL || last == NULL || last->rank != 1)
-        return sx_error(SX_E_STATE, "%s: the network needs an input and a (batch, classes) output",
-                        who);
+    if (in == NULL || last == NULL || last->rank != 1 || net->n_outputs >= 2)
+        return sx_error(SX_E_STATE,
+                        "%s: the network needs an input and one (batch, classes) output (%d "
+                        "outputs: train them with sx_nn_fit)",
+                        who, net->n_outputs >= 2 ? net->n_outputs : 1);
     if (last->shape[0] != train->classes)
         return sx_error(SX_E_SHAPE, "%s: the network has %lld outputs, the data %lld classes", who,
                         (long long)last->shape[0], (long long)train->classes);
@@ -462,7 +464,7 @@ static sx_status run_save(run *r)
                        .plateau_lr = r->plateau_lr,
                        .plateau_best = r->plateau_best,
                        .plateau_bad = r->plateau_bad};
-    SX_TRY(nn_checkpoint_save(r->net, &r->p, &rs, r->p.checkpoint_path));
+    SX_TRY(nn_checkpoint_save_state(r->net, &r->p, &rs, r->p.checkpoint_path));
     return r->fit != NULL ? nn_fit_save(r->fit) : SX_OK;
 }
 
@@ -477,7 +479,7 @@ static sx_status run_start(run *r)
     const char *ck = r->p.checkpoint_path;
     nn_run_state rs = {0};
     if (ck != NULL && access(ck, F_OK) == 0) {
-        SX_TRY(nn_checkpoint_load(net, &r->p, &rs, ck));
+        SX_TRY(nn_checkpoint_load_state(net, &r->p, &rs, ck));
         if (r->p.verbose > 0)
             fprintf(stderr, "resuming from %s at epoch %lld, step %lld\n", ck,
                     (long long)net->epoch + 1, (long long)net->step);

@@ -355,6 +355,13 @@ Test(nn_fit_outputs, named_outputs_default_loss_and_errors)
     cr_assert_eq(sx_ds_source_memory(&sp, ON, x, labels, &cls), SX_OK);
     cr_assert_eq(sx_nn_fit(net, &p, cls, NULL, NULL), SX_E_SHAPE);
     sx_ds_source_free(cls);
+    /* sx_nn_train and sx_nn_evaluate take one (batch, classes) output */
+    uint8_t pix[4 * 3] = {0}, lab[4] = {0};
+    sx_ds_images d = {.n = 4, .h = 1, .w = 3, .c = 1, .classes = 5, .pixels = pix, .labels = lab};
+    cr_assert_eq(sx_nn_train(net, &p.train, &d, NULL, NULL), SX_E_STATE);
+    cr_assert(strstr(sx_last_error(), "sx_nn_fit") != NULL, "%s", sx_last_error());
+    double acc = 0;
+    cr_assert_eq(sx_nn_evaluate(net, &d, 2, &acc), SX_E_STATE);
     sx_nn_net_free(net);
     sx_ds_source_free(s);
 }

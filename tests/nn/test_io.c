@@ -654,7 +654,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
     p.checkpoint_path = ckpt;
     cr_assert_eq(sx_nn_train(net, &p, &d, NULL, NULL), SX_OK, "%s", sx_last_error());
     sx_nn_net *fresh = io_net(SX_F32, 6);
-    cr_assert_eq(nn_checkpoint_load(fresh, &p, NULL, ckpt), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(nn_checkpoint_load(fresh, &p, ckpt), SX_OK, "%s", sx_last_error());
     cr_assert_eq(fresh->step, 2);
 
     char v_name[160];
@@ -683,7 +683,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
         resave_checkpoint(ckpt, bad, cases[i].key, cases[i].value, cases[i].tensor, cases[i].x);
         sx_nn_net *other = io_net(SX_F32, 7);
         float w0 = ((float *)other->layers[2]->params[0].value->data)[0];
-        sx_status s = nn_checkpoint_load(other, &p, NULL, bad);
+        sx_status s = nn_checkpoint_load(other, &p, bad);
         cr_assert_eq(s, SX_E_FORMAT, "case %zu: %s (%s)", i, sx_status_str(s), sx_last_error());
         cr_assert(strstr(sx_last_error(), bad) != NULL && strstr(sx_last_error(), cases[i].msg),
                   "case %zu: '%s' not in '%s'", i, cases[i].msg, sx_last_error());
@@ -694,7 +694,7 @@ Test(nn_io, damaged_checkpoint_fields_are_clean_errors, .init = make_tmpdir, .fi
     }
     /* the same file written again unchanged still loads */
     resave_checkpoint(ckpt, bad, NULL, NULL, NULL, 0);
-    cr_assert_eq(nn_checkpoint_load(fresh, &p, NULL, bad), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(nn_checkpoint_load(fresh, &p, bad), SX_OK, "%s", sx_last_error());
     sx_nn_net_free(fresh);
     sx_nn_net_free(net);
 }
@@ -731,7 +731,7 @@ Test(nn_io, version_2_checkpoints_still_load, .init = make_tmpdir, .fini = remov
     cr_assert_str_eq(sx_cg_file_meta(f, "checkpoint_version"), "2");
     sx_cg_file_free(f);
     sx_nn_net *fresh = io_net(SX_F32, 6);
-    cr_assert_eq(nn_checkpoint_load(fresh, &p, NULL, old), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(nn_checkpoint_load(fresh, &p, old), SX_OK, "%s", sx_last_error());
     cr_assert_eq(fresh->step, 2);
     for (int i = 0; i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++) {

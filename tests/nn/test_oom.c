@@ -331,7 +331,7 @@ static sx_status checkpoint_save(void *ctx)
     sx_nn_train_params p = sx_nn_train_params_default();
     p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
     unlink(c->path);
-    sx_status s = nn_checkpoint_save(c->net, &p, NULL, c->path);
+    sx_status s = nn_checkpoint_save(c->net, &p, c->path);
     if (s == SX_OK)
         digest = file_digest(c->path);
     return s;
@@ -345,7 +345,7 @@ static sx_status checkpoint_load(void *ctx)
     sx_nn_train_params p = sx_nn_train_params_default();
     p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
     p.verbose = 0;
-    sx_status s = nn_checkpoint_load(net, &p, NULL, c->path);
+    sx_status s = nn_checkpoint_load(net, &p, c->path);
     if (s == SX_OK)
         digest = net_digest(net);
     sx_nn_net_free(net);
