@@ -126,14 +126,14 @@ static sx_status check_tensor(const char *who, const char *name, const sx_tensor
 }
 
 /* A batch y that receives one-hot rows from a source of classes: (B, ..., classes), y_size
- * positions of `classes` elements each per example (rank >= 2); otherwise it receives the
- * indices (B * y_size elements). */
+ * positions of `classes` elements each per example (rank >= 2; with one class, a last axis of
+ * 1 is read as one-hot, as (B, 1) always was); otherwise it receives the indices (B * y_size
+ * elements). */
 static bool loader_one_hot(const sx_ds_loader *l, const sx_tensor *y)
 {
     int64_t k = l->s->spec.classes;
     return y->rank >= 2 && y->shape[y->rank - 1] == k &&
-           y->size / l->p.batch_size == l->s->y_size * k && y->size % l->p.batch_size == 0 &&
-           !(k == 1 && y->size == l->p.batch_size * l->s->y_size && l->s->y_size > 1);
+           y->size / l->p.batch_size == l->s->y_size * k && y->size % l->p.batch_size == 0;
 }
 
 static sx_status check_xy(const char *who, const sx_ds_loader *l, const sx_tensor *x,
