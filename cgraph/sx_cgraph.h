@@ -91,6 +91,10 @@ typedef struct sx_cg_adagrad_coef {
 typedef struct sx_cg_rmsprop_coef {
     double rho, one_minus_rho, eps; /* a <- rho a + one_minus_rho g g */
 } sx_cg_rmsprop_coef;
+typedef struct sx_cg_rmsprop_momentum_coef {
+    double rho, one_minus_rho, eps; /* a <- rho a + one_minus_rho g g */
+    double mu;                      /* b <- mu b + g / (sqrt(a) + eps); p <- p - lr b */
+} sx_cg_rmsprop_momentum_coef;
 typedef struct sx_cg_adam_coef {
     double beta1, one_minus_beta1; /* m <- beta1 m + one_minus_beta1 g */
     double beta2, one_minus_beta2; /* v <- beta2 v + one_minus_beta2 g g */
@@ -122,6 +126,7 @@ typedef struct sx_cg_attr {
         sx_cg_momentum_coef momentum;
         sx_cg_adagrad_coef adagrad;
         sx_cg_rmsprop_coef rmsprop;
+        sx_cg_rmsprop_momentum_coef rmsprop_momentum;
         sx_cg_adam_coef adam;
     };
     sx_fused_prog prog; /* fused element-wise chains: their program */

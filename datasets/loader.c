@@ -125,6 +125,17 @@ static sx_status check_tensor(const char *who, const char *name, const sx_tensor
     return SX_OK;
 }
 
+/* A batch y that receives one-hot rows from a source of classes: (B, ..., classes), y_size
+ * positions of `classes` elements each per example (rank >= 2; with one class, a last axis of
+ * 1 is read as one-hot, as (B, 1) always was); otherwise it receives the indices (B * y_size
+ * elements). */
+static bool loader_one_hot(const sx_ds_loader *l, const sx_tensor *y)
+{
+    int64_t k = l->s->spec.classes;
+    return y->rank >= 2 && y->shape[y->rank - 1] == k &&
+           y->size / l->p.batch_size == l->s->y_size * k && y->size % l->p.batch_size == 0;
+}
+
 static sx_status check_xy(const char *who, const sx_ds_loader *l, const sx_tensor *x,
                           const sx_tensor *y)
 {
@@ -140,14 +151,15 @@ static sx_status check_xy(const char *who, const sx_ds_loader *l, const sx_tenso
     }
     if (y != NULL) {
         SX_TRY(check_tensor(who, "y", y, b));
-        bool ok = s->spec.classes > 0
-                      ? y->rank == 1 || (y->rank == 2 && y->shape[1] == s->spec.classes)
-                      : y->size == b * s->y_size;
+        bool ok = s->spec.classes > 0 ? y->size == b * s->y_size || loader_one_hot(l, y)
+                                      : y->size == b * s->y_size;
         if (!ok)
             return sx_error(SX_E_SHAPE, "%s: y has shape %s; want %s", who,
                             sx_shape_str(y->rank, y->shape, a, sizeof a),
-                            s->spec.classes > 0 ? "(B) class indices or (B, classes) one-hot"
-                                                : "B rows of the source's y values");
+                            s->spec.classes > 0
+                                ? "B rows of class indices (one per position) or of one-hot "
+                                  "rows (B, ..., classes)"
+                                : "B rows of the source's y values");
     }
     return SX_OK;
 }
@@ -191,18 +203,29 @@ static void augment_row(const sx_ds_loader *l, int64_t i, void *dst, sx_dtype dt
         }
 }
 
-/* Example i's class (in l->yrow) into row r of y: an index or a one-hot row (zeroed). */
+/* Example i's classes (in l->yrow: one per position, y_size of them) into row r of y: indices,
+ * or one-hot rows (zeroed). */
 static sx_status put_y(const sx_ds_loader *l, int64_t i, sx_tensor *y, int64_t r)
 {
     const sx_ds_source *s = l->s;
-    int64_t k = s->spec.classes;
-    double v = sx__elem(l->yrow, s->spec.y_type, 0);
-    if (!(v >= 0.0 && v < (double)k && v == floor(v)))
-        return sx_error(SX_E_RANGE,
-                        "sx_ds_loader_next: %s: example %lld has label %g, not a "
-                        "class in 0..%lld",
-                        s->name, (long long)i, v, (long long)k - 1);
-    put(y->data, y->dtype, y->rank == 2 ? r * k + (int64_t)v : r, y->rank == 2 ? 1.0 : v);
+    int64_t k = s->spec.classes, n = s->y_size;
+    bool one_hot = loader_one_hot(l, y);
+    for (int64_t j = 0; j < n; j++) {
+        double v = sx__elem(l->yrow, s->spec.y_type, j);
+        if (!(v >= 0.0 && v < (double)k && v == floor(v))) {
+            if (n == 1)
+                return sx_error(SX_E_RANGE,
+                                "sx_ds_loader_next: %s: example %lld has label %g, not a "
+                                "class in 0..%lld",
+                                s->name, (long long)i, v, (long long)k - 1);
+            return sx_error(SX_E_RANGE,
+                            "sx_ds_loader_next: %s: example %lld has label %g at position "
+                            "%lld, not a class in 0..%lld",
+                            s->name, (long long)i, v, (long long)j, (long long)k - 1);
+        }
+        int64_t at = r * n + j;
+        put(y->data, y->dtype, one_hot ? at * k + (int64_t)v : at, one_hot ? 1.0 : v);
+    }
     return SX_OK;
 }
 
@@ -237,8 +260,8 @@ static void pad_rows(const sx_ds_loader *l, int64_t m, sx_tensor *x, sx_tensor *
         size_t row = (size_t)l->s->x_size * sx_dtype_size(x->dtype);
         memset((char *)x->data + (size_t)m * row, 0, (size_t)(b - m) * row);
     }
-    if (y != NULL && y->rank == 1 && l->s->spec.classes > 0)
-        for (int64_t r = m; r < b; r++)
+    if (y != NULL && l->s->spec.classes > 0 && !loader_one_hot(l, y))
+        for (int64_t r = m * l->s->y_size; r < b * l->s->y_size; r++)
             put(y->data, y->dtype, r, -1.0);
     else if (y != NULL) {
         size_t row = (size_t)(y->size / b) * sx_dtype_size(y->dtype);
@@ -261,7 +284,7 @@ sx_status sx_ds_loader_next(sx_ds_loader *l, sx_tensor *x, sx_tensor *y, int64_t
         sx__order(l->perm, l->s->n, l->p.shuffle, l->p.seed, l->epoch);
         return SX_OK;
     }
-    if (y != NULL && y->rank == 2 && l->s->spec.classes > 0)
+    if (y != NULL && l->s->spec.classes > 0 && loader_one_hot(l, y))
         memset(y->data, 0, (size_t)y->size * sx_dtype_size(y->dtype));
     for (int64_t r = 0; r < m; r++)
         SX_TRY(fill_row(l, l->perm[l->next + r], x, y, r));

@@ -741,12 +741,10 @@ static sx_status pair_spec(const char *who, const npy_pair *p, const char *xp, c
                            int64_t classes, sx_ds_spec *spec)
 {
     char a[160], b[160];
-    if (p->x->rank < 1 || p->y->rank < 1 || p->x->dims[0] != p->y->dims[0] ||
-        (classes > 0 && p->y->rank != 1) || p->x->dims[0] < 1)
-        return sx_error(SX_E_SHAPE, "%s: %s is %s and %s is %s (want the same first dim >= 1%s)",
-                        who, xp, sx_shape_str(p->x->rank, p->x->dims, a, sizeof a), yp,
-                        sx_shape_str(p->y->rank, p->y->dims, b, sizeof b),
-                        classes > 0 ? ", y (n) class indices" : "");
+    if (p->x->rank < 1 || p->y->rank < 1 || p->x->dims[0] != p->y->dims[0] || p->x->dims[0] < 1)
+        return sx_error(SX_E_SHAPE, "%s: %s is %s and %s is %s (want the same first dim >= 1)", who,
+                        xp, sx_shape_str(p->x->rank, p->x->dims, a, sizeof a), yp,
+                        sx_shape_str(p->y->rank, p->y->dims, b, sizeof b));
     spec->x_rank = p->x->rank - 1;
     spec->y_rank = p->y->rank - 1;
     spec->classes = classes;

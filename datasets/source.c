@@ -37,11 +37,8 @@ sx_status sx__spec_check(const char *who, const sx_ds_spec *spec)
                         (int)(type_ok(spec->x_type) ? spec->y_type : spec->x_type));
     SX_TRY(shape_ok(who, "x", spec->x_rank, spec->x_shape));
     SX_TRY(shape_ok(who, "y", spec->y_rank, spec->y_shape));
-    if (spec->classes < 0 || (spec->classes > 0 && spec->y_rank != 0))
-        return sx_error(SX_E_ARG,
-                        "%s: classes %lld with y of rank %d (want classes >= 0, and "
-                        "y of rank 0 when classes > 0)",
-                        who, (long long)spec->classes, spec->y_rank);
+    if (spec->classes < 0)
+        return sx_error(SX_E_ARG, "%s: classes %lld (want >= 0)", who, (long long)spec->classes);
     if (!isfinite(spec->x_scale))
         return sx_error(SX_E_ARG, "%s: x_scale %g is not finite", who, spec->x_scale);
     return SX_OK;
@@ -253,11 +250,10 @@ sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t c
         return sx_error(SX_E_ARG, "%s: x and y must be f32/f64 tensors of rank >= 1 with n >= 1",
                         who);
     char a[160], b[160];
-    if (x->shape[0] != y->shape[0] || (classes > 0 && y->rank != 1))
-        return sx_error(SX_E_SHAPE, "%s: x %s and y %s (want the same first dim%s)", who,
+    if (x->shape[0] != y->shape[0])
+        return sx_error(SX_E_SHAPE, "%s: x %s and y %s (want the same first dim)", who,
                         sx_shape_str(x->rank, x->shape, a, sizeof a),
-                        sx_shape_str(y->rank, y->shape, b, sizeof b),
-                        classes > 0 ? ", y (n) class indices" : "");
+                        sx_shape_str(y->rank, y->shape, b, sizeof b));
     sx_ds_spec spec = {.x_type = tensor_type(x->dtype),
                        .x_rank = x->rank - 1,
                        .y_type = tensor_type(y->dtype),
@@ -281,11 +277,10 @@ sx_status sx_ds_source_idx(const sx_ds_idx *x, const sx_ds_idx *y, int64_t class
                         : x == NULL ? "x is NULL"
                                     : "y is NULL");
     char a[160], b[160];
-    if (x->dims[0] != y->dims[0] || (classes > 0 && y->rank != 1))
-        return sx_error(SX_E_SHAPE, "%s: x %s and y %s (want the same first dim%s)", who,
+    if (x->dims[0] != y->dims[0])
+        return sx_error(SX_E_SHAPE, "%s: x %s and y %s (want the same first dim)", who,
                         sx_shape_str(x->rank, x->dims, a, sizeof a),
-                        sx_shape_str(y->rank, y->dims, b, sizeof b),
-                        classes > 0 ? ", y (n) class indices" : "");
+                        sx_shape_str(y->rank, y->dims, b, sizeof b));
     sx_ds_spec spec = {.x_type = x->type,
                        .x_rank = x->rank - 1,
                        .y_type = y->type,

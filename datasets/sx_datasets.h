@@ -312,10 +312,11 @@ typedef struct sx_ds_spec {
     int x_rank;                   /* 0..SX_MAX_RANK */
     int64_t x_shape[SX_MAX_RANK]; /* dims >= 1; an image is (h, w, c) */
     sx_ds_type y_type;            /* element type of y */
-    int y_rank;                   /* 0..SX_MAX_RANK; 0 when classes > 0 */
+    int y_rank;                   /* 0..SX_MAX_RANK */
     int64_t y_shape[SX_MAX_RANK]; /* dims >= 1 */
-    int64_t classes; /* > 0: y is one class index, an integer in [0, classes); 0: y holds target
-                        values (regression) */
+    int64_t classes; /* > 0: y holds class indices, integers in [0, classes): one (y_rank 0), or
+                        one per position (y_rank > 0: e.g. (h, w) labels of a segmentation); 0:
+                        y holds target values (regression) */
     double x_scale;  /* a loader's x value = element * x_scale (finite): 1/255 for u8 images, else
                         1 */
 } sx_ds_spec;
@@ -345,17 +346,18 @@ void sx_ds_source_free(sx_ds_source *s);
 /* A source over arrays in memory, which it borrows: x holds n*x_size elements of spec->x_type,
  * y n*y_size of spec->y_type, row-major, example after example. spec is copied.
  * Errors (*out NULL): SX_E_ARG (spec, x, y or out NULL; n < 1; a spec that is not valid: an
- * unknown type, a rank outside 0..SX_MAX_RANK, a dim < 1, sizes overflowing, classes < 0,
- * classes > 0 with y_rank != 0, a non-finite x_scale), SX_E_NOMEM.
+ * unknown type, a rank outside 0..SX_MAX_RANK, a dim < 1, sizes overflowing, classes < 0, a
+ * non-finite x_scale), SX_E_NOMEM.
  * Class labels are checked when a loader reads them (see sx_ds_loader_next). */
 sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, const void *x, const void *y,
                               sx_ds_source **out) SX_NODISCARD;
 
 /* A source over tensors, which it borrows: x is (n, ...) (rank >= 1); classes > 0: y is (n) of
- * class indices held as floats (checked when read); classes == 0: y is (n, ...) targets. x_type
- * and y_type are SX_DS_F32 / SX_DS_F64 after the tensors' dtypes; x_scale 1.
+ * class indices held as floats (checked when read), or (n, ...) of one class index per position
+ * (e.g. (n, h, w) pixel labels); classes == 0: y is (n, ...) targets. x_type and y_type are
+ * SX_DS_F32 / SX_DS_F64 after the tensors' dtypes; x_scale 1.
  * Errors (*out NULL): SX_E_ARG (x, y or out NULL; x of rank 0; classes < 0), SX_E_SHAPE (x and y
- * with different first dims, y not of rank 1 with classes > 0), SX_E_NOMEM. */
+ * with different first dims), SX_E_NOMEM. */
 sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t classes,
                                sx_ds_source **out) SX_NODISCARD;
 
@@ -368,10 +370,10 @@ sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t c
 sx_status sx_ds_source_images(const sx_ds_images *d, sx_ds_source **out) SX_NODISCARD;
 
 /* A source over two read IDX files, which it borrows: x's first axis is the examples (the rest
- * is one example's shape), y is (n) class indices (classes > 0; any integer type) or (n, ...)
- * targets (classes == 0). Elements keep their IDX type; x_scale 1.
- * Errors (*out NULL): SX_E_ARG (x, y or out NULL, classes < 0), SX_E_SHAPE (the first dims
- * differ; y not of rank 1 with classes > 0), SX_E_NOMEM. */
+ * is one example's shape), y is (n) class indices or (n, ...) of one per position (classes >
+ * 0; any integer type) or (n, ...) targets (classes == 0). Elements keep their IDX type; x_scale
+ * 1. Errors (*out NULL): SX_E_ARG (x, y or out NULL, classes < 0), SX_E_SHAPE (the first dims
+ * differ), SX_E_NOMEM. */
 sx_status sx_ds_source_idx(const sx_ds_idx *x, const sx_ds_idx *y, int64_t classes,
                            sx_ds_source **out) SX_NODISCARD;
 
@@ -510,13 +512,13 @@ sx_status sx_ds_npy_write(const char *path, sx_ds_npy_type type, int rank, const
 sx_status sx_ds_npy_write_tensor(const char *path, const sx_tensor *t) SX_NODISCARD;
 
 /* A source over two .npy files, read now and owned by the source: x's first axis is the
- * examples (the rest one example's shape), y is (n) class indices (classes > 0; any integer
- * type) or (n, ...) targets (classes == 0). Elements keep their type where sx_ds_type has it
- * (bool as u8); u16 becomes i32, and u32, i64, u64 become i32 when every value fits, else f64;
- * x_scale 1. Errors (*out NULL): SX_E_ARG (a NULL argument, classes < 0), those of
- * sx_ds_npy_read_raw for either file, SX_E_SHAPE (a rank-0 array, first dims that differ or are
- * 0, y not of rank 1 with classes > 0), SX_E_RANGE (an integer beyond 2^53 in magnitude, which
- * no data set type holds exactly), SX_E_NOMEM. */
+ * examples (the rest one example's shape), y is (n) class indices or (n, ...) of one per
+ * position (classes > 0; any integer type) or (n, ...) targets (classes == 0). Elements keep their
+ * type where sx_ds_type has it (bool as u8); u16 becomes i32, and u32, i64, u64 become i32 when
+ * every value fits, else f64; x_scale 1. Errors (*out NULL): SX_E_ARG (a NULL argument, classes <
+ * 0), those of sx_ds_npy_read_raw for either file, SX_E_SHAPE (a rank-0 array, first dims that
+ * differ or are 0), SX_E_RANGE (an integer beyond 2^53 in magnitude, which no data set type holds
+ * exactly), SX_E_NOMEM. */
 sx_status sx_ds_source_npy(const char *x_path, const char *y_path, int64_t classes,
                            sx_ds_source **out) SX_NODISCARD;
 
@@ -667,8 +669,10 @@ sx_status sx_ds_loader_new(const sx_ds_source *s, const sx_ds_loader_params *p,
  * sx_ds_batcher_next: x and y unchanged, the loader moves to the next epoch).
  * x: f32 or f64, shape[0] = batch_size and batch_size * x_size elements: (B, ...x_shape) or
  *   flat (B, x_size); values element * x_scale, augmented when asked.
- * y: f32 or f64, shape[0] = batch_size. A class source: rank 1 (B) gets the class index, rank 2
- *   (B, classes) one-hot rows. A target source: batch_size * y_size elements, the values.
+ * y: f32 or f64, shape[0] = batch_size. A class source: batch_size * y_size elements (e.g. (B)
+ *   for one label, (B, h, w) for per-pixel labels) get the class indices; (B, ..., classes) of
+ *   batch_size * y_size * classes elements (rank >= 2) get one-hot rows, one per position (e.g.
+ *   (B, classes), (B, h, w, classes)). A target source: batch_size * y_size elements, the values.
  * Rows count..B-1 are padding: zeros in x, -1 in an index y, zero rows in a one-hot or target y.
  * Errors (the loader does not move; x and y may be partly written): SX_E_ARG (l or count NULL,
  * an invalid tensor or dtype), SX_E_SHAPE (x or y of another shape), SX_E_RANGE (a class label

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HIST_COLS (7 + SX_NN_MAX_HEADS) /* a history row as doubles in PATH.fit */
+#define HIST_COLS (7 + 2 * SX_NN_MAX_HEADS) /* a history row as doubles in PATH.fit */
+#define HIST_COLS_V1 (7 + SX_NN_MAX_HEADS)  /* before per-head metrics (still read) */
 
 struct nn_fit {
     sx_nn_net *net;
@@ -44,11 +45,12 @@ const char *sx_nn_metric_name(sx_nn_metric m)
     return (unsigned)m <= SX_METRIC_BINARY_ACCURACY ? names[m] : "?";
 }
 
-static sx_nn_metric resolve_metric(const sx_nn_fit_params *p, const sx_ds_source *s)
+static sx_nn_metric resolve_metric(const sx_nn_net *net, const sx_nn_fit_params *p,
+                                   const sx_ds_source *s)
 {
     if (p->metric != SX_METRIC_AUTO)
         return p->metric;
-    if (p->train.n_heads > 0)
+    if (p->train.n_heads > 0 || net->n_outputs >= 2)
         return SX_METRIC_LOSS;
     return sx_ds_source_spec(s)->classes > 0 ? SX_METRIC_ACCURACY : SX_METRIC_MSE;
 }
@@ -85,17 +87,22 @@ static sx_status check_source(const char *who, const sx_nn_net *net, const sx_ds
                         what, (long long)xn, (long long)in_n);
     char a[160];
     sx_shape_str(last->rank, last->shape, a, sizeof a);
-    if (sp->classes > 0 && last->rank != 1)
+    if (sp->classes > 0 && net->n_outputs >= 2)
+        return sx_error(SX_E_SHAPE,
+                        "%s: the %s source has %lld classes, the network %d outputs: give their "
+                        "targets one after another (a source of targets, classes 0)",
+                        who, what, (long long)sp->classes, net->n_outputs);
+    /* class indices, one per position: the output's last axis holds the classes */
+    if (sp->classes > 0 && last->shape[last->rank - 1] != sp->classes)
         return sx_error(SX_E_SHAPE,
                         "%s: the %s source has %lld classes, the network outputs %s: class labels "
-                        "need a (batch, classes) output (give per-position targets as a source of "
-                        "targets)",
+                        "need an output whose last axis holds the classes",
                         who, what, (long long)sp->classes, a);
-    int64_t want = sp->classes > 0 ? sp->classes : sx_ds_spec_y_size(sp);
+    int64_t want = sp->classes > 0 ? sp->classes * sx_ds_spec_y_size(sp) : sx_ds_spec_y_size(sp);
     if (out_size(net) != want)
         return sx_error(SX_E_SHAPE, "%s: the network has %lld outputs %s, the %s source %lld %s",
                         who, (long long)out_size(net), a, what, (long long)want,
-                        sp->classes > 0 ? "classes" : "targets");
+                        sp->classes > 0 ? "classes at its positions" : "targets");
     return SX_OK;
 }
 
@@ -118,16 +125,16 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
     if (p->patience > 0 && val == NULL)
         return sx_error(SX_E_ARG, "%s: early stopping (patience %d) needs a validation source", who,
                         p->patience);
-    if (p->train.n_heads > 0 && higher_is_better(p->metric))
+    if ((p->train.n_heads > 0 || net->n_outputs >= 2) && higher_is_better(p->metric))
         return sx_error(SX_E_ARG,
-                        "%s: with heads, judge by the loss, mse or mae, not %s over every head "
-                        "(each head's loss is in the history)",
+                        "%s: with heads or several outputs, judge by the loss, mse or mae, not %s "
+                        "over every one (each one's loss and metric are in the history)",
                         who, sx_nn_metric_name(p->metric));
     if ((p->metric == SX_METRIC_ACCURACY || p->metric == SX_METRIC_TOP_K) &&
         sx_ds_source_spec(train)->classes == 0 && last->rank == 1)
         return sx_error(SX_E_ARG, "%s: %s needs a source of classes, not targets", who,
                         sx_nn_metric_name(p->metric));
-    SX_TRY(nn_loss_check(who, &p->train, out_last(net)));
+    SX_TRY(nn_loss_check_net(who, net, &p->train));
     SX_TRY(check_source(who, net, train, "training"));
     if (val == NULL)
         return SX_OK;
@@ -183,7 +190,8 @@ static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s
 {
     e->e = out_size(net);
     e->k = out_last(net);
-    int64_t xs[2] = {B, sx_ds_spec_x_size(sx_ds_source_spec(s))}, ys[2] = {B, e->e};
+    /* y (B, positions, k): one-hot rows per position from a source of classes */
+    int64_t xs[2] = {B, sx_ds_spec_x_size(sx_ds_source_spec(s))}, ys[3] = {B, e->e / e->k, e->k};
     sx_ds_loader_params lp = sx_ds_loader_params_default();
     lp.batch_size = B;
     lp.shuffle = false;
@@ -192,8 +200,8 @@ static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s
     SX_TRY(sx_ds_loader_new(s, &lp, &e->loader));
     SX_TRY(nn_compile_infer_lent(net, B, lender, &e->m));
     SX_TRY(sx_tensor_new(net->dtype, 2, xs, &e->x));
-    SX_TRY(sx_tensor_new(net->dtype, 2, ys, &e->y));
-    SX_TRY(sx_tensor_new(net->dtype, 2, ys, &e->out));
+    SX_TRY(sx_tensor_new(net->dtype, 3, ys, &e->y));
+    SX_TRY(sx_tensor_new(net->dtype, 3, ys, &e->out));
     e->row = sx_calloc((size_t)(2 * e->e), sizeof *e->row);
     return e->row != NULL ? SX_OK : SX_E_NOMEM;
 }
@@ -225,33 +233,45 @@ static sx_status eval_next(evaluation *e, int64_t *count)
     return sx_nn_model_predict(e->m, &xv, &ov);
 }
 
-/* A source's loss (weighted parts), metric and each part's loss. */
+/* A source's loss (weighted parts), metric and each part's loss and metric. */
 typedef struct judged {
     double loss, metric;
     double part[SX_NN_MAX_HEADS];
+    double part_metric[SX_NN_MAX_HEADS];
 } judged;
+
+/* Whether part h of model m's output ends in a softmax (its outputs are probabilities). */
+static bool part_softmax(const sx_nn_model *m, int h)
+{
+    return m->net->n_outputs >= 2 ? m->b.out_softmax[h] : m->softmax_out;
+}
 
 /* sx_nn_evaluate_source, with the inference graph in `lender`'s arena (NULL: its own). */
 static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
                           const sx_nn_model *lender, judged *out)
 {
-    sx_nn_metric mk = resolve_metric(p, s);
+    sx_nn_metric mk = resolve_metric(net, p, s);
     evaluation e;
     memset(&e, 0, sizeof e);
     sx_status st = eval_start(&e, net, s, p->train.batch, &p->augment, lender);
     nn_loss_part parts[SX_NN_MAX_HEADS];
-    int np = nn_loss_parts(&p->train, out_last(net), parts);
-    double psum[SX_NN_MAX_HEADS] = {0}, msum = 0;
-    int64_t count = 0, n = 0, mterms = 0;
+    int np = nn_loss_parts(net, &p->train, parts);
+    double psum[SX_NN_MAX_HEADS] = {0}, pmsum[SX_NN_MAX_HEADS] = {0}, msum = 0;
+    int64_t count = 0, n = 0, mterms = 0, pmterms[SX_NN_MAX_HEADS] = {0};
     while (st == SX_OK && (st = eval_next(&e, &count)) == SX_OK && count > 0) {
         for (int64_t r = 0; r < count; r++) {
             for (int64_t j = 0; j < e.e; j++) {
                 e.row[j] = sx_tensor_get(e.out, r * e.e + j);
                 e.row[e.e + j] = sx_tensor_get(e.y, r * e.e + j);
             }
-            for (int h = 0; h < np; h++)
-                psum[h] += nn_loss_part_sum(&p->train, &parts[h], e.m->softmax_out, e.row,
+            for (int h = 0; h < np; h++) {
+                int64_t t = 0;
+                psum[h] += nn_loss_part_sum(&p->train, &parts[h], part_softmax(e.m, h), e.row,
                                             e.row + e.e, e.e, e.k);
+                pmsum[h] +=
+                    nn_part_metric_sum(&parts[h], p->threshold, e.row, e.row + e.e, e.e, e.k, &t);
+                pmterms[h] += t;
+            }
             int64_t t = 0;
             if (mk != SX_METRIC_LOSS)
                 msum += row_metric(p, mk, e.row, e.row + e.e, e.e, e.k, &t);
@@ -264,9 +284,10 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
         return st;
     out->loss = 0;
     for (int h = 0; h < SX_NN_MAX_HEADS; h++)
-        out->part[h] = NAN;
+        out->part[h] = out->part_metric[h] = NAN;
     for (int h = 0; h < np; h++) { /* each part is a mean over its own terms */
         out->part[h] = psum[h] / ((double)n * (double)nn_loss_part_terms(&parts[h], e.e, e.k));
+        out->part_metric[h] = pmsum[h] / (double)pmterms[h];
         out->loss += parts[h].weight * out->part[h];
     }
     if (p->train.loss_fn != NULL) /* a user's loss: not computed here (optim20) */
@@ -303,23 +324,25 @@ sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_
 
 /* Probabilities in place over one example's e outputs: softmax over each position's part, or
  * the sigmoid of every element, where the part's loss defines them. */
-static void to_probabilities(const nn_loss_part *parts, int np, bool softmax_out, double *o,
+static void to_probabilities(const nn_loss_part *parts, int np, const sx_nn_model *m, double *o,
                              int64_t e, int64_t k)
 {
     for (int h = 0; h < np; h++) {
         const nn_loss_part *pt = &parts[h];
-        for (int64_t at = 0; at < e; at += k) {
-            double *v = o + at + pt->off;
+        int64_t first, seg, stride, count;
+        nn_part_segments(pt, e, k, &first, &seg, &stride, &count);
+        for (int64_t c = 0; c < count; c++) {
+            double *v = o + first + c * stride;
             if (pt->loss == SX_LOSS_BCE_LOGITS) {
-                for (int64_t j = 0; j < pt->size; j++)
+                for (int64_t j = 0; j < seg; j++)
                     v[j] = v[j] >= 0 ? 1 / (1 + exp(-v[j])) : exp(v[j]) / (1 + exp(v[j]));
-            } else if (pt->loss == SX_LOSS_CROSS_ENTROPY && !softmax_out) {
+            } else if (pt->loss == SX_LOSS_CROSS_ENTROPY && !part_softmax(m, h)) {
                 double mx = v[0], sum = 0;
-                for (int64_t j = 1; j < pt->size; j++)
+                for (int64_t j = 1; j < seg; j++)
                     mx = fmax(mx, v[j]);
-                for (int64_t j = 0; j < pt->size; j++)
+                for (int64_t j = 0; j < seg; j++)
                     sum += (v[j] = exp(v[j] - mx));
-                for (int64_t j = 0; j < pt->size; j++)
+                for (int64_t j = 0; j < seg; j++)
                     v[j] /= sum;
             }
         }
@@ -341,7 +364,7 @@ sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_n
     shape[0] = n;
     memcpy(shape + 1, last->shape, (size_t)last->rank * sizeof *shape);
     nn_loss_part parts[SX_NN_MAX_HEADS];
-    int np = nn_loss_parts(&fp.train, out_last(net), parts);
+    int np = nn_loss_parts(net, &fp.train, parts);
     evaluation e;
     memset(&e, 0, sizeof e);
     sx_tensor *res = NULL;
@@ -353,7 +376,7 @@ sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_n
         for (int64_t r = 0; r < count; r++, done++) {
             for (int64_t j = 0; j < e.e; j++)
                 e.row[j] = sx_tensor_get(e.out, r * e.e + j);
-            to_probabilities(parts, np, e.m->softmax_out, e.row, e.e, e.k);
+            to_probabilities(parts, np, e.m, e.row, e.e, e.k);
             for (int64_t j = 0; j < e.e; j++)
                 sx_tensor_set(res, done * e.e + j, e.row[j]);
         }
@@ -377,12 +400,17 @@ sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_sour
     f->p = *p;
     f->train = train;
     f->val = val;
-    f->h.metric = val != NULL                   ? resolve_metric(p, val)
+    f->h.metric = val != NULL                   ? resolve_metric(net, p, val)
                   : p->metric == SX_METRIC_AUTO ? SX_METRIC_LOSS
                                                 : p->metric;
-    f->h.n_heads = p->train.n_heads;
-    for (int h = 0; h < p->train.n_heads; h++)
-        snprintf(f->h.head_names[h], sizeof f->h.head_names[h], "%s", p->train.heads[h].name);
+    if (p->train.n_heads > 0 || net->n_outputs >= 2) { /* each head's or output's columns */
+        nn_loss_part parts[SX_NN_MAX_HEADS];
+        f->h.n_heads = nn_loss_parts(net, &p->train, parts);
+        for (int h = 0; h < f->h.n_heads; h++) {
+            snprintf(f->h.head_names[h], sizeof f->h.head_names[h], "%s", parts[h].name);
+            f->h.head_metric[h] = nn_part_metric(&parts[h]);
+        }
+    }
     f->best = NAN;
     *out = f;
     return SX_OK;
@@ -493,6 +521,7 @@ static sx_status rows_tensor(const sx_nn_history *h, sx_tensor **out)
         o[5] = r->train_metric;
         o[6] = r->lr;
         memcpy(o + 7, r->val_head_loss, sizeof r->val_head_loss);
+        memcpy(o + 7 + SX_NN_MAX_HEADS, r->val_head_metric, sizeof r->val_head_metric);
     }
     return SX_OK;
 }
@@ -566,8 +595,9 @@ static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
         return sx_error(SX_E_STATE, "%s: the fit state judges by %s, this fit by %s", path,
                         m ? m : "?", sx_nn_metric_name(f->h.metric));
     const sx_tensor *rows = sx_cg_file_tensor(fl, "fit.history");
-    if (rows == NULL || rows->dtype != SX_F64 || rows->rank != 2 || rows->shape[1] != HIST_COLS ||
-        rows->shape[0] < n || wait > INT32_MAX)
+    if (rows == NULL || rows->dtype != SX_F64 || rows->rank != 2 ||
+        (rows->shape[1] != HIST_COLS && rows->shape[1] != HIST_COLS_V1) || rows->shape[0] < n ||
+        wait > INT32_MAX)
         return sx_error(SX_E_FORMAT, "%s: bad fit.history", path);
     const char *b = sx_cg_file_meta(fl, "best");
     char *end = NULL;
@@ -595,10 +625,13 @@ static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
         }
     }
     const double *d = rows->data;
+    int64_t cols = rows->shape[1];
     for (int64_t i = 0; i < n; i++) {
-        const double *o = d + i * HIST_COLS;
-        sx_nn_epoch r = {(int64_t)o[0], o[1], o[2], o[3], o[4], o[5], o[6], {0}};
+        const double *o = d + i * cols;
+        sx_nn_epoch r = {(int64_t)o[0], o[1], o[2], o[3], o[4], o[5], o[6], {0}, {0}};
         memcpy(r.val_head_loss, o + 7, sizeof r.val_head_loss);
+        for (int h = 0; h < SX_NN_MAX_HEADS; h++) /* a state written before per-head metrics */
+            r.val_head_metric[h] = cols == HIST_COLS ? o[7 + SX_NN_MAX_HEADS + h] : (double)NAN;
         SX_TRY(add_row(f, &r));
     }
     f->best = best;
@@ -648,9 +681,9 @@ bool nn_fit_step(nn_fit *f, const sx_nn_step_info *info)
 sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
                            double lr, bool *stop)
 {
-    sx_nn_epoch row = {f->net->epoch, train_loss, NAN, NAN, seconds, NAN, lr, {0}};
+    sx_nn_epoch row = {f->net->epoch, train_loss, NAN, NAN, seconds, NAN, lr, {0}, {0}};
     for (int h = 0; h < SX_NN_MAX_HEADS; h++)
-        row.val_head_loss[h] = NAN;
+        row.val_head_loss[h] = row.val_head_metric[h] = NAN;
     sx_nn_fit_params q = f->p;
     q.metric = f->h.metric;
     if (f->val != NULL) {
@@ -658,8 +691,10 @@ sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_lo
         SX_TRY(evaluate(f->net, f->val, &q, lender, &j));
         row.val_loss = j.loss;
         row.val_metric = j.metric;
-        for (int h = 0; h < f->p.train.n_heads; h++)
+        for (int h = 0; h < f->h.n_heads; h++) {
             row.val_head_loss[h] = j.part[h];
+            row.val_head_metric[h] = j.part_metric[h];
+        }
     }
     if (f->p.train_metric) {
         judged j;
@@ -667,10 +702,15 @@ sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_lo
         row.train_metric = j.metric;
     }
     SX_TRY(add_row(f, &row));
-    if (f->p.train.verbose > 0)
-        fprintf(stderr, "epoch %lld: loss %.6g, train %s %.6g, val loss %.6g, val %s %.6g\n",
+    if (f->p.train.verbose > 0) {
+        fprintf(stderr, "epoch %lld: loss %.6g, train %s %.6g, val loss %.6g, val %s %.6g",
                 (long long)row.epoch, train_loss, sx_nn_metric_name(f->h.metric), row.train_metric,
                 row.val_loss, sx_nn_metric_name(f->h.metric), row.val_metric);
+        for (int h = 0; f->val != NULL && h < f->h.n_heads; h++)
+            fprintf(stderr, "; %s: loss %.6g, %s %.6g", f->h.head_names[h], row.val_head_loss[h],
+                    sx_nn_metric_name(f->h.head_metric[h]), row.val_head_metric[h]);
+        fputc('\n', stderr);
+    }
     if (f->val != NULL && improved(f->h.metric, row.val_metric, f->best, f->p.min_delta)) {
         f->best = row.val_metric;
         f->h.best_epoch = row.epoch;

@@ -70,12 +70,13 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     if (b->param_nodes == NULL)
         b->param_nodes = sx_calloc((size_t)n * NN_MAX_PARAMS, sizeof *b->param_nodes);
     sx_cg_node **vals = sx_calloc((size_t)n, sizeof *vals);
-    if (b->param_nodes == NULL || vals == NULL) {
+    sx_cg_node **pres = sx_calloc((size_t)n, sizeof *pres); /* each layer's pre-softmax value */
+    if (b->param_nodes == NULL || vals == NULL || pres == NULL) {
         sx_free(vals);
+        sx_free(pres);
         return SX_E_NOMEM;
     }
     sx_status s = SX_OK;
-    sx_cg_node *pre = NULL;
     for (int i = 0; i < n && s == SX_OK; i++) {
         sx_nn_layer *l = net->layers[i];
         /* an input layer reads x, or its part of x when the network has several */
@@ -94,8 +95,7 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
         s = sx_cg_scope_set(b->g, l->name); /* the profile's time per layer */
         if (s != SX_OK)
             break;
-        pre = NULL;
-        vals[i] = l->ops->forward(b, l, in, &pre);
+        vals[i] = l->ops->forward(b, l, in, &pres[i]);
         if (vals[i] == NULL) {
             s = sx_cg_graph_status(b->g);
             if (s == SX_OK)
@@ -106,10 +106,9 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     }
     if (s == SX_OK)
         s = sx_cg_scope_set(b->g, NULL);
-    if (s == SX_OK) {
-        *out = vals[n - 1];
-        *logits = pre != NULL ? pre : vals[n - 1]; /* the last layer's value before its softmax */
-    }
+    if (s == SX_OK && (*out = nn_output_node(b, net, vals, pres, logits)) == NULL)
+        s = sx_cg_graph_status(b->g) != SX_OK ? sx_cg_graph_status(b->g) : SX_E_NOMEM;
     sx_free(vals);
+    sx_free(pres);
     return s;
 }

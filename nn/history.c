@@ -21,6 +21,8 @@ static void csv_header(FILE *fp, const sx_nn_history *h)
     fprintf(fp, "epoch,train_loss,val_loss,val_%s,seconds,train_%s,lr", m, m);
     for (int k = 0; k < h->n_heads; k++)
         fprintf(fp, ",val_loss_%s", h->head_names[k]);
+    for (int k = 0; k < h->n_heads; k++)
+        fprintf(fp, ",val_%s_%s", sx_nn_metric_name(h->head_metric[k]), h->head_names[k]);
     fputc('\n', fp);
 }
 
@@ -30,6 +32,8 @@ static void csv_row(FILE *fp, const sx_nn_history *h, const sx_nn_epoch *r)
             r->val_loss, r->val_metric, r->seconds, r->train_metric, r->lr);
     for (int k = 0; k < h->n_heads; k++)
         fprintf(fp, ",%.17g", r->val_head_loss[k]);
+    for (int k = 0; k < h->n_heads; k++)
+        fprintf(fp, ",%.17g", r->val_head_metric[k]);
     fputc('\n', fp);
 }
 
@@ -56,9 +60,15 @@ static void json_row(FILE *fp, const sx_nn_history *h, const sx_nn_epoch *r)
     json_num(fp, k2, r->train_metric, true);
     json_num(fp, "lr", r->lr, h->n_heads > 0);
     for (int k = 0; k < h->n_heads; k++) {
-        char key[48];
+        char key[64];
         snprintf(key, sizeof key, "val_loss_%s", h->head_names[k]);
-        json_num(fp, key, r->val_head_loss[k], k + 1 < h->n_heads);
+        json_num(fp, key, r->val_head_loss[k], true);
+    }
+    for (int k = 0; k < h->n_heads; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "val_%s_%s", sx_nn_metric_name(h->head_metric[k]),
+                 h->head_names[k]);
+        json_num(fp, key, r->val_head_metric[k], k + 1 < h->n_heads);
     }
     fputs("}\n", fp);
 }

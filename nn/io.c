@@ -52,29 +52,39 @@ static void named_free(named *t)
 }
 
 /* Checkpoint versions: 1 had no "checkpoint_version", "batch" or "optim.*" entries (and wrote
- * "none" for SGD); 2 records the run's batch size and optimiser with its hyper-parameters. */
-#define CHECKPOINT_VERSION 2
+ * "none" for SGD); 2 records the run's batch size and optimiser with its hyper-parameters; 3
+ * adds the weight decay and dampening ("optim.weight_decay", "optim.dampening"), the schedule
+ * ("schedule.total_steps") and the reduce-on-plateau state ("plateau.lr", "plateau.best",
+ * "plateau.bad", when the run has that schedule). Older versions still load. */
+#define CHECKPOINT_VERSION 3
 
 #define ADAM_KINDS                                                                                 \
     (1u << SX_OPTIM_ADAM | 1u << SX_OPTIM_ADAMW | 1u << SX_OPTIM_AMSGRAD |                         \
      1u << SX_OPTIM_ADAM_KERAS)
 
-/* The optimiser hyper-parameters a checkpoint records, and which kinds use each (lr: all). */
+#define RMSPROP_KINDS                                                                              \
+    (1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_RMSPROP_CENTERED | 1u << SX_OPTIM_RMSPROP_MOMENTUM)
+
+/* The optimiser hyper-parameters a checkpoint records, which kinds use each (lr, weight decay:
+ * all), the version that added it, and whether a resume may change it (noted when verbose):
+ * the rate and the weight decay may change; the others shape the optimiser's state. */
 static const struct {
     const char *key;
     size_t offset;
     unsigned kinds; /* bit k: used by kind k */
+    int since;      /* the checkpoint version that records it */
+    bool may_change;
 } hyper[] = {
-    {"optim.lr", offsetof(sx_optim_params, lr), ~0u},
+    {"optim.lr", offsetof(sx_optim_params, lr), ~0u, 2, true},
     {"optim.momentum", offsetof(sx_optim_params, momentum),
-     1u << SX_OPTIM_MOMENTUM | 1u << SX_OPTIM_NESTEROV},
-    {"optim.rho", offsetof(sx_optim_params, rho),
-     1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_RMSPROP_CENTERED},
-    {"optim.beta1", offsetof(sx_optim_params, beta1), ADAM_KINDS},
-    {"optim.beta2", offsetof(sx_optim_params, beta2), ADAM_KINDS},
+     1u << SX_OPTIM_MOMENTUM | 1u << SX_OPTIM_NESTEROV | 1u << SX_OPTIM_RMSPROP_MOMENTUM, 2, false},
+    {"optim.rho", offsetof(sx_optim_params, rho), RMSPROP_KINDS, 2, false},
+    {"optim.beta1", offsetof(sx_optim_params, beta1), ADAM_KINDS, 2, false},
+    {"optim.beta2", offsetof(sx_optim_params, beta2), ADAM_KINDS, 2, false},
     {"optim.eps", offsetof(sx_optim_params, eps),
-     1u << SX_OPTIM_ADAGRAD | 1u << SX_OPTIM_RMSPROP | 1u << SX_OPTIM_RMSPROP_CENTERED |
-         ADAM_KINDS},
+     1u << SX_OPTIM_ADAGRAD | RMSPROP_KINDS | ADAM_KINDS, 2, false},
+    {"optim.weight_decay", offsetof(sx_optim_params, weight_decay), ~0u, 3, true},
+    {"optim.dampening", offsetof(sx_optim_params, dampening), 1u << SX_OPTIM_MOMENTUM, 3, false},
 };
 #define N_HYPER (sizeof hyper / sizeof hyper[0])
 
@@ -85,7 +95,8 @@ static double hyper_get(const sx_optim_params *o, int i)
     return v;
 }
 
-sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *tp, const char *path)
+sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *tp,
+                                   const nn_run_state *rs, const char *path)
 {
     named t = {0};
     sx_status s = SX_OK;
@@ -115,10 +126,10 @@ sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *tp, const
     char version[16], batch[32], hv[N_HYPER][40];
     snprintf(version, sizeof version, "%d", CHECKPOINT_VERSION);
     snprintf(batch, sizeof batch, "%d", tp->batch);
-    const char *keys[10 + N_HYPER] = {"strix.kind", "checkpoint_version", "network",     "step",
+    const char *keys[14 + N_HYPER] = {"strix.kind", "checkpoint_version", "network",     "step",
                                       "epoch",      "epoch_step",         "dropout_rng", "batch",
                                       "optimiser"};
-    const char *vals[10 + N_HYPER] = {"checkpoint", version, net->name,
+    const char *vals[14 + N_HYPER] = {"checkpoint", version, net->name,
                                       step,         epoch,   epoch_step,
                                       rng,          batch,   sx_optim_name(tp->optim.kind)};
     int nk = 9;
@@ -126,6 +137,21 @@ sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *tp, const
         snprintf(hv[i], sizeof hv[i], "%.17g", hyper_get(&tp->optim, i));
         keys[nk] = hyper[i].key;
         vals[nk++] = hv[i];
+    }
+    char total[32], plr[40], pbest[40], pbad[32];
+    snprintf(total, sizeof total, "%" PRId64, rs != NULL ? rs->total_steps : 0);
+    keys[nk] = "schedule.total_steps";
+    vals[nk++] = total;
+    if (rs != NULL && rs->plateau) {
+        snprintf(plr, sizeof plr, "%.17g", rs->plateau_lr);
+        snprintf(pbest, sizeof pbest, "%.17g", rs->plateau_best);
+        snprintf(pbad, sizeof pbad, "%d", rs->plateau_bad);
+        const char *pk[3] = {"plateau.lr", "plateau.best", "plateau.bad"};
+        const char *pv[3] = {plr, pbest, pbad};
+        for (int i = 0; i < 3; i++) {
+            keys[nk] = pk[i];
+            vals[nk++] = pv[i];
+        }
     }
     if (s == SX_OK)
         s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, nk, keys, vals, path);
@@ -217,7 +243,7 @@ static sx_status check_run(const char *path, const sx_cg_file *f, const sx_nn_tr
                         path, sx_optim_name(*kind), sx_optim_name(tp->optim.kind),
                         sx_optim_name(*kind));
     for (int i = 0; version >= 2 && i < (int)N_HYPER; i++) {
-        if (!(hyper[i].kinds >> tp->optim.kind & 1u))
+        if (!(hyper[i].kinds >> tp->optim.kind & 1u) || version < hyper[i].since)
             continue;
         const char *v = sx_cg_file_meta(f, hyper[i].key);
         char *end = NULL;
@@ -227,12 +253,10 @@ static sx_status check_run(const char *path, const sx_cg_file *f, const sx_nn_tr
         if (saved == now)
             continue;
         const char *name = hyper[i].key + strlen("optim.");
-        if (strcmp(name, "lr") == 0) {
+        if (hyper[i].may_change) {
             if (tp->verbose > 0)
-                fprintf(stderr,
-                        "%s: resuming with learning rate %.9g (the checkpoint's run had "
-                        "%.9g)\n",
-                        path, now, saved);
+                fprintf(stderr, "%s: resuming with %s %.9g (the checkpoint's run had %.9g)\n", path,
+                        name, now, saved);
             continue;
         }
         return sx_error(SX_E_STATE,
@@ -265,8 +289,8 @@ static sx_status check_run(const char *path, const sx_cg_file *f, const sx_nn_tr
  * mean_sq, adam's v): never negative, and the update takes its square root. */
 static bool squares_state(sx_optim_kind k, int j)
 {
-    return (k == SX_OPTIM_ADAGRAD && j == 0) || (k == SX_OPTIM_RMSPROP && j == 0) ||
-           (k == SX_OPTIM_RMSPROP_CENTERED && j == 0) || ((ADAM_KINDS >> k & 1u) && j >= 1);
+    return (k == SX_OPTIM_ADAGRAD && j == 0) || ((RMSPROP_KINDS >> k & 1u) && j == 0) ||
+           ((ADAM_KINDS >> k & 1u) && j >= 1);
 }
 
 /* Such a state from a file: every element >= 0 (NaN fails too), else every later update of
@@ -284,7 +308,35 @@ static sx_status check_squares(const char *path, const char *name, const sx_tens
     return SX_OK;
 }
 
-sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const char *path)
+/* The loop's state of a version-3 checkpoint into rs: T, and the plateau's when present. */
+static sx_status run_state(const char *path, const sx_cg_file *f, nn_run_state *rs)
+{
+    memset(rs, 0, sizeof *rs);
+    const char *t = sx_cg_file_meta(f, "schedule.total_steps");
+    if (t != NULL)
+        SX_TRY(parse_i64(path, "schedule.total_steps", t, &rs->total_steps));
+    const char *lr = sx_cg_file_meta(f, "plateau.lr"), *best = sx_cg_file_meta(f, "plateau.best");
+    const char *bad = sx_cg_file_meta(f, "plateau.bad");
+    if (lr == NULL && best == NULL && bad == NULL)
+        return SX_OK;
+    char *e1 = NULL, *e2 = NULL;
+    int64_t nbad = 0;
+    rs->plateau_lr = lr != NULL ? strtod(lr, &e1) : 0;
+    rs->plateau_best = best != NULL ? strtod(best, &e2) : 0;
+    if (lr == NULL || e1 == lr || *e1 != '\0' || !(rs->plateau_lr > 0) ||
+        !isfinite(rs->plateau_lr) || best == NULL || e2 == best || *e2 != '\0' ||
+        isinf(rs->plateau_best))
+        return sx_error(SX_E_FORMAT, "%s: bad or missing 'plateau.lr' or 'plateau.best'", path);
+    SX_TRY(parse_i64(path, "plateau.bad", bad, &nbad));
+    if (nbad > INT32_MAX)
+        return sx_error(SX_E_FORMAT, "%s: bad 'plateau.bad'", path);
+    rs->plateau_bad = (int)nbad;
+    rs->plateau = true;
+    return SX_OK;
+}
+
+sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *tp, nn_run_state *rs,
+                                   const char *path)
 {
     sx_cg_file *f = NULL;
     SX_TRY(sx_cg_file_read(path, &f));
@@ -308,6 +360,9 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const
     sx_optim_kind ok = SX_OPTIM_COUNT;
     if (s == SX_OK)
         s = check_run(path, f, tp, epoch_step, &ok);
+    nn_run_state st;
+    if (s == SX_OK)
+        s = run_state(path, f, &st);
     /* check every tensor (weights and optimiser states) before changing anything */
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
@@ -354,6 +409,8 @@ sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *tp, const
         net->epoch = epoch;
         net->epoch_step = epoch_step;
         net->dropout_rng = rng;
+        if (rs != NULL)
+            *rs = st;
     }
     sx_cg_file_free(f);
     return s;
@@ -394,6 +451,24 @@ static sx_status net_infer_graph(sx_nn_net *net, int64_t n, sx_cg_graph **gp, sx
     return SX_OK;
 }
 
+/* A shape as "d1xd2x..." into buf. */
+static void dims_str(int rank, const int64_t *shape, char *buf, size_t size)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%" PRId64, i ? "x" : "", shape[i]);
+}
+
+/* Model files. Version 1 (no "model_version"): a (batch, classes) output, "classes" >= 1.
+ * Version 2 adds "model_version" 2, "outputs" ("name:d1xd2..." per output, ',' between them; y
+ * has the one output's shape, or (batch, total) with several, their elements one after
+ * another) and "inputs" ("d1xd2..." per input layer; x is (batch, total) with several);
+ * "classes" is 0 for an output that is not (batch, classes). A network that version 1
+ * describes (one input, one unnamed output of rank 1) is written as version 1, byte for byte
+ * as before, so an older strix reads it. */
+#define MODEL_VERSION 2
+
 sx_status sx_nn_save(sx_nn_net *net, const char *path)
 {
     if (net == NULL || path == NULL)
@@ -401,23 +476,43 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     if (net->status != SX_OK)
         return sx_error(net->status, "sx_nn_save: network %s has an error", net->name);
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in == NULL || last == NULL || last->rank != 1)
-        return sx_error(SX_E_STATE,
-                        "sx_nn_save: network %s needs an input layer and a (batch, classes) output",
-                        net->name);
+    if (in == NULL || last == NULL)
+        return sx_error(SX_E_STATE, "sx_nn_save: network %s needs an input layer", net->name);
     /* the plain (unoptimised) inference graph, with batch 1: the loader rebuilds it for the
      * batch size it wants and optimises and plans it there */
     sx_cg_graph *g = NULL;
     sx_cg_node *x = NULL, *out = NULL;
     SX_TRY(net_infer_graph(net, 1, &g, &x, &out));
-    char scale[40], classes[32];
+    bool v2 = last->rank != 1 || net->n_outputs > 0 || nn_input_count(net) > 1;
+    char scale[40], classes[32], version[16];
+    char outs_s[SX_NN_MAX_HEADS * 200] = "", ins_s[2048] = "";
     snprintf(scale, sizeof scale, "%.17g", net->input_scale);
-    snprintf(classes, sizeof classes, "%" PRId64, last->shape[0]);
-    const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
-    const char *vals[4] = {"model", net->name, scale, classes};
+    snprintf(classes, sizeof classes, "%" PRId64,
+             last->rank == 1 && net->n_outputs < 2 ? last->shape[0] : 0);
+    snprintf(version, sizeof version, "%d", MODEL_VERSION);
+    for (int k = 0, n = nn_output_count(net); v2 && k < n; k++) {
+        const sx_nn_layer *o = nn_output_at(net, k);
+        char d[160];
+        dims_str(o->rank, o->shape, d, sizeof d);
+        size_t at = strlen(outs_s);
+        snprintf(outs_s + at, sizeof outs_s - at, "%s%s:%s", k ? "," : "",
+                 net->n_outputs > 0 ? net->output_names[k] : "y", d);
+    }
+    for (int i = 0, k = 0; v2 && i < net->n_layers; i++) {
+        const sx_nn_layer *l = net->layers[i];
+        if (l->kind != L_INPUT)
+            continue;
+        char d[160];
+        dims_str(l->rank, l->shape, d, sizeof d);
+        size_t at = strlen(ins_s);
+        snprintf(ins_s + at, sizeof ins_s - at, "%s%s", k++ ? "," : "", d);
+    }
+    const char *keys[7] = {"strix.kind",    "network", "input_scale", "classes",
+                           "model_version", "outputs", "inputs"};
+    const char *vals[7] = {"model", net->name, scale, classes, version, outs_s, ins_s};
     sx_cg_node *outs[2] = {x, out};
     const char *names[2] = {"x", "y"};
-    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path);
+    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, v2 ? 7 : 4, keys, vals, path);
     sx_cg_graph_free(g);
     return s;
 }
@@ -467,13 +562,22 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     char scale[40], classes[32];
     snprintf(scale, sizeof scale, "%.17g", m->input_scale);
     snprintf(classes, sizeof classes, "%" PRId64, m->classes);
-    const char *keys[4] = {"strix.kind", "network", "input_scale", "classes"};
-    const char *vals[4] = {"model", net ? net : "model", scale, classes};
+    /* a loaded version-2 file keeps its outputs and inputs */
+    const char *keys[7] = {"strix.kind",    "network", "input_scale", "classes",
+                           "model_version", "outputs", "inputs"};
+    const char *vals[7] = {"model", net ? net : "model", scale, classes, NULL, NULL, NULL};
+    int nk = 4;
+    for (int i = 4; m->file != NULL && i < 7; i++)
+        if ((vals[i] = sx_cg_file_meta(m->file, keys[i])) != NULL)
+            nk = i + 1;
+    for (int i = 4; i < nk; i++)
+        if (vals[i] == NULL)
+            vals[i] = "";
     const char *names[2] = {"x", "y"};
     sx_cg_node *outs[2] = {NULL, NULL};
     sx_cg_graph *g = NULL;
     SX_TRY(nn_model_infer_graph(m, 1, &g, &outs[0], &outs[1]));
-    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, 4, keys, vals, path);
+    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, nk, keys, vals, path);
     sx_cg_graph_free(g);
     return s;
 }
@@ -507,36 +611,159 @@ sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
     return SX_OK;
 }
 
-/* A model file's metadata: input_scale (finite, as sx_nn_net_set_input_scale accepts) and
- * classes (a count >= 1). */
-static sx_status loaded_meta(const char *path, sx_nn_model *m)
+/* One shape "d1xd2..." of a version-2 file (rank 1..SX_MAX_RANK-1, dims >= 1, a size that
+ * fits) from s[0..len). */
+static sx_status parse_dims(const char *path, const char *key, const char *s, size_t len, int *rank,
+                            int64_t *shape)
+{
+    int r = 0;
+    size_t i = 0;
+    while (i < len) {
+        int64_t d = 0;
+        size_t j = i;
+        while (j < len && s[j] >= '0' && s[j] <= '9' && d <= (INT64_MAX - 9) / 10)
+            d = d * 10 + (s[j++] - '0');
+        if (j == i || d < 1 || r == SX_MAX_RANK - 1 || (j < len && s[j] != 'x') ||
+            (j < len && j + 1 == len))
+            return sx_error(SX_E_FORMAT, "%s: bad shape '%.*s' in '%s'", path, (int)len, s, key);
+        shape[r++] = d;
+        i = j + 1;
+    }
+    if (r == 0 || !nn_shape_fits(r, shape))
+        return sx_error(SX_E_FORMAT, "%s: bad shape '%.*s' in '%s'", path, (int)len, s, key);
+    *rank = r;
+    return SX_OK;
+}
+
+static bool out_name_ok(const char *s, size_t n)
+{
+    if (n < 1 || n > 31)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+            return false;
+    return true;
+}
+
+/* A version-2 file's "outputs" (names) or "inputs" (names NULL) list into the model. */
+static sx_status parse_parts(const char *path, const char *key, const char *v, int *n,
+                             char (*names)[32], int *ranks, int64_t (*shapes)[SX_MAX_RANK])
+{
+    if (v == NULL || v[0] == '\0')
+        return sx_error(SX_E_FORMAT, "%s: bad or missing '%s'", path, key);
+    *n = 0;
+    for (const char *at = v; *at != '\0';) {
+        const char *end = strchr(at, ',');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        if (*n == SX_NN_MAX_HEADS)
+            return sx_error(SX_E_FORMAT, "%s: more than %d entries in '%s'", path, SX_NN_MAX_HEADS,
+                            key);
+        const char *dims = at;
+        if (names != NULL) {
+            const char *colon = memchr(at, ':', len);
+            if (colon == NULL || !out_name_ok(at, (size_t)(colon - at)))
+                return sx_error(SX_E_FORMAT, "%s: bad output '%.*s' in '%s' (want name:shape)",
+                                path, (int)len, at, key);
+            snprintf(names[*n], 32, "%.*s", (int)(colon - at), at);
+            dims = colon + 1;
+        }
+        SX_TRY(parse_dims(path, key, dims, len - (size_t)(dims - at), &ranks[*n], shapes[*n]));
+        (*n)++;
+        if (end == NULL)
+            break;
+        at = end + 1;
+        if (*at == '\0')
+            return sx_error(SX_E_FORMAT, "%s: '%s' ends in ','", path, key);
+    }
+    return SX_OK;
+}
+
+/* A model file's metadata: input_scale (finite, as sx_nn_net_set_input_scale accepts), classes
+ * (a count >= 1; >= 0 in version 2), and in version 2 the outputs and inputs. *version: the
+ * file's. */
+static sx_status loaded_meta(const char *path, sx_nn_model *m, int64_t *version)
 {
     const char *kind = sx_cg_file_meta(m->file, "strix.kind");
     if (kind == NULL || strcmp(kind, "model") != 0)
         return sx_error(SX_E_FORMAT, "%s: not a strix model file%s", path,
                         kind && strcmp(kind, "checkpoint") == 0 ? " (a checkpoint)" : "");
+    const char *ver = sx_cg_file_meta(m->file, "model_version");
+    *version = 1;
+    if (ver != NULL)
+        SX_TRY(parse_i64(path, "model_version", ver, version));
+    if (*version > MODEL_VERSION)
+        return sx_error(SX_E_UNSUPPORTED,
+                        "%s: model file version %lld (this strix reads 1 to %d): a newer strix "
+                        "wrote it",
+                        path, (long long)*version, MODEL_VERSION);
+    if (*version < 1)
+        return sx_error(SX_E_FORMAT, "%s: model_version 0", path);
     const char *sc = sx_cg_file_meta(m->file, "input_scale");
     char *e1 = NULL;
     m->input_scale = sc ? strtod(sc, &e1) : 0;
     if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->input_scale))
         return sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path, sc ? sc : "");
     SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(m->file, "classes"), &m->classes));
-    if (m->classes < 1)
+    if (m->classes < 1 && *version < 2)
         return sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
-    return SX_OK;
+    if (*version < 2)
+        return SX_OK;
+    SX_TRY(parse_parts(path, "outputs", sx_cg_file_meta(m->file, "outputs"), &m->n_parts,
+                       m->part_names, m->part_rank, m->part_shape));
+    for (int a = 0; a < m->n_parts; a++)
+        for (int b = 0; b < a; b++)
+            if (strcmp(m->part_names[a], m->part_names[b]) == 0)
+                return sx_error(SX_E_FORMAT, "%s: two outputs named %s", path, m->part_names[a]);
+    return parse_parts(path, "inputs", sx_cg_file_meta(m->file, "inputs"), &m->n_in_parts, NULL,
+                       m->in_part_rank, m->in_part_shape);
+}
+
+/* The shape of one example of what the listed parts make: the one part's own, or (total). */
+static int parts_shape(int n, const int *ranks, int64_t (*shapes)[SX_MAX_RANK], int64_t *shape)
+{
+    if (n == 1) {
+        memcpy(shape, shapes[0], (size_t)ranks[0] * sizeof *shape);
+        return ranks[0];
+    }
+    shape[0] = 0;
+    for (int k = 0; k < n; k++)
+        shape[0] += sx_shape_size(ranks[k], shapes[k]);
+    return 1;
 }
 
 /* Judge the graph's x and y before reading anything from them: x is an input (batch, example
- * shape) with an example of rank 1..7 (sx_nn_input's), y is (batch, classes) of x's dtype. */
-static sx_status loaded_io(const char *path, sx_nn_model *m)
+ * shape) with an example of rank 1..7 (sx_nn_input's), y is (batch, classes) of x's dtype
+ * (version 1), or in version 2 y has the outputs' shape and x the inputs'. */
+static sx_status loaded_io(const char *path, sx_nn_model *m, int64_t version)
 {
     const sx_cg_node *x = m->x, *y = m->out;
     int64_t batch = m->batch;
     int xr = sx_cg_node_rank(x), yr = sx_cg_node_rank(y);
     const int64_t *xs = sx_cg_node_shape(x), *ys = sx_cg_node_shape(y);
-    if (sx_cg_node_op(x) != SX_OP_INPUT || xr < 2 || xs[0] != batch || yr != 2 || ys[0] != batch ||
-        ys[1] != m->classes || sx_cg_node_dtype(y) != sx_cg_node_dtype(x)) {
-        char a[128], b[128];
+    char a[128], b[128];
+    if (version >= 2) {
+        int64_t want_y[SX_MAX_RANK], want_x[SX_MAX_RANK];
+        want_y[0] = want_x[0] = batch;
+        int wy = 1 + parts_shape(m->n_parts, m->part_rank, m->part_shape, want_y + 1);
+        int wx = 1 + parts_shape(m->n_in_parts, m->in_part_rank, m->in_part_shape, want_x + 1);
+        bool cls = m->classes == 0 || (wy == 2 && want_y[1] == m->classes);
+        if (sx_cg_node_op(x) != SX_OP_INPUT || !sx_shape_equal(xr, xs, wx, want_x) ||
+            !sx_shape_equal(yr, ys, wy, want_y) || sx_cg_node_dtype(y) != sx_cg_node_dtype(x) ||
+            !cls) {
+            char c[128], d[128];
+            return sx_error(SX_E_FORMAT,
+                            "%s: not a model's x and y: x is %s %s %s, y %s %s (want x an input "
+                            "%s and y %s of its dtype, classes %lld)",
+                            path, sx_cg_op_name(sx_cg_node_op(x)),
+                            sx_dtype_name(sx_cg_node_dtype(x)), sx_shape_str(xr, xs, a, sizeof a),
+                            sx_dtype_name(sx_cg_node_dtype(y)), sx_shape_str(yr, ys, b, sizeof b),
+                            sx_shape_str(wx, want_x, c, sizeof c),
+                            sx_shape_str(wy, want_y, d, sizeof d), (long long)m->classes);
+        }
+    } else if (sx_cg_node_op(x) != SX_OP_INPUT || xr < 2 || xs[0] != batch || yr != 2 ||
+               ys[0] != batch || ys[1] != m->classes ||
+               sx_cg_node_dtype(y) != sx_cg_node_dtype(x)) {
         return sx_error(SX_E_FORMAT,
                         "%s: not a model's x and y: x is %s %s %s, y %s %s (want x an input "
                         "(%lld, example) and y (%lld,%lld) of its dtype)",
@@ -548,6 +775,17 @@ static sx_status loaded_io(const char *path, sx_nn_model *m)
     m->in_rank = xr - 1;
     m->dtype = sx_cg_node_dtype(x);
     memcpy(m->in_shape, xs + 1, (size_t)m->in_rank * sizeof *m->in_shape);
+    m->out_rank = yr - 1;
+    memcpy(m->out_shape, ys + 1, (size_t)m->out_rank * sizeof *m->out_shape);
+    if (version < 2) { /* one unnamed output, one input */
+        m->n_parts = 1;
+        snprintf(m->part_names[0], sizeof m->part_names[0], "y");
+        m->part_rank[0] = m->out_rank;
+        memcpy(m->part_shape[0], m->out_shape, sizeof m->part_shape[0]);
+        m->n_in_parts = 1;
+        m->in_part_rank[0] = m->in_rank;
+        memcpy(m->in_part_shape[0], m->in_shape, sizeof m->in_part_shape[0]);
+    }
     return SX_OK;
 }
 
@@ -564,8 +802,9 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
         return SX_E_NOMEM;
     m->batch = batch;
     sx_status s = sx_cg_file_read(path, &m->file);
+    int64_t version = 1;
     if (s == SX_OK)
-        s = loaded_meta(path, m);
+        s = loaded_meta(path, m, &version);
     /* the file's graph must have outputs x and y and run for this batch: anything else is a
      * bad model file (SX_E_FORMAT naming it), not a bad argument */
     if (s == SX_OK && (s = nn_loaded_graph(m, batch)) != SX_OK && s != SX_E_NOMEM) {
@@ -575,7 +814,7 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
                      (long long)batch, msg);
     }
     if (s == SX_OK)
-        s = loaded_io(path, m);
+        s = loaded_io(path, m, version);
     if (s != SX_OK) {
         sx_nn_model_free(m);
         return s;
@@ -610,7 +849,7 @@ sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_
     if (s == SX_OK) {
         const int64_t *ys = sx_cg_node_shape(m->out);
         m->classes = sx_cg_node_rank(m->out) == 2 ? ys[1] : -1;
-        s = loaded_io("nn_model_from_source", m);
+        s = loaded_io("nn_model_from_source", m, 1);
     }
     if (s != SX_OK) {
         sx_nn_model_free(m);
@@ -618,4 +857,75 @@ sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_
     }
     *out = m;
     return SX_OK;
+}
+
+/* ---------------------------------------------------------------- a model's outputs, inputs */
+
+int sx_nn_model_output_rank(const sx_nn_model *m)
+{
+    return m != NULL ? m->out_rank : 0;
+}
+
+const int64_t *sx_nn_model_output_shape(const sx_nn_model *m)
+{
+    return m != NULL ? m->out_shape : NULL;
+}
+
+int sx_nn_model_n_outputs(const sx_nn_model *m)
+{
+    return m == NULL ? 0 : m->net != NULL ? nn_output_count(m->net) : m->n_parts;
+}
+
+const char *sx_nn_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape)
+{
+    if (m == NULL || k < 0 || k >= sx_nn_model_n_outputs(m))
+        return NULL;
+    if (m->net != NULL) {
+        const sx_nn_layer *l = nn_output_at(m->net, k);
+        if (rank != NULL)
+            *rank = l->rank;
+        if (shape != NULL)
+            *shape = l->shape;
+        return m->net->n_outputs > 0 ? m->net->output_names[k] : "y";
+    }
+    if (rank != NULL)
+        *rank = m->part_rank[k];
+    if (shape != NULL)
+        *shape = m->part_shape[k];
+    return m->part_names[k];
+}
+
+int sx_nn_model_n_inputs(const sx_nn_model *m)
+{
+    return m == NULL ? 0 : m->net != NULL ? nn_input_count(m->net) : m->n_in_parts;
+}
+
+const int64_t *sx_nn_model_input(const sx_nn_model *m, int k, int *rank)
+{
+    if (m == NULL || k < 0 || k >= sx_nn_model_n_inputs(m))
+        return NULL;
+    if (m->net == NULL) {
+        if (rank != NULL)
+            *rank = m->in_part_rank[k];
+        return m->in_part_shape[k];
+    }
+    for (int i = 0; i < m->net->n_layers; i++) {
+        const sx_nn_layer *l = m->net->layers[i];
+        if (l->kind == L_INPUT && k-- == 0) {
+            if (rank != NULL)
+                *rank = l->rank;
+            return l->shape;
+        }
+    }
+    return NULL;
+}
+
+sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
+{
+    return nn_checkpoint_save_state(net, p, NULL, path);
+}
+
+sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path)
+{
+    return nn_checkpoint_load_state(net, p, NULL, path);
 }

@@ -52,8 +52,9 @@ sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t la
         for (int j = 0; j < h; j++)
             if (strcmp(p->heads[j].name, hd->name) == 0)
                 return sx_error(SX_E_ARG, "%s: two heads named %s", who, hd->name);
-        if (hd->size < 1 || (unsigned)hd->loss >= SX_LOSS_COUNT || !(hd->weight >= 0) ||
-            !isfinite(hd->weight))
+        /* size 0: a named output's own element count (sx_nn_output) */
+        if (hd->size < (last_axis > 0 ? 1 : 0) || (unsigned)hd->loss >= SX_LOSS_COUNT ||
+            !(hd->weight >= 0) || !isfinite(hd->weight))
             return sx_error(SX_E_ARG, "%s: head %s: size %lld, loss %d, weight %g", who, hd->name,
                             (long long)hd->size, (int)hd->loss, hd->weight);
         sum += hd->size;
@@ -67,15 +68,73 @@ sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t la
     return SX_OK;
 }
 
-int nn_loss_parts(const sx_nn_train_params *p, int64_t k, nn_loss_part *parts)
+/* The head named `name` in p (NULL: none) */
+static const sx_nn_head *head_named(const sx_nn_train_params *p, const char *name)
 {
+    for (int h = 0; h < p->n_heads; h++)
+        if (p->heads[h].name != NULL && strcmp(p->heads[h].name, name) == 0)
+            return &p->heads[h];
+    return NULL;
+}
+
+sx_status nn_loss_check_net(const char *who, const sx_nn_net *net, const sx_nn_train_params *p)
+{
+    const sx_nn_layer *last = nn_output_layer(net);
+    if (net->n_outputs < 2)
+        return nn_loss_check(who, p, last->shape[last->rank - 1]);
+    SX_TRY(nn_loss_check(who, p, 0)); /* names, kinds, weights */
+    for (int h = 0; h < p->n_heads; h++) {
+        int k = 0;
+        while (k < net->n_outputs && strcmp(net->output_names[k], p->heads[h].name) != 0)
+            k++;
+        if (k == net->n_outputs)
+            return sx_error(SX_E_ARG, "%s: head %s names no output of network %s", who,
+                            p->heads[h].name, net->name);
+        int64_t size = sx_shape_size(net->outputs[k]->rank, net->outputs[k]->shape);
+        if (p->heads[h].size != 0 && p->heads[h].size != size)
+            return sx_error(SX_E_SHAPE, "%s: head %s has size %lld, output %s %lld elements", who,
+                            p->heads[h].name, (long long)p->heads[h].size, p->heads[h].name,
+                            (long long)size);
+    }
+    return SX_OK;
+}
+
+int nn_loss_parts(const sx_nn_net *net, const sx_nn_train_params *p, nn_loss_part *parts)
+{
+    const sx_nn_layer *last = nn_output_layer(net);
+    int64_t k = last->shape[last->rank - 1];
+    if (net->n_outputs >= 2) { /* one part per output, in its own shape */
+        int64_t off = 0;
+        for (int o = 0; o < net->n_outputs; o++) {
+            const sx_nn_layer *l = net->outputs[o];
+            const sx_nn_head *hd = head_named(p, net->output_names[o]);
+            nn_loss_part *pt = &parts[o];
+            memset(pt, 0, sizeof *pt);
+            pt->loss = hd != NULL ? hd->loss : p->loss;
+            pt->weight = hd != NULL ? hd->weight : 1;
+            pt->off = off;
+            pt->size = sx_shape_size(l->rank, l->shape);
+            pt->rank = l->rank;
+            memcpy(pt->shape, l->shape, (size_t)l->rank * sizeof *pt->shape);
+            snprintf(pt->name, sizeof pt->name, "%s", net->output_names[o]);
+            off += pt->size;
+        }
+        return net->n_outputs;
+    }
     if (p->n_heads == 0) {
-        parts[0] = (nn_loss_part){p->loss, 1, 0, k};
+        memset(&parts[0], 0, sizeof parts[0]);
+        parts[0] = (nn_loss_part){.loss = p->loss, .weight = 1, .off = 0, .size = k, .whole = true};
+        if (net->n_outputs == 1)
+            snprintf(parts[0].name, sizeof parts[0].name, "%s", net->output_names[0]);
         return 1;
     }
     int64_t off = 0;
     for (int h = 0; h < p->n_heads; h++) {
-        parts[h] = (nn_loss_part){p->heads[h].loss, p->heads[h].weight, off, p->heads[h].size};
+        parts[h] = (nn_loss_part){.loss = p->heads[h].loss,
+                                  .weight = p->heads[h].weight,
+                                  .off = off,
+                                  .size = p->heads[h].size};
+        snprintf(parts[h].name, sizeof parts[h].name, "%s", p->heads[h].name);
         off += p->heads[h].size;
     }
     return p->n_heads;
@@ -145,23 +204,32 @@ static sx_cg_node *last_slice(sx_cg_graph *g, sx_cg_node *x, int64_t off, int64_
     return sx_cg_slice(g, x, s);
 }
 
-sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
-                         sx_cg_node *logits, sx_cg_node *y)
+sx_cg_node *nn_part_node(sx_cg_graph *g, const nn_loss_part *pt, sx_cg_node *x)
 {
-    if (p->n_heads == 0)
-        return part_node(g, p, p->loss, out, logits, y);
+    if (pt->whole)
+        return x;
+    if (pt->rank == 0) /* a head: a slice of the last axis */
+        return last_slice(g, x, pt->off, pt->size);
+    int64_t shape[SX_MAX_RANK];
+    shape[0] = -1;
+    memcpy(shape + 1, pt->shape, (size_t)pt->rank * sizeof *shape);
+    return sx_cg_reshape(g, last_slice(g, x, pt->off, pt->size), pt->rank + 1, shape);
+}
+
+sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, const nn_loss_part *parts,
+                         int np, sx_cg_node *out, sx_cg_node *logits, sx_cg_node *y)
+{
+    if (np == 1 && parts[0].whole) /* one loss over the whole output */
+        return part_node(g, p, parts[0].loss, out, logits, y);
     sx_dtype dt = sx_cg_node_dtype(out);
-    int64_t k = sx_cg_node_shape(out)[sx_cg_node_rank(out) - 1];
-    nn_loss_part parts[SX_NN_MAX_HEADS];
-    int np = nn_loss_parts(p, k, parts);
     sx_cg_node *sum = NULL;
     for (int h = 0; h < np; h++) {
         const nn_loss_part *pt = &parts[h];
-        sx_cg_node *o = last_slice(g, out, pt->off, pt->size);
-        sx_cg_node *z = last_slice(g, logits, pt->off, pt->size);
-        sx_cg_node *t = last_slice(g, y, pt->off, pt->size);
-        sx_cg_node *l =
-            sx_cg_mul(g, sx_cg_scalar_of(g, dt, pt->weight), part_node(g, p, pt->loss, o, z, t));
+        sx_cg_node *o = nn_part_node(g, pt, out);
+        sx_cg_node *z = nn_part_node(g, pt, logits);
+        sx_cg_node *t = nn_part_node(g, pt, y);
+        sx_cg_node *l = o && z && t ? part_node(g, p, pt->loss, o, z, t) : NULL;
+        l = sx_cg_mul(g, sx_cg_scalar_of(g, dt, pt->weight), l);
         sum = sum == NULL || l == NULL ? l : sx_cg_add(g, sum, l);
         if (sum == NULL)
             return NULL;
@@ -171,13 +239,33 @@ sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node
 
 /* ---------------------------------------------------------------- the same in double */
 
+/* Where part pt lies in one example's e outputs (last axis k): `count` segments of `seg`
+ * elements, the first at `first`, one every `stride` (a head: a slice at every position of the
+ * last axis; an output: its own positions, one after another). */
+void nn_part_segments(const nn_loss_part *pt, int64_t e, int64_t k, int64_t *first, int64_t *seg,
+                      int64_t *stride, int64_t *count)
+{
+    if (pt->rank == 0) {
+        *first = pt->off;
+        *seg = pt->size;
+        *stride = k;
+        *count = e / k;
+        return;
+    }
+    *first = pt->off;
+    *seg = pt->shape[pt->rank - 1];
+    *stride = *seg;
+    *count = pt->size / *seg;
+}
+
 double nn_loss_part_sum(const sx_nn_train_params *p, const nn_loss_part *pt, bool softmax,
                         const double *o, const double *y, int64_t e, int64_t k)
 {
     double sum = 0, eps = p->label_smoothing, d0 = p->huber_delta;
-    for (int64_t at = 0; at < e; at += k) { /* each position of the last axis */
-        const double *oo = o + at + pt->off, *yy = y + at + pt->off;
-        int64_t m = pt->size;
+    int64_t first, m, stride, count;
+    nn_part_segments(pt, e, k, &first, &m, &stride, &count);
+    for (int64_t c = 0; c < count; c++) { /* each position of the part's last axis */
+        const double *oo = o + first + c * stride, *yy = y + first + c * stride;
         double lse = 0;
         if (pt->loss == SX_LOSS_CROSS_ENTROPY && !softmax) {
             double mx = oo[0], ex = 0;
@@ -220,6 +308,43 @@ double nn_loss_part_sum(const sx_nn_train_params *p, const nn_loss_part *pt, boo
 
 int64_t nn_loss_part_terms(const nn_loss_part *pt, int64_t e, int64_t k)
 {
-    int64_t positions = e / k;
-    return pt->loss == SX_LOSS_CROSS_ENTROPY ? positions : positions * pt->size;
+    int64_t first, seg, stride, count;
+    nn_part_segments(pt, e, k, &first, &seg, &stride, &count);
+    return pt->loss == SX_LOSS_CROSS_ENTROPY ? count : count * seg;
+}
+
+/* The metric a part is judged by in the history (per head or output): accuracy for
+ * cross-entropy and hinge, binary accuracy for binary cross-entropy, MSE for the others. */
+sx_nn_metric nn_part_metric(const nn_loss_part *pt)
+{
+    return pt->loss == SX_LOSS_CROSS_ENTROPY || pt->loss == SX_LOSS_HINGE ? SX_METRIC_ACCURACY
+           : pt->loss == SX_LOSS_BCE_LOGITS ? SX_METRIC_BINARY_ACCURACY
+                                            : SX_METRIC_MSE;
+}
+
+/* The part's metric summed over one example (threshold: binary accuracy's), and its terms. */
+double nn_part_metric_sum(const nn_loss_part *pt, double threshold, const double *o,
+                          const double *y, int64_t e, int64_t k, int64_t *terms)
+{
+    int64_t first, m, stride, count;
+    nn_part_segments(pt, e, k, &first, &m, &stride, &count);
+    sx_nn_metric mk = nn_part_metric(pt);
+    double sum = 0;
+    for (int64_t c = 0; c < count; c++) {
+        const double *oo = o + first + c * stride, *yy = y + first + c * stride;
+        if (mk == SX_METRIC_ACCURACY) {
+            int64_t bo = 0, by = 0;
+            for (int64_t j = 1; j < m; j++) {
+                bo = oo[j] > oo[bo] ? j : bo;
+                by = yy[j] > yy[by] ? j : by;
+            }
+            sum += (double)(bo == by);
+            continue;
+        }
+        for (int64_t j = 0; j < m; j++)
+            sum += mk == SX_METRIC_MSE ? (oo[j] - yy[j]) * (oo[j] - yy[j])
+                                       : (double)((oo[j] > threshold) == (yy[j] > 0.5));
+    }
+    *terms = mk == SX_METRIC_ACCURACY ? count : count * m;
+    return sum;
 }

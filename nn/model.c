@@ -255,8 +255,8 @@ static sx_status targets_input(sx_nn_model *m, bool softmax)
     int64_t ys[SX_MAX_RANK];
     ys[0] = m->batch;
     memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
-    SX_TRY(nn_loss_check("sx_nn_compile_train", p, last->shape[last->rank - 1]));
-    if (p->n_heads > 0 && softmax)
+    SX_TRY(nn_loss_check_net("sx_nn_compile_train", m->net, p));
+    if (p->n_heads > 0 && softmax && m->net->n_outputs < 2)
         return sx_error(SX_E_ARG,
                         "sx_nn_compile_train: network %s ends in a softmax: heads take logits "
                         "(end in a layer without activation)",
@@ -292,8 +292,10 @@ static sx_status make_loss(sx_nn_model *m, sx_cg_node *out, sx_cg_node *logits, 
     sx_cg_graph *g = m->g;
     const sx_nn_train_params *p = &m->params;
     sx_dtype dt = m->net->dtype;
+    nn_loss_part parts[SX_NN_MAX_HEADS];
+    int np = nn_loss_parts(m->net, p, parts);
     *loss = p->loss_fn != NULL ? p->loss_fn(g, out, y, p->loss_ctx)
-                               : nn_loss_node(g, p, out, logits, y);
+                               : nn_loss_node(g, p, parts, np, out, logits, y);
     if (*loss == NULL)
         return graph_status(g);
     if (sx_cg_node_size(*loss) != 1 || sx_cg_node_dtype(*loss) != dt)
@@ -338,11 +340,19 @@ static sx_status collect_params(sx_nn_model *m, sx_cg_node **loss, sx_cg_node **
 }
 
 /* Correct predictions: argmax of the outputs against argmax of the targets, over the last axis
- * (one prediction per example, or per position of an output of rank > 1). */
+ * (one prediction per example, or per position of an output of rank > 1); with several
+ * outputs, the first output's. */
 static sx_cg_node *correct_node(const sx_nn_model *m, sx_cg_node *logits, sx_cg_node *y)
 {
     sx_cg_graph *g = m->g;
     int ax = nn_output_layer(m->net)->rank;
+    if (m->net->n_outputs >= 2) {
+        nn_loss_part parts[SX_NN_MAX_HEADS];
+        nn_loss_parts(m->net, &m->params, parts);
+        logits = nn_part_node(g, &parts[0], logits);
+        y = nn_part_node(g, &parts[0], y);
+        ax = parts[0].rank;
+    }
     return sx_cg_sum(g,
                      sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(ax), false),
                               sx_cg_argmax(g, y, SX_AXIS(ax), false)),
@@ -649,7 +659,11 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (in != NULL)
         m->in_rank = nn_input_shape(net, m->in_shape); /* (total) with several inputs */
-    m->classes = last != NULL && last->rank == 1 ? last->shape[0] : 0;
+    m->classes = last != NULL && last->rank == 1 && net->n_outputs < 2 ? last->shape[0] : 0;
+    if (last != NULL) {
+        m->out_rank = last->rank;
+        memcpy(m->out_shape, last->shape, (size_t)last->rank * sizeof *m->out_shape);
+    }
     net->n_models++;
     if (train) {
         net->n_train_models++;
@@ -827,8 +841,10 @@ sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
                            .dtype = m->dtype,
                            .in_rank = m->in_rank,
                            .classes = m->classes,
+                           .out_rank = m->out_rank,
                            .input_scale = m->input_scale};
         memcpy(s->in_shape, m->in_shape, sizeof s->in_shape);
+        memcpy(s->out_shape, m->out_shape, sizeof s->out_shape);
         sx_status st = nn_loaded_graph(s, n);
         if (st != SX_OK) {
             sx_nn_model_free(s);
@@ -851,15 +867,11 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
                         (long long)m->batch);
     if (m->train)
         return sx_error(SX_E_ARG, "%s: a training model (compile for inference)", who);
-    /* out must be (n, outputs...) of the model's dtype exactly, checked before running: (n,
-     * classes) for a loaded model or a network with a (batch, classes) output */
-    int64_t want[SX_MAX_RANK] = {n, m->classes}, xs[SX_MAX_RANK];
-    int wr = 2;
-    const sx_nn_layer *last = m->net != NULL ? nn_output_layer(m->net) : NULL;
-    if (last != NULL && m->classes == 0) {
-        wr = last->rank + 1;
-        memcpy(want + 1, last->shape, (size_t)last->rank * sizeof *want);
-    }
+    /* out must be (n, output shape) of the model's dtype exactly, checked before running */
+    int64_t want[SX_MAX_RANK], xs[SX_MAX_RANK];
+    int wr = m->out_rank + 1;
+    want[0] = n;
+    memcpy(want + 1, m->out_shape, (size_t)m->out_rank * sizeof *want);
     if (out->dtype != m->dtype)
         return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
                         sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
@@ -894,18 +906,20 @@ sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out
         return sx_error(SX_E_SHAPE, "%s: %lld examples (want >= 1)", who, (long long)n);
     sx_nn_model *m = NULL;
     SX_TRY(model_new(who, net, NULL, n, false, &m));
-    int64_t want[2] = {n, m->classes}, xs[SX_MAX_RANK];
+    int64_t want[SX_MAX_RANK], xs[SX_MAX_RANK];
+    want[0] = n;
+    memcpy(want + 1, m->out_shape, (size_t)m->out_rank * sizeof *want);
     xs[0] = n;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
     sx_status s = check_batch(who, m, x, m->in_rank + 1, xs, n);
     if (s == SX_OK && out->dtype != m->dtype)
         s = sx_error(SX_E_DTYPE, "%s: out is %s, the network's outputs %s", who,
                      sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
-    if (s == SX_OK && !sx_shape_equal(out->rank, out->shape, 2, want)) {
-        char a[160], b[64];
+    if (s == SX_OK && !sx_shape_equal(out->rank, out->shape, m->out_rank + 1, want)) {
+        char a[160], b[160];
         s = sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
                      sx_shape_str(out->rank, out->shape, a, sizeof a),
-                     sx_shape_str(2, want, b, sizeof b));
+                     sx_shape_str(m->out_rank + 1, want, b, sizeof b));
     }
     feed f = {x, NULL, 0, 0};
     if (s == SX_OK)

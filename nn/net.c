@@ -117,11 +117,6 @@ sx_nn_layer *nn_input_layer(const sx_nn_net *net)
     return net->n_layers > 0 && net->layers[0]->kind == L_INPUT ? net->layers[0] : NULL;
 }
 
-sx_nn_layer *nn_output_layer(const sx_nn_net *net)
-{
-    return net->n_layers > 0 ? net->layers[net->n_layers - 1] : NULL;
-}
-
 void sx_nn_net_print(const sx_nn_net *net, FILE *f)
 {
     if (net == NULL || f == NULL)

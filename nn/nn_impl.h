@@ -92,6 +92,12 @@ struct sx_nn_net {
     sx_optim_kind train_kind; /* (they share the parameters' optimiser state) */
     bool orphan;              /* sx_nn_net_free was called: the last model frees the network */
     bool adding_input;        /* sx_nn_input_add is making a further input layer */
+    /* named outputs (outputs.c, sx_nn_output): none marked, the last layer is the output */
+    int n_outputs;
+    sx_nn_layer *outputs[SX_NN_MAX_HEADS];
+    char output_names[SX_NN_MAX_HEADS][32];
+    sx_nn_layer flat_out; /* with several outputs, what the network outputs: (total), their
+                             elements one after another (its rank and shape only) */
 };
 
 /* Graph building (forward.c). */
@@ -107,11 +113,15 @@ struct nn_build {
     sx_cg_node *
         *param_nodes; /* the graph node of each (layer, param): [layer * NN_MAX_PARAMS + i] */
     sx_status err;    /* a failure the graph does not record (an allocation of these arrays) */
+    bool out_softmax[SX_NN_MAX_HEADS]; /* nn_forward: output k ends in a softmax (its logits
+                                          are the value before it) */
 };
 
 /* Build the forward graph from input node x (batch, input shape). *out: the network's output;
- * *logits: the last layer's value before a final softmax (== *out otherwise). The param nodes
- * borrow the network's tensors. */
+ * *logits: the output layer's value before a final softmax (== *out otherwise). With several
+ * outputs (sx_nn_output), *out is (batch, total): each output flattened, one after another, and
+ * *logits likewise from each output's logits (b->out_softmax says which end in a softmax). The
+ * param nodes borrow the network's tensors. */
 sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **out,
                      sx_cg_node **logits);
 /* The graph node of a layer's parameter in this build (NULL before it is made). */
@@ -183,6 +193,15 @@ struct sx_nn_model {
     int in_rank; /* the input without the batch axis */
     int64_t in_shape[SX_MAX_RANK];
     int64_t classes;
+    int out_rank; /* the result of one example (predict's out without the batch axis) */
+    int64_t out_shape[SX_MAX_RANK];
+    int n_parts; /* a loaded model's outputs (a network's live in the network): names, shapes */
+    char part_names[SX_NN_MAX_HEADS][32];
+    int part_rank[SX_NN_MAX_HEADS];
+    int64_t part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
+    int n_in_parts; /* a loaded model's inputs (version-2 files): shapes */
+    int in_part_rank[SX_NN_MAX_HEADS];
+    int64_t in_part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
     double input_scale; /* a loaded model's (a network's lives in the network) */
     sx_dtype dtype;
     sx_nn_train_params params;
@@ -262,10 +281,27 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
  * with another optimiser is alive (it would lose the state it borrows). */
 sx_status nn_check_train_kind(const sx_nn_net *net, sx_optim_kind kind, const char *who);
 
+/* What a training loop keeps from step to step outside the network (train.c): the in-graph
+ * schedule's total steps and the reduce-on-plateau state. */
+typedef struct nn_run_state {
+    int64_t total_steps;             /* an in-graph schedule's T (0: none) */
+    bool plateau;                    /* a reduce-on-plateau schedule: the three below are set */
+    double plateau_lr, plateau_best; /* the base rate fed now, the best watched value (NAN) */
+    int plateau_bad;                 /* epochs without improvement */
+} nn_run_state;
+
 /* Checkpoints (io.c): weights, optimiser state, step, epoch, the dropout generator, and the
- * run's batch size and optimiser (kind and hyper-parameters) from p. Loading refuses a
- * checkpoint of another optimiser or, mid-epoch, of another batch size, before changing
- * anything; `verbose` > 0 notes a changed learning rate on stderr. */
+ * run's batch size and optimiser (kind and hyper-parameters, weight decay and dampening) from
+ * p, and the loop's state rs (may be NULL: none). Loading refuses a checkpoint of another
+ * optimiser or, mid-epoch, of another batch size, before changing anything; `verbose` > 0 notes
+ * a changed learning rate, weight decay or schedule length on stderr. rs (may be NULL) receives
+ * the file's loop state: rs->plateau true when the file has the plateau's (then
+ * plateau_lr/best/bad are the file's), rs->total_steps the file's T (0 when none). */
+sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *p,
+                                   const nn_run_state *rs, const char *path);
+sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *p, nn_run_state *rs,
+                                   const char *path);
+/* The same without the loop's state (rs NULL). */
 sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 
@@ -305,27 +341,51 @@ void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *ba
                       bool higher_better, int verbose);
 void nn_fit_free(nn_fit *f);
 
-/* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis. */
+/* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis (a
+ * head: rank 0), or over one of several outputs (rank > 0: elements [off, off + size) of the
+ * flat (batch, total) output, read in the output's own shape `shape`, last axis shape[rank-1]).
+ */
 typedef struct nn_loss_part {
     sx_nn_loss loss;
     double weight;
     int64_t off, size;
+    int rank;                   /* 0 for a head; an output's rank */
+    int64_t shape[SX_MAX_RANK]; /* an output's shape (no batch axis) */
+    char name[32];              /* the head's or output's name ("" for the one loss) */
+    bool whole;                 /* the one loss over the whole output (no heads, one output) */
 } nn_loss_part;
 /* p's loss kind, Huber delta, label smoothing and heads; last_axis > 0: the heads must add up to
  * it. */
 sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t last_axis);
-/* The parts of p's loss for an output whose last axis has k elements (SX_NN_MAX_HEADS room). */
-int nn_loss_parts(const sx_nn_train_params *p, int64_t k, nn_loss_part *parts);
+/* nn_loss_check against the network: with several outputs (sx_nn_output), each head names an
+ * output (size 0 or the output's element count). */
+sx_status nn_loss_check_net(const char *who, const sx_nn_net *net, const sx_nn_train_params *p);
+/* The parts of p's loss over net's output (SX_NN_MAX_HEADS room): one, one per head, or one per
+ * output of a network with several. */
+int nn_loss_parts(const sx_nn_net *net, const sx_nn_train_params *p, nn_loss_part *parts);
 /* The mean loss of the batch as a node: out the network's output, logits its value before a
- * final softmax, y the targets, all (batch, ..., k). NULL on failure (the graph's status). */
-sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *out,
-                         sx_cg_node *logits, sx_cg_node *y);
+ * final softmax, y the targets, all (batch, output shape). NULL on failure (the graph's status).
+ */
+sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, const nn_loss_part *parts,
+                         int np, sx_cg_node *out, sx_cg_node *logits, sx_cg_node *y);
+/* Part pt of node x (batch, output shape): a head's slice of the last axis, or an output's
+ * elements in its own shape (batch, shape); x itself for a part over the whole output. */
+sx_cg_node *nn_part_node(sx_cg_graph *g, const nn_loss_part *pt, sx_cg_node *x);
 /* One example's part pt in double: the sum of its terms (o: e outputs, probabilities after a
- * softmax when `softmax`; y: e targets; k the last axis), and how many terms its mean divides
- * by per example. */
+ * softmax when `softmax`; y: e targets; k the last axis of the network's output), and how many
+ * terms its mean divides by per example. */
 double nn_loss_part_sum(const sx_nn_train_params *p, const nn_loss_part *pt, bool softmax,
                         const double *o, const double *y, int64_t e, int64_t k);
 int64_t nn_loss_part_terms(const nn_loss_part *pt, int64_t e, int64_t k);
+/* Where part pt lies in one example's e outputs (last axis k): `count` segments of `seg`
+ * elements (positions of its last axis), the first at `first`, one every `stride`. */
+void nn_part_segments(const nn_loss_part *pt, int64_t e, int64_t k, int64_t *first, int64_t *seg,
+                      int64_t *stride, int64_t *count);
+/* The metric of a part in the history: accuracy (cross-entropy, hinge), binary accuracy
+ * (bce_logits) or MSE (the others); its sum over one example and its number of terms. */
+sx_nn_metric nn_part_metric(const nn_loss_part *pt);
+double nn_part_metric_sum(const nn_loss_part *pt, double threshold, const double *o,
+                          const double *y, int64_t e, int64_t k, int64_t *terms);
 
 sx_nn_layer *nn_input_layer(const sx_nn_net *net);
 
@@ -335,6 +395,16 @@ sx_nn_layer *nn_input_layer(const sx_nn_net *net);
 int nn_input_count(const sx_nn_net *net);
 int nn_input_shape(const sx_nn_net *net, int64_t *shape);
 sx_cg_node *nn_input_node(nn_build *b, const sx_nn_net *net, const sx_nn_layer *l, sx_cg_node *x);
+/* Outputs (outputs.c). The layer whose shape is the network's output: the last layer, the one
+ * output marked, or with several outputs the pseudo-layer net->flat_out ((total), never run). */
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);
+/* The number of outputs (1 when none is marked, 0 without layers); the layer of output k. */
+int nn_output_count(const sx_nn_net *net);
+sx_nn_layer *nn_output_at(const sx_nn_net *net, int k);
+/* The network's output node from the layers' values vals[] and their pre-softmax values pres[]
+ * (NULL where none): the output layer's, or the flat concatenation of several; *logits
+ * likewise. NULL on failure (the graph's status). */
+sx_cg_node *nn_output_node(nn_build *b, const sx_nn_net *net, sx_cg_node *const *vals,
+                           sx_cg_node *const *pres, sx_cg_node **logits);
 
 #endif

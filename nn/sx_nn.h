@@ -414,6 +414,25 @@ typedef struct sx_nn_head {
     double weight;    /* its weight in the sum, finite >= 0 */
 } sx_nn_head;
 
+/* Named outputs (issue 20): several outputs, each a layer of the network with a name, each
+ * trained with its own loss and weight. Mark layer l as an output named `name` (1..31 letters,
+ * digits, '_'), once per output, in the order their targets come. With no output marked, the
+ * network outputs its last layer (as before); with one, that layer; with k >= 2 outputs, one flat
+ * row per example, (batch, total): each output's elements one after another in the order they
+ * were marked -- what predict returns, and the layout of the targets y (a source's y row holds
+ * output 1's targets, then output 2's, ...; a source of targets, classes 0). Output o is trained
+ * with the loss and weight of the head of its name in sx_nn_train_params.heads (its size 0 or
+ * the output's element count; heads may come in any order), or, without heads, with p.loss and
+ * weight 1: loss = sum_o weight_o loss_o(out_o, y_o), each read in the output's own shape (so
+ * cross-entropy of an output of rank > 1 is per position, and an output ending in a softmax has
+ * it folded in). The history reports each output's validation loss and metric
+ * (sx_nn_epoch.val_head_loss, val_head_metric; columns named after the output). Saved model
+ * files record the outputs' names and shapes (sx_nn_model_output). Returns l, or NULL with the
+ * error recorded in the network as for a layer constructor: SX_E_ARG (l NULL, not a layer of
+ * net, a bad or repeated name, a layer marked twice, more than SX_NN_MAX_HEADS outputs),
+ * SX_E_STATE (compiled models alive over the network). */
+sx_nn_layer *sx_nn_output(sx_nn_net *net, sx_nn_layer *l, const char *name);
+
 /* Learning-rate schedules. The first four are computed on the host and fed as the lr input
  * every step; warmup, cosine and one_cycle live in the compiled graph, which computes the rate
  * from its step input (t, 1-based) and the base rate fed as lr (sx_nn_model_step's `lr`:
@@ -438,7 +457,8 @@ typedef enum {
                              (not below min_lr) after more than `patience` epochs without an
                              improvement (relative, by threshold) of sx_nn_fit's validation
                              metric, or of the epoch's training loss without one (sx_nn_train);
-                             starts again on a resume */
+                             its state (rate, best value, epochs without improvement) is kept
+                             in checkpoints, so a resumed run goes on as the uninterrupted one */
 } sx_nn_schedule_kind;
 
 typedef struct sx_nn_schedule {
@@ -521,7 +541,10 @@ typedef struct sx_nn_train_params {
     double label_smoothing;      /* cross-entropy's e, 0 <= e < 1: 0 */
     int n_heads;                 /* 0: one loss (`loss`) over the whole output; else 1..
                                     SX_NN_MAX_HEADS heads whose sizes add up to the output's last
-                                    axis (`loss` is then unused): 0 */
+                                    axis (`loss` is then unused); with several named outputs
+                                    (sx_nn_output), the heads name outputs (size 0 or the
+                                    output's element count; an output without a head takes
+                                    `loss`, weight 1): 0 */
     const sx_nn_head *heads;     /* (n_heads), borrowed for the call: NULL */
     /* issue 20 (optim20) */
     sx_nn_loss_fn loss_fn; /* NULL; else the loss (replacing `loss`; l1/l2 still added), called
@@ -591,14 +614,14 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * correct stay this rank's own; a communicator failure is its error (SX_E_IO from mpi/). */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
-/* Outputs (n, classes) for x (n, input shape), n <= the compiled (or loaded) batch; a smaller
- * n runs a graph of its own size, made on first use and kept. x must be of the model's dtype
- * and input shape, `out` (n, classes) of its dtype ((n, output shape) for a network whose output
- * is not (batch, classes)): another shape, even of as many elements, is
- * SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a training model is
- * SX_E_ARG. */
+/* Outputs (n, output shape) for x (n, input shape), n <= the compiled (or loaded) batch; a
+ * smaller n runs a graph of its own size, made on first use and kept. x must be of the model's
+ * dtype and input shape, `out` (n, sx_nn_model_output_shape) of its dtype ((n, classes) for a
+ * (batch, classes) output, (n, total) with several outputs): another shape, even of as many
+ * elements, is SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a
+ * training model is SX_E_ARG. */
 sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
-/* Outputs (n, classes) for x (n, input shape), any n >= 1, without the compiler: the forward
+/* Outputs (n, output shape) for x (n, input shape), any n >= 1, without the compiler: the forward
  * graph is built in eager mode (each node computed as it is made, every intermediate held until
  * the end) and freed; dropout off, batch norm with running statistics, as a compiled inference
  * model. Errors: SX_E_ARG (a NULL argument), SX_E_SHAPE and SX_E_DTYPE as sx_nn_model_predict's
@@ -607,6 +630,20 @@ sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out
 /* A model's input shape (without the batch axis; (total) for a network with several inputs),
  * number of outputs (classes; 0 for an output that is not (batch, classes)), the factor from
  * pixel bytes to its input values (a compiled model's is its network's), and dtype. */
+/* The result of one example (predict's out without the batch axis): the output's shape, or
+ * (total) with several outputs; rank 0 and NULL for NULL. */
+int sx_nn_model_output_rank(const sx_nn_model *m);
+const int64_t *sx_nn_model_output_shape(const sx_nn_model *m);
+/* The model's outputs (1 unless the network marked several with sx_nn_output; 0 for NULL), and
+ * output k's name ("y" for an unnamed one, the graph's output), rank and shape (without the batch
+ * axis; written when not NULL, valid while the model lives); NULL for k out of range. A loaded
+ * model has them from its file (a version-1 file: one unnamed output). */
+int sx_nn_model_n_outputs(const sx_nn_model *m);
+const char *sx_nn_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape);
+/* The model's input layers (sx_nn_input_add; 0 for NULL) and input k's shape (its rank into
+ * *rank when not NULL); NULL for k out of range. x is (n, total) with several. */
+int sx_nn_model_n_inputs(const sx_nn_model *m);
+const int64_t *sx_nn_model_input(const sx_nn_model *m, int k, int *rank);
 int sx_nn_model_input_rank(const sx_nn_model *m);
 const int64_t *sx_nn_model_input_shape(const sx_nn_model *m);
 int64_t sx_nn_model_classes(const sx_nn_model *m);
@@ -627,16 +664,20 @@ typedef struct sx_nn_train_report {
  * epoch when it is not NULL. Stops cleanly (writing a checkpoint when a path is set) on SIGINT
  * and returns SX_E_INTERRUPTED. Resumes from p->checkpoint_path when that file exists and
  * matches the network.
- * A checkpoint (version 2) holds the weights, optimiser state, step counters and dropout
- * generator, and the run's batch size and optimiser with its hyper-parameters. Resuming checks
- * them before changing anything: another optimiser kind, or other hyper-parameters that its
- * state depends on (momentum, rho, beta1, beta2, eps), is SX_E_STATE naming both; the learning
- * rate may change (noted on stderr when verbose). A checkpoint written mid-epoch resumes only
- * with its own batch size (the steps done are counted in batches): another one is SX_E_STATE
+ * A checkpoint (version 3) holds the weights, optimiser state, step counters and dropout
+ * generator, the run's batch size and optimiser with its hyper-parameters (weight decay and
+ * dampening included), the schedule's total steps and the reduce-on-plateau state. Resuming
+ * checks them before changing anything: another optimiser kind, or other hyper-parameters that
+ * its state depends on (momentum, rho, beta1, beta2, eps, dampening), is SX_E_STATE naming
+ * both; the learning rate and the weight decay may change, and the schedule's total steps
+ * differ (each noted on stderr when verbose). Version-2 checkpoints (no weight decay, dampening
+ * or schedule state: the plateau starts again) still load. A checkpoint written mid-epoch resumes
+ * only with its own batch size (the steps done are counted in batches): another one is SX_E_STATE
  * naming both (a checkpoint at an epoch's end resumes with any). Version-1 checkpoints (no
  * batch or hyper-parameters recorded) load at an epoch's end and are refused mid-epoch.
- * Errors also: SX_E_ARG (NULL net or train, a bad parameter), SX_E_SHAPE (the data does not
- * fit the network), SX_E_FORMAT (a checkpoint of another network, or damaged), SX_E_IO, and
+ * Errors also: SX_E_ARG (NULL net or train, a bad parameter), SX_E_STATE (a network with
+ * several named outputs: sx_nn_fit trains those), SX_E_SHAPE (the data does not fit the
+ * network), SX_E_FORMAT (a checkpoint of another network, or damaged), SX_E_IO, and
  * those of sx_nn_compile_train. */
 /* p->epochs counts the network's epochs, not this call's: a network already trained (or resumed)
  * for e epochs trains epochs e+1..p->epochs, and nothing when e >= p->epochs. */
@@ -726,8 +767,10 @@ typedef struct sx_nn_epoch {
     double train_metric; /* the metric on the training source after the epoch (NAN when
                             p.train_metric is false) */
     double lr;           /* the learning rate of the epoch's last step */
-    double val_head_loss[SX_NN_MAX_HEADS]; /* with heads: each head's loss on validation
-                                              (unweighted); NAN for the others */
+    double val_head_loss[SX_NN_MAX_HEADS];   /* with heads or several outputs: each one's loss
+                                                on validation (unweighted); NAN for the others */
+    double val_head_metric[SX_NN_MAX_HEADS]; /* each one's metric on validation (the history's
+                                                head_metric); NAN for the others */
 } sx_nn_epoch;
 
 /* The epochs of one sx_nn_fit call, one row each; a fit resumed from a checkpoint has the rows
@@ -740,19 +783,26 @@ typedef struct sx_nn_history {
                                  0 without validation */
     bool stopped_early;       /* patience ran out */
     bool stopped_by_callback; /* on_step asked to stop */
-    int n_heads;              /* the heads of the fit (0: none), named in head_names */
+    int n_heads; /* the heads of the fit, or the outputs of a network with several (0: none),
+                    named in head_names */
     char head_names[SX_NN_MAX_HEADS][32];
+    sx_nn_metric head_metric[SX_NN_MAX_HEADS]; /* each one's metric, by its loss: accuracy
+                                                  (cross-entropy, hinge), binary_accuracy
+                                                  (bce_logits), mse (the others) */
 } sx_nn_history;
 
 /* Train `net` on any source (borrowed): x of any element type and shape with as many elements
  * as the network's input (fed as (batch, input shape)); y either class indices (classes > 0:
- * the network outputs (batch, classes), the targets one-hot rows, e.g. for cross-entropy) or
- * targets (classes == 0: y_size elements matching the network's output of any shape, e.g.
- * (batch, k) regression, (batch, h, w, c) per-pixel targets, or the heads' targets one after
- * another). Batches come from an sx_ds_loader (shuffled per p->train.shuffle with the network's
- * seed, the last batch partial, augmented per p->augment). After every epoch the validation
- * source `val` (optional, the same spec) is evaluated: loss and metric into the history and,
- * when verbose, one line on stderr. Early stopping and restoring are described in
+ * one per example for a (batch, classes) output, or one per position for an output of rank > 1
+ * whose last axis holds the classes, e.g. (h, w) pixel labels for a (batch, h, w, classes)
+ * segmentation; the targets are their one-hot rows, so cross-entropy, label smoothing and
+ * per-position accuracy are those of the one-hot targets) or targets (classes == 0: y_size
+ * elements matching the network's output of any shape, e.g. (batch, k) regression, (batch, h,
+ * w, c) per-pixel targets, the heads' targets one after another, or those of several named
+ * outputs one after another). Batches come from an sx_ds_loader (shuffled per p->train.shuffle with
+ * the network's seed, the last batch partial, augmented per p->augment). After every epoch the
+ * validation source `val` (optional, the same spec) is evaluated: loss and metric into the history
+ * and, when verbose, one line on stderr. Early stopping and restoring are described in
  * sx_nn_fit_params.
  * Checkpoints, resume, Ctrl-C (SX_E_INTERRUPTED, the history kept so far) and progress are
  * sx_nn_train's. With a checkpoint path, the fit's own state (the history so far, the best
@@ -771,8 +821,11 @@ typedef struct sx_nn_history {
  * zeroed. Errors: SX_E_ARG (NULL net or train, a bad parameter, patience without val, accuracy
  * or top-k on a source of targets with a (batch, k) output, accuracy, top-k or binary accuracy
  * with heads), SX_E_DTYPE (a network that is not
- * f32 or f64), SX_E_SHAPE (the data does not fit the network, val differs from train, heads
- * that do not add up to the output's last axis), SX_E_IO (history_path or PATH.fit cannot be
+ * f32 or f64), SX_E_SHAPE (the data does not fit the network: x's element count, classes other
+ * than the output's last axis or labels of another count than its positions, a source of classes
+ * for several outputs; val differs from train; heads that do not add up to the output's last
+ * axis or a head of another size than its named output), SX_E_ARG also for a head naming no
+ * output of a network with several, SX_E_IO (history_path or PATH.fit cannot be
  * written), SX_E_STATE (see PATH.fit), and sx_nn_train's. */
 sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
                     const sx_ds_source *val, sx_nn_history *history) SX_NODISCARD;
@@ -792,8 +845,9 @@ sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_n
 /* Release the rows (NULL is fine); the struct is zeroed. */
 void sx_nn_history_free(sx_nn_history *h);
 /* Write the history as CSV: a header "epoch,train_loss,val_loss,val_<metric>,seconds,
- * train_<metric>,lr" (then "val_loss_<head>" per head), then one row per epoch (%.17g; "nan"
- * where a value is missing). JSON lines: one object per epoch with the same keys
+ * train_<metric>,lr" (then "val_loss_<head>" per head or output, then "val_<metric>_<head>"
+ * with each one's metric), then one row per epoch (%.17g; "nan" where a value is missing). JSON
+ * lines: one object per epoch with the same keys
  * ({"epoch":1,"train_loss":0.5,...}; null where a value is missing). Both write the whole file
  * (sx_nn_fit_params.history_path appends row by row instead).
  * Errors: SX_E_ARG (NULL), SX_E_IO. */
@@ -829,17 +883,27 @@ int64_t sx_nn_net_epoch_steps(const sx_nn_net *net);
 /* ---------------------------------------------------------------- files */
 
 /* Save the network for inference: its inference graph (lambda nodes included), its weights and
- * running statistics, in a versioned, checksummed file written atomically. */
+ * running statistics, in a versioned, checksummed file written atomically. Any output shape:
+ * (batch, classes), (batch, k) regression values, (batch, h, w, c) per-pixel maps, several named
+ * outputs (sx_nn_output), several inputs (sx_nn_input_add); the file records the outputs'
+ * names and shapes and the inputs' shapes (model file version 2). A network with one input and
+ * one unnamed output of rank 1 is written as version 1, as before (older strix reads it).
+ * Errors: SX_E_ARG (NULL), the network's own error, SX_E_STATE (no input layer), SX_E_IO,
+ * SX_E_NOMEM. */
 sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
 /* A saved model, loaded without the network definition, for batches of up to `batch`
  * examples: an inference model like sx_nn_compile_infer's (sx_nn_model_predict, the accessors
  * below, sx_nn_model_free; sx_nn_model_step refuses it with SX_E_ARG; its report is zero).
  * The file is judged as sx_cg_file_read judges it (every field, every node through its shape
  * rule), then as a model: metadata strix.kind "model", input_scale a finite number, classes a
- * plain decimal count >= 1; outputs x, an input (batch, example) with an example of rank 1..7,
- * and y, (batch, classes) of x's dtype. Errors (*out = NULL): SX_E_ARG (NULL, batch < 1),
- * SX_E_IO, SX_E_FORMAT (any of the above, the message naming the file), SX_E_UNSUPPORTED (a
- * newer format), SX_E_NOMEM. */
+ * plain decimal count (>= 1 in version 1, >= 0 in version 2); outputs x, an input (batch,
+ * example) with an example of rank 1..7, and y of x's dtype: (batch, classes) in version 1; in
+ * version 2 ("model_version" 2) "outputs" ("name:d1xd2..." per output, ',' between) and
+ * "inputs" ("d1xd2..." per input) give y's shape (the output's, or (batch, total)) and x's, and
+ * y is (batch, classes) when classes > 0. Predictions then have y's shape
+ * (sx_nn_model_output_shape). Errors (*out = NULL): SX_E_ARG (NULL, batch < 1), SX_E_IO,
+ * SX_E_FORMAT (any of the above, the message naming the file), SX_E_UNSUPPORTED (a newer
+ * format: model_version above 2), SX_E_NOMEM. */
 sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODISCARD;
 /* Save an inference model as a model file that sx_nn_load reads: a compiled model's network
  * as sx_nn_save does; a loaded model's graph as its file holds it; any other model's (an

@@ -303,7 +303,7 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     if (net == NULL || set == NULL || accuracy == NULL || batch < 1)
         return sx_error(SX_E_ARG, "sx_nn_evaluate: NULL argument or batch < 1");
     sx_nn_layer *last = nn_output_layer(net), *in = nn_input_layer(net);
-    if (last == NULL || in == NULL || last->rank != 1)
+    if (last == NULL || in == NULL || last->rank != 1 || net->n_outputs >= 2)
         return sx_error(SX_E_STATE, "sx_nn_evaluate: the network has no (batch, classes) output");
     if (last->shape[0] != set->classes)
         return sx_error(SX_E_SHAPE,
@@ -360,9 +360,11 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
 static sx_status check_fit(const char *who, const sx_nn_net *net, const sx_ds_images *train)
 {
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in == NULL || last == NULL || last->rank != 1)
-        return sx_error(SX_E_STATE, "%s: the network needs an input and a (batch, classes) output",
-                        who);
+    if (in == NULL || last == NULL || last->rank != 1 || net->n_outputs >= 2)
+        return sx_error(SX_E_STATE,
+                        "%s: the network needs an input and one (batch, classes) output (%d "
+                        "outputs: train them with sx_nn_fit)",
+                        who, net->n_outputs >= 2 ? net->n_outputs : 1);
     if (last->shape[0] != train->classes)
         return sx_error(SX_E_SHAPE, "%s: the network has %lld outputs, the data %lld classes", who,
                         (long long)last->shape[0], (long long)train->classes);
@@ -453,10 +455,16 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     return SX_OK;
 }
 
-/* A checkpoint, and sx_nn_fit's state next to it. */
+/* A checkpoint (with the loop's schedule and plateau state, data19c), and sx_nn_fit's state
+ * next to it. */
 static sx_status run_save(run *r)
 {
-    SX_TRY(nn_checkpoint_save(r->net, &r->p, r->p.checkpoint_path));
+    nn_run_state rs = {.total_steps = r->p.schedule.total_steps,
+                       .plateau = r->p.schedule.kind == SX_SCHED_PLATEAU,
+                       .plateau_lr = r->plateau_lr,
+                       .plateau_best = r->plateau_best,
+                       .plateau_bad = r->plateau_bad};
+    SX_TRY(nn_checkpoint_save_state(r->net, &r->p, &rs, r->p.checkpoint_path));
     return r->fit != NULL ? nn_fit_save(r->fit) : SX_OK;
 }
 
@@ -469,8 +477,9 @@ static sx_status run_start(run *r)
      * optimiser state replaces the one it borrows */
     SX_TRY(nn_check_train_kind(net, r->p.optim.kind, r->who));
     const char *ck = r->p.checkpoint_path;
+    nn_run_state rs = {0};
     if (ck != NULL && access(ck, F_OK) == 0) {
-        SX_TRY(nn_checkpoint_load(net, &r->p, ck));
+        SX_TRY(nn_checkpoint_load_state(net, &r->p, &rs, ck));
         if (r->p.verbose > 0)
             fprintf(stderr, "resuming from %s at epoch %lld, step %lld\n", ck,
                     (long long)net->epoch + 1, (long long)net->step);
@@ -482,8 +491,16 @@ static sx_status run_start(run *r)
         r->p.schedule.total_steps == 0)
         r->p.schedule.total_steps = (int64_t)r->p.epochs * per_epoch;
     SX_TRY(check_schedule(r->who, &r->p.schedule));
+    if (rs.total_steps > 0 && rs.total_steps != r->p.schedule.total_steps && r->p.verbose > 0)
+        fprintf(stderr, "%s: the schedule runs over %lld steps, the checkpoint's run over %lld\n",
+                ck, (long long)r->p.schedule.total_steps, (long long)rs.total_steps);
     r->plateau_lr = r->p.optim.lr;
     r->plateau_best = NAN;
+    if (rs.plateau && r->p.schedule.kind == SX_SCHED_PLATEAU) { /* the resumed plateau's state */
+        r->plateau_lr = rs.plateau_lr;
+        r->plateau_best = rs.plateau_best;
+        r->plateau_bad = rs.plateau_bad;
+    }
     if (!r->p.eager) {
         SX_TRY(sx_nn_compile_train(net, &r->p, B, &r->model));
         r->rep.compile = sx_nn_model_report(r->model);

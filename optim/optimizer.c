@@ -58,6 +58,14 @@ static void coef_rmsprop(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
     a->rmsprop.eps = in_dtype(dt, p->eps);
 }
 
+static void coef_rmsprop_momentum(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+{
+    a->rmsprop_momentum.rho = in_dtype(dt, p->rho);
+    a->rmsprop_momentum.one_minus_rho = in_dtype(dt, 1 - p->rho);
+    a->rmsprop_momentum.eps = in_dtype(dt, p->eps);
+    a->rmsprop_momentum.mu = in_dtype(dt, p->momentum);
+}
+
 static void coef_adam(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
 {
     a->adam.beta1 = in_dtype(dt, p->beta1);
@@ -149,6 +157,12 @@ static const optim_row rows[N_ROWS] = {
                                    NULL},
     [SX_OPTIM_ADAM_KERAS] =
         {"adam_keras", SX_OP_ADAM_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adam},
+    [SX_OPTIM_RMSPROP_MOMENTUM] = {"rmsprop_momentum",
+                                   SX_OP_RMSPROP_MOMENTUM_UPDATE,
+                                   2,
+                                   {"mean_sq", "momentum_buffer", NULL},
+                                   coef_rmsprop_momentum,
+                                   NULL},
     [ROW_MOMENTUM_DAMPENED] = {"momentum",
                                SX_OP_MOMENTUM_DAMPENED_UPDATE,
                                1,
@@ -181,7 +195,7 @@ sx_status sx_optim_parse(const char *s, sx_optim_kind *out)
         }
     return sx_error(SX_E_ARG,
                     "unknown optimiser '%s' (want sgd, momentum, nesterov, adagrad, rmsprop, "
-                    "rmsprop_centered, adam, adamw, amsgrad or adam_keras)",
+                    "rmsprop_centered, rmsprop_momentum, adam, adamw, amsgrad or adam_keras)",
                     s ? s : "(null)");
 }
 

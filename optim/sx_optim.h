@@ -30,20 +30,22 @@ typedef enum {
     SX_OPTIM_RMSPROP_CENTERED, /* PyTorch's RMSprop(centered=True) */
     SX_OPTIM_ADAM_KERAS,       /* Keras's Adam (and strix's before issue 20): eps ("epsilon hat")
                                   added to sqrt(v) before the bias correction */
+    SX_OPTIM_RMSPROP_MOMENTUM, /* PyTorch's RMSprop(momentum=mu): a momentum buffer over the
+                                  scaled gradient (data19c) */
     SX_OPTIM_COUNT
 } sx_optim_kind;
 
 const char *sx_optim_name(sx_optim_kind k); /* "adagrad" */
 /* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw",
- * "amsgrad", "rmsprop_centered", "adam_keras"). SX_E_ARG (*out unchanged) for another name or
- * NULL. */
+ * "amsgrad", "rmsprop_centered", "adam_keras", "rmsprop_momentum"). SX_E_ARG (*out unchanged) for
+ * another name or NULL. */
 sx_status sx_optim_parse(const char *s, sx_optim_kind *out) SX_NODISCARD;
 
 /* Hyper-parameters (those a kind does not use are ignored). */
 typedef struct sx_optim_params {
     sx_optim_kind kind;
     double lr;           /* base learning rate (a schedule may scale it per step) */
-    double momentum;     /* momentum, nesterov: mu */
+    double momentum;     /* momentum, nesterov, rmsprop_momentum: mu */
     double rho;          /* rmsprop: decay of the squared-gradient average */
     double beta1, beta2; /* adam */
     double eps;          /* adagrad, rmsprop, adam: added to the root in the denominator */
@@ -60,8 +62,9 @@ typedef struct sx_optim_params {
 sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 
 /* How many state tensors (each shaped like the parameter) a kind keeps: sgd 0, momentum,
- * nesterov, adagrad and rmsprop 1, adam, adamw, adam_keras and rmsprop_centered 2, amsgrad 3;
- * and the name of state i ("velocity", "sum_sq", "mean_sq", "m", "v", "v_max", "mean_grad"). */
+ * nesterov, adagrad and rmsprop 1, adam, adamw, adam_keras, rmsprop_centered and
+ * rmsprop_momentum 2, amsgrad 3; and the name of state i ("velocity", "sum_sq", "mean_sq", "m",
+ * "v", "v_max", "mean_grad", "momentum_buffer"). */
 int sx_optim_n_states(sx_optim_kind k);
 const char *sx_optim_state_name(sx_optim_kind k, int i);
 
@@ -89,6 +92,9 @@ const char *sx_optim_state_name(sx_optim_kind k, int i);
  *                                            p <- p - lr (g / (sqrt(a) + eps))
  *   rmsprop_centered: rmsprop_centered_update(p, a, ga, g, lr)   a as rmsprop's;
  *             ga <- rho ga + (1 - rho) g;  p <- p - lr (g / (sqrt(a - ga ga) + eps))
+ *   rmsprop_momentum: rmsprop_momentum_update(p, a, b, g, lr)   a as rmsprop's;
+ *             b <- mu b + g / (sqrt(a) + eps);  p <- p - lr b  (PyTorch's RMSprop with
+ *             momentum mu = p->momentum, not centered)
  *   adam, adamw: adamw_update(p, m, v, g, (s, q, k))   p <- k p;  m <- b1 m + (1 - b1) g;
  *             v <- b2 v + (1 - b2) (g g);  p <- p - s (m / (sqrt(v) / q + eps)),
  *             s = lr / (1 - b1^t), q = sqrt(1 - b2^t), k = 1 - lr wd (adamw) or 1 (adam)

@@ -215,6 +215,15 @@ int tu_optim_reference(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *par
         outs[k++] = ref_descend(g, param, lr, ref_scaled(g, grad, var, p->eps));
         break;
     }
+    case SX_OPTIM_RMSPROP_MOMENTUM: { /* b <- mu b + g / (sqrt(a) + eps); p <- p - lr b */
+        sx_cg_node *an = ref_average(g, p->rho, s0, 1 - p->rho, sx_cg_mul(g, grad, grad));
+        sx_cg_node *bn = sx_cg_add(g, sx_cg_mul(g, sx_cg_scalar_like(g, grad, p->momentum), s1),
+                                   ref_scaled(g, grad, an, p->eps));
+        outs[k++] = sx_cg_assign(g, s0, an);
+        outs[k++] = sx_cg_assign(g, s1, bn);
+        outs[k++] = ref_descend(g, param, lr, bn);
+        break;
+    }
     case SX_OPTIM_ADAM:
     case SX_OPTIM_ADAMW:
     case SX_OPTIM_AMSGRAD: {

@@ -5,6 +5,7 @@
 #include "cgraph_impl.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdatomic.h>
 
 #define IN(i) (&n->in[i]->value)
@@ -171,6 +172,37 @@ static sx_status step_momentum_dampened(const sx_cg_attr *a, sx_tensor *p, sx_te
     return sx_tensor_momentum_dampened_step(p, st[0], g, r[0], r[1], a->momentum.mu, a->nesterov);
 }
 
+/* RMSprop with momentum (PyTorch's RMSprop(momentum=mu)) in one pass, in the parameter's dtype:
+ * a <- rho a + (1 - rho) g g;  b <- mu b + g / (sqrt(a) + eps);  p <- p - lr b. The operations
+ * and their order are those of the formula written as separate element-wise ops. */
+#define RMSPROP_MOMENTUM_LOOP(T, SQRT)                                                             \
+    do {                                                                                           \
+        T *pp = p->data, *ap = st[0]->data, *bp = st[1]->data;                                     \
+        const T *gp = g->data;                                                                     \
+        const T l = (T)r[0], rho = (T)c->rho, cc = (T)c->one_minus_rho, e = (T)c->eps,             \
+                mu = (T)c->mu;                                                                     \
+        for (int64_t i = 0; i < p->size; i++) {                                                    \
+            T gi = gp[i];                                                                          \
+            T an = rho * ap[i] + cc * (gi * gi);                                                   \
+            T bn = mu * bp[i] + gi / (SQRT(an) + e);                                               \
+            ap[i] = an;                                                                            \
+            bp[i] = bn;                                                                            \
+            pp[i] = pp[i] - l * bn;                                                                \
+        }                                                                                          \
+    } while (0)
+
+static sx_status step_rmsprop_momentum(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
+                                       const sx_tensor *g, const double *r)
+{
+    const sx_cg_rmsprop_momentum_coef *c = &a->rmsprop_momentum;
+    if (p->dtype == SX_F32)
+        RMSPROP_MOMENTUM_LOOP(float, sqrtf);
+    else
+        RMSPROP_MOMENTUM_LOOP(double, sqrt);
+    return SX_OK;
+}
+#undef RMSPROP_MOMENTUM_LOOP
+
 /* The step kernel of each update row (SX_OPF_UPDATE in sx_ops.def); NULL for the other ops. */
 static const step_fn update_steps[SX_OP_COUNT] = {
     [SX_OP_SGD_UPDATE] = step_sgd,
@@ -181,7 +213,8 @@ static const step_fn update_steps[SX_OP_COUNT] = {
     [SX_OP_ADAMW_UPDATE] = step_adamw,
     [SX_OP_AMSGRAD_UPDATE] = step_adamw,
     [SX_OP_RMSPROP_CENTERED_UPDATE] = step_rmsprop_centered,
-    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = step_momentum_dampened};
+    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = step_momentum_dampened,
+    [SX_OP_RMSPROP_MOMENTUM_UPDATE] = step_rmsprop_momentum};
 
 enum { CG_MAX_RATES = 3 };
 
@@ -334,10 +367,11 @@ cg_cost cg_eval_matmul_update_cost(const sx_cg_node *n)
 /* a few operations per parameter element: sgd 2, momentum 4, adagrad 5, rmsprop 7, adam 12 */
 cg_cost cg_eval_update_cost(const sx_cg_node *n)
 {
-    double per = n->op == SX_OP_SGD_UPDATE        ? 2
-                 : n->op == SX_OP_MOMENTUM_UPDATE ? 4
-                 : n->op == SX_OP_ADAGRAD_UPDATE  ? 5
-                 : n->op == SX_OP_RMSPROP_UPDATE  ? 7
-                                                  : 12;
+    double per = n->op == SX_OP_SGD_UPDATE                ? 2
+                 : n->op == SX_OP_MOMENTUM_UPDATE         ? 4
+                 : n->op == SX_OP_ADAGRAD_UPDATE          ? 5
+                 : n->op == SX_OP_RMSPROP_UPDATE          ? 7
+                 : n->op == SX_OP_RMSPROP_MOMENTUM_UPDATE ? 9
+                                                          : 12;
     return cg_cost_per_out(n, per);
 }

@@ -3214,9 +3214,11 @@ static sx_cg_node *update_rates(ctx *c, int v, sx_cg_op op, int n_states, int64_
     int k = 0;
     ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, -2, 2, false, true);
     for (int i = 0; i < n_states; i++) {
-        bool signed_state = (op != SX_OP_MOMENTUM_DAMPENED_UPDATE && i == 0 &&
-                             op != SX_OP_RMSPROP_CENTERED_UPDATE) ||
-                            (op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1);
+        bool signed_state =
+            (op != SX_OP_MOMENTUM_DAMPENED_UPDATE && i == 0 &&
+             op != SX_OP_RMSPROP_CENTERED_UPDATE && op != SX_OP_RMSPROP_MOMENTUM_UPDATE) ||
+            ((op == SX_OP_RMSPROP_CENTERED_UPDATE || op == SX_OP_RMSPROP_MOMENTUM_UPDATE) &&
+             i == 1);
         double lo = op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1 ? -0.3 : signed_state ? -1 : 0.1;
         double hi = op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1 ? 0.3 : 1;
         ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, lo, hi, false, true);
@@ -3279,6 +3281,20 @@ static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
     at.momentum.mu = 0.9;
     at.nesterov = v == 1;
     return update_rates(c, v, SX_OP_MOMENTUM_DAMPENED_UPDATE, 1, 2, &at);
+}
+
+/* PyTorch's RMSprop(momentum=mu) (data19c): the mean square positive, the buffer signed */
+#define SPEC_rmsprop_momentum_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
+#define DT_rmsprop_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
+static sx_cg_node *sample_rmsprop_momentum_update(GEN_ARGS)
+{
+    CTX;
+    sx_cg_attr at = sx_cg_attr_default();
+    at.rmsprop_momentum.rho = 0.9;
+    at.rmsprop_momentum.one_minus_rho = 1 - 0.9;
+    at.rmsprop_momentum.eps = 1e-8;
+    at.rmsprop_momentum.mu = 0.9;
+    return update_rates(c, v, SX_OP_RMSPROP_MOMENTUM_UPDATE, 2, 1, &at);
 }
 /* ---- end of issue 20's update ops */
 
@@ -3479,6 +3495,45 @@ static double formula_momentum_dampened(const sx_tensor *const *x, int64_t i, do
     return nest ? g + c[0] * v : v;
 }
 
+/* RMSprop with momentum has no tensor kernel of its own (its loop is in cgraph/ops/update.c):
+ * the same loop written here, in the parameter's dtype (data19c). */
+#define RMSPROP_MOMENTUM_REF(T, SQRT)                                                              \
+    do {                                                                                           \
+        T *pp = p->data, *ap = s1->data, *bp = s2->data;                                           \
+        const T *gp = g->data;                                                                     \
+        const T l = (T)r[0], rho = (T)c[0], cc = (T)c[1], e = (T)c[2], mu = (T)c[3];               \
+        for (int64_t i = 0; i < p->size; i++) {                                                    \
+            T gi = gp[i];                                                                          \
+            T an = rho * ap[i] + cc * (gi * gi);                                                   \
+            T bn = mu * bp[i] + gi / (SQRT(an) + e);                                               \
+            ap[i] = an;                                                                            \
+            bp[i] = bn;                                                                            \
+            pp[i] = pp[i] - l * bn;                                                                \
+        }                                                                                          \
+    } while (0)
+
+static sx_status step_rmsprop_momentum(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
+                                       const sx_tensor *g, const double *r, const double *c,
+                                       bool nest)
+{
+    (void)s3, (void)nest;
+    if (p->dtype == SX_F32)
+        RMSPROP_MOMENTUM_REF(float, sqrtf);
+    else
+        RMSPROP_MOMENTUM_REF(double, sqrt);
+    return SX_OK;
+}
+#undef RMSPROP_MOMENTUM_REF
+
+/* b <- mu b + g / (sqrt(a) + eps): the step is the new buffer */
+static double formula_rmsprop_momentum(const sx_tensor *const *x, int64_t i, double g,
+                                       const double *r, const double *c, bool nest, double *p)
+{
+    (void)r, (void)nest, (void)p;
+    double a = c[0] * ref_get(x[1], i) + c[1] * g * g;
+    return c[3] * ref_get(x[2], i) + g / (sqrt(a) + c[2]);
+}
+
 static const struct {
     ref_step_fn step;
     ref_formula_fn formula;
@@ -3492,6 +3547,7 @@ static const struct {
     [SX_OP_AMSGRAD_UPDATE] = {step_amsgrad, formula_amsgrad},
     [SX_OP_RMSPROP_CENTERED_UPDATE] = {step_rmsprop_centered, formula_rmsprop_centered},
     [SX_OP_MOMENTUM_DAMPENED_UPDATE] = {step_momentum_dampened, formula_momentum_dampened},
+    [SX_OP_RMSPROP_MOMENTUM_UPDATE] = {step_rmsprop_momentum, formula_rmsprop_momentum},
 };
 
 /* The inputs of a step as (p, states..., g, rates): matmul_update's gradient computed whole

@@ -279,6 +279,49 @@ Test(datasets_loader, tensor_source_and_bad_labels)
     sx_tensor_free(y);
 }
 
+/* Class indices per position (data19c, issue 19): y (n, 2) labels of a source of 3 classes
+ * fill a batch y of indices (B, 2) or one-hot rows per position (B, 2, 3); padding rows get -1
+ * or zeros; a bad label names its example and position. */
+Test(datasets_loader, per_position_class_indices)
+{
+    int64_t xs[2] = {3, 1}, ys[2] = {3, 2};
+    sx_tensor *x = tu_zeros(SX_F64, 2, xs), *y = tu_zeros(SX_F64, 2, ys);
+    double labels[6] = {2, 0, 1, 1, 0, 2};
+    memcpy(y->data, labels, sizeof labels);
+    sx_ds_source *s = NULL;
+    cr_assert_eq(sx_ds_source_tensors(x, y, 3, &s), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_ds_source_spec(s)->y_rank, 1);
+    sx_ds_loader_params p = {.batch_size = 2, .shuffle = false};
+    sx_ds_loader *l = NULL;
+    cr_assert_eq(sx_ds_loader_new(s, &p, &l), SX_OK);
+    int64_t is[2] = {2, 2}, hs[3] = {2, 2, 3}, m = 0;
+    sx_tensor *idx = tu_zeros(SX_F32, 2, is), *hot = tu_zeros(SX_F32, 3, hs);
+    cr_assert_eq(sx_ds_loader_next(l, NULL, idx, &m), SX_OK, "%s", sx_last_error());
+    float want_idx[4] = {2, 0, 1, 1};
+    cr_assert_eq(memcmp(idx->data, want_idx, sizeof want_idx), 0);
+    cr_assert_eq(sx_ds_loader_next(l, NULL, idx, &m), SX_OK);
+    cr_assert_eq(m, 1);
+    float want_pad[4] = {0, 2, -1, -1};
+    cr_assert_eq(memcmp(idx->data, want_pad, sizeof want_pad), 0);
+    cr_assert_eq(sx_ds_loader_next(l, NULL, idx, &m), SX_OK);
+    cr_assert_eq(m, 0); /* the epoch's end */
+    cr_assert_eq(sx_ds_loader_next(l, NULL, hot, &m), SX_OK, "%s", sx_last_error());
+    float want_hot[12] = {0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1, 0};
+    cr_assert_eq(memcmp(hot->data, want_hot, sizeof want_hot), 0);
+    SX_F64P(y)[5] = 3;
+    cr_assert_eq(sx_ds_loader_next(l, NULL, hot, &m), SX_E_RANGE);
+    cr_assert(fx_msg_has("example 2 has label 3 at position 1"));
+    sx_tensor *bad = zeros2(SX_F32, 2, 3); /* neither 2 indices nor 2 x 3 one-hot per row */
+    cr_assert_eq(sx_ds_loader_next(l, NULL, bad, &m), SX_E_SHAPE);
+    sx_tensor_free(bad);
+    sx_tensor_free(idx);
+    sx_tensor_free(hot);
+    sx_ds_loader_free(l);
+    sx_ds_source_free(s);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+}
+
 /* A callback source: its example, and its error passed through. */
 static sx_status cb_get(int64_t i, void *x_row, void *y_row, void *ctx)
 {
@@ -316,11 +359,9 @@ Test(datasets_loader, callback_source)
     l = NULL;
     sx_ds_source_free(s);
     cr_assert_eq(sx_ds_source_callback(&spec, 0, cb_get, &calls, &s), SX_E_ARG);
-    spec.classes = 2;
-    spec.y_rank = 1;
-    spec.y_shape[0] = 2;
+    spec.classes = -2;
     cr_assert_eq(sx_ds_source_callback(&spec, 6, cb_get, &calls, &s), SX_E_ARG);
-    cr_assert(fx_msg_has("classes 2 with y of rank 1"));
+    cr_assert(fx_msg_has("classes -2"));
     spec.classes = 0;
     spec.x_type = (sx_ds_type)3;
     cr_assert_eq(sx_ds_source_callback(&spec, 6, cb_get, &calls, &s), SX_E_ARG);

@@ -252,7 +252,7 @@ Test(nn_losses, heads_each_with_own_loss_and_weight)
     fclose(f);
     remove(path);
     cr_assert_str_eq(line, "epoch,train_loss,val_loss,val_loss,seconds,train_loss,lr,"
-                           "val_loss_kind,val_loss_size\n");
+                           "val_loss_kind,val_loss_size,val_accuracy_kind,val_mse_size\n");
     sx_nn_history_free(&h);
     sx_nn_net_free(net);
     sx_ds_source_free(s);

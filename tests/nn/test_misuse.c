@@ -502,6 +502,13 @@ static const char *const null_calls[] = {
     "sx_nn_save",
     "sx_nn_load",
     "sx_nn_model_save",
+    "sx_nn_model_output_rank",
+    "sx_nn_model_output_shape",
+    "sx_nn_model_n_outputs",
+    "sx_nn_model_output",
+    "sx_nn_model_n_inputs",
+    "sx_nn_model_input",
+    "sx_nn_output",
     "sx_nn_model_input_rank",
     "sx_nn_model_input_shape",
     "sx_nn_model_classes",
@@ -643,6 +650,13 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_load("x", 1, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_model_save(NULL, "/nonexistent/x"), SX_E_ARG);
     sx_nn_model_free(NULL);
+    cr_assert_eq(sx_nn_model_output_rank(NULL), 0);
+    cr_assert_null(sx_nn_model_output_shape(NULL));
+    cr_assert_eq(sx_nn_model_n_outputs(NULL), 0);
+    cr_assert_null(sx_nn_model_output(NULL, 0, NULL, NULL));
+    cr_assert_eq(sx_nn_model_n_inputs(NULL), 0);
+    cr_assert_null(sx_nn_model_input(NULL, 0, NULL));
+    cr_assert_null(sx_nn_output(NULL, NULL, NULL));
     cr_assert_eq(sx_nn_model_input_rank(NULL), 0);
     cr_assert_null(sx_nn_model_input_shape(NULL));
     cr_assert_eq(sx_nn_model_classes(NULL), 0);

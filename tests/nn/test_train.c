@@ -375,6 +375,7 @@ Test(nn_train, first_step_of_every_optimiser_follows_its_formula)
                 d = lr * g / (fabs(g) + o->eps);
                 break;
             case SX_OPTIM_RMSPROP:
+            case SX_OPTIM_RMSPROP_MOMENTUM: /* a zero buffer: b = the step of RMSprop */
                 d = lr * g / (sqrt(1 - o->rho) * fabs(g) + o->eps);
                 break;
             case SX_OPTIM_ADAM_KERAS: { /* eps beside the bias-corrected rate (strix's old Adam) */
@@ -447,9 +448,9 @@ Test(nn_train, every_optimiser_lowers_the_loss, .timeout = 120)
 {
     sx_ds_images d = images(64, 6, 6, 3, 5);
     /* sgd, momentum, nesterov, adagrad, rmsprop, adam, adamw, amsgrad, rmsprop_centered,
-     * adam_keras */
-    const double lrs[SX_OPTIM_COUNT] = {0.2,   0.05,  0.05,  0.05,  0.005,
-                                        0.005, 0.005, 0.005, 0.005, 0.005};
+     * adam_keras, rmsprop_momentum (mu 0.9: a tenth of RMSprop's rate) */
+    const double lrs[SX_OPTIM_COUNT] = {0.2,   0.05,  0.05,  0.05,  0.005, 0.005,
+                                        0.005, 0.005, 0.005, 0.005, 0.0005};
     for (int k = 0; k < SX_OPTIM_COUNT; k++) {
         sx_nn_net *net = small_cnn(9, SX_F32, false);
         sx_nn_train_params p = sx_nn_train_params_default();

@@ -219,10 +219,10 @@ Test(optim_update, the_update_node_names_its_coefficients)
     p.eps = 1e-6;
     sx_cg_op op;
     static const sx_cg_op want[SX_OPTIM_COUNT] = {
-        SX_OP_SGD_UPDATE,     SX_OP_MOMENTUM_UPDATE, SX_OP_MOMENTUM_UPDATE,
-        SX_OP_ADAGRAD_UPDATE, SX_OP_RMSPROP_UPDATE,  SX_OP_ADAMW_UPDATE,
-        SX_OP_ADAMW_UPDATE,   SX_OP_AMSGRAD_UPDATE,  SX_OP_RMSPROP_CENTERED_UPDATE,
-        SX_OP_ADAM_UPDATE};
+        SX_OP_SGD_UPDATE,     SX_OP_MOMENTUM_UPDATE,        SX_OP_MOMENTUM_UPDATE,
+        SX_OP_ADAGRAD_UPDATE, SX_OP_RMSPROP_UPDATE,         SX_OP_ADAMW_UPDATE,
+        SX_OP_ADAMW_UPDATE,   SX_OP_AMSGRAD_UPDATE,         SX_OP_RMSPROP_CENTERED_UPDATE,
+        SX_OP_ADAM_UPDATE,    SX_OP_RMSPROP_MOMENTUM_UPDATE};
     for (int k = 0; k < SX_OPTIM_COUNT; k++) {
         p.kind = (sx_optim_kind)k;
         (void)update_attr(p, SX_F64, &op);

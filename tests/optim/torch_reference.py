@@ -35,6 +35,8 @@ CASES = [
     ("adam_wd", "adam", dict(lr=0.05, beta1=0.8, beta2=0.99, eps=1e-3, wd=0.05)),
     ("adamw", "adamw", dict(lr=0.05, beta1=0.9, beta2=0.999, eps=1e-3, wd=0.1)),
     ("amsgrad", "amsgrad", dict(lr=0.05, beta1=0.9, beta2=0.99, eps=1e-3)),
+    ("rmsprop_momentum_wd", "rmsprop_momentum",
+     dict(lr=0.01, momentum=0.8, rho=0.9, eps=1e-3, wd=0.01)),
 ]
 
 
@@ -48,9 +50,10 @@ def make(kind, w, h):
                                nesterov=kind == "nesterov", weight_decay=wd)
     if kind == "adagrad":
         return torch.optim.Adagrad([w], lr=h["lr"], eps=h["eps"], weight_decay=wd)
-    if kind in ("rmsprop", "rmsprop_centered"):
+    if kind in ("rmsprop", "rmsprop_centered", "rmsprop_momentum"):
         return torch.optim.RMSprop([w], lr=h["lr"], alpha=h["rho"], eps=h["eps"],
-                                   weight_decay=wd, centered=kind == "rmsprop_centered")
+                                   weight_decay=wd, centered=kind == "rmsprop_centered",
+                                   momentum=h.get("momentum", 0.0))
     betas = (h["beta1"], h["beta2"])
     if kind == "adamw":
         return torch.optim.AdamW([w], lr=h["lr"], betas=betas, eps=h["eps"], weight_decay=wd)
