@@ -928,6 +928,8 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_WHERE] = 1u,
     [SX_OP_GATHER] = BUT_INPUT0,
     [SX_OP_SCATTER_ADD] = BUT_INPUT0,
+    [SX_OP_EMBEDDING] = BUT_INPUT0, /* issue 20: the indices of embedding and its adjoint */
+    [SX_OP_EMBEDDING_BACKWARD] = BUT_INPUT0,
     /* piecewise constant in x, linear in dy */
     [SX_OP_MAXPOOL2D_BACKWARD] = BUT_INPUT1,
     [SX_OP_MAXPOOL2D_RELU_BACKWARD] = BUT_INPUT1,

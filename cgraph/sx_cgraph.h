@@ -329,6 +329,16 @@ sx_cg_node *sx_cg_one_hot(sx_cg_graph *g, sx_cg_node *idx, int64_t depth);
 sx_cg_node *sx_cg_gather(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *idx);
 /* Zeros of x_rows rows with g's rows added at idx (the adjoint of gather). */
 sx_cg_node *sx_cg_scatter_add(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t x_rows);
+/* Embedding (issue 20): the rows of table (vocab, dim) at idx (any rank <= 7; integral values
+ * of the table's dtype in [0, vocab)) as (idx shape..., dim), zeros where idx == pad (-1: no
+ * padding index). Its gradient reaches the table only (embedding_backward) and skips the padding
+ * row. Errors: SX_E_RANK (a table not of rank 2), SX_E_RANGE (pad not in [-1, vocab); indices
+ * out of range when evaluated), SX_E_DTYPE. */
+sx_cg_node *sx_cg_embedding(sx_cg_graph *g, sx_cg_node *table, sx_cg_node *idx, int64_t pad);
+/* Its adjoint: (vocab, dim) zeros with grad's rows (idx shape..., dim) added at idx, except
+ * where idx == pad. SX_E_SHAPE when grad is not idx's shape plus one axis; SX_E_ARG vocab < 1. */
+sx_cg_node *sx_cg_embedding_backward(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t pad,
+                                     int64_t vocab);
 
 /* alpha * op(a) @ op(b) (+ beta * c when c is not NULL). c broadcasts to the result's shape
  * (NumPy rules, as PyTorch's addmm and ONNX's Gemm: a bias (n) or (1, n) adds to every row); one

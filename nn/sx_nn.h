@@ -375,6 +375,62 @@ sx_nn_layer *sx_nn_max(sx_nn_net *net, int n, sx_nn_layer *const *in);
 sx_nn_layer *sx_nn_average(sx_nn_net *net, int n, sx_nn_layer *const *in);
 sx_nn_layer *sx_nn_concatenate(sx_nn_net *net, int n, sx_nn_layer *const *in);
 
+/* ---------------------------------------------------------------- sequences (issue 20) */
+
+/* Embedding: the input's values are integer indices (of the network's dtype: f32 holds every
+ * integer below 2^24 exactly; set the input scale to 1 with sx_nn_net_set_input_scale), each
+ * replaced by its row of a learned (vocab, dim) table: (s...) -> (s..., dim). Initialised
+ * N(0, 1) as PyTorch's nn.Embedding (the network's initialiser instead when one was set); the
+ * padding index's row is zero, reads as zeros and gets no gradient. An index outside [0, vocab)
+ * fails the step or prediction with SX_E_RANGE. */
+typedef struct sx_nn_embedding_params {
+    int64_t vocab; /* rows, >= 1 */
+    int64_t dim;   /* columns, >= 1 */
+    int64_t pad;   /* padding index in [0, vocab), or -1 for none: -1 */
+} sx_nn_embedding_params;
+
+sx_nn_embedding_params sx_nn_embedding_params_default(int64_t vocab, int64_t dim);
+/* p NULL or vocab/dim < 1: SX_E_ARG; a bad pad: SX_E_RANGE; an input of rank 7: SX_E_RANK. */
+sx_nn_layer *sx_nn_embedding(sx_nn_net *net, sx_nn_layer *in, const sx_nn_embedding_params *p);
+/* A learned position embedding: (T, d) + P, P (T, d) initialised N(0, 1). Input rank != 2:
+ * SX_E_RANK. */
+sx_nn_layer *sx_nn_position_embedding(sx_nn_net *net, sx_nn_layer *in);
+
+/* Recurrent layers over (T, d) sequences (batch first: x is (batch, T, d)), unrolled over the
+ * fixed T into the compiled graph. As PyTorch's nn.LSTM / nn.GRU (batch_first, zero initial
+ * state): per layer weight_ih (G units, d), weight_hh (G units, units), bias_ih and bias_hh
+ * (G units), gates in PyTorch's order (LSTM: i, f, g, o, G = 4; GRU: r, z, n, G = 3), every
+ * tensor initialised U(-1/sqrt(units), 1/sqrt(units)) (with a network initialiser set: weights
+ * from it, biases 0). LSTM: c' = f c + i g, h' = o tanh(c'); GRU: n = tanh(W_in x + b_in +
+ * r (W_hn h + b_hn)), h' = (1 - z) n + z h. Stacked layers (layers k > 1) are k layers of the
+ * network, each but the last returning its sequence; the call returns the last. */
+typedef struct sx_nn_rnn_params {
+    int64_t units;         /* hidden size, >= 1 */
+    bool return_sequences; /* output (T, units), every step's h; else (units), the last: false */
+    int layers;            /* stacked layers, >= 1: 1 */
+    bool bias;             /* bias_ih and bias_hh: true */
+} sx_nn_rnn_params;
+
+sx_nn_rnn_params sx_nn_rnn_params_default(int64_t units);
+/* p NULL, units < 1 or layers < 1: SX_E_ARG; an input not of rank 2: SX_E_RANK. */
+sx_nn_layer *sx_nn_lstm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_rnn_params *p);
+sx_nn_layer *sx_nn_gru(sx_nn_net *net, sx_nn_layer *in, const sx_nn_rnn_params *p);
+
+/* Multi-head scaled-dot-product self-attention over (T, d): Q, K, V = x W_q + b_q, ... (W (d, d),
+ * initialised by the network's initialiser, biases 0), per head h of d / heads columns
+ * softmax(Q_h K_h^T / sqrt(d / heads) + M) V_h with M = -inf above the diagonal when causal (a
+ * position sees itself and earlier ones) else 0, the heads concatenated, then x W_o + b_o:
+ * (T, d) -> (T, d). PyTorch's nn.MultiheadAttention with in_proj_weight = [W_q; W_k; W_v]^T. */
+typedef struct sx_nn_attention_params {
+    int heads;   /* >= 1, dividing d */
+    bool causal; /* false */
+    bool bias;   /* true */
+} sx_nn_attention_params;
+
+sx_nn_attention_params sx_nn_attention_params_default(int heads);
+/* p NULL or heads not dividing d: SX_E_ARG; an input not of rank 2: SX_E_RANK. */
+sx_nn_layer *sx_nn_attention(sx_nn_net *net, sx_nn_layer *in, const sx_nn_attention_params *p);
+
 /* ---------------------------------------------------------------- training parameters */
 
 /* Every loss is a mean: cross-entropy over the examples (-sum_k y_k log p_k per example, the

@@ -389,6 +389,16 @@ sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx,
 /* The adjoint of gather: out is set to zero, then out[idx[i], ...] += g[i, ...]. */
 sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
                                     sx_tensor *out) SX_NODISCARD;
+/* Embedding (tensor/embedding.c; issue 20): table (vocab, dim), idx of any rank r <= 7 with
+ * integral values in [0, vocab), out (idx shape..., dim): out[i, :] = table[idx[i], :], or zeros
+ * where idx[i] == pad (pad -1: none; else in [0, vocab), SX_E_RANGE otherwise). A table of rank
+ * != 2 is SX_E_RANK, bad indices SX_E_RANGE with nothing written. The backward kernel is its
+ * adjoint: out (vocab, dim) is set to zero, then out[idx[i], :] += g[i, :] for idx[i] != pad,
+ * in index order (deterministic). */
+sx_status sx_tensor_embedding_out(const sx_tensor *table, const sx_tensor *idx, int64_t pad,
+                                  sx_tensor *out) SX_NODISCARD;
+sx_status sx_tensor_embedding_backward_out(const sx_tensor *g, const sx_tensor *idx, int64_t pad,
+                                           sx_tensor *out) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- matmul */
 

@@ -1,0 +1,108 @@
+/* ops/embedding.c: embedding(table, idx), the rows of a (vocab, dim) table at integer indices
+ * (zeros at the padding index attr.ints[0], -1 for none), and embedding_backward(g, idx), its
+ * adjoint: a (vocab = attr.ints[1], dim) table with g's rows added at idx, the padding row left
+ * at zero. Indices travel as values of the graph's float dtype, as for gather and one_hot. */
+#include "cgraph_impl.h"
+
+#include <string.h>
+
+#define IN(i) (&n->in[i]->value)
+#define OUT (&n->value)
+
+/* ---------------------------------------------------------------- constructors */
+
+sx_cg_node *sx_cg_embedding(sx_cg_graph *g, sx_cg_node *table, sx_cg_node *idx, int64_t pad)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.ints[0] = pad;
+    return cg_op2(g, SX_OP_EMBEDDING, table, idx, &a);
+}
+
+sx_cg_node *sx_cg_embedding_backward(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t pad,
+                                     int64_t vocab)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.ints[0] = pad;
+    a.ints[1] = vocab;
+    return cg_op2(g, SX_OP_EMBEDDING_BACKWARD, grad, idx, &a);
+}
+
+/* ---------------------------------------------------------------- shape rules */
+
+/* The padding index against the vocabulary: -1, or a row of the table. */
+static sx_status check_pad(const sx_cg_node *n, int64_t vocab)
+{
+    int64_t pad = n->attr.ints[0];
+    if (pad < -1 || pad >= vocab)
+        return sx_error(SX_E_RANGE, "%s: padding index %lld (want -1 for none, or 0..%lld)",
+                        cg_who(n), (long long)pad, (long long)vocab - 1);
+    return SX_OK;
+}
+
+/* table (vocab, dim), idx (s...) -> (s..., dim) */
+sx_status cg_shape_embedding(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    SX_TRY(cg_want_rank(n, 0, 2));
+    if (IN(1)->rank + 1 > SX_MAX_RANK)
+        return sx_error(SX_E_RANK, "%s: indices of rank %d leave no room for the row axis",
+                        cg_who(n), IN(1)->rank);
+    SX_TRY(check_pad(n, IN(0)->shape[0]));
+    int64_t s[SX_MAX_RANK];
+    memcpy(s, IN(1)->shape, sizeof s);
+    s[IN(1)->rank] = IN(0)->shape[1];
+    SX_TRY(sx_shape_check(cg_who(n), IN(1)->rank + 1, s));
+    cg_set_shape(n, IN(1)->rank + 1, s);
+    return SX_OK;
+}
+
+/* g (s..., dim), idx (s...) -> (vocab, dim) */
+sx_status cg_shape_embedding_backward(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    const sx_tensor *gr = IN(0), *idx = IN(1);
+    if (gr->rank != idx->rank + 1 || !sx_shape_equal(idx->rank, gr->shape, idx->rank, idx->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE,
+                        "%s: gradient %s does not fit indices %s (want their shape "
+                        "and one more axis)",
+                        cg_who(n), sx_shape_str(gr->rank, gr->shape, a, sizeof a),
+                        sx_shape_str(idx->rank, idx->shape, b, sizeof b));
+    }
+    if (n->attr.ints[1] < 1)
+        return sx_error(SX_E_ARG, "%s: vocabulary of %lld rows (want >= 1)", cg_who(n),
+                        (long long)n->attr.ints[1]);
+    SX_TRY(check_pad(n, n->attr.ints[1]));
+    int64_t s[2] = {n->attr.ints[1], gr->shape[gr->rank - 1]};
+    SX_TRY(sx_shape_check(cg_who(n), 2, s));
+    cg_set_shape(n, 2, s);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- evaluators */
+
+sx_status cg_eval_embedding(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_embedding_out(IN(0), IN(1), n->attr.ints[0], OUT);
+}
+
+sx_status cg_eval_embedding_backward(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_embedding_backward_out(IN(0), IN(1), n->attr.ints[0], OUT);
+}
+
+/* ---------------------------------------------------------------- flop model */
+
+/* a copy of rows: no arithmetic */
+cg_cost cg_eval_embedding_cost(const sx_cg_node *n)
+{
+    return cg_cost_none(n);
+}
+
+/* one addition per element of the gradient rows */
+cg_cost cg_eval_embedding_backward_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_in(n, 0, 1);
+}
