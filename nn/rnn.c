@@ -90,6 +90,19 @@ static sx_cg_node *gru_step(sx_cg_graph *g, sx_cg_node *xw, sx_cg_node *whh, sx_
     return sx_cg_add(g, nn, sx_cg_mul(g, z, sx_cg_sub(g, h, nn)));
 }
 
+/* concat(xs[0..n-1], axis 1) for any n: groups of at most SX_CG_MAX_INPUTS, then their concat */
+static sx_cg_node *concat_steps(sx_cg_graph *g, int64_t n, sx_cg_node **xs)
+{
+    if (n <= SX_CG_MAX_INPUTS)
+        return sx_cg_concat(g, (int)n, xs, 1);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i += SX_CG_MAX_INPUTS, k++) {
+        int64_t m = n - i < SX_CG_MAX_INPUTS ? n - i : SX_CG_MAX_INPUTS;
+        xs[k] = sx_cg_concat(g, (int)m, xs + i, 1); /* k <= i: never overwrites unread inputs */
+    }
+    return concat_steps(g, k, xs);
+}
+
 /* x (n, T, d) -> (n, T, h) or (n, h) */
 static sx_cg_node *rnn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                                sx_cg_node **pre_softmax)
@@ -136,7 +149,7 @@ static sx_cg_node *rnn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *i
     }
     sx_cg_node *y = hs;
     if (outs != NULL) {
-        y = hs != NULL ? sx_cg_concat(g, (int)T, outs, 1) : NULL;
+        y = hs != NULL ? concat_steps(g, T, outs) : NULL;
         sx_free(outs);
     }
     return y;
