@@ -168,6 +168,9 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdULL;
 }
 
+/* The attribute struct is large (over 800 bytes) and mostly zero: only its non-zero words, with
+ * their positions, enter the hash, so hashing costs a scan rather than a chain of ~100 multiplies
+ * (issue 20: the optimiser rehashes every node after each pass). */
 static uint64_t node_hash(sx_cg_op op, int n_in, sx_cg_node *const *in, const sx_cg_attr *attr)
 {
     uint64_t h = mix(0x12345, (uint64_t)op);
@@ -177,7 +180,8 @@ static uint64_t node_hash(sx_cg_op op, int n_in, sx_cg_node *const *in, const sx
     for (size_t i = 0; i < sizeof *attr; i += 8) {
         uint64_t w = 0;
         memcpy(&w, p + i, sizeof *attr - i < 8 ? sizeof *attr - i : 8);
-        h = mix(h, w);
+        if (w != 0)
+            h = mix(h ^ (uint64_t)i << 48, w);
     }
     return h;
 }
