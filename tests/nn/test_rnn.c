@@ -272,6 +272,38 @@ Test(nn_rnn, embedding_gradient_adds_rows_and_skips_the_padding_index)
     sx_tensor_free(i);
 }
 
+/* Every error sx_cgraph.h states for the embedding ops, each naming the constructor. */
+Test(nn_rnn, embedding_op_errors)
+{
+    const struct {
+        sx_status want;
+        const char *who;
+    } cases[] = {{SX_E_RANK, "sx_cg_embedding"},         {SX_E_RANGE, "sx_cg_embedding"},
+                 {SX_E_DTYPE, "sx_cg_embedding"},        {SX_E_SHAPE, "sx_cg_embedding_backward"},
+                 {SX_E_ARG, "sx_cg_embedding_backward"}, {SX_E_RANGE, "sx_cg_embedding_backward"}};
+    int64_t ts[2] = {4, 3}, t3[3] = {4, 3, 1}, is[1] = {5}, gs[2] = {5, 3}, bad[2] = {6, 3};
+    for (int k = 0; k < 6; k++) { /* a fresh graph each: a graph keeps its first error */
+        sx_cg_graph *g = NULL;
+        cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+        sx_cg_node *t = sx_cg_input(g, "t", SX_F32, 2, ts),
+                   *t3n = sx_cg_input(g, "t3", SX_F32, 3, t3);
+        sx_cg_node *idx = sx_cg_input(g, "i", SX_F32, 1, is),
+                   *gr = sx_cg_input(g, "g", SX_F32, 2, gs);
+        sx_cg_node *gbad = sx_cg_input(g, "gb", SX_F32, 2, bad);
+        sx_cg_node *i64 = sx_cg_input(g, "i64", SX_F64, 1, is);
+        sx_cg_node *n = k == 0   ? sx_cg_embedding(g, t3n, idx, -1)
+                        : k == 1 ? sx_cg_embedding(g, t, idx, -2)
+                        : k == 2 ? sx_cg_embedding(g, t, i64, -1)
+                        : k == 3 ? sx_cg_embedding_backward(g, gbad, idx, -1, 4)
+                        : k == 4 ? sx_cg_embedding_backward(g, gr, idx, -1, 0)
+                                 : sx_cg_embedding_backward(g, gr, idx, 4, 4);
+        cr_assert_null(n);
+        cr_assert_eq(sx_cg_graph_status(g), cases[k].want, "case %d: %s", k, sx_last_error());
+        cr_assert(strstr(sx_last_error(), cases[k].who) != NULL, "case %d: %s", k, sx_last_error());
+        sx_cg_graph_free(g);
+    }
+}
+
 /* ---------------------------------------------------------------- training, save and load */
 
 /* A tiny sequence classifier: embedding -> lstm or gru (2 layers) -> attention -> linear over
