@@ -50,7 +50,7 @@ struct sx_cg_graph {
     sx_status status; /* first constructor error */
     sx_cg_node **nodes;
     int64_t n_nodes, cap_nodes;
-    int64_t *htab; /* open addressing: node id + 1, 0 = empty */
+    int64_t *htab; /* open addressing, hcap pairs (node id + 1, its hash); id 0 = empty */
     int64_t hcap, hcount;
     sx_rng *rngs;
     int n_rngs;

@@ -197,9 +197,11 @@ static sx_cg_node *hash_find(sx_cg_graph *g, uint64_t h, sx_cg_op op, int n_in,
     if (g->hcap == 0)
         return NULL;
     for (int64_t i = (int64_t)(h & (uint64_t)(g->hcap - 1));; i = (i + 1) & (g->hcap - 1)) {
-        int64_t id = g->htab[i];
+        int64_t id = g->htab[2 * i];
         if (id == 0)
             return NULL;
+        if ((uint64_t)g->htab[2 * i + 1] != h) /* the table holds the hash: no node visited */
+            continue;
         sx_cg_node *n = g->nodes[id - 1];
         if (n->hash == h && n->op == op && n->n_in == n_in && !n->dead &&
             memcmp(&n->attr, attr, sizeof *attr) == 0) {
@@ -218,17 +220,18 @@ static sx_status hash_reserve(sx_cg_graph *g)
     if ((g->hcount + 1) * 2 <= g->hcap)
         return SX_OK;
     int64_t cap = g->hcap ? g->hcap * 2 : 64;
-    int64_t *t = sx_calloc((size_t)cap, sizeof *t);
+    int64_t *t = sx_calloc((size_t)cap * 2, sizeof *t);
     if (t == NULL)
         return SX_E_NOMEM;
     for (int64_t i = 0; i < g->hcap; i++) {
-        int64_t id = g->htab[i];
+        int64_t id = g->htab[2 * i];
         if (id == 0)
             continue;
-        int64_t j = (int64_t)(g->nodes[id - 1]->hash & (uint64_t)(cap - 1));
-        while (t[j] != 0)
+        int64_t j = (int64_t)((uint64_t)g->htab[2 * i + 1] & (uint64_t)(cap - 1));
+        while (t[2 * j] != 0)
             j = (j + 1) & (cap - 1);
-        t[j] = id;
+        t[2 * j] = id;
+        t[2 * j + 1] = g->htab[2 * i + 1];
     }
     sx_free(g->htab);
     g->htab = t;
@@ -239,9 +242,10 @@ static sx_status hash_reserve(sx_cg_graph *g)
 static void hash_insert(sx_cg_graph *g, sx_cg_node *n)
 {
     int64_t j = (int64_t)(n->hash & (uint64_t)(g->hcap - 1));
-    while (g->htab[j] != 0)
+    while (g->htab[2 * j] != 0)
         j = (j + 1) & (g->hcap - 1);
-    g->htab[j] = n->id + 1;
+    g->htab[2 * j] = n->id + 1;
+    g->htab[2 * j + 1] = (int64_t)n->hash;
     g->hcount++;
 }
 
@@ -722,7 +726,7 @@ sx_status cg_rehash(sx_cg_graph *g)
     int64_t cap = 64;
     while (cap < 2 * (g->n_nodes + 1))
         cap *= 2;
-    int64_t *t = sx_calloc((size_t)cap, sizeof *t);
+    int64_t *t = sx_calloc((size_t)cap * 2, sizeof *t);
     if (t == NULL)
         return SX_E_NOMEM;
     sx_free(g->htab);
