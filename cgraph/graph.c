@@ -177,11 +177,23 @@ static uint64_t node_hash(sx_cg_op op, int n_in, sx_cg_node *const *in, const sx
     for (int i = 0; i < n_in; i++)
         h = mix(h, (uint64_t)in[i]->id);
     const unsigned char *p = (const unsigned char *)attr;
-    for (size_t i = 0; i < sizeof *attr; i += 8) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, sizeof *attr - i < 8 ? sizeof *attr - i : 8);
-        if (w != 0)
-            h = mix(h ^ (uint64_t)i << 48, w);
+    enum { WORDS = sizeof *attr / 8, BLOCK = 8 };
+    uint64_t w[BLOCK];
+    size_t i = 0;
+    for (; i + BLOCK <= WORDS; i += BLOCK) { /* skip all-zero blocks of 64 bytes at once */
+        memcpy(w, p + 8 * i, sizeof w);
+        uint64_t any = 0;
+        for (int k = 0; k < BLOCK; k++)
+            any |= w[k];
+        for (int k = 0; any != 0 && k < BLOCK; k++)
+            if (w[k] != 0)
+                h = mix(h ^ (uint64_t)(8 * (i + (size_t)k)) << 48, w[k]);
+    }
+    for (i *= 8; i < sizeof *attr; i += 8) {
+        uint64_t v = 0;
+        memcpy(&v, p + i, sizeof *attr - i < 8 ? sizeof *attr - i : 8);
+        if (v != 0)
+            h = mix(h ^ (uint64_t)i << 48, v);
     }
     return h;
 }
@@ -191,8 +203,10 @@ static bool hashable(sx_cg_op op)
     return !(sx_cg_ops[op].flags & (SX_OPF_LEAF | SX_OPF_RANDOM | SX_OPF_MUTATES));
 }
 
+/* The live node with hash h, op, inputs and attributes, or NULL. `self` (may be NULL) is a node
+ * known to have exactly these: found, it is returned without comparing its attributes. */
 static sx_cg_node *hash_find(sx_cg_graph *g, uint64_t h, sx_cg_op op, int n_in,
-                             sx_cg_node *const *in, const sx_cg_attr *attr)
+                             sx_cg_node *const *in, const sx_cg_attr *attr, const sx_cg_node *self)
 {
     if (g->hcap == 0)
         return NULL;
@@ -203,6 +217,8 @@ static sx_cg_node *hash_find(sx_cg_graph *g, uint64_t h, sx_cg_op op, int n_in,
         if ((uint64_t)g->htab[2 * i + 1] != h) /* the table holds the hash: no node visited */
             continue;
         sx_cg_node *n = g->nodes[id - 1];
+        if (n == self && n->hash == h && !n->dead)
+            return n;
         if (n->hash == h && n->op == op && n->n_in == n_in && !n->dead &&
             memcmp(&n->attr, attr, sizeof *attr) == 0) {
             bool same = true;
@@ -387,7 +403,7 @@ sx_cg_node *cg_op_make(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const 
     }
     if (hashable(op)) {
         n->hash = node_hash(op, n_in, in, &n->attr);
-        sx_cg_node *same = hash_find(g, n->hash, op, n_in, in, &n->attr);
+        sx_cg_node *same = hash_find(g, n->hash, op, n_in, in, &n->attr, NULL);
         if (same != NULL) {
             node_free(n);
             return same;
@@ -738,7 +754,7 @@ sx_status cg_rehash(sx_cg_graph *g)
         if (n->dead || !hashable(n->op))
             continue;
         n->hash = node_hash(n->op, n->n_in, n->in, &n->attr);
-        if (hash_find(g, n->hash, n->op, n->n_in, n->in, &n->attr) == NULL)
+        if (hash_find(g, n->hash, n->op, n->n_in, n->in, &n->attr, NULL) == NULL)
             hash_insert(g, n);
     }
     return SX_OK;
@@ -750,7 +766,7 @@ sx_cg_node *cg_hash_twin(sx_cg_graph *g, sx_cg_node *n)
     if (!hashable(n->op))
         return NULL;
     uint64_t h = node_hash(n->op, n->n_in, n->in, &n->attr);
-    sx_cg_node *t = hash_find(g, h, n->op, n->n_in, n->in, &n->attr);
+    sx_cg_node *t = hash_find(g, h, n->op, n->n_in, n->in, &n->attr, n);
     return t == n ? NULL : t;
 }
 
