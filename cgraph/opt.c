@@ -11,7 +11,18 @@
 
 static const char *const pass_names[SX_PASS_COUNT] = {
     "dead code", "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
-    "fma",       "pool relu",      "elementwise fusion", "gemm update", "algebra"};
+    "fma",       "pool relu",      "elementwise fusion", "gemm update", "algebra",   "bn fold"};
+
+/* The order of the passes in a round: batch-norm folding sees mul(conv, a) before fma and
+ * fusion absorb the product. */
+static const sx_cg_pass pass_order[] = {SX_PASS_DCE,         SX_PASS_CSE,
+                                        SX_PASS_CONST_FOLD,  SX_PASS_SIMPLIFY,
+                                        SX_PASS_BROADCAST,   SX_PASS_BN_FOLD,
+                                        SX_PASS_GEMM_FOLD,   SX_PASS_FMA,
+                                        SX_PASS_POOL_RELU,   SX_PASS_ELEMWISE_FUSION,
+                                        SX_PASS_GEMM_UPDATE, SX_PASS_ALGEBRA};
+_Static_assert(sizeof pass_order / sizeof pass_order[0] == SX_PASS_COUNT,
+               "pass_order names every pass once");
 
 const char *sx_cg_pass_name(sx_cg_pass p)
 {
@@ -24,6 +35,7 @@ sx_cg_opt_params sx_cg_opt_params_default(void)
     for (int i = 0; i < SX_PASS_COUNT; i++)
         p.enable[i] = true;
     p.enable[SX_PASS_ALGEBRA] = false; /* changes values: only when asked for */
+    p.enable[SX_PASS_BN_FOLD] = false; /* changes rounding: only when asked for */
     p.max_rounds = 8;
     return p;
 }
@@ -591,12 +603,13 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
     sx_status s = SX_OK;
     for (int round = 0; round < params.max_rounds && s == SX_OK; round++) {
         int64_t total = 0;
-        for (int ps = 0; ps < SX_PASS_COUNT && s == SX_OK; ps++) {
+        for (int o = 0; o < SX_PASS_COUNT && s == SX_OK; o++) {
+            const sx_cg_pass ps = pass_order[o];
             if (!params.enable[ps])
                 continue;
             double t = sx_seconds();
             int64_t c = 0;
-            switch ((sx_cg_pass)ps) {
+            switch (ps) {
             case SX_PASS_DCE:
                 s = pass_dce(g, n, outputs, &c);
                 break;
@@ -629,6 +642,9 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 break;
             case SX_PASS_ALGEBRA:
                 s = pass_algebra(g, &c);
+                break;
+            case SX_PASS_BN_FOLD:
+                s = opt_pass_bn_fold(g, &c);
                 break;
             case SX_PASS_COUNT:
                 break;

@@ -506,13 +506,20 @@ typedef enum {
                                 buffer */
     SX_PASS_ALGEBRA, /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
                         x >= 0, x*0 -> 0 (assumes x finite) */
+    SX_PASS_BN_FOLD, /* off by default (changes rounding; sx_nn's inference graphs turn it on):
+                        mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a per-output-channel
+                        a (f elements or one) when nothing else reads the convolution: batch
+                        norm's scale folded into the kernel (issue 18). Runs before gemm fold
+                        and fma in each round. Exact in real arithmetic; in floating point each
+                        output differs by a few roundings of sum |x k a| (tests/cgraph/
+                        test_opt_bn.c) */
     SX_PASS_COUNT
 } sx_cg_pass;
 
 const char *sx_cg_pass_name(sx_cg_pass p);
 
 typedef struct sx_cg_opt_params {
-    bool enable[SX_PASS_COUNT]; /* all true by default but SX_PASS_ALGEBRA */
+    bool enable[SX_PASS_COUNT]; /* all true by default but SX_PASS_ALGEBRA, SX_PASS_BN_FOLD */
     int max_rounds;             /* fixed-point iterations (default 8) */
 } sx_cg_opt_params;
 sx_cg_opt_params sx_cg_opt_params_default(void);
