@@ -504,15 +504,20 @@ typedef enum {
     SX_PASS_GEMM_UPDATE,     /* a fused optimiser update (optim/ emits them) whose gradient is a
                                 matmul computes it in row blocks (matmul_update): no gradient
                                 buffer */
-    SX_PASS_ALGEBRA, /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
-                        x >= 0, x*0 -> 0 (assumes x finite) */
-    SX_PASS_BN_FOLD, /* off by default (changes rounding; sx_nn's inference graphs turn it on):
-                        mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a per-output-channel
-                        a (f elements or one) when nothing else reads the convolution: batch
-                        norm's scale folded into the kernel (issue 18). Runs before gemm fold
-                        and fma in each round. Exact in real arithmetic; in floating point each
-                        output differs by a few roundings of sum |x k a| (tests/cgraph/
-                        test_opt_bn.c) */
+    SX_PASS_ALGEBRA,      /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
+                             x >= 0, x*0 -> 0 (assumes x finite) */
+    SX_PASS_BN_FOLD,      /* off by default (changes rounding; sx_nn's inference graphs turn it on):
+                             mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a per-output-channel
+                             a (f elements or one) when nothing else reads the convolution: batch
+                             norm's scale folded into the kernel (issue 18). Runs before gemm fold
+                             and fma in each round. Exact in real arithmetic; in floating point each
+                             output differs by a few roundings of sum |x k a| (tests/cgraph/
+                             test_opt_bn.c) */
+    SX_PASS_BN_RECOMPUTE, /* relu(batch_norm(x, ...)) with readers after its first (a training
+                             graph's backward pass) gets a copy for them, recomputed from the
+                             batch norm's inputs (which the gradient keeps): the first relu's
+                             memory is freed after its forward reader. Same bits; one more
+                             normalise and relu per step for less memory (issue 18) */
     SX_PASS_COUNT
 } sx_cg_pass;
 

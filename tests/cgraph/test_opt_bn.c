@@ -1,9 +1,14 @@
-/* SX_PASS_BN_FOLD (cgraph/opt_bn.c): mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a
- * per-output-channel a. Graphs with and without the pass give outputs within the f64 rounding
- * bound stated below; the pass leaves alone what it must not fold, and is off by default. */
+/* The batch-norm passes (cgraph/opt_bn.c). SX_PASS_BN_FOLD: mul(conv2d(x, k), a) ->
+ * conv2d(x, mul(k, a)) for a per-output-channel a; graphs with and without the pass give
+ * outputs within the f64 rounding bound stated below; the pass leaves alone what it must not
+ * fold, and is off by default. SX_PASS_BN_RECOMPUTE: a training graph's relu(batch_norm) copied
+ * for the backward pass gives the same bits, planned with less memory live at once. */
 #include "testutil.h"
 
 #include <math.h>
+#include <string.h>
+
+#include <sx_autodiff.h>
 
 #define U 0x1p-53 /* f64's unit roundoff */
 
@@ -163,4 +168,99 @@ Test(cgraph_opt_bn, off_by_default)
     cr_assert_eq(sx_cg_optimise(t.g, 1, &t.y, NULL, &r), SX_OK, "%s", sx_last_error());
     cr_assert_eq(r.changed[SX_PASS_BN_FOLD], 0);
     sx_cg_graph_free(t.g);
+}
+
+/* ---------------------------------------------------------------- recompute */
+
+#define LAYERS 5
+
+typedef struct train_graph {
+    sx_cg_graph *g;
+    sx_cg_node *outs[1 + LAYERS]; /* loss, then the kernels' gradients, the last layer's first */
+    sx_cg_node *r;                /* the first relu(batch_norm(conv(x, k1))) */
+} train_graph;
+
+/* loss = sum(conv(cbr(...cbr(x, k1)..., k4), k5) w), cbr = relu(batch_norm(conv)) with batch
+ * statistics, and its gradients with respect to the kernels, the last layer's first (as sx_nn
+ * orders its updates) */
+static train_graph train_build(sx_dtype dt)
+{
+    train_graph t;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &t.g), SX_OK);
+    sx_cg_graph *g = t.g;
+    sx_rng r;
+    sx_rng_seed(&r, 11);
+    int64_t xs[4] = {4, 8, 8, 8}, ks[4] = {3, 3, 8, 8}, c[1] = {8};
+    sx_tensor *xv = tu_rand(&r, dt, 4, xs, -1, 1), *wv = tu_rand(&r, dt, 4, xs, -1, 1);
+    sx_cg_node *x = sx_cg_input(g, "x", dt, 4, xs), *h = x, *k[LAYERS];
+    cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
+    sx_cg_node *w = sx_cg_const(g, wv);
+    sx_tensor_free(xv);
+    sx_tensor_free(wv);
+    sx_conv2d_params p = sx_conv2d_params_default();
+    p.padding = SX_PAD_SAME;
+    for (int l = 0; l < LAYERS; l++) {
+        sx_tensor *kv = tu_rand(&r, dt, 4, ks, -0.5, 0.5), *gv = tu_rand(&r, dt, 1, c, 0.5, 1.5),
+                  *bv = tu_rand(&r, dt, 1, c, -1, 1);
+        k[l] = sx_cg_param(g, "k", kv);
+        h = sx_cg_conv2d(g, h, k[l], &p);
+        if (l < LAYERS - 1) {
+            sx_cg_node *gamma = sx_cg_param(g, "gamma", gv), *beta = sx_cg_param(g, "beta", bv);
+            h = sx_cg_relu(g,
+                           sx_cg_batch_norm(g, h, sx_cg_batch_norm_stats(g, h), gamma, beta, 1e-3));
+            if (l == 0)
+                t.r = h;
+        }
+        sx_tensor_free(kv);
+        sx_tensor_free(gv);
+        sx_tensor_free(bv);
+    }
+    sx_cg_node *loss = sx_cg_sum(g, sx_cg_mul(g, h, w), SX_AXES_ALL, false), *wrt[LAYERS];
+    for (int l = 0; l < LAYERS; l++)
+        wrt[l] = k[LAYERS - 1 - l];
+    t.outs[0] = loss;
+    cr_assert_eq(sx_ad_grad(g, loss, LAYERS, wrt, t.outs + 1), SX_OK, "%s", sx_last_error());
+    return t;
+}
+
+Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        train_graph a = train_build((sx_dtype)dt), b = train_build((sx_dtype)dt);
+        sx_cg_opt_params off = sx_cg_opt_params_default(), on = off;
+        cr_assert(on.enable[SX_PASS_BN_RECOMPUTE], "on by default: it keeps every bit");
+        off.enable[SX_PASS_BN_RECOMPUTE] = false;
+        sx_cg_opt_report ra, rb;
+        cr_assert_eq(sx_cg_optimise(a.g, 1 + LAYERS, a.outs, &off, &ra), SX_OK, "%s",
+                     sx_last_error());
+        cr_assert_eq(sx_cg_optimise(b.g, 1 + LAYERS, b.outs, &on, &rb), SX_OK, "%s",
+                     sx_last_error());
+        cr_assert_eq(ra.changed[SX_PASS_BN_RECOMPUTE], 0);
+        cr_assert_eq(rb.changed[SX_PASS_BN_RECOMPUTE], LAYERS - 1);
+        /* the forward relu keeps only its forward reader; the copy serves the gradient */
+        cr_assert_eq(sx_cg_node_n_users(b.r), 1);
+        cr_assert_gt(sx_cg_node_n_users(a.r), 1);
+        cr_assert_eq(count_op(a.g, SX_OP_BATCH_NORM), LAYERS - 1);
+        cr_assert_eq(count_op(b.g, SX_OP_BATCH_NORM), 2 * (LAYERS - 1));
+        sx_cg_plan_report pa, pb;
+        sx_cg_freeze_params fp = sx_cg_freeze_params_default();
+        cr_assert_eq(sx_cg_freeze_ex(a.g, 1 + LAYERS, a.outs, &fp, &pa), SX_OK, "%s",
+                     sx_last_error());
+        cr_assert_eq(sx_cg_freeze_ex(b.g, 1 + LAYERS, b.outs, &fp, &pb), SX_OK, "%s",
+                     sx_last_error());
+        cr_assert_eq(sx_cg_plan_check(b.g), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_eval(a.g, 1 + LAYERS, a.outs), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_eval(b.g, 1 + LAYERS, b.outs), SX_OK, "%s", sx_last_error());
+        for (int i = 0; i < 1 + LAYERS; i++) {
+            const sx_tensor *va = sx_cg_value(a.outs[i]), *vb = sx_cg_value(b.outs[i]);
+            cr_assert_eq(va->size, vb->size);
+            cr_assert_eq(memcmp(va->data, vb->data, (size_t)va->size * sx_dtype_size(va->dtype)), 0,
+                         "%s output %d differs", sx_dtype_name((sx_dtype)dt), i);
+        }
+        cr_log_info("%s: peak live %zu -> %zu bytes, arena %zu -> %zu", sx_dtype_name((sx_dtype)dt),
+                    pa.peak_live_bytes, pb.peak_live_bytes, pa.arena_bytes, pb.arena_bytes);
+        cr_assert_lt(pb.peak_live_bytes, pa.peak_live_bytes);
+        sx_cg_graph_free(a.g);
+        sx_cg_graph_free(b.g);
+    }
 }
