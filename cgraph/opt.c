@@ -10,9 +10,9 @@
 #include <time.h>
 
 static const char *const pass_names[SX_PASS_COUNT] = {
-    "dead code",   "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
-    "fma",         "pool relu",      "elementwise fusion", "gemm update", "algebra",   "bn fold",
-    "bn recompute"};
+    "dead code",    "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
+    "fma",          "pool relu",      "elementwise fusion", "gemm update", "algebra",   "bn fold",
+    "bn recompute", "bn relu"};
 
 /* The order of the passes in a round: batch-norm folding sees mul(conv, a) before fma and
  * fusion absorb the product. */
@@ -22,7 +22,7 @@ static const sx_cg_pass pass_order[] = {SX_PASS_DCE,         SX_PASS_CSE,
                                         SX_PASS_GEMM_FOLD,   SX_PASS_FMA,
                                         SX_PASS_POOL_RELU,   SX_PASS_ELEMWISE_FUSION,
                                         SX_PASS_GEMM_UPDATE, SX_PASS_BN_RECOMPUTE,
-                                        SX_PASS_ALGEBRA};
+                                        SX_PASS_BN_RELU,     SX_PASS_ALGEBRA};
 _Static_assert(sizeof pass_order / sizeof pass_order[0] == SX_PASS_COUNT,
                "pass_order names every pass once");
 
@@ -650,6 +650,9 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 break;
             case SX_PASS_BN_RECOMPUTE:
                 s = opt_pass_bn_recompute(g, &c);
+                break;
+            case SX_PASS_BN_RELU:
+                s = opt_pass_bn_relu(g, &c);
                 break;
             case SX_PASS_COUNT:
                 break;

@@ -63,11 +63,15 @@ sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
 {
     int64_t n_nodes = g->n_nodes;
     for (int64_t i = 0; i < n_nodes; i++) {
+        /* r: relu(y) with y a batch norm read by r alone, or y itself when it applies relu
+         * (SX_PASS_BN_RELU ran first) */
         sx_cg_node *r = g->nodes[i];
-        if (r->dead || r->op != SX_OP_RELU || r->n_users < 2)
+        if (r->dead || r->n_users < 2)
             continue;
-        sx_cg_node *y = r->in[0];
-        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[0] != 0 || y->n_users != 1 || y->pinned)
+        sx_cg_node *y = r->op == SX_OP_RELU ? r->in[0] : r;
+        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[0] != 0)
+            continue;
+        if (y != r ? y->n_users != 1 || y->pinned : y->attr.ints[1] == 0)
             continue;
         sx_cg_node *first = r->users[0];
         for (int k = 1; k < r->n_users; k++)
@@ -76,7 +80,7 @@ sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
         sx_cg_attr a = y->attr;
         a.ints[0] = 1;
         sx_cg_node *y2 = sx_cg_op_new(g, SX_OP_BATCH_NORM, y->n_in, y->in, &a);
-        sx_cg_node *r2 = y2 != NULL ? sx_cg_op_new(g, SX_OP_RELU, 1, &y2, &r->attr) : NULL;
+        sx_cg_node *r2 = y2 == NULL || y == r ? y2 : sx_cg_op_new(g, SX_OP_RELU, 1, &y2, &r->attr);
         if (r2 == NULL)
             return sx_cg_graph_status(g);
         y2->scope = y->scope;
@@ -98,6 +102,30 @@ sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
                 ins[j] = u->in[j] == r ? r2 : u->in[j];
             SX_TRY(opt_set_inputs(u, u->n_in, ins));
         }
+        (*changed)++;
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- batch norm + relu */
+
+/* relu(batch_norm(...)) where the batch norm has no other reader -> the batch norm with
+ * attr.ints[1] = 1, which applies relu in its own pass (sx_tensor_batch_norm_act_ws: the same
+ * bits as the two kernels): one pass over the activations fewer, forward and recomputed. */
+sx_status opt_pass_bn_relu(sx_cg_graph *g, int64_t *changed)
+{
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        sx_cg_node *r = g->nodes[i];
+        if (r->dead || r->op != SX_OP_RELU)
+            continue;
+        sx_cg_node *y = r->in[0];
+        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[1] != 0 || y->n_users != 1 || y->pinned)
+            continue;
+        y->attr.ints[1] = 1;
+        y->valid = false;
+        if (y->scope == 0)
+            y->scope = r->scope;
+        SX_TRY(opt_replace(r, y));
         (*changed)++;
     }
     return SX_OK;

@@ -518,6 +518,9 @@ typedef enum {
                              batch norm's inputs (which the gradient keeps): the first relu's
                              memory is freed after its forward reader. Same bits; one more
                              normalise and relu per step for less memory (issue 18) */
+    SX_PASS_BN_RELU,      /* relu(batch_norm(...)) whose batch norm has no other reader -> one
+                             batch_norm op that applies relu in its pass (attr.ints[1] = 1; same
+                             bits, one pass fewer) */
     SX_PASS_COUNT
 } sx_cg_pass;
 

@@ -2,7 +2,9 @@
  * conv2d(x, mul(k, a)) for a per-output-channel a; graphs with and without the pass give
  * outputs within the f64 rounding bound stated below; the pass leaves alone what it must not
  * fold, and is off by default. SX_PASS_BN_RECOMPUTE: a training graph's relu(batch_norm) copied
- * for the backward pass gives the same bits, planned with less memory live at once. */
+ * for the backward pass gives the same bits, planned with less memory live at once.
+ * SX_PASS_BN_RELU: relu in the batch norm's pass, the same bits, and a graph differentiated after
+ * it gives the gradients of the unfused graph. */
 #include "testutil.h"
 
 #include <math.h>
@@ -230,6 +232,7 @@ Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
         sx_cg_opt_params off = sx_cg_opt_params_default(), on = off;
         cr_assert(on.enable[SX_PASS_BN_RECOMPUTE], "on by default: it keeps every bit");
         off.enable[SX_PASS_BN_RECOMPUTE] = false;
+        off.enable[SX_PASS_BN_RELU] = false;
         sx_cg_opt_report ra, rb;
         cr_assert_eq(sx_cg_optimise(a.g, 1 + LAYERS, a.outs, &off, &ra), SX_OK, "%s",
                      sx_last_error());
@@ -237,8 +240,22 @@ Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
                      sx_last_error());
         cr_assert_eq(ra.changed[SX_PASS_BN_RECOMPUTE], 0);
         cr_assert_eq(rb.changed[SX_PASS_BN_RECOMPUTE], LAYERS - 1);
-        /* the forward relu keeps only its forward reader; the copy serves the gradient */
-        cr_assert_eq(sx_cg_node_n_users(b.r), 1);
+        /* relu went into every batch norm, the copies' too */
+        cr_assert_eq(rb.changed[SX_PASS_BN_RELU], 2 * (LAYERS - 1));
+        cr_assert_eq(count_op(b.g, SX_OP_RELU), 0);
+        cr_assert_eq(count_op(a.g, SX_OP_RELU), LAYERS - 1);
+        /* each forward batch norm (relu now in it) keeps only its forward reader; its copy
+         * serves the gradient (the next convolution's backward-kernel op and relu's rule) */
+        int64_t one = 0, two = 0;
+        for (int64_t i = 0; i < sx_cg_graph_size(b.g); i++) {
+            sx_cg_node *n = sx_cg_graph_node(b.g, i);
+            if (n != NULL && sx_cg_node_op(n) == SX_OP_BATCH_NORM) {
+                one += sx_cg_node_n_users(n) == 1;
+                two += sx_cg_node_n_users(n) == 2;
+            }
+        }
+        cr_assert_eq(one, LAYERS - 1);
+        cr_assert_eq(two, LAYERS - 1);
         cr_assert_gt(sx_cg_node_n_users(a.r), 1);
         cr_assert_eq(count_op(a.g, SX_OP_BATCH_NORM), LAYERS - 1);
         cr_assert_eq(count_op(b.g, SX_OP_BATCH_NORM), 2 * (LAYERS - 1));
@@ -262,5 +279,56 @@ Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
         cr_assert_lt(pb.peak_live_bytes, pa.peak_live_bytes);
         sx_cg_graph_free(a.g);
         sx_cg_graph_free(b.g);
+    }
+}
+
+/* relu(batch_norm(x, stats(x), gamma, beta)) fused by SX_PASS_BN_RELU, then differentiated: the
+ * gradient rule of the fused op (relu's selection, then batch norm's) gives the bits of the
+ * unfused graph's gradients, f32 and f64. */
+Test(cgraph_opt_bn, relu_in_batch_norm_keeps_values_and_gradients)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        sx_cg_node *outs[2][4];
+        sx_cg_graph *gs[2];
+        for (int fused = 0; fused < 2; fused++) {
+            sx_cg_graph *g = NULL;
+            cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, (sx_dtype)dt, &g), SX_OK);
+            sx_rng r;
+            sx_rng_seed(&r, 21);
+            int64_t xs[4] = {3, 5, 5, 7}, c[1] = {7};
+            sx_tensor *v[4] = {
+                tu_rand(&r, (sx_dtype)dt, 4, xs, -2, 2), tu_rand(&r, (sx_dtype)dt, 1, c, 0.5, 1.5),
+                tu_rand(&r, (sx_dtype)dt, 1, c, -1, 1), tu_rand(&r, (sx_dtype)dt, 4, xs, -1, 1)};
+            sx_cg_node *x = sx_cg_param(g, "x", v[0]), *gamma = sx_cg_param(g, "gamma", v[1]);
+            sx_cg_node *beta = sx_cg_param(g, "beta", v[2]), *w = sx_cg_const(g, v[3]);
+            for (int i = 0; i < 4; i++)
+                sx_tensor_free(v[i]);
+            sx_cg_node *y = sx_cg_relu(
+                g, sx_cg_batch_norm(g, x, sx_cg_batch_norm_stats(g, x), gamma, beta, 1e-3));
+            if (fused) {
+                sx_cg_opt_params p = sx_cg_opt_params_default();
+                for (int k = 0; k < SX_PASS_COUNT; k++)
+                    p.enable[k] = k == SX_PASS_BN_RELU;
+                sx_cg_opt_report rep;
+                cr_assert_eq(sx_cg_optimise(g, 1, &y, &p, &rep), SX_OK, "%s", sx_last_error());
+                cr_assert_eq(rep.changed[SX_PASS_BN_RELU], 1);
+                cr_assert_eq(count_op(g, SX_OP_RELU), 0);
+            }
+            sx_cg_node *loss = sx_cg_sum(g, sx_cg_mul(g, y, w), SX_AXES_ALL, false);
+            sx_cg_node *wrt[3] = {x, gamma, beta};
+            outs[fused][0] = loss;
+            cr_assert_eq(sx_ad_grad(g, loss, 3, wrt, outs[fused] + 1), SX_OK, "%s",
+                         sx_last_error());
+            cr_assert_eq(sx_cg_eval(g, 4, outs[fused]), SX_OK, "%s", sx_last_error());
+            gs[fused] = g;
+        }
+        for (int i = 0; i < 4; i++) {
+            const sx_tensor *a = sx_cg_value(outs[0][i]), *b = sx_cg_value(outs[1][i]);
+            cr_assert_eq(a->size, b->size);
+            cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)), 0,
+                         "%s: output %d differs", sx_dtype_name((sx_dtype)dt), i);
+        }
+        sx_cg_graph_free(gs[0]);
+        sx_cg_graph_free(gs[1]);
     }
 }
