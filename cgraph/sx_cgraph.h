@@ -480,8 +480,9 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
  * alpha, as separate add and mul nodes do). Training with any passes or none, eagerly, lazily
  * or frozen (planned or not), on any number of kernel threads and engine workers, gives the
  * same weights (tests/nn/test_bits.c; tests/cgraph/test_diff.c checks it on random graphs).
- * Two precise exceptions: x+0 -> x and a sum over axes of size 1 keep a -0 that the
- * unsimplified sum makes +0 (equal values, another sign of zero); and SX_PASS_ALGEBRA, off by
+ * Three precise exceptions: x+0 -> x and a sum over axes of size 1 keep a -0 that the
+ * unsimplified sum makes +0 (equal values, another sign of zero); SX_PASS_BN_FOLD, off by
+ * default, which rounds differently (bounded below); and SX_PASS_ALGEBRA, off by
  * default, whose rewrites hold in exact arithmetic only (log(exp x) -> x and exp(log x) -> x skip
  * two roundings; x*0 -> 0 is wrong for an infinite or NaN x). Passes rewrite the graph in place:
  * handles to the requested outputs stay valid (an output that a pass replaces becomes a view of
