@@ -579,6 +579,45 @@ static void count(const sx_cg_graph *g, int64_t *nodes, int64_t *edges)
     *edges = s.edges;
 }
 
+/* Run one pass; *c counts what it changed. */
+static sx_status run_pass(sx_cg_graph *g, sx_cg_pass ps, int n, sx_cg_node *const *outputs,
+                          int64_t *c)
+{
+    switch (ps) {
+    case SX_PASS_DCE:
+        return pass_dce(g, n, outputs, c);
+    case SX_PASS_CSE:
+        return pass_cse(g, c);
+    case SX_PASS_CONST_FOLD:
+        return pass_const_fold(g, c);
+    case SX_PASS_SIMPLIFY:
+        return pass_simplify(g, c);
+    case SX_PASS_BROADCAST:
+        return pass_broadcast(g, c);
+    case SX_PASS_GEMM_FOLD:
+        return pass_gemm_fold(g, c);
+    case SX_PASS_FMA:
+        return pass_fma(g, c);
+    case SX_PASS_POOL_RELU:
+        return pass_pool_relu(g, c);
+    case SX_PASS_ELEMWISE_FUSION:
+        return opt_pass_elemwise_fusion(g, c);
+    case SX_PASS_GEMM_UPDATE:
+        return opt_pass_gemm_update(g, c);
+    case SX_PASS_ALGEBRA:
+        return pass_algebra(g, c);
+    case SX_PASS_BN_FOLD:
+        return opt_pass_bn_fold(g, c);
+    case SX_PASS_BN_RECOMPUTE:
+        return opt_pass_bn_recompute(g, c);
+    case SX_PASS_BN_RELU:
+        return opt_pass_bn_relu(g, c);
+    case SX_PASS_COUNT:
+        break;
+    }
+    return SX_OK;
+}
+
 sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                          const sx_cg_opt_params *p, sx_cg_opt_report *report)
 {
@@ -611,52 +650,7 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                 continue;
             double t = sx_seconds();
             int64_t c = 0;
-            switch (ps) {
-            case SX_PASS_DCE:
-                s = pass_dce(g, n, outputs, &c);
-                break;
-            case SX_PASS_CSE:
-                s = pass_cse(g, &c);
-                break;
-            case SX_PASS_CONST_FOLD:
-                s = pass_const_fold(g, &c);
-                break;
-            case SX_PASS_SIMPLIFY:
-                s = pass_simplify(g, &c);
-                break;
-            case SX_PASS_BROADCAST:
-                s = pass_broadcast(g, &c);
-                break;
-            case SX_PASS_GEMM_FOLD:
-                s = pass_gemm_fold(g, &c);
-                break;
-            case SX_PASS_FMA:
-                s = pass_fma(g, &c);
-                break;
-            case SX_PASS_POOL_RELU:
-                s = pass_pool_relu(g, &c);
-                break;
-            case SX_PASS_ELEMWISE_FUSION:
-                s = opt_pass_elemwise_fusion(g, &c);
-                break;
-            case SX_PASS_GEMM_UPDATE:
-                s = opt_pass_gemm_update(g, &c);
-                break;
-            case SX_PASS_ALGEBRA:
-                s = pass_algebra(g, &c);
-                break;
-            case SX_PASS_BN_FOLD:
-                s = opt_pass_bn_fold(g, &c);
-                break;
-            case SX_PASS_BN_RECOMPUTE:
-                s = opt_pass_bn_recompute(g, &c);
-                break;
-            case SX_PASS_BN_RELU:
-                s = opt_pass_bn_relu(g, &c);
-                break;
-            case SX_PASS_COUNT:
-                break;
-            }
+            s = run_pass(g, ps, n, outputs, &c);
             if (s == SX_OK && c > 0)
                 s = renumber(g);
             r.changed[ps] += c;
