@@ -58,12 +58,17 @@ sx_status grad_batch_norm_stats(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, c
     return done(g, y, need, gin);
 }
 
-/* y = (x - mean) a + beta, a = gamma r, r = 1 / sqrt(var + eps); with S0 = sum(gy) and
+/* y = (x - mean) a + beta (then relu when attr.ints[1]: gy is first zeroed where y <= 0, as
+ * relu's rule does), a = gamma r, r = 1 / sqrt(var + eps); with S0 = sum(gy) and
  * S1 = sum(gy (x - mean)) (batch_norm_sums): dx = gy a, dmean = -a S0,
  * dvar = -gamma r^3 S1 / 2, dgamma = r S1, dbeta = S0 */
 sx_status grad_batch_norm(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                           sx_cg_node **gin)
 {
+    if (sx_cg_node_attr(y)->ints[1] != 0) { /* relu in the op: relu's rule first, from y */
+        sx_cg_node *zero = sx_cg_scalar_like(g, y, 0.0);
+        gy = sx_cg_where(g, sx_cg_gt(g, y, zero), gy, zero);
+    }
     sx_cg_node *x = IN(0), *st = IN(1), *gamma = IN(2);
     sx_cg_node *var = row(g, st, 1);
     sx_cg_node *r =

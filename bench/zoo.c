@@ -17,10 +17,10 @@
  *
  * One line on stdout (fields in zoo_nets.h's zoo_result):
  *   result: net=NAME data=D train_s=... img_per_s=... test_acc=... loss=... peak_rss_mb=...
- *           infer_ips=... latency_ms=... first_ms=... arena_mb=... naive_mb=... compile_ms=...
- *           nodes_before=... nodes_after=... params=... out_sum=... batch=... threads=... eager=0|1
- * (test_acc and loss are -1 for the inference nets; arena_mb, compile_ms and the node counts are
- * the training graph's, or the batch-1 inference graph's, and 0 when eager). */
+ *           infer_ips=... latency_ms=... first_ms=... arena_mb=... naive_mb=... live_mb=...
+ * compile_ms=... nodes_before=... nodes_after=... params=... out_sum=... batch=... threads=...
+ * eager=0|1 (test_acc and loss are -1 for the inference nets; arena_mb, compile_ms and the node
+ * counts are the training graph's, or the batch-1 inference graph's, and 0 when eager). */
 #include "zoo_nets.h"
 
 #include <errno.h>

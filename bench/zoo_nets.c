@@ -457,6 +457,7 @@ static sx_status run_train(const zoo_opts *o, const zoo_info *z, sx_nn_net *net,
         r->loss = tr.last_loss;
         r->arena_mb = (double)tr.compile.planned_bytes / 1048576;
         r->naive_mb = (double)tr.compile.naive_bytes / 1048576;
+        r->live_mb = (double)tr.compile.peak_live_bytes / 1048576;
         r->compile_ms = 1e3 * tr.compile.compile_seconds;
         r->nodes_before = tr.compile.nodes_before;
         r->nodes_after = tr.compile.nodes_after;
@@ -514,6 +515,7 @@ static sx_status infer_batch(const zoo_opts *o, const zoo_info *z, sx_nn_net *ne
             r->compile_ms = 1e3 * cr.compile_seconds;
             r->arena_mb = (double)cr.planned_bytes / 1048576;
             r->naive_mb = (double)cr.naive_bytes / 1048576;
+            r->live_mb = (double)cr.peak_live_bytes / 1048576;
             r->nodes_before = cr.nodes_before;
             r->nodes_after = cr.nodes_after;
         }
@@ -591,13 +593,14 @@ sx_status zoo_run(const zoo_opts *o, zoo_result *r)
 
 void zoo_result_format(const zoo_result *r, char *buf, size_t size)
 {
-    snprintf(buf, size,
-             "result: net=%s data=%s train_s=%.3f img_per_s=%.1f test_acc=%.4f loss=%.5f "
-             "peak_rss_mb=%.1f infer_ips=%.1f latency_ms=%.3f first_ms=%.2f arena_mb=%.2f "
-             "naive_mb=%.2f compile_ms=%.2f nodes_before=%lld nodes_after=%lld params=%lld "
-             "out_sum=%.5f batch=%d threads=%d eager=%d",
-             r->net, r->data, r->train_s, r->img_per_s, r->test_acc, r->loss, r->peak_rss_mb,
-             r->infer_ips, r->latency_ms, r->first_ms, r->arena_mb, r->naive_mb, r->compile_ms,
-             (long long)r->nodes_before, (long long)r->nodes_after, (long long)r->params,
-             r->out_sum, r->batch, r->threads, (int)r->eager);
+    snprintf(
+        buf, size,
+        "result: net=%s data=%s train_s=%.3f img_per_s=%.1f test_acc=%.4f loss=%.5f "
+        "peak_rss_mb=%.1f infer_ips=%.1f latency_ms=%.3f first_ms=%.2f arena_mb=%.2f "
+        "naive_mb=%.2f live_mb=%.2f compile_ms=%.2f nodes_before=%lld nodes_after=%lld params=%lld "
+        "out_sum=%.5f batch=%d threads=%d eager=%d",
+        r->net, r->data, r->train_s, r->img_per_s, r->test_acc, r->loss, r->peak_rss_mb,
+        r->infer_ips, r->latency_ms, r->first_ms, r->arena_mb, r->naive_mb, r->live_mb,
+        r->compile_ms, (long long)r->nodes_before, (long long)r->nodes_after, (long long)r->params,
+        r->out_sum, r->batch, r->threads, (int)r->eager);
 }

@@ -80,6 +80,7 @@ typedef struct zoo_result {
     double out_sum;     /* mean over rows of the sum of the outputs (softmax: 1) */
     double arena_mb;    /* the planned arena of the training (or batch-1 inference) graph */
     double naive_mb;    /* the same graph unplanned */
+    double live_mb;     /* the most bytes live at once in the planned order (no plan beats it) */
     double compile_ms;  /* compile + optimise + plan of that graph */
     int64_t nodes_before, nodes_after, params;
     int batch, threads;

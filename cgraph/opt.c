@@ -10,8 +10,21 @@
 #include <time.h>
 
 static const char *const pass_names[SX_PASS_COUNT] = {
-    "dead code", "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
-    "fma",       "pool relu",      "elementwise fusion", "gemm update", "algebra"};
+    "dead code",    "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
+    "fma",          "pool relu",      "elementwise fusion", "gemm update", "algebra",   "bn fold",
+    "bn recompute", "bn relu"};
+
+/* The order of the passes in a round: batch-norm folding sees mul(conv, a) before fma and
+ * fusion absorb the product. */
+static const sx_cg_pass pass_order[] = {SX_PASS_DCE,         SX_PASS_CSE,
+                                        SX_PASS_CONST_FOLD,  SX_PASS_SIMPLIFY,
+                                        SX_PASS_BROADCAST,   SX_PASS_BN_FOLD,
+                                        SX_PASS_GEMM_FOLD,   SX_PASS_FMA,
+                                        SX_PASS_POOL_RELU,   SX_PASS_ELEMWISE_FUSION,
+                                        SX_PASS_GEMM_UPDATE, SX_PASS_BN_RECOMPUTE,
+                                        SX_PASS_BN_RELU,     SX_PASS_ALGEBRA};
+_Static_assert(sizeof pass_order / sizeof pass_order[0] == SX_PASS_COUNT,
+               "pass_order names every pass once");
 
 const char *sx_cg_pass_name(sx_cg_pass p)
 {
@@ -24,6 +37,7 @@ sx_cg_opt_params sx_cg_opt_params_default(void)
     for (int i = 0; i < SX_PASS_COUNT; i++)
         p.enable[i] = true;
     p.enable[SX_PASS_ALGEBRA] = false; /* changes values: only when asked for */
+    p.enable[SX_PASS_BN_FOLD] = false; /* changes rounding: only when asked for */
     p.max_rounds = 8;
     return p;
 }
@@ -565,6 +579,45 @@ static void count(const sx_cg_graph *g, int64_t *nodes, int64_t *edges)
     *edges = s.edges;
 }
 
+/* Run one pass; *c counts what it changed. */
+static sx_status run_pass(sx_cg_graph *g, sx_cg_pass ps, int n, sx_cg_node *const *outputs,
+                          int64_t *c)
+{
+    switch (ps) {
+    case SX_PASS_DCE:
+        return pass_dce(g, n, outputs, c);
+    case SX_PASS_CSE:
+        return pass_cse(g, c);
+    case SX_PASS_CONST_FOLD:
+        return pass_const_fold(g, c);
+    case SX_PASS_SIMPLIFY:
+        return pass_simplify(g, c);
+    case SX_PASS_BROADCAST:
+        return pass_broadcast(g, c);
+    case SX_PASS_GEMM_FOLD:
+        return pass_gemm_fold(g, c);
+    case SX_PASS_FMA:
+        return pass_fma(g, c);
+    case SX_PASS_POOL_RELU:
+        return pass_pool_relu(g, c);
+    case SX_PASS_ELEMWISE_FUSION:
+        return opt_pass_elemwise_fusion(g, c);
+    case SX_PASS_GEMM_UPDATE:
+        return opt_pass_gemm_update(g, c);
+    case SX_PASS_ALGEBRA:
+        return pass_algebra(g, c);
+    case SX_PASS_BN_FOLD:
+        return opt_pass_bn_fold(g, c);
+    case SX_PASS_BN_RECOMPUTE:
+        return opt_pass_bn_recompute(g, c);
+    case SX_PASS_BN_RELU:
+        return opt_pass_bn_relu(g, c);
+    case SX_PASS_COUNT:
+        break;
+    }
+    return SX_OK;
+}
+
 sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                          const sx_cg_opt_params *p, sx_cg_opt_report *report)
 {
@@ -591,48 +644,13 @@ sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
     sx_status s = SX_OK;
     for (int round = 0; round < params.max_rounds && s == SX_OK; round++) {
         int64_t total = 0;
-        for (int ps = 0; ps < SX_PASS_COUNT && s == SX_OK; ps++) {
+        for (int o = 0; o < SX_PASS_COUNT && s == SX_OK; o++) {
+            const sx_cg_pass ps = pass_order[o];
             if (!params.enable[ps])
                 continue;
             double t = sx_seconds();
             int64_t c = 0;
-            switch ((sx_cg_pass)ps) {
-            case SX_PASS_DCE:
-                s = pass_dce(g, n, outputs, &c);
-                break;
-            case SX_PASS_CSE:
-                s = pass_cse(g, &c);
-                break;
-            case SX_PASS_CONST_FOLD:
-                s = pass_const_fold(g, &c);
-                break;
-            case SX_PASS_SIMPLIFY:
-                s = pass_simplify(g, &c);
-                break;
-            case SX_PASS_BROADCAST:
-                s = pass_broadcast(g, &c);
-                break;
-            case SX_PASS_GEMM_FOLD:
-                s = pass_gemm_fold(g, &c);
-                break;
-            case SX_PASS_FMA:
-                s = pass_fma(g, &c);
-                break;
-            case SX_PASS_POOL_RELU:
-                s = pass_pool_relu(g, &c);
-                break;
-            case SX_PASS_ELEMWISE_FUSION:
-                s = opt_pass_elemwise_fusion(g, &c);
-                break;
-            case SX_PASS_GEMM_UPDATE:
-                s = opt_pass_gemm_update(g, &c);
-                break;
-            case SX_PASS_ALGEBRA:
-                s = pass_algebra(g, &c);
-                break;
-            case SX_PASS_COUNT:
-                break;
-            }
+            s = run_pass(g, ps, n, outputs, &c);
             if (s == SX_OK && c > 0)
                 s = renumber(g);
             r.changed[ps] += c;

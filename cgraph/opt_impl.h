@@ -19,5 +19,8 @@ bool opt_same_shape(const sx_cg_node *a, const sx_cg_node *b);
 
 sx_status opt_pass_elemwise_fusion(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed);
+sx_status opt_pass_bn_fold(sx_cg_graph *g, int64_t *changed);
+sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed);
+sx_status opt_pass_bn_relu(sx_cg_graph *g, int64_t *changed);
 
 #endif

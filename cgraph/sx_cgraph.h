@@ -520,8 +520,9 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
  * alpha, as separate add and mul nodes do). Training with any passes or none, eagerly, lazily
  * or frozen (planned or not), on any number of kernel threads and engine workers, gives the
  * same weights (tests/nn/test_bits.c; tests/cgraph/test_diff.c checks it on random graphs).
- * Two precise exceptions: x+0 -> x and a sum over axes of size 1 keep a -0 that the
- * unsimplified sum makes +0 (equal values, another sign of zero); and SX_PASS_ALGEBRA, off by
+ * Three precise exceptions: x+0 -> x and a sum over axes of size 1 keep a -0 that the
+ * unsimplified sum makes +0 (equal values, another sign of zero); SX_PASS_BN_FOLD, off by
+ * default, which rounds differently (bounded below); and SX_PASS_ALGEBRA, off by
  * default, whose rewrites hold in exact arithmetic only (log(exp x) -> x and exp(log x) -> x skip
  * two roundings; x*0 -> 0 is wrong for an infinite or NaN x). Passes rewrite the graph in place:
  * handles to the requested outputs stay valid (an output that a pass replaces becomes a view of
@@ -544,15 +545,30 @@ typedef enum {
     SX_PASS_GEMM_UPDATE,     /* a fused optimiser update (optim/ emits them) whose gradient is a
                                 matmul computes it in row blocks (matmul_update): no gradient
                                 buffer */
-    SX_PASS_ALGEBRA, /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
-                        x >= 0, x*0 -> 0 (assumes x finite) */
+    SX_PASS_ALGEBRA,      /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
+                             x >= 0, x*0 -> 0 (assumes x finite) */
+    SX_PASS_BN_FOLD,      /* off by default (changes rounding; sx_nn's inference graphs turn it on):
+                             mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a per-output-channel
+                             a (f elements or one) when nothing else reads the convolution: batch
+                             norm's scale folded into the kernel (issue 18). Runs before gemm fold
+                             and fma in each round. Exact in real arithmetic; in floating point each
+                             output differs by a few roundings of sum |x k a| (tests/cgraph/
+                             test_opt_bn.c) */
+    SX_PASS_BN_RECOMPUTE, /* relu(batch_norm(x, ...)) with readers after its first (a training
+                             graph's backward pass) gets a copy for them, recomputed from the
+                             batch norm's inputs (which the gradient keeps): the first relu's
+                             memory is freed after its forward reader. Same bits; one more
+                             normalise and relu per step for less memory (issue 18) */
+    SX_PASS_BN_RELU,      /* relu(batch_norm(...)) whose batch norm has no other reader -> one
+                             batch_norm op that applies relu in its pass (attr.ints[1] = 1; same
+                             bits, one pass fewer) */
     SX_PASS_COUNT
 } sx_cg_pass;
 
 const char *sx_cg_pass_name(sx_cg_pass p);
 
 typedef struct sx_cg_opt_params {
-    bool enable[SX_PASS_COUNT]; /* all true by default but SX_PASS_ALGEBRA */
+    bool enable[SX_PASS_COUNT]; /* all true by default but SX_PASS_ALGEBRA, SX_PASS_BN_FOLD */
     int max_rounds;             /* fixed-point iterations (default 8) */
 } sx_cg_opt_params;
 sx_cg_opt_params sx_cg_opt_params_default(void);

@@ -57,7 +57,7 @@ static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, sx_cg
 
 /* x (batch, ..., c) -> the same shape. Training: one batch_norm op over the batch's statistics
  * (without affine, gamma 1 and beta 0); its gradient is two passes (batch_norm_sums and one fused
- * element-wise pass). Inference: the running statistics, element-wise. */
+ * element-wise pass). Inference: the running statistics as a per-channel scale and shift. */
 static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                               sx_cg_node **pre_softmax)
 {
@@ -78,12 +78,16 @@ static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in
     sx_cg_node *rm = nn_param_node_of(b, l, a->running),
                *rv = nn_param_node_of(b, l, a->running + 1), *stats = NULL;
     if (b->mode != NN_TRAIN) {
-        /* inference: element-wise over the running statistics, which the graph optimiser fuses
-         * into one pass (the same nodes and bits as before issue 18) */
-        sx_cg_node *xhat =
-            sx_cg_mul(g, sx_cg_sub(g, x, rm),
-                      sx_cg_rsqrt(g, sx_cg_add(g, rv, sx_cg_scalar_like(g, x, a->p.eps))));
-        return a->p.affine ? sx_cg_add(g, sx_cg_mul(g, xhat, gamma), beta) : xhat;
+        /* inference: one scale and shift per channel from the running statistics,
+         * y = x s + t with s = gamma / sqrt(running_var + eps), t = beta - running_mean s: the
+         * work on (c) vectors, one multiply-add per element (fused with what follows), and a
+         * scale that the optimiser's SX_PASS_BN_FOLD moves into a preceding convolution */
+        sx_cg_node *s = sx_cg_rsqrt(g, sx_cg_add(g, rv, sx_cg_scalar_like(g, rv, a->p.eps)));
+        if (a->p.affine)
+            s = sx_cg_mul(g, gamma, s);
+        sx_cg_node *t = a->p.affine ? sx_cg_sub(g, beta, sx_cg_mul(g, rm, s))
+                                    : sx_cg_neg(g, sx_cg_mul(g, rm, s));
+        return sx_cg_add(g, sx_cg_mul(g, x, s), t);
     }
     if (batch_stats(b, a, x, rm, rv, &stats) != SX_OK)
         return NULL;

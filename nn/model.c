@@ -359,6 +359,36 @@ static sx_cg_node *correct_node(const sx_nn_model *m, sx_cg_node *logits, sx_cg_
                      SX_AXES_ALL, false);
 }
 
+/* The outputs from `first` on, the parameters' updates in layer order, are put in the reverse
+ * order (issue 18): a frozen graph runs its outputs' ancestors in the order of the outputs, so the
+ * last layer's update, and with it the backward-kernel op of its gradient, runs as soon as the
+ * backward pass reaches that layer, and each layer's input and output gradient are freed there
+ * instead of living to the end of the backward pass. The updates are independent of each other:
+ * the same values. The updates of one layer (one scope: its parameters, one per optimiser state)
+ * stay together in their order. */
+static void reverse_updates(sx_nn_model *m, int first)
+{
+    sx_cg_node **o = m->outs;
+    int n = m->n_outs;
+    /* reverse the whole range, then each layer's run back */
+    for (int a = first, b = n - 1; a < b; a++, b--) {
+        sx_cg_node *t = o[a];
+        o[a] = o[b];
+        o[b] = t;
+    }
+    for (int a = first; a < n;) {
+        int b = a + 1;
+        while (b < n && sx_cg_node_scope(o[b]) == sx_cg_node_scope(o[a]))
+            b++;
+        for (int i = a, j = b - 1; i < j; i++, j--) {
+            sx_cg_node *t = o[i];
+            o[i] = o[j];
+            o[j] = t;
+        }
+        a = b;
+    }
+}
+
 /* Clipping, then the update of every parameter (the eager step's, when f) and the batch-norm
  * running statistics as outputs. */
 static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node **ps,
@@ -384,6 +414,7 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
         s = schedule_rate(g, p, m->lr, m->step, &rate);
     if (s == SX_OK && f != NULL)
         s = eager_updates(m, f, np, grads, meta);
+    const int first = m->n_outs;
     for (int i = 0; s == SX_OK && f == NULL && i < np; i++) {
         s = ensure_states(net, meta[i], p->optim.kind);
         if (s == SX_OK) /* the optimiser's state and update belong to the parameter's layer */
@@ -409,6 +440,8 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
         for (int k = 0; s == SX_OK && k < nu; k++)
             s = add_out(m, ups[k]);
     }
+    if (s == SX_OK && f == NULL)
+        reverse_updates(m, first);
     if (s == SX_OK && m->dp != NULL)
         m->dp->upd_end = m->n_outs;
     for (int i = 0; s == SX_OK && i < m->b.n_updates; i++) /* batch-norm running statistics */

@@ -24,6 +24,7 @@ typedef struct bn_norm_job {
     const void *x, *a; /* a: c scales then c shifts, in the dtype */
     void *y;
     int64_t c;
+    bool relu; /* y = max(x a + b, 0) */
 } bn_norm_job;
 
 #define T float
@@ -190,7 +191,14 @@ sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
                                   const sx_tensor *gamma, const sx_tensor *beta, double eps,
                                   sx_tensor *y, void *ws, size_t ws_bytes)
 {
-    const char *who = "sx_tensor_batch_norm_out";
+    return sx_tensor_batch_norm_act_ws(x, stats, gamma, beta, eps, false, y, ws, ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
+                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                      bool relu, sx_tensor *y, void *ws, size_t ws_bytes)
+{
+    const char *who = relu ? "sx_tensor_batch_norm_act_ws" : "sx_tensor_batch_norm_out";
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
     SX_TRY(bn_check(who, x, "gamma", gamma, false));
@@ -213,7 +221,7 @@ sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
         a = get_d(&abv, j); /* the shift from the scale as rounded */
         set_d(&abv, c + j, get_d(beta, j) - get_d(stats, j) * a);
     }
-    bn_norm_job nj = {x->data, ab, y->data, c};
+    bn_norm_job nj = {x->data, ab, y->data, c, relu};
     int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
     sx__par_range(m, grain, x->dtype == SX_F32 ? bn_norm_rows_f32 : bn_norm_rows_f64, &nj);
     sx_free(own);

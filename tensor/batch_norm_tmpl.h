@@ -34,13 +34,25 @@ static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0
     }
 }
 
-/* y = x a + b per channel, rows [lo, hi) */
+/* y = x a + b per channel (then relu when nj->relu), rows [lo, hi) */
 static void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_norm_job *nj = ctx;
     const T *x = nj->x, *a = nj->a, *b = (const T *)nj->a + nj->c;
     T *y = nj->y;
     const int64_t c = nj->c;
+    if (nj->relu) {
+        /* relu's expression of sx_map.def on the rounded x a + b */
+        for (int64_t r = lo; r < hi; r++) {
+            const T *xr = x + r * c;
+            T *yr = y + r * c;
+            for (int64_t j = 0; j < c; j++) {
+                const T v = xr[j] * a[j] + b[j];
+                yr[j] = v < 0 ? (T)0 : v;
+            }
+        }
+        return;
+    }
     for (int64_t r = lo; r < hi; r++) {
         const T *xr = x + r * c;
         T *yr = y + r * c;

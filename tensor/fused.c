@@ -8,6 +8,7 @@
 #include "tensor_impl.h"
 #include "vmath.h"
 
+#include <string.h>
 #include <tgmath.h>
 
 #define FUSED_BLOCK 512

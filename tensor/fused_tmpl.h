@@ -34,10 +34,22 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
                 /* a periodic operand (element i is operand[i % period]) through a stack block */
                 const T *v = ops[s];
                 T *b = bcast[bslot++];
-                int64_t r = at % period[s];
-                for (int i = 0; i < len; i++) {
-                    b[i] = v[r];
-                    r = r + 1 == period[s] ? 0 : r + 1;
+                const int64_t p = period[s], r = at % p;
+                /* by copies, the same elements as b[i] = v[(at + i) % p]: the rest of the
+                 * period at r, one period, then doubling what is written */
+                int n = (int)(p - r < len ? p - r : len);
+                memcpy(b, v + r, (size_t)n * sizeof(T));
+                if (n < len) {
+                    int first = (int)(p < len - n ? p : len - n);
+                    memcpy(b + n, v, (size_t)first * sizeof(T));
+                    /* b[n .. n + have) holds whole periods (have = p, 2p, 4p, ...) until the
+                     * last copy */
+                    int have = first;
+                    while (n + have < len) {
+                        int more = have < len - n - have ? have : len - n - have;
+                        memcpy(b + n + have, b + n, (size_t)more * sizeof(T));
+                        have += more;
+                    }
                 }
                 src[j] = b;
             } else {

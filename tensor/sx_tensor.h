@@ -721,6 +721,12 @@ sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats, const s
  * every input. */
 sx_status sx_tensor_norm_sums_out(const sx_tensor *x, const sx_tensor *stats, const sx_tensor *dy,
                                   sx_norm_axes ax, sx_tensor *sums) SX_NODISCARD;
+/* sx_tensor_batch_norm_ws, then relu when `relu` (y = max(x a + b, 0), relu's expression of
+ * tensor/sx_map.def: the bits of the two kernels run one after the other) in the same pass. */
+sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
+                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                      bool relu, sx_tensor *y, void *ws,
+                                      size_t ws_bytes) SX_NODISCARD;
 /* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask
  * depends only on rng's state, p and out's size (never on the thread count or the CPU); the
  * call advances rng by exactly one draw. (That draw keys a counter-based generator: element i

@@ -45,7 +45,9 @@ sx_status cg_shape_bn_stats(sx_cg_node *n)
     return SX_OK;
 }
 
-/* batch_norm(x, stats (2,c), gamma (c), beta (c)) -> x's shape; attr.alpha = eps */
+/* batch_norm(x, stats (2,c), gamma (c), beta (c)) -> x's shape; attr.alpha = eps; attr.ints[1]
+ * nonzero: relu applied in the same pass (SX_PASS_BN_RELU); attr.ints[0] nonzero marks a copy
+ * made by SX_PASS_BN_RECOMPUTE (the same values; it keeps the copy apart from the original) */
 sx_status cg_shape_bn(sx_cg_node *n)
 {
     SX_TRY(bn_want_x(n));
@@ -91,7 +93,8 @@ sx_status cg_eval_bn(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_ws(IN(0), IN(1), IN(2), IN(3), n->attr.alpha, OUT, ws, n->ws_bytes);
+    return sx_tensor_batch_norm_act_ws(IN(0), IN(1), IN(2), IN(3), n->attr.alpha,
+                                       n->attr.ints[1] != 0, OUT, ws, n->ws_bytes);
 }
 
 sx_status cg_eval_bn_sums(sx_cg_graph *g, sx_cg_node *n)
@@ -121,8 +124,8 @@ sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *sta
     return sx_cg_op_new(g, SX_OP_BATCH_NORM_SUMS, 3, in, NULL);
 }
 
-/* statistics 3 flops per element of x, normalise 2 per output element, backward sums 3 per
- * element of x */
+/* statistics 3 flops per element of x, normalise 2 per output element (3 with relu), backward
+ * sums 3 per element of x */
 cg_cost cg_eval_bn_stats_cost(const sx_cg_node *n)
 {
     return cg_cost_per_in(n, 0, 3);
@@ -130,7 +133,7 @@ cg_cost cg_eval_bn_stats_cost(const sx_cg_node *n)
 
 cg_cost cg_eval_bn_cost(const sx_cg_node *n)
 {
-    return cg_cost_per_out(n, 2);
+    return cg_cost_per_out(n, n->attr.ints[1] != 0 ? 3 : 2);
 }
 
 cg_cost cg_eval_bn_sums_cost(const sx_cg_node *n)

@@ -1,6 +1,6 @@
 /* The fused batch-norm kernels (tensor/batch_norm.c) against plain reference loops in double, in
- * f32 and f64: statistics, normalisation, backward sums; the same bits on any thread count; the
- * errors. */
+ * f32 and f64: statistics, normalisation (and with relu in the pass: the bits of the relu kernel
+ * after it), backward sums; the same bits on any thread count; the errors. */
 #include "testutil.h"
 
 #include <math.h>
@@ -79,10 +79,29 @@ static void check_shape(sx_dtype dt, int rank, const int64_t *shape, double offs
         close_to(at(sums, j), s1, rtol, rtol * (double)m, "sum dy", j);
         close_to(at(sums, c + j), s2, rtol, rtol * (double)m, "sum dy (x - mean)", j);
     }
+    /* with relu in the pass: the bits of normalise then the relu kernel, out of and in place */
+    sx_tensor *yr = tu_zeros(dt, rank, shape), *want_r = tu_zeros(dt, rank, shape);
+    size_t bytes = (size_t)x->size * (dt == SX_F32 ? 4 : 8);
+    cr_assert_eq(sx_tensor_map_out(SX_MAP_RELU, 0, y, want_r), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_act_ws(x, st, gamma, beta, eps, true, yr, NULL, 0), SX_OK,
+                 "%s", sx_last_error());
+    cr_assert(memcmp(yr->data, want_r->data, bytes) == 0, "relu in the pass differs");
+    int64_t negative = 0;
+    for (int64_t i = 0; i < y->size; i++)
+        negative += at(y, i) < 0;
+    cr_assert(negative > 0 || x->size < 8, "the case has negative outputs to clip");
+    sx_tensor *xc = NULL;
+    cr_assert_eq(sx_tensor_clone(x, &xc), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_act_ws(xc, st, gamma, beta, eps, true, xc, NULL, 0), SX_OK,
+                 "%s", sx_last_error());
+    cr_assert(memcmp(xc->data, want_r->data, bytes) == 0, "relu in place differs");
+    sx_tensor_free(xc);
+    sx_tensor_free(yr);
+    sx_tensor_free(want_r);
     /* in place: y = x */
     cr_assert_eq(sx_tensor_batch_norm_out(x, st, gamma, beta, eps, x), SX_OK, "%s",
                  sx_last_error());
-    cr_assert(memcmp(x->data, y->data, (size_t)x->size * (dt == SX_F32 ? 4 : 8)) == 0);
+    cr_assert(memcmp(x->data, y->data, bytes) == 0);
     free(mean);
     free(var);
     sx_tensor_free(x);
