@@ -1538,6 +1538,17 @@ static int gen_norm(gen *G, sx_cg_op op, int dom)
     for (int i = rank - (int)at.ints[1]; i < rank; i++)
         c *= shape[i];
     at.ints[2] = gb(G, 2) ? c : 1;
+    /* A group of one element normalises to exactly 0 whatever x is: a constant that puts the
+     * ops after it (pow, sqrt, ...) on their singular points. Groups of at least two. */
+    int64_t group = c / at.ints[2];
+    for (int i = (int)at.ints[0]; i < rank - (int)at.ints[1]; i++)
+        group *= shape[i];
+    if (group < 2 && at.ints[2] > 1) {
+        group *= at.ints[2];
+        at.ints[2] = 1;
+    }
+    if (group < 2)
+        return -1;
     in[1] = g_op(G, SX_OP_NORM_STATS, 1, in, &at);
     if (op == SX_OP_NORM_STATS || in[1] < 0)
         return in[1];

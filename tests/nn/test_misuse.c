@@ -527,6 +527,11 @@ static const char *const null_calls[] = {
     "sx_nn_group_norm",
     "sx_nn_instance_norm",
     "sx_nn_softmax",
+    "sx_nn_embedding",
+    "sx_nn_position_embedding",
+    "sx_nn_lstm",
+    "sx_nn_gru",
+    "sx_nn_attention",
     "sx_nn_log_softmax",
 };
 
@@ -696,6 +701,11 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_group_norm(NULL, NULL, NULL));
     cr_assert_null(sx_nn_instance_norm(NULL, NULL, NULL));
     cr_assert_null(sx_nn_softmax(NULL, NULL, -1));
+    cr_assert_null(sx_nn_embedding(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_position_embedding(NULL, NULL));
+    cr_assert_null(sx_nn_lstm(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_gru(NULL, NULL, NULL));
+    cr_assert_null(sx_nn_attention(NULL, NULL, NULL));
     cr_assert_null(sx_nn_log_softmax(NULL, NULL, 0));
 }
 
@@ -704,8 +714,9 @@ static int pointer_functions(const char *path, char names[][64], int cap)
 {
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "cannot open %s", path);
-    static char text[65536];
+    static char text[1 << 18];
     size_t len = fread(text, 1, sizeof text - 1, f);
+    cr_assert(feof(f), "%s is larger than this test's buffer (%zu bytes)", path, sizeof text - 1);
     fclose(f);
     text[len] = '\0';
     /* comments out */
