@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 void cg_set_shape(sx_cg_node *n, int rank, const int64_t *shape)
@@ -22,31 +22,32 @@ void cg_set_shape(sx_cg_node *n, int rank, const int64_t *shape)
 sx_status cg_same_dtypes(sx_cg_node *n)
 {
     for (int i = 1; i < n->n_in; i++)
-        if (IN(i)->dtype != IN(0)->dtype)
+        if (IN_VALUE(i)->dtype != IN_VALUE(0)->dtype)
             return sx_error(SX_E_DTYPE, "%s: input %d is %s, input 0 is %s", cg_who(n), i,
-                            sx_dtype_name(IN(i)->dtype), sx_dtype_name(IN(0)->dtype));
+                            sx_dtype_name(IN_VALUE(i)->dtype), sx_dtype_name(IN_VALUE(0)->dtype));
     if (n->n_in > 0)
-        OUT->dtype = IN(0)->dtype;
+        OUT->dtype = IN_VALUE(0)->dtype;
     return SX_OK;
 }
 
 sx_status cg_want_rank(sx_cg_node *n, int i, int rank)
 {
-    if (IN(i)->rank != rank) {
+    if (IN_VALUE(i)->rank != rank) {
         char s[128];
         return sx_error(SX_E_RANK, "%s: input %d has shape %s, want rank %d", cg_who(n), i,
-                        sx_shape_str(IN(i)->rank, IN(i)->shape, s, sizeof s), rank);
+                        sx_shape_str(IN_VALUE(i)->rank, IN_VALUE(i)->shape, s, sizeof s), rank);
     }
     return SX_OK;
 }
 
 sx_status cg_want_same_shape(sx_cg_node *n, int i, int j)
 {
-    if (!sx_shape_equal(IN(i)->rank, IN(i)->shape, IN(j)->rank, IN(j)->shape)) {
+    if (!sx_shape_equal(IN_VALUE(i)->rank, IN_VALUE(i)->shape, IN_VALUE(j)->rank,
+                        IN_VALUE(j)->shape)) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: shapes %s and %s differ", cg_who(n),
-                        sx_shape_str(IN(i)->rank, IN(i)->shape, a, sizeof a),
-                        sx_shape_str(IN(j)->rank, IN(j)->shape, b, sizeof b));
+                        sx_shape_str(IN_VALUE(i)->rank, IN_VALUE(i)->shape, a, sizeof a),
+                        sx_shape_str(IN_VALUE(j)->rank, IN_VALUE(j)->shape, b, sizeof b));
     }
     return SX_OK;
 }
@@ -82,18 +83,18 @@ sx_status cg_shape_same(sx_cg_node *n)
     SX_TRY(cg_same_dtypes(n));
     for (int i = 1; i < n->n_in; i++)
         SX_TRY(cg_want_same_shape(n, 0, i));
-    cg_set_shape(n, IN(0)->rank, IN(0)->shape);
+    cg_set_shape(n, IN_VALUE(0)->rank, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
 sx_status cg_shape_broadcast(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    int r = IN(0)->rank;
+    int r = IN_VALUE(0)->rank;
     int64_t s[SX_MAX_RANK];
-    memcpy(s, IN(0)->shape, sizeof s);
+    memcpy(s, IN_VALUE(0)->shape, sizeof s);
     for (int i = 1; i < n->n_in; i++)
-        SX_TRY(sx_shape_broadcast(cg_who(n), r, s, IN(i)->rank, IN(i)->shape, &r, s));
+        SX_TRY(sx_shape_broadcast(cg_who(n), r, s, IN_VALUE(i)->rank, IN_VALUE(i)->shape, &r, s));
     cg_set_shape(n, r, s);
     return SX_OK;
 }

@@ -151,20 +151,20 @@ static sx_nn_net *make_net(const options *o, int64_t vocab)
     int64_t T = o->seq;
     sx_nn_layer *x = sx_nn_input(net, 1, &T);
     if (strcmp(o->model, "transformer") == 0) {
-        /* one pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)).
-         * TODO(#20): LayerNorm (sx_nn_layer_norm, norm20's part of issue 20) was not on main
-         * when this example was written: the block has no normalisation layers yet; with it,
-         * insert sx_nn_layer_norm before the attention, before the MLP and before the head. */
+        /* one pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)), and a norm
+         * before the head (GPT-2's layout) */
         sx_nn_embedding_params ep = sx_nn_embedding_params_default(vocab, o->units);
         x = sx_nn_embedding(net, x, &ep);
         x = sx_nn_position_embedding(net, x);
         sx_nn_attention_params ap = sx_nn_attention_params_default((int)o->heads);
         ap.causal = true;
-        sx_nn_layer *a = sx_nn_attention(net, x, &ap);
+        sx_nn_layer *a = sx_nn_attention(net, sx_nn_layer_norm(net, x, NULL), &ap);
         x = sx_nn_add(net, 2, (sx_nn_layer *[]){x, a});
-        sx_nn_layer *h = sx_nn_linear(net, x, 4 * o->units, SX_ACT_GELU);
+        sx_nn_layer *h =
+            sx_nn_linear(net, sx_nn_layer_norm(net, x, NULL), 4 * o->units, SX_ACT_GELU);
         h = sx_nn_linear(net, h, o->units, SX_ACT_NONE);
         x = sx_nn_add(net, 2, (sx_nn_layer *[]){x, h});
+        x = sx_nn_layer_norm(net, x, NULL);
     } else {
         sx_nn_embedding_params ep = sx_nn_embedding_params_default(vocab, o->units);
         x = sx_nn_embedding(net, x, &ep);

@@ -574,6 +574,46 @@ static void export_norm(ex *e, const sx_cg_node *n, char **in, const char *out, 
     }
 }
 
+/* The reductions: one ONNX op each, attributes from export_reduce. */
+static const struct {
+    sx_cg_op op;
+    const char *onnx;
+} reductions[] = {
+    {SX_OP_SUM, "ReduceSum"},        {SX_OP_MEAN, "ReduceMean"},
+    {SX_OP_REDUCE_MAX, "ReduceMax"}, {SX_OP_REDUCE_MIN, "ReduceMin"},
+    {SX_OP_PROD, "ReduceProd"},      {SX_OP_L1NORM, "ReduceL1"},
+    {SX_OP_L2NORM, "ReduceL2"},      {SX_OP_LOGSUMEXP, "ReduceLogSumExp"},
+};
+
+/* Reshape; the batch axis (first) of a value computed from the input copies its size (0). */
+static void export_reshape(ex *e, const sx_cg_node *n, char **in, const char *out, bool batch_dep)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    int r = sx_cg_node_rank(n);
+    int64_t s[SX_MAX_RANK];
+    bool any_infer = false;
+    for (int i = 0; i < r; i++) {
+        s[i] = at->shape[i];
+        any_infer |= s[i] == -1;
+    }
+    if (batch_dep && !any_infer && r > 0 && sx_cg_node_shape(sx_cg_node_input(n, 0))[0] == s[0])
+        s[0] = 0;
+    char *xs[2] = {in[0], init_ints(e, r, s)};
+    node_add(e, "Reshape", 2, xs, out, NULL);
+}
+
+/* Pad (constant mode): ONNX's pads list all starts, then all ends. */
+static void export_pad(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    int r = sx_cg_node_rank(n);
+    int64_t p[2 * SX_MAX_RANK];
+    memcpy(p, at->ints, (size_t)r * sizeof *p);
+    memcpy(p + r, at->ints2, (size_t)r * sizeof *p);
+    char *xs[3] = {in[0], init_ints(e, 2 * r, p), init_scalar(e, at->alpha)};
+    node_add(e, "Pad", 3, xs, out, NULL);
+}
+
 static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, bool batch_dep)
 {
     sx_cg_op op = sx_cg_node_op(n);
@@ -610,51 +650,13 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
         node_add(e, "Where", 3, s, out, NULL);
         return;
     }
-    if (op == SX_OP_SUM) {
-        export_reduce(e, n, in, out, "ReduceSum");
-        return;
-    }
-    if (op == SX_OP_MEAN) {
-        export_reduce(e, n, in, out, "ReduceMean");
-        return;
-    }
-    if (op == SX_OP_REDUCE_MAX) {
-        export_reduce(e, n, in, out, "ReduceMax");
-        return;
-    }
-    if (op == SX_OP_REDUCE_MIN) {
-        export_reduce(e, n, in, out, "ReduceMin");
-        return;
-    }
-    if (op == SX_OP_PROD) {
-        export_reduce(e, n, in, out, "ReduceProd");
-        return;
-    }
-    if (op == SX_OP_L1NORM) {
-        export_reduce(e, n, in, out, "ReduceL1");
-        return;
-    }
-    if (op == SX_OP_L2NORM) {
-        export_reduce(e, n, in, out, "ReduceL2");
-        return;
-    }
-    if (op == SX_OP_LOGSUMEXP) {
-        export_reduce(e, n, in, out, "ReduceLogSumExp");
-        return;
-    }
-    if (op == SX_OP_RESHAPE) {
-        /* the batch axis (first) of a value computed from the input copies its size (0) */
-        int r = sx_cg_node_rank(n);
-        int64_t s[SX_MAX_RANK];
-        bool any_infer = false;
-        for (int i = 0; i < r; i++) {
-            s[i] = at->shape[i];
-            any_infer |= s[i] == -1;
+    for (size_t i = 0; i < sizeof reductions / sizeof *reductions; i++)
+        if (reductions[i].op == op) {
+            export_reduce(e, n, in, out, reductions[i].onnx);
+            return;
         }
-        if (batch_dep && !any_infer && r > 0 && sx_cg_node_shape(sx_cg_node_input(n, 0))[0] == s[0])
-            s[0] = 0;
-        char *xs[2] = {in[0], init_ints(e, r, s)};
-        node_add(e, "Reshape", 2, xs, out, NULL);
+    if (op == SX_OP_RESHAPE) {
+        export_reshape(e, n, in, out, batch_dep);
         return;
     }
     if (op == SX_OP_PERMUTE) {
@@ -669,12 +671,7 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
         return;
     }
     if (op == SX_OP_PAD) {
-        int r = sx_cg_node_rank(n);
-        int64_t p[2 * SX_MAX_RANK];
-        memcpy(p, at->ints, (size_t)r * sizeof *p);
-        memcpy(p + r, at->ints2, (size_t)r * sizeof *p);
-        char *xs[3] = {in[0], init_ints(e, 2 * r, p), init_scalar(e, at->alpha)};
-        node_add(e, "Pad", 3, xs, out, NULL);
+        export_pad(e, n, in, out);
         return;
     }
     if (op == SX_OP_MATMUL) {

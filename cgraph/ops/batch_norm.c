@@ -6,13 +6,13 @@
 
 #include <math.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* Input i of n has input 0's dtype and, when rank > 0, the shape (c) (rank 1) or (2, c). */
 static sx_status bn_want(sx_cg_node *n, int i, int rank, const char *name)
 {
-    const sx_tensor *x = IN(0), *v = IN(i);
+    const sx_tensor *x = IN_VALUE(0), *v = IN_VALUE(i);
     if (v->dtype != x->dtype)
         return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name, sx_dtype_name(v->dtype),
                         sx_dtype_name(x->dtype));
@@ -28,27 +28,27 @@ static sx_status bn_want(sx_cg_node *n, int i, int rank, const char *name)
 
 static sx_status bn_want_x(sx_cg_node *n)
 {
-    if (IN(0)->rank < 1)
+    if (IN_VALUE(0)->rank < 1)
         return sx_error(SX_E_RANK, "%s: x has rank 0 (want a channel axis last)", cg_who(n));
-    OUT->dtype = IN(0)->dtype;
+    OUT->dtype = IN_VALUE(0)->dtype;
     return SX_OK;
 }
 
 /* batch_norm_stats(x (..., c)) -> (2, c) */
-sx_status cg_shape_bn_stats(sx_cg_node *n)
+sx_status cg_shape_batch_norm_stats(sx_cg_node *n)
 {
     SX_TRY(bn_want_x(n));
     OUT->rank = 2;
     OUT->shape[0] = 2;
-    OUT->shape[1] = IN(0)->shape[IN(0)->rank - 1];
-    n->ws_bytes = sx_batch_norm_workspace(IN(0)->rank, IN(0)->shape);
+    OUT->shape[1] = IN_VALUE(0)->shape[IN_VALUE(0)->rank - 1];
+    n->ws_bytes = sx_batch_norm_workspace(IN_VALUE(0)->rank, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
 /* batch_norm(x, stats (2,c), gamma (c), beta (c)) -> x's shape; attr.alpha = eps; attr.ints[1]
  * nonzero: relu applied in the same pass (SX_PASS_BN_RELU); attr.ints[0] nonzero marks a copy
  * made by SX_PASS_BN_RECOMPUTE (the same values; it keeps the copy apart from the original) */
-sx_status cg_shape_bn(sx_cg_node *n)
+sx_status cg_shape_batch_norm(sx_cg_node *n)
 {
     SX_TRY(bn_want_x(n));
     SX_TRY(bn_want(n, 1, 2, "stats"));
@@ -56,19 +56,19 @@ sx_status cg_shape_bn(sx_cg_node *n)
     SX_TRY(bn_want(n, 3, 1, "beta"));
     if (!(n->attr.alpha >= 0) || !isfinite(n->attr.alpha))
         return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", cg_who(n), n->attr.alpha);
-    OUT->rank = IN(0)->rank;
+    OUT->rank = IN_VALUE(0)->rank;
     for (int i = 0; i < OUT->rank; i++)
-        OUT->shape[i] = IN(0)->shape[i];
-    n->ws_bytes = sx_batch_norm_workspace(IN(0)->rank, IN(0)->shape);
+        OUT->shape[i] = IN_VALUE(0)->shape[i];
+    n->ws_bytes = sx_batch_norm_workspace(IN_VALUE(0)->rank, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
 /* batch_norm_sums(x, stats (2,c), dy (x's shape)) -> (2, c) */
-sx_status cg_shape_bn_sums(sx_cg_node *n)
+sx_status cg_shape_batch_norm_sums(sx_cg_node *n)
 {
     SX_TRY(bn_want_x(n));
     SX_TRY(bn_want(n, 1, 2, "stats"));
-    const sx_tensor *x = IN(0), *dy = IN(2);
+    const sx_tensor *x = IN_VALUE(0), *dy = IN_VALUE(2);
     if (dy->dtype != x->dtype)
         return sx_error(SX_E_DTYPE, "%s: dy is %s, x %s", cg_who(n), sx_dtype_name(dy->dtype),
                         sx_dtype_name(x->dtype));
@@ -78,30 +78,31 @@ sx_status cg_shape_bn_sums(sx_cg_node *n)
                         sx_shape_str(dy->rank, dy->shape, a, sizeof a),
                         sx_shape_str(x->rank, x->shape, b, sizeof b));
     }
-    return cg_shape_bn_stats(n);
+    return cg_shape_batch_norm_stats(n);
 }
 
 /* the kernels' scratch (n->ws_bytes, set by the shape rules) from the graph's workspace */
-sx_status cg_eval_bn_stats(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_batch_norm_stats(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_stats_ws(IN(0), OUT, ws, n->ws_bytes);
+    return sx_tensor_batch_norm_stats_ws(IN_VALUE(0), OUT, ws, n->ws_bytes);
 }
 
-sx_status cg_eval_bn(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_batch_norm(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_act_ws(IN(0), IN(1), IN(2), IN(3), n->attr.alpha,
-                                       n->attr.ints[1] != 0, OUT, ws, n->ws_bytes);
+    return sx_tensor_batch_norm_act_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), IN_VALUE(3),
+                                       n->attr.alpha, n->attr.ints[1] != 0, OUT, ws, n->ws_bytes);
 }
 
-sx_status cg_eval_bn_sums(sx_cg_graph *g, sx_cg_node *n)
+sx_status cg_eval_batch_norm_sums(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_sums_ws(IN(0), IN(1), IN(2), OUT, ws, n->ws_bytes);
+    return sx_tensor_batch_norm_sums_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), OUT, ws,
+                                        n->ws_bytes);
 }
 
 sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x)
@@ -126,17 +127,17 @@ sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *sta
 
 /* statistics 3 flops per element of x, normalise 2 per output element (3 with relu), backward
  * sums 3 per element of x */
-cg_cost cg_eval_bn_stats_cost(const sx_cg_node *n)
+cg_cost cg_eval_batch_norm_stats_cost(const sx_cg_node *n)
 {
     return cg_cost_per_in(n, 0, 3);
 }
 
-cg_cost cg_eval_bn_cost(const sx_cg_node *n)
+cg_cost cg_eval_batch_norm_cost(const sx_cg_node *n)
 {
     return cg_cost_per_out(n, n->attr.ints[1] != 0 ? 3 : 2);
 }
 
-cg_cost cg_eval_bn_sums_cost(const sx_cg_node *n)
+cg_cost cg_eval_batch_norm_sums_cost(const sx_cg_node *n)
 {
     return cg_cost_per_in(n, 0, 3);
 }

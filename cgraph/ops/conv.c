@@ -3,7 +3,7 @@
  * attr.rank/shape and are checked by running the forward shape rule on the shapes they imply. */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -61,10 +61,10 @@ static sx_status shape_forward(sx_cg_node *n, const conv_kind *c)
 {
     SX_TRY(cg_same_dtypes(n));
     int64_t s[4];
-    sx_tensor x = cg_probe_view(IN(0)), k = cg_probe_view(IN(1));
+    sx_tensor x = cg_probe_view(IN_VALUE(0)), k = cg_probe_view(IN_VALUE(1));
     SX_TRY(c->shape(cg_who(n), &x, &k, &n->attr.conv, s));
     cg_set_shape(n, 4, s);
-    n->ws_bytes = c->workspace(IN(0)->shape, IN(1)->shape, &n->attr.conv);
+    n->ws_bytes = c->workspace(IN_VALUE(0)->shape, IN_VALUE(1)->shape, &n->attr.conv);
     return SX_OK;
 }
 
@@ -77,14 +77,14 @@ static sx_status shape_backward(sx_cg_node *n, const conv_kind *c, bool backward
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
     sx_tensor attr = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
-    sx_tensor x = cg_probe_view(backward_input ? &attr : IN(0));
-    sx_tensor k = cg_probe_view(backward_input ? IN(0) : &attr);
+    sx_tensor x = cg_probe_view(backward_input ? &attr : IN_VALUE(0));
+    sx_tensor k = cg_probe_view(backward_input ? IN_VALUE(0) : &attr);
     int64_t y[4];
     SX_TRY(c->shape(cg_who(n), &x, &k, &n->attr.conv, y));
-    if (!sx_shape_equal(4, y, IN(1)->rank, IN(1)->shape)) {
+    if (!sx_shape_equal(4, y, IN_VALUE(1)->rank, IN_VALUE(1)->shape)) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: dy has shape %s, the %s gives %s", cg_who(n),
-                        sx_shape_str(IN(1)->rank, IN(1)->shape, a, sizeof a), c->what,
+                        sx_shape_str(IN_VALUE(1)->rank, IN_VALUE(1)->shape, a, sizeof a), c->what,
                         sx_shape_str(4, y, b, sizeof b));
     }
     n->ws_bytes = c->workspace(x.shape, k.shape, &n->attr.conv);
@@ -107,21 +107,23 @@ sx_status cg_eval_conv2d(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv2d_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+    return sx_tensor_conv2d_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws, n->ws_bytes, OUT);
 }
 
 sx_status cg_eval_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv2d_backward_input_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+    return sx_tensor_conv2d_backward_input_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws,
+                                               n->ws_bytes, OUT);
 }
 
 sx_status cg_eval_conv2d_backward_kernel(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv2d_backward_kernel_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+    return sx_tensor_conv2d_backward_kernel_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws,
+                                                n->ws_bytes, OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */
@@ -137,17 +139,17 @@ static cg_cost conv(const sx_tensor *y, const sx_tensor *k)
 
 cg_cost cg_eval_conv2d_cost(const sx_cg_node *n)
 {
-    return conv(OUT, IN(1));
+    return conv(OUT, IN_VALUE(1));
 }
 
 cg_cost cg_eval_conv2d_backward_input_cost(const sx_cg_node *n)
 {
-    return conv(IN(1), IN(0));
+    return conv(IN_VALUE(1), IN_VALUE(0));
 }
 
 cg_cost cg_eval_conv2d_backward_kernel_cost(const sx_cg_node *n)
 {
-    return conv(IN(1), OUT);
+    return conv(IN_VALUE(1), OUT);
 }
 
 /* ---------------------------------------------------------------- transposed convolution */
@@ -209,38 +211,39 @@ sx_status cg_eval_conv_transpose2d(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv_transpose2d_out(IN(0), IN(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+    return sx_tensor_conv_transpose2d_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws, n->ws_bytes,
+                                          OUT);
 }
 
 sx_status cg_eval_conv_transpose2d_backward_input(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv_transpose2d_backward_input_out(IN(0), IN(1), &n->attr.conv, ws,
-                                                         n->ws_bytes, OUT);
+    return sx_tensor_conv_transpose2d_backward_input_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv,
+                                                         ws, n->ws_bytes, OUT);
 }
 
 sx_status cg_eval_conv_transpose2d_backward_kernel(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv_transpose2d_backward_kernel_out(IN(0), IN(1), &n->attr.conv, ws,
-                                                          n->ws_bytes, OUT);
+    return sx_tensor_conv_transpose2d_backward_kernel_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv,
+                                                          ws, n->ws_bytes, OUT);
 }
 
 /* Each x pixel meets every kernel element of its group once: 2 (x pixels) (kernel elements),
  * conv() with x (n,h,w,c_in) in the place of y and k's axis 3 (c_in) as its channels. */
 cg_cost cg_eval_conv_transpose2d_cost(const sx_cg_node *n)
 {
-    return conv(IN(0), IN(1));
+    return conv(IN_VALUE(0), IN_VALUE(1));
 }
 
 cg_cost cg_eval_conv_transpose2d_backward_input_cost(const sx_cg_node *n)
 {
-    return conv(OUT, IN(0));
+    return conv(OUT, IN_VALUE(0));
 }
 
 cg_cost cg_eval_conv_transpose2d_backward_kernel_cost(const sx_cg_node *n)
 {
-    return conv(IN(0), OUT);
+    return conv(IN_VALUE(0), OUT);
 }

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 #define KERNEL (sx_cg_ops[n->op].kernel)
 
@@ -66,7 +66,7 @@ int cg_where_scratch(const sx_cg_node *n)
 {
     int k = 0;
     for (int i = 0; i < 3; i++)
-        k += IN(i)->size != OUT->size && IN(i)->size != 1;
+        k += IN_VALUE(i)->size != OUT->size && IN_VALUE(i)->size != 1;
     return k;
 }
 
@@ -83,19 +83,19 @@ sx_status cg_shape_where(sx_cg_node *n)
 sx_status cg_eval_map(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_map_out((sx_map_op)KERNEL, n->attr.alpha, IN(0), OUT);
+    return sx_tensor_map_out((sx_map_op)KERNEL, n->attr.alpha, IN_VALUE(0), OUT);
 }
 
 sx_status cg_eval_binary(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_binary_out((sx_binary_op)KERNEL, IN(0), IN(1), OUT);
+    return sx_tensor_binary_out((sx_binary_op)KERNEL, IN_VALUE(0), IN_VALUE(1), OUT);
 }
 
 sx_status cg_eval_fma(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_fma_out(IN(0), IN(1), IN(2), OUT);
+    return sx_tensor_fma_out(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), OUT);
 }
 
 /* where(c, a, b) = c != 0 ? a : b, selected element by element (never b + c (a - b), which
@@ -133,7 +133,7 @@ sx_status cg_eval_where(sx_cg_graph *g, sx_cg_node *n)
     const void *src[3];
     int64_t step[3];
     for (int k = 0, used = 0; k < 3; k++) {
-        const sx_tensor *x = IN(k);
+        const sx_tensor *x = IN_VALUE(k);
         step[k] = x->size == len ? 1 : 0;
         src[k] = x->data;
         if (x->size != len && x->size != 1) {

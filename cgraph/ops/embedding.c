@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -44,15 +44,15 @@ sx_status cg_shape_embedding(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 2));
-    if (IN(1)->rank + 1 > SX_MAX_RANK)
+    if (IN_VALUE(1)->rank + 1 > SX_MAX_RANK)
         return sx_error(SX_E_RANK, "%s: indices of rank %d leave no room for the row axis",
-                        cg_who(n), IN(1)->rank);
-    SX_TRY(check_pad(n, IN(0)->shape[0]));
+                        cg_who(n), IN_VALUE(1)->rank);
+    SX_TRY(check_pad(n, IN_VALUE(0)->shape[0]));
     int64_t s[SX_MAX_RANK];
-    memcpy(s, IN(1)->shape, sizeof s);
-    s[IN(1)->rank] = IN(0)->shape[1];
-    SX_TRY(sx_shape_check(cg_who(n), IN(1)->rank + 1, s));
-    cg_set_shape(n, IN(1)->rank + 1, s);
+    memcpy(s, IN_VALUE(1)->shape, sizeof s);
+    s[IN_VALUE(1)->rank] = IN_VALUE(0)->shape[1];
+    SX_TRY(sx_shape_check(cg_who(n), IN_VALUE(1)->rank + 1, s));
+    cg_set_shape(n, IN_VALUE(1)->rank + 1, s);
     return SX_OK;
 }
 
@@ -60,7 +60,7 @@ sx_status cg_shape_embedding(sx_cg_node *n)
 sx_status cg_shape_embedding_backward(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    const sx_tensor *gr = IN(0), *idx = IN(1);
+    const sx_tensor *gr = IN_VALUE(0), *idx = IN_VALUE(1);
     if (gr->rank != idx->rank + 1 || !sx_shape_equal(idx->rank, gr->shape, idx->rank, idx->shape)) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE,
@@ -84,13 +84,13 @@ sx_status cg_shape_embedding_backward(sx_cg_node *n)
 sx_status cg_eval_embedding(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_embedding_out(IN(0), IN(1), n->attr.ints[0], OUT);
+    return sx_tensor_embedding_out(IN_VALUE(0), IN_VALUE(1), n->attr.ints[0], OUT);
 }
 
 sx_status cg_eval_embedding_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_embedding_backward_out(IN(0), IN(1), n->attr.ints[0], OUT);
+    return sx_tensor_embedding_backward_out(IN_VALUE(0), IN_VALUE(1), n->attr.ints[0], OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */

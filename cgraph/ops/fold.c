@@ -3,7 +3,7 @@
  * (sx_fold_op), over an axes mask with keepdims. */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 #define KERNEL (sx_cg_ops[n->op].kernel)
 
@@ -36,8 +36,8 @@ sx_status cg_shape_fold(sx_cg_node *n)
     SX_TRY(cg_same_dtypes(n));
     int r;
     int64_t s[SX_MAX_RANK];
-    SX_TRY(
-        sx_fold_shape(cg_who(n), IN(0)->rank, IN(0)->shape, n->attr.axes, n->attr.keepdims, &r, s));
+    SX_TRY(sx_fold_shape(cg_who(n), IN_VALUE(0)->rank, IN_VALUE(0)->shape, n->attr.axes,
+                         n->attr.keepdims, &r, s));
     cg_set_shape(n, r, s);
     return SX_OK;
 }
@@ -47,7 +47,7 @@ sx_status cg_shape_fold(sx_cg_node *n)
 sx_status cg_eval_fold(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_fold_out((sx_fold_op)KERNEL, IN(0), n->attr.axes, n->attr.keepdims, OUT);
+    return sx_tensor_fold_out((sx_fold_op)KERNEL, IN_VALUE(0), n->attr.axes, n->attr.keepdims, OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */

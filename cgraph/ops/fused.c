@@ -1,7 +1,7 @@
 /* ops/fused.c: element-wise programs (attr.prog) made by the optimiser's chain fusion. */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- shape rules */
@@ -13,12 +13,14 @@ sx_status cg_shape_fused(sx_cg_node *n)
     SX_TRY(cg_attr_shape(n));
     int64_t size = sx_shape_size(n->attr.rank, n->attr.shape);
     for (int i = 0; i < n->n_in; i++)
-        if (IN(i)->size != size && !cg_trailing_bcast(IN(i), n->attr.rank, n->attr.shape)) {
+        if (IN_VALUE(i)->size != size &&
+            !cg_trailing_bcast(IN_VALUE(i), n->attr.rank, n->attr.shape)) {
             char a[128], b[128];
             return sx_error(SX_E_SHAPE,
                             "%s: input %d has shape %s, the result %s (want the same size, or "
                             "the result's trailing axes)",
-                            cg_who(n), i, sx_shape_str(IN(i)->rank, IN(i)->shape, a, sizeof a),
+                            cg_who(n), i,
+                            sx_shape_str(IN_VALUE(i)->rank, IN_VALUE(i)->shape, a, sizeof a),
                             sx_shape_str(n->attr.rank, n->attr.shape, b, sizeof b));
         }
     return SX_OK;
@@ -33,7 +35,7 @@ sx_status cg_eval_fused(sx_cg_graph *g, sx_cg_node *n)
     if (n->n_in > SX_CG_MAX_INPUTS)
         return sx_error(SX_E_UNSUPPORTED, "%s: more than %d inputs", cg_who(n), SX_CG_MAX_INPUTS);
     for (int i = 0; i < n->n_in; i++)
-        in[i] = IN(i);
+        in[i] = IN_VALUE(i);
     return sx_tensor_fused_out(&n->attr.prog, n->n_in, in, OUT);
 }
 

@@ -6,7 +6,7 @@
 #include <limits.h>
 #include <string.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -137,15 +137,15 @@ sx_status cg_shape_repeat(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     int64_t s[SX_MAX_RANK];
-    for (int i = 0; i < IN(0)->rank; i++) {
+    for (int i = 0; i < IN_VALUE(0)->rank; i++) {
         int64_t r = n->attr.ints[i];
-        if (r < 0 || (r > 0 && IN(0)->shape[i] > INT64_MAX / r))
+        if (r < 0 || (r > 0 && IN_VALUE(0)->shape[i] > INT64_MAX / r))
             return sx_error(SX_E_ARG, "%s: bad repeat count %lld on axis %d", cg_who(n),
                             (long long)r, i);
-        s[i] = IN(0)->shape[i] * r;
+        s[i] = IN_VALUE(0)->shape[i] * r;
     }
-    SX_TRY(sx_shape_check(cg_who(n), IN(0)->rank, s));
-    cg_set_shape(n, IN(0)->rank, s);
+    SX_TRY(sx_shape_check(cg_who(n), IN_VALUE(0)->rank, s));
+    cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
 
@@ -155,12 +155,12 @@ sx_status cg_shape_broadcast_to(sx_cg_node *n)
     SX_TRY(cg_attr_shape(n));
     int r;
     int64_t s[SX_MAX_RANK];
-    SX_TRY(sx_shape_broadcast(cg_who(n), IN(0)->rank, IN(0)->shape, n->attr.rank, n->attr.shape, &r,
-                              s));
+    SX_TRY(sx_shape_broadcast(cg_who(n), IN_VALUE(0)->rank, IN_VALUE(0)->shape, n->attr.rank,
+                              n->attr.shape, &r, s));
     if (!sx_shape_equal(r, s, n->attr.rank, n->attr.shape)) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: cannot broadcast %s to %s", cg_who(n),
-                        sx_shape_str(IN(0)->rank, IN(0)->shape, a, sizeof a),
+                        sx_shape_str(IN_VALUE(0)->rank, IN_VALUE(0)->shape, a, sizeof a),
                         sx_shape_str(n->attr.rank, n->attr.shape, b, sizeof b));
     }
     return SX_OK;
@@ -185,14 +185,14 @@ sx_status cg_shape_reshape(sx_cg_node *n)
             known *= s[i];
         }
     }
-    if (free_axis >= 0 && known > 0 && IN(0)->size % known == 0)
-        s[free_axis] = IN(0)->size / known;
+    if (free_axis >= 0 && known > 0 && IN_VALUE(0)->size % known == 0)
+        s[free_axis] = IN_VALUE(0)->size / known;
     SX_TRY(sx_shape_check(cg_who(n), n->attr.rank, s));
     cg_set_shape(n, n->attr.rank, s);
-    if (sx_shape_size(n->attr.rank, s) != IN(0)->size) {
+    if (sx_shape_size(n->attr.rank, s) != IN_VALUE(0)->size) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: cannot reshape %s to %s", cg_who(n),
-                        sx_shape_str(IN(0)->rank, IN(0)->shape, a, sizeof a),
+                        sx_shape_str(IN_VALUE(0)->rank, IN_VALUE(0)->shape, a, sizeof a),
                         sx_shape_str(n->attr.rank, n->attr.shape, b, sizeof b));
     }
     return SX_OK;
@@ -202,8 +202,9 @@ sx_status cg_shape_slice(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     int64_t s[SX_MAX_RANK], first[SX_MAX_RANK];
-    SX_TRY(sx_slice_shape(cg_who(n), IN(0)->rank, IN(0)->shape, n->attr.slice, s, first));
-    cg_set_shape(n, IN(0)->rank, s);
+    SX_TRY(
+        sx_slice_shape(cg_who(n), IN_VALUE(0)->rank, IN_VALUE(0)->shape, n->attr.slice, s, first));
+    cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
 
@@ -212,15 +213,15 @@ sx_status cg_shape_unslice(sx_cg_node *n)
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_attr_shape(n));
     int64_t s[SX_MAX_RANK], first[SX_MAX_RANK];
-    if (n->attr.rank != IN(0)->rank)
-        return sx_error(SX_E_RANK, "%s: rank %d into rank %d", cg_who(n), IN(0)->rank,
+    if (n->attr.rank != IN_VALUE(0)->rank)
+        return sx_error(SX_E_RANK, "%s: rank %d into rank %d", cg_who(n), IN_VALUE(0)->rank,
                         n->attr.rank);
     SX_TRY(sx_slice_shape(cg_who(n), n->attr.rank, n->attr.shape, n->attr.slice, s, first));
-    if (!sx_shape_equal(n->attr.rank, s, IN(0)->rank, IN(0)->shape)) {
+    if (!sx_shape_equal(n->attr.rank, s, IN_VALUE(0)->rank, IN_VALUE(0)->shape)) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: the slice has shape %s, the input %s", cg_who(n),
                         sx_shape_str(n->attr.rank, s, a, sizeof a),
-                        sx_shape_str(IN(0)->rank, IN(0)->shape, b, sizeof b));
+                        sx_shape_str(IN_VALUE(0)->rank, IN_VALUE(0)->shape, b, sizeof b));
     }
     return SX_OK;
 }
@@ -229,30 +230,30 @@ sx_status cg_shape_concat(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     int axis;
-    SX_TRY(sx__axis(cg_who(n), n->attr.axis, IN(0)->rank, &axis));
+    SX_TRY(sx__axis(cg_who(n), n->attr.axis, IN_VALUE(0)->rank, &axis));
     n->attr.axis = axis;
     int64_t s[SX_MAX_RANK];
-    memcpy(s, IN(0)->shape, sizeof s);
+    memcpy(s, IN_VALUE(0)->shape, sizeof s);
     for (int i = 1; i < n->n_in; i++) {
-        bool ok = IN(i)->rank == IN(0)->rank;
-        for (int d = 0; ok && d < IN(0)->rank; d++)
-            ok = d == axis || IN(i)->shape[d] == IN(0)->shape[d];
+        bool ok = IN_VALUE(i)->rank == IN_VALUE(0)->rank;
+        for (int d = 0; ok && d < IN_VALUE(0)->rank; d++)
+            ok = d == axis || IN_VALUE(i)->shape[d] == IN_VALUE(0)->shape[d];
         if (!ok) {
             char a[128], b[128];
             return sx_error(SX_E_SHAPE, "%s: shapes %s and %s do not join along axis %d", cg_who(n),
-                            sx_shape_str(IN(0)->rank, IN(0)->shape, a, sizeof a),
-                            sx_shape_str(IN(i)->rank, IN(i)->shape, b, sizeof b), axis);
+                            sx_shape_str(IN_VALUE(0)->rank, IN_VALUE(0)->shape, a, sizeof a),
+                            sx_shape_str(IN_VALUE(i)->rank, IN_VALUE(i)->shape, b, sizeof b), axis);
         }
-        s[axis] += IN(i)->shape[axis];
+        s[axis] += IN_VALUE(i)->shape[axis];
     }
-    cg_set_shape(n, IN(0)->rank, s);
+    cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
 
 sx_status cg_shape_permute(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    int r = IN(0)->rank;
+    int r = IN_VALUE(0)->rank;
     unsigned seen = 0;
     int64_t s[SX_MAX_RANK];
     for (int i = 0; i < r; i++) {
@@ -260,7 +261,7 @@ sx_status cg_shape_permute(sx_cg_node *n)
         if (p < 0 || p >= r || (seen & (1u << p)))
             return sx_error(SX_E_AXIS, "%s: not a permutation of %d axes", cg_who(n), r);
         seen |= 1u << p;
-        s[i] = IN(0)->shape[p];
+        s[i] = IN_VALUE(0)->shape[p];
     }
     cg_set_shape(n, r, s);
     return SX_OK;
@@ -270,61 +271,61 @@ sx_status cg_shape_pad(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     int64_t s[SX_MAX_RANK];
-    for (int i = 0; i < IN(0)->rank; i++) {
+    for (int i = 0; i < IN_VALUE(0)->rank; i++) {
         if (n->attr.ints[i] < 0 || n->attr.ints2[i] < 0)
             return sx_error(SX_E_ARG, "%s: negative padding on axis %d", cg_who(n), i);
-        s[i] = IN(0)->shape[i] + n->attr.ints[i] + n->attr.ints2[i];
+        s[i] = IN_VALUE(0)->shape[i] + n->attr.ints[i] + n->attr.ints2[i];
     }
-    SX_TRY(sx_shape_check(cg_who(n), IN(0)->rank, s));
-    cg_set_shape(n, IN(0)->rank, s);
+    SX_TRY(sx_shape_check(cg_who(n), IN_VALUE(0)->rank, s));
+    cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
 
 sx_status cg_shape_one_hot(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    if (IN(0)->rank >= SX_MAX_RANK)
+    if (IN_VALUE(0)->rank >= SX_MAX_RANK)
         return sx_error(SX_E_RANK, "%s: rank %d input leaves no room for the class axis", cg_who(n),
-                        IN(0)->rank);
+                        IN_VALUE(0)->rank);
     if (n->attr.ints[0] < 1)
         return sx_error(SX_E_ARG, "%s: depth %lld (want >= 1)", cg_who(n),
                         (long long)n->attr.ints[0]);
     int64_t s[SX_MAX_RANK];
-    memcpy(s, IN(0)->shape, sizeof s);
-    s[IN(0)->rank] = n->attr.ints[0];
-    SX_TRY(sx_shape_check(cg_who(n), IN(0)->rank + 1, s));
-    cg_set_shape(n, IN(0)->rank + 1, s);
+    memcpy(s, IN_VALUE(0)->shape, sizeof s);
+    s[IN_VALUE(0)->rank] = n->attr.ints[0];
+    SX_TRY(sx_shape_check(cg_who(n), IN_VALUE(0)->rank + 1, s));
+    cg_set_shape(n, IN_VALUE(0)->rank + 1, s);
     return SX_OK;
 }
 
 sx_status cg_shape_gather(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    if (IN(0)->rank < 1)
+    if (IN_VALUE(0)->rank < 1)
         return sx_error(SX_E_RANK, "%s: cannot gather rows of a scalar", cg_who(n));
     SX_TRY(cg_want_rank(n, 1, 1));
     int64_t s[SX_MAX_RANK];
-    memcpy(s, IN(0)->shape, sizeof s);
-    s[0] = IN(1)->shape[0];
-    cg_set_shape(n, IN(0)->rank, s);
+    memcpy(s, IN_VALUE(0)->shape, sizeof s);
+    s[0] = IN_VALUE(1)->shape[0];
+    cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
 
 sx_status cg_shape_scatter_add(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    if (IN(0)->rank < 1)
+    if (IN_VALUE(0)->rank < 1)
         return sx_error(SX_E_RANK, "%s: cannot scatter rows of a scalar", cg_who(n));
     SX_TRY(cg_want_rank(n, 1, 1));
-    if (IN(1)->shape[0] != IN(0)->shape[0])
+    if (IN_VALUE(1)->shape[0] != IN_VALUE(0)->shape[0])
         return sx_error(SX_E_SHAPE, "%s: %lld indices for %lld rows", cg_who(n),
-                        (long long)IN(1)->shape[0], (long long)IN(0)->shape[0]);
+                        (long long)IN_VALUE(1)->shape[0], (long long)IN_VALUE(0)->shape[0]);
     if (n->attr.ints[0] < 0)
         return sx_error(SX_E_ARG, "%s: negative row count", cg_who(n));
     int64_t s[SX_MAX_RANK];
-    memcpy(s, IN(0)->shape, sizeof s);
+    memcpy(s, IN_VALUE(0)->shape, sizeof s);
     s[0] = n->attr.ints[0];
-    cg_set_shape(n, IN(0)->rank, s);
+    cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
 
@@ -334,26 +335,26 @@ sx_status cg_eval_repeat(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     if (n->op == SX_OP_TILE)
-        return sx_tensor_tile_out(IN(0), n->attr.ints, OUT);
-    return sx_tensor_repeat_out(IN(0), n->attr.ints, OUT);
+        return sx_tensor_tile_out(IN_VALUE(0), n->attr.ints, OUT);
+    return sx_tensor_repeat_out(IN_VALUE(0), n->attr.ints, OUT);
 }
 
 sx_status cg_eval_broadcast(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_broadcast_out(IN(0), OUT);
+    return sx_tensor_broadcast_out(IN_VALUE(0), OUT);
 }
 
 sx_status cg_eval_slice(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_slice_out(IN(0), n->attr.slice, OUT);
+    return sx_tensor_slice_out(IN_VALUE(0), n->attr.slice, OUT);
 }
 
 sx_status cg_eval_unslice(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_unslice_out(IN(0), n->attr.slice, OUT);
+    return sx_tensor_unslice_out(IN_VALUE(0), n->attr.slice, OUT);
 }
 
 sx_status cg_eval_concat(sx_cg_graph *g, sx_cg_node *n)
@@ -363,7 +364,7 @@ sx_status cg_eval_concat(sx_cg_graph *g, sx_cg_node *n)
     if (n->n_in > SX_CG_MAX_INPUTS)
         return sx_error(SX_E_UNSUPPORTED, "%s: more than %d inputs", cg_who(n), SX_CG_MAX_INPUTS);
     for (int i = 0; i < n->n_in; i++)
-        xs[i] = IN(i);
+        xs[i] = IN_VALUE(i);
     return sx_tensor_concat_out(n->n_in, xs, n->attr.axis, OUT);
 }
 
@@ -373,31 +374,31 @@ sx_status cg_eval_permute(sx_cg_graph *g, sx_cg_node *n)
     int perm[SX_MAX_RANK];
     for (int i = 0; i < OUT->rank; i++)
         perm[i] = (int)n->attr.ints[i];
-    return sx_tensor_permute_out(IN(0), perm, OUT);
+    return sx_tensor_permute_out(IN_VALUE(0), perm, OUT);
 }
 
 sx_status cg_eval_pad(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_pad_out(IN(0), n->attr.ints, n->attr.ints2, n->attr.alpha, OUT);
+    return sx_tensor_pad_out(IN_VALUE(0), n->attr.ints, n->attr.ints2, n->attr.alpha, OUT);
 }
 
 sx_status cg_eval_one_hot(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_one_hot_out(IN(0), n->attr.ints[0], OUT);
+    return sx_tensor_one_hot_out(IN_VALUE(0), n->attr.ints[0], OUT);
 }
 
 sx_status cg_eval_gather(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_gather_out(IN(0), IN(1), OUT);
+    return sx_tensor_gather_out(IN_VALUE(0), IN_VALUE(1), OUT);
 }
 
 sx_status cg_eval_scatter_add(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_scatter_add_out(IN(0), IN(1), OUT);
+    return sx_tensor_scatter_add_out(IN_VALUE(0), IN_VALUE(1), OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */

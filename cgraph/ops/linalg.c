@@ -2,7 +2,7 @@
  * factor), singular values, symmetric eigen-decomposition (values or vectors). */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -34,10 +34,10 @@ static sx_status want_square(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 2));
-    if (IN(0)->shape[0] != IN(0)->shape[1]) {
+    if (IN_VALUE(0)->shape[0] != IN_VALUE(0)->shape[1]) {
         char s[128];
         return sx_error(SX_E_SHAPE, "%s: matrix %s is not square", cg_who(n),
-                        sx_shape_str(2, IN(0)->shape, s, sizeof s));
+                        sx_shape_str(2, IN_VALUE(0)->shape, s, sizeof s));
     }
     return SX_OK;
 }
@@ -45,14 +45,14 @@ static sx_status want_square(sx_cg_node *n)
 sx_status cg_shape_square(sx_cg_node *n)
 {
     SX_TRY(want_square(n));
-    cg_set_shape(n, 2, IN(0)->shape);
+    cg_set_shape(n, 2, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
 sx_status cg_shape_eigh_v(sx_cg_node *n)
 {
     SX_TRY(cg_shape_square(n));
-    n->ws_bytes = (size_t)IN(0)->shape[0] * sx_dtype_size(OUT->dtype); /* the eigenvalues */
+    n->ws_bytes = (size_t)IN_VALUE(0)->shape[0] * sx_dtype_size(OUT->dtype); /* the eigenvalues */
     return SX_OK;
 }
 
@@ -66,13 +66,14 @@ sx_status cg_shape_square_scalar(sx_cg_node *n)
 sx_status cg_shape_solve(sx_cg_node *n)
 {
     SX_TRY(want_square(n));
-    if (IN(1)->rank < 1 || IN(1)->rank > 2 || IN(1)->shape[0] != IN(0)->shape[0]) {
+    if (IN_VALUE(1)->rank < 1 || IN_VALUE(1)->rank > 2 ||
+        IN_VALUE(1)->shape[0] != IN_VALUE(0)->shape[0]) {
         char a[128], b[128];
         return sx_error(SX_E_SHAPE, "%s: cannot solve %s against %s", cg_who(n),
-                        sx_shape_str(2, IN(0)->shape, a, sizeof a),
-                        sx_shape_str(IN(1)->rank, IN(1)->shape, b, sizeof b));
+                        sx_shape_str(2, IN_VALUE(0)->shape, a, sizeof a),
+                        sx_shape_str(IN_VALUE(1)->rank, IN_VALUE(1)->shape, b, sizeof b));
     }
-    cg_set_shape(n, IN(1)->rank, IN(1)->shape);
+    cg_set_shape(n, IN_VALUE(1)->rank, IN_VALUE(1)->shape);
     return SX_OK;
 }
 
@@ -80,10 +81,11 @@ sx_status cg_shape_qr_q(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 2));
-    int64_t m = IN(0)->shape[0], k = IN(0)->shape[0] < IN(0)->shape[1] ? m : IN(0)->shape[1];
+    int64_t m = IN_VALUE(0)->shape[0],
+            k = IN_VALUE(0)->shape[0] < IN_VALUE(0)->shape[1] ? m : IN_VALUE(0)->shape[1];
     int64_t s[2] = {m, k};
     cg_set_shape(n, 2, s);
-    n->ws_bytes = (size_t)(k * IN(0)->shape[1]) * sx_dtype_size(OUT->dtype); /* R */
+    n->ws_bytes = (size_t)(k * IN_VALUE(0)->shape[1]) * sx_dtype_size(OUT->dtype); /* R */
     return SX_OK;
 }
 
@@ -91,7 +93,7 @@ sx_status cg_shape_qr_r(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 2));
-    int64_t m = IN(0)->shape[0], c = IN(0)->shape[1];
+    int64_t m = IN_VALUE(0)->shape[0], c = IN_VALUE(0)->shape[1];
     int64_t s[2] = {m < c ? m : c, c};
     cg_set_shape(n, 2, s);
     n->ws_bytes = (size_t)(m * s[0]) * sx_dtype_size(OUT->dtype); /* Q */
@@ -102,7 +104,7 @@ sx_status cg_shape_svd_s(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 2));
-    int64_t m = IN(0)->shape[0], c = IN(0)->shape[1];
+    int64_t m = IN_VALUE(0)->shape[0], c = IN_VALUE(0)->shape[1];
     int64_t s[1] = {m < c ? m : c};
     cg_set_shape(n, 1, s);
     return SX_OK;
@@ -111,7 +113,7 @@ sx_status cg_shape_svd_s(sx_cg_node *n)
 sx_status cg_shape_eigh_w(sx_cg_node *n)
 {
     SX_TRY(want_square(n));
-    cg_set_shape(n, 1, IN(0)->shape);
+    cg_set_shape(n, 1, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
@@ -120,65 +122,65 @@ sx_status cg_shape_eigh_w(sx_cg_node *n)
 sx_status cg_eval_inv(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_inv_out(IN(0), OUT);
+    return sx_tensor_inv_out(IN_VALUE(0), OUT);
 }
 
 sx_status cg_eval_solve(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_solve_out(IN(0), IN(1), OUT);
+    return sx_tensor_solve_out(IN_VALUE(0), IN_VALUE(1), OUT);
 }
 
 sx_status cg_eval_det(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_det_out(IN(0), OUT);
+    return sx_tensor_det_out(IN_VALUE(0), OUT);
 }
 
 sx_status cg_eval_logdet(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_logdet_out(IN(0), OUT, NULL);
+    return sx_tensor_logdet_out(IN_VALUE(0), OUT, NULL);
 }
 
 sx_status cg_eval_cholesky(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_cholesky_out(IN(0), OUT);
+    return sx_tensor_cholesky_out(IN_VALUE(0), OUT);
 }
 
 /* QR and the eigen-decomposition produce two results; each node computes the pair and keeps
  * its half (the other half goes to scratch). */
 sx_status cg_eval_qr_q(sx_cg_graph *g, sx_cg_node *n)
 {
-    int64_t k = OUT->shape[1], c = IN(0)->shape[1];
+    int64_t k = OUT->shape[1], c = IN_VALUE(0)->shape[1];
     int64_t rs[2] = {k, c};
     void *ws;
     SX_TRY(cg_workspace(g, (size_t)(k * c) * sx_dtype_size(OUT->dtype), &ws));
     sx_tensor r = sx_tensor_view(OUT->dtype, 2, rs, ws);
-    return sx_tensor_qr_out(IN(0), OUT, &r);
+    return sx_tensor_qr_out(IN_VALUE(0), OUT, &r);
 }
 
 sx_status cg_eval_qr_r(sx_cg_graph *g, sx_cg_node *n)
 {
-    int64_t m = IN(0)->shape[0], k = OUT->shape[0];
+    int64_t m = IN_VALUE(0)->shape[0], k = OUT->shape[0];
     int64_t qs[2] = {m, k};
     void *ws;
     SX_TRY(cg_workspace(g, (size_t)(m * k) * sx_dtype_size(OUT->dtype), &ws));
     sx_tensor q = sx_tensor_view(OUT->dtype, 2, qs, ws);
-    return sx_tensor_qr_out(IN(0), &q, OUT);
+    return sx_tensor_qr_out(IN_VALUE(0), &q, OUT);
 }
 
 sx_status cg_eval_svd_s(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_svd_out(IN(0), NULL, OUT, NULL);
+    return sx_tensor_svd_out(IN_VALUE(0), NULL, OUT, NULL);
 }
 
 sx_status cg_eval_eigh_w(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_eigh_out(IN(0), OUT, NULL);
+    return sx_tensor_eigh_out(IN_VALUE(0), OUT, NULL);
 }
 
 sx_status cg_eval_eigh_v(sx_cg_graph *g, sx_cg_node *n)
@@ -187,7 +189,7 @@ sx_status cg_eval_eigh_v(sx_cg_graph *g, sx_cg_node *n)
     void *ws;
     SX_TRY(cg_workspace(g, (size_t)OUT->shape[0] * sx_dtype_size(OUT->dtype), &ws));
     sx_tensor w = sx_tensor_view(OUT->dtype, 1, ws_shape, ws);
-    return sx_tensor_eigh_out(IN(0), &w, OUT);
+    return sx_tensor_eigh_out(IN_VALUE(0), &w, OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */
@@ -195,7 +197,7 @@ sx_status cg_eval_eigh_v(sx_cg_graph *g, sx_cg_node *n)
 /* n of the last (square) axis of input 0, and the batch of such matrices */
 static double cube(const sx_cg_node *n, double c)
 {
-    const sx_tensor *a = IN(0);
+    const sx_tensor *a = IN_VALUE(0);
     double m = a->rank > 0 ? (double)a->shape[a->rank - 1] : 1;
     double batch = m > 0 ? (double)a->size / (m * m) : 0;
     return c * batch * m * m * m;
@@ -220,7 +222,7 @@ LAPACK_COST(eval_eigh_v, 9.0)
 /* LU of a (n,n), then forward and back substitution for each of b's columns */
 cg_cost cg_eval_solve_cost(const sx_cg_node *n)
 {
-    const sx_tensor *a = IN(0);
+    const sx_tensor *a = IN_VALUE(0);
     double m = (double)a->shape[a->rank - 1];
-    return (cg_cost){2.0 / 3 * m * m * m + 2.0 * m * (double)IN(1)->size, false};
+    return (cg_cost){2.0 / 3 * m * m * m + 2.0 * m * (double)IN_VALUE(1)->size, false};
 }

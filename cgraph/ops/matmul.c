@@ -1,7 +1,7 @@
 /* ops/matmul.c: matrix products: matmul (with an optional broadcast addend, the GEMM) and dot. */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -39,18 +39,19 @@ sx_status cg_shape_matmul(sx_cg_node *n)
     SX_TRY(cg_same_dtypes(n));
     int r;
     int64_t s[SX_MAX_RANK];
-    sx_tensor va = cg_probe_view(IN(0)), vb = cg_probe_view(IN(1));
+    sx_tensor va = cg_probe_view(IN_VALUE(0)), vb = cg_probe_view(IN_VALUE(1));
     SX_TRY(sx_matmul_shape(cg_who(n), &va, &vb, n->attr.trans_a, n->attr.trans_b, &r, s));
     cg_set_shape(n, r, s);
     if (n->n_in == 3) {
         /* the addend broadcasts to the product's shape */
         int rb;
         int64_t sb[SX_MAX_RANK];
-        SX_TRY(sx_shape_broadcast(cg_who(n), r, s, IN(2)->rank, IN(2)->shape, &rb, sb));
+        SX_TRY(sx_shape_broadcast(cg_who(n), r, s, IN_VALUE(2)->rank, IN_VALUE(2)->shape, &rb, sb));
         if (!sx_shape_equal(r, s, rb, sb)) {
             char s1[128], s2[128];
             return sx_error(SX_E_SHAPE, "%s: addend of shape %s does not fit the product %s",
-                            cg_who(n), sx_shape_str(IN(2)->rank, IN(2)->shape, s1, sizeof s1),
+                            cg_who(n),
+                            sx_shape_str(IN_VALUE(2)->rank, IN_VALUE(2)->shape, s1, sizeof s1),
                             sx_shape_str(r, s, s2, sizeof s2));
         }
     }
@@ -60,9 +61,9 @@ sx_status cg_shape_matmul(sx_cg_node *n)
 sx_status cg_shape_dot(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    if (IN(0)->size != IN(1)->size)
-        return sx_error(SX_E_SHAPE, "%s: %lld and %lld elements", cg_who(n), (long long)IN(0)->size,
-                        (long long)IN(1)->size);
+    if (IN_VALUE(0)->size != IN_VALUE(1)->size)
+        return sx_error(SX_E_SHAPE, "%s: %lld and %lld elements", cg_who(n),
+                        (long long)IN_VALUE(0)->size, (long long)IN_VALUE(1)->size);
     cg_set_shape(n, 0, NULL);
     return SX_OK;
 }
@@ -78,27 +79,28 @@ sx_status cg_eval_matmul(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     const bool ta = n->attr.trans_a, tb = n->attr.trans_b;
-    if (n->n_in == 3 && IN(2)->data == OUT->data) /* planned in place: c is already there */
-        return sx_tensor_matmul_out(IN(0), IN(1), ta, tb, n->attr.alpha, n->attr.beta, OUT);
-    SX_TRY(sx_tensor_matmul_out(IN(0), IN(1), ta, tb, n->attr.alpha, 0.0, OUT));
+    if (n->n_in == 3 && IN_VALUE(2)->data == OUT->data) /* planned in place: c is already there */
+        return sx_tensor_matmul_out(IN_VALUE(0), IN_VALUE(1), ta, tb, n->attr.alpha, n->attr.beta,
+                                    OUT);
+    SX_TRY(sx_tensor_matmul_out(IN_VALUE(0), IN_VALUE(1), ta, tb, n->attr.alpha, 0.0, OUT));
     if (n->n_in < 3 || n->attr.beta == 0.0) /* beta = 0 ignores c, NaN too */
         return SX_OK;
     if (n->attr.beta == 1.0)
-        return sx_tensor_binary_out(SX_BINARY_ADD, OUT, IN(2), OUT);
+        return sx_tensor_binary_out(SX_BINARY_ADD, OUT, IN_VALUE(2), OUT);
     float bf = (float)n->attr.beta;
     double bd = n->attr.beta;
     int64_t one = 1;
     sx_tensor beta = sx_tensor_view(OUT->dtype, 0, &one, OUT->dtype == SX_F32 ? (void *)&bf : &bd);
-    return sx_tensor_fma_out(IN(2), &beta, OUT, OUT);
+    return sx_tensor_fma_out(IN_VALUE(2), &beta, OUT, OUT);
 }
 
 /* dot takes any two tensors of one size (the shape rule); the kernel takes vectors: flat views. */
 sx_status cg_eval_dot(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    int64_t na = IN(0)->size, nb = IN(1)->size;
-    sx_tensor a = sx_tensor_view(IN(0)->dtype, 1, &na, IN(0)->data);
-    sx_tensor b = sx_tensor_view(IN(1)->dtype, 1, &nb, IN(1)->data);
+    int64_t na = IN_VALUE(0)->size, nb = IN_VALUE(1)->size;
+    sx_tensor a = sx_tensor_view(IN_VALUE(0)->dtype, 1, &na, IN_VALUE(0)->data);
+    sx_tensor b = sx_tensor_view(IN_VALUE(1)->dtype, 1, &nb, IN_VALUE(1)->data);
     return sx_tensor_dot_out(&a, &b, OUT);
 }
 
@@ -107,7 +109,7 @@ sx_status cg_eval_dot(sx_cg_graph *g, sx_cg_node *n)
 /* alpha op(a) @ op(b): K is a's inner dimension (the addend's beta c is not counted) */
 cg_cost cg_eval_matmul_cost(const sx_cg_node *n)
 {
-    const sx_tensor *a = IN(0);
+    const sx_tensor *a = IN_VALUE(0);
     return cg_cost_gemm((double)OUT->size,
                         n->attr.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1]);
 }

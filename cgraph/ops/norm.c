@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 static sx_norm_axes cg_norm_axes(const sx_cg_attr *a)
@@ -26,7 +26,7 @@ static sx_cg_attr norm_attr(sx_norm_axes ax, double eps)
 /* x's view under the node's axes: p = n groups (the statistics' columns). */
 static sx_status norm_want_x(sx_cg_node *n, int64_t *p)
 {
-    const sx_tensor *x = IN(0);
+    const sx_tensor *x = IN_VALUE(0);
     sx_norm_axes ax = cg_norm_axes(&n->attr);
     char b[128];
     if (ax.lead < 0 || ax.tail < 1 || ax.lead + ax.tail > x->rank)
@@ -52,7 +52,7 @@ static sx_status norm_want_x(sx_cg_node *n, int64_t *p)
 /* Input i has x's dtype and the shape (2, p), or (rank -1) x's shape. */
 static sx_status norm_want(sx_cg_node *n, int i, int64_t p, const char *name)
 {
-    const sx_tensor *x = IN(0), *v = IN(i);
+    const sx_tensor *x = IN_VALUE(0), *v = IN_VALUE(i);
     if (v->dtype != x->dtype)
         return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name, sx_dtype_name(v->dtype),
                         sx_dtype_name(x->dtype));
@@ -93,10 +93,10 @@ sx_status cg_shape_norm(sx_cg_node *n)
     int64_t p = 0;
     SX_TRY(norm_want_x(n, &p));
     SX_TRY(norm_want(n, 1, p, "stats"));
-    const sx_tensor *x = IN(0);
+    const sx_tensor *x = IN_VALUE(0);
     int tail = (int)n->attr.ints[1];
     for (int i = 2; i < n->n_in; i++) {
-        const sx_tensor *v = IN(i);
+        const sx_tensor *v = IN_VALUE(i);
         const char *name = i == 2 ? "gamma" : "beta";
         if (v->dtype != x->dtype)
             return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name,
@@ -130,21 +130,22 @@ sx_status cg_shape_norm_sums(sx_cg_node *n)
 sx_status cg_eval_norm_stats(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_norm_stats_out(IN(0), cg_norm_axes(&n->attr), OUT);
+    return sx_tensor_norm_stats_out(IN_VALUE(0), cg_norm_axes(&n->attr), OUT);
 }
 
 sx_status cg_eval_norm(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_norm_out(IN(0), IN(1), n->n_in == 4 ? IN(2) : NULL,
-                              n->n_in == 4 ? IN(3) : NULL, cg_norm_axes(&n->attr), n->attr.alpha,
-                              OUT);
+    return sx_tensor_norm_out(IN_VALUE(0), IN_VALUE(1), n->n_in == 4 ? IN_VALUE(2) : NULL,
+                              n->n_in == 4 ? IN_VALUE(3) : NULL, cg_norm_axes(&n->attr),
+                              n->attr.alpha, OUT);
 }
 
 sx_status cg_eval_norm_sums(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_norm_sums_out(IN(0), IN(1), IN(2), cg_norm_axes(&n->attr), OUT);
+    return sx_tensor_norm_sums_out(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), cg_norm_axes(&n->attr),
+                                   OUT);
 }
 
 /* statistics 4 flops per element of x (two passes), normalising 2 (4 with affine) per output

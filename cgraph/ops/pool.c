@@ -2,7 +2,7 @@
  * including the fused gradient of maxpool2d(relu(z)). */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -80,7 +80,7 @@ sx_status cg_shape_pool2d(sx_cg_node *n)
     if (n->op == SX_OP_AVGPOOL2D)
         SX_TRY(avgpool_undilated(n));
     int64_t s[4];
-    sx_tensor x = cg_probe_view(IN(0));
+    sx_tensor x = cg_probe_view(IN_VALUE(0));
     SX_TRY(sx_pool2d_shape(cg_who(n), &x, &n->attr.pool, s));
     cg_set_shape(n, 4, s);
     return SX_OK;
@@ -103,8 +103,8 @@ static sx_status pool_backward_check(sx_cg_node *n, const sx_tensor *x, const sx
 sx_status cg_shape_maxpool2d_backward(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
-    SX_TRY(pool_backward_check(n, IN(0), IN(1)));
-    cg_set_shape(n, 4, IN(0)->shape);
+    SX_TRY(pool_backward_check(n, IN_VALUE(0), IN_VALUE(1)));
+    cg_set_shape(n, 4, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
@@ -116,7 +116,7 @@ sx_status cg_shape_avgpool2d_backward(sx_cg_node *n)
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
     sx_tensor x = sx_tensor_view(OUT->dtype, 4, n->attr.shape, NULL);
-    return pool_backward_check(n, &x, IN(0));
+    return pool_backward_check(n, &x, IN_VALUE(0));
 }
 
 /* ---------------------------------------------------------------- evaluators */
@@ -124,31 +124,31 @@ sx_status cg_shape_avgpool2d_backward(sx_cg_node *n)
 sx_status cg_eval_maxpool2d(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_maxpool2d_out(IN(0), &n->attr.pool, OUT);
+    return sx_tensor_maxpool2d_out(IN_VALUE(0), &n->attr.pool, OUT);
 }
 
 sx_status cg_eval_maxpool2d_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_maxpool2d_backward_out(IN(0), IN(1), &n->attr.pool, OUT);
+    return sx_tensor_maxpool2d_backward_out(IN_VALUE(0), IN_VALUE(1), &n->attr.pool, OUT);
 }
 
 sx_status cg_eval_maxpool2d_relu_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_maxpool2d_relu_backward_out(IN(0), IN(1), &n->attr.pool, OUT);
+    return sx_tensor_maxpool2d_relu_backward_out(IN_VALUE(0), IN_VALUE(1), &n->attr.pool, OUT);
 }
 
 sx_status cg_eval_avgpool2d(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_avgpool2d_out(IN(0), &n->attr.pool, OUT);
+    return sx_tensor_avgpool2d_out(IN_VALUE(0), &n->attr.pool, OUT);
 }
 
 sx_status cg_eval_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_avgpool2d_backward_out(IN(0), &n->attr.pool, OUT);
+    return sx_tensor_avgpool2d_backward_out(IN_VALUE(0), &n->attr.pool, OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */
@@ -225,7 +225,7 @@ sx_status cg_shape_adaptive_avgpool2d(sx_cg_node *n)
 {
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 4));
-    const int64_t *x = IN(0)->shape;
+    const int64_t *x = IN_VALUE(0)->shape;
     int64_t s[4] = {x[0], n->attr.ints[0], n->attr.ints[1], x[3]};
     SX_TRY(adaptive_check(n, x, s));
     SX_TRY(sx_shape_check(cg_who(n), 4, s));
@@ -240,19 +240,19 @@ sx_status cg_shape_adaptive_avgpool2d_backward(sx_cg_node *n)
     SX_TRY(cg_attr_shape(n));
     if (n->attr.rank != 4)
         return sx_error(SX_E_RANK, "%s: result rank %d (want 4)", cg_who(n), n->attr.rank);
-    return adaptive_check(n, n->attr.shape, IN(0)->shape);
+    return adaptive_check(n, n->attr.shape, IN_VALUE(0)->shape);
 }
 
 sx_status cg_eval_adaptive_avgpool2d(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_adaptive_avgpool2d_out(IN(0), OUT);
+    return sx_tensor_adaptive_avgpool2d_out(IN_VALUE(0), OUT);
 }
 
 sx_status cg_eval_adaptive_avgpool2d_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_adaptive_avgpool2d_backward_out(IN(0), OUT);
+    return sx_tensor_adaptive_avgpool2d_backward_out(IN_VALUE(0), OUT);
 }
 
 /* The largest window along an axis of `in` cells pooled to `out`: ceil(in / out), plus one
@@ -265,12 +265,12 @@ static double adaptive_span(int64_t in, int64_t out)
 /* one addition per cell of every (largest) window, for every pooled output */
 cg_cost cg_eval_adaptive_avgpool2d_cost(const sx_cg_node *n)
 {
-    const int64_t *x = IN(0)->shape, *y = OUT->shape;
+    const int64_t *x = IN_VALUE(0)->shape, *y = OUT->shape;
     return cg_cost_per_out(n, adaptive_span(x[1], y[1]) * adaptive_span(x[2], y[2]));
 }
 
 cg_cost cg_eval_adaptive_avgpool2d_backward_cost(const sx_cg_node *n)
 {
-    const int64_t *x = OUT->shape, *y = IN(0)->shape;
+    const int64_t *x = OUT->shape, *y = IN_VALUE(0)->shape;
     return cg_cost_per_in(n, 0, adaptive_span(x[1], y[1]) * adaptive_span(x[2], y[2]));
 }

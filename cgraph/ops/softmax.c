@@ -2,7 +2,7 @@
  * cross-entropy with softmax folded in (and its backward op). */
 #include "cgraph_impl.h"
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 
 /* ---------------------------------------------------------------- constructors */
@@ -53,7 +53,7 @@ sx_status cg_shape_softmax(sx_cg_node *n)
 {
     SX_TRY(cg_shape_same(n));
     int axis;
-    SX_TRY(sx__axis(cg_who(n), n->attr.axis, IN(0)->rank, &axis));
+    SX_TRY(sx__axis(cg_who(n), n->attr.axis, IN_VALUE(0)->rank, &axis));
     n->attr.axis = axis;
     return SX_OK;
 }
@@ -65,10 +65,10 @@ sx_status cg_shape_xent_backward(sx_cg_node *n)
     SX_TRY(cg_want_rank(n, 0, 2));
     SX_TRY(cg_want_same_shape(n, 0, 1));
     SX_TRY(cg_want_rank(n, 2, 1));
-    if (IN(2)->shape[0] != IN(0)->shape[0])
+    if (IN_VALUE(2)->shape[0] != IN_VALUE(0)->shape[0])
         return sx_error(SX_E_SHAPE, "%s: dout has %lld rows, logits %lld", cg_who(n),
-                        (long long)IN(2)->shape[0], (long long)IN(0)->shape[0]);
-    cg_set_shape(n, 2, IN(0)->shape);
+                        (long long)IN_VALUE(2)->shape[0], (long long)IN_VALUE(0)->shape[0]);
+    cg_set_shape(n, 2, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
@@ -77,7 +77,7 @@ sx_status cg_shape_softmax_xent(sx_cg_node *n)
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 2));
     SX_TRY(cg_want_same_shape(n, 0, 1));
-    cg_set_shape(n, 1, IN(0)->shape);
+    cg_set_shape(n, 1, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
@@ -86,37 +86,37 @@ sx_status cg_shape_softmax_xent(sx_cg_node *n)
 sx_status cg_eval_softmax(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_softmax_out(IN(0), n->attr.axis, OUT);
+    return sx_tensor_softmax_out(IN_VALUE(0), n->attr.axis, OUT);
 }
 
 sx_status cg_eval_log_softmax(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_log_softmax_out(IN(0), n->attr.axis, OUT);
+    return sx_tensor_log_softmax_out(IN_VALUE(0), n->attr.axis, OUT);
 }
 
 sx_status cg_eval_softmax_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_softmax_backward_out(IN(0), IN(1), n->attr.axis, OUT);
+    return sx_tensor_softmax_backward_out(IN_VALUE(0), IN_VALUE(1), n->attr.axis, OUT);
 }
 
 sx_status cg_eval_log_softmax_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_log_softmax_backward_out(IN(0), IN(1), n->attr.axis, OUT);
+    return sx_tensor_log_softmax_backward_out(IN_VALUE(0), IN_VALUE(1), n->attr.axis, OUT);
 }
 
 sx_status cg_eval_softmax_xent(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_softmax_xent_out(IN(0), IN(1), OUT);
+    return sx_tensor_softmax_xent_out(IN_VALUE(0), IN_VALUE(1), OUT);
 }
 
 sx_status cg_eval_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_softmax_xent_backward_out(IN(0), IN(1), IN(2), OUT);
+    return sx_tensor_softmax_xent_backward_out(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */

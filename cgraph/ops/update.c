@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdatomic.h>
 
-#define IN(i) (&n->in[i]->value)
+#define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
 /* The parameters a mutating node writes (its leading inputs' storage). */
 #define OUT0(n) (&(n)->in[0]->value)
@@ -30,14 +30,14 @@ sx_status cg_shape_assign(sx_cg_node *n)
                         (long long)n->in[0]->id, sx_cg_op_name(n->in[0]->op));
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_same_shape(n, 0, 1));
-    cg_set_shape(n, IN(0)->rank, IN(0)->shape);
+    cg_set_shape(n, IN_VALUE(0)->rank, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
 sx_status cg_shape_seq(sx_cg_node *n)
 {
-    OUT->dtype = IN(0)->dtype;
-    cg_set_shape(n, IN(0)->rank, IN(0)->shape);
+    OUT->dtype = IN_VALUE(0)->dtype;
+    cg_set_shape(n, IN_VALUE(0)->rank, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
@@ -53,10 +53,11 @@ sx_status cg_shape_update(sx_cg_node *n)
                             sx_cg_op_name(n->in[i]->op));
     for (int i = 1; i < last; i++)
         SX_TRY(cg_want_same_shape(n, 0, i));
-    if (IN(last)->size != cg_update_rates(n->op))
+    if (IN_VALUE(last)->size != cg_update_rates(n->op))
         return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
-                        cg_who(n), (long long)IN(last)->size, (long long)cg_update_rates(n->op));
-    cg_set_shape(n, IN(0)->rank, IN(0)->shape);
+                        cg_who(n), (long long)IN_VALUE(last)->size,
+                        (long long)cg_update_rates(n->op));
+    cg_set_shape(n, IN_VALUE(0)->rank, IN_VALUE(0)->shape);
     return SX_OK;
 }
 
@@ -79,7 +80,7 @@ sx_status cg_shape_matmul_update(sx_cg_node *n)
                             sx_cg_op_name(n->in[i]->op));
         SX_TRY(cg_want_same_shape(n, 0, i));
     }
-    const sx_tensor *p = IN(0), *a = IN(k), *b = IN(k + 1);
+    const sx_tensor *p = IN_VALUE(0), *a = IN_VALUE(k), *b = IN_VALUE(k + 1);
     if (p->rank != 2 || a->rank != 2 || b->rank != 2)
         return sx_error(SX_E_RANK, "%s: the parameter and both factors must be matrices",
                         cg_who(n));
@@ -91,9 +92,9 @@ sx_status cg_shape_matmul_update(sx_cg_node *n)
         m > INT_MAX || nn > INT_MAX)
         return sx_error(SX_E_SHAPE, "%s: the product does not have the parameter's shape",
                         cg_who(n));
-    if (IN(k + 2)->size != cg_update_rates((sx_cg_op)u))
+    if (IN_VALUE(k + 2)->size != cg_update_rates((sx_cg_op)u))
         return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
-                        cg_who(n), (long long)IN(k + 2)->size,
+                        cg_who(n), (long long)IN_VALUE(k + 2)->size,
                         (long long)cg_update_rates((sx_cg_op)u));
     cg_set_shape(n, p->rank, p->shape);
     n->ws_bytes = (size_t)CG_MMU_SLOTS * (size_t)cg_mmu_rows(m, nn, sx_dtype_size(p->dtype)) *
@@ -107,8 +108,8 @@ sx_status cg_shape_matmul_update(sx_cg_node *n)
 sx_status cg_eval_assign(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    SX_TRY(sx_tensor_copy_out(IN(1), IN(0)));
-    OUT->data = IN(0)->data;
+    SX_TRY(sx_tensor_copy_out(IN_VALUE(1), IN_VALUE(0)));
+    OUT->data = IN_VALUE(0)->data;
     return SX_OK;
 }
 
@@ -244,9 +245,9 @@ sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
     sx_tensor *st[3] = {k > 1 ? MUT(n, 1) : NULL, k > 2 ? MUT(n, 2) : NULL,
                         k > 3 ? MUT(n, 3) : NULL};
     double r[CG_MAX_RATES];
-    read_rates(n->op, IN(n->n_in - 1), r);
-    sx_status s = run_step(n, n->op, OUT0(n), st, IN(k), r);
-    OUT->data = IN(0)->data;
+    read_rates(n->op, IN_VALUE(n->n_in - 1), r);
+    sx_status s = run_step(n, n->op, OUT0(n), st, IN_VALUE(k), r);
+    OUT->data = IN_VALUE(0)->data;
     return s;
 }
 
@@ -305,7 +306,7 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
 {
     const int k = cg_mutated(n);
     const sx_cg_op op = (sx_cg_op)n->attr.ints[0];
-    const sx_tensor *a = IN(k), *b = IN(k + 1), *p = IN(0);
+    const sx_tensor *a = IN_VALUE(k), *b = IN_VALUE(k + 1), *p = IN_VALUE(0);
     const bool ta = n->attr.trans_a, tb = n->attr.trans_b;
     const int64_t m = p->shape[0], cols = p->shape[1];
     const int64_t kk = ta ? a->shape[0] : a->shape[1];
@@ -338,14 +339,14 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
                  .esz = esz,
                  .slot_bytes = slot_bytes,
                  .ws = ws};
-    read_rates(op, IN(k + 2), c.lr);
+    read_rates(op, IN_VALUE(k + 2), c.lr);
     atomic_init(&c.first, SX_OK);
     if (threads <= 1) /* on this thread, in order; the GEMMs may use threads inside */
         for (int64_t blk = 0; blk < blocks; blk++)
             mmu_block(&c, blk, 0);
     else
         sx__par_for_upto(threads, blocks, mmu_task, &c);
-    OUT->data = IN(0)->data;
+    OUT->data = IN_VALUE(0)->data;
     return (sx_status)atomic_load(&c.first);
 }
 
@@ -360,7 +361,7 @@ cg_cost cg_eval_assign_cost(const sx_cg_node *n)
 /* (p, states..., a, b, lr): the product's flops (the update's are a few per element) */
 cg_cost cg_eval_matmul_update_cost(const sx_cg_node *n)
 {
-    const sx_tensor *a = IN(n->n_in - 3);
+    const sx_tensor *a = IN_VALUE(n->n_in - 3);
     return cg_cost_gemm((double)OUT->size, n->attr.trans_a ? a->shape[0] : a->shape[1]);
 }
 
