@@ -6,6 +6,7 @@
  * (conv2d / pooling node, then sx_ad_vjp with dy as the seed) in f64 (agreement within 1e-10
  * relative to the largest reference value of the tensor) and f32 (1e-5). */
 #include "testutil.h"
+#include "torch_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,84 +14,9 @@
 #include <string.h>
 #include <sx_autodiff.h>
 
-#define MAX_T 6 /* x, k, y, dy, dx, dk */
-
-typedef struct ref_tensor {
-    char name[8];
-    int rank;
-    int64_t shape[4];
-    int64_t size;
-    double *v;
-} ref_tensor;
-
-typedef struct ref_case {
-    char name[64], kind[16];
-    int prm[13]; /* the params line */
-    int n_t;
-    ref_tensor t[MAX_T];
-} ref_case;
-
-static const ref_tensor *tensor_of(const ref_case *c, const char *name)
+static sx_cg_node *leaf(sx_cg_graph *g, sx_dtype dt, const tr_tensor *t, bool param)
 {
-    for (int i = 0; i < c->n_t; i++)
-        if (strcmp(c->t[i].name, name) == 0)
-            return &c->t[i];
-    cr_assert_fail("case %s has no tensor %s", c->name, name);
-    return NULL;
-}
-
-static void case_free(ref_case *c)
-{
-    for (int i = 0; i < c->n_t; i++)
-        free(c->t[i].v);
-    c->n_t = 0;
-}
-
-/* Read the next case; false at the end of the file. */
-static bool case_read(FILE *f, ref_case *c)
-{
-    char word[64];
-    memset(c, 0, sizeof *c);
-    while (fscanf(f, "%63s", word) == 1) {
-        if (word[0] == '#') { /* a comment line */
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-            continue;
-        }
-        cr_assert_str_eq(word, "case", "malformed reference file at \"%s\"", word);
-        cr_assert_eq(fscanf(f, "%63s %15s params", c->name, c->kind), 2);
-        for (int i = 0; i < 13; i++)
-            cr_assert_eq(fscanf(f, "%d", &c->prm[i]), 1, "%s: params", c->name);
-        int n_t = strcmp(c->kind, "conv") == 0 ? 6 : 4;
-        for (int i = 0; i < n_t; i++) {
-            ref_tensor *t = &c->t[i];
-            cr_assert_eq(fscanf(f, " tensor %7s %d", t->name, &t->rank), 2, "%s", c->name);
-            cr_assert(t->rank == 4, "%s: rank %d", c->name, t->rank);
-            t->size = 1;
-            for (int d = 0; d < t->rank; d++) {
-                long long v;
-                cr_assert_eq(fscanf(f, "%lld", &v), 1);
-                t->shape[d] = v;
-                t->size *= v;
-            }
-            t->v = malloc((size_t)t->size * sizeof *t->v);
-            cr_assert_not_null(t->v);
-            for (int64_t j = 0; j < t->size; j++)
-                cr_assert_eq(fscanf(f, "%lf", &t->v[j]), 1, "%s: %s[%lld]", c->name, t->name,
-                             (long long)j);
-            c->n_t++;
-        }
-        return true;
-    }
-    return false;
-}
-
-static sx_cg_node *leaf(sx_cg_graph *g, sx_dtype dt, const ref_tensor *t, bool param)
-{
-    sx_tensor *v = NULL;
-    cr_assert_eq(sx_tensor_from_doubles(dt, t->rank, t->shape, t->v, t->size, &v), SX_OK, "%s",
-                 sx_last_error());
+    sx_tensor *v = tr_to_tensor(dt, t);
     sx_cg_node *n;
     if (param) {
         n = sx_cg_param(g, t->name, v);
@@ -104,35 +30,21 @@ static sx_cg_node *leaf(sx_cg_graph *g, sx_dtype dt, const ref_tensor *t, bool p
     return n;
 }
 
-static void expect(const char *what, const ref_case *c, sx_cg_node *n, const ref_tensor *want,
-                   double tol)
-{
-    const sx_tensor *got = sx_cg_value(n);
-    cr_assert_not_null(got, "%s %s: %s", c->name, what, sx_last_error());
-    cr_assert(sx_shape_equal(got->rank, got->shape, want->rank, want->shape), "%s %s: shape",
-              c->name, what);
-    double scale = 0;
-    for (int64_t i = 0; i < want->size; i++)
-        scale = fmax(scale, fabs(want->v[i]));
-    for (int64_t i = 0; i < want->size; i++) {
-        double g = sx_tensor_get(got, i);
-        cr_assert(fabs(g - want->v[i]) <= tol * (1 + scale), "%s %s (%s) [%lld]: %.17g, want %.17g",
-                  c->name, what, sx_dtype_name(got->dtype), (long long)i, g, want->v[i]);
-    }
-}
-
 /* The case's op with `padding` (SX_PAD_EXPLICIT with the file's pads, or another mode that
  * gives the same pads). */
-static void run_case(const ref_case *c, sx_dtype dt, sx_padding padding, double tol)
+static void run_case(const tr_case *c, sx_dtype dt, sx_padding padding, double tol)
 {
-    const int *q = c->prm;
+    int q[13];
+    cr_assert_eq(c->n_num, 13, "%s: %d settings", c->name, c->n_num);
+    for (int i = 0; i < 13; i++)
+        q[i] = (int)c->num[i];
     sx_cg_graph *g = NULL;
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &g), SX_OK);
     bool conv = strcmp(c->kind, "conv") == 0;
-    sx_cg_node *x = leaf(g, dt, tensor_of(c, "x"), true), *k = NULL, *y;
-    sx_cg_node *dy = leaf(g, dt, tensor_of(c, "dy"), false);
+    sx_cg_node *x = leaf(g, dt, tr_tensor_of(c, "x"), true), *k = NULL, *y;
+    sx_cg_node *dy = leaf(g, dt, tr_tensor_of(c, "dy"), false);
     if (conv) {
-        k = leaf(g, dt, tensor_of(c, "k"), true);
+        k = leaf(g, dt, tr_tensor_of(c, "k"), true);
         sx_conv2d_params p = {.stride_h = q[0],
                               .stride_w = q[1],
                               .padding = padding,
@@ -164,31 +76,26 @@ static void run_case(const ref_case *c, sx_dtype dt, sx_padding padding, double 
                  sx_last_error());
     sx_cg_node *outs[3] = {y, grads[0], grads[1]};
     cr_assert_eq(sx_cg_eval(g, conv ? 3 : 2, outs), SX_OK, "%s: %s", c->name, sx_last_error());
-    expect("y", c, y, tensor_of(c, "y"), tol);
-    expect("dx", c, grads[0], tensor_of(c, "dx"), tol);
+    tr_expect(c, "y", sx_cg_value(y), tr_tensor_of(c, "y"), tol);
+    tr_expect(c, "dx", sx_cg_value(grads[0]), tr_tensor_of(c, "dx"), tol);
     if (conv)
-        expect("dk", c, grads[1], tensor_of(c, "dk"), tol);
+        tr_expect(c, "dk", sx_cg_value(grads[1]), tr_tensor_of(c, "dk"), tol);
     sx_cg_graph_free(g);
 }
 
 Test(autodiff_torch, conv_and_pool_match_pytorch)
 {
-    char path[512];
-    const char *file = __FILE__, *slash = strrchr(file, '/');
-    cr_assert_not_null(slash, "__FILE__ is %s", file);
-    snprintf(path, sizeof path, "%.*s/../data/torch_conv_pool.txt", (int)(slash - file), file);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    ref_case c;
+    FILE *f = tr_open("torch_conv_pool.txt");
+    tr_case c;
     int cases = 0, same_lower = 0;
-    while (case_read(f, &c)) {
+    while (tr_read(f, &c)) {
         for (int d = 0; d < 2; d++)
             run_case(&c, d ? SX_F64 : SX_F32, SX_PAD_EXPLICIT, d ? 1e-10 : 1e-5);
         if (strstr(c.name, "same_lower") != NULL) { /* the same pads from the mode */
             run_case(&c, SX_F64, SX_PAD_SAME_LOWER, 1e-10);
             same_lower++;
         }
-        case_free(&c);
+        tr_free(&c);
         cases++;
     }
     fclose(f);

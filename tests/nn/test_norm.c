@@ -7,6 +7,7 @@
  * largest reference value of the tensor) and f32 (1e-5). Then the layers' save/load round trip
  * and their errors. */
 #include "testutil.h"
+#include "torch_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,171 +18,87 @@
 
 #include "nn_impl.h"
 
-#define MAX_T 8 /* x, y, dy, dx, gamma, beta, dgamma, dbeta */
-
-typedef struct ref_tensor {
-    char name[8];
-    int rank;
-    int64_t shape[SX_MAX_RANK];
-    int64_t size;
-    double *v;
-} ref_tensor;
-
-typedef struct ref_case {
-    char name[64], kind[16];
-    int arg; /* layer: axes; group: groups; instance: 0 */
-    double eps;
-    int affine;
-    int n_t;
-    ref_tensor t[MAX_T];
-} ref_case;
-
-static const ref_tensor *tensor_of(const ref_case *c, const char *name)
+/* A case's settings (tests/data/torch_norm.py): axes (layer) or groups (group) or 0, eps,
+ * affine. */
+static int case_arg(const tr_case *c)
 {
-    for (int i = 0; i < c->n_t; i++)
-        if (strcmp(c->t[i].name, name) == 0)
-            return &c->t[i];
-    cr_assert_fail("case %s has no tensor %s", c->name, name);
-    return NULL;
+    cr_assert_eq(c->n_num, 3, "%s: %d settings", c->name, c->n_num);
+    return (int)c->num[0];
 }
 
-static void case_free(ref_case *c)
+static bool case_affine(const tr_case *c)
 {
-    for (int i = 0; i < c->n_t; i++)
-        free(c->t[i].v);
-    c->n_t = 0;
+    cr_assert_eq(c->n_num, 3, "%s: %d settings", c->name, c->n_num);
+    return c->num[2] != 0;
 }
 
-/* Read the next case; false at the end of the file. */
-static bool case_read(FILE *f, ref_case *c)
+static sx_cg_node *leaf(sx_cg_graph *g, sx_dtype dt, const tr_tensor *t)
 {
-    char word[64];
-    memset(c, 0, sizeof *c);
-    while (fscanf(f, "%63s", word) == 1) {
-        if (word[0] == '#') { /* a comment line */
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-            continue;
-        }
-        cr_assert_str_eq(word, "case", "malformed reference file at \"%s\"", word);
-        cr_assert_eq(
-            fscanf(f, "%63s %15s %d %lf %d", c->name, c->kind, &c->arg, &c->eps, &c->affine), 5);
-        int n_t = c->affine ? 8 : 4;
-        for (int i = 0; i < n_t; i++) {
-            ref_tensor *t = &c->t[i];
-            cr_assert_eq(fscanf(f, " tensor %7s %d", t->name, &t->rank), 2, "%s", c->name);
-            cr_assert(t->rank >= 1 && t->rank <= SX_MAX_RANK, "%s: rank %d", c->name, t->rank);
-            t->size = 1;
-            for (int d = 0; d < t->rank; d++) {
-                long long v;
-                cr_assert_eq(fscanf(f, "%lld", &v), 1);
-                t->shape[d] = v;
-                t->size *= v;
-            }
-            t->v = malloc((size_t)t->size * sizeof *t->v);
-            cr_assert_not_null(t->v);
-            for (int64_t j = 0; j < t->size; j++)
-                cr_assert_eq(fscanf(f, "%lf", &t->v[j]), 1, "%s: %s[%lld]", c->name, t->name,
-                             (long long)j);
-            c->n_t++;
-        }
-        return true;
-    }
-    return false;
-}
-
-static sx_tensor *tensor(sx_dtype dt, const ref_tensor *t)
-{
-    sx_tensor *v = NULL;
-    cr_assert_eq(sx_tensor_from_doubles(dt, t->rank, t->shape, t->v, t->size, &v), SX_OK, "%s",
-                 sx_last_error());
-    return v;
-}
-
-static sx_cg_node *leaf(sx_cg_graph *g, sx_dtype dt, const ref_tensor *t)
-{
-    sx_tensor *v = tensor(dt, t);
+    sx_tensor *v = tr_to_tensor(dt, t);
     sx_cg_node *n = sx_cg_param(g, t->name, v);
     sx_tensor_free(v);
     cr_assert_not_null(n, "%s", sx_last_error());
     return n;
 }
 
-static void expect_t(const char *what, const ref_case *c, const sx_tensor *got,
-                     const ref_tensor *want, double tol)
-{
-    cr_assert_not_null(got, "%s %s: %s", c->name, what, sx_last_error());
-    cr_assert(sx_shape_equal(got->rank, got->shape, want->rank, want->shape), "%s %s: shape",
-              c->name, what);
-    double scale = 0;
-    for (int64_t i = 0; i < want->size; i++)
-        scale = fmax(scale, fabs(want->v[i]));
-    for (int64_t i = 0; i < want->size; i++) {
-        double g = sx_tensor_get(got, i);
-        cr_assert(fabs(g - want->v[i]) <= tol * (1 + scale), "%s %s (%s) [%lld]: %.17g, want %.17g",
-                  c->name, what, sx_dtype_name(got->dtype), (long long)i, g, want->v[i]);
-    }
-}
-
-static sx_cg_node *case_op(sx_cg_graph *g, const ref_case *c, sx_cg_node *x, sx_cg_node *gamma,
+static sx_cg_node *case_op(sx_cg_graph *g, const tr_case *c, sx_cg_node *x, sx_cg_node *gamma,
                            sx_cg_node *beta)
 {
     if (strcmp(c->kind, "layer") == 0)
-        return sx_cg_layer_norm(g, x, c->arg, gamma, beta, c->eps);
+        return sx_cg_layer_norm(g, x, case_arg(c), gamma, beta, c->num[1]);
     if (strcmp(c->kind, "group") == 0)
-        return sx_cg_group_norm(g, x, c->arg, gamma, beta, c->eps);
-    return sx_cg_instance_norm(g, x, gamma, beta, c->eps);
+        return sx_cg_group_norm(g, x, case_arg(c), gamma, beta, c->num[1]);
+    return sx_cg_instance_norm(g, x, gamma, beta, c->num[1]);
 }
 
 /* The graph ops: y and the vector-Jacobian products with dy. */
-static void run_graph(const ref_case *c, sx_dtype dt, double tol)
+static void run_graph(const tr_case *c, sx_dtype dt, double tol)
 {
     sx_cg_graph *g = NULL;
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &g), SX_OK);
-    sx_cg_node *x = leaf(g, dt, tensor_of(c, "x")), *dy = leaf(g, dt, tensor_of(c, "dy"));
-    sx_cg_node *gamma = c->affine ? leaf(g, dt, tensor_of(c, "gamma")) : NULL;
-    sx_cg_node *beta = c->affine ? leaf(g, dt, tensor_of(c, "beta")) : NULL;
+    sx_cg_node *x = leaf(g, dt, tr_tensor_of(c, "x")), *dy = leaf(g, dt, tr_tensor_of(c, "dy"));
+    sx_cg_node *gamma = case_affine(c) ? leaf(g, dt, tr_tensor_of(c, "gamma")) : NULL;
+    sx_cg_node *beta = case_affine(c) ? leaf(g, dt, tr_tensor_of(c, "beta")) : NULL;
     sx_cg_node *y = case_op(g, c, x, gamma, beta);
     cr_assert_not_null(y, "%s: %s", c->name, sx_last_error());
     sx_cg_node *wrt[3] = {x, gamma, beta}, *grads[3] = {NULL, NULL, NULL};
-    int n = c->affine ? 3 : 1;
+    int n = case_affine(c) ? 3 : 1;
     cr_assert_eq(sx_ad_vjp(g, y, dy, n, wrt, grads), SX_OK, "%s: %s", c->name, sx_last_error());
     sx_cg_node *outs[4] = {y, grads[0], grads[1], grads[2]};
     cr_assert_eq(sx_cg_eval(g, 1 + n, outs), SX_OK, "%s: %s", c->name, sx_last_error());
-    expect_t("y", c, sx_cg_value(y), tensor_of(c, "y"), tol);
-    expect_t("dx", c, sx_cg_value(grads[0]), tensor_of(c, "dx"), tol);
-    if (c->affine) {
-        expect_t("dgamma", c, sx_cg_value(grads[1]), tensor_of(c, "dgamma"), tol);
-        expect_t("dbeta", c, sx_cg_value(grads[2]), tensor_of(c, "dbeta"), tol);
+    tr_expect(c, "y", sx_cg_value(y), tr_tensor_of(c, "y"), tol);
+    tr_expect(c, "dx", sx_cg_value(grads[0]), tr_tensor_of(c, "dx"), tol);
+    if (case_affine(c)) {
+        tr_expect(c, "dgamma", sx_cg_value(grads[1]), tr_tensor_of(c, "dgamma"), tol);
+        tr_expect(c, "dbeta", sx_cg_value(grads[2]), tr_tensor_of(c, "dbeta"), tol);
     }
     sx_cg_graph_free(g);
 }
 
 /* A network of the case's layer alone, gamma and beta from the file. */
-static sx_nn_net *case_net(const ref_case *c, sx_dtype dt)
+static sx_nn_net *case_net(const tr_case *c, sx_dtype dt)
 {
-    const ref_tensor *x = tensor_of(c, "x");
+    const tr_tensor *x = tr_tensor_of(c, "x");
     sx_nn_net *net = NULL;
     cr_assert_eq(sx_nn_net_new("norm", dt, 1, &net), SX_OK);
     sx_nn_layer *l = sx_nn_input(net, x->rank - 1, x->shape + 1);
     if (strcmp(c->kind, "layer") == 0) {
         sx_nn_layer_norm_params p = sx_nn_layer_norm_params_default();
-        p.axes = c->arg, p.eps = c->eps, p.affine = c->affine;
+        p.axes = case_arg(c), p.eps = c->num[1], p.affine = case_affine(c);
         l = sx_nn_layer_norm(net, l, &p);
     } else if (strcmp(c->kind, "group") == 0) {
         sx_nn_group_norm_params p = sx_nn_group_norm_params_default();
-        p.groups = c->arg, p.eps = c->eps, p.affine = c->affine;
+        p.groups = case_arg(c), p.eps = c->num[1], p.affine = case_affine(c);
         l = sx_nn_group_norm(net, l, &p);
     } else {
         sx_nn_instance_norm_params p = sx_nn_instance_norm_params_default();
-        p.eps = c->eps, p.affine = c->affine;
+        p.eps = c->num[1], p.affine = case_affine(c);
         l = sx_nn_instance_norm(net, l, &p);
     }
     cr_assert_not_null(l, "%s: %s", c->name, sx_last_error());
-    cr_assert_eq(l->n_params, c->affine ? 2 : 0);
+    cr_assert_eq(l->n_params, case_affine(c) ? 2 : 0);
     for (int k = 0; k < l->n_params; k++) {
-        sx_tensor *v = tensor(dt, tensor_of(c, k == 0 ? "gamma" : "beta"));
+        sx_tensor *v = tr_to_tensor(dt, tr_tensor_of(c, k == 0 ? "gamma" : "beta"));
         cr_assert(
             sx_shape_equal(v->rank, v->shape, l->params[k].value->rank, l->params[k].value->shape),
             "%s: parameter %d's shape", c->name, k);
@@ -194,18 +111,19 @@ static sx_nn_net *case_net(const ref_case *c, sx_dtype dt)
 /* The nn layer: the inference output; then one compiled SGD step (rate 1) on the MSE loss with
  * targets y - dy N / 2 (N output elements), whose gradient with respect to the output is dy, so
  * each parameter moves by its PyTorch gradient. */
-static void run_layer(const ref_case *c, sx_dtype dt, double tol)
+static void run_layer(const tr_case *c, sx_dtype dt, double tol)
 {
-    const ref_tensor *xr = tensor_of(c, "x"), *yr = tensor_of(c, "y"), *dyr = tensor_of(c, "dy");
+    const tr_tensor *xr = tr_tensor_of(c, "x"), *yr = tr_tensor_of(c, "y"),
+                    *dyr = tr_tensor_of(c, "dy");
     sx_nn_net *net = case_net(c, dt);
-    sx_tensor *x = tensor(dt, xr), *out = tu_zeros(dt, yr->rank, yr->shape);
+    sx_tensor *x = tr_to_tensor(dt, xr), *out = tu_zeros(dt, yr->rank, yr->shape);
     sx_nn_model *m = NULL;
     cr_assert_eq(sx_nn_compile_infer(net, xr->shape[0], &m), SX_OK, "%s: %s", c->name,
                  sx_last_error());
     cr_assert_eq(sx_nn_model_predict(m, x, out), SX_OK, "%s: %s", c->name, sx_last_error());
-    expect_t("layer y", c, out, yr, tol);
+    tr_expect(c, "layer y", out, yr, tol);
     sx_nn_model_free(m);
-    if (c->affine) {
+    if (case_affine(c)) {
         double *t = malloc((size_t)yr->size * sizeof *t);
         cr_assert_not_null(t);
         for (int64_t i = 0; i < yr->size; i++)
@@ -231,8 +149,8 @@ static void run_layer(const ref_case *c, sx_dtype dt, double tol)
             for (int64_t i = 0; i < d->size; i++)
                 sx_tensor_set(d, i, sx_tensor_get(d, i) - sx_tensor_get(l->params[k].value, i));
             /* the step's difference of two numbers near 1: the dtype's rounding of them */
-            expect_t(k == 0 ? "layer dgamma" : "layer dbeta", c, d,
-                     tensor_of(c, k == 0 ? "dgamma" : "dbeta"), dt == SX_F64 ? 1e-10 : 1e-4);
+            tr_expect(c, k == 0 ? "layer dgamma" : "layer dbeta", d,
+                      tr_tensor_of(c, k == 0 ? "dgamma" : "dbeta"), dt == SX_F64 ? 1e-10 : 1e-4);
             sx_tensor_free(d);
         }
         sx_nn_model_free(m);
@@ -243,27 +161,16 @@ static void run_layer(const ref_case *c, sx_dtype dt, double tol)
     sx_nn_net_free(net);
 }
 
-static FILE *open_ref(void)
-{
-    char path[512];
-    const char *file = __FILE__, *slash = strrchr(file, '/');
-    cr_assert_not_null(slash, "__FILE__ is %s", file);
-    snprintf(path, sizeof path, "%.*s/../data/torch_norm.txt", (int)(slash - file), file);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    return f;
-}
-
 Test(nn_norm, graph_ops_match_pytorch)
 {
-    FILE *f = open_ref();
-    ref_case c;
+    FILE *f = tr_open("torch_norm.txt");
+    tr_case c;
     int cases = 0, kinds[3] = {0, 0, 0};
-    while (case_read(f, &c)) {
+    while (tr_read(f, &c)) {
         for (int d = 0; d < 2; d++)
             run_graph(&c, d ? SX_F64 : SX_F32, d ? 1e-10 : 1e-5);
-        kinds[c.kind[0] == 'l' ? 0 : c.kind[0] == 'g' ? 1 : 2] += 1 + c.affine;
-        case_free(&c);
+        kinds[c.kind[0] == 'l' ? 0 : c.kind[0] == 'g' ? 1 : 2] += 1 + case_affine(&c);
+        tr_free(&c);
         cases++;
     }
     fclose(f);
@@ -274,13 +181,13 @@ Test(nn_norm, graph_ops_match_pytorch)
 
 Test(nn_norm, layers_match_pytorch)
 {
-    FILE *f = open_ref();
-    ref_case c;
+    FILE *f = tr_open("torch_norm.txt");
+    tr_case c;
     int cases = 0;
-    while (case_read(f, &c)) {
+    while (tr_read(f, &c)) {
         for (int d = 0; d < 2; d++)
             run_layer(&c, d ? SX_F64 : SX_F32, d ? 1e-10 : 1e-5);
-        case_free(&c);
+        tr_free(&c);
         cases++;
     }
     fclose(f);

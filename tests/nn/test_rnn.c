@@ -6,6 +6,7 @@
  * the file format). Also: the embedding layer (rows, padding, gradient), a training step through
  * every sequence layer, a save/load round trip, and the documented errors. */
 #include "testutil.h"
+#include "torch_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,78 +16,11 @@
 
 #include "nn_impl.h"
 
-#define MAX_T 64
-
-typedef struct ref_tensor {
-    char name[8];
-    int rank;
-    int64_t shape[4];
-    int64_t size;
-    double *v;
-} ref_tensor;
-
-typedef struct ref_case {
-    char name[64], kind[16];
-    int prm[6]; /* batch, steps, features, units or heads, layers, sequences or causal */
-    int n_t;
-    ref_tensor t[MAX_T];
-} ref_case;
-
-/* Read every case of the reference file (at most `max`); returns how many. */
-static int read_cases(ref_case *cs, int max)
-{
-    char path[1024];
-    const char *file = __FILE__, *slash = strrchr(file, '/');
-    snprintf(path, sizeof path, "%.*s/../data/torch_rnn.txt", (int)(slash - file), file);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    char word[64];
-    int n = -1;
-    while (fscanf(f, "%63s", word) == 1) {
-        if (word[0] == '#') {
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-        } else if (strcmp(word, "case") == 0) {
-            cr_assert_lt(n + 1, max);
-            ref_case *c = &cs[++n];
-            memset(c, 0, sizeof *c);
-            cr_assert_eq(fscanf(f, "%63s %15s", c->name, c->kind), 2);
-        } else if (strcmp(word, "params") == 0) {
-            for (int i = 0; i < 6; i++)
-                cr_assert_eq(fscanf(f, "%d", &cs[n].prm[i]), 1);
-        } else {
-            cr_assert_str_eq(word, "tensor");
-            ref_case *c = &cs[n];
-            cr_assert_lt(c->n_t, MAX_T);
-            ref_tensor *t = &c->t[c->n_t++];
-            cr_assert_eq(fscanf(f, "%7s %d", t->name, &t->rank), 2);
-            t->size = 1;
-            for (int i = 0; i < t->rank; i++) {
-                long long d;
-                cr_assert_eq(fscanf(f, "%lld", &d), 1);
-                t->shape[i] = d;
-                t->size *= d;
-            }
-            t->v = malloc((size_t)t->size * sizeof *t->v);
-            for (int64_t i = 0; i < t->size; i++)
-                cr_assert_eq(fscanf(f, "%lf", &t->v[i]), 1);
-        }
-    }
-    fclose(f);
-    return n + 1;
-}
-
-static void free_cases(ref_case *cs, int n)
-{
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < cs[i].n_t; k++)
-            free(cs[i].t[k].v);
-}
+#define MAX_T TR_MAX_TENSORS
 
 /* |got - want| <= tol * max(max |want|, 1e-3) over the tensor (the floor for gradients that are
  * zero but for rounding, e.g. of attention's key bias, which softmax cancels) */
-static void expect_close(const char *what, const sx_tensor *got, const ref_tensor *want, double tol)
+static void expect_close(const char *what, const sx_tensor *got, const tr_tensor *want, double tol)
 {
     cr_assert_eq(got->size, want->size, "%s: %lld values, want %lld", what, (long long)got->size,
                  (long long)want->size);
@@ -100,30 +34,29 @@ static void expect_close(const char *what, const sx_tensor *got, const ref_tenso
                       want->v[i]);
 }
 
-static sx_tensor *ref_to_tensor(const ref_tensor *r)
+/* A case's settings (tests/data/torch_rnn.py): batch, steps, features, units or heads, layers,
+ * return sequences or causal. */
+static int prm(const tr_case *c, int i)
 {
-    sx_tensor *t = NULL;
-    cr_assert_eq(sx_tensor_new(SX_F64, r->rank, r->shape, &t), SX_OK);
-    for (int64_t i = 0; i < r->size; i++)
-        sx_tensor_set(t, i, r->v[i]);
-    return t;
+    cr_assert_eq(c->n_num, 6, "%s: %d settings", c->name, c->n_num);
+    return (int)c->num[i];
 }
 
 /* The case's network: input (T, d), then the layer(s) under test. */
-static sx_nn_net *case_net(const ref_case *c)
+static sx_nn_net *case_net(const tr_case *c)
 {
     sx_nn_net *net = NULL;
     cr_assert_eq(sx_nn_net_new("ref", SX_F64, 1, &net), SX_OK);
-    int64_t in[2] = {c->prm[1], c->prm[2]};
+    int64_t in[2] = {prm(c, 1), prm(c, 2)};
     sx_nn_layer *l = sx_nn_input(net, 2, in);
     if (strcmp(c->kind, "attention") == 0) {
-        sx_nn_attention_params p = sx_nn_attention_params_default(c->prm[3]);
-        p.causal = c->prm[5] != 0;
+        sx_nn_attention_params p = sx_nn_attention_params_default(prm(c, 3));
+        p.causal = prm(c, 5) != 0;
         l = sx_nn_attention(net, l, &p);
     } else {
-        sx_nn_rnn_params p = sx_nn_rnn_params_default(c->prm[3]);
-        p.layers = c->prm[4];
-        p.return_sequences = c->prm[5] != 0;
+        sx_nn_rnn_params p = sx_nn_rnn_params_default(prm(c, 3));
+        p.layers = prm(c, 4);
+        p.return_sequences = prm(c, 5) != 0;
         l = strcmp(c->kind, "lstm") == 0 ? sx_nn_lstm(net, l, &p) : sx_nn_gru(net, l, &p);
     }
     cr_assert_not_null(l, "%s: %s", c->name, sx_last_error());
@@ -142,14 +75,14 @@ static int net_params(sx_nn_net *net, nn_param **ps, int max)
     return n;
 }
 
-static void check_case(const ref_case *c)
+static void check_case(const tr_case *c)
 {
     sx_nn_net *net = case_net(c);
     nn_param *ps[MAX_T];
     int np = net_params(net, ps, MAX_T);
     cr_assert_eq(c->n_t, 4 + 2 * np, "%s: %d tensors for %d parameters", c->name, c->n_t, np);
     for (int k = 0; k < np; k++) {
-        const ref_tensor *r = &c->t[1 + k];
+        const tr_tensor *r = &c->t[1 + k];
         cr_assert(sx_shape_equal(ps[k]->value->rank, ps[k]->value->shape, r->rank, r->shape),
                   "%s: parameter %s has another shape than PyTorch's", c->name, ps[k]->name);
         for (int64_t i = 0; i < r->size; i++)
@@ -158,7 +91,7 @@ static void check_case(const ref_case *c)
     sx_cg_graph *g = NULL;
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g), SX_OK);
     nn_build b = {.g = g, .mode = NN_INFER};
-    sx_tensor *xv = ref_to_tensor(&c->t[0]), *dyv = ref_to_tensor(&c->t[np + 2]);
+    sx_tensor *xv = tr_to_tensor(SX_F64, &c->t[0]), *dyv = tr_to_tensor(SX_F64, &c->t[np + 2]);
     sx_cg_node *x = sx_cg_input(g, "x", SX_F64, xv->rank, xv->shape), *y = NULL, *logits = NULL;
     cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
     cr_assert_eq(nn_forward(net, &b, x, &y, &logits), SX_OK, "%s: %s", c->name, sx_last_error());
@@ -192,12 +125,16 @@ static void check_case(const ref_case *c)
 
 Test(nn_rnn, outputs_and_gradients_match_pytorch)
 {
-    static ref_case cs[8];
-    int n = read_cases(cs, 8);
+    FILE *f = tr_open("torch_rnn.txt");
+    static tr_case c;
+    int n = 0;
+    while (tr_read(f, &c)) {
+        check_case(&c);
+        tr_free(&c);
+        n++;
+    }
+    fclose(f);
     cr_assert_eq(n, 6);
-    for (int i = 0; i < n; i++)
-        check_case(&cs[i]);
-    free_cases(cs, n);
 }
 
 /* ---------------------------------------------------------------- embedding */
