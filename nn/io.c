@@ -635,17 +635,6 @@ static sx_status parse_dims(const char *path, const char *key, const char *s, si
     return SX_OK;
 }
 
-static bool out_name_ok(const char *s, size_t n)
-{
-    if (n < 1 || n > 31)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-            return false;
-    return true;
-}
-
 /* A version-2 file's "outputs" (names) or "inputs" (names NULL) list into the model. */
 static sx_status parse_parts(const char *path, const char *key, const char *v, int *n,
                              char (*names)[32], int *ranks, int64_t (*shapes)[SX_MAX_RANK])
@@ -662,7 +651,7 @@ static sx_status parse_parts(const char *path, const char *key, const char *v, i
         const char *dims = at;
         if (names != NULL) {
             const char *colon = memchr(at, ':', len);
-            if (colon == NULL || !out_name_ok(at, (size_t)(colon - at)))
+            if (colon == NULL || !nn_name_ok(at, (size_t)(colon - at)))
                 return sx_error(SX_E_FORMAT, "%s: bad output '%.*s' in '%s' (want name:shape)",
                                 path, (int)len, at, key);
             snprintf(names[*n], 32, "%.*s", (int)(colon - at), at);

@@ -15,18 +15,6 @@ const char *sx_nn_loss_name(sx_nn_loss l)
     return (unsigned)l < SX_LOSS_COUNT ? names[l] : "?";
 }
 
-static bool head_name_ok(const char *s)
-{
-    size_t n = s != NULL ? strlen(s) : 0;
-    if (n < 1 || n > 31)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-            return false;
-    return true;
-}
-
 sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t last_axis)
 {
     if ((unsigned)p->loss >= SX_LOSS_COUNT)
@@ -45,7 +33,7 @@ sx_status nn_loss_check(const char *who, const sx_nn_train_params *p, int64_t la
     int64_t sum = 0;
     for (int h = 0; h < p->n_heads; h++) {
         const sx_nn_head *hd = &p->heads[h];
-        if (!head_name_ok(hd->name))
+        if (!nn_name_ok(hd->name, hd->name != NULL ? strlen(hd->name) : 0))
             return sx_error(SX_E_ARG,
                             "%s: head %d's name '%s' (want 1 to 31 letters, digits or '_')", who, h,
                             hd->name ? hd->name : "(null)");

@@ -406,5 +406,7 @@ sx_nn_layer *nn_output_at(const sx_nn_net *net, int k);
  * likewise. NULL on failure (the graph's status). */
 sx_cg_node *nn_output_node(nn_build *b, const sx_nn_net *net, sx_cg_node *const *vals,
                            sx_cg_node *const *pres, sx_cg_node **logits);
+/* An output's or head's name, the first n bytes of s: 1 to 31 letters, digits or '_'. */
+bool nn_name_ok(const char *s, size_t n);
 
 #endif

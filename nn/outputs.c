@@ -8,10 +8,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static bool name_ok(const char *s)
+bool nn_name_ok(const char *s, size_t n)
 {
-    size_t n = s != NULL ? strlen(s) : 0;
-    if (n < 1 || n > 31)
+    if (s == NULL || n < 1 || n > 31)
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
@@ -40,7 +39,7 @@ sx_nn_layer *sx_nn_output(sx_nn_net *net, sx_nn_layer *l, const char *name)
     if (!mine)
         return nn_layer_fail(net, sx_error(SX_E_ARG, "%s: %s is not a layer of network %s", who,
                                            l->name, net->name));
-    if (!name_ok(name))
+    if (!nn_name_ok(name, name != NULL ? strlen(name) : 0))
         return nn_layer_fail(net, sx_error(SX_E_ARG,
                                            "%s: output name '%s' (want 1 to 31 letters, digits "
                                            "or '_')",
