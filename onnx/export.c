@@ -280,7 +280,7 @@ static void export_conv(ex *e, const sx_cg_node *n, char **in, const char *out)
 {
     const sx_cg_attr *at = sx_cg_node_attr(n);
     const sx_conv2d_params *p = &at->conv;
-    char *x = transpose(e, in[0], OX_TO_NCHW, NULL);
+    char *x = transpose(e, in[0], ox_to_nchw, NULL);
     static const int to_oihw[4] = {3, 2, 0, 1}; /* (kh, kw, c/g, f) -> (f, c/g, kh, kw) */
     char *w = transpose(e, in[1], to_oihw, NULL);
     Onnx__AttributeProto *a[8] = {NULL};
@@ -292,13 +292,13 @@ static void export_conv(ex *e, const sx_cg_node *n, char **in, const char *out)
     char *y = fresh(e), *xs[2] = {x, w};
     if (y != NULL)
         node_add(e, "Conv", 2, xs, y, a);
-    transpose(e, y, OX_TO_NHWC, out);
+    transpose(e, y, ox_to_nhwc, out);
 }
 
 static void export_pool(ex *e, const sx_cg_node *n, char **in, const char *out, bool max)
 {
     const sx_pool2d_params *p = &sx_cg_node_attr(n)->pool;
-    char *x = transpose(e, in[0], OX_TO_NCHW, NULL);
+    char *x = transpose(e, in[0], ox_to_nchw, NULL);
     Onnx__AttributeProto *a[8] = {NULL};
     int k = window_attrs(e, a, p->stride_h, p->stride_w, max ? p->dilation_h : 1,
                          max ? p->dilation_w : 1, p->padding, p->pad_top, p->pad_left,
@@ -308,7 +308,7 @@ static void export_pool(ex *e, const sx_cg_node *n, char **in, const char *out, 
     if (!max)
         a[k++] = attr_int(e, "count_include_pad", p->count_include_pad);
     char *y = unary(e, max ? "MaxPool" : "AveragePool", x, NULL, a);
-    transpose(e, y, OX_TO_NHWC, out);
+    transpose(e, y, ox_to_nhwc, out);
 }
 
 static void export_matmul(ex *e, const sx_cg_node *n, char **in, const char *out)
@@ -364,7 +364,7 @@ static void export_reduce(ex *e, const sx_cg_node *n, char **in, const char *out
 static void export_conv_transpose(ex *e, const sx_cg_node *n, char **in, const char *out)
 {
     const sx_conv2d_params *p = &sx_cg_node_attr(n)->conv;
-    char *x = transpose(e, in[0], OX_TO_NCHW, NULL);
+    char *x = transpose(e, in[0], ox_to_nchw, NULL);
     static const int to_w[4] = {3, 2, 0, 1};
     char *w = transpose(e, in[1], to_w, NULL);
     Onnx__AttributeProto *a[9] = {NULL};
@@ -379,7 +379,7 @@ static void export_conv_transpose(ex *e, const sx_cg_node *n, char **in, const c
     char *y = fresh(e), *xs[2] = {x, w};
     if (y != NULL)
         node_add(e, "ConvTranspose", 2, xs, y, a);
-    transpose(e, y, OX_TO_NHWC, out);
+    transpose(e, y, ox_to_nhwc, out);
 }
 
 /* gather of rows by constant indices (what the importer makes of Resize's nearest modes):
@@ -527,12 +527,12 @@ static void export_norm(ex *e, const sx_cg_node *n, char **in, const char *out, 
     }
     if (r == 4 && lead == 1 && tail == 1 && groups == xs[3]) { /* instance norm of NHWC */
         a[0] = attr_float(e, "epsilon", at->alpha);
-        char *ii[3] = {transpose(e, in[0], OX_TO_NCHW, NULL),
+        char *ii[3] = {transpose(e, in[0], ox_to_nchw, NULL),
                        affine ? in[2] : init_full(e, 1, &groups, 1.0),
                        affine ? in[3] : init_full(e, 1, &groups, 0.0)};
         char *yn = fresh(e);
         node_add(e, "InstanceNormalization", 3, ii, yn, a);
-        transpose(e, yn, OX_TO_NHWC, out);
+        transpose(e, yn, ox_to_nhwc, out);
         return;
     }
     int64_t s = 1, c = 1;

@@ -12,7 +12,7 @@
 #define OX_OPSET_MAX 17
 
 /* Where a value's strix node keeps it: in the ONNX order, or (rank 4 only) the NCHW value
- * permuted to NHWC by OX_TO_NHWC. */
+ * permuted to NHWC by ox_to_nhwc. */
 typedef enum { OX_ONNX = 0, OX_NHWC = 1 } ox_layout;
 
 /* One ONNX value. A float value has a graph node (n, in layout lay); a value known at import
@@ -130,7 +130,7 @@ const ox_op *ox_op_find(const char *op_type);
 bool ox_static_input(const char *op_type, int slot);
 
 /* The permutations between NCHW and NHWC. */
-extern const int OX_TO_NHWC[4], OX_TO_NCHW[4];
+extern const int ox_to_nhwc[4], ox_to_nchw[4];
 
 /* The graph of a model proto (borrowed; it must outlive *out) with the graph inputs named by
  * bound[i]->name taken as those known integer tensors (import.c). */

@@ -19,7 +19,7 @@ static ox_val tmp_val(sx_cg_node *n, ox_layout lay)
     v.rank = sx_cg_node_rank(n);
     const int64_t *s = sx_cg_node_shape(n);
     for (int k = 0; k < v.rank; k++)
-        v.shape[k] = lay == OX_NHWC ? s[OX_TO_NCHW[k]] : s[k];
+        v.shape[k] = lay == OX_NHWC ? s[ox_to_nchw[k]] : s[k];
     return v;
 }
 
@@ -39,7 +39,7 @@ static sx_status in_any(ox_ctx *c, int i, ox_val **v, sx_cg_node **n)
 /* Where an ONNX axis of a rank-4 value kept NHWC is. */
 static int lay_axis(ox_layout lay, int axis)
 {
-    return lay == OX_NHWC ? OX_TO_NCHW[axis] : axis;
+    return lay == OX_NHWC ? ox_to_nchw[axis] : axis;
 }
 
 static sx_status no_extra_outputs(ox_ctx *c, int keep)
@@ -1017,7 +1017,7 @@ static sx_status op_Transpose(ox_ctx *c)
     c->no_batch = perm[0] != 0;
     if (v->lay == OX_NHWC) /* one permutation from the NHWC node: out[j] = onnx[perm[j]] */
         for (int j = 0; j < 4; j++)
-            perm[j] = OX_TO_NCHW[perm[j]];
+            perm[j] = ox_to_nchw[perm[j]];
     return ox_out(c, 0, sx_cg_permute(c->g, x, perm), OX_ONNX);
 }
 
@@ -1163,7 +1163,7 @@ static sx_status slice_with(ox_ctx *c, ox_val *v, const int64_t *st, const int64
     if (v->lay == OX_NHWC) {
         sx_slice t[4];
         for (int k = 0; k < 4; k++)
-            t[k] = sl[OX_TO_NHWC[k]];
+            t[k] = sl[ox_to_nhwc[k]];
         memcpy(sl, t, sizeof t);
     }
     return ox_out(c, 0, sx_cg_slice(c->g, x, sl), v->lay);

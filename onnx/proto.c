@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const int OX_TO_NHWC[4] = {0, 2, 3, 1}, OX_TO_NCHW[4] = {0, 3, 1, 2};
+const int ox_to_nhwc[4] = {0, 2, 3, 1}, ox_to_nchw[4] = {0, 3, 1, 2};
 
 static void *pb_alloc(void *ctx, size_t n)
 {
@@ -325,7 +325,7 @@ sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
         *out = v->n;
         return SX_OK;
     }
-    const int *perm = want == OX_NHWC ? OX_TO_NHWC : OX_TO_NCHW;
+    const int *perm = want == OX_NHWC ? ox_to_nhwc : ox_to_nchw;
     const int64_t *s = sx_cg_node_shape(v->n);
     sx_cg_node *r;
     if (perm_is_reshape(perm, s, 4)) {
@@ -390,7 +390,7 @@ sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay)
         lay = OX_ONNX; /* a bug guard: only rank 4 values are kept permuted */
     v->lay = lay;
     for (int k = 0; k < v->rank; k++)
-        v->shape[k] = lay == OX_NHWC ? s[OX_TO_NCHW[k]] : s[k];
+        v->shape[k] = lay == OX_NHWC ? s[ox_to_nchw[k]] : s[k];
     return SX_OK;
 }
 
