@@ -11,7 +11,8 @@ static const char *const bench_help =
     "Time MODEL's inference on random inputs in [0, 1): the latency of one example and of a\n"
     "batch of N (32), each the median of R (10) runs after a warm-up run; prints\n"
     "  result: batch=N runs=R latency_ms=L batch_ms=B images_per_second=T\n"
-    "(images_per_second = N / the batch's median time).\n";
+    "(images_per_second = N / the batch's median time). Any model: outputs of any shape,\n"
+    "several outputs (all computed each run), several inputs (random rows).\n";
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -23,11 +24,12 @@ static int cmp_double(const void *a, const void *b)
 static sx_status time_rows(sx_nn_model *m, const sx_tensor *x, sx_tensor *out, int64_t k, long runs,
                            double *median)
 {
-    int64_t xs[SX_MAX_RANK + 1], os[2] = {k, out->shape[1]};
+    int64_t xs[SX_MAX_RANK + 1], os[SX_MAX_RANK + 1];
     memcpy(xs, x->shape, sizeof(int64_t) * (size_t)x->rank);
-    xs[0] = k;
+    memcpy(os, out->shape, sizeof(int64_t) * (size_t)out->rank);
+    xs[0] = os[0] = k;
     sx_tensor xv = sx_tensor_view(x->dtype, x->rank, xs, x->data);
-    sx_tensor ov = sx_tensor_view(out->dtype, 2, os, out->data);
+    sx_tensor ov = sx_tensor_view(out->dtype, out->rank, os, out->data);
     double *t = malloc((size_t)runs * sizeof *t);
     if (t == NULL)
         return sx_error(SX_E_NOMEM, "bench: out of memory");
@@ -51,9 +53,10 @@ static int bench(const char *model, long batch, long runs)
     sx_tensor *x = NULL, *out = NULL;
     if (tool_load_model(model, batch, &m) != SX_OK)
         return tool_fail("bench", "%s", sx_last_error());
-    int r = sx_nn_model_input_rank(m);
-    int64_t xs[SX_MAX_RANK + 1] = {batch}, os[2] = {batch, sx_nn_model_classes(m)};
+    int r = sx_nn_model_input_rank(m), q = sx_nn_model_output_rank(m);
+    int64_t xs[SX_MAX_RANK + 1] = {batch}, os[SX_MAX_RANK + 1] = {batch};
     memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)r * sizeof *xs);
+    memcpy(os + 1, sx_nn_model_output_shape(m), (size_t)q * sizeof *os);
     sx_rng rng;
     sx_rng_seed(&rng, 1);
     double one = 0, all = 0;
@@ -61,7 +64,7 @@ static int bench(const char *model, long batch, long runs)
     if (s == SX_OK)
         s = sx_tensor_rand_uniform(x, &rng, 0, 1);
     if (s == SX_OK)
-        s = sx_tensor_new(sx_nn_model_dtype(m), 2, os, &out);
+        s = sx_tensor_new(sx_nn_model_dtype(m), q + 1, os, &out);
     if (s == SX_OK)
         s = time_rows(m, x, out, 1, runs, &one);
     if (s == SX_OK)

@@ -1,6 +1,7 @@
 /* info.c: `strix info FILE...`: what a file holds. A model (.sxm or .onnx): its input and
- * output, dtype, input scale, weights and graph (nodes per op); an array (.npy or IDX): its
- * element type, shape and statistics (min, max, mean, std, and NaN/Inf counts). */
+ * outputs (each by name with its shape), dtype, input scale, weights and graph (nodes per op); an
+ * array (.npy or IDX): its element type, shape and statistics (min, max, mean, std, and NaN/Inf
+ * counts). */
 #include "tool.h"
 
 #include <math.h>
@@ -8,9 +9,11 @@
 
 static const char *const info_help =
     "usage: strix info FILE...\n"
-    "Describe each FILE: a model (.sxm, or .onnx when built with ONNX support): input shape,\n"
-    "outputs, dtype, input scale, weights and the graph's nodes per op; an array (.npy or IDX,\n"
-    "raw or gzip): element type, shape, min, max, mean, std, and NaN/Inf counts.\n";
+    "Describe each FILE: a model (.sxm, or .onnx when built with ONNX support): its input\n"
+    "(all inputs as one row), dtype, classes (for an (n, classes) output), input scale, then\n"
+    "every input and output by name with its shape (without the batch axis), the weights and\n"
+    "the graph's nodes per op; an array (.npy or IDX, raw or gzip): element type, shape, min,\n"
+    "max, mean, std, and NaN/Inf counts.\n";
 
 /* Ops of the model's graph with their counts, most frequent first, on one line. */
 static void print_ops(const sx_cg_graph *g, int64_t *weights)
@@ -40,6 +43,17 @@ static void print_ops(const sx_cg_graph *g, int64_t *weights)
     printf("\n");
 }
 
+/* One line per input or output: "  output 0 'y': (8,8,3)". */
+static void print_parts(const char *what, int n, const tool_part *p, bool classes)
+{
+    for (int k = 0; k < n; k++) {
+        char shape[160];
+        printf("  %s %d '%s': %s%s\n", what, k, p[k].name,
+               sx_shape_str(p[k].rank, p[k].shape, shape, sizeof shape),
+               classes ? " (classes)" : "");
+    }
+}
+
 static int info_model(const char *path, tool_file kind)
 {
     sx_nn_model *m = NULL;
@@ -56,8 +70,16 @@ static int info_model(const char *path, tool_file kind)
     printf(
         "  input: %s %s (without the batch axis)\n", sx_dtype_name(sx_nn_model_dtype(m)),
         sx_shape_str(sx_nn_model_input_rank(m), sx_nn_model_input_shape(m), shape, sizeof shape));
-    printf("  outputs: %lld\n", (long long)sx_nn_model_classes(m));
+    tool_io io;
+    if (tool_model_io(path, m, &io) != SX_OK) {
+        sx_nn_model_free(m);
+        return tool_fail("info", "%s", sx_last_error());
+    }
+    if (io.classes)
+        printf("  outputs: %lld\n", (long long)io.out[0].size);
     printf("  input_scale: %.17g\n", sx_nn_model_input_scale(m));
+    print_parts("input", io.n_in, io.in, false);
+    print_parts("output", io.n_out, io.out, io.classes);
     const sx_cg_graph *g = sx_nn_model_graph(m);
     sx_cg_stats st = sx_cg_graph_stats(g);
     int64_t weights = 0;

@@ -36,3 +36,9 @@ int tool_onnx_test(const char *dir, double rtol, double atol)
     (void)refuse(dir);
     return tool_fail_sx("onnx-test", "cannot run the conformance tests");
 }
+
+sx_status tool_onnx_io(const char *path, tool_io *io)
+{
+    (void)io;
+    return refuse(path);
+}

@@ -5,6 +5,8 @@
 
 #include <sx_onnx.h>
 
+#include <string.h>
+
 bool tool_have_onnx(void)
 {
     return true;
@@ -34,4 +36,32 @@ int tool_onnx_test(const char *dir, double rtol, double atol)
     if (s != SX_OK)
         return tool_fail_sx("onnx-test", dir);
     return TOOL_OK;
+}
+
+/* One graph input or output node as a part: its name and shape without the batch axis. */
+static void onnx_part(sx_cg_node *n, const char *name, tool_part *p)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name != NULL ? name : "?");
+    int r = sx_cg_node_rank(n);
+    p->rank = r > 0 ? r - 1 : 0;
+    if (p->rank > 0)
+        memcpy(p->shape, sx_cg_node_shape(n) + 1, (size_t)p->rank * sizeof *p->shape);
+}
+
+sx_status tool_onnx_io(const char *path, tool_io *io)
+{
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.optimise = false;
+    sx_onnx_graph *og = NULL;
+    SX_TRY(sx_onnx_graph_import(path, &p, &og));
+    int ni = sx_onnx_graph_n_inputs(og), no = sx_onnx_graph_n_outputs(og);
+    io->n_in = ni < SX_NN_MAX_HEADS ? ni : SX_NN_MAX_HEADS;
+    io->n_out = no < SX_NN_MAX_HEADS ? no : SX_NN_MAX_HEADS;
+    for (int k = 0; k < io->n_in; k++)
+        onnx_part(sx_onnx_graph_input(og, k), sx_onnx_graph_input_name(og, k), &io->in[k]);
+    for (int k = 0; k < io->n_out; k++)
+        onnx_part(sx_onnx_graph_output(og, k), sx_onnx_graph_output_name(og, k), &io->out[k]);
+    sx_onnx_graph_free(og);
+    return SX_OK;
 }

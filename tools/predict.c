@@ -1,24 +1,34 @@
-/* predict.c: `strix predict MODEL --input FILE [--output FILE.npy] [--batch N] [--scale X]`:
- * run a model over the examples of a .npy or IDX file, or over one PNG/JPEG image, in batches,
- * and write the outputs as an (n, outputs) .npy file or print each example's best class. */
+/* predict.c: `strix predict MODEL --input FILE [--output FILE.npy] [--output-name NAME]
+ * [--batch N] [--scale X]`: run a model over the examples of a .npy or IDX file, or over one
+ * PNG/JPEG image, in batches; write each output as an (n, output shape...) .npy file (one file
+ * per output, or the one named), or print each example's best class for an (n, classes) output
+ * and each output's shape and range otherwise. */
 #include "tool.h"
 
 #include <string.h>
 
 static const char *const predict_help =
-    "usage: strix predict MODEL --input FILE [--output FILE.npy] [--batch N] [--scale X]\n"
+    "usage: strix predict MODEL --input FILE [--output FILE.npy] [--output-name NAME]\n"
+    "                     [--batch N] [--scale X]\n"
     "Run MODEL (.sxm, or .onnx when built with ONNX support) over the examples in FILE:\n"
     "  a .npy or IDX file (raw or gzip) of shape (n, example...) or (example...), the example\n"
-    "  having as many elements as the model's input; or one PNG/JPEG image, decoded and resized\n"
-    "  to the model's (h, w, c) input with c 1 or 3.\n"
-    "  --output FILE.npy  write the outputs, (n, outputs) in the model's dtype (else print\n"
-    "                     'i: class k (score)' per example)\n"
+    "  having as many elements as the model's input (a model with several inputs takes them as\n"
+    "  one row per example, each input's elements after the previous one's: strix info lists\n"
+    "  them); or one PNG/JPEG image, decoded and resized to the model's (h, w, c) input with c\n"
+    "  1 or 3.\n"
+    "  --output FILE.npy  write the outputs in the model's dtype, each as the full array\n"
+    "                     (n, output shape...): with one output (or --output-name) to FILE.npy;\n"
+    "                     with several, one file per output, FILE_NAME.npy (e.g. out_boxes.npy)\n"
+    "                     Each file is written to a temporary name and renamed when complete.\n"
+    "                     Without --output: 'i: class k (score)' per example for an (n, classes)\n"
+    "                     output, else each output's shape, min, max and mean.\n"
+    "  --output-name NAME only the output named NAME (strix info lists the names)\n"
     "  --batch N          examples per run, 1..65536 (64)\n"
     "  --scale X          input = element * X (default: the model's input scale for byte\n"
     "                     data, u8 arrays and images; 1 for other element types)\n";
 
 typedef struct predict_opts {
-    const char *model, *input, *output;
+    const char *model, *input, *output, *output_name;
     long batch;
     double scale;
     bool has_scale;
@@ -38,6 +48,8 @@ static int parse(int argc, char **argv, predict_opts *o)
             ok = (o->input = v) != NULL, i++;
         else if (strcmp(a, "--output") == 0)
             ok = (o->output = v) != NULL, i++;
+        else if (strcmp(a, "--output-name") == 0)
+            ok = (o->output_name = v) != NULL, i++;
         else if (strcmp(a, "--batch") == 0)
             ok = tool_parse_long(v, 1, 65536, &o->batch), i++;
         else if (strcmp(a, "--scale") == 0)
@@ -96,40 +108,154 @@ static int read_input(const predict_opts *o, sx_nn_model *m, tool_array *a)
     return TOOL_OK;
 }
 
-/* Rows [r0, r0 + k) of the input, scaled, through the model into out (n, classes). */
+/* Rows [r0, r0 + k) of the input, scaled, through the model into out (n, its result shape). */
 static sx_status run_rows(sx_nn_model *m, const tool_array *a, double scale, int64_t r0, int64_t k,
                           sx_tensor *x, sx_tensor *out)
 {
     int r = sx_nn_model_input_rank(m);
-    int64_t per = sx_shape_size(r, sx_nn_model_input_shape(m)), cls = sx_nn_model_classes(m);
-    int64_t xs[SX_MAX_RANK + 1] = {k}, os[2] = {k, cls};
+    int64_t per = sx_shape_size(r, sx_nn_model_input_shape(m)), row = out->size / out->shape[0];
+    int64_t xs[SX_MAX_RANK + 1] = {k}, os[SX_MAX_RANK + 1];
     memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)r * sizeof *xs);
+    memcpy(os, out->shape, (size_t)out->rank * sizeof *os);
+    os[0] = k;
     for (int64_t i = 0; i < k * per; i++)
         sx_tensor_set(x, i, a->v[r0 * per + i] * scale);
     size_t es = sx_dtype_size(out->dtype);
     sx_tensor xv = sx_tensor_view(x->dtype, r + 1, xs, x->data);
-    sx_tensor ov = sx_tensor_view(out->dtype, 2, os, (char *)out->data + (size_t)(r0 * cls) * es);
+    sx_tensor ov =
+        sx_tensor_view(out->dtype, out->rank, os, (char *)out->data + (size_t)(r0 * row) * es);
     return sx_nn_model_predict(m, &xv, &ov);
 }
 
-static int report(const predict_opts *o, const sx_tensor *out)
+/* Output p of the results as its own (n, shape) array: a view of out when it is the only
+ * output, else a copy of its columns (*copy, to free). */
+static sx_status part_tensor(const sx_tensor *out, const tool_io *io, const tool_part *p,
+                             sx_tensor *view, sx_tensor **copy)
 {
-    if (o->output != NULL) {
-        if (sx_ds_npy_write_tensor(o->output, out) != SX_OK)
-            return tool_fail("predict", "%s", sx_last_error());
-        printf("%s: %lld predictions of %lld outputs\n", o->output, (long long)out->shape[0],
-               (long long)out->shape[1]);
-        return TOOL_OK;
+    int64_t n = out->shape[0], row = out->size / n, shape[SX_MAX_RANK + 1] = {n};
+    memcpy(shape + 1, p->shape, (size_t)p->rank * sizeof *shape);
+    *copy = NULL;
+    if (io->n_out == 1) {
+        *view = sx_tensor_view(out->dtype, p->rank + 1, shape, out->data);
+        return SX_OK;
     }
-    int64_t cls = out->shape[1];
-    for (int64_t i = 0; i < out->shape[0]; i++) {
-        int64_t best = 0;
-        for (int64_t c = 1; c < cls; c++)
-            best = sx_tensor_get(out, i * cls + c) > sx_tensor_get(out, i * cls + best) ? c : best;
-        printf("%lld: class %lld (%.6g)\n", (long long)i, (long long)best,
-               sx_tensor_get(out, i * cls + best));
+    SX_TRY(sx_tensor_new(out->dtype, p->rank + 1, shape, copy));
+    size_t es = sx_dtype_size(out->dtype);
+    for (int64_t i = 0; i < n; i++)
+        memcpy((char *)(*copy)->data + (size_t)(i * p->size) * es,
+               (const char *)out->data + (size_t)(i * row + p->offset) * es, (size_t)p->size * es);
+    *view = **copy;
+    return SX_OK;
+}
+
+/* Output k written to `file` (through a temporary name, renamed when complete). */
+static int write_part(const sx_tensor *out, const tool_io *io, int k, const char *file)
+{
+    sx_tensor view, *copy = NULL;
+    sx_status s = part_tensor(out, io, &io->out[k], &view, &copy);
+    if (s == SX_OK)
+        s = sx_ds_npy_write_tensor(file, &view);
+    sx_tensor_free(copy);
+    if (s != SX_OK)
+        return tool_fail("predict", "%s", sx_last_error());
+    char shape[160];
+    if (io->classes) /* (n, classes) */
+        printf("%s: %lld predictions of %lld outputs\n", file, (long long)view.shape[0],
+               (long long)view.shape[1]);
+    else
+        printf("%s: output '%s' %s\n", file, io->out[k].name,
+               sx_shape_str(view.rank, view.shape, shape, sizeof shape));
+    return TOOL_OK;
+}
+
+/* --output FILE.npy with several outputs and no --output-name: FILE_NAME.npy for each. */
+static int write_each(const predict_opts *o, const sx_tensor *out, const tool_io *io)
+{
+    size_t stem = strlen(o->output) - 4;
+    for (int k = 0; k < io->n_out; k++) {
+        char file[4096];
+        if ((size_t)snprintf(file, sizeof file, "%.*s_%s.npy", (int)stem, o->output,
+                             io->out[k].name) >= sizeof file)
+            return tool_fail("predict", "%s: name too long", o->output);
+        int rc = write_part(out, io, k, file);
+        if (rc != TOOL_OK)
+            return rc;
     }
     return TOOL_OK;
+}
+
+/* Without --output: each example's best class for an (n, classes) output; else each output's
+ * shape and value range. */
+static void print_results(const sx_tensor *out, const tool_io *io, int sel)
+{
+    int64_t n = out->shape[0], row = out->size / n;
+    if (io->classes) {
+        int64_t cls = row;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < cls; c++)
+                best =
+                    sx_tensor_get(out, i * cls + c) > sx_tensor_get(out, i * cls + best) ? c : best;
+            printf("%lld: class %lld (%.6g)\n", (long long)i, (long long)best,
+                   sx_tensor_get(out, i * cls + best));
+        }
+        return;
+    }
+    for (int k = sel < 0 ? 0 : sel; k < (sel < 0 ? io->n_out : sel + 1); k++) {
+        const tool_part *p = &io->out[k];
+        double lo = 0, hi = 0, sum = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < p->size; j++) {
+                double v = sx_tensor_get(out, i * row + p->offset + j);
+                lo = i + j == 0 || v < lo ? v : lo;
+                hi = i + j == 0 || v > hi ? v : hi;
+                sum += v;
+            }
+        int64_t shape[SX_MAX_RANK + 1] = {n};
+        memcpy(shape + 1, p->shape, (size_t)p->rank * sizeof *shape);
+        char s[160];
+        printf("output '%s' %s: min=%.6g max=%.6g mean=%.6g (--output FILE.npy writes it)\n",
+               p->name, sx_shape_str(p->rank + 1, shape, s, sizeof s), lo, hi,
+               sum / (double)(n * (p->size > 0 ? p->size : 1)));
+    }
+}
+
+static int report(const predict_opts *o, const sx_tensor *out, const tool_io *io, int sel)
+{
+    if (o->output == NULL) {
+        print_results(out, io, sel);
+        return TOOL_OK;
+    }
+    if (sel < 0 && io->n_out > 1)
+        return write_each(o, out, io);
+    return write_part(out, io, sel < 0 ? 0 : sel, o->output);
+}
+
+/* The output --output-name names (-1: none given). */
+static int select_output(const predict_opts *o, const tool_io *io, int *sel)
+{
+    *sel = -1;
+    if (o->output_name == NULL)
+        return TOOL_OK;
+    if ((*sel = tool_io_find(io, o->output_name)) >= 0)
+        return TOOL_OK;
+    char names[600] = "";
+    for (int k = 0; k < io->n_out; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", k ? ", " : "",
+                 io->out[k].name);
+    return tool_fail("predict", "%s has no output named '%s' (its outputs: %s)", o->model,
+                     o->output_name, names);
+}
+
+/* The inputs x (batch, input) and results out (n, result) of the model's dtype. */
+static sx_status buffers(sx_nn_model *m, int64_t batch, int64_t n, sx_tensor **x, sx_tensor **out)
+{
+    int r = sx_nn_model_input_rank(m), q = sx_nn_model_output_rank(m);
+    int64_t xs[SX_MAX_RANK + 1] = {batch}, os[SX_MAX_RANK + 1] = {n};
+    memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)r * sizeof *xs);
+    memcpy(os + 1, sx_nn_model_output_shape(m), (size_t)q * sizeof *os);
+    SX_TRY(sx_tensor_new(sx_nn_model_dtype(m), r + 1, xs, x));
+    return sx_tensor_new(sx_nn_model_dtype(m), q + 1, os, out);
 }
 
 int tool_cmd_predict(int argc, char **argv)
@@ -140,20 +266,22 @@ int tool_cmd_predict(int argc, char **argv)
         return rc < 0 ? TOOL_OK : rc;
     sx_nn_model *m = NULL;
     tool_array a = {0};
+    tool_io io;
     sx_tensor *x = NULL, *out = NULL;
     int64_t n = 0;
+    int sel = -1;
     if (tool_load_model(o.model, o.batch, &m) != SX_OK)
         return tool_fail("predict", "%s", sx_last_error());
-    rc = read_input(&o, m, &a);
+    if (tool_model_io(o.model, m, &io) != SX_OK)
+        rc = tool_fail("predict", "%s", sx_last_error());
+    if (rc == TOOL_OK)
+        rc = select_output(&o, &io, &sel);
+    if (rc == TOOL_OK)
+        rc = read_input(&o, m, &a);
     if (rc == TOOL_OK)
         rc = examples(&o, m, &a, &n);
-    int r = sx_nn_model_input_rank(m);
-    int64_t xs[SX_MAX_RANK + 1] = {o.batch}, os[2] = {n, sx_nn_model_classes(m)};
-    memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)r * sizeof *xs);
     double scale = o.has_scale ? o.scale : a.bytes ? sx_nn_model_input_scale(m) : 1.0;
-    sx_status s = SX_OK;
-    if (rc == TOOL_OK && ((s = sx_tensor_new(sx_nn_model_dtype(m), r + 1, xs, &x)) != SX_OK ||
-                          (s = sx_tensor_new(sx_nn_model_dtype(m), 2, os, &out)) != SX_OK))
+    if (rc == TOOL_OK && buffers(m, o.batch, n, &x, &out) != SX_OK)
         rc = tool_fail_sx("predict", "memory");
     for (int64_t r0 = 0; rc == TOOL_OK && r0 < n; r0 += o.batch) {
         int64_t k = n - r0 < o.batch ? n - r0 : o.batch;
@@ -161,7 +289,7 @@ int tool_cmd_predict(int argc, char **argv)
             rc = tool_fail("predict", "%s", sx_last_error());
     }
     if (rc == TOOL_OK)
-        rc = report(&o, out);
+        rc = report(&o, out, &io, sel);
     sx_tensor_free(out);
     sx_tensor_free(x);
     tool_array_free(&a);

@@ -65,6 +65,31 @@ sx_status tool_array_read(const char *path, tool_array *a);
 sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, tool_array *a);
 void tool_array_free(tool_array *a);
 
+/* A model's inputs and outputs as the tool shows and writes them: each one's name, shape
+ * (without the batch axis) and element count, and for an output its place in a row of what
+ * sx_nn_model_predict returns (outputs one after another, in order). A .sxm model's come from
+ * its accessors (sx_nn_model_output, sx_nn_model_input: inputs named x0, x1, ...; one input x);
+ * an ONNX model's from the file's graph (its names and shapes: the model itself returns a
+ * wider output flattened). classes: one output of rank 1 (the model's (n, classes)). */
+typedef struct tool_part {
+    char name[64];
+    int rank;
+    int64_t shape[SX_MAX_RANK];
+    int64_t size, offset;
+} tool_part;
+
+typedef struct tool_io {
+    int n_in, n_out;
+    tool_part in[SX_NN_MAX_HEADS], out[SX_NN_MAX_HEADS];
+    bool classes;
+} tool_io;
+
+/* m's inputs and outputs (path: the file it was loaded from). Errors: SX_E_FORMAT (an ONNX
+ * graph's outputs that do not add up to the model's row), the importer's. */
+sx_status tool_model_io(const char *path, sx_nn_model *m, tool_io *io);
+/* The index of the output named `name`, or -1. */
+int tool_io_find(const tool_io *io, const char *name);
+
 /* The ONNX glue (tools/onnx.c when built with the onnx module, else refused with
  * SX_E_UNSUPPORTED naming the build). optimise false imports the plain graph (what convert
  * saves: it loads at any batch). */
@@ -72,6 +97,9 @@ bool tool_have_onnx(void);
 sx_status tool_onnx_import(const char *path, int64_t batch, bool optimise, sx_nn_model **out);
 sx_status tool_onnx_export(sx_nn_model *m, const char *path);
 int tool_onnx_test(const char *dir, double rtol, double atol);
+/* An ONNX file's graph inputs and outputs (names and shapes without the batch axis) into io's
+ * in/out (sizes, offsets and classes left to tool_model_io). */
+sx_status tool_onnx_io(const char *path, tool_io *io);
 
 /* The commands: each takes its own arguments (argv[0] is the command's name). */
 int tool_cmd_info(int argc, char **argv);

@@ -7,6 +7,9 @@
 
 #include <png.h>
 #include <sx_nn.h>
+#ifdef STRIX_HAVE_ONNX
+#include <sx_onnx.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -327,6 +330,235 @@ Test(tools_cli, dot_and_bench)
     free(r);
 }
 
+/* A fully convolutional net (6,6,2) -> conv 3x3, 4 filters, relu: (4,4,4) -> conv 1x1, 3
+ * filters: (4,4,3), saved as a version-2 .sxm (an output of rank 3: results (n,4,4,3)). With
+ * two: both convolutions are outputs, "features" (4,4,4) then "map" (4,4,3). */
+static void save_fcn(const char *file, bool two)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("fcn", SX_F32, 11, &net), SX_OK);
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){6, 6, 2});
+    sx_nn_conv2d_params c1 = sx_nn_conv2d_params_default(4, 3, 3), c2 = c1;
+    c1.act = SX_ACT_RELU;
+    c2.filters = 3, c2.kernel_h = c2.kernel_w = 1;
+    sx_nn_layer *f = sx_nn_conv2d(net, x, &c1), *y = sx_nn_conv2d(net, f, &c2);
+    if (two) {
+        sx_nn_output(net, f, "features");
+        sx_nn_output(net, y, "map");
+    }
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_save(net, file), SX_OK, "%s", sx_last_error());
+    sx_nn_net_free(net);
+}
+
+/* The library's results for x (n, ...) from model m in batches of `batch`: (n, result shape). */
+static sx_tensor *model_results(sx_nn_model *m, const sx_tensor *x, int64_t batch)
+{
+    int q = sx_nn_model_output_rank(m);
+    int64_t n = x->shape[0], os[SX_MAX_RANK + 1] = {n}, xrow = x->size / n;
+    memcpy(os + 1, sx_nn_model_output_shape(m), (size_t)q * sizeof *os);
+    sx_tensor *out = tu_zeros(SX_F32, q + 1, os);
+    int64_t orow = out->size / n;
+    for (int64_t r0 = 0; r0 < n; r0 += batch) {
+        int64_t k = n - r0 < batch ? n - r0 : batch, xs[SX_MAX_RANK + 1], ks[SX_MAX_RANK + 1];
+        memcpy(xs, x->shape, sizeof xs);
+        memcpy(ks, os, sizeof ks);
+        xs[0] = ks[0] = k;
+        sx_tensor xv = sx_tensor_view(SX_F32, x->rank, xs, SX_F32P(x) + r0 * xrow);
+        sx_tensor ov = sx_tensor_view(SX_F32, q + 1, ks, SX_F32P(out) + r0 * orow);
+        cr_assert_eq(sx_nn_model_predict(m, &xv, &ov), SX_OK, "%s", sx_last_error());
+    }
+    return out;
+}
+
+static sx_tensor *sxm_results(const char *model, const sx_tensor *x, int64_t batch)
+{
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_load(model, batch, &m), SX_OK, "%s", sx_last_error());
+    sx_tensor *out = model_results(m, x, batch);
+    sx_nn_model_free(m);
+    return out;
+}
+
+/* Columns [off, off + size) of each row of t, as (n, shape...). */
+static sx_tensor *columns(const sx_tensor *t, int64_t off, int rank, const int64_t *shape)
+{
+    int64_t n = t->shape[0], row = t->size / n, s[SX_MAX_RANK + 1] = {n};
+    memcpy(s + 1, shape, (size_t)rank * sizeof *s);
+    sx_tensor *c = tu_zeros(SX_F32, rank + 1, s);
+    int64_t size = c->size / n;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(SX_F32P(c) + i * size, SX_F32P(t) + i * row + off, (size_t)size * sizeof(float));
+    return c;
+}
+
+static sx_tensor *read_npy(const char *file)
+{
+    sx_tensor *t = NULL;
+    cr_assert_eq(sx_ds_npy_read(file, SX_F32, &t), SX_OK, "%s", sx_last_error());
+    return t;
+}
+
+/* No file of the test's folder is a temporary one left behind (name.tmpXXXXXX). */
+static void assert_no_temporary(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", dir);
+    cr_assert_neq(system(cmd), 0, "a temporary file was left in %s", dir);
+}
+
+/* Issue 21: an output of rank 3 per example ((n,4,4,3) results) through info, predict and
+ * bench; predict's .npy is the library's (n,4,4,3) array bit for bit. */
+Test(tools_cli, rank4_results_through_info_predict_bench)
+{
+    char model[128], xp[128], op[128], args[1024];
+    path(model, sizeof model, "fcn.sxm");
+    path(xp, sizeof xp, "x.npy");
+    path(op, sizeof op, "out.npy");
+    save_fcn(model, false);
+    sx_rng rng;
+    sx_rng_seed(&rng, 21);
+    sx_tensor *x = tu_rand(&rng, SX_F32, 4, (int64_t[]){7, 6, 6, 2}, -1, 1);
+    cr_assert_eq(sx_ds_npy_write_tensor(xp, x), SX_OK);
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "info %s", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "  input 0 'x': (6,6,2)\n  output 0 'y': (4,4,3)\n") != NULL, "%s",
+              r->out);
+    cr_assert(strstr(r->out, "  outputs:") == NULL, "not an (n, classes) model: %s", r->out);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 3", model, xp, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "output 'y' (7,4,4,3)") != NULL, "%s", r->out);
+    sx_tensor *got = read_npy(op), *want = sxm_results(model, x, 3);
+    cr_assert_eq(got->rank, 4);
+    assert_same_bits(got, want);
+    assert_no_temporary();
+    /* without --output: a summary per output, no classes */
+    snprintf(args, sizeof args, "predict %s --input %s", model, xp);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strncmp(r->out, "output 'y' (7,4,4,3): min=", 26) == 0, "%s", r->out);
+    snprintf(args, sizeof args, "bench %s --batch 3 --runs 2", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strncmp(r->out, "result: batch=3 runs=2 latency_ms=", 34) == 0, "%s", r->out);
+    free(r);
+    sx_tensor_free(got);
+    sx_tensor_free(want);
+    sx_tensor_free(x);
+}
+
+/* Two named outputs: one .npy per output (FILE_NAME.npy), or the one --output-name picks;
+ * each the library's columns of that output bit for bit; a wrong name is a clear error. */
+Test(tools_cli, two_outputs_one_file_each_or_by_name)
+{
+    char model[128], xp[128], op[128], f1[128], f2[128], one[128], args[1024];
+    path(model, sizeof model, "two.sxm");
+    path(xp, sizeof xp, "x.npy");
+    path(op, sizeof op, "out.npy");
+    path(f1, sizeof f1, "out_features.npy");
+    path(f2, sizeof f2, "out_map.npy");
+    path(one, sizeof one, "map.npy");
+    save_fcn(model, true);
+    sx_rng rng;
+    sx_rng_seed(&rng, 22);
+    sx_tensor *x = tu_rand(&rng, SX_F32, 4, (int64_t[]){5, 6, 6, 2}, -1, 1);
+    cr_assert_eq(sx_ds_npy_write_tensor(xp, x), SX_OK);
+    run_result *r = malloc(sizeof *r);
+    snprintf(args, sizeof args, "info %s", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "  output 0 'features': (4,4,4)\n  output 1 'map': (4,4,3)\n") != NULL,
+              "%s", r->out);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 2", model, xp, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_tensor *all = sxm_results(model, x, 2);
+    cr_assert_eq(all->size, 5 * (64 + 48));
+    sx_tensor *wf = columns(all, 0, 3, (int64_t[]){4, 4, 4});
+    sx_tensor *wm = columns(all, 64, 3, (int64_t[]){4, 4, 3});
+    sx_tensor *gf = read_npy(f1), *gm = read_npy(f2);
+    assert_same_bits(gf, wf);
+    assert_same_bits(gm, wm);
+    cr_assert(access(op, F_OK) != 0, "no %s with several outputs", op);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --output-name map --batch 2",
+             model, xp, one);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_tensor *g1 = read_npy(one);
+    assert_same_bits(g1, wm);
+    assert_no_temporary();
+    snprintf(args, sizeof args, "predict %s --input %s --output-name nope", model, xp);
+    run(r, args);
+    cr_assert_eq(r->status, 1);
+    cr_assert(strstr(r->err, "has no output named 'nope' (its outputs: 'features', 'map')") != NULL,
+              "%s", r->err);
+    snprintf(args, sizeof args, "bench %s --batch 2 --runs 2", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    free(r);
+    sx_tensor *ts[] = {x, all, wf, wm, gf, gm, g1};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+        sx_tensor_free(ts[k]);
+}
+
+/* An ONNX model with an NCHW output (n,3,5,5) written by tests/tools/make_onnx.py (Debian's
+ * python3-onnx): info names it, predict writes the whole (n,3,5,5) array, equal to the library's
+ * (sx_onnx_import) bit for bit and to numpy's reference to f32 rounding; bench runs it. */
+Test(tools_cli, onnx_nchw_output_through_info_predict_bench)
+{
+    run_result *r = malloc(sizeof *r);
+    run(r, "--version");
+    if (strstr(r->out, "onnx: yes") == NULL) {
+        free(r);
+        cr_skip_test("strix is built without ONNX support");
+    }
+    char script[600], cmd[1024], model[128], xp[128], ref[128], op[128], args[1024];
+    snprintf(script, sizeof script, "%s", __FILE__);
+    snprintf(strrchr(script, '/'), sizeof script - (size_t)(strrchr(script, '/') - script),
+             "/make_onnx.py");
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s 2>/dev/null", script, dir);
+    if (system(cmd) != 0) {
+        free(r);
+        cr_skip_test("no python3-onnx to write the model");
+    }
+    path(model, sizeof model, "conv_nchw.onnx");
+    path(xp, sizeof xp, "conv_x.npy");
+    path(ref, sizeof ref, "conv_ref.npy");
+    path(op, sizeof op, "out.npy");
+    snprintf(args, sizeof args, "info %s", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "  input 0 'x': (2,5,5)\n  output 0 'y': (3,5,5)\n") != NULL, "%s",
+              r->out);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 3", model, xp, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_tensor *got = read_npy(op), *x = read_npy(xp), *want = read_npy(ref);
+    cr_assert(sx_shape_equal(got->rank, got->shape, 4, (int64_t[]){4, 3, 5, 5}));
+    cr_assert(tu_close(got, want, 1e-5, 1e-5));
+#ifdef STRIX_HAVE_ONNX
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 3;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_onnx_import(model, &p, &m), SX_OK, "%s", sx_last_error());
+    sx_tensor *lib = model_results(m, x, 3); /* (4, 75): the model's own flattened rows */
+    cr_assert_eq(sx_tensor_reshape(lib, 4, (int64_t[]){4, 3, 5, 5}), SX_OK);
+    assert_same_bits(got, lib);
+    sx_tensor_free(lib);
+    sx_nn_model_free(m);
+#endif
+    snprintf(args, sizeof args, "bench %s --batch 3 --runs 2", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    free(r);
+    sx_tensor_free(got);
+    sx_tensor_free(x);
+    sx_tensor_free(want);
+}
+
 /* .sxm -> .sxm: the loaded model's graph saved again predicts the same bits;
  * .sxm -> .onnx needs the onnx module. */
 Test(tools_cli, convert)
@@ -443,6 +675,7 @@ Test(tools_cli, bad_arguments_exit_non_zero_with_one_line)
         {"predict MODEL --input NPY --batch x", 2, "--batch"},
         {"predict MODEL --input NPY --scale nan", 2, "--scale"},
         {"predict MODEL --input NPY --output out.txt", 2, "must end in .npy"},
+        {"predict MODEL --input NPY --output-name", 2, "bad or missing value for --output-name"},
         {"predict MODEL --input NPY --bogus", 2, "unknown option --bogus"},
         {"predict MODEL NPY --input NPY", 2, "unexpected argument"},
         {"predict /nonexistent.sxm --input NPY", 1, "/nonexistent.sxm"},

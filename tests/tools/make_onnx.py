@@ -1,0 +1,44 @@
+#!/usr/bin/python3
+"""make_onnx.py DIR: test data for tests/tools/test_cli.c (Debian's python3-onnx and numpy).
+
+DIR/conv_nchw.onnx: a fully convolutional ONNX model, x (N, 2, 5, 5) -> Conv (3 filters, 3x3,
+pads 1, bias) -> Relu -> y (N, 3, 5, 5): an output of rank 4 in ONNX's NCHW order.
+DIR/conv_x.npy (4, 2, 5, 5) f32 inputs and DIR/conv_ref.npy (4, 3, 5, 5) f32: numpy's
+outputs (float64 arithmetic rounded to f32), the reference the tool's results are held to."""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def main(out):
+    rng = np.random.default_rng(21)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    x = rng.standard_normal((4, 2, 5, 5)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "conv_nchw",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 5, 5])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    onnx.save(model, out + "/conv_nchw.onnx")
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = np.zeros((4, 3, 5, 5))
+    for i in range(5):
+        for j in range(5):
+            y[:, :, i, j] = np.einsum("nchw,fchw->nf", xp[:, :, i:i + 3, j:j + 3], w)
+    y = np.maximum(y + b[None, :, None, None], 0)
+    np.save(out + "/conv_x.npy", x)
+    np.save(out + "/conv_ref.npy", y.astype(np.float32))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
