@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BLOCK_ALIGN 64
@@ -385,6 +386,90 @@ static size_t place(sx_cg_node *const *order, int64_t len, struct plan_slot *s, 
     return f[0].end + f[1].end;
 }
 
+/* ---------------------------------------------------------------- greedy by size */
+
+/* A second placement: the blocks (a planned node with the nodes that take its block over in
+ * place after it) by decreasing size, each at the lowest offset where it meets no block placed
+ * before whose steps overlap its own (the "greedy by size" planner of TFLite's arena). Best fit
+ * in the order of the steps places a large value wherever the order left a hole, which may pin
+ * the top of the arena; placing the largest first keeps the arena near the peak of live bytes
+ * for CNNs, whose largest values live at different times. O(b^2) for b blocks. */
+typedef struct gblock {
+    int64_t head;  /* the position of its first node */
+    int64_t start; /* the step it is written at */
+    int64_t end;   /* the step of its last reader (inclusive) */
+    size_t bytes, offset;
+} gblock;
+
+static int gblock_cmp(const void *a, const void *b)
+{
+    const gblock *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return (x->head > y->head) - (x->head < y->head);
+}
+
+/* The lowest offset for b among the placed blocks (by offset in `by_off`) that overlap its
+ * steps. */
+static size_t gblock_fit(const gblock *blocks, const int64_t *by_off, int64_t n_placed,
+                         const gblock *b)
+{
+    size_t off = 0;
+    for (int64_t k = 0; k < n_placed; k++) {
+        const gblock *y = &blocks[by_off[k]];
+        if (y->start > b->end || b->start > y->end || y->offset + y->bytes <= off)
+            continue;
+        if (y->offset >= off + b->bytes)
+            break; /* b fits below y, and every later block starts above y */
+        off = y->offset + y->bytes;
+    }
+    return off;
+}
+
+/* Place the blocks greedily by size; offsets into s[].offset when the arena is smaller than
+ * `than` (then returns its size), else s is left alone and `than` returned. *nomem on a failed
+ * allocation (s left alone). */
+static size_t place_by_size(int64_t len, struct plan_slot *s, size_t than, bool *nomem)
+{
+    int64_t n = 0, *block_of = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *block_of);
+    gblock *b = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *b);
+    int64_t *by_off = sx_alloc((size_t)(len > 0 ? len : 1) * sizeof *by_off);
+    *nomem = block_of == NULL || b == NULL || by_off == NULL;
+    for (int64_t i = 0; !*nomem && i < len; i++) {
+        if (s[i].kind != SLOT_PLANNED)
+            continue;
+        int64_t k = s[i].from >= 0 ? block_of[s[i].from] : n++;
+        block_of[i] = k;
+        if (s[i].from < 0)
+            b[k] = (gblock){i, i, s[i].last, s[i].bytes, 0};
+        b[k].end = s[i].last > b[k].end ? s[i].last : b[k].end;
+    }
+    if (!*nomem)
+        qsort(b, (size_t)n, sizeof *b, gblock_cmp);
+    size_t arena = 0;
+    for (int64_t k = 0; !*nomem && k < n; k++) {
+        b[k].offset = gblock_fit(b, by_off, k, &b[k]);
+        arena = b[k].offset + b[k].bytes > arena ? b[k].offset + b[k].bytes : arena;
+        int64_t at = k; /* keep by_off sorted by offset */
+        while (at > 0 && b[by_off[at - 1]].offset > b[k].offset) {
+            by_off[at] = by_off[at - 1];
+            at--;
+        }
+        by_off[at] = k;
+    }
+    if (!*nomem && arena < than) {
+        for (int64_t k = 0; k < n; k++)
+            block_of[b[k].head] = k; /* heads only: the others follow their head below */
+        for (int64_t i = 0; i < len; i++)
+            if (s[i].kind == SLOT_PLANNED)
+                s[i].offset = s[i].from >= 0 ? s[s[i].from].offset : b[block_of[i]].offset;
+    }
+    sx_free(block_of);
+    sx_free(b);
+    sx_free(by_off);
+    return *nomem || arena >= than ? than : arena;
+}
+
 /* Plan the storage of the `len` nodes of a frozen order for the requested outputs and allocate
  * the arena. Sets each order node's `step`. On failure nothing is left allocated. */
 static sx_status plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
@@ -438,6 +523,12 @@ static sx_status plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len
         plan->arena_bytes = place(order, len, s, f, best_split);
         sx_free(f[0].r);
         sx_free(f[1].r);
+        bool nomem = false;
+        plan->arena_bytes = place_by_size(len, s, plan->arena_bytes, &nomem);
+        if (nomem) {
+            sx_free(s);
+            return SX_E_NOMEM;
+        }
         uintptr_t lent = (uintptr_t)p->arena,
                   start = (lent + (BLOCK_ALIGN - 1)) & ~(uintptr_t)(BLOCK_ALIGN - 1);
         if (p->arena != NULL && p->arena_bytes >= start - lent &&
