@@ -57,7 +57,8 @@ static void print_parts(const char *what, int n, const tool_part *p, bool classe
 static int info_model(const char *path, tool_file kind)
 {
     sx_nn_model *m = NULL;
-    if (tool_load_model(path, 1, &m) != SX_OK)
+    tool_io io;
+    if (tool_load_model_io(path, 1, &m, &io) != SX_OK)
         return tool_fail("info", "%s", sx_last_error());
     char shape[160];
     printf("%s: %s model\n", path, kind == TOOL_FILE_SXM ? "strix" : "ONNX");
@@ -70,11 +71,6 @@ static int info_model(const char *path, tool_file kind)
     printf(
         "  input: %s %s (without the batch axis)\n", sx_dtype_name(sx_nn_model_dtype(m)),
         sx_shape_str(sx_nn_model_input_rank(m), sx_nn_model_input_shape(m), shape, sizeof shape));
-    tool_io io;
-    if (tool_model_io(path, m, &io) != SX_OK) {
-        sx_nn_model_free(m);
-        return tool_fail("info", "%s", sx_last_error());
-    }
     if (io.classes)
         printf("  outputs: %lld\n", (long long)io.out[0].size);
     printf("  input_scale: %.17g\n", sx_nn_model_input_scale(m));

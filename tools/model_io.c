@@ -48,17 +48,30 @@ static sx_status place(const char *path, const char *what, int n, tool_part *p, 
     return SX_OK;
 }
 
-sx_status tool_model_io(const char *path, sx_nn_model *m, tool_io *io)
+static int64_t row(const sx_nn_model *m, bool output)
+{
+    return output ? sx_shape_size(sx_nn_model_output_rank(m), sx_nn_model_output_shape(m))
+                  : sx_shape_size(sx_nn_model_input_rank(m), sx_nn_model_input_shape(m));
+}
+
+sx_status tool_load_model_io(const char *path, int64_t batch, sx_nn_model **m, tool_io *io)
 {
     memset(io, 0, sizeof *io);
-    if (tool_file_kind(path) == TOOL_FILE_ONNX)
+    *m = NULL;
+    bool onnx = tool_file_kind(path) == TOOL_FILE_ONNX;
+    if (onnx) /* first: the graph read for its names is freed before the model is made */
         SX_TRY(tool_onnx_io(path, io));
-    else
-        native_io(m, io);
-    int64_t out_row = sx_shape_size(sx_nn_model_output_rank(m), sx_nn_model_output_shape(m));
-    int64_t in_row = sx_shape_size(sx_nn_model_input_rank(m), sx_nn_model_input_shape(m));
-    SX_TRY(place(path, "outputs", io->n_out, io->out, out_row));
-    SX_TRY(place(path, "inputs", io->n_in, io->in, in_row));
+    SX_TRY(tool_load_model(path, batch, m));
+    if (!onnx)
+        native_io(*m, io);
+    sx_status s = place(path, "outputs", io->n_out, io->out, row(*m, true));
+    if (s == SX_OK)
+        s = place(path, "inputs", io->n_in, io->in, row(*m, false));
+    if (s != SX_OK) {
+        sx_nn_model_free(*m);
+        *m = NULL;
+        return s;
+    }
     io->classes = io->n_out == 1 && io->out[0].rank == 1;
     return SX_OK;
 }

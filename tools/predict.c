@@ -270,12 +270,9 @@ int tool_cmd_predict(int argc, char **argv)
     sx_tensor *x = NULL, *out = NULL;
     int64_t n = 0;
     int sel = -1;
-    if (tool_load_model(o.model, o.batch, &m) != SX_OK)
+    if (tool_load_model_io(o.model, o.batch, &m, &io) != SX_OK)
         return tool_fail("predict", "%s", sx_last_error());
-    if (tool_model_io(o.model, m, &io) != SX_OK)
-        rc = tool_fail("predict", "%s", sx_last_error());
-    if (rc == TOOL_OK)
-        rc = select_output(&o, &io, &sel);
+    rc = select_output(&o, &io, &sel);
     if (rc == TOOL_OK)
         rc = read_input(&o, m, &a);
     if (rc == TOOL_OK)

@@ -84,9 +84,11 @@ typedef struct tool_io {
     bool classes;
 } tool_io;
 
-/* m's inputs and outputs (path: the file it was loaded from). Errors: SX_E_FORMAT (an ONNX
- * graph's outputs that do not add up to the model's row), the importer's. */
-sx_status tool_model_io(const char *path, sx_nn_model *m, tool_io *io);
+/* tool_load_model, and the model's inputs and outputs into io (an ONNX file's graph is read for
+ * them before the model is made, so that the two are not in memory at once). Errors:
+ * tool_load_model's, the importer's, SX_E_FORMAT (an ONNX graph's outputs that do not add up to
+ * the model's row); *m NULL on error. */
+sx_status tool_load_model_io(const char *path, int64_t batch, sx_nn_model **m, tool_io *io);
 /* The index of the output named `name`, or -1. */
 int tool_io_find(const tool_io *io, const char *name);
 
