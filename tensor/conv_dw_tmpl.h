@@ -286,9 +286,6 @@ static DW_VATTR void FN(dwi_task)(void *ctx, int64_t t)
                 rows[ky] = ring + (oy * g->sh + ky * g->dh) % jb->r * jb->cpt * re;
             if (oy + DW_PF < g->oh)
                 FN(dw_prefetch)(dyi + (oy + DW_PF) * g->ow * g->c, g->ow, g->c, nbl);
-            for (int64_t iy = oy * g->sh - g->pt + DW_PF * g->sh, e = iy + g->sh; iy < e; iy++)
-                if (iy >= 0 && iy < g->h)
-                    FN(dw_prefetch)(dxi + iy * g->w * g->c, g->w, g->c, nbl);
             for (int64_t b = 0; b < nbl; b++) {
                 const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
                 const T *k = (const T *)jb->in0 + c0 + b * VL;
