@@ -6,6 +6,8 @@
  * direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
  * sqrt(sum (a - b)^2 / sum b^2). The 3x3 shapes of F(4x4, 3x3)'s tuning:
  * --x 32,32,32,64 --k 3,3,64,64 and --x 100,14,14,32 --k 3,3,32,64.
+ * Depthwise (tensor/conv_dw.c), mobilenet's: --x 128,28,28,64 --k 3,3,1,64 --groups 64 --pads
+ * 1,1,1,1 --stride 2, and --x 128,14,14,128 --k 3,3,1,128 --groups 128 --pads 1,1,1,1.
  * The parameters of issue 17 (tensor/conv_general.c): --dilation D, --groups G (k's axis 2 is
  * then c/G; depthwise: --groups c --k kh,kw,1,c), --same-lower, --pads t,b,l,r (EXPLICIT), and
  * --transposed (x is the transposed convolution's input, k (kh,kw,c_out/G,c_in)) with

@@ -2,9 +2,11 @@
  * included), SAME_LOWER and explicitly padded - and the transposed convolution (issue 17).
  * One geometry (gx_geom) describes them all; a parameter set whose geometry conv.c's dense
  * kernels already compute (one group, no dilation, the rows and columns VALID or SAME_UPPER
- * would give) goes to them. The rest: depthwise by its own kernels, grouped 1x1 by one GEMM
+ * would give) goes to them. The rest: depthwise of multiplier 1 by tensor/conv_dw.c's direct
+ * kernels at the AVX512 level, other depthwise by its own loops, grouped 1x1 by one GEMM
  * per group on x itself, everything else by im2col per group and band plus a GEMM. The
  * transposed convolution is the conv2d from its output to its input run backwards. */
+#include "conv_dw.h"
 #include "conv_impl.h"
 #include "tensor_impl.h"
 
@@ -461,6 +463,15 @@ static void run_geom(const gx_geom *g, gx_path path, gx_kind kind, sx_dtype dt, 
     const int64_t macs = g->n * g->oh * g->ow * g->kdim * g->fg;
     const bool par = macs >= GX_PAR_MIN_MACS;
     gx_job jb = {g, in0, in1, out};
+    if (path == GX_DEPTHWISE && g->fg == 1) {
+        const sx__dw_geom dg = {g->n,  g->h,  g->w,  g->c,  g->kh, g->kw, g->oh,
+                                g->ow, g->sh, g->sw, g->dh, g->dw, g->pt, g->pl};
+        const sx__dw_kind dk = kind == GX_FWD      ? SX__DW_FWD
+                               : kind == GX_BWD_IN ? SX__DW_BWD_IN
+                                                   : SX__DW_BWD_K;
+        if (sx__dw_direct(&dg, dk, dt, in0, in1, out, par))
+            return;
+    }
     if (path == GX_DEPTHWISE) {
         if (kind == GX_FWD) {
             sx__par_range_fn fn = d ? dw_fwd_rows_f64 : dw_fwd_rows_f32;

@@ -1,0 +1,145 @@
+/* conv_dw.c: direct depthwise convolution (multiplier 1) over NHWC images, AVX-512, forward and
+ * both backward passes (issue 18). The channels sit in the vector lanes, in blocks of VL (the
+ * last one masked): a task takes a chunk of blocks of one image (forward, backward-input: all
+ * channels when the ring holds them) or of every image (backward-kernel: a chunk per thread,
+ * which does not change any sum), and copies the rows it reads into a ring of zero-padded rows
+ * on its stack (VL lanes per column and block), so no tap tests a border. Forward keeps a tile of
+ * up to DW_P output pixels in registers and adds the taps in order (ky, kx ascending);
+ * backward-input adds dy times the taps into a ring of padded dx rows, a tile of its columns in
+ * registers, and copies each row out once no later output row reaches it; backward-kernel keeps one
+ * accumulator per tap (registers for 3x3) and sums the images, output rows and pixels in order. A
+ * task's results depend on the geometry alone, so the bits never depend on the thread count. 3x3
+ * kernels at strides 1 and 2 without dilation run instances with those constants (the x and
+ * dx columns of a tile are loaded once for every tap that reads them); the rest run the same
+ * loops with the geometry read at run time. At batch 128 the tensors live in memory, not in
+ * the caches, and the kernels wait on loads more than they compute: filling a ring row
+ * prefetches the x row DW_PF rows below, and backward-input and backward-kernel the dy row
+ * DW_PF rows ahead (measured: forward and backward-kernel twice as fast with them). */
+#include "conv_dw.h"
+#include "tensor_impl.h"
+
+#include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define DW_AVX512 1
+#define DW_VATTR __attribute__((target("avx512f")))
+#endif
+
+/* Bytes of a task's ring of padded rows (on its stack): it holds the rows of as many channel
+ * blocks as fit (a chunk; all of mobilenet's), so that a task reads each pixel's channels of
+ * the chunk together; rows too wide for one block go to conv_general.c's kernels. */
+#define DW_RING_BYTES ((size_t)64 << 10)
+/* Filling a ring row prefetches the input row this many rows below. */
+#define DW_PF 2
+/* Ring rows ((kh - 1) * dh + 1) at most. */
+#define DW_MAX_R 16
+/* Bytes of backward-kernel's accumulators (a task's chunk of blocks times the taps). */
+#define DW_ACC_BYTES ((size_t)32 << 10)
+/* Output pixels per register tile (forward, backward-input), then 4, 2, 1 for the rest. */
+#define DW_P 8
+/* Tasks per call at most: images are grouped when n * blocks would exceed it. */
+#define DW_MAX_TASKS ((int64_t)1 << 20)
+/* Multiply-adds below which a call runs on one thread. */
+#define DW_PAR_MIN_MACS ((int64_t)1 << 18)
+
+#ifdef DW_AVX512
+
+typedef struct dw_job {
+    const sx__dw_geom *g;
+    const void *in0, *in1;
+    void *out;
+    int64_t nb;  /* channel blocks */
+    int64_t cpt; /* blocks per chunk */
+    int64_t nch; /* chunks */
+    int64_t ipt; /* images per task */
+    int64_t wr;  /* columns of a ring row */
+    int64_t r;   /* ring rows */
+} dw_job;
+
+#define V __m512
+#define VL 16
+#define VMASK __mmask16
+#define V_ZERO() _mm512_setzero_ps()
+#define V_LOAD(p) _mm512_load_ps(p)
+#define V_STORE(p, v) _mm512_store_ps(p, v)
+#define V_MLOAD(m, p) _mm512_maskz_loadu_ps(m, p)
+#define V_MSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define T float
+#define SFX f32
+#include "conv_dw_tmpl.h"
+#undef T
+#undef SFX
+#undef V
+#undef VL
+#undef VMASK
+#undef V_ZERO
+#undef V_LOAD
+#undef V_STORE
+#undef V_MLOAD
+#undef V_MSTORE
+#undef V_FMA
+#define V __m512d
+#define VL 8
+#define VMASK __mmask8
+#define V_ZERO() _mm512_setzero_pd()
+#define V_LOAD(p) _mm512_load_pd(p)
+#define V_STORE(p, v) _mm512_store_pd(p, v)
+#define V_MLOAD(m, p) _mm512_maskz_loadu_pd(m, p)
+#define V_MSTORE(p, m, v) _mm512_mask_storeu_pd(p, m, v)
+#define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define T double
+#define SFX f64
+#include "conv_dw_tmpl.h"
+#undef T
+#undef SFX
+
+#endif
+
+bool sx__dw_direct(const sx__dw_geom *g, sx__dw_kind kind, sx_dtype dt, const void *in0,
+                   const void *in1, void *out, bool par)
+{
+#ifdef DW_AVX512
+    if (sx__isa() != SX__ISA_AVX512 || (dt != SX_F32 && dt != SX_F64))
+        return false;
+    const bool d = dt == SX_F64;
+    const int64_t vl = d ? 8 : 16, esz = d ? 8 : 4;
+    const int64_t r = (g->kh - 1) * g->dh + 1;
+    const int64_t wp = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    const int64_t wr = kind == SX__DW_BWD_IN && g->pl + g->w > wp ? g->pl + g->w : wp;
+    const int64_t blk = r * wr * vl * esz, taps = g->kh * g->kw, nb = (g->c + vl - 1) / vl;
+    if (r > DW_MAX_R || blk > (int64_t)DW_RING_BYTES ||
+        (kind == SX__DW_BWD_K && taps * vl * esz > (int64_t)DW_ACC_BYTES))
+        return false;
+    /* backward-kernel: a chunk per thread (each sums every image: the bits do not depend on
+     * the chunks); the others: the largest chunk, the images split between the tasks */
+    int64_t cpt = (int64_t)DW_RING_BYTES / blk;
+    if (kind == SX__DW_BWD_K) {
+        const int64_t th = par ? sx__par_threads() : 1,
+                      ca = (int64_t)DW_ACC_BYTES / (taps * vl * esz);
+        cpt = cpt < ca ? cpt : ca;
+        cpt = cpt < (nb + th - 1) / th ? cpt : (nb + th - 1) / th;
+    }
+    cpt = cpt < nb ? cpt : nb;
+    dw_job jb = {g, in0, in1, out, nb, cpt, (nb + cpt - 1) / cpt, 1, wr, r};
+    int64_t tasks = jb.nch;
+    if (kind != SX__DW_BWD_K) {
+        jb.ipt = (g->n * jb.nch + DW_MAX_TASKS - 1) / DW_MAX_TASKS;
+        tasks = (g->n + jb.ipt - 1) / jb.ipt * jb.nch;
+    }
+    const sx__par_task_fn fn = kind == SX__DW_FWD      ? (d ? dwf_task_f64 : dwf_task_f32)
+                               : kind == SX__DW_BWD_IN ? (d ? dwi_task_f64 : dwi_task_f32)
+                                                       : (d ? dwk_task_f64 : dwk_task_f32);
+    const int64_t macs = g->n * g->oh * g->ow * g->kh * g->kw * g->c;
+    if (par && macs >= DW_PAR_MIN_MACS && tasks > 1)
+        sx__par_for(tasks, fn, &jb);
+    else
+        for (int64_t t = 0; t < tasks; t++)
+            fn(&jb, t);
+    return true;
+#else
+    (void)g, (void)kind, (void)dt, (void)in0, (void)in1, (void)out, (void)par;
+    return false;
+#endif
+}

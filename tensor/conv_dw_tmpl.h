@@ -1,0 +1,422 @@
+/* conv_dw_tmpl.h: the per-dtype kernels of conv_dw.c; included with T, SFX and the vector
+ * macros (V, VL, VMASK, V_*) defined. Ring rows hold VL lanes per column, 64-byte aligned. */
+#define DW_CAT_(a, b) a##_##b
+#define DW_CAT(a, b) DW_CAT_(a, b)
+#define FN(name) DW_CAT(name, SFX)
+#define DW_INLINE static inline __attribute__((always_inline)) DW_VATTR
+
+/* Elements of a task's ring. */
+#define DW_RING_ELEMS (DW_RING_BYTES / sizeof(T))
+
+DW_INLINE VMASK FN(dw_mask)(int64_t lanes)
+{
+    return lanes >= VL ? (VMASK)~0u : (VMASK)((1u << lanes) - 1u);
+}
+
+/* The ring rows of one padded row (slot base dst: nbl blocks of wr columns) = row iy of the
+ * image at xi (from the chunk's first channel), column j holding x's column j - pl; zero outside
+ * x. A pixel's channels of the chunk are read together. */
+DW_INLINE void FN(dw_fill)(const dw_job *jb, const T *xi, int64_t c0, int64_t nbl, int64_t iy,
+                           T *dst)
+{
+    const sx__dw_geom *g = jb->g;
+    const int64_t wr = jb->wr;
+    /* zeros GCC cannot see: it would turn zeroing loops into calls of memset, and backward-
+     * kernel's accumulators, live across them, would then be kept on the stack */
+    V z = V_ZERO();
+    __asm__("" : "+v"(z));
+    const bool in = iy >= 0 && iy < g->h;
+    const T *xr = in ? xi + iy * g->w * g->c : xi;
+    /* the row DW_PF rows below, into the cache meanwhile (the loads wait on memory otherwise) */
+    const T *pf = in && iy + DW_PF < g->h ? xr + DW_PF * g->w * g->c : NULL;
+    for (int64_t j = 0; j < wr; j++) {
+        const int64_t ix = j - g->pl;
+        const bool inx = in && ix >= 0 && ix < g->w;
+        for (int64_t b = 0; b < nbl; b++) {
+            const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+            if (inx && pf != NULL)
+                _mm_prefetch((const char *)(pf + ix * g->c + b * VL), _MM_HINT_T0);
+            V_STORE(dst + (b * wr + j) * VL, inx ? V_MLOAD(m, xr + ix * g->c + b * VL) : z);
+        }
+    }
+}
+
+/* rows[ky] = the slot base of padded row oy * sh + ky * dh of the image at xi (slot: the padded
+ * row modulo the ring's rows; tag: which padded row each slot holds), filled if absent. */
+DW_INLINE void FN(dw_rows)(const dw_job *jb, const T *xi, int64_t c0, int64_t nbl, int64_t oy,
+                           T *ring, int64_t *tag, const T **rows)
+{
+    const sx__dw_geom *g = jb->g;
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        const int64_t pr = oy * g->sh + ky * g->dh, s = pr % jb->r;
+        T *row = ring + s * jb->cpt * jb->wr * VL;
+        if (tag[s] != pr) {
+            FN(dw_fill)(jb, xi, c0, nbl, pr - g->pt, row);
+            tag[s] = pr;
+        }
+        rows[ky] = row;
+    }
+}
+
+/* A task's chunk of channel blocks: t % nch; first channel and blocks. */
+DW_INLINE int64_t FN(dw_chunk)(const dw_job *jb, int64_t t, int64_t *nbl)
+{
+    const int64_t b0 = t % jb->nch * jb->cpt;
+    *nbl = jb->nb - b0 < jb->cpt ? jb->nb - b0 : jb->cpt;
+    return b0 * VL;
+}
+
+/* Prefetch npix pixels (stride c) of the chunk's nbl blocks from p: the lines a later row will
+ * read or write. */
+DW_INLINE void FN(dw_prefetch)(const T *p, int64_t npix, int64_t c, int64_t nbl)
+{
+    for (int64_t i = 0; i < npix; i++)
+        for (int64_t b = 0; b < nbl; b++)
+            _mm_prefetch((const char *)(p + i * c + b * VL), _MM_HINT_T0);
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* P output pixels from yp (channel block, mask m): the sum over the taps in order of the ring
+ * rows (from column off) times k's taps. KW > 0: the kernel width, strides and dilation are
+ * these constants (each x column is loaded once for all the taps that read it); KW == 0: g's. */
+DW_INLINE void FN(dwf_tile)(const sx__dw_geom *g, const T *const *rows, int64_t off, const T *k,
+                            VMASK m, T *yp, const int P, const int KW, const int SW, const int DW)
+{
+    const int64_t c = g->c;
+    V acc[DW_P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
+        acc[p] = V_ZERO();
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        const T *r = rows[ky] + off, *kr = k + ky * g->kw * c;
+        if (KW > 0) {
+            V kv[4];
+#pragma GCC unroll 4
+            for (int kx = 0; kx < KW; kx++)
+                kv[kx] = V_MLOAD(m, kr + kx * c);
+#pragma GCC unroll 32
+            for (int i = 0; i < (P - 1) * SW + (KW - 1) * DW + 1; i++) {
+                const V xv = V_LOAD(r + i * VL);
+#pragma GCC unroll 4
+                for (int kx = 0; kx < KW; kx++) {
+                    const int d = i - kx * DW;
+                    if (d >= 0 && d % SW == 0 && d / SW < P)
+                        acc[d / SW] = V_FMA(xv, kv[kx], acc[d / SW]);
+                }
+            }
+        } else {
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const V kv = V_MLOAD(m, kr + kx * c);
+                const T *rx = r + kx * g->dw * VL;
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    acc[p] = V_FMA(V_LOAD(rx + p * g->sw * VL), kv, acc[p]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
+        V_MSTORE(yp + p * c, m, acc[p]);
+}
+
+/* One output row yr of one block from its ring rows (the block's at boff): tiles of DW_P
+ * pixels, then 4, 2, 1. */
+DW_INLINE void FN(dwf_row)(const sx__dw_geom *g, const T *const *rows, int64_t boff, const T *k,
+                           VMASK m, T *yr, const int KW, const int SW, const int DW)
+{
+    const int64_t ow = g->ow, cs = (KW > 0 ? SW : g->sw) * VL;
+    int64_t ox = 0;
+    for (; ox + DW_P <= ow; ox += DW_P)
+        FN(dwf_tile)(g, rows, boff + ox * cs, k, m, yr + ox * g->c, DW_P, KW, SW, DW);
+    if (ox + 4 <= ow) {
+        FN(dwf_tile)(g, rows, boff + ox * cs, k, m, yr + ox * g->c, 4, KW, SW, DW);
+        ox += 4;
+    }
+    if (ox + 2 <= ow) {
+        FN(dwf_tile)(g, rows, boff + ox * cs, k, m, yr + ox * g->c, 2, KW, SW, DW);
+        ox += 2;
+    }
+    if (ox < ow)
+        FN(dwf_tile)(g, rows, boff + ox * cs, k, m, yr + ox * g->c, 1, KW, SW, DW);
+}
+
+/* Task t: chunk t % nch of images [t / nch * ipt, + ipt), row by row, every block of the
+ * chunk per row. */
+static DW_VATTR void FN(dwf_task)(void *ctx, int64_t t)
+{
+    const dw_job *jb = ctx;
+    const sx__dw_geom *g = jb->g;
+    int64_t nbl;
+    const int64_t c0 = FN(dw_chunk)(jb, t, &nbl), i0 = t / jb->nch * jb->ipt;
+    const int64_t i1 = g->n - i0 < jb->ipt ? g->n : i0 + jb->ipt, re = jb->wr * VL;
+    _Alignas(64) T ring[DW_RING_ELEMS];
+    int64_t tag[DW_MAX_R];
+    const T *rows[DW_MAX_R];
+    const bool k3 = g->kw == 3 && g->dw == 1;
+    for (int64_t img = i0; img < i1; img++) {
+        for (int64_t s = 0; s < jb->r; s++)
+            tag[s] = -1 - s; /* no padded row (distinct values: no memset either) */
+        const T *xi = (const T *)jb->in0 + img * g->h * g->w * g->c + c0;
+        T *yi = (T *)jb->out + img * g->oh * g->ow * g->c + c0;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            FN(dw_rows)(jb, xi, c0, nbl, oy, ring, tag, rows);
+            for (int64_t b = 0; b < nbl; b++) {
+                const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+                const T *k = (const T *)jb->in1 + c0 + b * VL;
+                T *yr = yi + oy * g->ow * g->c + b * VL;
+                if (k3 && g->sw == 1)
+                    FN(dwf_row)(g, rows, b * re, k, m, yr, 3, 1, 1);
+                else if (k3 && g->sw == 2)
+                    FN(dwf_row)(g, rows, b * re, k, m, yr, 3, 2, 1);
+                else
+                    FN(dwf_row)(g, rows, b * re, k, m, yr, 0, 1, 1);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- backward-input */
+
+/* Add P pixels of dy (from dyp) times the taps into the ring rows of padded dx (from column
+ * off), taps in order (ky, then kx, then the pixels). KW as in dwf_tile. */
+DW_INLINE void FN(dwi_tile)(const sx__dw_geom *g, T *const *rows, int64_t off, const T *k, VMASK m,
+                            const T *dyp, const int P, const int KW, const int SW, const int DW)
+{
+    const int64_t c = g->c;
+    V dv[DW_P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
+        dv[p] = V_MLOAD(m, dyp + p * c);
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        T *r = rows[ky] + off;
+        const T *kr = k + ky * g->kw * c;
+        if (KW > 0) {
+            V acc[(DW_P - 1) * 2 + 3 * 2 + 1];
+            const int span = (P - 1) * SW + (KW - 1) * DW + 1;
+#pragma GCC unroll 32
+            for (int i = 0; i < span; i++)
+                acc[i] = V_LOAD(r + i * VL);
+#pragma GCC unroll 4
+            for (int kx = 0; kx < KW; kx++) {
+                const V kv = V_MLOAD(m, kr + kx * c);
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    acc[p * SW + kx * DW] = V_FMA(dv[p], kv, acc[p * SW + kx * DW]);
+            }
+#pragma GCC unroll 32
+            for (int i = 0; i < span; i++)
+                V_STORE(r + i * VL, acc[i]);
+        } else {
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const V kv = V_MLOAD(m, kr + kx * c);
+                T *rx = r + kx * g->dw * VL;
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++) {
+                    T *q = rx + p * g->sw * VL;
+                    V_STORE(q, V_FMA(dv[p], kv, V_LOAD(q)));
+                }
+            }
+        }
+    }
+}
+
+/* One output row of dy (dyr) of one block into its ring rows (the block's at boff): tiles of
+ * DW_P pixels, then 4, 2, 1. */
+DW_INLINE void FN(dwi_row)(const sx__dw_geom *g, T *const *rows, int64_t boff, const T *k, VMASK m,
+                           const T *dyr, const int KW, const int SW, const int DW)
+{
+    const int64_t ow = g->ow, cs = (KW > 0 ? SW : g->sw) * VL;
+    int64_t ox = 0;
+    for (; ox + DW_P <= ow; ox += DW_P)
+        FN(dwi_tile)(g, rows, boff + ox * cs, k, m, dyr + ox * g->c, DW_P, KW, SW, DW);
+    if (ox + 4 <= ow) {
+        FN(dwi_tile)(g, rows, boff + ox * cs, k, m, dyr + ox * g->c, 4, KW, SW, DW);
+        ox += 4;
+    }
+    if (ox + 2 <= ow) {
+        FN(dwi_tile)(g, rows, boff + ox * cs, k, m, dyr + ox * g->c, 2, KW, SW, DW);
+        ox += 2;
+    }
+    if (ox < ow)
+        FN(dwi_tile)(g, rows, boff + ox * cs, k, m, dyr + ox * g->c, 1, KW, SW, DW);
+}
+
+/* Padded dx rows [a, b) are complete: copy those inside dx to the image at dxi (the chunk's nbl
+ * blocks, columns from pl) and zero their ring rows for reuse. */
+DW_INLINE void FN(dwi_flush)(const dw_job *jb, T *ring, T *dxi, int64_t c0, int64_t nbl, int64_t a,
+                             int64_t b)
+{
+    const sx__dw_geom *g = jb->g;
+    const int64_t re = jb->wr * VL;
+    for (int64_t pr = a; pr < b; pr++) {
+        T *row = ring + pr % jb->r * jb->cpt * re;
+        const int64_t iy = pr - g->pt;
+        if (iy >= 0 && iy < g->h) {
+            T *d = dxi + iy * g->w * g->c;
+            for (int64_t ix = 0; ix < g->w; ix++)
+                for (int64_t bl = 0; bl < nbl; bl++)
+                    V_MSTORE(d + ix * g->c + bl * VL, FN(dw_mask)(g->c - c0 - bl * VL),
+                             V_LOAD(row + bl * re + (g->pl + ix) * VL));
+        }
+        memset(row, 0, (size_t)(nbl * re) * sizeof(T));
+    }
+}
+
+/* Task t: chunk t % nch of images [t / nch * ipt, + ipt), row by row, every block of the chunk
+ * per row. Padded dx rows below (oy + 1) * sh get nothing from output rows after oy. */
+static DW_VATTR void FN(dwi_task)(void *ctx, int64_t t)
+{
+    const dw_job *jb = ctx;
+    const sx__dw_geom *g = jb->g;
+    int64_t nbl;
+    const int64_t c0 = FN(dw_chunk)(jb, t, &nbl), i0 = t / jb->nch * jb->ipt;
+    const int64_t i1 = g->n - i0 < jb->ipt ? g->n : i0 + jb->ipt, re = jb->wr * VL;
+    _Alignas(64) T ring[DW_RING_ELEMS];
+    T *rows[DW_MAX_R];
+    const bool k3 = g->kw == 3 && g->dw == 1;
+    const int64_t last = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+    memset(ring, 0, (size_t)(jb->r * jb->cpt * re) * sizeof(T));
+    for (int64_t img = i0; img < i1; img++) {
+        const T *dyi = (const T *)jb->in1 + img * g->oh * g->ow * g->c + c0;
+        T *dxi = (T *)jb->out + img * g->h * g->w * g->c + c0;
+        int64_t done = 0;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            for (int64_t ky = 0; ky < g->kh; ky++)
+                rows[ky] = ring + (oy * g->sh + ky * g->dh) % jb->r * jb->cpt * re;
+            if (oy + DW_PF < g->oh)
+                FN(dw_prefetch)(dyi + (oy + DW_PF) * g->ow * g->c, g->ow, g->c, nbl);
+            for (int64_t b = 0; b < nbl; b++) {
+                const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+                const T *k = (const T *)jb->in0 + c0 + b * VL;
+                const T *dyr = dyi + oy * g->ow * g->c + b * VL;
+                if (k3 && g->sw == 1)
+                    FN(dwi_row)(g, rows, b * re, k, m, dyr, 3, 1, 1);
+                else if (k3 && g->sw == 2)
+                    FN(dwi_row)(g, rows, b * re, k, m, dyr, 3, 2, 1);
+                else
+                    FN(dwi_row)(g, rows, b * re, k, m, dyr, 0, 1, 1);
+            }
+            FN(dwi_flush)(jb, ring, dxi, c0, nbl, done, (oy + 1) * g->sh);
+            done = (oy + 1) * g->sh;
+        }
+        FN(dwi_flush)(jb, ring, dxi, c0, nbl, done, g->pt + g->h);
+        /* rows past pt + h took padding's share only: clear them for the next image */
+        FN(dwi_flush)(jb, ring, dxi, c0, nbl, done > g->pt + g->h ? done : g->pt + g->h, last);
+    }
+}
+
+/* ---------------------------------------------------------------- backward-kernel */
+
+/* dk's 3x3 taps of the chunk (dilation 1, stride SW): per block and output row, its 9
+ * accumulators come from acc into registers (named: an array of them is kept on the stack),
+ * take the row's pixels in order, and go back. */
+DW_INLINE void FN(dwk_run3)(const dw_job *jb, int64_t c0, int64_t nbl, T *ring, T *acc,
+                            const int SW)
+{
+    const sx__dw_geom *g = jb->g;
+    int64_t tag[DW_MAX_R];
+    const T *rows[DW_MAX_R];
+    const int64_t re = jb->wr * VL;
+    for (int64_t img = 0; img < g->n; img++) {
+        for (int64_t s = 0; s < jb->r; s++)
+            tag[s] = -1 - s; /* no padded row (distinct values: no memset either) */
+        const T *xi = (const T *)jb->in0 + img * g->h * g->w * g->c + c0;
+        const T *dyi = (const T *)jb->in1 + img * g->oh * g->ow * g->c + c0;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            if (oy + DW_PF < g->oh)
+                FN(dw_prefetch)(dyi + (oy + DW_PF) * g->ow * g->c, g->ow, g->c, nbl);
+            FN(dw_rows)(jb, xi, c0, nbl, oy, ring, tag, rows);
+            for (int64_t b = 0; b < nbl; b++) {
+                const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+                const T *r0 = rows[0] + b * re, *r1 = rows[1] + b * re, *r2 = rows[2] + b * re;
+                const T *dyr = dyi + oy * g->ow * g->c + b * VL;
+                T *ab = acc + b * 9 * VL;
+                V a0 = V_LOAD(ab), a1 = V_LOAD(ab + VL), a2 = V_LOAD(ab + 2 * VL);
+                V a3 = V_LOAD(ab + 3 * VL), a4 = V_LOAD(ab + 4 * VL), a5 = V_LOAD(ab + 5 * VL);
+                V a6 = V_LOAD(ab + 6 * VL), a7 = V_LOAD(ab + 7 * VL), a8 = V_LOAD(ab + 8 * VL);
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    const V dv = V_MLOAD(m, dyr + ox * g->c);
+                    const int64_t o = ox * SW * VL;
+                    a0 = V_FMA(V_LOAD(r0 + o), dv, a0);
+                    a1 = V_FMA(V_LOAD(r0 + o + VL), dv, a1);
+                    a2 = V_FMA(V_LOAD(r0 + o + 2 * VL), dv, a2);
+                    a3 = V_FMA(V_LOAD(r1 + o), dv, a3);
+                    a4 = V_FMA(V_LOAD(r1 + o + VL), dv, a4);
+                    a5 = V_FMA(V_LOAD(r1 + o + 2 * VL), dv, a5);
+                    a6 = V_FMA(V_LOAD(r2 + o), dv, a6);
+                    a7 = V_FMA(V_LOAD(r2 + o + VL), dv, a7);
+                    a8 = V_FMA(V_LOAD(r2 + o + 2 * VL), dv, a8);
+                }
+                V_STORE(ab, a0), V_STORE(ab + VL, a1), V_STORE(ab + 2 * VL, a2);
+                V_STORE(ab + 3 * VL, a3), V_STORE(ab + 4 * VL, a4), V_STORE(ab + 5 * VL, a5);
+                V_STORE(ab + 6 * VL, a6), V_STORE(ab + 7 * VL, a7), V_STORE(ab + 8 * VL, a8);
+            }
+        }
+    }
+}
+
+/* Any window: the same sums, straight in acc. */
+DW_INLINE void FN(dwk_rung)(const dw_job *jb, int64_t c0, int64_t nbl, T *ring, T *acc)
+{
+    const sx__dw_geom *g = jb->g;
+    int64_t tag[DW_MAX_R];
+    const T *rows[DW_MAX_R];
+    const int64_t kh = g->kh, kw = g->kw, re = jb->wr * VL;
+    for (int64_t img = 0; img < g->n; img++) {
+        for (int64_t s = 0; s < jb->r; s++)
+            tag[s] = -1 - s;
+        const T *xi = (const T *)jb->in0 + img * g->h * g->w * g->c + c0;
+        const T *dyi = (const T *)jb->in1 + img * g->oh * g->ow * g->c + c0;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            if (oy + DW_PF < g->oh)
+                FN(dw_prefetch)(dyi + (oy + DW_PF) * g->ow * g->c, g->ow, g->c, nbl);
+            FN(dw_rows)(jb, xi, c0, nbl, oy, ring, tag, rows);
+            for (int64_t b = 0; b < nbl; b++) {
+                const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+                const T *dyr = dyi + oy * g->ow * g->c + b * VL;
+                T *ab = acc + b * kh * kw * VL;
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    const V dv = V_MLOAD(m, dyr + ox * g->c);
+                    for (int64_t ky = 0; ky < kh; ky++) {
+                        const T *r = rows[ky] + b * re + ox * g->sw * VL;
+                        for (int64_t kx = 0; kx < kw; kx++) {
+                            T *q = ab + (ky * kw + kx) * VL;
+                            V_STORE(q, V_FMA(V_LOAD(r + kx * g->dw * VL), dv, V_LOAD(q)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Task t: chunk t over every image; dk of the chunk from its accumulators. */
+static DW_VATTR void FN(dwk_task)(void *ctx, int64_t t)
+{
+    const dw_job *jb = ctx;
+    const sx__dw_geom *g = jb->g;
+    int64_t nbl;
+    const int64_t c0 = FN(dw_chunk)(jb, t, &nbl), taps = g->kh * g->kw;
+    _Alignas(64) T ring[DW_RING_ELEMS];
+    _Alignas(64) T acc[DW_ACC_BYTES / sizeof(T)];
+    memset(acc, 0, (size_t)(nbl * taps * VL) * sizeof(T));
+    const bool k33 = g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1;
+    if (k33 && g->sw == 1)
+        FN(dwk_run3)(jb, c0, nbl, ring, acc, 1);
+    else if (k33 && g->sw == 2)
+        FN(dwk_run3)(jb, c0, nbl, ring, acc, 2);
+    else
+        FN(dwk_rung)(jb, c0, nbl, ring, acc);
+    T *dk = (T *)jb->out + c0;
+    for (int64_t b = 0; b < nbl; b++)
+        for (int64_t i = 0; i < taps; i++)
+            V_MSTORE(dk + i * g->c + b * VL, FN(dw_mask)(g->c - c0 - b * VL),
+                     V_LOAD(acc + (b * taps + i) * VL));
+}
+
+#undef DW_RING_ELEMS
+#undef DW_INLINE
+#undef FN
+#undef DW_CAT
+#undef DW_CAT_

@@ -1,0 +1,288 @@
+/* Depthwise convolution of multiplier 1 (groups = c = f; tensor/conv_dw.c at the AVX512 level,
+ * conv_general.c's loops below it): forward, backward-input and backward-kernel against plain
+ * loops in double, in f32 and f64, over strides 1-3, kernels 1x1 to 5x5 and non-square ones,
+ * dilation, the four padding modes with asymmetric pads, odd image sizes and channel counts
+ * that are no multiple of a vector (16 floats, 8 doubles); the outputs are NaN-filled first, so
+ * every element must be written. Then the same bits for one thread and two, and the mobilenet
+ * shapes. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dcase {
+    int64_t n, h, w, c, kh, kw;
+    sx_conv2d_params p;
+} dcase;
+
+/* The geometry derived here: output size and leading pads. */
+typedef struct dgeo {
+    int64_t oh, ow, pt, pl, sh, sw, dh, dw;
+} dgeo;
+
+static void axis(sx_padding mode, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb,
+                 int64_t pe, int64_t *out, int64_t *before)
+{
+    const int64_t kd = d * (k - 1) + 1;
+    if (mode == SX_PAD_VALID || mode == SX_PAD_EXPLICIT) {
+        if (mode == SX_PAD_VALID)
+            pb = pe = 0;
+        *out = (in + pb + pe - kd) / s + 1;
+        *before = pb;
+        return;
+    }
+    *out = (in + s - 1) / s;
+    int64_t tot = (*out - 1) * s + kd - in;
+    tot = tot < 0 ? 0 : tot;
+    *before = mode == SX_PAD_SAME_UPPER ? tot / 2 : tot - tot / 2;
+}
+
+static dgeo geo_of(const dcase *q)
+{
+    dgeo g;
+    g.sh = q->p.stride_h, g.sw = q->p.stride_w;
+    g.dh = q->p.dilation_h == 0 ? 1 : q->p.dilation_h;
+    g.dw = q->p.dilation_w == 0 ? 1 : q->p.dilation_w;
+    axis(q->p.padding, q->h, q->kh, g.sh, g.dh, q->p.pad_top, q->p.pad_bottom, &g.oh, &g.pt);
+    axis(q->p.padding, q->w, q->kw, g.sw, g.dw, q->p.pad_left, q->p.pad_right, &g.ow, &g.pl);
+    return g;
+}
+
+/* which 0: y[yi] += x[xi] k[ki]; 1: dx[xi] += dy[yi] k[ki]; 2: dk[ki] += x[xi] dy[yi]; with the
+ * sums of |terms| in mag and their counts in cnt. */
+static void ref(int which, const dcase *q, const sx_tensor *a, const sx_tensor *b, double *out,
+                double *mag, double *cnt, int64_t n_out)
+{
+    const dgeo G = geo_of(q);
+    const int64_t c = q->c;
+    for (int64_t i = 0; i < n_out; i++)
+        out[i] = mag[i] = cnt[i] = 0;
+    for (int64_t im = 0; im < q->n; im++)
+        for (int64_t oy = 0; oy < G.oh; oy++)
+            for (int64_t ox = 0; ox < G.ow; ox++)
+                for (int64_t ky = 0; ky < q->kh; ky++)
+                    for (int64_t kx = 0; kx < q->kw; kx++) {
+                        const int64_t iy = oy * G.sh - G.pt + ky * G.dh;
+                        const int64_t ix = ox * G.sw - G.pl + kx * G.dw;
+                        if (iy < 0 || iy >= q->h || ix < 0 || ix >= q->w)
+                            continue;
+                        for (int64_t ci = 0; ci < c; ci++) {
+                            const int64_t xi = ((im * q->h + iy) * q->w + ix) * c + ci;
+                            const int64_t yi = ((im * G.oh + oy) * G.ow + ox) * c + ci;
+                            const int64_t ki = (ky * q->kw + kx) * c + ci;
+                            const int64_t o = which == 0 ? yi : which == 1 ? xi : ki;
+                            const double t =
+                                which == 0   ? sx_tensor_get(a, xi) * sx_tensor_get(b, ki)
+                                : which == 1 ? sx_tensor_get(b, yi) * sx_tensor_get(a, ki)
+                                             : sx_tensor_get(a, xi) * sx_tensor_get(b, yi);
+                            out[o] += t;
+                            mag[o] += fabs(t);
+                            cnt[o] += 1;
+                        }
+                    }
+}
+
+static void describe(const dcase *q, char *buf, size_t n)
+{
+    const sx_conv2d_params *p = &q->p;
+    snprintf(buf, n,
+             "x(%lld,%lld,%lld,%lld) k(%lld,%lld) stride (%d,%d) padding %d pads (%d,%d,%d,%d) "
+             "dilation (%d,%d)",
+             (long long)q->n, (long long)q->h, (long long)q->w, (long long)q->c, (long long)q->kh,
+             (long long)q->kw, p->stride_h, p->stride_w, (int)p->padding, p->pad_top, p->pad_bottom,
+             p->pad_left, p->pad_right, p->dilation_h, p->dilation_w);
+}
+
+/* got against the reference: a sum of m terms in order, each rounded once, is within
+ * (m + 1) units of roundoff of the sum of |terms| (checked with 2 units per term). */
+static void expect_ref(const char *what, const dcase *q, const sx_tensor *got, const double *want,
+                       const double *mag, const double *cnt)
+{
+    const double u = got->dtype == SX_F32 ? 0x1p-24 : 0x1p-53;
+    for (int64_t i = 0; i < got->size; i++) {
+        const double v = sx_tensor_get(got, i);
+        if (!(fabs(v - want[i]) <= 2 * (cnt[i] + 1) * u * mag[i])) {
+            char d[300];
+            describe(q, d, sizeof d);
+            cr_assert_fail("%s %s %s: element %lld got %.17g want %.17g", what,
+                           sx_dtype_name(got->dtype), d, (long long)i, v, want[i]);
+        }
+    }
+}
+
+typedef struct dshapes {
+    int64_t xs[4], ks[4], ys[4];
+} dshapes;
+
+static dshapes shapes_of(const dcase *q)
+{
+    const dgeo G = geo_of(q);
+    dshapes s = {{q->n, q->h, q->w, q->c}, {q->kh, q->kw, 1, q->c}, {q->n, G.oh, G.ow, q->c}};
+    return s;
+}
+
+static sx_conv2d_params params_of(const dcase *q)
+{
+    sx_conv2d_params p = q->p;
+    p.groups = (int)q->c;
+    return p;
+}
+
+static sx_tensor *nans(sx_dtype dt, const int64_t *shape)
+{
+    sx_tensor *t = tu_zeros(dt, 4, shape);
+    cr_assert_eq(sx_tensor_fill(t, NAN), SX_OK);
+    return t;
+}
+
+/* The three kernels of case q in dtype dt against the reference. */
+static void check_case(sx_rng *rng, const dcase *q, sx_dtype dt)
+{
+    const dshapes s = shapes_of(q);
+    const sx_conv2d_params p = params_of(q);
+    sx_tensor *x = tu_rand(rng, dt, 4, s.xs, -1, 1), *k = tu_rand(rng, dt, 4, s.ks, -1, 1);
+    sx_tensor *dy = tu_rand(rng, dt, 4, s.ys, -1, 1);
+    sx_tensor *y = nans(dt, s.ys), *dx = nans(dt, s.xs), *dk = nans(dt, s.ks);
+    const size_t wsb = sx_conv2d_workspace(s.xs, s.ks, &p);
+    void *ws = wsb > 0 ? malloc(wsb) : NULL;
+    cr_assert_eq(sx_tensor_conv2d_out(x, k, &p, ws, wsb, y), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, wsb, dx), SX_OK, "%s",
+                 sx_last_error());
+    cr_assert_eq(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, wsb, dk), SX_OK, "%s",
+                 sx_last_error());
+    const sx_tensor *got[3] = {y, dx, dk};
+    const sx_tensor *in[3][2] = {{x, k}, {k, dy}, {x, dy}};
+    static const char *const names[3] = {"forward", "backward-input", "backward-kernel"};
+    for (int which = 0; which < 3; which++) {
+        const int64_t no = got[which]->size;
+        double *want = malloc((size_t)(3 * no + 1) * sizeof(double));
+        cr_assert_not_null(want);
+        ref(which, q, in[which][0], in[which][1], want, want + no, want + 2 * no, no);
+        expect_ref(names[which], q, got[which], want, want + no, want + 2 * no);
+        free(want);
+    }
+    free(ws);
+    sx_tensor *ts[6] = {x, k, dy, y, dx, dk};
+    for (int i = 0; i < 6; i++)
+        sx_tensor_free(ts[i]);
+}
+
+static sx_conv2d_params prm(int sh, int sw, sx_padding pad, int pt, int pb, int pl, int pr, int dh,
+                            int dw)
+{
+    sx_conv2d_params p = sx_conv2d_params_default();
+    p.stride_h = sh, p.stride_w = sw, p.padding = pad;
+    p.pad_top = pt, p.pad_bottom = pb, p.pad_left = pl, p.pad_right = pr;
+    p.dilation_h = dh, p.dilation_w = dw;
+    return p;
+}
+
+Test(tensor_conv_depthwise, fixed_cases)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 18);
+    const dcase cs[] = {
+        /* mobilenet's: 3x3, pads 1, strides 1 and 2 (small batch) */
+        {2, 28, 28, 32, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
+        {2, 28, 28, 64, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
+        {3, 7, 7, 256, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
+        /* channels no multiple of a vector, odd sizes */
+        {2, 9, 11, 17, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
+        {1, 13, 10, 5, 3, 3, prm(2, 2, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 1, 1)},
+        {2, 6, 5, 33, 3, 3, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
+        {1, 3, 3, 1, 3, 3, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
+        {1, 2, 1, 9, 3, 3, prm(2, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
+        /* other kernels, strides 3, mixed strides, asymmetric pads, dilation */
+        {2, 12, 15, 24, 5, 5, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
+        {2, 12, 15, 24, 5, 5, prm(2, 2, SX_PAD_EXPLICIT, 2, 1, 0, 3, 1, 1)},
+        {2, 11, 14, 7, 3, 3, prm(3, 1, SX_PAD_EXPLICIT, 0, 2, 2, 0, 1, 1)},
+        {2, 11, 14, 19, 2, 4, prm(1, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
+        {2, 10, 10, 16, 1, 1, prm(1, 1, SX_PAD_EXPLICIT, 1, 0, 0, 1, 1, 1)},
+        {2, 10, 10, 48, 1, 1, prm(2, 2, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
+        {2, 13, 12, 20, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 2, 2)},
+        {2, 13, 12, 20, 3, 3, prm(2, 1, SX_PAD_EXPLICIT, 3, 1, 2, 2, 3, 2)},
+        {1, 9, 30, 3, 3, 7, prm(1, 3, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 2, 1)},
+        /* strides beyond the window (rows and columns no tap reads) */
+        {2, 11, 11, 18, 2, 2, prm(3, 3, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
+        {1, 12, 12, 8, 1, 1, prm(4, 4, SX_PAD_EXPLICIT, 1, 2, 2, 1, 1, 1)},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        check_case(&rng, &cs[i], SX_F32);
+        check_case(&rng, &cs[i], SX_F64);
+    }
+}
+
+static int64_t rb(sx_rng *r, int64_t n)
+{
+    return (int64_t)sx_rng_below(r, (uint64_t)n);
+}
+
+Test(tensor_conv_depthwise, random_cases)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 1818);
+    for (int it = 0; it < 60; it++) {
+        dcase q = {1 + rb(&rng, 3), 1 + rb(&rng, 14), 1 + rb(&rng, 14),          1 + rb(&rng, 40),
+                   1 + rb(&rng, 5), 1 + rb(&rng, 5),  sx_conv2d_params_default()};
+        sx_conv2d_params *p = &q.p;
+        p->stride_h = 1 + (int)rb(&rng, 3), p->stride_w = 1 + (int)rb(&rng, 3);
+        p->dilation_h = 1 + (int)rb(&rng, 2), p->dilation_w = 1 + (int)rb(&rng, 2);
+        p->padding = (sx_padding)rb(&rng, 4);
+        p->pad_top = (int)rb(&rng, 3), p->pad_bottom = (int)rb(&rng, 3);
+        p->pad_left = (int)rb(&rng, 3), p->pad_right = (int)rb(&rng, 3);
+        const int64_t kdh = p->dilation_h * (q.kh - 1) + 1, kdw = p->dilation_w * (q.kw - 1) + 1;
+        if (p->padding == SX_PAD_VALID && (q.h < kdh || q.w < kdw))
+            p->padding = SX_PAD_SAME;
+        if (p->padding == SX_PAD_EXPLICIT &&
+            (q.h + p->pad_top + p->pad_bottom < kdh || q.w + p->pad_left + p->pad_right < kdw))
+            p->padding = SX_PAD_SAME_LOWER;
+        check_case(&rng, &q, rb(&rng, 2) == 0 ? SX_F32 : SX_F64);
+    }
+}
+
+/* One thread and two give the same bits in every kernel (backward-kernel sums each block of
+ * channels over every image on one thread). */
+Test(tensor_conv_depthwise, same_bits_for_any_thread_count)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 7);
+    const int saved = sx_threads_get();
+    const dcase cs[] = {
+        {16, 28, 28, 64, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
+        {16, 14, 14, 40, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
+        {8, 15, 13, 37, 5, 3, prm(1, 2, SX_PAD_SAME, 0, 0, 0, 0, 2, 1)},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int d = 0; d < 2; d++) {
+            const sx_dtype dt = d == 0 ? SX_F32 : SX_F64;
+            const dshapes s = shapes_of(&cs[i]);
+            const sx_conv2d_params p = params_of(&cs[i]);
+            sx_tensor *x = tu_rand(&rng, dt, 4, s.xs, -1, 1),
+                      *k = tu_rand(&rng, dt, 4, s.ks, -1, 1);
+            sx_tensor *dy = tu_rand(&rng, dt, 4, s.ys, -1, 1);
+            sx_tensor *r[2][3];
+            for (int th = 0; th < 2; th++) {
+                cr_assert_eq(sx_threads_set(th + 1), SX_OK);
+                r[th][0] = nans(dt, s.ys), r[th][1] = nans(dt, s.xs), r[th][2] = nans(dt, s.ks);
+                cr_assert_eq(sx_tensor_conv2d_out(x, k, &p, NULL, 0, r[th][0]), SX_OK, "%s",
+                             sx_last_error());
+                cr_assert_eq(sx_tensor_conv2d_backward_input_out(k, dy, &p, NULL, 0, r[th][1]),
+                             SX_OK);
+                cr_assert_eq(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, NULL, 0, r[th][2]),
+                             SX_OK);
+            }
+            for (int j = 0; j < 3; j++) {
+                cr_assert(memcmp(r[0][j]->data, r[1][j]->data,
+                                 (size_t)r[0][j]->size * sx_dtype_size(dt)) == 0,
+                          "case %zu %s output %d differs between 1 and 2 threads", i,
+                          sx_dtype_name(dt), j);
+                sx_tensor_free(r[0][j]);
+                sx_tensor_free(r[1][j]);
+            }
+            sx_tensor_free(x);
+            sx_tensor_free(k);
+            sx_tensor_free(dy);
+        }
+    cr_assert_eq(sx_threads_set(saved), SX_OK);
+}
