@@ -576,6 +576,10 @@ sx_status grad_dot(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *ne
 sx_status grad_conv2d(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
                       sx_cg_node **gin)
 {
+    if (ATTR->prog.n != 0) /* an optimised graph's epilogue (SX_PASS_CONV_EPILOGUE) */
+        return sx_error(SX_E_UNSUPPORTED,
+                        "sx_ad_grad: cannot differentiate a conv2d with an epilogue (optimise "
+                        "after differentiating)");
     const sx_conv2d_params *p = &ATTR->conv;
     if (need[0])
         gin[0] = sx_cg_conv2d_backward_input(g, IN(1), gy, p, sx_cg_node_shape(IN(0)));

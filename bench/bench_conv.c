@@ -15,7 +15,11 @@
  *
  *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid] [--same-lower]
  *                [--pads t,b,l,r] [--dilation D] [--groups G] [--transposed]
- *                [--output-padding h,w] [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]
+ *                [--output-padding h,w] [--min-ws] [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi]
+ *                [bwdk]
+ *
+ * --min-ws times the kernels with the minimum workspace (banded units; the direct kernels where
+ * the full one runs Winograd, unless the minimum holds Winograd too).
  *
  */
 #include "sx_tensor.h"
@@ -76,7 +80,7 @@ int main(int argc, char **argv)
     sx_dtype dt = SX_F32;
     sx_padding pad = SX_PAD_SAME;
     int64_t xs[4] = {100, 14, 14, 32}, ks[4] = {5, 5, 32, 64};
-    bool run[3] = {false, false, false}, any = false;
+    bool run[3] = {false, false, false}, any = false, min_ws = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--threads") && i + 1 < argc)
@@ -100,6 +104,8 @@ int main(int argc, char **argv)
             groups = atoi(argv[++i]);
         else if (!strcmp(a, "--transposed"))
             transposed = true;
+        else if (!strcmp(a, "--min-ws"))
+            min_ws = true;
         else if (!strcmp(a, "--output-padding") && i + 1 < argc &&
                  sscanf(argv[i + 1], "%d,%d", &op[0], &op[1]) == 2)
             i++;
@@ -117,7 +123,8 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid] "
                     "[--same-lower] [--pads t,b,l,r] [--dilation D] [--groups G] [--transposed] "
-                    "[--output-padding h,w] [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] [bwdk]\n");
+                    "[--output-padding h,w] [--min-ws] [--x n,h,w,c] [--k kh,kw,c,f] [fwd] [bwdi] "
+                    "[bwdk]\n");
             return 2;
         }
     }
@@ -189,7 +196,8 @@ int main(int argc, char **argv)
             continue;
         for (int r = -2; r < reps; r++) {
             double c0 = clock_of(CLOCK_THREAD_CPUTIME_ID), w0 = clock_of(CLOCK_MONOTONIC);
-            CHECK(run_kernel(kd, transposed, x, k, dy, &p, ws, ws_bytes, y, dx, dk));
+            CHECK(run_kernel(kd, transposed, x, k, dy, &p, ws, min_ws ? ws_min : ws_bytes, y, dx,
+                             dk));
             double c1 = clock_of(CLOCK_THREAD_CPUTIME_ID), w1 = clock_of(CLOCK_MONOTONIC);
             if (r >= 0) {
                 cpu[r] = (c1 - c0) * 1e3;

@@ -28,8 +28,9 @@ sx_status opt_pass_bn_fold(sx_cg_graph *g, int64_t *changed)
             continue;
         for (int k = 0; k < 2; k++) {
             sx_cg_node *conv = n->in[k], *a = n->in[1 - k];
-            if (conv->op != SX_OP_CONV2D || conv->n_users != 1 || conv->users[0] != n ||
-                conv->pinned || !opt_same_shape(conv, n) || !channel_scale(a, conv))
+            if (conv->op != SX_OP_CONV2D || conv->attr.prog.n != 0 || conv->n_users != 1 ||
+                conv->users[0] != n || conv->pinned || !opt_same_shape(conv, n) ||
+                !channel_scale(a, conv))
                 continue;
             sx_cg_node *ka = sx_cg_mul(g, conv->in[1], a);
             if (ka == NULL)

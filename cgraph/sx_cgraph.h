@@ -562,6 +562,12 @@ typedef enum {
     SX_PASS_BN_RELU,      /* relu(batch_norm(...)) whose batch norm has no other reader -> one
                              batch_norm op that applies relu in its pass (attr.ints[1] = 1; same
                              bits, one pass fewer) */
+    SX_PASS_CONV_EPILOGUE, /* conv2d whose only reader is element-wise (a map, binary op, fma,
+                              where or fused chain: a bias or batch norm's shift per channel, a
+                              scale, relu, a residual add) -> one conv2d that runs the reader's
+                              program on its output rows as it writes them (attr.prog, the
+                              reader's other inputs after x and k; sx_tensor_conv2d_fused_out).
+                              Same bits, one pass over memory fewer (issue 18) */
     SX_PASS_COUNT
 } sx_cg_pass;
 

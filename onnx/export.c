@@ -678,6 +678,10 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
         export_matmul(e, n, in, out);
         return;
     }
+    if (op == SX_OP_CONV2D && at->prog.n != 0) {
+        unsupported(e, n, "a convolution with an epilogue (export the graph before optimising)");
+        return;
+    }
     if (op == SX_OP_CONV2D) {
         export_conv(e, n, in, out);
         return;

@@ -177,6 +177,7 @@ static int64_t wino_u_elems(const conv_geom *g, size_t esz)
 /* One call: the inputs (forward: x, k; backward-input: k, dy; backward-kernel: x, dy) and the
  * output. par: the unit functions may split their loops over threads (the units run one at a
  * time). */
+typedef struct conv_epi conv_epi;
 typedef struct conv_job {
     const conv_geom *g;
     const conv_plan *pl;
@@ -184,6 +185,7 @@ typedef struct conv_job {
     void *out;
     sx_dtype dt;
     bool par;
+    const conv_epi *epi; /* forward: the epilogue run on each unit's rows, or NULL */
 } conv_job;
 
 /* The work of one unit, on `slot`. `fresh`: the slot does not yet hold the zeros (padding) of a
@@ -717,6 +719,55 @@ typedef struct units_ctx {
     bool fresh[CONV_MAX_SLOTS];
 } units_ctx;
 
+/* ---------------------------------------------------------------- epilogues */
+
+/* A forward pass's epilogue (sx_tensor_conv2d_fused_out): the program over operands in[0] = y,
+ * in[1..n_in). per_unit: every repeated operand's size divides a row of y, so each unit's rows
+ * (whole rows) can run it alone; else it runs over all of y at the end. */
+struct conv_epi {
+    const sx_fused_prog *prog;
+    int n_in;
+    const sx_tensor *in[SX_FUSED_MAX_OPERANDS];
+    bool per_unit;
+};
+
+/* The program over elements [e0, e0 + len) of y, in place: views of y and of the operands of
+ * y's size at e0; the repeated ones whole (e0 and len are multiples of their sizes: per_unit, or
+ * the whole of y). Checked before the convolution ran, so it cannot fail. */
+static void epi_run(const conv_epi *e, int64_t e0, int64_t len)
+{
+    const sx_tensor *y = e->in[0];
+    const size_t esz = sx_dtype_size(y->dtype);
+    sx_tensor v[SX_FUSED_MAX_OPERANDS];
+    const sx_tensor *in[SX_FUSED_MAX_OPERANDS];
+    for (int i = 0; i < e->n_in; i++) {
+        const sx_tensor *t = e->in[i];
+        v[i] = t->size == y->size
+                   ? sx_tensor_view(y->dtype, 1, &len, (char *)t->data + (size_t)e0 * esz)
+                   : sx_tensor_view(y->dtype, 1, &t->size, t->data);
+        in[i] = &v[i];
+    }
+    sx_tensor out = sx_tensor_view(y->dtype, 1, &len, (char *)y->data + (size_t)e0 * esz);
+    sx_status s = sx_tensor_fused_out(e->prog, e->n_in, in, &out);
+    (void)s;
+}
+
+/* Forward unit u's output rows (image rows of y, counted over all images): ipu whole images, or
+ * one band of rpu rows of one image (direct and Winograd units have ipu = 1). */
+static void unit_out_rows(const conv_plan *pl, const conv_geom *g, int64_t u, int64_t *p0,
+                          int64_t *np)
+{
+    if (pl->bands == 1) {
+        int64_t i0 = u * pl->ipu, i1 = i0 + pl->ipu < g->n ? i0 + pl->ipu : g->n;
+        *p0 = i0 * g->oh;
+        *np = (i1 - i0) * g->oh;
+    } else {
+        int64_t img = u / pl->bands, oy0 = (u % pl->bands) * pl->rpu;
+        *p0 = img * g->oh + oy0;
+        *np = g->oh - oy0 < pl->rpu ? g->oh - oy0 : pl->rpu;
+    }
+}
+
 static void units_run(units_ctx *c, int64_t t, int k)
 {
     const conv_plan *pl = c->jb->pl;
@@ -731,6 +782,13 @@ static void units_run(units_ctx *c, int64_t t, int k)
             fresh = !c->fn(c->jb, u, slot, fresh, acc, u == u0);
     } else {
         fresh = !c->fn(c->jb, t, slot, fresh, NULL, false);
+        const conv_epi *e = c->jb->epi;
+        if (e != NULL && e->per_unit) { /* the unit's rows, while they are in cache */
+            const conv_geom *g = c->jb->g;
+            int64_t p0, np;
+            unit_out_rows(pl, g, t, &p0, &np);
+            epi_run(e, p0 * g->ow * g->f, np * g->ow * g->f);
+        }
     }
     c->fresh[k] = fresh;
 }
@@ -883,12 +941,18 @@ static void xcol_gemm(const conv_geom *g, conv_kind kind, sx_dtype dt, const voi
 
 /* ---------------------------------------------------------------- kernels */
 
-sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
-                               void *ws, size_t ws_bytes, sx_tensor *y)
+/* The forward pass; with an epilogue e (its operands checked, y's shape not yet) run per unit or
+ * at the end. */
+static sx_status conv_forward(const char *who, const sx_tensor *x, const sx_tensor *k,
+                              const sx_conv2d_params *p, void *ws, size_t ws_bytes, conv_epi *e,
+                              sx_tensor *y)
 {
-    const char *who = "sx_tensor_conv2d_out";
-    if (!sx__conv_legacy(p)) /* dilated, grouped or other paddings: conv_general.c */
-        return sx__conv2d_general_forward(x, k, p, ws, ws_bytes, y);
+    if (!sx__conv_legacy(p)) { /* dilated, grouped or other paddings: conv_general.c */
+        SX_TRY(sx__conv2d_general_forward(x, k, p, ws, ws_bytes, y));
+        if (e != NULL && y->size > 0)
+            epi_run(e, 0, y->size);
+        return SX_OK;
+    }
     SX_TRY(check_rank4(who, "x", x));
     SX_TRY(check_rank4(who, "k", k));
     SX_TRY(sx__check_same_dtype(who, x, k));
@@ -901,19 +965,59 @@ sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_
     SX_TRY(plan_make(who, &g, CONV_FWD, x->dtype, ws, ws_bytes, &pl));
     if (y->size == 0)
         return SX_OK;
-    if (g.kdim == 0) { /* no input channels: every sum is empty */
+    const bool whole = e != NULL && (!e->per_unit || g.kdim == 0 || pl.path == PATH_XCOL);
+    if (g.kdim == 0) /* no input channels: every sum is empty */
         zero_fill(y);
-        return SX_OK;
-    }
-    if (pl.path == PATH_XCOL) {
+    else if (pl.path == PATH_XCOL)
         xcol_gemm(&g, CONV_FWD, x->dtype, x->data, k->data, y->data);
-        return SX_OK;
+    else {
+        conv_job jb = {&g, &pl, x->data, k->data, y->data, x->dtype, false, whole ? NULL : e};
+        if (pl.path == PATH_WINO)
+            wino_prep(&jb, false);
+        run_units(&jb, CONV_FWD, unit_of(CONV_FWD, pl.path, x->dtype), conv_macs(&g));
     }
-    conv_job jb = {&g, &pl, x->data, k->data, y->data, x->dtype, false};
-    if (pl.path == PATH_WINO)
-        wino_prep(&jb, false);
-    run_units(&jb, CONV_FWD, unit_of(CONV_FWD, pl.path, x->dtype), conv_macs(&g));
+    if (whole)
+        epi_run(e, 0, y->size);
     return SX_OK;
+}
+
+sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
+                               void *ws, size_t ws_bytes, sx_tensor *y)
+{
+    return conv_forward("sx_tensor_conv2d_out", x, k, p, ws, ws_bytes, NULL, y);
+}
+
+sx_status sx_tensor_conv2d_fused_out(const sx_tensor *x, const sx_tensor *k,
+                                     const sx_conv2d_params *p, void *ws, size_t ws_bytes,
+                                     const sx_fused_prog *prog, int n_ops,
+                                     const sx_tensor *const *ops, sx_tensor *y)
+{
+    const char *who = "sx_tensor_conv2d_fused_out";
+    if (n_ops < 0 || n_ops > SX_FUSED_MAX_OPERANDS - 1 || (n_ops > 0 && ops == NULL))
+        return sx_error(SX_E_ARG, "%s: %d operands besides the convolution (want 0..%d)", who,
+                        n_ops, SX_FUSED_MAX_OPERANDS - 1);
+    SX_TRY(sx__fused_check(who, prog, n_ops + 1));
+    SX_TRY(sx__check_tensor(who, "y", y));
+    conv_epi e = {.prog = prog, .n_in = n_ops + 1, .per_unit = true};
+    e.in[0] = y;
+    const int64_t row = y->rank == 4 ? y->shape[2] * y->shape[3] : 0;
+    for (int i = 0; i < n_ops; i++) {
+        const sx_tensor *t = ops[i];
+        SX_TRY(sx__check_tensor(who, "operand", t));
+        SX_TRY(sx__check_same_dtype(who, t, y));
+        if (t->size != y->size && (t->size == 0 || y->size % t->size != 0))
+            return sx_error(SX_E_SHAPE,
+                            "%s: operand %d has %lld elements, y %lld (want the same, or a "
+                            "divisor)",
+                            who, i, (long long)t->size, (long long)y->size);
+        SX_TRY(sx__check_apart(who, "operand", t, "y", y));
+        if (ws != NULL && ranges_overlap(t->data, tensor_bytes(t), ws, ws_bytes))
+            return sx_error(SX_E_ARG, "%s: operand %d overlaps the workspace", who, i);
+        if (t->size != y->size && (row == 0 || row % t->size != 0))
+            e.per_unit = false;
+        e.in[i + 1] = t;
+    }
+    return conv_forward(who, x, k, p, ws, ws_bytes, &e, y);
 }
 
 /* Check dy against the shape conv2d gives for the geometry. */
@@ -958,7 +1062,7 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
         xcol_gemm(&g, CONV_BWD_IN, k->dtype, dy->data, k->data, dx->data);
         return SX_OK;
     }
-    conv_job jb = {&g, &pl, k->data, dy->data, dx->data, k->dtype, false};
+    conv_job jb = {&g, &pl, k->data, dy->data, dx->data, k->dtype, false, NULL};
     if (pl.path == PATH_WINO)
         wino_prep(&jb, true);
     run_units(&jb, CONV_BWD_IN, unit_of(CONV_BWD_IN, pl.path, k->dtype), conv_macs(&g));
@@ -993,7 +1097,7 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
         xcol_gemm(&g, CONV_BWD_K, x->dtype, x->data, dy->data, dk->data);
         return SX_OK;
     }
-    conv_job jb = {&g, &pl, x->data, dy->data, dk->data, x->dtype, false};
+    conv_job jb = {&g, &pl, x->data, dy->data, dk->data, x->dtype, false, NULL};
     run_units(&jb, CONV_BWD_K, unit_of(CONV_BWD_K, pl.path, x->dtype), conv_macs(&g));
     return SX_OK;
 }

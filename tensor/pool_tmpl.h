@@ -34,6 +34,12 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
             const T *xr = x + ((b * g->h + y0) * g->w + x0) * c;
             if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window in one pass over c */
                 const T *p0 = xr, *p1 = xr + c, *p2 = xr + g->w * c, *p3 = p2 + c;
+#ifdef POOL_M512
+                if (c < 16) { /* the compiler's loop would be its scalar remainder */
+                    pool_fwd_2x2_m512(p0, p1, p2, p3, yo, c);
+                    continue;
+                }
+#endif
 #pragma omp simd
                 for (int64_t j = 0; j < c; j++) {
                     const T a = p0[j], b1 = p1[j], b2 = p2[j], b3 = p3[j];
@@ -127,7 +133,8 @@ static inline POOL_ATTR void POOL_CAT(maxpool_bwd_window,
 #pragma omp simd
                 for (int64_t j = 0; j < cn; j++) {
                     const T aj = at[j], gj = dyo[j], v = xi[j];
-                    dxi[j] = (aj == cell) & (v > (T)0) ? gj : (T)0;
+                    const T sel = aj == cell ? gj : (T)0;
+                    dxi[j] = v > (T)0 ? sel : (T)0;
                 }
             } else if (store) {
 #pragma omp simd
@@ -189,10 +196,13 @@ static inline POOL_ATTR void POOL_CAT(maxpool_relu_bwd_2x2, SFX)(const pool_geom
 #pragma omp simd
     for (int64_t j = 0; j < cn; j++) {
         POOL_ARG_2X2
-        d0[j] = (at == 0) & (a > (T)0) ? gj : (T)0;
-        d1[j] = (at == 1) & (b1 > (T)0) ? gj : (T)0;
-        d2[j] = (at == 2) & (b2 > (T)0) ? gj : (T)0;
-        d3[j] = (at == 3) & (b3 > (T)0) ? gj : (T)0;
+        /* two selects, not (at == i) & (v > 0): gcc does not if-convert the conjunction */
+        const T g0 = at == 0 ? gj : (T)0, g1 = at == 1 ? gj : (T)0;
+        const T g2 = at == 2 ? gj : (T)0, g3 = at == 3 ? gj : (T)0;
+        d0[j] = a > (T)0 ? g0 : (T)0;
+        d1[j] = b1 > (T)0 ? g1 : (T)0;
+        d2[j] = b2 > (T)0 ? g2 : (T)0;
+        d3[j] = b3 > (T)0 ? g3 : (T)0;
     }
 }
 #undef POOL_ARG_2X2
@@ -267,6 +277,12 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
                     continue;
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
+#ifdef POOL_M512
+                if (store && ny == 2 && nx == 2 && cn % 16 != 0) {
+                    pool_bwd_2x2_m512(xw, dyo, dxw, c, g->w * c, cn, relu);
+                    continue;
+                }
+#endif
                 if (store && ny == 2 && nx == 2 && relu) {
                     POOL_CAT(maxpool_relu_bwd_2x2, SFX)(g, xw, dyo, dxw, cn);
                     continue;

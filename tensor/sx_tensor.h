@@ -805,6 +805,19 @@ typedef struct sx_fused_prog {
 } sx_fused_prog;
 sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tensor *const *in,
                               sx_tensor *out) SX_NODISCARD;
+/* y = prog(conv2d(x, k), ops[0], ..., ops[n_ops - 1]): a convolution with an epilogue (issue
+ * 18). The program runs as in sx_tensor_fused_out with the convolution's result as operand 0 and
+ * ops[i] as operand i + 1, each operand of y's size or repeated over its leading axes (a bias of
+ * f elements), so the result has the same bits as sx_tensor_conv2d_out followed by
+ * sx_tensor_fused_out. The dense kernels run it on each unit's rows of y right after the unit
+ * writes them (while they are in cache) when every repeated operand's size divides a row of y
+ * (ow * f), else over all of y at the end. n_ops 0..SX_FUSED_MAX_OPERANDS - 1 (ops may then be
+ * NULL). Errors: those of sx_tensor_conv2d_out and of sx_tensor_fused_out; an operand
+ * overlapping y is SX_E_ARG. y is unchanged on error. */
+sx_status sx_tensor_conv2d_fused_out(const sx_tensor *x, const sx_tensor *k,
+                                     const sx_conv2d_params *p, void *ws, size_t ws_bytes,
+                                     const sx_fused_prog *prog, int n_ops,
+                                     const sx_tensor *const *ops, sx_tensor *y) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- linear algebra (LAPACKE) */
 

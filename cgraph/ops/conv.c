@@ -1,5 +1,6 @@
-/* ops/conv.c: 2-d convolution over NHWC (conv2d) and its two backward ops (backward-input,
- * backward-kernel), all with attr.conv. The backward ops take the shape of what they produce as
+/* ops/conv.c: 2-d convolution over NHWC (conv2d, optionally with an element-wise epilogue:
+ * attr.prog and inputs after k) and its two backward ops (backward-input, backward-kernel), all
+ * with attr.conv. The backward ops take the shape of what they produce as
  * attr.rank/shape and are checked by running the forward shape rule on the shapes they imply. */
 #include "cgraph_impl.h"
 
@@ -91,9 +92,36 @@ static sx_status shape_backward(sx_cg_node *n, const conv_kind *c, bool backward
     return SX_OK;
 }
 
+/* conv2d(x, k) or, with an epilogue (attr.prog.n > 0: SX_PASS_CONV_EPILOGUE), conv2d(x, k,
+ * operands...): the program over the convolution (operand 0) and the inputs from 2 on, each of
+ * the result's size or repeated over its leading axes. */
 sx_status cg_shape_conv2d(sx_cg_node *n)
 {
-    return shape_forward(n, &conv2d_kind);
+    const int ops = n->n_in - 2;
+    if (n->attr.prog.n == 0 ? ops != 0 : ops < 0 || ops + 1 > SX_FUSED_MAX_OPERANDS)
+        return sx_error(SX_E_ARG,
+                        "%s: %d inputs with a program of %d instructions (want 2, "
+                        "or 2..%d with a program)",
+                        cg_who(n), n->n_in, n->attr.prog.n, SX_FUSED_MAX_OPERANDS + 1);
+    for (int i = 2; i < n->n_in; i++) /* the epilogue's dtypes: the convolution's */
+        if (IN_VALUE(i)->dtype != IN_VALUE(0)->dtype)
+            return sx_error(SX_E_DTYPE, "%s: input %d is %s, x is %s", cg_who(n), i,
+                            sx_dtype_name(IN_VALUE(i)->dtype), sx_dtype_name(IN_VALUE(0)->dtype));
+    if (n->n_in > 2)
+        SX_TRY(sx__fused_check(cg_who(n), &n->attr.prog, ops + 1));
+    SX_TRY(shape_forward(n, &conv2d_kind));
+    for (int i = 2; i < n->n_in; i++)
+        if (IN_VALUE(i)->size != OUT->size &&
+            !cg_trailing_bcast(IN_VALUE(i), OUT->rank, OUT->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE,
+                            "%s: epilogue input %d has shape %s, the result %s (want the same "
+                            "size, or the result's trailing axes)",
+                            cg_who(n), i,
+                            sx_shape_str(IN_VALUE(i)->rank, IN_VALUE(i)->shape, a, sizeof a),
+                            sx_shape_str(OUT->rank, OUT->shape, b, sizeof b));
+        }
+    return SX_OK;
 }
 
 sx_status cg_shape_conv2d_backward(sx_cg_node *n)
@@ -107,7 +135,15 @@ sx_status cg_eval_conv2d(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_conv2d_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+    if (n->attr.prog.n == 0)
+        return sx_tensor_conv2d_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws, n->ws_bytes, OUT);
+    const sx_tensor *ops[SX_CG_MAX_INPUTS];
+    if (n->n_in > SX_CG_MAX_INPUTS)
+        return sx_error(SX_E_UNSUPPORTED, "%s: more than %d inputs", cg_who(n), SX_CG_MAX_INPUTS);
+    for (int i = 2; i < n->n_in; i++)
+        ops[i - 2] = IN_VALUE(i);
+    return sx_tensor_conv2d_fused_out(IN_VALUE(0), IN_VALUE(1), &n->attr.conv, ws, n->ws_bytes,
+                                      &n->attr.prog, n->n_in - 2, ops, OUT);
 }
 
 sx_status cg_eval_conv2d_backward_input(sx_cg_graph *g, sx_cg_node *n)
@@ -139,7 +175,9 @@ static cg_cost conv(const sx_tensor *y, const sx_tensor *k)
 
 cg_cost cg_eval_conv2d_cost(const sx_cg_node *n)
 {
-    return conv(OUT, IN_VALUE(1));
+    cg_cost c = conv(OUT, IN_VALUE(1));
+    c.flops += cg_cost_per_out(n, n->attr.prog.n).flops; /* the epilogue */
+    return c;
 }
 
 cg_cost cg_eval_conv2d_backward_input_cost(const sx_cg_node *n)

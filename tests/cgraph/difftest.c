@@ -22,6 +22,7 @@
 #define FD_TOL 1e-4   /* autodiff against the smaller step (relative), plus their difference */
 
 int64_t dt_op_made[SX_OP_COUNT];
+int64_t dt_pass_changed[SX_PASS_COUNT];
 
 const char *const dt_family_name[DT_FAMILY_COUNT] = {"modes", "grad", "optgrad", "hvp"};
 
@@ -2399,7 +2400,10 @@ static bool run_mode(const dt_prog *p, const dt_prog *alt, mode m, bool grads, i
     const char *what = "eval";
     if (m == MODE_OPTIMISED || m == MODE_OPT_FROZEN_WORKERS) {
         what = "sx_cg_optimise";
-        st = sx_cg_optimise(I.g, n, o, NULL, NULL);
+        sx_cg_opt_report rep;
+        st = sx_cg_optimise(I.g, n, o, NULL, &rep);
+        for (int ps = 0; st == SX_OK && ps < SX_PASS_COUNT; ps++)
+            dt_pass_changed[ps] += rep.changed[ps];
     }
     if (st == SX_OK &&
         (m == MODE_FROZEN || m == MODE_FROZEN_REEVAL || m == MODE_OPT_FROZEN_WORKERS)) {
@@ -2678,12 +2682,15 @@ static void check_optgrad(const dt_prog *p, dt_result *r)
     for (int k = 0; k < R.nx; k++)
         (void)snap_take(&gs[k], R.gr[k]);
     for (int variant = 0; variant < 2 && !r->failed; variant++) {
-        /* variant 0: every pass; 1: without element-wise fusion (whose fused nodes have no
-         * gradient rule), so that differentiation must go through the other passes' results */
+        /* variant 0: every pass; 1: without element-wise fusion and convolution epilogues
+         * (whose fused nodes have no gradient rule), so that differentiation must go through the
+         * other passes' results */
         const char *vname = variant == 0 ? "every pass" : "every pass but element-wise fusion";
         sx_cg_opt_params op = sx_cg_opt_params_default();
-        if (variant == 1)
+        if (variant == 1) {
             op.enable[SX_PASS_ELEMWISE_FUSION] = false;
+            op.enable[SX_PASS_CONV_EPILOGUE] = false;
+        }
         inst I;
         if (inst_build(&I, p, SX_CG_LAZY, SX_F64, false) != SX_OK) {
             inst_free(&I);
@@ -3301,7 +3308,8 @@ void dt_print_c(const dt_prog *p, dt_family f, const dt_result *r, FILE *o)
     case DT_OPTGRAD:
         fprintf(o,
                 "    sx_cg_optimise(g, 1, &L, NULL, NULL); /* (or without "
-                "SX_PASS_ELEMWISE_FUSION) */\n    sx_ad_grad(g, L, %d, xs, grads); /* against "
+                "SX_PASS_ELEMWISE_FUSION and SX_PASS_CONV_EPILOGUE) */\n    sx_ad_grad(g, L, %d, "
+                "xs, grads); /* against "
                 "the same without optimising */\n",
                 nx);
         break;

@@ -136,6 +136,9 @@ extern const dt_rule dt_rules[SX_OP_COUNT];
 
 /* How many nodes of each op (leaves by their op) the generator made since the process started. */
 extern int64_t dt_op_made[SX_OP_COUNT];
+/* What each optimiser pass changed in the optimised modes of the checks run so far (the
+ * programs must exercise the passes, e.g. SX_PASS_CONV_EPILOGUE). */
+extern int64_t dt_pass_changed[SX_PASS_COUNT];
 
 /* ---------------------------------------------------------------- a campaign */
 

@@ -605,6 +605,22 @@ Test(tensor_pool, non_overlapping_windows_against_reference)
             }
 }
 
+/* 2x2 windows at lenet5's channel counts and around one AVX-512 vector (the masked kernels of
+ * pool.c when c is not a multiple of 16), ties included, against the reference (check_config
+ * also checks the relu form and in place, bit for bit). */
+Test(tensor_pool, two_by_two_windows_at_small_channel_counts)
+{
+    static const int64_t cs[] = {1, 6, 15, 16, 17, 20, 33, 64, 70};
+    sx_rng r;
+    sx_rng_seed(&r, 23);
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int d = 0; d < 2; d++) {
+            int64_t xs[4] = {2, 10, 9, cs[i]};
+            sx_pool2d_params p = sx_pool2d_params_default(2, 2);
+            check_config(&r, dtypes[d], xs, p, (i + (size_t)d) % 2 == 0);
+        }
+}
+
 /* NaN at each cell of a 2x2 window (fused path) and of a 3x3 one (general path), alone and
  * after an earlier NaN: the forward result is NaN and the gradient goes to the first NaN in
  * scan order; the other channel (no NaN) routes to its maximum as usual. */
