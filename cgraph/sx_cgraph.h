@@ -459,13 +459,13 @@ typedef struct sx_cg_comm {
 } sx_cg_comm;
 sx_status sx_cg_set_comm(sx_cg_graph *g, const sx_cg_comm *c) SX_NODISCARD;
 /* allreduce_start(scale, x_1..x_k) -> (sum of the sizes): the bucket. scale * x_1, ..., scale * x_k
- * (scale: one element; every x of its dtype) packed one after the other, flattened, into the
+ * (scale: one element; every x of its dtype; scale 0 writes zeros, whatever x holds: a rank
+ * without rows) packed one after the other, flattened, into the
  * node's own storage (never the arena: the sum writes it while the evaluation goes on), and their
  * sum over the processes started on it (one message per bucket). Never merged, folded or planned;
  * its readers (allreduce_part) wait for the sum. 1 <= k <= SX_CG_MAX_BUCKET. No gradient. */
 #define SX_CG_MAX_BUCKET (SX_CG_MAX_INPUTS - 1)
-sx_cg_node *sx_cg_allreduce_start(sx_cg_graph *g, sx_cg_node *scale, int k,
-                                  sx_cg_node *const *xs);
+sx_cg_node *sx_cg_allreduce_start(sx_cg_graph *g, sx_cg_node *scale, int k, sx_cg_node *const *xs);
 /* allreduce_part(bucket, offset, shape): elements [offset, offset + size) of an allreduce_start's
  * bucket once its sum is complete (the first part evaluated waits for it), as a tensor of `shape`:
  * a view (no copy). No gradient. Errors (the graph's): SX_E_ARG (bucket not an allreduce_start),

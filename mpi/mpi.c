@@ -149,8 +149,8 @@ static sx_status comm_bcast(void *ctx, void *buf, int64_t bytes, int root)
         return sx_error(SX_E_ARG, "sx_mpi bcast: %lld bytes at %p from rank %d of %d",
                         (long long)bytes, buf, root, m->comm.size);
     pthread_mutex_lock(&m->mu);
-    sx_status s = m->failed ? sx_error(SX_E_STATE, "sx_mpi bcast: an earlier collective failed")
-                            : SX_OK;
+    sx_status s =
+        m->failed ? sx_error(SX_E_STATE, "sx_mpi bcast: an earlier collective failed") : SX_OK;
     MPI_Request r;
     int rc = s != SX_OK ? MPI_SUCCESS : MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, m->world, &r);
     if (s == SX_OK && rc != MPI_SUCCESS)
@@ -218,8 +218,8 @@ static sx_status comm_start(void *ctx, void *buf, int64_t n, sx_dtype dt)
     if (s == SX_OK) {
         started *r = &m->reqs[m->n_reqs];
         *r = (started){MPI_REQUEST_NULL, buf, false, sx_seconds(), 0};
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dt), MPI_SUM, m->world,
-                                &r->req);
+        int rc =
+            MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dt), MPI_SUM, m->world, &r->req);
         if (rc != MPI_SUCCESS)
             s = mpi_fail(m, "gradient allreduce", rc);
     }

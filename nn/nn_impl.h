@@ -178,9 +178,9 @@ sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, doubl
  * through the communicator lent to the graph, `cg`). */
 typedef struct nn_dp {
     const sx_nn_comm *comm;
-    sx_cg_comm cg;        /* the graph's communicator: comm's start and wait (or allreduce) */
-    sx_cg_node *w;        /* the scalar input: this rank's share of the global batch */
-    int bucket_at;        /* the buckets' allreduce_start nodes: outs[bucket_at ..) */
+    sx_cg_comm cg; /* the graph's communicator: comm's start and wait (or allreduce) */
+    sx_cg_node *w; /* the scalar input: this rank's share of the global batch */
+    int bucket_at; /* the buckets' allreduce_start nodes: outs[bucket_at ..) */
     int n_buckets;
     double weight;        /* this rank's share of the global batch (1/size; 0: no rows) */
     int64_t first_row;    /* this rank's first row of the global batch (its dropout masks') */

@@ -105,8 +105,7 @@ static sx_status close_bucket(sx_nn_model *m, sx_cg_node **grads, const int *ids
     int64_t at = 0;
     for (int i = 0; i < k; i++) {
         sx_cg_node *x = xs[i];
-        grads[ids[i]] =
-            sx_cg_allreduce_part(g, start, at, sx_cg_node_rank(x), sx_cg_node_shape(x));
+        grads[ids[i]] = sx_cg_allreduce_part(g, start, at, sx_cg_node_rank(x), sx_cg_node_shape(x));
         if (grads[ids[i]] == NULL)
             return sx_cg_graph_status(g);
         at += sx_cg_node_size(x);

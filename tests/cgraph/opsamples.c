@@ -2503,11 +2503,12 @@ static sx_cg_node *sample_allreduce_start(GEN_ARGS)
     double w = bucket_cases[v].scale;
     sx_cg_node *scale = in_fixed(c, (shp){0, {0}}, V_UNIFORM, w, w), *xs[2];
     for (int i = 0; i < bucket_cases[v].k; i++)
-        xs[i] = in(c, bucket_cases[v].x[i], V_UNIFORM, -2, 2);
+        xs[i] = in_fixed(c, bucket_cases[v].x[i], V_UNIFORM, -2, 2);
     return sx_cg_allreduce_start(g, scale, bucket_cases[v].k, xs);
 }
 
-/* Each input times the scale (the kernel of mul by a scalar) into its range of out. */
+/* Each input times the scale (the kernel of mul by a scalar) into its range of out; scale 0
+ * writes zeros. */
 static sx_status kernel_allreduce_start(KERNEL_ARGS)
 {
     (void)s;
@@ -2518,7 +2519,10 @@ static sx_status kernel_allreduce_start(KERNEL_ARGS)
         sx_tensor from = sx_tensor_view(x[i]->dtype, 1, &len, x[i]->data);
         sx_tensor to = sx_tensor_view(out->dtype, 1, &len,
                                       (char *)out->data + (size_t)at * sx_dtype_size(out->dtype));
-        SX_TRY(sx_tensor_binary_scalar_out(SX_BINARY_MUL, &from, w, &to));
+        if (w == 0) /* zeros whatever x holds (a rank without rows: sx_cgraph.h) */
+            memset(to.data, 0, (size_t)len * sx_dtype_size(out->dtype));
+        else
+            SX_TRY(sx_tensor_binary_scalar_out(SX_BINARY_MUL, &from, w, &to));
         at += len;
     }
     return SX_OK;
@@ -2558,10 +2562,9 @@ static sx_status kernel_allreduce_part(KERNEL_ARGS)
 {
     (void)s;
     int64_t len = out->size;
-    sx_tensor from =
-        sx_tensor_view(x[0]->dtype, 1, &len,
-                       (char *)x[0]->data +
-                           (size_t)sx_cg_node_attr(n)->ints[0] * sx_dtype_size(x[0]->dtype));
+    sx_tensor from = sx_tensor_view(x[0]->dtype, 1, &len,
+                                    (char *)x[0]->data + (size_t)sx_cg_node_attr(n)->ints[0] *
+                                                             sx_dtype_size(x[0]->dtype));
     sx_tensor to = sx_tensor_view(out->dtype, 1, &len, out->data);
     return sx_tensor_copy_out(&from, &to);
 }
