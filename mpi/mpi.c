@@ -37,7 +37,10 @@ struct sx_mpi {
     int n_reqs, cap_reqs;
     int64_t bytes;         /* payload sent */
     double wait_seconds;   /* spent blocked in MPI */
-    double hidden_seconds; /* started sums' time in flight not spent blocked waiting */
+    int pending;           /* started sums not yet complete */
+    double flight_since;   /* when pending last became > 0 */
+    double flight_seconds; /* time with at least one started sum pending */
+    double grad_waited;    /* time blocked in waits for started sums */
     bool stop;             /* the progress thread ends */
     pthread_t progress;
     bool progressing; /* the progress thread runs */
@@ -161,6 +164,15 @@ static sx_status comm_bcast(void *ctx, void *buf, int64_t bytes, int root)
     return s != SX_OK ? s : wait_reqs(m, "broadcast", 1, &r);
 }
 
+/* A started sum is complete (mu held): the time some sum was pending grows when none is left. */
+static void complete(sx_mpi *m, started *r)
+{
+    r->done = true;
+    r->t1 = sx_seconds();
+    if (--m->pending == 0)
+        m->flight_seconds += r->t1 - m->flight_since;
+}
+
 /* Test every started sum not yet complete (mu held), stamping those that completed. */
 static sx_status progress_all(sx_mpi *m)
 {
@@ -171,10 +183,8 @@ static sx_status progress_all(sx_mpi *m)
         int flag = 0, rc = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)
             return mpi_fail(m, "gradient allreduce", rc);
-        if (flag) {
-            r->done = true;
-            r->t1 = sx_seconds();
-        }
+        if (flag)
+            complete(m, r);
     }
     return SX_OK;
 }
@@ -225,21 +235,13 @@ static sx_status comm_start(void *ctx, void *buf, int64_t n, sx_dtype dt)
     }
     if (s == SX_OK) {
         m->n_reqs++;
+        if (m->pending++ == 0)
+            m->flight_since = m->reqs[m->n_reqs - 1].t0;
         m->bytes += n * (int64_t)sx_dtype_size(dt);
         pthread_cond_signal(&m->cv);
     }
     pthread_mutex_unlock(&m->mu);
     return s;
-}
-
-/* Remove started sum i (mu held, complete), a wait having been blocked on it for `waited`
- * seconds: its time in flight not spent blocked was hidden behind computation. */
-static void retire(sx_mpi *m, int i, double waited)
-{
-    const started *r = &m->reqs[i];
-    double flight = r->t1 - r->t0;
-    m->hidden_seconds += flight > waited ? flight - waited : 0;
-    m->reqs[i] = m->reqs[--m->n_reqs];
 }
 
 /* Wait for the sum started on buf (or, buf NULL, for all of them). */
@@ -257,7 +259,7 @@ static sx_status wait_on(sx_mpi *m, const void *buf)
             if (buf != NULL && r->buf != buf) {
                 i++;
             } else if (r->done) {
-                retire(m, i, r->t1 > t0 ? r->t1 - t0 : 0);
+                m->reqs[i] = m->reqs[--m->n_reqs];
             } else {
                 pending = true;
                 i++;
@@ -273,6 +275,7 @@ static sx_status wait_on(sx_mpi *m, const void *buf)
         pthread_mutex_lock(&m->mu);
     }
     m->wait_seconds += sx_seconds() - t0;
+    m->grad_waited += sx_seconds() - t0;
     pthread_mutex_unlock(&m->mu);
     return s;
 }
@@ -456,5 +459,9 @@ double sx_mpi_wait_seconds(const sx_mpi *m)
 
 double sx_mpi_hidden_seconds(const sx_mpi *m)
 {
-    return m != NULL ? m->hidden_seconds : 0;
+    if (m == NULL)
+        return 0;
+    double pending_now = m->pending > 0 ? sx_seconds() - m->flight_since : 0;
+    double h = m->flight_seconds + pending_now - m->grad_waited;
+    return h > 0 ? h : 0;
 }

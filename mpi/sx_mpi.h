@@ -57,10 +57,11 @@ const sx_nn_comm *sx_mpi_comm(const sx_mpi *m);
 int64_t sx_mpi_bytes(const sx_mpi *m);
 /* Seconds this rank has spent waiting for collectives to complete (blocked in MPI). */
 double sx_mpi_wait_seconds(const sx_mpi *m);
-/* Seconds the gradient sums a compiled step started (sx_nn_comm.start) were in flight while
- * this rank went on computing, summed over the sums: each one's time from its start to its
- * completion (seen by the progress thread or a wait), less the time a wait was blocked on it.
- * (These figures are read between steps, from the thread that trains.) */
+/* Seconds during which a gradient sum a compiled step started (sx_nn_comm.start) was pending
+ * while this rank went on computing: the time with at least one sum started and not complete
+ * (completion seen by the progress thread or a wait; it includes waiting for a slower rank to
+ * start its side), less the time blocked waiting for them. (These figures are read between
+ * steps, from the thread that trains.) */
 double sx_mpi_hidden_seconds(const sx_mpi *m);
 
 #ifdef __cplusplus
