@@ -952,6 +952,9 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_MOMENTUM_DAMPENED_UPDATE] = ALL_INPUTS,
     [SX_OP_RMSPROP_MOMENTUM_UPDATE] = ALL_INPUTS,
     [SX_OP_MATMUL_UPDATE] = ALL_INPUTS,
+    /* collectives (issue 22): made after differentiation */
+    [SX_OP_ALLREDUCE_START] = ALL_INPUTS,
+    [SX_OP_ALLREDUCE_PART] = ALL_INPUTS,
 };
 
 bool sx_ad_differentiable(sx_cg_op op, int input)

@@ -2,23 +2,29 @@
  * under mpirun; bench/mpi_scaling (the script) runs 1 rank x 2 threads against 2 ranks x 1 thread.
  *
  *   mpi_scaling --net mnist|resnet20 [--data DIR] [--limit N] [--epochs E] [--batch B]
- *               [--threads T] [--seed S]
+ *               [--threads T] [--seed S] [--null-comm 1]
  *
  * --batch is the GLOBAL batch (default: the net's, 100 for mnist, 128 for resnet20): each of
  * the R ranks trains B / R examples of it, so every configuration trains the same batches.
  * mnist is examples/mnist_train's reference network (Adagrad lr 0.005), resnet20 the zoo's
  * (bench/zoo_nets.c; Adam lr 0.001). One line on rank 0's stdout:
  *   result: net=NAME ranks=R threads=T batch=B rank_batch=b steps=S epoch_s=... step_ms=...
- *           params=P comm_bytes_per_step=C allreduce_wait_ms=W hidden_ms=0 compute_ms=...
- *           loss=...
+ *           params=P comm_bytes_per_step=C allreduce_wait_ms=W hidden_ms=H compute_ms=...
+ *           buckets=K loss=...
  * (trained with sx_nn_fit, no validation). epoch_s: the training seconds per epoch (the
  * history's); step_ms: wall time per step after the first (compilation and the start-up
  * broadcast left out); params: every parameter (f32); comm_bytes_per_step: what this rank put
  * into collectives per step (the gradients, the loss, batch-norm statistics); allreduce_wait_ms:
  * the time per step rank 0 spent blocked waiting for collectives to complete (the exposed
- * communication); hidden_ms: communication overlapped with the backward pass, 0: the sums start
- * once the whole backward pass is done (issue 22's overlap is not built); compute_ms = step_ms
- * - allreduce_wait_ms. */
+ * communication); hidden_ms: the gradient sums' time in flight per step while rank 0 went on
+ * computing (the rest of the backward pass), summed over the buckets (sx_mpi_hidden_seconds);
+ * compute_ms = step_ms - allreduce_wait_ms; cpu_ms: the process's CPU time per step (all its
+ * threads; the figure to compare on a loaded machine).
+ * --null-comm 1 (alone, no mpirun): train through the data-parallel path over a communicator of
+ * 2 ranks that communicates nothing (the other rank's sum is taken as zero), to measure what the
+ * path costs without the network: the packing into buckets and the gemm-update fusion that steps
+ * aside (ranks=1 in the line, null_comm=1; it trains rows [0, B) of global batches of 2B: compare
+ * step_ms, not epoch_s). */
 #include "zoo_nets.h"
 
 #include <sx_mpi.h>
@@ -26,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static sx_cg_node *scale_input(sx_cg_graph *g, sx_cg_node *x, void *ctx)
 {
@@ -55,12 +62,12 @@ static sx_status mnist_net(uint64_t seed, sx_nn_net **out)
 
 typedef struct opts {
     const char *net, *data;
-    long limit, epochs, batch, threads, seed;
+    long limit, epochs, batch, threads, seed, null_comm;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){"mnist", "data/mnist", 2000, 1, 0, 0, 42};
+    *o = (opts){"mnist", "data/mnist", 2000, 1, 0, 0, 42, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL)
@@ -82,6 +89,8 @@ static int parse(int argc, char **argv, opts *o)
             o->threads = n;
         else if (strcmp(a, "--seed") == 0 && num)
             o->seed = n;
+        else if (strcmp(a, "--null-comm") == 0 && num)
+            o->null_comm = n;
         else
             return 2;
         i++;
@@ -89,13 +98,46 @@ static int parse(int argc, char **argv, opts *o)
     return strcmp(o->net, "mnist") == 0 || strcmp(o->net, "resnet20") == 0 ? 0 : 2;
 }
 
+/* A communicator of two ranks whose other rank contributes nothing (--null-comm). */
+static sx_status null_allreduce(void *ctx, void *buf, int64_t n, sx_dtype dt, bool max)
+{
+    (void)ctx, (void)buf, (void)n, (void)dt, (void)max;
+    return SX_OK;
+}
+
+static sx_status null_bcast(void *ctx, void *buf, int64_t bytes, int root)
+{
+    (void)ctx, (void)buf, (void)bytes, (void)root;
+    return SX_OK;
+}
+
+static sx_status null_start(void *ctx, void *buf, int64_t n, sx_dtype dt)
+{
+    (void)ctx, (void)buf, (void)n, (void)dt;
+    return SX_OK;
+}
+
+static sx_status null_wait(void *ctx, void *buf)
+{
+    (void)ctx, (void)buf;
+    return SX_OK;
+}
+
 /* What the steps after the first measure: the first step (compilation, the start-up
  * broadcast) is left out of every per-step figure. */
 typedef struct meter {
     sx_mpi *mpi;
     int64_t steps, bytes0, bytes1;
-    double t0, t1, wait0, wait1;
+    double t0, t1, wait0, wait1, hidden0, hidden1, cpu0, cpu1;
 } meter;
+
+/* This process's CPU time (every thread), seconds. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static bool on_step(const sx_nn_step_info *info, void *ctx)
 {
@@ -103,10 +145,14 @@ static bool on_step(const sx_nn_step_info *info, void *ctx)
     m->t1 = sx_seconds();
     m->bytes1 = sx_mpi_bytes(m->mpi);
     m->wait1 = sx_mpi_wait_seconds(m->mpi);
+    m->hidden1 = sx_mpi_hidden_seconds(m->mpi);
+    m->cpu1 = cpu_seconds();
     if (m->steps++ == 0) {
+        m->cpu0 = m->cpu1;
         m->t0 = m->t1;
         m->bytes0 = m->bytes1;
         m->wait0 = m->wait1;
+        m->hidden0 = m->hidden1;
     }
     (void)info;
     return false;
@@ -132,7 +178,8 @@ static int run(const opts *o, sx_mpi *mpi)
     if (s == SX_OK)
         s = mnist ? mnist_net((uint64_t)o->seed, &net)
                   : zoo_build("resnet20", (uint64_t)o->seed, &net);
-    meter m = {mpi, 0, 0, 0, 0, 0, 0, 0};
+    meter m = {mpi, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    sx_nn_comm null = {0, 2, NULL, null_allreduce, null_bcast, null_start, NULL, null_wait};
     sx_nn_fit_params fp = sx_nn_fit_params_default();
     fp.train.epochs = (int)o->epochs;
     fp.train.batch = (int)(batch / ranks);
@@ -142,6 +189,8 @@ static int run(const opts *o, sx_mpi *mpi)
     fp.train_metric = false;
     fp.on_step = on_step;
     fp.on_step_ctx = &m;
+    if (o->null_comm)
+        fp.train.comm = &null;
     sx_nn_history h;
     memset(&h, 0, sizeof h);
     if (s == SX_OK)
@@ -153,12 +202,15 @@ static int run(const opts *o, sx_mpi *mpi)
         for (int64_t i = 0; i < h.n; i++)
             epoch_s += h.rows[i].seconds / (double)h.n;
         double step_ms = 1e3 * (m.t1 - m.t0) / n, wait_ms = 1e3 * (m.wait1 - m.wait0) / n;
+        double hidden_ms = 1e3 * (m.hidden1 - m.hidden0) / n;
         printf("result: net=%s ranks=%d threads=%d batch=%ld rank_batch=%d steps=%lld "
                "epoch_s=%.3f step_ms=%.2f params=%lld comm_bytes_per_step=%.0f "
-               "allreduce_wait_ms=%.2f hidden_ms=0 compute_ms=%.2f loss=%.4f\n",
+               "allreduce_wait_ms=%.2f hidden_ms=%.2f compute_ms=%.2f cpu_ms=%.2f null_comm=%ld "
+               "loss=%.4f\n",
                o->net, ranks, sx_threads_get(), batch, fp.train.batch, (long long)m.steps, epoch_s,
                step_ms, (long long)sx_nn_net_param_count(net), (double)(m.bytes1 - m.bytes0) / n,
-               wait_ms, step_ms - wait_ms, h.n > 0 ? h.rows[h.n - 1].train_loss : 0.0);
+               wait_ms, hidden_ms, step_ms - wait_ms, 1e3 * (m.cpu1 - m.cpu0) / n, o->null_comm,
+               h.n > 0 ? h.rows[h.n - 1].train_loss : 0.0);
     }
     sx_nn_history_free(&h);
     sx_ds_source_free(src);
@@ -172,7 +224,7 @@ int main(int argc, char **argv)
     opts o;
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: mpi_scaling --net mnist|resnet20 [--data DIR] [--limit N] "
-                        "[--epochs E] [--batch B] [--threads T] [--seed S]\n");
+                        "[--epochs E] [--batch B] [--threads T] [--seed S] [--null-comm 1]\n");
         return 2;
     }
     sx_mpi *mpi = NULL;

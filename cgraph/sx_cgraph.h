@@ -434,6 +434,44 @@ sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id) SX_NODISCARD;
 sx_rng *sx_cg_rng(sx_cg_graph *g, int id);
 sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank,
                                const int64_t *shape);
+/* The rows this graph's dropout masks are of a larger mask (issue 22: a rank's rows of the
+ * global batch's): a mask of shape (n, ...) draws rows [first_row, first_row + n) of the mask its
+ * generator's state would draw over more rows (sx_tensor_dropout_mask_at), and advances the
+ * generator by one draw as always. 0 (the default): the whole mask. Read when a mask is
+ * computed; masks already valid keep their values. Errors: SX_E_ARG (NULL, first_row < 0). */
+sx_status sx_cg_set_mask_row(sx_cg_graph *g, int64_t first_row) SX_NODISCARD;
+
+/* Collectives (issue 22; cgraph/ops/collective.c): a sum over the processes of a data-parallel
+ * job that runs while the graph's evaluation goes on. cgraph knows no transport: a graph is given
+ * a communicator, two functions over the caller's context (nn/ lends MPI's, mpi/):
+ *   start(ctx, buf, n, dt): start an in-place sum over every process of n elements of buf (f32 or
+ *                           f64); returns at once; buf is the communicator's until wait;
+ *   wait(ctx, buf): wait until the sum started on buf is complete (at once when none is in
+ *                   flight); the first failure of any started sum.
+ * Processes must start their sums in the same order. A graph without a communicator (the
+ * default, a copy, a loaded graph) is a job of one process: the sum of one value.
+ * sx_cg_set_comm(g, NULL) removes it; the functions must outlive their use. Errors: SX_E_ARG (g
+ * NULL; a communicator without start or wait). */
+typedef struct sx_cg_comm {
+    void *ctx;
+    sx_status (*start)(void *ctx, void *buf, int64_t n, sx_dtype dt);
+    sx_status (*wait)(void *ctx, void *buf);
+} sx_cg_comm;
+sx_status sx_cg_set_comm(sx_cg_graph *g, const sx_cg_comm *c) SX_NODISCARD;
+/* allreduce_start(scale, x_1..x_k) -> (sum of the sizes): the bucket. scale * x_1, ..., scale * x_k
+ * (scale: one element; every x of its dtype; scale 0 writes zeros, whatever x holds: a rank
+ * without rows) packed one after the other, flattened, into the
+ * node's own storage (never the arena: the sum writes it while the evaluation goes on), and their
+ * sum over the processes started on it (one message per bucket). Never merged, folded or planned;
+ * its readers (allreduce_part) wait for the sum. 1 <= k <= SX_CG_MAX_BUCKET. No gradient. */
+#define SX_CG_MAX_BUCKET (SX_CG_MAX_INPUTS - 1)
+sx_cg_node *sx_cg_allreduce_start(sx_cg_graph *g, sx_cg_node *scale, int k, sx_cg_node *const *xs);
+/* allreduce_part(bucket, offset, shape): elements [offset, offset + size) of an allreduce_start's
+ * bucket once its sum is complete (the first part evaluated waits for it), as a tensor of `shape`:
+ * a view (no copy). No gradient. Errors (the graph's): SX_E_ARG (bucket not an allreduce_start),
+ * SX_E_SHAPE (the range outside the bucket). */
+sx_cg_node *sx_cg_allreduce_part(sx_cg_graph *g, sx_cg_node *bucket, int64_t offset, int rank,
+                                 const int64_t *shape);
 
 sx_cg_node *sx_cg_inv(sx_cg_graph *g, sx_cg_node *a);
 sx_cg_node *sx_cg_solve(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);

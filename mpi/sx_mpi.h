@@ -4,6 +4,11 @@
  * under mpirun: a program calls sx_mpi_init first and sx_mpi_finalize last, and nothing else
  * changes (examples/mnist_train and `strix train` do this).
  *
+ * The gradient sums of the compiled step (sx_nn_comm's start and wait, called from the engine's
+ * threads) travel while the backward pass computes: MPI is initialised MPI_THREAD_SERIALIZED,
+ * one mutex serialises every MPI call, and a progress thread tests the sums in flight every
+ * 20 us (OpenMPI advances a nonblocking collective only inside MPI calls).
+ *
  * Faults: every collective runs nonblocking on a duplicate of MPI_COMM_WORLD whose error handler
  * is MPI_ERRORS_RETURN, and is polled until it completes or a timeout passes (the watchdog:
  * $SX_MPI_TIMEOUT seconds, default 120): then, or when MPI reports an error (a rank died), the
@@ -24,7 +29,7 @@ extern "C" {
 
 typedef struct sx_mpi sx_mpi;
 
-/* Initialise MPI (MPI_Init_thread, funneled; an MPI already initialised by the program is used
+/* Initialise MPI (MPI_Init_thread, serialized; an MPI already initialised by the program is used
  * as it is and not finalized here) and, when the world has more than one rank, make this
  * process's communicator nn's default (sx_nn_comm_set_default), so that sx_nn_train / sx_nn_fit
  * train data-parallel. argc and argv may be NULL. A program started without mpirun is a world of
@@ -52,6 +57,12 @@ const sx_nn_comm *sx_mpi_comm(const sx_mpi *m);
 int64_t sx_mpi_bytes(const sx_mpi *m);
 /* Seconds this rank has spent waiting for collectives to complete (blocked in MPI). */
 double sx_mpi_wait_seconds(const sx_mpi *m);
+/* Seconds during which a gradient sum a compiled step started (sx_nn_comm.start) was pending
+ * while this rank went on computing: the time with at least one sum started and not complete
+ * (completion seen by the progress thread or a wait; it includes waiting for a slower rank to
+ * start its side), less the time blocked waiting for them. (These figures are read between
+ * steps, from the thread that trains.) */
+double sx_mpi_hidden_seconds(const sx_mpi *m);
 
 #ifdef __cplusplus
 }

@@ -398,14 +398,14 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
     sx_cg_graph *g = m->g;
     const sx_nn_train_params *p = &m->params;
     sx_status s = SX_OK;
-    if (m->comm != NULL && f == NULL) { /* issue 22: the gradients kept, to be summed */
+    if (m->comm != NULL && f == NULL) { /* issue 22: the gradients summed over the ranks */
         s = nn_dp_new(m);
-        m->dp->grad_at = m->n_outs;
-        m->dp->n_grads = np;
-        for (int i = 0; s == SX_OK && i < np; i++)
-            s = add_out(m, grads[i]);
         if (s == SX_OK)
-            m->dp->upd_at = m->n_outs;
+            s = nn_dp_buckets(m, np, grads);
+        if (s == SX_OK)
+            m->dp->bucket_at = m->n_outs;
+        for (int i = 0; s == SX_OK && i < m->dp->n_buckets; i++)
+            s = add_out(m, m->dp->buckets[i]);
     }
     if (s == SX_OK)
         s = clip(g, p, net->dtype, np, grads);
@@ -442,8 +442,6 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
     }
     if (s == SX_OK && f == NULL)
         reverse_updates(m, first);
-    if (s == SX_OK && m->dp != NULL)
-        m->dp->upd_end = m->n_outs;
     for (int i = 0; s == SX_OK && i < m->b.n_updates; i++) /* batch-norm running statistics */
         s = add_out(m, m->b.updates[i]);
     return s;
@@ -821,7 +819,9 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
         SX_TRY(sx_cg_invalidate(g, m->b.masks[i]));
     SX_TRY(invalidate_params(m));
     *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
-    SX_TRY(m->dp != NULL ? nn_dp_eval(m) : sx_cg_eval(g, m->n_outs, m->outs));
+    if (m->dp != NULL) /* issue 22: this rank's share and dropout rows */
+        SX_TRY(nn_dp_before_step(m));
+    SX_TRY(sx_cg_eval(g, m->n_outs, m->outs));
     net->dropout_rng = *sx_cg_rng(g, m->b.rng_id);
     return read_results(m, loss, correct);
 }

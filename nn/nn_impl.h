@@ -173,16 +173,21 @@ sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, doubl
 
 /* A model: a compiled graph over a network (net, training or inference), or a model file's
  * graph (file, inference only); both predict through the same path. */
-/* A training model's data-parallel state (parallel.c, issue 22): positions in its outputs. */
+/* A training model's data-parallel state (parallel.c, issue 22): its gradients are summed over
+ * the ranks by the compiled step itself, in buckets (cgraph's allreduce_start / allreduce_part,
+ * through the communicator lent to the graph, `cg`). */
 typedef struct nn_dp {
-    int grad_at, n_grads; /* the gradients: outs[grad_at .. grad_at + n_grads) */
-    int upd_at, upd_end;  /* the optimiser's updates: outs[upd_at .. upd_end) */
-    sx_cg_node **phase1;  /* every output but the updates (made at the first step) */
-    int n_phase1;
-    double weight; /* this rank's share of the global batch (1/size; 0: no rows this step) */
-    int64_t bytes; /* gradient bytes summed in the last step */
-    void *pack;    /* the small gradients, packed into one message (pack_n elements) */
-    int64_t pack_n;
+    const sx_nn_comm *comm;
+    sx_cg_comm cg; /* the graph's communicator: comm's start and wait (or allreduce) */
+    sx_cg_node *w; /* the scalar input: this rank's share of the global batch */
+    int bucket_at; /* the buckets' allreduce_start nodes: outs[bucket_at ..) */
+    int n_buckets;
+    double weight;        /* this rank's share of the global batch (1/size; 0: no rows) */
+    int64_t first_row;    /* this rank's first row of the global batch (its dropout masks') */
+    int64_t bytes;        /* gradient bytes summed per step (the buckets') */
+    sx_cg_node **buckets; /* the allreduce_start nodes as made (outs[bucket_at ..) once
+                             compiled: the optimiser may replace nodes) */
+    sx_cg_graph *g;       /* the graph they live in */
 } nn_dp;
 
 struct sx_nn_model {
@@ -249,15 +254,22 @@ sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg
 
 /* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
  * network, planned in m's arena, or the file). */
-/* Data-parallel training (parallel.c, issue 22). nn_dp_new: m->dp for m->comm; nn_dp_eval: a
- * step's evaluation (gradients, their sum over the ranks, the updates); nn_dp_broadcast: rank
- * 0's weights, optimiser state, counters and dropout generator to every rank;
- * nn_dp_average_stats: the untrained parameters' mean over the ranks. */
+/* Data-parallel training (parallel.c, issue 22). nn_dp_new: m->dp for m->comm; nn_dp_buckets:
+ * the gradients grads[0..np) (in parameter order) packed into buckets in the order they are
+ * complete (the last layers' first), each bucket's sum started by an allreduce_start and each
+ * grads[i] replaced by its part of the summed bucket; the caller makes the starts outputs, in
+ * order, before the updates (so the frozen order starts each sum as soon as its bucket is
+ * complete, and runs the rest of the backward pass before the updates wait for it);
+ * nn_dp_before_step: the share and the dropout rows into the graph; nn_dp_broadcast: rank 0's
+ * weights, optimiser state, counters and dropout generator to every rank; nn_dp_after_step: the
+ * global loss (*loss_sum: this rank's sum in, the global sum out) and the untrained parameters'
+ * mean over the ranks, in one message. */
 sx_status nn_dp_new(sx_nn_model *m);
 void nn_dp_free(nn_dp *dp);
-sx_status nn_dp_eval(sx_nn_model *m);
+sx_status nn_dp_buckets(sx_nn_model *m, int np, sx_cg_node **grads);
+sx_status nn_dp_before_step(sx_nn_model *m);
 sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c);
-sx_status nn_dp_average_stats(sx_nn_net *net, const sx_nn_comm *c);
+sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum);
 
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
 /* The frozen inference graph of a loaded model's file for batches of n into m (g, x, out). */

@@ -1,12 +1,22 @@
 /* parallel.c: data-parallel training over a communicator (issue 22; sx_nn.h, "Data-parallel
- * training"). A training model over a communicator runs its compiled step as two evaluations:
- * first everything but the optimiser's updates (forward, loss, every gradient, batch-norm
- * statistics); then, once each gradient has been scaled by this rank's share of the global batch
- * and summed over the ranks (bucket by bucket, the last layers' first), the updates. nn never
- * links MPI: a communicator is a table of functions (mpi/ implements one). */
+ * training"). A training model over a communicator sums its gradients inside its compiled step:
+ * the gradients, in the order the backward pass completes them (the last layers' first), go into
+ * buckets of up to NN_DP_BUCKET_BYTES; each bucket is an allreduce_start node (cgraph/ops/
+ * collective.c) that packs its gradients, scaled by this rank's share of the global batch, into
+ * one message and starts its sum through the communicator; the optimiser's updates read the
+ * summed gradients through allreduce_part views, which wait for their bucket. The starts are
+ * outputs placed before the updates, so the frozen order starts each sum as soon as its bucket
+ * is complete and runs the rest of the backward pass while it travels (seed 001's overlap). nn
+ * never links MPI: a communicator is a table of functions (mpi/ implements one). */
 #include "nn_impl.h"
 
 #include <string.h>
+
+/* A bucket closes before it would pass this many bytes (a gradient larger than this travels
+ * alone) or SX_CG_MAX_BUCKET gradients: small enough that the first sums start early in the
+ * backward pass, large enough that a message's latency (2 (ranks - 1) steps of a ring) is paid
+ * a few times per step rather than once per gradient (resnet20: 65 gradients in 2 buckets). */
+#define NN_DP_BUCKET_BYTES (1 << 20)
 
 static const sx_nn_comm *default_comm;
 
@@ -28,151 +38,121 @@ const sx_nn_comm *sx_nn_comm_of(const sx_nn_train_params *p)
     return c != NULL && c->size > 1 ? c : NULL;
 }
 
+/* The graph's communicator: the nn communicator's start and wait, or (a communicator without
+ * them) its blocking allreduce at the start and nothing to wait for. */
+static sx_status dp_start(void *ctx, void *buf, int64_t n, sx_dtype dt)
+{
+    const sx_nn_comm *c = ((nn_dp *)ctx)->comm;
+    if (c->start != NULL && c->wait != NULL)
+        return c->start(c->ctx, buf, n, dt);
+    return c->allreduce(c->ctx, buf, n, dt, false);
+}
+
+static sx_status dp_wait(void *ctx, void *buf)
+{
+    const sx_nn_comm *c = ((nn_dp *)ctx)->comm;
+    return c->start != NULL && c->wait != NULL ? c->wait(c->ctx, buf) : SX_OK;
+}
+
 sx_status nn_dp_new(sx_nn_model *m)
 {
     m->dp = sx_calloc(1, sizeof *m->dp);
     if (m->dp == NULL)
         return SX_E_NOMEM;
+    m->dp->comm = m->comm;
     m->dp->weight = 1.0 / (double)m->comm->size;
+    m->dp->first_row = (int64_t)m->comm->rank * m->batch;
+    m->dp->cg = (sx_cg_comm){m->dp, dp_start, dp_wait};
+    m->dp->g = m->g;
     return SX_OK;
 }
 
+/* Before the graph goes: no sum may still write into a bucket (a step that failed midway). */
 void nn_dp_free(nn_dp *dp)
 {
     if (dp == NULL)
         return;
-    sx_free(dp->phase1);
-    sx_free(dp->pack);
+    for (int i = 0; i < dp->n_buckets && dp->buckets != NULL; i++) {
+        const sx_tensor *v = sx_cg_value(dp->buckets[i]);
+        if (v != NULL && v->data != NULL)
+            (void)dp_wait(dp, v->data);
+    }
+    sx_free(dp->buckets);
     sx_free(dp);
 }
 
-/* The first evaluation's request: every output but the optimiser's updates (made once). */
-static sx_status phase1_nodes(sx_nn_model *m)
+/* Close the bucket of gradients grads[ids[0..k)]: its start, and each gradient replaced by its
+ * part of the sum. */
+static sx_status close_bucket(sx_nn_model *m, sx_cg_node **grads, const int *ids, int k)
 {
     nn_dp *dp = m->dp;
-    if (dp->phase1 != NULL)
-        return SX_OK;
-    dp->phase1 = sx_calloc((size_t)m->n_outs + 1, sizeof *dp->phase1);
-    if (dp->phase1 == NULL)
+    sx_cg_graph *g = m->g;
+    sx_cg_node *xs[SX_CG_MAX_BUCKET], *w = dp->w;
+    for (int i = 0; i < k; i++)
+        xs[i] = grads[ids[i]];
+    if (dp->n_buckets > 0) { /* every rank starts its sums in the same order, even in parallel */
+        sx_cg_node *after[2] = {dp->w, dp->buckets[dp->n_buckets - 1]};
+        w = sx_cg_op_new(g, SX_OP_SEQ, 2, after, NULL);
+    }
+    sx_cg_node *start = sx_cg_allreduce_start(g, w, k, xs);
+    if (start == NULL)
+        return sx_cg_graph_status(g);
+    sx_cg_node **b = sx_realloc(dp->buckets, (size_t)(dp->n_buckets + 1) * sizeof *b);
+    if (b == NULL)
         return SX_E_NOMEM;
-    for (int i = 0; i < m->n_outs; i++)
-        if (i < dp->upd_at || i >= dp->upd_end)
-            dp->phase1[dp->n_phase1++] = m->outs[i];
+    dp->buckets = b;
+    dp->buckets[dp->n_buckets++] = start;
+    int64_t at = 0;
+    for (int i = 0; i < k; i++) {
+        sx_cg_node *x = xs[i];
+        grads[ids[i]] = sx_cg_allreduce_part(g, start, at, sx_cg_node_rank(x), sx_cg_node_shape(x));
+        if (grads[ids[i]] == NULL)
+            return sx_cg_graph_status(g);
+        at += sx_cg_node_size(x);
+    }
+    dp->bytes += at * (int64_t)sx_dtype_size(sx_cg_node_dtype(start));
     return SX_OK;
 }
 
-/* g *= w in place (w == 0: zeros, whatever g held). */
-static void scale(const sx_tensor *g, double w)
-{
-    if (w == 1)
-        return;
-    if (w == 0) {
-        memset(g->data, 0, (size_t)g->size * sx_dtype_size(g->dtype));
-    } else if (g->dtype == SX_F32) {
-        float *d = g->data, f = (float)w;
-        for (int64_t i = 0; i < g->size; i++)
-            d[i] *= f;
-    } else {
-        double *d = g->data;
-        for (int64_t i = 0; i < g->size; i++)
-            d[i] *= w;
-    }
-}
-
-/* Start the sum of one gradient (or run it, without start). */
-static sx_status start_sum(const sx_nn_comm *c, const sx_tensor *t)
-{
-    if (c->start != NULL)
-        return c->start(c->ctx, t->data, t->size, t->dtype);
-    return c->allreduce(c->ctx, t->data, t->size, t->dtype, false);
-}
-
-/* Gradients of at most this many bytes travel together, packed into one message: a message
- * costs 2 (ranks - 1) latencies in a ring, whatever its size (resnet20: 65 gradients, most of
- * them a few hundred bytes). */
-#define NN_DP_SMALL (64 * 1024)
-
-/* Gradient i's value, or NULL when an earlier one (in the reverse order) shares its buffer (a
- * zero constant): it is summed once. */
-static const sx_tensor *grad_value(const sx_nn_model *m, int i)
-{
-    const nn_dp *dp = m->dp;
-    const sx_tensor *t = sx_cg_value(m->outs[dp->grad_at + i]);
-    for (int j = dp->n_grads - 1; j > i; j--)
-        if (sx_cg_value(m->outs[dp->grad_at + j])->data == t->data)
-            return NULL;
-    return t;
-}
-
-/* Copy the small gradients into the pack (to_pack) or back out of it. */
-static void pack_small(const sx_nn_model *m, bool to_pack)
-{
-    char *at = m->dp->pack;
-    for (int i = m->dp->n_grads - 1; i >= 0; i--) {
-        const sx_tensor *t = grad_value(m, i);
-        size_t b = t != NULL ? (size_t)t->size * sx_dtype_size(t->dtype) : 0;
-        if (t == NULL || b > NN_DP_SMALL)
-            continue;
-        if (to_pack)
-            memcpy(at, t->data, b);
-        else
-            memcpy(t->data, at, b);
-        at += b;
-    }
-}
-
-/* Scale this rank's gradients by its share and sum them over the ranks, the last layers' first:
- * each large gradient in a message of its own, the small ones packed into one; with the
- * communicator's start every sum is in flight at once and finish waits for them all. */
-static sx_status reduce_grads(sx_nn_model *m)
+sx_status nn_dp_buckets(sx_nn_model *m, int np, sx_cg_node **grads)
 {
     nn_dp *dp = m->dp;
-    const sx_nn_comm *c = m->comm;
-    int64_t bytes = 0, small = 0;
-    for (int i = dp->n_grads - 1; i >= 0; i--) {
-        const sx_tensor *t = grad_value(m, i);
-        if (t == NULL)
-            continue;
-        scale(t, dp->weight);
-        int64_t b = t->size * (int64_t)sx_dtype_size(t->dtype);
-        bytes += b;
-        if (b > NN_DP_SMALL)
-            SX_TRY(start_sum(c, t));
-        else
-            small += t->size;
-    }
-    dp->bytes = bytes;
-    if (small > 0) {
-        if (dp->pack_n < small) {
-            void *p = sx_realloc(dp->pack, (size_t)small * sx_dtype_size(m->dtype));
-            if (p == NULL)
-                return sx_error(SX_E_NOMEM, "sx_nn_model_step: no room to pack %lld gradients",
-                                (long long)small);
-            dp->pack = p;
-            dp->pack_n = small;
+    sx_cg_graph *g = m->g;
+    dp->w = sx_cg_input(g, "dp.share", m->dtype, 0, NULL);
+    if (dp->w == NULL)
+        return sx_cg_graph_status(g);
+    SX_TRY(sx_cg_set_comm(g, &dp->cg));
+    int ids[SX_CG_MAX_BUCKET], k = 0;
+    int64_t bytes = 0;
+    for (int i = np - 1; i >= 0; i--) { /* the order the backward pass completes them */
+        int64_t b = sx_cg_node_size(grads[i]) * (int64_t)sx_dtype_size(m->dtype);
+        if (k > 0 && (bytes + b > NN_DP_BUCKET_BYTES || k == SX_CG_MAX_BUCKET)) {
+            SX_TRY(close_bucket(m, grads, ids, k));
+            k = 0;
+            bytes = 0;
         }
-        pack_small(m, true);
-        int64_t shape[1] = {small};
-        sx_tensor packed = sx_tensor_view(m->dtype, 1, shape, dp->pack);
-        SX_TRY(start_sum(c, &packed));
+        ids[k++] = i;
+        bytes += b;
     }
-    if (c->finish != NULL && c->start != NULL)
-        SX_TRY(c->finish(c->ctx));
-    if (small > 0)
-        pack_small(m, false);
-    return SX_OK;
+    return k > 0 ? close_bucket(m, grads, ids, k) : SX_OK;
 }
 
-sx_status nn_dp_eval(sx_nn_model *m)
+sx_status nn_dp_before_step(sx_nn_model *m)
 {
-    SX_TRY(phase1_nodes(m));
-    SX_TRY(sx_cg_eval(m->g, m->dp->n_phase1, m->dp->phase1));
-    SX_TRY(reduce_grads(m));
-    return sx_cg_eval(m->g, m->n_outs, m->outs);
+    nn_dp *dp = m->dp;
+    for (int i = 0; i < dp->n_buckets; i++) /* the optimiser may have replaced them */
+        dp->buckets[i] = m->outs[dp->bucket_at + i];
+    double d = dp->weight;
+    float f = (float)d;
+    sx_dtype dt = sx_cg_node_dtype(dp->w);
+    sx_tensor t = sx_tensor_view(dt, 0, NULL, dt == SX_F32 ? (void *)&f : (void *)&d);
+    SX_TRY(sx_cg_input_set(m->g, dp->w, &t, SX_CG_COPY));
+    return sx_cg_set_mask_row(m->g, dp->first_row);
 }
 
 /* Every parameter's value and optimiser state, the step counters and the dropout generator from
- * rank 0; then rank r > 0 reseeds its dropout generator from rank 0's with r mixed in. */
+ * rank 0 (every rank then draws the same mask keys: each takes its rows of the global batch's
+ * masks, sx_cg_set_mask_row). */
 sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c)
 {
     int64_t counters[3] = {net->step, net->epoch, net->epoch_step};
@@ -194,34 +174,41 @@ sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c)
             }
         }
     }
-    if (c->rank > 0) {
-        sx_rng r = net->dropout_rng;
-        sx_rng_seed(&net->dropout_rng,
-                    sx_rng_u64(&r) ^ (0x9E3779B97F4A7C15ull * (uint64_t)c->rank));
-    }
     return SX_OK;
 }
 
-/* The mean over the ranks of every parameter that is not trained (batch-norm running
- * statistics): the ranks saw different batches. All sums in flight at once (with start). */
-sx_status nn_dp_average_stats(sx_nn_net *net, const sx_nn_comm *c)
+/* The global loss and the mean over the ranks of every parameter that is not trained (batch-norm
+ * running statistics: the ranks saw different batches), packed into one message of f64. */
+sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum)
 {
-    bool any = false;
+    int64_t n = 1;
     for (int i = 0; i < net->n_layers; i++)
-        for (int k = 0; k < net->layers[i]->n_params; k++) {
-            const nn_param *pr = &net->layers[i]->params[k];
-            if (!pr->trainable) {
-                SX_TRY(start_sum(c, pr->value));
-                any = true;
-            }
-        }
-    if (any && c->start != NULL && c->finish != NULL)
-        SX_TRY(c->finish(c->ctx));
-    for (int i = 0; any && i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++)
             if (!net->layers[i]->params[k].trainable)
-                scale(net->layers[i]->params[k].value, 1.0 / (double)c->size);
-    return SX_OK;
+                n += net->layers[i]->params[k].value->size;
+    double one[1], *pack = n == 1 ? one : sx_alloc((size_t)n * sizeof *pack);
+    if (pack == NULL)
+        return sx_error(SX_E_NOMEM, "sx_nn_train: no room to pack %lld statistics", (long long)n);
+    int64_t at = 1;
+    pack[0] = *loss_sum;
+    for (int i = 0; i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++) {
+            const sx_tensor *v = net->layers[i]->params[k].value;
+            for (int64_t j = 0; !net->layers[i]->params[k].trainable && j < v->size; j++)
+                pack[at++] = sx_tensor_get(v, j);
+        }
+    sx_status s = c->allreduce(c->ctx, pack, n, SX_F64, false);
+    *loss_sum = pack[0];
+    at = 1;
+    for (int i = 0; s == SX_OK && i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++) {
+            sx_tensor *v = net->layers[i]->params[k].value;
+            for (int64_t j = 0; !net->layers[i]->params[k].trainable && j < v->size; j++)
+                sx_tensor_set(v, j, pack[at++] / (double)c->size);
+        }
+    if (pack != one)
+        sx_free(pack);
+    return s;
 }
 
 int64_t sx_nn_model_comm_bytes(const sx_nn_model *m)

@@ -665,9 +665,10 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * Writes the batch loss and the number of correct predictions (argmax over the last axis, per
  * example or per position of an output of rank > 1) when not NULL. A model compiled over a
  * communicator of > 1 rank (sx_nn_comm_of(p), issue 22) is called by every rank with its own
- * batch: the gradients, each scaled by 1/ranks, are summed over the ranks before the update (the
- * gradients are then outputs of the graph: the gemm-update fusion does not apply); loss and
- * correct stay this rank's own; a communicator failure is its error (SX_E_IO from mpi/). */
+ * batch (rows rank x batch.. of the global batch, for its dropout masks): the gradients, each
+ * scaled by 1/ranks, are summed over the ranks inside the step, before the update (see
+ * "Data-parallel training"; the gemm-update fusion does not apply); loss and correct stay this
+ * rank's own; a communicator failure is its error (SX_E_IO from mpi/). */
 sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
                            int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
 /* Outputs (n, output shape) for x (n, input shape), n <= the compiled (or loaded) batch; a
@@ -982,10 +983,17 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path) SX_NODISCARD;
  * last batch is split as evenly as it goes, each rank's share weighted by its row count); the
  * gradients are summed by allreduce (each rank's scaled first by its share of the global batch,
  * so the mean loss's gradient is the global batch's) before the optimiser's update, so every
- * rank ends each step with the same weights. Batch-norm running statistics are averaged over the
- * ranks after each step (batch statistics stay per rank, as in DDP without SyncBatchNorm).
- * Dropout masks come from one generator per rank (rank r's stream is rank 0's reseeded with r):
- * with dropout the run is not the single process's of batch size x B. Only rank 0 prints
+ * rank ends each step with the same weights. The sums are part of the compiled step: the
+ * gradients, in the order the backward pass completes them, are packed into buckets of up to
+ * 1 MiB (one message each), each bucket's sum starts as soon as its last gradient is computed
+ * and travels while the rest of the backward pass runs, and the updates wait for their bucket
+ * (cgraph's allreduce_start / allreduce_part). Passes that never materialise a whole gradient
+ * (the gemm-update fusion: a dense layer's weight gradient folded into its update) step aside:
+ * the gradient is read by its bucket. Batch-norm running statistics are averaged over the ranks
+ * after each step (batch statistics stay per rank, as in DDP without SyncBatchNorm), in one
+ * message with the loss. Dropout masks: every rank draws the same keys (rank 0's generator) and
+ * takes its rows of the global batch's masks, so with dropout too the run is the single
+ * process's of batch size x B. Only rank 0 prints
  * progress, writes checkpoints (and sx_nn_fit's state and history); every rank evaluates (the
  * same weights, so the same figures). The on_step callback runs on every rank with the global
  * figures and must decide the same everywhere. A communicator failure (a rank died, a timeout)
@@ -999,12 +1007,16 @@ typedef struct sx_nn_comm {
     sx_status (*allreduce)(void *ctx, void *buf, int64_t n, sx_dtype dt, bool max);
     /* bytes of buf from rank root to every rank; blocks until done. */
     sx_status (*bcast)(void *ctx, void *buf, int64_t bytes, int root);
-    /* Optional (NULL: allreduce is used): start an in-place sum of n elements of buf that runs
-     * while the caller goes on (buf untouched by the caller until finish returns); finish waits
-     * for every started one and returns the first failure. Started sums are matched across ranks
-     * in the order they are started. */
+    /* Optional (start or wait NULL: allreduce is used, blocking, where a sum starts): start an
+     * in-place sum of n elements of buf that runs while the caller goes on (buf untouched by the
+     * caller until it is waited for); wait(buf) waits for the sum started on buf (at once when
+     * none is in flight); finish waits for every started one. Both return the first failure.
+     * Started sums are matched across ranks in the order they are started. start and wait may
+     * be called from the engine's worker threads (one at a time for start: the compiled step
+     * orders its starts), and wait from several at once. */
     sx_status (*start)(void *ctx, void *buf, int64_t n, sx_dtype dt);
     sx_status (*finish)(void *ctx);
+    sx_status (*wait)(void *ctx, void *buf);
 } sx_nn_comm;
 
 /* The process's default communicator (not copied: it must outlive its use); NULL clears it. */

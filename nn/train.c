@@ -514,9 +514,10 @@ static sx_status run_start(run *r)
     return SX_OK;
 }
 
-/* issue 22: this rank's rows [*lo, *lo + *n) of a global batch of `count` rows (split as evenly
- * as it goes), its model (r->model with weight 0 when it has no rows), the step, and the loss
- * averaged over the global batch; then the untrained parameters' mean over the ranks. */
+/* issue 22: this rank's rows [lo, lo + n) of a global batch of `count` rows (split as evenly as
+ * it goes), its model (r->model with weight 0 when it has no rows), the step (which sums the
+ * gradients), and the loss averaged over the global batch with the untrained parameters' mean
+ * over the ranks (one message). */
 static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t count, double lr,
                                 int64_t step, double *loss)
 {
@@ -536,12 +537,13 @@ static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t coun
         m = r->partial;
     }
     m->dp->weight = (double)n / (double)count;
+    m->dp->first_row = lo; /* its rows of the global batch's dropout masks */
     double mine = 0;
     SX_TRY(sx_nn_model_step(m, &xv, &yv, lr, step, &mine, NULL));
-    double sum[1] = {n > 0 ? mine * (double)n : 0};
-    SX_TRY(c->allreduce(c->ctx, sum, 1, SX_F64, false));
-    *loss = sum[0] / (double)count;
-    return nn_dp_average_stats(r->net, c);
+    double sum = n > 0 ? mine * (double)n : 0;
+    SX_TRY(nn_dp_after_step(r->net, c, &sum));
+    *loss = sum / (double)count;
+    return SX_OK;
 }
 
 /* One step on the batch x, y of `count` rows: the compiled graph (or, for a smaller last

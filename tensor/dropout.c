@@ -127,15 +127,23 @@ static void drop_run(sx_tensor *out, uint64_t key, uint64_t below, double keep)
  * of p (p = 0 never drops). */
 sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p)
 {
+    return sx_tensor_dropout_mask_at(out, rng, p, 0);
+}
+
+/* Elements [first, first + size) of the mask: the key moved on by `first` counter steps. */
+sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p, int64_t first)
+{
     const char *who = "sx_tensor_dropout_mask";
     SX_TRY(sx__check_tensor(who, "out", out));
     if (rng == NULL)
         return sx_error(SX_E_ARG, "%s: rng is NULL", who);
     if (!(p >= 0 && p < 1))
         return sx_error(SX_E_ARG, "%s: p = %g (want 0 <= p < 1)", who, p);
+    if (first < 0)
+        return sx_error(SX_E_ARG, "%s: first element %lld (want >= 0)", who, (long long)first);
     /* p * 2^53 is exact (a power-of-two scale) and at most 2^53 - 1, so ceil is exact. */
     const uint64_t below = (uint64_t)ceil(p * 0x1.0p53);
-    const uint64_t key = sx_rng_u64(rng);
+    const uint64_t key = sx_rng_u64(rng) + (uint64_t)first * DROP_GAMMA;
     drop_run(out, key, below, 1.0 / (1.0 - p));
     return SX_OK;
 }

@@ -734,6 +734,11 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
  * drops when the top 53 bits of SplitMix64's (i+1)-th output from the key, as a uniform in
  * [0, 1), are below p.) */
 sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODISCARD;
+/* Elements [first, first + out's size) of the mask sx_tensor_dropout_mask draws from the same
+ * state into a larger tensor (issue 22: a rank's rows of the global batch's mask); first = 0 is
+ * sx_tensor_dropout_mask. Advances rng by one draw. Errors as it, and SX_E_ARG for first < 0. */
+sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p,
+                                    int64_t first) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- fused kernels */
 

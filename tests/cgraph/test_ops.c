@@ -148,7 +148,10 @@ static bool mutates(const sx_cg_node *n)
  * node is stale after it runs). An assign only writes: evaluated once. */
 static bool is_step(sx_cg_op op)
 {
-    return (sx_cg_op_flags(op) & SX_OPF_MUTATES) && op != SX_OP_ASSIGN;
+    /* allreduce_start is flagged MUTATES to stay out of hashing, folding and the arena; it
+     * writes no input (issue 22) */
+    return (sx_cg_op_flags(op) & SX_OPF_MUTATES) && op != SX_OP_ASSIGN &&
+           op != SX_OP_ALLREDUCE_START;
 }
 
 /* Call before an evaluation that will run n. */

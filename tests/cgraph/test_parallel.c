@@ -10,6 +10,7 @@
 #include <sx_autodiff.h>
 #include <sx_optim.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -441,6 +442,123 @@ Test(cgraph_parallel, training_steps_equal_sequential)
         cr_assert(first == first, "the loss is a number");
         for (int c = 0; c < CONFIGS; c++)
             sx_cg_graph_free(t[c].g);
+    }
+}
+
+/* Collectives (issue 22) under the engine: a communicator that stands for two ranks holding the
+ * same values (a sum doubles the bucket), safe from any thread, recording the order of the
+ * starts (ranks must start their sums in one order, whatever the workers). */
+typedef struct two_ranks {
+    pthread_mutex_t mu;
+    const void *order[16]; /* the buffers started, in order */
+    int starts, bad_waits;
+} two_ranks;
+
+static sx_status two_start(void *arg, void *buf, int64_t n, sx_dtype dt)
+{
+    two_ranks *t = arg;
+    pthread_mutex_lock(&t->mu);
+    if (t->starts < 16)
+        t->order[t->starts] = buf;
+    t->starts++;
+    pthread_mutex_unlock(&t->mu);
+    for (int64_t i = 0; i < n; i++)
+        if (dt == SX_F32)
+            ((float *)buf)[i] *= 2;
+        else
+            ((double *)buf)[i] *= 2;
+    return SX_OK;
+}
+
+static sx_status two_wait(void *arg, void *buf)
+{
+    (void)arg, (void)buf;
+    return SX_OK;
+}
+
+enum { CBUCKETS = 4, CPER = 2 };
+
+typedef struct coll {
+    sx_cg_graph *g;
+    sx_cg_node *x, *starts[CBUCKETS], *outs[CBUCKETS + CBUCKETS * CPER];
+} coll;
+
+/* Eight products tanh(x w_i) in four buckets, each bucket's start ordered after the previous one
+ * (as nn/ makes them), every part read by a sum; the starts are outputs before the sums. */
+static void coll_build(coll *c, sx_dtype dt, int workers, two_ranks *t)
+{
+    c->g = graph_new(dt, workers);
+    sx_cg_comm comm = {t, two_start, two_wait};
+    cr_assert_eq(sx_cg_set_comm(c->g, &comm), SX_OK);
+    const int64_t xs[2] = {32, 48}, ws[2] = {48, 40};
+    c->x = sx_cg_input(c->g, "x", dt, 2, xs);
+    sx_cg_node *scale = sx_cg_scalar_of(c->g, dt, 0.5);
+    sx_rng r;
+    sx_rng_seed(&r, 77);
+    int n_out = CBUCKETS;
+    for (int b = 0; b < CBUCKETS; b++) {
+        sx_cg_node *ys[CPER];
+        for (int k = 0; k < CPER; k++) {
+            sx_tensor *w = tu_rand(&r, dt, 2, ws, -0.5, 0.5);
+            ys[k] =
+                sx_cg_tanh(c->g, sx_cg_matmul(c->g, c->x, sx_cg_param(c->g, "w", w), false, false));
+            sx_tensor_free(w);
+        }
+        sx_cg_node *sc = scale;
+        if (b > 0) {
+            sx_cg_node *after[2] = {scale, c->starts[b - 1]};
+            sc = sx_cg_op_new(c->g, SX_OP_SEQ, 2, after, NULL);
+        }
+        c->starts[b] = sx_cg_allreduce_start(c->g, sc, CPER, ys);
+        c->outs[b] = c->starts[b];
+        for (int k = 0; k < CPER; k++)
+            c->outs[n_out++] = sx_cg_sum(
+                c->g, sx_cg_allreduce_part(c->g, c->starts[b], k * 32 * 40, 2, (int64_t[]){32, 40}),
+                SX_AXIS(1), false);
+    }
+    cr_assert_eq(sx_cg_graph_status(c->g), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_freeze(c->g, n_out, c->outs), SX_OK, "%s", sx_last_error());
+}
+
+Test(cgraph_parallel, collectives_start_in_order_and_equal_sequential)
+{
+    for (int d = 0; d < 2; d++) {
+        two_ranks t[3];
+        coll c[3];
+        for (int k = 0; k < 3; k++) {
+            memset(&t[k], 0, sizeof t[k]);
+            pthread_mutex_init(&t[k].mu, NULL);
+            coll_build(&c[k], dtypes[d], k == 0 ? 1 : k + 1, &t[k]);
+        }
+        sx_rng data;
+        sx_rng_seed(&data, 5);
+        for (int step = 1; step <= 3; step++) {
+            sx_rng d0 = data;
+            for (int k = 0; k < 3; k++) {
+                data = d0;
+                set_input(c[k].g, c[k].x, &data, -1, 1);
+                cr_assert_eq(sx_cg_eval(c[k].g, CBUCKETS + CBUCKETS * CPER, c[k].outs), SX_OK, "%s",
+                             sx_last_error());
+                cr_assert_eq(t[k].starts, CBUCKETS * step, "one start per bucket and step");
+                for (int b = 0; b < CBUCKETS; b++)
+                    cr_assert_eq(t[k].order[(CBUCKETS * (step - 1) + b) % 16],
+                                 sx_cg_value(c[k].starts[b])->data,
+                                 "%d workers: bucket %d started out of order", k + 1, b);
+            }
+            for (int k = 1; k < 3; k++)
+                for (int i = 0; i < CBUCKETS + CBUCKETS * CPER; i++)
+                    cr_assert(same_bits(sx_cg_value(c[k].outs[i]), sx_cg_value(c[0].outs[i])),
+                              "step %d: output %d differs with %d workers", step, i, k + 1);
+        }
+        /* the sums: 2 x 0.5 x tanh(x w): within (-1, 1) per element, not all zero */
+        double any = 0;
+        for (int64_t i = 0; i < 32; i++)
+            any += fabs(sx_tensor_get(sx_cg_value(c[0].outs[CBUCKETS]), i));
+        cr_assert_gt(any, 0);
+        for (int k = 0; k < 3; k++) {
+            sx_cg_graph_free(c[k].g);
+            pthread_mutex_destroy(&t[k].mu);
+        }
     }
 }
 

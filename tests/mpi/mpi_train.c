@@ -1,9 +1,10 @@
 /* mpi_train.c: the program tests/mpi/run_mpi_tests runs under mpirun (and alone) to check
- * data-parallel training (issue 22). A small CNN without dropout on synthetic 8x8 images (200
- * of them: a global batch of 16 leaves a last batch of 8, split over the ranks).
+ * data-parallel training (issue 22). A small CNN (with --dropout, a dropout layer of rate 0.3
+ * after the convolution; with --bn, batch norm) on synthetic 8x8 images (200 of them: a global
+ * batch of 16 leaves a last batch of 8, split over the ranks).
  *
  *   mpi_train train --batch B --epochs E --out PATH [--fit] [--optimiser NAME] [--clip]
- *                   [--checkpoint PATH] [--die-at STEP] [--bn]
+ *                   [--checkpoint PATH] [--die-at STEP] [--bn] [--dropout]
  *       trains (sx_nn_train, or sx_nn_fit with --fit) and writes every rank's weights to
  *       PATH.RANK (sx_nn_checkpoint_save); --die-at: rank 1 kills itself (SIGKILL) after that step.
  *   mpi_train compare A B TOL
@@ -39,7 +40,7 @@ static void make_data(void)
     }
 }
 
-static sx_status make_net(bool bn, sx_nn_net **out)
+static sx_status make_net(bool bn, bool dropout, sx_nn_net **out)
 {
     SX_TRY(sx_nn_net_new("mpi_test", SX_F32, 7, out));
     sx_nn_net *net = *out;
@@ -51,6 +52,8 @@ static sx_status make_net(bool bn, sx_nn_net **out)
         sx_nn_batch_norm_params bp = sx_nn_batch_norm_params_default();
         x = sx_nn_activation(net, sx_nn_batch_norm(net, x, &bp), SX_ACT_RELU);
     }
+    if (dropout)
+        x = sx_nn_dropout(net, x, 0.3);
     x = sx_nn_fully_connected(net, x, 16, SX_ACT_RELU);
     x = sx_nn_linear(net, x, CLASSES, SX_ACT_SOFTMAX);
     return sx_nn_net_status(net);
@@ -59,7 +62,7 @@ static sx_status make_net(bool bn, sx_nn_net **out)
 typedef struct opts {
     int batch, epochs;
     const char *out, *ckpt;
-    bool fit, clip, bn;
+    bool fit, clip, bn, dropout;
     long die_at;
     sx_optim_kind opt;
 } opts;
@@ -81,7 +84,7 @@ static int train(const opts *o)
     sx_ds_images set = {N, H, W, 1, CLASSES, pixels, labels, NULL, NULL, NULL, NULL};
     sx_nn_net *net = NULL;
     sx_ds_source *src = NULL;
-    sx_status s = make_net(o->bn, &net);
+    sx_status s = make_net(o->bn, o->dropout, &net);
     sx_nn_train_params p = sx_nn_train_params_default();
     p.epochs = o->epochs;
     p.batch = o->batch;
@@ -177,7 +180,7 @@ static int errors(void)
 
 static int parse_train(int argc, char **argv, opts *o)
 {
-    *o = (opts){8, 2, NULL, NULL, false, false, false, 0, SX_OPTIM_ADAGRAD};
+    *o = (opts){8, 2, NULL, NULL, false, false, false, false, 0, SX_OPTIM_ADAGRAD};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(a, "--batch") == 0)
@@ -200,6 +203,8 @@ static int parse_train(int argc, char **argv, opts *o)
             o->clip = true;
         else if (strcmp(a, "--bn") == 0)
             o->bn = true;
+        else if (strcmp(a, "--dropout") == 0)
+            o->dropout = true;
         else
             return 2;
     }
