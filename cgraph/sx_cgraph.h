@@ -398,6 +398,14 @@ sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
 sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                              sx_cg_node *beta, double eps);
 sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
+/* batch_norm_dx(x, stats, gamma, dy, sums, y or NULL, eps) -> x's shape: the gradient of x
+ * through y = batch_norm(x, stats, gamma, beta) with stats = batch_norm_stats(x) (both paths)
+ * for the output gradient dy, sums = batch_norm_sums(x, stats, dy); y (x's shape) or NULL: a relu
+ * mask, dy taken as 0 where y <= 0 (sums then of the masked dy). Kernel and rounding:
+ * sx_tensor_batch_norm_dx_ws. Errors: as above, and SX_E_SHAPE for sums not (2,c) or dy/y not
+ * x's shape. */
+sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                                sx_cg_node *dy, sx_cg_node *sums, sx_cg_node *y, double eps);
 /* Group normalisation (issue 20): x viewed as (n, s, c), its c channels in groups, each (row of
  * n, group) normalised over its s c/groups elements (sx_norm_axes, sx_tensor.h).
  * norm_stats(x) -> (2, p), p = n groups: row 0 the mean and row 1 the biased variance of each

@@ -20,6 +20,13 @@ typedef struct bn_job {
     sx_dtype dt;
 } bn_job;
 
+typedef struct bn_dx_job {
+    const void *x, *dy, *y; /* y NULL: no mask; else dy counts only where y > 0 */
+    const void *k;          /* 4c in the dtype: mean, a, k1, k0 */
+    void *dx;
+    int64_t c;
+} bn_dx_job;
+
 typedef struct bn_norm_job {
     const void *x, *a; /* a: c scales then c shifts, in the dtype */
     void *y;
@@ -75,8 +82,9 @@ size_t sx_batch_norm_workspace(int rank, const int64_t *x_shape)
         m *= x_shape[i];
     if (c < 1)
         return 0;
-    /* centre, S1, S2, the chunks' partials (statistics, sums); a and b (normalise) fit */
-    return (size_t)(3 * c + 2 * c * bn_n_chunks(m, c)) * sizeof(double);
+    /* centre, S1, S2, the chunks' partials (statistics, sums); a and b (normalise) and the four
+     * coefficients of dx fit */
+    return (size_t)(4 * c + 2 * c * bn_n_chunks(m, c)) * sizeof(double);
 }
 
 /* Per channel: S1 and S2 (see bn_block) over all m rows into s (2c doubles: S1 row, S2 row),
@@ -272,4 +280,63 @@ sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *sta
                                         const sx_tensor *dy, sx_tensor *sums)
 {
     return sx_tensor_batch_norm_sums_ws(x, stats, dy, sums, NULL, 0);
+}
+
+/* dx of y = batch_norm(x, stats(x), gamma, beta) (the statistics' path included): with
+ * r = 1 / sqrt(var + eps), a = gamma r, (S0; S1) = sums,
+ * dx = dy a + (x - mean) k1 + k0, k1 = -gamma r^3 S1 / m, k0 = -gamma r S0 / m
+ * (coefficients in double, rounded to the dtype; the rest in the dtype). */
+sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
+                                     const sx_tensor *gamma, const sx_tensor *dy,
+                                     const sx_tensor *sums, const sx_tensor *y, double eps,
+                                     sx_tensor *dx, void *ws, size_t ws_bytes)
+{
+    const char *who = "sx_tensor_batch_norm_dx_ws";
+    SX_TRY(bn_check_x(who, x));
+    SX_TRY(bn_check(who, x, "stats", stats, true));
+    SX_TRY(bn_check(who, x, "gamma", gamma, false));
+    SX_TRY(bn_check(who, x, "sums", sums, true));
+    const sx_tensor *same[2] = {dy, y};
+    for (int i = 0; i < 2; i++) {
+        if (same[i] == NULL && i == 1)
+            continue;
+        const char *name = i == 0 ? "dy" : "y";
+        SX_TRY(sx__check_tensor(who, name, same[i]));
+        SX_TRY(sx__check_same_dtype(who, x, same[i]));
+        if (!sx_shape_equal(same[i]->rank, same[i]->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", who, name,
+                            sx_shape_str(same[i]->rank, same[i]->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
+    }
+    SX_TRY(sx__check_out(who, dx, x->dtype, x->rank, x->shape));
+    if (!(eps >= 0) || !isfinite(eps))
+        return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", who, eps);
+    /* element i of dx is written after element i of x, dy and y are read: dx may be one of them,
+     * else apart from them; the (c) inputs are read before dx is written */
+    const sx_tensor *big[3] = {x, dy, y};
+    const char *names[3] = {"x", "dy", "y"};
+    for (int i = 0; i < 3; i++)
+        if (big[i] != NULL && big[i]->data != dx->data)
+            SX_TRY(sx__check_apart(who, names[i], big[i], "dx", dx));
+    const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
+    void *own = NULL;
+    double *buf = NULL;
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
+    int64_t ks[1] = {4 * c};
+    sx_tensor kv = sx_tensor_view(x->dtype, 1, ks, buf);
+    double inv_m = m > 0 ? 1 / (double)m : 0;
+    for (int64_t j = 0; j < c; j++) {
+        double r = 1 / sqrt(get_d(stats, c + j) + eps), gr = get_d(gamma, j) * r;
+        set_d(&kv, j, get_d(stats, j));
+        set_d(&kv, c + j, gr);
+        set_d(&kv, 2 * c + j, -gr * r * r * get_d(sums, c + j) * inv_m);
+        set_d(&kv, 3 * c + j, -gr * get_d(sums, j) * inv_m);
+    }
+    bn_dx_job dj = {x->data, dy->data, y != NULL ? y->data : NULL, buf, dx->data, c};
+    int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
+    sx__par_range(m, grain, x->dtype == SX_F32 ? bn_dx_rows_f32 : bn_dx_rows_f64, &dj);
+    sx_free(own);
+    return SX_OK;
 }

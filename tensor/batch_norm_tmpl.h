@@ -61,6 +61,25 @@ static void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* dx = dy a + (x - mean) k1 + k0 per channel (dy as 0 where y <= 0 when a mask y is given),
+ * rows [lo, hi) */
+static void BN_FN(bn_dx_rows)(void *ctx, int64_t lo, int64_t hi)
+{
+    const bn_dx_job *dj = ctx;
+    const int64_t c = dj->c;
+    const T *x = dj->x, *dy = dj->dy, *y = dj->y, *mean = dj->k, *a = mean + c, *k1 = a + c,
+            *k0 = k1 + c;
+    T *dx = dj->dx;
+    for (int64_t r = lo; r < hi; r++) {
+        const T *xr = x + r * c, *gr = dy + r * c, *yr = y != NULL ? y + r * c : NULL;
+        T *dr = dx + r * c;
+        for (int64_t j = 0; j < c; j++) {
+            const T g = yr == NULL || yr[j] > 0 ? gr[j] : (T)0;
+            dr[j] = g * a[j] + (xr[j] - mean[j]) * k1[j] + k0[j];
+        }
+    }
+}
+
 #undef BN_FN
 #undef BN_CAT
 #undef BN_CAT2
