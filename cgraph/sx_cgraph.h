@@ -398,6 +398,10 @@ sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
 sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                              sx_cg_node *beta, double eps);
 sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
+/* batch_norm_sums of where(y > 0, dy, 0) (relu's gradient) without that tensor: y of x's shape
+ * (NULL: sx_cg_batch_norm_sums). */
+sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
+                                       sx_cg_node *dy, sx_cg_node *y);
 /* batch_norm_dx(x, stats, gamma, dy, sums, y or NULL, eps) -> x's shape: the gradient of x
  * through y = batch_norm(x, stats, gamma, beta) with stats = batch_norm_stats(x) (both paths)
  * for the output gradient dy, sums = batch_norm_sums(x, stats, dy); y (x's shape) or NULL: a relu

@@ -14,6 +14,7 @@
 
 typedef struct bn_job {
     const void *x, *dy;   /* dy NULL: the statistics */
+    const void *mask;     /* sums: NULL, or dy counts only where mask > 0 */
     const double *center; /* per channel: the shift (statistics) or the mean (sums) */
     int64_t m, c, rows, n_chunks, n_tiles;
     double *part; /* n_chunks x (s1 row, s2 row) of c doubles */
@@ -247,28 +248,49 @@ sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stat
                                        const sx_tensor *dy, sx_tensor *sums, void *ws,
                                        size_t ws_bytes)
 {
+    return sx_tensor_batch_norm_sums_mask_ws(x, stats, dy, NULL, sums, ws, ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
+                                            const sx_tensor *dy, const sx_tensor *y,
+                                            sx_tensor *sums, void *ws, size_t ws_bytes)
+{
     const char *who = "sx_tensor_batch_norm_sums_out";
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
-    SX_TRY(sx__check_tensor(who, "dy", dy));
-    SX_TRY(sx__check_same_dtype(who, x, dy));
-    if (!sx_shape_equal(dy->rank, dy->shape, x->rank, x->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, x %s", who,
-                        sx_shape_str(dy->rank, dy->shape, a, sizeof a),
-                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    const sx_tensor *same[2] = {dy, y};
+    for (int i = 0; i < 2; i++) {
+        if (same[i] == NULL && i == 1)
+            continue;
+        const char *name = i == 0 ? "dy" : "y";
+        SX_TRY(sx__check_tensor(who, name, same[i]));
+        SX_TRY(sx__check_same_dtype(who, x, same[i]));
+        if (!sx_shape_equal(same[i]->rank, same[i]->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", who, name,
+                            sx_shape_str(same[i]->rank, same[i]->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
     }
     SX_TRY(bn_check(who, x, "sums", sums, true));
     SX_TRY(sx__check_apart(who, "x", x, "sums", sums));
     SX_TRY(sx__check_apart(who, "dy", dy, "sums", sums));
     SX_TRY(sx__check_apart(who, "stats", stats, "sums", sums));
+    if (y != NULL)
+        SX_TRY(sx__check_apart(who, "y", y, "sums", sums));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
     void *own = NULL;
     double *buf = NULL; /* mean, S1, S2, partials */
     SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
     for (int64_t j = 0; j < c; j++)
         buf[j] = get_d(stats, j);
-    bn_job jb = {.x = x->data, .dy = dy->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
+    bn_job jb = {.x = x->data,
+                 .dy = dy->data,
+                 .mask = y != NULL ? y->data : NULL,
+                 .center = buf,
+                 .m = m,
+                 .c = c,
+                 .dt = x->dtype};
     bn_reduce(&jb, buf + c, buf + 3 * c);
     for (int64_t j = 0; j < 2 * c; j++)
         set_d(sums, j, buf[c + j]);

@@ -5,7 +5,8 @@
 #define BN_FN(name) BN_CAT(name, SFX)
 
 /* Rows [r0, r1) of channels [j0, j1): stats: s1 += x - shift, s2 += (x - shift)^2 (shift: the
- * first row); sums: s1 += dy, s2 += dy (x - mean). Double accumulators, rows in order. */
+ * first row); sums: s1 += dy, s2 += dy (x - mean) (dy as 0 where a mask is given and not > 0).
+ * Double accumulators, rows in order. */
 static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0, int64_t j1,
                             double *s1, double *s2)
 {
@@ -20,6 +21,18 @@ static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0
                 double d = (double)xr[j] - jb->center[j];
                 s1[j - j0] += d;
                 s2[j - j0] += d * d;
+            }
+        }
+        return;
+    }
+    if (jb->mask != NULL) { /* dy as 0 where the mask is not > 0 (relu's gradient) */
+        const T *mk = jb->mask;
+        for (int64_t r = r0; r < r1; r++) {
+            const T *xr = x + r * c, *gr = dy + r * c, *mr = mk + r * c;
+            for (int64_t j = j0; j < j1; j++) {
+                double g = mr[j] > 0 ? (double)gr[j] : 0.0;
+                s1[j - j0] += g;
+                s2[j - j0] += g * ((double)xr[j] - jb->center[j]);
             }
         }
         return;

@@ -64,20 +64,26 @@ sx_status cg_shape_batch_norm(sx_cg_node *n)
     return SX_OK;
 }
 
-/* batch_norm_sums(x, stats (2,c), dy (x's shape)) -> (2, c) */
+/* batch_norm_sums(x, stats (2,c), dy (x's shape)[, y (x's shape): a relu mask]) -> (2, c) */
 sx_status cg_shape_batch_norm_sums(sx_cg_node *n)
 {
+    if (n->n_in != 3 && n->n_in != 4)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want x, stats, dy[, y])", cg_who(n), n->n_in);
     SX_TRY(bn_want_x(n));
     SX_TRY(bn_want(n, 1, 2, "stats"));
-    const sx_tensor *x = IN_VALUE(0), *dy = IN_VALUE(2);
-    if (dy->dtype != x->dtype)
-        return sx_error(SX_E_DTYPE, "%s: dy is %s, x %s", cg_who(n), sx_dtype_name(dy->dtype),
-                        sx_dtype_name(x->dtype));
-    if (!sx_shape_equal(dy->rank, dy->shape, x->rank, x->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, x %s", cg_who(n),
-                        sx_shape_str(dy->rank, dy->shape, a, sizeof a),
-                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    const sx_tensor *x = IN_VALUE(0);
+    for (int i = 2; i < n->n_in; i++) {
+        const sx_tensor *v = IN_VALUE(i);
+        const char *name = i == 2 ? "dy" : "y";
+        if (v->dtype != x->dtype)
+            return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name,
+                            sx_dtype_name(v->dtype), sx_dtype_name(x->dtype));
+        if (!sx_shape_equal(v->rank, v->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", cg_who(n), name,
+                            sx_shape_str(v->rank, v->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
     }
     return cg_shape_batch_norm_stats(n);
 }
@@ -136,8 +142,9 @@ sx_status cg_eval_batch_norm_sums(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_sums_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), OUT, ws,
-                                        n->ws_bytes);
+    return sx_tensor_batch_norm_sums_mask_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2),
+                                             n->n_in == 4 ? IN_VALUE(3) : NULL, OUT, ws,
+                                             n->ws_bytes);
 }
 
 sx_status cg_eval_batch_norm_dx(sx_cg_graph *g, sx_cg_node *n)
@@ -167,6 +174,13 @@ sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *sta
 {
     sx_cg_node *in[3] = {x, stats, dy};
     return sx_cg_op_new(g, SX_OP_BATCH_NORM_SUMS, 3, in, NULL);
+}
+
+sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
+                                       sx_cg_node *dy, sx_cg_node *y)
+{
+    sx_cg_node *in[4] = {x, stats, dy, y};
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM_SUMS, y != NULL ? 4 : 3, in, NULL);
 }
 
 sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,

@@ -3698,7 +3698,10 @@ static sx_cg_node *sample_batch_norm_sums(GEN_ARGS)
     CTX;
     sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
     sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, -1, 1);
-    return sx_cg_batch_norm_sums(g, x, st, in(c, bn_cases[v], V_UNIFORM, -1, 1));
+    sx_cg_node *dy = in(c, bn_cases[v], V_UNIFORM, -1, 1);
+    if (v == 1) /* a relu mask */
+        return sx_cg_batch_norm_sums_mask(g, x, st, dy, in(c, bn_cases[v], V_UNIFORM, -1, 1));
+    return sx_cg_batch_norm_sums(g, x, st, dy);
 }
 #define DT_batch_norm_sums GEN(gen_batch_norm, 1)
 
@@ -3740,8 +3743,9 @@ static sx_status kernel_batch_norm(KERNEL_ARGS)
 
 static sx_status kernel_batch_norm_sums(KERNEL_ARGS)
 {
-    (void)n, (void)s;
-    return sx_tensor_batch_norm_sums_out(x[0], x[1], x[2], out);
+    (void)s;
+    return sx_tensor_batch_norm_sums_mask_ws(
+        x[0], x[1], x[2], sx_cg_node_n_inputs(n) == 4 ? x[3] : NULL, out, NULL, 0);
 }
 
 /* Batch norm over the last axis of x (m, c), in double: the statistics (two passes), the
@@ -3792,6 +3796,8 @@ static sx_status plain_batch_norm(PLAIN_ARGS)
             for (int64_t r = 0; r < m; r++) {
                 double g = ref_get(x[2], r * c + j),
                        d = ref_get(x[0], r * c + j) - ref_get(x[1], j);
+                if (sx_cg_node_n_inputs(n) == 4 && !(ref_get(x[3], r * c + j) > 0))
+                    g = 0;
                 s0 += g, s1 += g * d, m0 += fabs(g), m1 += fabs(g * d);
             }
             want[j] = s0, want[c + j] = s1, mag[j] = m0, mag[c + j] = m1;
