@@ -27,10 +27,15 @@ static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0
     }
     if (jb->mask != NULL) { /* dy as 0 where the mask is not > 0 (relu's gradient) */
         const T *mk = jb->mask;
+        T md[BN_TILE]; /* the row's masked dy: a select that vectorises, then the sums below */
         for (int64_t r = r0; r < r1; r++) {
             const T *xr = x + r * c, *gr = dy + r * c, *mr = mk + r * c;
             for (int64_t j = j0; j < j1; j++) {
-                double g = mr[j] > 0 ? (double)gr[j] : 0.0;
+                const T gv = gr[j];
+                md[j - j0] = mr[j] > 0 ? gv : (T)0;
+            }
+            for (int64_t j = j0; j < j1; j++) {
+                double g = (double)md[j - j0];
                 s1[j - j0] += g;
                 s2[j - j0] += g * ((double)xr[j] - jb->center[j]);
             }
@@ -84,10 +89,21 @@ static void BN_FN(bn_dx_rows)(void *ctx, int64_t lo, int64_t hi)
             *k0 = k1 + c;
     T *dx = dj->dx;
     for (int64_t r = lo; r < hi; r++) {
-        const T *xr = x + r * c, *gr = dy + r * c, *yr = y != NULL ? y + r * c : NULL;
+        /* dx may be x, dy or y itself: element j is read before it is written, so the lanes are
+         * independent (omp simd) though the pointers may alias */
+        const T *xr = x + r * c, *gr = dy + r * c;
         T *dr = dx + r * c;
+        if (y == NULL) {
+#pragma omp simd
+            for (int64_t j = 0; j < c; j++)
+                dr[j] = gr[j] * a[j] + (xr[j] - mean[j]) * k1[j] + k0[j];
+            continue;
+        }
+        const T *yr = y + r * c;
+#pragma omp simd
         for (int64_t j = 0; j < c; j++) {
-            const T g = yr == NULL || yr[j] > 0 ? gr[j] : (T)0;
+            /* both loaded, then selected: no branch on the mask */
+            const T gv = gr[j], g = yr[j] > 0 ? gv : (T)0;
             dr[j] = g * a[j] + (xr[j] - mean[j]) * k1[j] + k0[j];
         }
     }
