@@ -561,7 +561,9 @@ typedef enum {
                              x >= 0, x*0 -> 0 (assumes x finite) */
     SX_PASS_BN_FOLD,      /* off by default (changes rounding; sx_nn's inference graphs turn it on):
                              mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a per-output-channel
-                             a (f elements or one) when nothing else reads the convolution: batch
+                             a (f elements or one) when nothing else reads the convolution and the
+                             kernel has fewer elements than its output (the kernel's product runs at
+                             each evaluation: kept, it would double the weights' memory): batch
                              norm's scale folded into the kernel (issue 18). Runs before gemm fold
                              and fma in each round. Exact in real arithmetic; in floating point each
                              output differs by a few roundings of sum |x k a| (tests/cgraph/
