@@ -15,7 +15,8 @@ static bool channel_scale(const sx_cg_node *a, const sx_cg_node *conv)
            (a->value.size == f || a->value.size == 1);
 }
 
-/* mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) where the convolution has no other reader: k
+/* mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) where the convolution has no other reader and k
+ * has fewer elements than its output: k
  * (kh, kw, c/groups, f) broadcasts a over its last axis, the output channels. No cycle is
  * possible: a reaches the product without passing through the convolution, whose only reader is
  * the product. */
@@ -28,9 +29,12 @@ sx_status opt_pass_bn_fold(sx_cg_graph *g, int64_t *changed)
             continue;
         for (int k = 0; k < 2; k++) {
             sx_cg_node *conv = n->in[k], *a = n->in[1 - k];
+            /* the kernel's product (once per evaluation: it depends on parameters, and kept
+             * values would double the weights' memory) must touch fewer elements than the one
+             * it removes from the activations (not so for batch 1's late layers) */
             if (conv->op != SX_OP_CONV2D || conv->attr.prog.n != 0 || conv->n_users != 1 ||
                 conv->users[0] != n || conv->pinned || !opt_same_shape(conv, n) ||
-                !channel_scale(a, conv))
+                !channel_scale(a, conv) || conv->in[1]->value.size >= conv->value.size)
                 continue;
             sx_cg_node *ka = sx_cg_mul(g, conv->in[1], a);
             if (ka == NULL)

@@ -398,6 +398,18 @@ sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
 sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                              sx_cg_node *beta, double eps);
 sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
+/* batch_norm_sums of where(y > 0, dy, 0) (relu's gradient) without that tensor: y of x's shape
+ * (NULL: sx_cg_batch_norm_sums). */
+sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
+                                       sx_cg_node *dy, sx_cg_node *y);
+/* batch_norm_dx(x, stats, gamma, dy, sums, y or NULL, eps) -> x's shape: the gradient of x
+ * through y = batch_norm(x, stats, gamma, beta) with stats = batch_norm_stats(x) (both paths)
+ * for the output gradient dy, sums = batch_norm_sums(x, stats, dy); y (x's shape) or NULL: a relu
+ * mask, dy taken as 0 where y <= 0 (sums then of the masked dy). Kernel and rounding:
+ * sx_tensor_batch_norm_dx_ws. Errors: as above, and SX_E_SHAPE for sums not (2,c) or dy/y not
+ * x's shape. */
+sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                                sx_cg_node *dy, sx_cg_node *sums, sx_cg_node *y, double eps);
 /* Group normalisation (issue 20): x viewed as (n, s, c), its c channels in groups, each (row of
  * n, group) normalised over its s c/groups elements (sx_norm_axes, sx_tensor.h).
  * norm_stats(x) -> (2, p), p = n groups: row 0 the mean and row 1 the biased variance of each
@@ -587,7 +599,9 @@ typedef enum {
                              x >= 0, x*0 -> 0 (assumes x finite) */
     SX_PASS_BN_FOLD,      /* off by default (changes rounding; sx_nn's inference graphs turn it on):
                              mul(conv2d(x, k), a) -> conv2d(x, mul(k, a)) for a per-output-channel
-                             a (f elements or one) when nothing else reads the convolution: batch
+                             a (f elements or one) when nothing else reads the convolution and the
+                             kernel has fewer elements than its output (the kernel's product runs at
+                             each evaluation: kept, it would double the weights' memory): batch
                              norm's scale folded into the kernel (issue 18). Runs before gemm fold
                              and fma in each round. Exact in real arithmetic; in floating point each
                              output differs by a few roundings of sum |x k a| (tests/cgraph/

@@ -621,7 +621,10 @@ static sx_status compile(sx_nn_model *m)
     m->report.edges_before = m->report.edges_after = st.edges;
     if (m->params.optimise) {
         sx_cg_opt_report r;
-        SX_TRY(sx_cg_optimise(m->g, m->n_outs, m->outs, NULL, &r));
+        /* inference: batch norm's scale folded into the preceding convolution (issue 18) */
+        sx_cg_opt_params op = sx_cg_opt_params_default();
+        op.enable[SX_PASS_BN_FOLD] = !m->train;
+        SX_TRY(sx_cg_optimise(m->g, m->n_outs, m->outs, &op, &r));
         m->report.nodes_after = r.nodes_after;
         m->report.edges_after = r.edges_after;
         m->report.optimise_seconds = r.seconds;

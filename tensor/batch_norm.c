@@ -14,11 +14,19 @@
 
 typedef struct bn_job {
     const void *x, *dy;   /* dy NULL: the statistics */
+    const void *mask;     /* sums: NULL, or dy counts only where mask > 0 */
     const double *center; /* per channel: the shift (statistics) or the mean (sums) */
     int64_t m, c, rows, n_chunks, n_tiles;
     double *part; /* n_chunks x (s1 row, s2 row) of c doubles */
     sx_dtype dt;
 } bn_job;
+
+typedef struct bn_dx_job {
+    const void *x, *dy, *y; /* y NULL: no mask; else dy counts only where y > 0 */
+    const void *k;          /* 4c in the dtype: mean, a, k1, k0 */
+    void *dx;
+    int64_t c;
+} bn_dx_job;
 
 typedef struct bn_norm_job {
     const void *x, *a; /* a: c scales then c shifts, in the dtype */
@@ -75,8 +83,9 @@ size_t sx_batch_norm_workspace(int rank, const int64_t *x_shape)
         m *= x_shape[i];
     if (c < 1)
         return 0;
-    /* centre, S1, S2, the chunks' partials (statistics, sums); a and b (normalise) fit */
-    return (size_t)(3 * c + 2 * c * bn_n_chunks(m, c)) * sizeof(double);
+    /* centre, S1, S2, the chunks' partials (statistics, sums); a and b (normalise) and the four
+     * coefficients of dx fit */
+    return (size_t)(4 * c + 2 * c * bn_n_chunks(m, c)) * sizeof(double);
 }
 
 /* Per channel: S1 and S2 (see bn_block) over all m rows into s (2c doubles: S1 row, S2 row),
@@ -239,28 +248,49 @@ sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stat
                                        const sx_tensor *dy, sx_tensor *sums, void *ws,
                                        size_t ws_bytes)
 {
+    return sx_tensor_batch_norm_sums_mask_ws(x, stats, dy, NULL, sums, ws, ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
+                                            const sx_tensor *dy, const sx_tensor *y,
+                                            sx_tensor *sums, void *ws, size_t ws_bytes)
+{
     const char *who = "sx_tensor_batch_norm_sums_out";
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
-    SX_TRY(sx__check_tensor(who, "dy", dy));
-    SX_TRY(sx__check_same_dtype(who, x, dy));
-    if (!sx_shape_equal(dy->rank, dy->shape, x->rank, x->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, x %s", who,
-                        sx_shape_str(dy->rank, dy->shape, a, sizeof a),
-                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    const sx_tensor *same[2] = {dy, y};
+    for (int i = 0; i < 2; i++) {
+        if (same[i] == NULL && i == 1)
+            continue;
+        const char *name = i == 0 ? "dy" : "y";
+        SX_TRY(sx__check_tensor(who, name, same[i]));
+        SX_TRY(sx__check_same_dtype(who, x, same[i]));
+        if (!sx_shape_equal(same[i]->rank, same[i]->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", who, name,
+                            sx_shape_str(same[i]->rank, same[i]->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
     }
     SX_TRY(bn_check(who, x, "sums", sums, true));
     SX_TRY(sx__check_apart(who, "x", x, "sums", sums));
     SX_TRY(sx__check_apart(who, "dy", dy, "sums", sums));
     SX_TRY(sx__check_apart(who, "stats", stats, "sums", sums));
+    if (y != NULL)
+        SX_TRY(sx__check_apart(who, "y", y, "sums", sums));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
     void *own = NULL;
     double *buf = NULL; /* mean, S1, S2, partials */
     SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
     for (int64_t j = 0; j < c; j++)
         buf[j] = get_d(stats, j);
-    bn_job jb = {.x = x->data, .dy = dy->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
+    bn_job jb = {.x = x->data,
+                 .dy = dy->data,
+                 .mask = y != NULL ? y->data : NULL,
+                 .center = buf,
+                 .m = m,
+                 .c = c,
+                 .dt = x->dtype};
     bn_reduce(&jb, buf + c, buf + 3 * c);
     for (int64_t j = 0; j < 2 * c; j++)
         set_d(sums, j, buf[c + j]);
@@ -272,4 +302,63 @@ sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *sta
                                         const sx_tensor *dy, sx_tensor *sums)
 {
     return sx_tensor_batch_norm_sums_ws(x, stats, dy, sums, NULL, 0);
+}
+
+/* dx of y = batch_norm(x, stats(x), gamma, beta) (the statistics' path included): with
+ * r = 1 / sqrt(var + eps), a = gamma r, (S0; S1) = sums,
+ * dx = dy a + (x - mean) k1 + k0, k1 = -gamma r^3 S1 / m, k0 = -gamma r S0 / m
+ * (coefficients in double, rounded to the dtype; the rest in the dtype). */
+sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
+                                     const sx_tensor *gamma, const sx_tensor *dy,
+                                     const sx_tensor *sums, const sx_tensor *y, double eps,
+                                     sx_tensor *dx, void *ws, size_t ws_bytes)
+{
+    const char *who = "sx_tensor_batch_norm_dx_ws";
+    SX_TRY(bn_check_x(who, x));
+    SX_TRY(bn_check(who, x, "stats", stats, true));
+    SX_TRY(bn_check(who, x, "gamma", gamma, false));
+    SX_TRY(bn_check(who, x, "sums", sums, true));
+    const sx_tensor *same[2] = {dy, y};
+    for (int i = 0; i < 2; i++) {
+        if (same[i] == NULL && i == 1)
+            continue;
+        const char *name = i == 0 ? "dy" : "y";
+        SX_TRY(sx__check_tensor(who, name, same[i]));
+        SX_TRY(sx__check_same_dtype(who, x, same[i]));
+        if (!sx_shape_equal(same[i]->rank, same[i]->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", who, name,
+                            sx_shape_str(same[i]->rank, same[i]->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
+    }
+    SX_TRY(sx__check_out(who, dx, x->dtype, x->rank, x->shape));
+    if (!(eps >= 0) || !isfinite(eps))
+        return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", who, eps);
+    /* element i of dx is written after element i of x, dy and y are read: dx may be one of them,
+     * else apart from them; the (c) inputs are read before dx is written */
+    const sx_tensor *big[3] = {x, dy, y};
+    const char *names[3] = {"x", "dy", "y"};
+    for (int i = 0; i < 3; i++)
+        if (big[i] != NULL && big[i]->data != dx->data)
+            SX_TRY(sx__check_apart(who, names[i], big[i], "dx", dx));
+    const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
+    void *own = NULL;
+    double *buf = NULL;
+    SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
+    int64_t ks[1] = {4 * c};
+    sx_tensor kv = sx_tensor_view(x->dtype, 1, ks, buf);
+    double inv_m = m > 0 ? 1 / (double)m : 0;
+    for (int64_t j = 0; j < c; j++) {
+        double r = 1 / sqrt(get_d(stats, c + j) + eps), gr = get_d(gamma, j) * r;
+        set_d(&kv, j, get_d(stats, j));
+        set_d(&kv, c + j, gr);
+        set_d(&kv, 2 * c + j, -gr * r * r * get_d(sums, c + j) * inv_m);
+        set_d(&kv, 3 * c + j, -gr * get_d(sums, j) * inv_m);
+    }
+    bn_dx_job dj = {x->data, dy->data, y != NULL ? y->data : NULL, buf, dx->data, c};
+    int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
+    sx__par_range(m, grain, x->dtype == SX_F32 ? bn_dx_rows_f32 : bn_dx_rows_f64, &dj);
+    sx_free(own);
+    return SX_OK;
 }

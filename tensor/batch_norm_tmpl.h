@@ -5,7 +5,8 @@
 #define BN_FN(name) BN_CAT(name, SFX)
 
 /* Rows [r0, r1) of channels [j0, j1): stats: s1 += x - shift, s2 += (x - shift)^2 (shift: the
- * first row); sums: s1 += dy, s2 += dy (x - mean). Double accumulators, rows in order. */
+ * first row); sums: s1 += dy, s2 += dy (x - mean) (dy as 0 where a mask is given and not > 0).
+ * Double accumulators, rows in order. */
 static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0, int64_t j1,
                             double *s1, double *s2)
 {
@@ -20,6 +21,23 @@ static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0
                 double d = (double)xr[j] - jb->center[j];
                 s1[j - j0] += d;
                 s2[j - j0] += d * d;
+            }
+        }
+        return;
+    }
+    if (jb->mask != NULL) { /* dy as 0 where the mask is not > 0 (relu's gradient) */
+        const T *mk = jb->mask;
+        T md[BN_TILE]; /* the row's masked dy: a select that vectorises, then the sums below */
+        for (int64_t r = r0; r < r1; r++) {
+            const T *xr = x + r * c, *gr = dy + r * c, *mr = mk + r * c;
+            for (int64_t j = j0; j < j1; j++) {
+                const T gv = gr[j];
+                md[j - j0] = mr[j] > 0 ? gv : (T)0;
+            }
+            for (int64_t j = j0; j < j1; j++) {
+                double g = (double)md[j - j0];
+                s1[j - j0] += g;
+                s2[j - j0] += g * ((double)xr[j] - jb->center[j]);
             }
         }
         return;
@@ -58,6 +76,36 @@ static void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
         T *yr = y + r * c;
         for (int64_t j = 0; j < c; j++)
             yr[j] = xr[j] * a[j] + b[j];
+    }
+}
+
+/* dx = dy a + (x - mean) k1 + k0 per channel (dy as 0 where y <= 0 when a mask y is given),
+ * rows [lo, hi) */
+static void BN_FN(bn_dx_rows)(void *ctx, int64_t lo, int64_t hi)
+{
+    const bn_dx_job *dj = ctx;
+    const int64_t c = dj->c;
+    const T *x = dj->x, *dy = dj->dy, *y = dj->y, *mean = dj->k, *a = mean + c, *k1 = a + c,
+            *k0 = k1 + c;
+    T *dx = dj->dx;
+    for (int64_t r = lo; r < hi; r++) {
+        /* dx may be x, dy or y itself: element j is read before it is written, so the lanes are
+         * independent (omp simd) though the pointers may alias */
+        const T *xr = x + r * c, *gr = dy + r * c;
+        T *dr = dx + r * c;
+        if (y == NULL) {
+#pragma omp simd
+            for (int64_t j = 0; j < c; j++)
+                dr[j] = gr[j] * a[j] + (xr[j] - mean[j]) * k1[j] + k0[j];
+            continue;
+        }
+        const T *yr = y + r * c;
+#pragma omp simd
+        for (int64_t j = 0; j < c; j++) {
+            /* both loaded, then selected: no branch on the mask */
+            const T gv = gr[j], g = yr[j] > 0 ? gv : (T)0;
+            dr[j] = g * a[j] + (xr[j] - mean[j]) * k1[j] + k0[j];
+        }
     }
 }
 

@@ -728,6 +728,24 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
                                       const sx_tensor *gamma, const sx_tensor *beta, double eps,
                                       bool relu, sx_tensor *y, void *ws,
                                       size_t ws_bytes) SX_NODISCARD;
+/* sx_tensor_batch_norm_sums_ws of dy masked by y (NULL: no mask; else of x's shape, apart from
+ * sums): dy taken as 0 where y <= 0, as relu's gradient selects (an infinite or NaN dy there adds
+ * nothing): the sums of where(y > 0, dy, 0) without that tensor, the same bits. */
+sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
+                                            const sx_tensor *dy, const sx_tensor *y,
+                                            sx_tensor *sums, void *ws,
+                                            size_t ws_bytes) SX_NODISCARD;
+/* The whole input gradient of y = batch_norm(x, stats(x), gamma, beta) in one pass, the
+ * statistics' path included (issue 18): with r = 1 / sqrt(var + eps), (S0; S1) = sums (2,c) of
+ * sx_tensor_batch_norm_sums_out over the same dy, dx = dy a + (x - mean) k1 + k0, a = gamma r,
+ * k1 = -gamma r^3 S1 / m, k0 = -gamma r S0 / m (the coefficients in double rounded to the dtype,
+ * the rest in the dtype). y NULL, or of x's shape: a relu mask, dy taken as 0 where y <= 0
+ * (sums must then be of the masked dy too). dx has x's shape; it may be x, dy or y itself, else
+ * apart from them. Workspace as the _ws forms above; eps finite and >= 0 (SX_E_ARG). */
+sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
+                                     const sx_tensor *gamma, const sx_tensor *dy,
+                                     const sx_tensor *sums, const sx_tensor *y, double eps,
+                                     sx_tensor *dx, void *ws, size_t ws_bytes) SX_NODISCARD;
 /* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask
  * depends only on rng's state, p and out's size (never on the thread count or the CPU); the
  * call advances rng by exactly one draw. (That draw keys a counter-based generator: element i

@@ -1,5 +1,6 @@
 /* batch_norm.c: the batch-norm graph ops (issue 18), one self-contained block: shape rules,
- * evaluators, costs and constructors of batch_norm_stats, batch_norm and batch_norm_sums (their
+ * evaluators, costs and constructors of batch_norm_stats, batch_norm, batch_norm_sums and
+ * batch_norm_dx (their
  * gradient rules are in autodiff/batch_norm_rules.c). The kernels:
  * tensor/batch_norm.c. x (..., c) has its channels last. */
 #include "cgraph_impl.h"
@@ -63,22 +64,62 @@ sx_status cg_shape_batch_norm(sx_cg_node *n)
     return SX_OK;
 }
 
-/* batch_norm_sums(x, stats (2,c), dy (x's shape)) -> (2, c) */
+/* batch_norm_sums(x, stats (2,c), dy (x's shape)[, y (x's shape): a relu mask]) -> (2, c) */
 sx_status cg_shape_batch_norm_sums(sx_cg_node *n)
 {
+    if (n->n_in != 3 && n->n_in != 4)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want x, stats, dy[, y])", cg_who(n), n->n_in);
     SX_TRY(bn_want_x(n));
     SX_TRY(bn_want(n, 1, 2, "stats"));
-    const sx_tensor *x = IN_VALUE(0), *dy = IN_VALUE(2);
-    if (dy->dtype != x->dtype)
-        return sx_error(SX_E_DTYPE, "%s: dy is %s, x %s", cg_who(n), sx_dtype_name(dy->dtype),
-                        sx_dtype_name(x->dtype));
-    if (!sx_shape_equal(dy->rank, dy->shape, x->rank, x->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: dy has shape %s, x %s", cg_who(n),
-                        sx_shape_str(dy->rank, dy->shape, a, sizeof a),
-                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    const sx_tensor *x = IN_VALUE(0);
+    for (int i = 2; i < n->n_in; i++) {
+        const sx_tensor *v = IN_VALUE(i);
+        const char *name = i == 2 ? "dy" : "y";
+        if (v->dtype != x->dtype)
+            return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name,
+                            sx_dtype_name(v->dtype), sx_dtype_name(x->dtype));
+        if (!sx_shape_equal(v->rank, v->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", cg_who(n), name,
+                            sx_shape_str(v->rank, v->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
     }
     return cg_shape_batch_norm_stats(n);
+}
+
+/* batch_norm_dx(x, stats (2,c), gamma (c), dy, sums (2,c)[, y]) -> x's shape, attr.alpha = eps;
+ * dy and the relu mask y (optional) of x's shape */
+sx_status cg_shape_batch_norm_dx(sx_cg_node *n)
+{
+    if (n->n_in != 5 && n->n_in != 6)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want x, stats, gamma, dy, sums[, y])", cg_who(n),
+                        n->n_in);
+    SX_TRY(bn_want_x(n));
+    SX_TRY(bn_want(n, 1, 2, "stats"));
+    SX_TRY(bn_want(n, 2, 1, "gamma"));
+    SX_TRY(bn_want(n, 4, 2, "sums"));
+    const sx_tensor *x = IN_VALUE(0);
+    for (int i = 3; i < n->n_in; i += 3) {
+        const sx_tensor *v = IN_VALUE(i);
+        const char *name = i == 3 ? "dy" : "y";
+        if (v->dtype != x->dtype)
+            return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name,
+                            sx_dtype_name(v->dtype), sx_dtype_name(x->dtype));
+        if (!sx_shape_equal(v->rank, v->shape, x->rank, x->shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", cg_who(n), name,
+                            sx_shape_str(v->rank, v->shape, a, sizeof a),
+                            sx_shape_str(x->rank, x->shape, b, sizeof b));
+        }
+    }
+    if (!(n->attr.alpha >= 0) || !isfinite(n->attr.alpha))
+        return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", cg_who(n), n->attr.alpha);
+    OUT->rank = x->rank;
+    for (int i = 0; i < OUT->rank; i++)
+        OUT->shape[i] = x->shape[i];
+    n->ws_bytes = sx_batch_norm_workspace(x->rank, x->shape);
+    return SX_OK;
 }
 
 /* the kernels' scratch (n->ws_bytes, set by the shape rules) from the graph's workspace */
@@ -101,8 +142,18 @@ sx_status cg_eval_batch_norm_sums(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_sums_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), OUT, ws,
-                                        n->ws_bytes);
+    return sx_tensor_batch_norm_sums_mask_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2),
+                                             n->n_in == 4 ? IN_VALUE(3) : NULL, OUT, ws,
+                                             n->ws_bytes);
+}
+
+sx_status cg_eval_batch_norm_dx(sx_cg_graph *g, sx_cg_node *n)
+{
+    void *ws;
+    SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
+    return sx_tensor_batch_norm_dx_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), IN_VALUE(3),
+                                      IN_VALUE(4), n->n_in == 6 ? IN_VALUE(5) : NULL, n->attr.alpha,
+                                      OUT, ws, n->ws_bytes);
 }
 
 sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x)
@@ -125,6 +176,22 @@ sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *sta
     return sx_cg_op_new(g, SX_OP_BATCH_NORM_SUMS, 3, in, NULL);
 }
 
+sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
+                                       sx_cg_node *dy, sx_cg_node *y)
+{
+    sx_cg_node *in[4] = {x, stats, dy, y};
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM_SUMS, y != NULL ? 4 : 3, in, NULL);
+}
+
+sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                                sx_cg_node *dy, sx_cg_node *sums, sx_cg_node *y, double eps)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.alpha = eps;
+    sx_cg_node *in[6] = {x, stats, gamma, dy, sums, y};
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM_DX, y != NULL ? 6 : 5, in, &a);
+}
+
 /* statistics 3 flops per element of x, normalise 2 per output element (3 with relu), backward
  * sums 3 per element of x */
 cg_cost cg_eval_batch_norm_stats_cost(const sx_cg_node *n)
@@ -140,4 +207,10 @@ cg_cost cg_eval_batch_norm_cost(const sx_cg_node *n)
 cg_cost cg_eval_batch_norm_sums_cost(const sx_cg_node *n)
 {
     return cg_cost_per_in(n, 0, 3);
+}
+
+/* dx: 5 flops per element (6 with the mask) */
+cg_cost cg_eval_batch_norm_dx_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_out(n, n->n_in == 6 ? 6 : 5);
 }

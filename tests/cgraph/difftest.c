@@ -1511,10 +1511,19 @@ static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
         in[2] = g_of_shape(G, rank, shape, -1, 1);
         return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
     }
-    in[2] = g_of_shape(G, 1, &c, 0.5, 1.5);
-    in[3] = g_of_shape(G, 1, &c, -1, 1);
     sx_cg_attr at = sx_cg_attr_default();
     at.alpha = 1e-2;
+    if (op == SX_OP_BATCH_NORM_DX) { /* x, stats, gamma, dy, batch_norm_sums(x, stats, dy) */
+        int dx[5] = {in[0], in[1], g_of_shape(G, 1, &c, 0.5, 1.5),
+                     g_of_shape(G, rank, shape, -1, 1)};
+        if (dx[2] < 0 || dx[3] < 0)
+            return -1;
+        int sin[3] = {in[0], in[1], dx[3]};
+        dx[4] = g_op(G, SX_OP_BATCH_NORM_SUMS, 3, sin, NULL);
+        return dx[4] < 0 ? -1 : g_op(G, op, 5, dx, &at);
+    }
+    in[2] = g_of_shape(G, 1, &c, 0.5, 1.5);
+    in[3] = g_of_shape(G, 1, &c, -1, 1);
     return in[2] < 0 || in[3] < 0 ? -1 : g_op(G, op, 4, in, &at);
 }
 

@@ -30,7 +30,7 @@
 #include <sx_cgraph.h>
 
 #define DT_MAX_NODES 48 /* nodes of one program (leaves included) */
-#define DT_MAX_IN 4     /* inputs of one op node (batch_norm has 4) */
+#define DT_MAX_IN 6     /* inputs of one op node (batch_norm_dx has up to 6) */
 #define DT_MAX_SIZE 64  /* elements of any node the generator makes */
 
 typedef enum {

@@ -3792,9 +3792,36 @@ static sx_cg_node *sample_batch_norm_sums(GEN_ARGS)
     CTX;
     sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
     sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, -1, 1);
-    return sx_cg_batch_norm_sums(g, x, st, in(c, bn_cases[v], V_UNIFORM, -1, 1));
+    sx_cg_node *dy = in(c, bn_cases[v], V_UNIFORM, -1, 1);
+    if (v == 1) /* a relu mask */
+        return sx_cg_batch_norm_sums_mask(g, x, st, dy, in(c, bn_cases[v], V_UNIFORM, -1, 1));
+    return sx_cg_batch_norm_sums(g, x, st, dy);
 }
 #define DT_batch_norm_sums GEN(gen_batch_norm, 1)
+
+/* dx through batch_norm with its own statistics: every input independent (the sums too), a
+ * relu mask y in the second case */
+#define SPEC_batch_norm_dx N_BN, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_batch_norm_dx, plain_batch_norm)
+static sx_cg_node *sample_batch_norm_dx(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
+    sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, 0.3, 1.5);
+    sx_cg_node *gamma = in(c, bn_channels(v), V_UNIFORM, 0.5, 1.5);
+    sx_cg_node *dy = in(c, bn_cases[v], V_UNIFORM, -1, 1);
+    sx_cg_node *sums = in(c, bn_rows(v), V_UNIFORM, -1, 1);
+    sx_cg_node *y = v == 1 ? in(c, bn_cases[v], V_UNIFORM, -1, 1) : NULL;
+    return sx_cg_batch_norm_dx(g, x, st, gamma, dy, sums, y, v == 1 ? 1e-5 : 0.1);
+}
+#define DT_batch_norm_dx GEN(gen_batch_norm, 2)
+
+static sx_status kernel_batch_norm_dx(KERNEL_ARGS)
+{
+    (void)s;
+    return sx_tensor_batch_norm_dx_ws(x[0], x[1], x[2], x[3], x[4],
+                                      sx_cg_node_n_inputs(n) == 6 ? x[5] : NULL,
+                                      sx_cg_node_attr(n)->alpha, out, NULL, 0);
+}
 
 static sx_status kernel_batch_norm_stats(KERNEL_ARGS)
 {
@@ -3810,8 +3837,9 @@ static sx_status kernel_batch_norm(KERNEL_ARGS)
 
 static sx_status kernel_batch_norm_sums(KERNEL_ARGS)
 {
-    (void)n, (void)s;
-    return sx_tensor_batch_norm_sums_out(x[0], x[1], x[2], out);
+    (void)s;
+    return sx_tensor_batch_norm_sums_mask_ws(
+        x[0], x[1], x[2], sx_cg_node_n_inputs(n) == 4 ? x[3] : NULL, out, NULL, 0);
 }
 
 /* Batch norm over the last axis of x (m, c), in double: the statistics (two passes), the
@@ -3835,6 +3863,20 @@ static sx_status plain_batch_norm(PLAIN_ARGS)
             }
             want[j] = mean, want[c + j] = m > 0 ? q / (double)m : 0;
             mag[j] = 1 + fabs(mean), mag[c + j] = m > 0 ? qm / (double)m : 0;
+        } else if (op == SX_OP_BATCH_NORM_DX) {
+            /* dx = md gamma r + (x - mean) k1 + k0, k1 = -gamma r^3 S1 / m, k0 = -gamma r S0 / m */
+            double r = 1 / sqrt(ref_get(x[1], c + j) + eps), gm = ref_get(x[2], j);
+            double k1 = -gm * r * r * r * ref_get(x[4], c + j) / (double)m;
+            double k0 = -gm * r * ref_get(x[4], j) / (double)m;
+            for (int64_t row = 0; row < m; row++) {
+                int64_t i = row * c + j;
+                double d = ref_get(x[3], i), xm = ref_get(x[0], i) - ref_get(x[1], j);
+                if (sx_cg_node_n_inputs(n) == 6 && !(ref_get(x[5], i) > 0))
+                    d = 0;
+                want[i] = d * gm * r + xm * k1 + k0;
+                mag[i] = fabs(d * gm * r) +
+                         (fabs(ref_get(x[0], i)) + fabs(ref_get(x[1], j))) * fabs(k1) + fabs(k0);
+            }
         } else if (op == SX_OP_BATCH_NORM) {
             double a = ref_get(x[2], j) / sqrt(ref_get(x[1], c + j) + eps);
             for (int64_t r = 0; r < m; r++) {
@@ -3848,6 +3890,8 @@ static sx_status plain_batch_norm(PLAIN_ARGS)
             for (int64_t r = 0; r < m; r++) {
                 double g = ref_get(x[2], r * c + j),
                        d = ref_get(x[0], r * c + j) - ref_get(x[1], j);
+                if (sx_cg_node_n_inputs(n) == 4 && !(ref_get(x[3], r * c + j) > 0))
+                    g = 0;
                 s0 += g, s1 += g * d, m0 += fabs(g), m1 += fabs(g * d);
             }
             want[j] = s0, want[c + j] = s1, mag[j] = m0, mag[c + j] = m1;

@@ -129,7 +129,9 @@ Test(cgraph_opt_bn, folded_outputs_within_the_f64_rounding_bound)
  * the output channels (f elements or one). */
 Test(cgraph_opt_bn, leaves_shared_convolutions_and_other_operands)
 {
-    bn_case c = {{1, 5, 5, 2}, {3, 3, 2, 4}, sx_conv2d_params_default()};
+    /* (the output, (2,5,3,4), has more elements than the kernel: foldable but for the reason
+     * each case names) */
+    bn_case c = {{2, 7, 5, 2}, {3, 3, 2, 4}, sx_conv2d_params_default()};
     sx_cg_opt_params pf = with_fold(true);
     sx_cg_opt_report r;
     /* the convolution is also an output */
@@ -144,7 +146,7 @@ Test(cgraph_opt_bn, leaves_shared_convolutions_and_other_operands)
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &t.g), SX_OK);
     sx_rng rng;
     sx_rng_seed(&rng, 4);
-    int64_t ys[4] = {1, 3, 3, 4}, w[1] = {3};
+    int64_t ys[4] = {2, 5, 3, 4}, w[1] = {3};
     t.x = rand_input(t.g, &rng, "x", 4, c.xs, -1, 1);
     t.k = rand_input(t.g, &rng, "k", 4, c.ks, -1, 1);
     sx_cg_node *full = rand_input(t.g, &rng, "full", 4, ys, -1, 1);
@@ -156,6 +158,26 @@ Test(cgraph_opt_bn, leaves_shared_convolutions_and_other_operands)
     cr_assert_not_null(o2[1], "%s", sx_last_error());
     cr_assert_eq(sx_cg_optimise(t.g, 2, o2, &pf, &r), SX_OK, "%s", sx_last_error());
     cr_assert_eq(r.changed[SX_PASS_BN_FOLD], 0);
+    sx_cg_graph_free(t.g);
+}
+
+/* A kernel with as many elements as the output or more (batch 1's late layers) stays: its
+ * product, run at each evaluation, would cost more than the one it removes. */
+Test(cgraph_opt_bn, leaves_kernels_larger_than_their_output)
+{
+    bn_case big = {{1, 3, 3, 8}, {3, 3, 8, 16}, sx_conv2d_params_default()};
+    big.p.padding = SX_PAD_SAME; /* output (1,3,3,16): 144 elements, kernel 1152 */
+    sx_cg_opt_params pf = with_fold(true);
+    sx_cg_opt_report r;
+    bn_graph t = bn_build(&big, 5);
+    cr_assert_eq(sx_cg_optimise(t.g, 1, &t.y, &pf, &r), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(r.changed[SX_PASS_BN_FOLD], 0);
+    sx_cg_graph_free(t.g);
+    /* the same layer over a batch of 16: output 2304 elements, folded */
+    big.xs[0] = 16;
+    t = bn_build(&big, 5);
+    cr_assert_eq(sx_cg_optimise(t.g, 1, &t.y, &pf, &r), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(r.changed[SX_PASS_BN_FOLD], 1);
     sx_cg_graph_free(t.g);
 }
 
@@ -245,17 +267,18 @@ Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
         cr_assert_eq(count_op(b.g, SX_OP_RELU), 0);
         cr_assert_eq(count_op(a.g, SX_OP_RELU), LAYERS - 1);
         /* each forward batch norm (relu now in it) keeps only its forward reader; its copy
-         * serves the gradient (the next convolution's backward-kernel op and relu's rule) */
-        int64_t one = 0, two = 0;
+         * serves the gradient (the next convolution's backward-kernel op, and as relu's mask the
+         * batch norm's own backward sums and dx: relu's rule runs inside them) */
+        int64_t one = 0, three = 0;
         for (int64_t i = 0; i < sx_cg_graph_size(b.g); i++) {
             sx_cg_node *n = sx_cg_graph_node(b.g, i);
             if (n != NULL && sx_cg_node_op(n) == SX_OP_BATCH_NORM) {
                 one += sx_cg_node_n_users(n) == 1;
-                two += sx_cg_node_n_users(n) == 2;
+                three += sx_cg_node_n_users(n) == 3;
             }
         }
         cr_assert_eq(one, LAYERS - 1);
-        cr_assert_eq(two, LAYERS - 1);
+        cr_assert_eq(three, LAYERS - 1);
         cr_assert_gt(sx_cg_node_n_users(a.r), 1);
         cr_assert_eq(count_op(a.g, SX_OP_BATCH_NORM), LAYERS - 1);
         cr_assert_eq(count_op(b.g, SX_OP_BATCH_NORM), 2 * (LAYERS - 1));

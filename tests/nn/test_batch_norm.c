@@ -1,11 +1,16 @@
 /* Batch norm as fused graph ops (issue 18): batch_norm(x, batch_norm_stats(x), gamma, beta)
  * computes what the primitive-op formula computes (nn/batch_norm.c before issue 18), and so do
  * its gradients with respect to x, gamma and beta (through both paths into x), which also match
- * central finite differences of the loss. f64 throughout. */
+ * central finite differences of the loss. f64 throughout. Inference: a compiled model folds each
+ * batch norm's scale into the convolution before it (SX_PASS_BN_FOLD) and predicts what the
+ * unfolded eager graph predicts, within a stated bound. */
 #include "testutil.h"
 
 #include <math.h>
+#include <string.h>
 #include <sx_autodiff.h>
+
+#include "nn_impl.h"
 
 #define EPS 1e-3
 
@@ -105,4 +110,78 @@ Test(nn_batch_norm, fused_ops_match_the_formula_and_differences_nhwc)
 Test(nn_batch_norm, fused_ops_match_the_formula_and_differences_dense)
 {
     check(2, (int64_t[]){9, 4});
+}
+
+/* conv (no bias) -> batch norm -> relu, twice (the second with a stride), then a dense head, with
+ * random weights and running statistics */
+static sx_nn_net *fold_net(sx_dtype dt)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("fold", dt, 3, &net), SX_OK);
+    sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){9, 9, 3});
+    for (int i = 0; i < 2; i++) {
+        sx_nn_conv2d_params cp = sx_nn_conv2d_params_default(6 + 2 * i, 3, 3);
+        cp.conv.padding = SX_PAD_SAME;
+        cp.conv.stride_h = cp.conv.stride_w = 1 + i;
+        cp.bias = false;
+        x = sx_nn_conv2d(net, x, &cp);
+        x = sx_nn_batch_norm(net, x, NULL);
+        x = sx_nn_activation(net, x, SX_ACT_RELU);
+    }
+    sx_nn_linear(net, sx_nn_flatten(net, x), 5, SX_ACT_NONE);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    sx_rng r;
+    sx_rng_seed(&r, 17);
+    for (int i = 0; i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++) {
+            nn_param *p = &net->layers[i]->params[k];
+            bool var = strstr(p->name, "running_var") != NULL;
+            bool gamma = strstr(p->name, "gamma") != NULL;
+            cr_assert_eq(sx_tensor_rand_uniform(p->value, &r,
+                                                var     ? 0.2
+                                                : gamma ? 0.5
+                                                        : -1,
+                                                var     ? 3
+                                                : gamma ? 2
+                                                        : 1),
+                         SX_OK);
+        }
+    return net;
+}
+
+/* compiled (folded) against eager (unfolded): f32 within 1e-5 (1 + max |output|) (each output a
+ * few roundings of sum |x k s| apart), f64 within 1e-13 of it */
+Test(nn_batch_norm, inference_folds_the_scale_into_the_convolution)
+{
+    for (int d = 0; d < 2; d++) {
+        sx_dtype dt = d == 0 ? SX_F32 : SX_F64;
+        sx_nn_net *net = fold_net(dt);
+        sx_rng r;
+        sx_rng_seed(&r, 4);
+        int64_t n = 4, xs[4] = {n, 9, 9, 3}, os[2] = {n, 5};
+        sx_tensor *x = tu_rand(&r, dt, 4, xs, -1, 1), *a = tu_zeros(dt, 2, os),
+                  *b = tu_zeros(dt, 2, os);
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_nn_compile_infer(net, n, &m), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_model_report(m).opt.changed[SX_PASS_BN_FOLD], 2,
+                     "both batch norms folded");
+        cr_assert_eq(sx_nn_model_predict(m, x, a), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_nn_predict_eager(net, x, b), SX_OK, "%s", sx_last_error());
+        double big = 0, worst = 0;
+        for (int64_t i = 0; i < b->size; i++)
+            big = fmax(big, fabs(sx_tensor_get(b, i)));
+        for (int64_t i = 0; i < b->size; i++)
+            worst = fmax(worst, fabs(sx_tensor_get(a, i) - sx_tensor_get(b, i)));
+        double bound = (dt == SX_F32 ? 1e-5 : 1e-13) * (1 + big);
+        cr_log_info("%s: folded vs unfolded: max difference %.3g (bound %.3g)", sx_dtype_name(dt),
+                    worst, bound);
+        cr_assert(worst <= bound, "%s: max difference %g, bound %g", sx_dtype_name(dt), worst,
+                  bound);
+        cr_assert_gt(big, 0.1);
+        sx_nn_model_free(m);
+        sx_tensor_free(x);
+        sx_tensor_free(a);
+        sx_tensor_free(b);
+        sx_nn_net_free(net);
+    }
 }

@@ -258,3 +258,90 @@ Test(tensor_batch_norm, workspace_forms_match_and_check_size)
     sx_tensor_free(y0);
     sx_tensor_free(y1);
 }
+
+/* The backward pass with relu's mask read inside (issue 18): the masked sums and dx give the bits
+ * of the unmasked kernels on where(y > 0, dy, 0) (an infinite dy where y <= 0 adds nothing), dx
+ * matches a plain loop in double, and neither depends on the thread count. */
+Test(tensor_batch_norm, masked_backward_matches_the_mask_applied_first)
+{
+    for (int d = 0; d < 2; d++) {
+        sx_dtype dt = d == 0 ? SX_F32 : SX_F64;
+        sx_rng rng;
+        sx_rng_seed(&rng, 21);
+        int64_t shape[4] = {6, 9, 9, 20}, c = 20;
+        sx_tensor *x = tu_rand(&rng, dt, 4, shape, -1, 2), *dy = tu_rand(&rng, dt, 4, shape, -1, 1),
+                  *y = tu_rand(&rng, dt, 4, shape, -1, 1), *md = tu_zeros(dt, 4, shape);
+        sx_tensor *gamma = tu_rand(&rng, dt, 1, &c, 0.5, 1.5), *st = two_rows(dt, c);
+        cr_assert_eq(sx_tensor_batch_norm_stats_out(x, st), SX_OK);
+        for (int64_t i = 0; i < x->size; i++) {
+            if (at(y, i) <= 0 && i % 7 == 0) /* never read: the mask selects */
+                sx_tensor_set(dy, i, INFINITY);
+            sx_tensor_set(md, i, at(y, i) > 0 ? at(dy, i) : 0);
+        }
+        sx_tensor *s_mask = two_rows(dt, c), *s_plain = two_rows(dt, c);
+        sx_tensor *dx_mask[3], *dx_plain = tu_zeros(dt, 4, shape);
+        cr_assert_eq(sx_tensor_batch_norm_sums_out(x, st, md, s_plain), SX_OK);
+        cr_assert_eq(
+            sx_tensor_batch_norm_dx_ws(x, st, gamma, md, s_plain, NULL, 1e-3, dx_plain, NULL, 0),
+            SX_OK, "%s", sx_last_error());
+        int before = sx_threads_get();
+        for (int t = 0; t < 3; t++) {
+            cr_assert_eq(sx_threads_set(t + 1), SX_OK);
+            dx_mask[t] = tu_zeros(dt, 4, shape);
+            cr_assert_eq(sx_tensor_batch_norm_sums_mask_ws(x, st, dy, y, s_mask, NULL, 0), SX_OK,
+                         "%s", sx_last_error());
+            cr_assert(memcmp(s_mask->data, s_plain->data, 2 * (size_t)c * sx_dtype_size(dt)) == 0,
+                      "sums, %d threads", t + 1);
+            cr_assert_eq(
+                sx_tensor_batch_norm_dx_ws(x, st, gamma, dy, s_mask, y, 1e-3, dx_mask[t], NULL, 0),
+                SX_OK, "%s", sx_last_error());
+            cr_assert(
+                memcmp(dx_mask[t]->data, dx_plain->data, (size_t)x->size * sx_dtype_size(dt)) == 0,
+                "dx, %d threads", t + 1);
+        }
+        cr_assert_eq(sx_threads_set(before), SX_OK);
+        /* dx against the formula in double */
+        int64_t m = x->size / c;
+        for (int64_t j = 0; j < c; j++) {
+            double r = 1 / sqrt(at(st, c + j) + 1e-3), gm = at(gamma, j);
+            double k1 = -gm * r * r * r * at(s_plain, c + j) / (double)m,
+                   k0 = -gm * r * at(s_plain, j) / (double)m;
+            for (int64_t q = 0; q < m; q++) {
+                int64_t i = q * c + j;
+                double want = at(md, i) * gm * r + (at(x, i) - at(st, j)) * k1 + k0;
+                close_to(at(dx_mask[0], i), want, dt == SX_F32 ? 1e-5 : 1e-12,
+                         dt == SX_F32 ? 1e-5 : 1e-12, "dx", i);
+            }
+        }
+        /* the in-place form: dx written over dy */
+        sx_tensor *dy2 = tu_zeros(dt, 4, shape);
+        cr_assert_eq(sx_tensor_copy_out(dy, dy2), SX_OK);
+        cr_assert_eq(sx_tensor_batch_norm_dx_ws(x, st, gamma, dy2, s_mask, y, 1e-3, dy2, NULL, 0),
+                     SX_OK, "%s", sx_last_error());
+        cr_assert(memcmp(dy2->data, dx_plain->data, (size_t)x->size * sx_dtype_size(dt)) == 0);
+        for (int t = 0; t < 3; t++)
+            sx_tensor_free(dx_mask[t]);
+        sx_tensor *bad[] = {x, dy, y, md, gamma, st, s_mask, s_plain, dx_plain, dy2};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            sx_tensor_free(bad[i]);
+    }
+}
+
+Test(tensor_batch_norm, dx_errors_name_the_function_and_values)
+{
+    int64_t shape[2] = {4, 3}, c = 3, other[2] = {4, 2};
+    sx_tensor *x = tu_zeros(SX_F32, 2, shape), *dy = tu_zeros(SX_F32, 2, shape),
+              *bad = tu_zeros(SX_F32, 2, other), *g = vec(SX_F32, c), *st = two_rows(SX_F32, c),
+              *dx = tu_zeros(SX_F32, 2, shape);
+    cr_assert_eq(sx_tensor_batch_norm_dx_ws(x, st, g, bad, st, NULL, 1e-3, dx, NULL, 0),
+                 SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "sx_tensor_batch_norm_dx_ws") != NULL, "%s", sx_last_error());
+    cr_assert(strstr(sx_last_error(), "dy") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_batch_norm_dx_ws(x, st, g, dy, st, bad, 1e-3, dx, NULL, 0), SX_E_SHAPE);
+    cr_assert_eq(sx_tensor_batch_norm_dx_ws(x, st, g, dy, st, NULL, -1, dx, NULL, 0), SX_E_ARG);
+    cr_assert_eq(sx_tensor_batch_norm_sums_mask_ws(x, st, dy, bad, st, NULL, 0), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "y has shape") != NULL, "%s", sx_last_error());
+    sx_tensor *all[] = {x, dy, bad, g, st, dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sx_tensor_free(all[i]);
+}
