@@ -244,20 +244,10 @@ sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
     return sx_tensor_batch_norm_ws(x, stats, gamma, beta, eps, y, NULL, 0);
 }
 
-sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
-                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
-                                       size_t ws_bytes)
+/* dy (required) and the relu mask y (NULL: none) have x's dtype and shape. */
+static sx_status bn_check_dy_y(const char *who, const sx_tensor *x, const sx_tensor *dy,
+                               const sx_tensor *y)
 {
-    return sx_tensor_batch_norm_sums_mask_ws(x, stats, dy, NULL, sums, ws, ws_bytes);
-}
-
-sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
-                                            const sx_tensor *dy, const sx_tensor *y,
-                                            sx_tensor *sums, void *ws, size_t ws_bytes)
-{
-    const char *who = "sx_tensor_batch_norm_sums_out";
-    SX_TRY(bn_check_x(who, x));
-    SX_TRY(bn_check(who, x, "stats", stats, true));
     const sx_tensor *same[2] = {dy, y};
     for (int i = 0; i < 2; i++) {
         if (same[i] == NULL && i == 1)
@@ -272,6 +262,24 @@ sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor 
                             sx_shape_str(x->rank, x->shape, b, sizeof b));
         }
     }
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
+                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
+                                       size_t ws_bytes)
+{
+    return sx_tensor_batch_norm_sums_mask_ws(x, stats, dy, NULL, sums, ws, ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
+                                            const sx_tensor *dy, const sx_tensor *y,
+                                            sx_tensor *sums, void *ws, size_t ws_bytes)
+{
+    const char *who = "sx_tensor_batch_norm_sums_out";
+    SX_TRY(bn_check_x(who, x));
+    SX_TRY(bn_check(who, x, "stats", stats, true));
+    SX_TRY(bn_check_dy_y(who, x, dy, y));
     SX_TRY(bn_check(who, x, "sums", sums, true));
     SX_TRY(sx__check_apart(who, "x", x, "sums", sums));
     SX_TRY(sx__check_apart(who, "dy", dy, "sums", sums));
@@ -318,20 +326,7 @@ sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
     SX_TRY(bn_check(who, x, "stats", stats, true));
     SX_TRY(bn_check(who, x, "gamma", gamma, false));
     SX_TRY(bn_check(who, x, "sums", sums, true));
-    const sx_tensor *same[2] = {dy, y};
-    for (int i = 0; i < 2; i++) {
-        if (same[i] == NULL && i == 1)
-            continue;
-        const char *name = i == 0 ? "dy" : "y";
-        SX_TRY(sx__check_tensor(who, name, same[i]));
-        SX_TRY(sx__check_same_dtype(who, x, same[i]));
-        if (!sx_shape_equal(same[i]->rank, same[i]->shape, x->rank, x->shape)) {
-            char a[128], b[128];
-            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", who, name,
-                            sx_shape_str(same[i]->rank, same[i]->shape, a, sizeof a),
-                            sx_shape_str(x->rank, x->shape, b, sizeof b));
-        }
-    }
+    SX_TRY(bn_check_dy_y(who, x, dy, y));
     SX_TRY(sx__check_out(who, dx, x->dtype, x->rank, x->shape));
     if (!(eps >= 0) || !isfinite(eps))
         return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", who, eps);

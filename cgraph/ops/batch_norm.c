@@ -35,6 +35,22 @@ static sx_status bn_want_x(sx_cg_node *n)
     return SX_OK;
 }
 
+/* Input i of n has input 0's dtype and shape. */
+static sx_status bn_want_like_x(sx_cg_node *n, int i, const char *name)
+{
+    const sx_tensor *x = IN_VALUE(0), *v = IN_VALUE(i);
+    if (v->dtype != x->dtype)
+        return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name, sx_dtype_name(v->dtype),
+                        sx_dtype_name(x->dtype));
+    if (!sx_shape_equal(v->rank, v->shape, x->rank, x->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", cg_who(n), name,
+                        sx_shape_str(v->rank, v->shape, a, sizeof a),
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    return SX_OK;
+}
+
 /* batch_norm_stats(x (..., c)) -> (2, c) */
 sx_status cg_shape_batch_norm_stats(sx_cg_node *n)
 {
@@ -71,20 +87,8 @@ sx_status cg_shape_batch_norm_sums(sx_cg_node *n)
         return sx_error(SX_E_ARG, "%s: %d inputs (want x, stats, dy[, y])", cg_who(n), n->n_in);
     SX_TRY(bn_want_x(n));
     SX_TRY(bn_want(n, 1, 2, "stats"));
-    const sx_tensor *x = IN_VALUE(0);
-    for (int i = 2; i < n->n_in; i++) {
-        const sx_tensor *v = IN_VALUE(i);
-        const char *name = i == 2 ? "dy" : "y";
-        if (v->dtype != x->dtype)
-            return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name,
-                            sx_dtype_name(v->dtype), sx_dtype_name(x->dtype));
-        if (!sx_shape_equal(v->rank, v->shape, x->rank, x->shape)) {
-            char a[128], b[128];
-            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", cg_who(n), name,
-                            sx_shape_str(v->rank, v->shape, a, sizeof a),
-                            sx_shape_str(x->rank, x->shape, b, sizeof b));
-        }
-    }
+    for (int i = 2; i < n->n_in; i++)
+        SX_TRY(bn_want_like_x(n, i, i == 2 ? "dy" : "y"));
     return cg_shape_batch_norm_stats(n);
 }
 
@@ -99,20 +103,9 @@ sx_status cg_shape_batch_norm_dx(sx_cg_node *n)
     SX_TRY(bn_want(n, 1, 2, "stats"));
     SX_TRY(bn_want(n, 2, 1, "gamma"));
     SX_TRY(bn_want(n, 4, 2, "sums"));
+    for (int i = 3; i < n->n_in; i += 3)
+        SX_TRY(bn_want_like_x(n, i, i == 3 ? "dy" : "y"));
     const sx_tensor *x = IN_VALUE(0);
-    for (int i = 3; i < n->n_in; i += 3) {
-        const sx_tensor *v = IN_VALUE(i);
-        const char *name = i == 3 ? "dy" : "y";
-        if (v->dtype != x->dtype)
-            return sx_error(SX_E_DTYPE, "%s: %s is %s, x %s", cg_who(n), name,
-                            sx_dtype_name(v->dtype), sx_dtype_name(x->dtype));
-        if (!sx_shape_equal(v->rank, v->shape, x->rank, x->shape)) {
-            char a[128], b[128];
-            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", cg_who(n), name,
-                            sx_shape_str(v->rank, v->shape, a, sizeof a),
-                            sx_shape_str(x->rank, x->shape, b, sizeof b));
-        }
-    }
     if (!(n->attr.alpha >= 0) || !isfinite(n->attr.alpha))
         return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", cg_who(n), n->attr.alpha);
     OUT->rank = x->rank;
