@@ -1547,6 +1547,8 @@ static int gen_norm(gen *G, sx_cg_op op, int dom)
     int64_t c = 1;
     for (int i = rank - (int)at.ints[1]; i < rank; i++)
         c *= shape[i];
+    if (c < 1) /* an empty tail: no group to normalise (and no channel count to divide by) */
+        return -1;
     at.ints[2] = gb(G, 2) ? c : 1;
     /* A group of one element normalises to exactly 0 whatever x is: a constant that puts the
      * ops after it (pow, sqrt, ...) on their singular points. Groups of at least two. */
