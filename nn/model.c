@@ -505,8 +505,18 @@ static sx_cg_node *rows_of(sx_cg_graph *g, sx_cg_node *x, int64_t lo, int64_t hi
  * micro-batches (sizes differing by at most one), each traced forward, its loss weighted by its
  * share of the batch and differentiated at once, before the next is traced; the gradients are
  * summed and one update step follows. The loss is the batch's (the weighted sum), as without
- * accumulation. (The planner's order does not yet follow the tracing order, so one micro-batch's
- * activations are not reused for the next: the peak memory is not lower today.) */
+ * accumulation. Micro-batch j + 1 reads its rows through seq views ordered after every
+ * gradient sum of micro-batches 0..j, so the frozen order finishes one micro-batch's forward and
+ * backward passes before the next starts and the planner reuses its activations' memory. */
+static sx_cg_node *after_grads(sx_cg_graph *g, sx_cg_node *x, int np, sx_cg_node *const *grads)
+{
+    for (int i = 0; x != NULL && i < np; i++) {
+        sx_cg_node *in[2] = {x, grads[i]};
+        x = sx_cg_op_new(g, SX_OP_SEQ, 2, in, NULL);
+    }
+    return x;
+}
+
 static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
 {
     sx_nn_net *net = m->net;
@@ -530,7 +540,8 @@ static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
     sx_cg_node *total = NULL, *correct = NULL;
     for (int64_t j = 0, lo = 0; s == SX_OK && j < k; j++) {
         const int64_t n = B / k + (j < B % k), hi = lo + n;
-        sx_cg_node *xj = rows_of(g, x, lo, hi), *yj = NULL;
+        sx_cg_node *src = j == 0 ? x : after_grads(g, x, np, grads);
+        sx_cg_node *xj = src != NULL ? rows_of(g, src, lo, hi) : NULL, *yj = NULL;
         sx_cg_node *out = NULL, *logits = NULL, *lj = NULL;
         s = xj != NULL ? nn_forward(net, &m->b, xj, &out, &logits) : graph_status(g);
         if (s == SX_OK && j == 0) { /* the inputs, once the output is known */

@@ -616,10 +616,12 @@ typedef struct sx_nn_train_params {
                        k micro-batches (min(k, batch); sizes differing by at most one), each traced
                        and differentiated after the previous one, the gradients summed (each loss
                        weighted by its share of the batch) into one update: the step of the whole
-                       batch, to rounding. (The memory plan does not yet run the micro-batches one
-                       after another, so the peak memory is not lower than the whole batch's.)
-                       0 or 1: off. Not with batch norm (SX_E_UNSUPPORTED: it would normalise by
-                       the micro-batches' statistics) nor eager (SX_E_ARG) */
+                       batch, to rounding. The micro-batches run one after another (the next
+                       reads its rows after every gradient sum so far), so the planned memory
+                       holds one micro-batch's activations (a 4-way split of a small conv net:
+                       0.35x the whole batch's arena). 0 or 1: off. Not with batch norm
+                       (SX_E_UNSUPPORTED: it would normalise by the micro-batches' statistics) nor
+                       eager (SX_E_ARG) */
     /* issue 22 (mpi22): data-parallel training (see "Data-parallel training" below) */
     const struct sx_nn_comm *comm; /* NULL: sx_nn_comm_default() (set by sx_mpi_init under
                                       mpirun with > 1 rank); borrowed for the call */
