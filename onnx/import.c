@@ -483,6 +483,12 @@ typedef struct model_src {
     Onnx__ModelProto *model;
     char *file;
     sx_onnx_import_params p;
+    /* the outputs a row of the model's result holds one after another (names, shapes without
+     * the batch axis), from the first build */
+    int n_parts;
+    char names[SX_NN_MAX_HEADS][32];
+    int ranks[SX_NN_MAX_HEADS];
+    int64_t shapes[SX_NN_MAX_HEADS][SX_MAX_RANK];
 } model_src;
 
 static void src_free(void *ctx)
@@ -496,34 +502,59 @@ static void src_free(void *ctx)
     sx_free(ms);
 }
 
-/* The model's graph for batches of n: one input (n, ...) and one output (n, k), a wider output
- * flattened. */
+/* Output k of og as (n, its size) for a row of the result; its shape without the batch axis
+ * into ms (the first build). */
+static sx_status src_output(model_src *ms, sx_onnx_graph *og, int k, int64_t n, sx_cg_node **flat)
+{
+    sx_cg_node *out = og->out[k];
+    int r = sx_cg_node_rank(out);
+    const int64_t *os = sx_cg_node_shape(out);
+    if (r < 1 || os[0] != n) {
+        char b[128];
+        return sx_error(SX_E_UNSUPPORTED,
+                        "%s: output '%s' of shape %s has no batch axis of %lld (use "
+                        "sx_onnx_graph_import)",
+                        ms->file, og->out_names[k], sx_shape_str(r, os, b, sizeof b), (long long)n);
+    }
+    if (r == 1) { /* a (n) output: one value per example */
+        *flat = ox_reshape(&og->c, out, 2, (int64_t[]){n, 1});
+    } else {
+        *flat =
+            r == 2 ? out : ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
+    }
+    if (*flat == NULL)
+        return sx_cg_graph_status(og->c.g);
+    snprintf(ms->names[k], sizeof ms->names[k], "%s", og->out_names[k]);
+    ms->ranks[k] = r > 1 ? r - 1 : 1;
+    if (r > 1)
+        memcpy(ms->shapes[k], os + 1, (size_t)(r - 1) * sizeof *os);
+    else
+        ms->shapes[k][0] = 1;
+    return SX_OK;
+}
+
+/* The model's graph for batches of n: one input (n, ...) and one output (n, k): the model's
+ * outputs, each flattened in ONNX order, one after another. */
 static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x, sx_cg_node **y)
 {
     model_src *ms = ctx;
     sx_onnx_graph *og;
     SX_TRY(graph_import(ms->model, false, ms->file, &ms->p, n, true, &og));
     sx_status s = SX_OK;
-    if (og->n_in != 1 || og->n_out != 1)
+    if (og->n_in != 1 || og->n_out > SX_NN_MAX_HEADS)
         s = sx_error(SX_E_UNSUPPORTED,
-                     "%s: %d inputs and %d outputs (sx_onnx_import takes one of each; "
-                     "sx_onnx_graph_import any number)",
-                     ms->file, og->n_in, og->n_out);
-    sx_cg_node *out = og->out[0];
-    int r = sx_cg_node_rank(out);
-    const int64_t *os = sx_cg_node_shape(out);
+                     "%s: %d inputs and %d outputs (sx_onnx_import takes one input and 1 to %d "
+                     "outputs; sx_onnx_graph_import any number)",
+                     ms->file, og->n_in, og->n_out, SX_NN_MAX_HEADS);
     if (s == SX_OK && sx_cg_node_rank(og->in[0]) < 2)
         s = sx_error(SX_E_UNSUPPORTED, "%s: input '%s' has no axis besides the batch", ms->file,
                      og->in_names[0]);
-    if (s == SX_OK && (r < 1 || os[0] != n)) {
-        char b[128];
-        s = sx_error(SX_E_UNSUPPORTED,
-                     "%s: output '%s' of shape %s has no batch axis of %lld (use "
-                     "sx_onnx_graph_import)",
-                     ms->file, og->out_names[0], sx_shape_str(r, os, b, sizeof b), (long long)n);
-    }
-    if (s == SX_OK && r != 2) {
-        out = ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
+    sx_cg_node *flat[SX_NN_MAX_HEADS] = {NULL}, *out = NULL;
+    for (int k = 0; s == SX_OK && k < og->n_out; k++)
+        s = src_output(ms, og, k, n, &flat[k]);
+    if (s == SX_OK) {
+        ms->n_parts = og->n_out;
+        out = og->n_out == 1 ? flat[0] : sx_cg_concat(og->c.g, og->n_out, flat, 1);
         if (out == NULL)
             s = sx_cg_graph_status(og->c.g);
     }
@@ -571,7 +602,15 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
         return s;
     }
     nn_model_source src = {src_build, src_free, ms, p->optimise};
-    return nn_model_from_source(&src, p->batch, out);
+    SX_TRY(nn_model_from_source(&src, p->batch, out));
+    sx_nn_model *m = *out;
+    if (ms->n_parts > 1) { /* the outputs by name (one output keeps the name "y") */
+        m->n_parts = ms->n_parts;
+        memcpy(m->part_names, ms->names, sizeof ms->names);
+        memcpy(m->part_rank, ms->ranks, sizeof ms->ranks);
+        memcpy(m->part_shape, ms->shapes, sizeof ms->shapes);
+    }
+    return SX_OK;
 }
 
 /* ---------------------------------------------------------------- tensors */

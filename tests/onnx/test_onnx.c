@@ -162,13 +162,40 @@ Test(onnx_onnx, unsupported_op_names_node_and_op)
     cr_assert(strstr(sx_last_error(), "MaxPool") != NULL, "%s", sx_last_error());
 }
 
-Test(onnx_onnx, several_outputs_need_the_graph_entry)
+/* Several outputs: sx_onnx_import names each and a row of the result holds them one after
+ * another (Split's two halves of the input make the input's row again); several inputs need
+ * the graph entry. */
+Test(onnx_onnx, several_outputs_in_a_row_several_inputs_need_the_graph_entry)
 {
     if (!have_node_tests())
         cr_skip_test("libonnx-testdata is not installed");
     const char *path = NODE_TESTS "/test_split_equal_parts_2d/model.onnx";
-    sx_nn_model *m = (sx_nn_model *)1;
-    cr_assert_eq(sx_onnx_import(path, NULL, &m), SX_E_UNSUPPORTED);
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.dtype = SX_F64;
+    p.batch = 2;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_onnx_import(path, &p, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_n_outputs(m), 2);
+    int rk = 0;
+    const int64_t *sh = NULL;
+    cr_assert_str_eq(sx_nn_model_output(m, 1, &rk, &sh), "output_2");
+    cr_assert(sx_shape_equal(rk, sh, 1, (int64_t[]){3}));
+    sx_tensor *x = NULL, *y = NULL;
+    cr_assert_eq(sx_onnx_tensor_read(NODE_TESTS "/test_split_equal_parts_2d/test_data_set_0/"
+                                                "input_0.pb",
+                                     SX_F64, &x, NULL),
+                 SX_OK, "%s", sx_last_error());
+    cr_assert(sx_shape_equal(x->rank, x->shape, 2, (int64_t[]){2, 6}));
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, (int64_t[]){2, 6}, &y), SX_OK);
+    cr_assert_eq(sx_nn_model_predict(m, x, y), SX_OK, "%s", sx_last_error());
+    for (int64_t i = 0; i < 12; i++)
+        cr_assert_eq(sx_tensor_get(y, i), sx_tensor_get(x, i), "element %lld", (long long)i);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+    sx_nn_model_free(m);
+
+    m = (sx_nn_model *)1;
+    cr_assert_eq(sx_onnx_import(NODE_TESTS "/test_add/model.onnx", NULL, &m), SX_E_UNSUPPORTED);
     cr_assert_null(m);
     cr_assert(strstr(sx_last_error(), "sx_onnx_graph_import") != NULL, "%s", sx_last_error());
     sx_onnx_graph *og = NULL;

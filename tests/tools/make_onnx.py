@@ -4,7 +4,9 @@
 DIR/conv_nchw.onnx: a fully convolutional ONNX model, x (N, 2, 5, 5) -> Conv (3 filters, 3x3,
 pads 1, bias) -> Relu -> y (N, 3, 5, 5): an output of rank 4 in ONNX's NCHW order.
 DIR/conv_x.npy (4, 2, 5, 5) f32 inputs and DIR/conv_ref.npy (4, 3, 5, 5) f32: numpy's
-outputs (float64 arithmetic rounded to f32), the reference the tool's results are held to."""
+outputs (float64 arithmetic rounded to f32), the reference the tool's results are held to.
+DIR/two_out.onnx: the same Conv + Relu with two outputs: "y" (N, 3, 5, 5) and "pooled" (N, 3),
+the mean of y over its 5x5 pixels (GlobalAveragePool, Flatten); DIR/pooled_ref.npy (4, 3) f32."""
 import sys
 
 import numpy as np
@@ -36,6 +38,18 @@ def main(out):
         for j in range(5):
             y[:, :, i, j] = np.einsum("nchw,fchw->nf", xp[:, :, i:i + 3, j:j + 3], w)
     y = np.maximum(y + b[None, :, None, None], 0)
+    two = helper.make_graph(
+        nodes + [helper.make_node("GlobalAveragePool", ["y"], ["g"]),
+                 helper.make_node("Flatten", ["g"], ["pooled"])], "two_out",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 5, 5]),
+         helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model2 = helper.make_model(two, opset_imports=[helper.make_opsetid("", 13)])
+    model2.ir_version = 7
+    onnx.checker.check_model(model2)
+    onnx.save(model2, out + "/two_out.onnx")
+    np.save(out + "/pooled_ref.npy", y.mean(axis=(2, 3)).astype(np.float32))
     np.save(out + "/conv_x.npy", x)
     np.save(out + "/conv_ref.npy", y.astype(np.float32))
 

@@ -559,6 +559,72 @@ Test(tools_cli, onnx_nchw_output_through_info_predict_bench)
     sx_tensor_free(want);
 }
 
+/* An ONNX model with two outputs, y (n,3,5,5) and pooled (n,3): sx_onnx_import names both
+ * (sx_nn_model_output) and a row of its result holds them one after another; the tool writes one
+ * .npy per output, each equal to the library's columns bit for bit and to numpy's reference to
+ * f32 rounding (sx_onnx_import refused any model with more than one output before). */
+Test(tools_cli, onnx_two_outputs_through_import_and_predict)
+{
+    run_result *r = malloc(sizeof *r);
+    run(r, "--version");
+    if (strstr(r->out, "onnx: yes") == NULL) {
+        free(r);
+        cr_skip_test("strix is built without ONNX support");
+    }
+    char script[600], cmd[1024], model[128], xp[128], op[128], f1[128], f2[128], args[1024];
+    snprintf(script, sizeof script, "%s", __FILE__);
+    snprintf(strrchr(script, '/'), sizeof script - (size_t)(strrchr(script, '/') - script),
+             "/make_onnx.py");
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s 2>/dev/null", script, dir);
+    if (system(cmd) != 0) {
+        free(r);
+        cr_skip_test("no python3-onnx to write the model");
+    }
+    path(model, sizeof model, "two_out.onnx");
+    path(xp, sizeof xp, "conv_x.npy");
+    path(op, sizeof op, "out.npy");
+    path(f1, sizeof f1, "out_y.npy");
+    path(f2, sizeof f2, "out_pooled.npy");
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 3", model, xp, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    char yr[128], pr[128];
+    path(yr, sizeof yr, "conv_ref.npy");
+    path(pr, sizeof pr, "pooled_ref.npy");
+    sx_tensor *gy = read_npy(f1), *gp = read_npy(f2), *wy = read_npy(yr), *wp = read_npy(pr);
+    cr_assert(sx_shape_equal(gy->rank, gy->shape, 4, (int64_t[]){4, 3, 5, 5}));
+    cr_assert(sx_shape_equal(gp->rank, gp->shape, 2, (int64_t[]){4, 3}));
+    cr_assert(tu_close(gy, wy, 1e-5, 1e-5));
+    cr_assert(tu_close(gp, wp, 1e-5, 1e-5));
+#ifdef STRIX_HAVE_ONNX
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 3;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_onnx_import(model, &p, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_n_outputs(m), 2);
+    int rk = 0;
+    const int64_t *sh = NULL;
+    cr_assert_str_eq(sx_nn_model_output(m, 0, &rk, &sh), "y");
+    cr_assert(sx_shape_equal(rk, sh, 3, (int64_t[]){3, 5, 5}));
+    cr_assert_str_eq(sx_nn_model_output(m, 1, &rk, &sh), "pooled");
+    cr_assert(sx_shape_equal(rk, sh, 1, (int64_t[]){3}));
+    sx_tensor *x = read_npy(xp), *all = model_results(m, x, 3);
+    cr_assert_eq(all->size, 4 * (75 + 3));
+    sx_tensor *ly = columns(all, 0, 3, (int64_t[]){3, 5, 5}),
+              *lp = columns(all, 75, 1, (int64_t[]){3});
+    assert_same_bits(gy, ly);
+    assert_same_bits(gp, lp);
+    sx_tensor *ts[] = {x, all, ly, lp};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+        sx_tensor_free(ts[k]);
+    sx_nn_model_free(m);
+#endif
+    free(r);
+    sx_tensor *ts2[] = {gy, gp, wy, wp};
+    for (size_t k = 0; k < sizeof ts2 / sizeof ts2[0]; k++)
+        sx_tensor_free(ts2[k]);
+}
+
 /* .sxm -> .sxm: the loaded model's graph saved again predicts the same bits;
  * .sxm -> .onnx needs the onnx module. */
 Test(tools_cli, convert)
