@@ -18,6 +18,8 @@ struct sx_onnx_graph {
     char *file;
     int n_in, n_out;
     sx_cg_node **in, **out;
+    sx_cg_node *packed; /* sx_onnx_import with several inputs: one (batch, row) input whose
+                           columns the inputs read, one after another (in[] then unused) */
     const char **in_names, **out_names; /* borrowed from the model */
 };
 
@@ -237,6 +239,34 @@ sx_status ox_import_graph(ox_ctx *c)
     return SX_OK;
 }
 
+/* sx_onnx_import's several inputs as one: a (batch, row) input "x" whose columns hold the
+ * inputs one after another (each flattened in ONNX order), as a row of a strix model with
+ * several inputs; each input's value becomes its columns, reshaped. */
+static sx_status pack_inputs(sx_onnx_graph *og)
+{
+    ox_ctx *c = &og->c;
+    int64_t row = 0;
+    for (int k = 0; k < og->n_in; k++) {
+        const int64_t *sh = sx_cg_node_shape(og->in[k]);
+        row += sx_shape_size(sx_cg_node_rank(og->in[k]) - 1, sh + 1);
+    }
+    og->packed = sx_cg_input(c->g, "x", c->dt, 2, (int64_t[]){c->batch, row});
+    if (og->packed == NULL)
+        return ox_graph_fail(c);
+    int64_t off = 0;
+    for (int k = 0; k < og->n_in; k++) {
+        ox_val *v = ox_find(c, og->in_names[k]);
+        int64_t size = sx_shape_size(v->rank - 1, v->shape + 1);
+        sx_slice sl[2] = {SX_SLICE_ALL, {off, off + size, 1}};
+        sx_cg_node *cols = sx_cg_slice(c->g, og->packed, sl);
+        v->n = cols != NULL ? ox_reshape(c, cols, v->rank, v->shape) : NULL;
+        if (v->n == NULL)
+            return ox_graph_fail(c);
+        off += size;
+    }
+    return SX_OK;
+}
+
 /* Import model (borrowed unless own) for batch: inputs, nodes, outputs. */
 static sx_status check_params(const char *who, const sx_onnx_import_params *p);
 
@@ -300,6 +330,8 @@ static sx_status graph_import_bound(Onnx__ModelProto *model, bool own, const cha
         if (s == SX_OK)
             og->in_names[og->n_in++] = vi->name;
     }
+    if (s == SX_OK && force && og->n_in > 1)
+        s = pack_inputs(og);
     if (s == SX_OK)
         s = ox_import_graph(c);
     for (size_t i = 0; s == SX_OK && i < gr->n_output; i++) {
@@ -489,6 +521,10 @@ typedef struct model_src {
     char names[SX_NN_MAX_HEADS][32];
     int ranks[SX_NN_MAX_HEADS];
     int64_t shapes[SX_NN_MAX_HEADS][SX_MAX_RANK];
+    /* the inputs a row of the model's input holds one after another (shapes without the batch) */
+    int n_in;
+    int in_ranks[SX_NN_MAX_HEADS];
+    int64_t in_shapes[SX_NN_MAX_HEADS][SX_MAX_RANK];
 } model_src;
 
 static void src_free(void *ctx)
@@ -541,14 +577,24 @@ static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x
     sx_onnx_graph *og;
     SX_TRY(graph_import(ms->model, false, ms->file, &ms->p, n, true, &og));
     sx_status s = SX_OK;
-    if (og->n_in != 1 || og->n_out > SX_NN_MAX_HEADS)
+    if (og->n_in < 1 || og->n_in > SX_NN_MAX_HEADS || og->n_out > SX_NN_MAX_HEADS)
         s = sx_error(SX_E_UNSUPPORTED,
-                     "%s: %d inputs and %d outputs (sx_onnx_import takes one input and 1 to %d "
-                     "outputs; sx_onnx_graph_import any number)",
+                     "%s: %d inputs and %d outputs (sx_onnx_import takes 1 to %d of each; "
+                     "sx_onnx_graph_import any number)",
                      ms->file, og->n_in, og->n_out, SX_NN_MAX_HEADS);
-    if (s == SX_OK && sx_cg_node_rank(og->in[0]) < 2)
+    if (s == SX_OK && og->n_in == 1 && sx_cg_node_rank(og->in[0]) < 2)
         s = sx_error(SX_E_UNSUPPORTED, "%s: input '%s' has no axis besides the batch", ms->file,
                      og->in_names[0]);
+    for (int k = 0; s == SX_OK && k < og->n_in; k++) {
+        int r = sx_cg_node_rank(og->in[k]);
+        ms->in_ranks[k] = r > 1 ? r - 1 : 1;
+        if (r > 1)
+            memcpy(ms->in_shapes[k], sx_cg_node_shape(og->in[k]) + 1,
+                   (size_t)(r - 1) * sizeof(int64_t));
+        else
+            ms->in_shapes[k][0] = 1;
+    }
+    ms->n_in = og->n_in;
     sx_cg_node *flat[SX_NN_MAX_HEADS] = {NULL}, *out = NULL;
     for (int k = 0; s == SX_OK && k < og->n_out; k++)
         s = src_output(ms, og, k, n, &flat[k]);
@@ -563,7 +609,7 @@ static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x
         return s;
     }
     *g = og->c.g;
-    *x = og->in[0];
+    *x = og->packed != NULL ? og->packed : og->in[0];
     *y = out;
     og->c.g = NULL; /* handed to the caller */
     sx_onnx_graph_free(og);
@@ -609,6 +655,11 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
         memcpy(m->part_names, ms->names, sizeof ms->names);
         memcpy(m->part_rank, ms->ranks, sizeof ms->ranks);
         memcpy(m->part_shape, ms->shapes, sizeof ms->shapes);
+    }
+    if (ms->n_in > 1) { /* a row of the input holds the inputs one after another */
+        m->n_in_parts = ms->n_in;
+        memcpy(m->in_part_rank, ms->in_ranks, sizeof ms->in_ranks);
+        memcpy(m->in_part_shape, ms->in_shapes, sizeof ms->in_shapes);
     }
     return SX_OK;
 }

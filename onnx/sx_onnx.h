@@ -80,15 +80,19 @@ sx_onnx_import_params sx_onnx_import_params_default(void);
 /* Import the model at `path` as an inference model (*out, owned by the caller,
  * sx_nn_model_free): sx_nn_model_predict runs any batch of 1..p->batch examples, as for a
  * loaded .sxm (input scale 1; a smaller batch builds and compiles its own graph on first use).
- * The model must have ONE graph input that is not an initializer and 1 to SX_NN_MAX_HEADS
- * outputs; the input's first axis is the batch axis (whatever size or name the file gives it),
- * its other axes fixed numbers, and every output's first axis the batch. One output: the
- * result is (batch, k) as the model computes it, or, when the output has another shape (batch,
- * d1, d2, ...), that output flattened in ONNX order to (batch, d1*d2*...); its name is "y".
- * Several outputs: a row of the result holds them one after another, each flattened in ONNX
- * order, and sx_nn_model_n_outputs / sx_nn_model_output give their names (the file's, cut to
- * 31 characters) and shapes without the batch axis. A model with several inputs is
- * SX_E_UNSUPPORTED here: import it with sx_onnx_graph_import. p NULL: the defaults. */
+ * The model has 1 to SX_NN_MAX_HEADS graph inputs that are not initializers and 1 to
+ * SX_NN_MAX_HEADS outputs; every input's and output's first axis is the batch axis (whatever
+ * size or name the file gives it), an input's other axes fixed numbers. One input: x is
+ * (batch, its other axes). Several: a row of x holds them one after another, each flattened in
+ * ONNX order (x is (batch, total); sx_nn_model_n_inputs / sx_nn_model_input give each one's
+ * shape without the batch axis), as a strix model with several inputs takes them. One output:
+ * the result is (batch, k) as the model computes it, or, when the output has another shape
+ * (batch, d1, d2, ...), that output flattened in ONNX order to (batch, d1*d2*...); its name is
+ * "y". Several outputs: a row of the result holds them one after another, each flattened, and
+ * sx_nn_model_n_outputs / sx_nn_model_output give their names (the file's, cut to 31
+ * characters) and shapes without the batch axis. More inputs or outputs, or an output without
+ * the batch axis: SX_E_UNSUPPORTED (import such a model with sx_onnx_graph_import). p NULL:
+ * the defaults. */
 sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
                          sx_nn_model **out) SX_NODISCARD;
 

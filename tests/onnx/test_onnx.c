@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -163,9 +164,10 @@ Test(onnx_onnx, unsupported_op_names_node_and_op)
 }
 
 /* Several outputs: sx_onnx_import names each and a row of the result holds them one after
- * another (Split's two halves of the input make the input's row again); several inputs need
- * the graph entry. */
-Test(onnx_onnx, several_outputs_in_a_row_several_inputs_need_the_graph_entry)
+ * another (Split's two halves of the input make the input's row again); several inputs: a row
+ * of the input holds them one after another (Add's x and y); an output without the batch axis
+ * needs the graph entry. */
+Test(onnx_onnx, several_inputs_and_outputs_in_a_row)
 {
     if (!have_node_tests())
         cr_skip_test("libonnx-testdata is not installed");
@@ -194,8 +196,46 @@ Test(onnx_onnx, several_outputs_in_a_row_several_inputs_need_the_graph_entry)
     sx_tensor_free(y);
     sx_nn_model_free(m);
 
+    /* two inputs (Add's x and y, (3,4,5) each): a row holds x's 20 elements, then y's */
+    p.batch = 3;
+    cr_assert_eq(sx_onnx_import(NODE_TESTS "/test_add/model.onnx", &p, &m), SX_OK, "%s",
+                 sx_last_error());
+    cr_assert_eq(sx_nn_model_n_inputs(m), 2);
+    cr_assert_not_null(sx_nn_model_input(m, 1, &rk));
+    cr_assert(sx_shape_equal(rk, sx_nn_model_input(m, 1, NULL), 2, (int64_t[]){4, 5}));
+    sx_tensor *a = NULL, *b = NULL, *want = NULL, *ab = NULL, *sum = NULL;
+    const char *files[3] = {"input_0", "input_1", "output_0"};
+    sx_tensor **ts[3] = {&a, &b, &want};
+    for (int k = 0; k < 3; k++) {
+        char f[256];
+        snprintf(f, sizeof f, NODE_TESTS "/test_add/test_data_set_0/%s.pb", files[k]);
+        cr_assert_eq(sx_onnx_tensor_read(f, SX_F64, ts[k], NULL), SX_OK, "%s", sx_last_error());
+    }
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, (int64_t[]){3, 40}, &ab), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, (int64_t[]){3, 20}, &sum), SX_OK);
+    for (int64_t i = 0; i < 3; i++)
+        for (int64_t j = 0; j < 20; j++) {
+            sx_tensor_set(ab, i * 40 + j, sx_tensor_get(a, i * 20 + j));
+            sx_tensor_set(ab, i * 40 + 20 + j, sx_tensor_get(b, i * 20 + j));
+        }
+    cr_assert_eq(sx_nn_model_predict(m, ab, sum), SX_OK, "%s", sx_last_error());
+    for (int64_t i = 0; i < 60; i++) { /* f64 sums of the f32 inputs; the file's are f32 */
+        cr_assert_eq(sx_tensor_get(sum, i), sx_tensor_get(a, i) + sx_tensor_get(b, i),
+                     "element %lld", (long long)i);
+        cr_assert(fabs(sx_tensor_get(sum, i) - sx_tensor_get(want, i)) < 1e-6, "element %lld",
+                  (long long)i);
+    }
+    sx_tensor *all[5] = {a, b, want, ab, sum};
+    for (int k = 0; k < 5; k++)
+        sx_tensor_free(all[k]);
+    sx_nn_model_free(m);
+
+    /* an output without the batch axis needs the graph entry */
     m = (sx_nn_model *)1;
-    cr_assert_eq(sx_onnx_import(NODE_TESTS "/test_add/model.onnx", NULL, &m), SX_E_UNSUPPORTED);
+    cr_assert_eq(sx_onnx_import(NODE_TESTS "/test_reduce_mean_default_axes_keepdims_example/"
+                                           "model.onnx",
+                                &p, &m),
+                 SX_E_UNSUPPORTED);
     cr_assert_null(m);
     cr_assert(strstr(sx_last_error(), "sx_onnx_graph_import") != NULL, "%s", sx_last_error());
     sx_onnx_graph *og = NULL;
