@@ -570,6 +570,28 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     for (int i = 4; m->file != NULL && i < 7; i++)
         if ((vals[i] = sx_cg_file_meta(m->file, keys[i])) != NULL)
             nk = i + 1;
+    /* an imported model with several outputs or inputs (a row holds them one after another):
+     * version 2, its parts listed */
+    char version[16], outs_s[SX_NN_MAX_HEADS * 200] = "", ins_s[SX_NN_MAX_HEADS * 160] = "";
+    if (m->file == NULL && (m->n_parts > 1 || m->n_in_parts > 1)) {
+        snprintf(version, sizeof version, "%d", MODEL_VERSION);
+        for (int k = 0; k < m->n_parts; k++) {
+            char d[160];
+            dims_str(m->part_rank[k], m->part_shape[k], d, sizeof d);
+            size_t at = strlen(outs_s);
+            snprintf(outs_s + at, sizeof outs_s - at, "%s%s:%s", k ? "," : "", m->part_names[k], d);
+        }
+        for (int k = 0; k < m->n_in_parts; k++) {
+            char d[160];
+            dims_str(m->in_part_rank[k], m->in_part_shape[k], d, sizeof d);
+            size_t at = strlen(ins_s);
+            snprintf(ins_s + at, sizeof ins_s - at, "%s%s", k ? "," : "", d);
+        }
+        vals[4] = version;
+        vals[5] = outs_s;
+        vals[6] = ins_s;
+        nk = 7;
+    }
     for (int i = 4; i < nk; i++)
         if (vals[i] == NULL)
             vals[i] = "";

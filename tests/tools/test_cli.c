@@ -596,6 +596,23 @@ Test(tools_cli, onnx_two_outputs_through_import_and_predict)
     cr_assert(sx_shape_equal(gp->rank, gp->shape, 2, (int64_t[]){4, 3}));
     cr_assert(tu_close(gy, wy, 1e-5, 1e-5));
     cr_assert(tu_close(gp, wp, 1e-5, 1e-5));
+    /* converted to .sxm, the model keeps both outputs (a version-2 file) and their bits */
+    char sxm[128], c1[128], c2[128], cp[128];
+    path(sxm, sizeof sxm, "two_out.sxm");
+    path(cp, sizeof cp, "conv.npy");
+    path(c1, sizeof c1, "conv_y.npy");
+    path(c2, sizeof c2, "conv_pooled.npy");
+    snprintf(args, sizeof args, "convert %s %s", model, sxm);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 3", sxm, xp, cp);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_tensor *cy = read_npy(c1), *cpo = read_npy(c2);
+    assert_same_bits(cy, gy);
+    assert_same_bits(cpo, gp);
+    sx_tensor_free(cy);
+    sx_tensor_free(cpo);
 #ifdef STRIX_HAVE_ONNX
     sx_onnx_import_params p = sx_onnx_import_params_default();
     p.batch = 3;
