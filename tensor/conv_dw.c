@@ -1,4 +1,4 @@
-/* conv_dw.c: direct depthwise convolution (multiplier 1) over NHWC images, AVX-512, forward and
+/* conv_dw.c: direct depthwise and grouped convolution over NHWC images, AVX-512, forward and
  * both backward passes (issue 18). The channels sit in the vector lanes, in blocks of VL (the
  * last one masked): a task takes a chunk of blocks of one image (forward, backward-input: all
  * channels when the ring holds them) or of every image (backward-kernel: a chunk per thread,
@@ -14,7 +14,17 @@
  * loops with the geometry read at run time. At batch 128 the tensors live in memory, not in
  * the caches, and the kernels wait on loads more than they compute: filling a ring row
  * prefetches the x row DW_PF rows below, and backward-input and backward-kernel the dy row
- * DW_PF rows ahead (measured: forward and backward-kernel twice as fast with them). */
+ * DW_PF rows ahead (measured: forward and backward-kernel twice as fast with them).
+ * Grouped convolutions (cg channels and fg filters per group, at most SX__DW_MAX_GROUP each;
+ * depthwise with a multiplier too) run the same loops, a vector lane per output filter
+ * (forward, backward-kernel) or input channel (backward-input): the ring holds cg expansions of
+ * each block, expansion e's lane of filter j holding x's channel j / fg * cg + e of the pixel
+ * (a permute of the one or two vectors of channels the block's groups span, a gather when
+ * they span more); forward adds, per row of taps, the expansions times k's rows of channel e
+ * of the groups; backward-kernel keeps accumulators per tap and expansion; backward-input
+ * expands dy the same way (fg expansions, lane of channel i holding dy's filter i / cg * fg + e)
+ * and multiplies by taps rearranged per task (kt). These are no GEMMs: the work per output is
+ * what the convolution needs, where im2col and a GEMM per group ran small, slow products. */
 #include "conv_dw.h"
 #include "tensor_impl.h"
 
@@ -28,8 +38,12 @@
 
 /* Bytes of a task's ring of padded rows (on its stack): it holds the rows of as many channel
  * blocks as fit (a chunk; all of mobilenet's), so that a task reads each pixel's channels of
- * the chunk together; rows too wide for one block go to conv_general.c's kernels. */
+ * the chunk together; rows too wide for one block go to conv_general.c's kernels. A grouped
+ * block (its expansions) may take up to DW_RING_MAX. */
 #define DW_RING_BYTES ((size_t)64 << 10)
+#define DW_RING_MAX ((size_t)192 << 10)
+/* Blocks of a grouped task's chunk at most (their expansion tables are on its stack). */
+#define DW_MAX_VB 64
 /* Filling a ring row prefetches the input row this many rows below. */
 #define DW_PF 2
 /* Ring rows ((kh - 1) * dh + 1) at most. */
@@ -40,6 +54,8 @@
 #define DW_P 8
 /* Tasks per call at most: images are grouped when n * blocks would exceed it. */
 #define DW_MAX_TASKS ((int64_t)1 << 20)
+/* Tasks per thread a grouped call aims at (images are grouped to that). */
+#define DW_TASKS_PER_THREAD 16
 /* Multiply-adds below which a call runs on one thread. */
 #define DW_PAR_MIN_MACS ((int64_t)1 << 18)
 
@@ -49,12 +65,15 @@ typedef struct dw_job {
     const sx__dw_geom *g;
     const void *in0, *in1;
     void *out;
-    int64_t nb;  /* channel blocks */
-    int64_t cpt; /* blocks per chunk */
-    int64_t nch; /* chunks */
-    int64_t ipt; /* images per task */
-    int64_t wr;  /* columns of a ring row */
-    int64_t r;   /* ring rows */
+    int64_t nb;        /* channel blocks */
+    int64_t cpt;       /* blocks per chunk */
+    int64_t nch;       /* chunks */
+    int64_t ipt;       /* images per task */
+    int64_t wr;        /* columns of a ring row */
+    int64_t r;         /* ring rows */
+    int64_t lanes;     /* channels the lanes run over: f (forward, backward-kernel) or c */
+    int64_t e, ep, eq; /* expansions per block; lane l's e-th reads (l / ep) * eq + e */
+    bool grouped;      /* not depthwise of multiplier 1 */
 } dw_job;
 
 #define V __m512
@@ -66,6 +85,11 @@ typedef struct dw_job {
 #define V_MLOAD(m, p) _mm512_maskz_loadu_ps(m, p)
 #define V_MSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_LOADU(p) _mm512_loadu_ps(p)
+#define V_PERM(i, v) _mm512_permutexvar_ps(i, v)
+#define V_PERM2(a, i, b) _mm512_permutex2var_ps(a, i, b)
+#define V_GATHER(m, i, p) _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, i, p, 4)
+#define VIT int32_t
 #define T float
 #define SFX f32
 #include "conv_dw_tmpl.h"
@@ -80,6 +104,11 @@ typedef struct dw_job {
 #undef V_MLOAD
 #undef V_MSTORE
 #undef V_FMA
+#undef V_LOADU
+#undef V_PERM
+#undef V_PERM2
+#undef V_GATHER
+#undef VIT
 #define V __m512d
 #define VL 8
 #define VMASK __mmask8
@@ -89,6 +118,11 @@ typedef struct dw_job {
 #define V_MLOAD(m, p) _mm512_maskz_loadu_pd(m, p)
 #define V_MSTORE(p, m, v) _mm512_mask_storeu_pd(p, m, v)
 #define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define V_LOADU(p) _mm512_loadu_pd(p)
+#define V_PERM(i, v) _mm512_permutexvar_pd(i, v)
+#define V_PERM2(a, i, b) _mm512_permutex2var_pd(a, i, b)
+#define V_GATHER(m, i, p) _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, i, p, 8)
+#define VIT int64_t
 #define T double
 #define SFX f64
 #include "conv_dw_tmpl.h"
@@ -101,37 +135,70 @@ bool sx__dw_direct(const sx__dw_geom *g, sx__dw_kind kind, sx_dtype dt, const vo
                    const void *in1, void *out, bool par)
 {
 #ifdef DW_AVX512
-    if (sx__isa() != SX__ISA_AVX512 || (dt != SX_F32 && dt != SX_F64))
+    if (sx__isa() != SX__ISA_AVX512 || (dt != SX_F32 && dt != SX_F64) || g->cg > SX__DW_MAX_GROUP ||
+        g->fg > SX__DW_MAX_GROUP)
         return false;
-    const bool d = dt == SX_F64;
+    const bool d = dt == SX_F64, grouped = g->cg != 1 || g->fg != 1;
     const int64_t vl = d ? 8 : 16, esz = d ? 8 : 4;
     const int64_t r = (g->kh - 1) * g->dh + 1;
     const int64_t wp = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
     const int64_t wr = kind == SX__DW_BWD_IN && g->pl + g->w > wp ? g->pl + g->w : wp;
-    const int64_t blk = r * wr * vl * esz, taps = g->kh * g->kw, nb = (g->c + vl - 1) / vl;
-    if (r > DW_MAX_R || blk > (int64_t)DW_RING_BYTES ||
-        (kind == SX__DW_BWD_K && taps * vl * esz > (int64_t)DW_ACC_BYTES))
+    const int64_t taps = g->kh * g->kw;
+    /* lanes over the filters (forward, backward-kernel: x's ring holds cg expansions) or the
+     * channels (backward-input: dy's fg expansions, taps rearranged per block) */
+    const int64_t lanes = kind == SX__DW_BWD_IN ? g->c : g->f;
+    const int64_t ne = !grouped ? 1 : kind == SX__DW_BWD_IN ? g->fg : g->cg;
+    const int64_t blk = r * wr * vl * esz * (kind == SX__DW_BWD_IN ? 1 : ne);
+    const int64_t nb = (lanes + vl - 1) / vl;
+    const int64_t per = kind == SX__DW_BWD_K               ? taps * ne * vl * esz /* accumulators */
+                        : kind == SX__DW_BWD_IN && grouped ? taps * ne * vl * esz /* kt */
+                                                           : 0;
+    if (r > DW_MAX_R || blk > (int64_t)(grouped ? DW_RING_MAX : DW_RING_BYTES) ||
+        per > (int64_t)DW_ACC_BYTES)
         return false;
     /* backward-kernel: a chunk per thread (each sums every image: the bits do not depend on
      * the chunks); the others: the largest chunk, the images split between the tasks */
     int64_t cpt = (int64_t)DW_RING_BYTES / blk;
+    cpt = cpt < 1 ? 1 : cpt;
+    if (per > 0)
+        cpt = cpt < (int64_t)DW_ACC_BYTES / per ? cpt : (int64_t)DW_ACC_BYTES / per;
+    if (grouped)
+        cpt = cpt < DW_MAX_VB ? cpt : DW_MAX_VB;
     if (kind == SX__DW_BWD_K) {
-        const int64_t th = par ? sx__par_threads() : 1,
-                      ca = (int64_t)DW_ACC_BYTES / (taps * vl * esz);
-        cpt = cpt < ca ? cpt : ca;
+        const int64_t th = par ? sx__par_threads() : 1;
         cpt = cpt < (nb + th - 1) / th ? cpt : (nb + th - 1) / th;
     }
     cpt = cpt < nb ? cpt : nb;
-    dw_job jb = {g, in0, in1, out, nb, cpt, (nb + cpt - 1) / cpt, 1, wr, r};
+    dw_job jb = {g,
+                 in0,
+                 in1,
+                 out,
+                 nb,
+                 cpt,
+                 (nb + cpt - 1) / cpt,
+                 1,
+                 wr,
+                 r,
+                 lanes,
+                 ne,
+                 kind == SX__DW_BWD_IN ? g->cg : g->fg,
+                 kind == SX__DW_BWD_IN ? g->fg : g->cg,
+                 grouped};
     int64_t tasks = jb.nch;
     if (kind != SX__DW_BWD_K) {
         jb.ipt = (g->n * jb.nch + DW_MAX_TASKS - 1) / DW_MAX_TASKS;
+        /* grouped: a task's tables and taps (kt) are made once for its images; about
+         * DW_TASKS_PER_THREAD tasks per thread */
+        const int64_t th = par ? sx__par_threads() : 1,
+                      ig = g->n * jb.nch / (DW_TASKS_PER_THREAD * th);
+        if (grouped && ig > jb.ipt)
+            jb.ipt = ig < g->n ? ig : g->n;
         tasks = (g->n + jb.ipt - 1) / jb.ipt * jb.nch;
     }
     const sx__par_task_fn fn = kind == SX__DW_FWD      ? (d ? dwf_task_f64 : dwf_task_f32)
                                : kind == SX__DW_BWD_IN ? (d ? dwi_task_f64 : dwi_task_f32)
                                                        : (d ? dwk_task_f64 : dwk_task_f32);
-    const int64_t macs = g->n * g->oh * g->ow * g->kh * g->kw * g->c;
+    const int64_t macs = g->n * g->oh * g->ow * taps * g->cg * g->f;
     if (par && macs >= DW_PAR_MIN_MACS && tasks > 1)
         sx__par_for(tasks, fn, &jb);
     else

@@ -2,9 +2,10 @@
  * included), SAME_LOWER and explicitly padded - and the transposed convolution (issue 17).
  * One geometry (gx_geom) describes them all; a parameter set whose geometry conv.c's dense
  * kernels already compute (one group, no dilation, the rows and columns VALID or SAME_UPPER
- * would give) goes to them. The rest: depthwise of multiplier 1 by tensor/conv_dw.c's direct
- * kernels at the AVX512 level, other depthwise by its own loops, grouped 1x1 by one GEMM
- * per group on x itself, everything else by im2col per group and band plus a GEMM. The
+ * would give) goes to them. The rest: depthwise and groups of at most SX__DW_MAX_GROUP channels
+ * and filters by tensor/conv_dw.c's direct kernels at the AVX512 level when they serve the
+ * geometry; otherwise depthwise by its own loops, grouped 1x1 by one GEMM per group on x
+ * itself, everything else by im2col per group and band plus a GEMM. The
  * transposed convolution is the conv2d from its output to its input run backwards. */
 #include "conv_dw.h"
 #include "conv_impl.h"
@@ -20,6 +21,8 @@
 #define GX_DW_CHUNK 512
 /* Multiply-adds below which a call runs on one thread. */
 #define GX_PAR_MIN_MACS ((int64_t)1 << 18)
+/* Channels and filters per group above which (both) a group's GEMM beats the direct kernels. */
+#define GX_GEMM_GROUP 12
 /* GEMM rows per call when the im2col matrix is x itself (sx__gemm takes up to INT_MAX). */
 #define GX_GEMM_ROWS ((int64_t)1 << 30)
 
@@ -453,6 +456,18 @@ static char *atw(void *p, int64_t elems, size_t esz)
     return (char *)p + (size_t)elems * esz;
 }
 
+/* Whether conv_dw.c's direct kernels take a grouped geometry: groups of at most
+ * SX__DW_MAX_GROUP channels and filters, unless both are above GX_GEMM_GROUP (then a group's
+ * im2col GEMM, k = kh * kw * cg deep and fg wide, runs near the GEMM's speed; the direct
+ * kernels' cg expansions of x do not: 3x3 cg = fg = 16 at 7x7x512, one thread, CPU time:
+ * im2col 4.6 / 3.9 / 4.9 ms forward / backward-input / backward-kernel vs direct 9.6 / 5.4 /
+ * 5.0; at cg = fg = 12 and below the direct kernels are as fast or up to 10x faster). */
+static bool direct_grouped(const gx_geom *g)
+{
+    return g->groups > 1 && g->cg <= SX__DW_MAX_GROUP && g->fg <= SX__DW_MAX_GROUP &&
+           (g->cg <= GX_GEMM_GROUP || g->fg <= GX_GEMM_GROUP);
+}
+
 /* Run one kind of kernel on a general (not dense) geometry whose tensors are valid and
  * non-empty: in0, in1, out as in gx_job. */
 static void run_geom(const gx_geom *g, gx_path path, gx_kind kind, sx_dtype dt, const void *in0,
@@ -463,9 +478,9 @@ static void run_geom(const gx_geom *g, gx_path path, gx_kind kind, sx_dtype dt, 
     const int64_t macs = g->n * g->oh * g->ow * g->kdim * g->fg;
     const bool par = macs >= GX_PAR_MIN_MACS;
     gx_job jb = {g, in0, in1, out};
-    if (path == GX_DEPTHWISE && g->fg == 1) {
-        const sx__dw_geom dg = {g->n,  g->h,  g->w,  g->c,  g->kh, g->kw, g->oh,
-                                g->ow, g->sh, g->sw, g->dh, g->dw, g->pt, g->pl};
+    if (path == GX_DEPTHWISE || direct_grouped(g)) {
+        const sx__dw_geom dg = {g->n,  g->h,  g->w,  g->c,  g->kh, g->kw, g->oh, g->ow, g->sh,
+                                g->sw, g->dh, g->dw, g->pt, g->pl, g->f,  g->cg, g->fg};
         const sx__dw_kind dk = kind == GX_FWD      ? SX__DW_FWD
                                : kind == GX_BWD_IN ? SX__DW_BWD_IN
                                                    : SX__DW_BWD_K;

@@ -4,17 +4,37 @@
  * dilation, the four padding modes with asymmetric pads, odd image sizes and channel counts
  * that are no multiple of a vector (16 floats, 8 doubles); the outputs are NaN-filled first, so
  * every element must be written. Then the same bits for one thread and two, and the mobilenet
- * shapes. */
+ * shapes. Then grouped convolutions of 1-16 channels and filters per group (conv_dw.c's
+ * grouped kernels, depthwise with a multiplier, and the im2col GEMMs above them) the same
+ * way. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* cg, fg: channels and filters per group (0 reads as 1: depthwise of multiplier 1). */
 typedef struct dcase {
     int64_t n, h, w, c, kh, kw;
     sx_conv2d_params p;
+    int64_t cg, fg;
 } dcase;
+
+static int64_t cg_of(const dcase *q)
+{
+    return q->cg == 0 ? 1 : q->cg;
+}
+
+static int64_t fg_of(const dcase *q)
+{
+    return q->fg == 0 ? 1 : q->fg;
+}
+
+/* Output channels: groups times the filters per group. */
+static int64_t f_of(const dcase *q)
+{
+    return q->c / cg_of(q) * fg_of(q);
+}
 
 /* The geometry derived here: output size and leading pads. */
 typedef struct dgeo {
@@ -55,7 +75,7 @@ static void ref(int which, const dcase *q, const sx_tensor *a, const sx_tensor *
                 double *mag, double *cnt, int64_t n_out)
 {
     const dgeo G = geo_of(q);
-    const int64_t c = q->c;
+    const int64_t c = q->c, cg = cg_of(q), fg = fg_of(q), f = f_of(q);
     for (int64_t i = 0; i < n_out; i++)
         out[i] = mag[i] = cnt[i] = 0;
     for (int64_t im = 0; im < q->n; im++)
@@ -67,10 +87,11 @@ static void ref(int which, const dcase *q, const sx_tensor *a, const sx_tensor *
                         const int64_t ix = ox * G.sw - G.pl + kx * G.dw;
                         if (iy < 0 || iy >= q->h || ix < 0 || ix >= q->w)
                             continue;
-                        for (int64_t ci = 0; ci < c; ci++) {
+                        for (int64_t j = 0; j < f * cg; j++) { /* filter j / cg, its channel */
+                            const int64_t fo = j / cg, ci = fo / fg * cg + j % cg;
                             const int64_t xi = ((im * q->h + iy) * q->w + ix) * c + ci;
-                            const int64_t yi = ((im * G.oh + oy) * G.ow + ox) * c + ci;
-                            const int64_t ki = (ky * q->kw + kx) * c + ci;
+                            const int64_t yi = ((im * G.oh + oy) * G.ow + ox) * f + fo;
+                            const int64_t ki = ((ky * q->kw + kx) * cg + j % cg) * f + fo;
                             const int64_t o = which == 0 ? yi : which == 1 ? xi : ki;
                             const double t =
                                 which == 0   ? sx_tensor_get(a, xi) * sx_tensor_get(b, ki)
@@ -88,10 +109,11 @@ static void describe(const dcase *q, char *buf, size_t n)
     const sx_conv2d_params *p = &q->p;
     snprintf(buf, n,
              "x(%lld,%lld,%lld,%lld) k(%lld,%lld) stride (%d,%d) padding %d pads (%d,%d,%d,%d) "
-             "dilation (%d,%d)",
+             "dilation (%d,%d) groups of %lld channels, %lld filters",
              (long long)q->n, (long long)q->h, (long long)q->w, (long long)q->c, (long long)q->kh,
              (long long)q->kw, p->stride_h, p->stride_w, (int)p->padding, p->pad_top, p->pad_bottom,
-             p->pad_left, p->pad_right, p->dilation_h, p->dilation_w);
+             p->pad_left, p->pad_right, p->dilation_h, p->dilation_w, (long long)cg_of(q),
+             (long long)fg_of(q));
 }
 
 /* got against the reference: a sum of m terms in order, each rounded once, is within
@@ -118,14 +140,15 @@ typedef struct dshapes {
 static dshapes shapes_of(const dcase *q)
 {
     const dgeo G = geo_of(q);
-    dshapes s = {{q->n, q->h, q->w, q->c}, {q->kh, q->kw, 1, q->c}, {q->n, G.oh, G.ow, q->c}};
+    dshapes s = {
+        {q->n, q->h, q->w, q->c}, {q->kh, q->kw, cg_of(q), f_of(q)}, {q->n, G.oh, G.ow, f_of(q)}};
     return s;
 }
 
 static sx_conv2d_params params_of(const dcase *q)
 {
     sx_conv2d_params p = q->p;
-    p.groups = (int)q->c;
+    p.groups = (int)(q->c / cg_of(q));
     return p;
 }
 
@@ -184,28 +207,28 @@ Test(tensor_conv_depthwise, fixed_cases)
     sx_rng_seed(&rng, 18);
     const dcase cs[] = {
         /* mobilenet's: 3x3, pads 1, strides 1 and 2 (small batch) */
-        {2, 28, 28, 32, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
-        {2, 28, 28, 64, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
-        {3, 7, 7, 256, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
+        {2, 28, 28, 32, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0},
+        {2, 28, 28, 64, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0},
+        {3, 7, 7, 256, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0},
         /* channels no multiple of a vector, odd sizes */
-        {2, 9, 11, 17, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
-        {1, 13, 10, 5, 3, 3, prm(2, 2, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 1, 1)},
-        {2, 6, 5, 33, 3, 3, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
-        {1, 3, 3, 1, 3, 3, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
-        {1, 2, 1, 9, 3, 3, prm(2, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
+        {2, 9, 11, 17, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0},
+        {1, 13, 10, 5, 3, 3, prm(2, 2, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 1, 1), 0, 0},
+        {2, 6, 5, 33, 3, 3, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0},
+        {1, 3, 3, 1, 3, 3, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0},
+        {1, 2, 1, 9, 3, 3, prm(2, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0},
         /* other kernels, strides 3, mixed strides, asymmetric pads, dilation */
-        {2, 12, 15, 24, 5, 5, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
-        {2, 12, 15, 24, 5, 5, prm(2, 2, SX_PAD_EXPLICIT, 2, 1, 0, 3, 1, 1)},
-        {2, 11, 14, 7, 3, 3, prm(3, 1, SX_PAD_EXPLICIT, 0, 2, 2, 0, 1, 1)},
-        {2, 11, 14, 19, 2, 4, prm(1, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
-        {2, 10, 10, 16, 1, 1, prm(1, 1, SX_PAD_EXPLICIT, 1, 0, 0, 1, 1, 1)},
-        {2, 10, 10, 48, 1, 1, prm(2, 2, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
-        {2, 13, 12, 20, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 2, 2)},
-        {2, 13, 12, 20, 3, 3, prm(2, 1, SX_PAD_EXPLICIT, 3, 1, 2, 2, 3, 2)},
-        {1, 9, 30, 3, 3, 7, prm(1, 3, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 2, 1)},
+        {2, 12, 15, 24, 5, 5, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0},
+        {2, 12, 15, 24, 5, 5, prm(2, 2, SX_PAD_EXPLICIT, 2, 1, 0, 3, 1, 1), 0, 0},
+        {2, 11, 14, 7, 3, 3, prm(3, 1, SX_PAD_EXPLICIT, 0, 2, 2, 0, 1, 1), 0, 0},
+        {2, 11, 14, 19, 2, 4, prm(1, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0},
+        {2, 10, 10, 16, 1, 1, prm(1, 1, SX_PAD_EXPLICIT, 1, 0, 0, 1, 1, 1), 0, 0},
+        {2, 10, 10, 48, 1, 1, prm(2, 2, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0},
+        {2, 13, 12, 20, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 2, 2), 0, 0},
+        {2, 13, 12, 20, 3, 3, prm(2, 1, SX_PAD_EXPLICIT, 3, 1, 2, 2, 3, 2), 0, 0},
+        {1, 9, 30, 3, 3, 7, prm(1, 3, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 2, 1), 0, 0},
         /* strides beyond the window (rows and columns no tap reads) */
-        {2, 11, 11, 18, 2, 2, prm(3, 3, SX_PAD_VALID, 0, 0, 0, 0, 1, 1)},
-        {1, 12, 12, 8, 1, 1, prm(4, 4, SX_PAD_EXPLICIT, 1, 2, 2, 1, 1, 1)},
+        {2, 11, 11, 18, 2, 2, prm(3, 3, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0},
+        {1, 12, 12, 8, 1, 1, prm(4, 4, SX_PAD_EXPLICIT, 1, 2, 2, 1, 1, 1), 0, 0},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         check_case(&rng, &cs[i], SX_F32);
@@ -223,8 +246,15 @@ Test(tensor_conv_depthwise, random_cases)
     sx_rng rng;
     sx_rng_seed(&rng, 1818);
     for (int it = 0; it < 60; it++) {
-        dcase q = {1 + rb(&rng, 3), 1 + rb(&rng, 14), 1 + rb(&rng, 14),          1 + rb(&rng, 40),
-                   1 + rb(&rng, 5), 1 + rb(&rng, 5),  sx_conv2d_params_default()};
+        dcase q = {1 + rb(&rng, 3),
+                   1 + rb(&rng, 14),
+                   1 + rb(&rng, 14),
+                   1 + rb(&rng, 40),
+                   1 + rb(&rng, 5),
+                   1 + rb(&rng, 5),
+                   sx_conv2d_params_default(),
+                   0,
+                   0};
         sx_conv2d_params *p = &q.p;
         p->stride_h = 1 + (int)rb(&rng, 3), p->stride_w = 1 + (int)rb(&rng, 3);
         p->dilation_h = 1 + (int)rb(&rng, 2), p->dilation_w = 1 + (int)rb(&rng, 2);
@@ -241,35 +271,29 @@ Test(tensor_conv_depthwise, random_cases)
     }
 }
 
-/* One thread and two give the same bits in every kernel (backward-kernel sums each block of
- * channels over every image on one thread). */
-Test(tensor_conv_depthwise, same_bits_for_any_thread_count)
+/* One thread and two give the same bits in every kernel of each case (backward-kernel sums each
+ * block of channels over every image on one thread). */
+static void same_bits(sx_rng *rng, const dcase *cs, size_t n)
 {
-    sx_rng rng;
-    sx_rng_seed(&rng, 7);
     const int saved = sx_threads_get();
-    const dcase cs[] = {
-        {16, 28, 28, 64, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1)},
-        {16, 14, 14, 40, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1)},
-        {8, 15, 13, 37, 5, 3, prm(1, 2, SX_PAD_SAME, 0, 0, 0, 0, 2, 1)},
-    };
-    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+    for (size_t i = 0; i < n; i++)
         for (int d = 0; d < 2; d++) {
             const sx_dtype dt = d == 0 ? SX_F32 : SX_F64;
             const dshapes s = shapes_of(&cs[i]);
             const sx_conv2d_params p = params_of(&cs[i]);
-            sx_tensor *x = tu_rand(&rng, dt, 4, s.xs, -1, 1),
-                      *k = tu_rand(&rng, dt, 4, s.ks, -1, 1);
-            sx_tensor *dy = tu_rand(&rng, dt, 4, s.ys, -1, 1);
+            sx_tensor *x = tu_rand(rng, dt, 4, s.xs, -1, 1), *k = tu_rand(rng, dt, 4, s.ks, -1, 1);
+            sx_tensor *dy = tu_rand(rng, dt, 4, s.ys, -1, 1);
+            const size_t wsb = sx_conv2d_workspace(s.xs, s.ks, &p);
+            void *ws = wsb > 0 ? malloc(wsb) : NULL;
             sx_tensor *r[2][3];
             for (int th = 0; th < 2; th++) {
                 cr_assert_eq(sx_threads_set(th + 1), SX_OK);
                 r[th][0] = nans(dt, s.ys), r[th][1] = nans(dt, s.xs), r[th][2] = nans(dt, s.ks);
-                cr_assert_eq(sx_tensor_conv2d_out(x, k, &p, NULL, 0, r[th][0]), SX_OK, "%s",
+                cr_assert_eq(sx_tensor_conv2d_out(x, k, &p, ws, wsb, r[th][0]), SX_OK, "%s",
                              sx_last_error());
-                cr_assert_eq(sx_tensor_conv2d_backward_input_out(k, dy, &p, NULL, 0, r[th][1]),
+                cr_assert_eq(sx_tensor_conv2d_backward_input_out(k, dy, &p, ws, wsb, r[th][1]),
                              SX_OK);
-                cr_assert_eq(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, NULL, 0, r[th][2]),
+                cr_assert_eq(sx_tensor_conv2d_backward_kernel_out(x, dy, &p, ws, wsb, r[th][2]),
                              SX_OK);
             }
             for (int j = 0; j < 3; j++) {
@@ -280,9 +304,110 @@ Test(tensor_conv_depthwise, same_bits_for_any_thread_count)
                 sx_tensor_free(r[0][j]);
                 sx_tensor_free(r[1][j]);
             }
+            free(ws);
             sx_tensor_free(x);
             sx_tensor_free(k);
             sx_tensor_free(dy);
         }
     cr_assert_eq(sx_threads_set(saved), SX_OK);
+}
+
+Test(tensor_conv_depthwise, same_bits_for_any_thread_count)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 7);
+    const dcase cs[] = {
+        {16, 28, 28, 64, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0},
+        {16, 14, 14, 40, 3, 3, prm(1, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0},
+        {8, 15, 13, 37, 5, 3, prm(1, 2, SX_PAD_SAME, 0, 0, 0, 0, 2, 1), 0, 0},
+    };
+    same_bits(&rng, cs, sizeof cs / sizeof cs[0]);
+}
+
+static dcase grp(dcase q, int64_t cg, int64_t fg)
+{
+    q.cg = cg, q.fg = fg;
+    return q;
+}
+
+/* Grouped: ResNeXt's 3x3 groups of 4 (strides 1 and 2), groups of 2, 8, 12 and 16 channels
+ * (a 28-wide row of 12 or 16 expansions takes more than the depthwise ring), unequal channels
+ * and filters per group (groups that straddle vectors: two-vector permutes and gathers),
+ * depthwise with a multiplier, 1x1 and 5x5 kernels, dilation, odd channel counts; cg = fg = 16
+ * runs conv_general.c's im2col GEMM. */
+Test(tensor_conv_depthwise, grouped_fixed_cases)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 1819);
+    const sx_conv2d_params p1 = prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1);
+    const sx_conv2d_params p2 = prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1);
+    const dcase cs[] = {
+        grp((dcase){2, 14, 14, 128, 3, 3, p1, 0, 0}, 4, 4),
+        grp((dcase){2, 14, 14, 64, 3, 3, p2, 0, 0}, 4, 4),
+        grp((dcase){2, 9, 9, 32, 3, 3, p1, 0, 0}, 2, 2),
+        grp((dcase){2, 10, 11, 64, 3, 3, p1, 0, 0}, 8, 8),
+        grp((dcase){1, 28, 28, 48, 3, 3, p1, 0, 0}, 12, 12),
+        grp((dcase){1, 28, 28, 32, 3, 3, p2, 0, 0}, 16, 4),
+        grp((dcase){1, 28, 28, 32, 3, 3, p1, 0, 0}, 16, 16),
+        grp((dcase){2, 7, 7, 30, 3, 3, p1, 0, 0}, 3, 5),
+        grp((dcase){2, 7, 9, 21, 3, 3, p2, 0, 0}, 3, 1),
+        grp((dcase){2, 7, 9, 20, 3, 3, p1, 0, 0}, 5, 1),
+        grp((dcase){2, 8, 8, 12, 3, 3, p1, 0, 0}, 1, 3),
+        grp((dcase){2, 9, 8, 7, 3, 3, p2, 0, 0}, 1, 16),
+        grp((dcase){2, 8, 8, 36, 1, 1, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0}, 6, 6),
+        grp((dcase){2, 8, 8, 36, 1, 1, prm(2, 2, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0}, 4, 9),
+        grp((dcase){2, 12, 11, 24, 5, 5, prm(2, 1, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0}, 6, 2),
+        grp((dcase){2, 13, 12, 20, 3, 3, prm(1, 2, SX_PAD_EXPLICIT, 3, 1, 2, 2, 2, 3), 0, 0}, 10,
+            7),
+        grp((dcase){1, 6, 5, 33, 2, 4, prm(3, 1, SX_PAD_SAME_LOWER, 0, 0, 0, 0, 1, 2), 0, 0}, 11,
+            13),
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        check_case(&rng, &cs[i], SX_F32);
+        check_case(&rng, &cs[i], SX_F64);
+    }
+}
+
+Test(tensor_conv_depthwise, grouped_random_cases)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 1820);
+    for (int it = 0; it < 80; it++) {
+        const int64_t cg = 1 + rb(&rng, 16), fg = 1 + rb(&rng, 16), groups = 1 + rb(&rng, 5);
+        dcase q = {1 + rb(&rng, 2),
+                   1 + rb(&rng, 12),
+                   1 + rb(&rng, 12),
+                   groups * cg,
+                   1 + rb(&rng, 4),
+                   1 + rb(&rng, 4),
+                   sx_conv2d_params_default(),
+                   cg,
+                   fg};
+        sx_conv2d_params *p = &q.p;
+        p->stride_h = 1 + (int)rb(&rng, 3), p->stride_w = 1 + (int)rb(&rng, 3);
+        p->dilation_h = 1 + (int)rb(&rng, 2), p->dilation_w = 1 + (int)rb(&rng, 2);
+        p->padding = (sx_padding)rb(&rng, 4);
+        p->pad_top = (int)rb(&rng, 3), p->pad_bottom = (int)rb(&rng, 3);
+        p->pad_left = (int)rb(&rng, 3), p->pad_right = (int)rb(&rng, 3);
+        const int64_t kdh = p->dilation_h * (q.kh - 1) + 1, kdw = p->dilation_w * (q.kw - 1) + 1;
+        if (p->padding == SX_PAD_VALID && (q.h < kdh || q.w < kdw))
+            p->padding = SX_PAD_SAME;
+        if (p->padding == SX_PAD_EXPLICIT &&
+            (q.h + p->pad_top + p->pad_bottom < kdh || q.w + p->pad_left + p->pad_right < kdw))
+            p->padding = SX_PAD_SAME_LOWER;
+        check_case(&rng, &q, rb(&rng, 2) == 0 ? SX_F32 : SX_F64);
+    }
+}
+
+Test(tensor_conv_depthwise, grouped_same_bits_for_any_thread_count)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 1821);
+    const dcase cs[] = {
+        grp((dcase){16, 14, 14, 128, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0}, 4,
+            4),
+        grp((dcase){8, 15, 13, 60, 3, 3, prm(2, 2, SX_PAD_SAME, 0, 0, 0, 0, 1, 1), 0, 0}, 3, 5),
+        grp((dcase){8, 9, 9, 48, 1, 1, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0}, 8, 2),
+    };
+    same_bits(&rng, cs, sizeof cs / sizeof cs[0]);
 }
