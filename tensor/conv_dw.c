@@ -39,9 +39,11 @@
 /* Bytes of a task's ring of padded rows (on its stack): it holds the rows of as many channel
  * blocks as fit (a chunk; all of mobilenet's), so that a task reads each pixel's channels of
  * the chunk together; rows too wide for one block go to conv_general.c's kernels. A grouped
- * block (its expansions) may take up to DW_RING_MAX. */
+ * block (its expansions) may take up to DW_RING_MAX (a task's frame: the ring array, 32K of
+ * accumulators or taps and 8K of tables, about 170K of stack, was 96K before the grouped
+ * kernels). */
 #define DW_RING_BYTES ((size_t)64 << 10)
-#define DW_RING_MAX ((size_t)192 << 10)
+#define DW_RING_MAX ((size_t)128 << 10)
 /* Blocks of a grouped task's chunk at most (their expansion tables are on its stack). */
 #define DW_MAX_VB 64
 /* Filling a ring row prefetches the input row this many rows below. */
