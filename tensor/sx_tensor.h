@@ -492,8 +492,12 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
  *   instead of Winograd. A 1x1 kernel at stride 1 without padding (or a window covering the
  *   whole unpadded image) is one GEMM over x and needs no workspace.
  * - Depthwise (groups = c, any multiplier f / c, stride, dilation and padding): its own
- *   kernels, vectorised over the channels (NHWC keeps them contiguous; with multiplier 1 at
- *   the AVX512 level, direct kernels over zero-padded rows kept on the stack); no workspace.
+ *   kernels, vectorised over the channels (NHWC keeps them contiguous; at the AVX512 level,
+ *   direct kernels over zero-padded rows kept on the stack); no workspace.
+ * - Grouped with at most 16 channels and 16 filters per group, not both above 12, at the
+ *   AVX512 level: the same direct kernels, a vector lane per filter (per channel for
+ *   backward-input) and each group's channels spread over the lanes; no workspace is used
+ *   (the sizes below are reported all the same, for the other levels).
  * - Grouped 1x1 kernels at stride 1 without padding: one GEMM per group on x itself; no
  *   workspace.
  * - Everything else (dilated, grouped, other paddings): per group, the im2col block of a band
