@@ -51,19 +51,20 @@ void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
     bool any = false;
     for (int sc = 1; sc <= g->n_scopes + 1; sc++) {
         int want = sc <= g->n_scopes ? sc : 0;
-        double t = 0;
+        double t = 0, c = 0;
         int64_t calls = 0;
         for (int64_t i = 0; i < g->n_nodes; i++)
             if (g->nodes[i]->scope == want) {
                 t += g->nodes[i]->prof_seconds;
+                c += g->nodes[i]->prof_cpu;
                 calls += g->nodes[i]->prof_calls;
             }
         if (calls == 0)
             continue;
         if (!any)
-            fprintf(f, "%-20s %10s %12s %7s\n", "scope", "kernels", "ms", "share");
+            fprintf(f, "%-20s %10s %12s %7s %12s\n", "scope", "kernels", "ms", "share", "cpu_ms");
         any = true;
-        fprintf(f, "%-20.20s %10lld %12.1f %6.1f%%\n", want ? g->scopes[want - 1] : "(none)",
-                (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0);
+        fprintf(f, "%-20.20s %10lld %12.1f %6.1f%% %12.1f\n", want ? g->scopes[want - 1] : "(none)",
+                (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0, 1e3 * c);
     }
 }
