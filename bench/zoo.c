@@ -11,7 +11,9 @@
  * Inference nets (resnet50, inception_v3): random weights and random N(0,1) images; batch 1
  * (latency: the median of R calls after a first call timed apart, which includes the compile),
  * then batch B (default 16; none when B = 1) for throughput. --eager evaluates without the
- * compiler (sx_nn_predict_eager). --profile: time per op kind of the compiled graphs (stderr).
+ * compiler (sx_nn_predict_eager). --profile: time and CPU time per op kind of the compiled
+ * graphs (stderr): the training graph's, then the inference graph's over the test set (with an
+ * FNV hash of every bit of its outputs, to check that a change keeps the results).
  * --ops SCOPE (training nets): the kernels of one layer (e.g. batch_norm_3) in the compiled
  * training graph, with their shapes, and how many are full passes (stderr): counts, no timing.
  *

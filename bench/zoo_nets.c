@@ -325,11 +325,23 @@ static bool has_file(const char *dir, const char *name)
     return stat(path, &st) == 0;
 }
 
-/* Inference throughput over `set` in batches of `batch` through a new compiled inference graph,
- * after one untimed batch (as bench/torch_mnist.py and examples/mnist_train.c). */
-static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
-                                    double *ips)
+/* FNV-1a over the bytes of n floats, continuing from h. */
+static uint64_t fnv_floats(uint64_t h, const float *v, int64_t n)
 {
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t i = 0; i < (size_t)n * sizeof *v; i++)
+        h = (h ^ b[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+/* Inference throughput over `set` in batches of `batch` through a new compiled inference graph,
+ * after one untimed batch (as bench/torch_mnist.py and examples/mnist_train.c). With `profile`:
+ * the inference graph's time per op kind, and a hash of every output bit of the timed pass, on
+ * stderr (to check that a change keeps the results). */
+static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
+                                    bool profile, double *ips)
+{
+    uint64_t hash = UINT64_C(14695981039346656037);
     sx_nn_model *m = NULL;
     sx_ds_batcher *b = NULL;
     sx_tensor *x = NULL, *y = NULL, *out = NULL;
@@ -348,6 +360,8 @@ static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int
         s = sx_tensor_new(SX_F32, 1, ys, &y);
     if (s == SX_OK)
         s = sx_tensor_new(SX_F32, 2, os, &out);
+    if (s == SX_OK && profile)
+        sx_cg_profile_enable(sx_nn_model_graph(m), true);
     bool warm = false;
     double t0 = sx_seconds();
     while (s == SX_OK && (s = sx_ds_batcher_next(b, x, y, &count)) == SX_OK && count > 0) {
@@ -359,14 +373,25 @@ static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int
             warm = true;
             if (s == SX_OK)
                 s = sx_ds_batcher_set_epoch(b, 0);
+            if (profile)
+                sx_cg_profile_reset(sx_nn_model_graph(m));
             t0 = sx_seconds();
             continue;
         }
+        if (s == SX_OK && profile)
+            hash = fnv_floats(hash, SX_F32P(&ov), ov.size);
         seen += count;
     }
     double el = sx_seconds() - t0;
     if (s == SX_OK)
         *ips = el > 0 ? (double)seen / el : 0;
+    if (s == SX_OK && profile) {
+        fprintf(stderr,
+                "zoo: inference, batch %lld, profile of the full batches of %lld images "
+                "(outputs' bits: fnv %016llx):\n",
+                (long long)batch, (long long)seen, (unsigned long long)hash);
+        sx_cg_profile_print(sx_nn_model_graph(m), 15, stderr);
+    }
     sx_tensor_free(out);
     sx_tensor_free(y);
     sx_tensor_free(x);
@@ -462,7 +487,7 @@ static sx_status run_train(const zoo_opts *o, const zoo_info *z, sx_nn_net *net,
         r->nodes_before = tr.compile.nodes_before;
         r->nodes_after = tr.compile.nodes_after;
         r->out_sum = 1;
-        s = time_set_inference(net, test, r->batch, &r->infer_ips);
+        s = time_set_inference(net, test, r->batch, o->profile, &r->infer_ips);
     }
     sx_ds_images_free(train);
     sx_ds_images_free(test);

@@ -23,6 +23,7 @@ struct sx_cg_node {
     int scope;           /* 0 = none, else graph->scopes[scope - 1] */
     double prof_seconds; /* profiling: time in this node's kernel, and runs */
     int64_t prof_calls;
+    double prof_cpu;    /* profiling: the process's CPU time during its kernel (sequential runs) */
     sx_cg_node **users; /* live nodes reading this one (each once per input slot) */
     int n_users, cap_users;
     uint64_t hash;      /* structural hash (op nodes) */
@@ -76,6 +77,7 @@ struct sx_cg_graph {
     bool profile;
     double prof_seconds[SX_OP_COUNT];
     int64_t prof_calls[SX_OP_COUNT];
+    double prof_cpu[SX_OP_COUNT]; /* CPU time of every thread during the kernels (not engine) */
     /* frozen state */
     bool frozen;
     sx_cg_node **order; /* evaluation order of everything the frozen outputs need */
@@ -308,8 +310,9 @@ sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n);
  * kernel time in *seconds (profiling); storage was given beforehand, the counting is the
  * caller's (cg_count_run). */
 sx_status cg_compute_on(sx_cg_graph *g, sx_cg_node *n, void *ws, size_t ws_bytes, double *seconds);
-/* Count a kernel run of n that took `seconds` (profiling). */
-void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds);
+/* Count a kernel run of n that took `seconds` (profiling), and `cpu` seconds of the process's
+ * CPU time (all its threads; 0 on an engine worker, where other nodes run at the same time). */
+void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds, double cpu);
 /* Does the node at an order position run in this evaluation: plan_need when by_need (a planned
  * evaluation, see cg_plan_select), else when it is invalid? */
 static inline bool cg_runs(const sx_cg_node *x, bool by_need)

@@ -3,10 +3,12 @@
  * worker's), and it is marked valid; an order of nodes runs by need-based recomputation
  * (seed 003: only the invalid ones, or those a planned evaluation selected). After a run, what
  * read a parameter a node wrote is invalidated. Uses graph.c and profile.c only. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "cgraph_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------- storage and compute */
 
@@ -56,10 +58,21 @@ sx_status cg_storage(sx_cg_graph *g, sx_cg_node *n)
     return SX_OK;
 }
 
+/* CPU seconds of every thread of the process (profiling: with the kernels' thread pool, the
+ * extra CPU time two threads take over one is their spinning, waiting and duplicated work). */
+static double process_cpu_seconds(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* The part of computing a node that touches only the node: checks, storage, the kernel (timed
- * into *seconds when profiling), the valid flag. Engine workers run this (storage is then given
- * beforehand); the graph's counters are the caller's. */
-static sx_status compute_node(sx_cg_graph *g, sx_cg_node *n, double *seconds)
+ * into *seconds when profiling, and its process CPU time into *cpu when cpu is not NULL), the
+ * valid flag. Engine workers run this (storage is then given beforehand); the graph's counters
+ * are the caller's. */
+static sx_status compute_node(sx_cg_graph *g, sx_cg_node *n, double *seconds, double *cpu)
 {
     if (sx_cg_ops[n->op].flags & SX_OPF_LEAF) {
         if (n->op == SX_OP_INPUT && !n->valid)
@@ -72,19 +85,24 @@ static sx_status compute_node(sx_cg_graph *g, sx_cg_node *n, double *seconds)
             return sx_error(SX_E_STATE, "%s: input %d (node %lld) has not been computed", cg_who(n),
                             i, (long long)n->in[i]->id);
     SX_TRY(cg_storage(g, n));
-    double t0 = g->profile ? sx_seconds() : 0;
+    const bool cpu_on = g->profile && cpu != NULL;
+    double c0 = cpu_on ? process_cpu_seconds() : 0, t0 = g->profile ? sx_seconds() : 0;
     SX_TRY(sx_cg_ops[n->op].eval(g, n));
     *seconds = g->profile ? sx_seconds() - t0 : 0;
+    if (cpu_on)
+        *cpu = process_cpu_seconds() - c0;
     n->valid = true;
     n->ran = g->run_epoch;
     return SX_OK;
 }
 
-void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds)
+void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds, double cpu)
 {
     if (g->profile) {
         g->prof_seconds[n->op] += seconds;
         g->prof_calls[n->op]++;
+        g->prof_cpu[n->op] += cpu;
+        n->prof_cpu += cpu;
         n->prof_seconds += seconds;
         n->prof_calls++;
     }
@@ -93,10 +111,10 @@ void cg_count_run(sx_cg_graph *g, sx_cg_node *n, double seconds)
 
 sx_status cg_compute(sx_cg_graph *g, sx_cg_node *n)
 {
-    double seconds = 0;
-    SX_TRY(compute_node(g, n, &seconds));
+    double seconds = 0, cpu = 0;
+    SX_TRY(compute_node(g, n, &seconds, &cpu));
     if (!(sx_cg_ops[n->op].flags & SX_OPF_LEAF))
-        cg_count_run(g, n, seconds);
+        cg_count_run(g, n, seconds, cpu);
     return SX_OK;
 }
 
@@ -105,7 +123,7 @@ sx_status cg_compute_on(sx_cg_graph *g, sx_cg_node *n, void *ws, size_t ws_bytes
     worker_ws.on = true;
     worker_ws.p = ws;
     worker_ws.bytes = ws_bytes;
-    sx_status st = compute_node(g, n, seconds);
+    sx_status st = compute_node(g, n, seconds, NULL);
     worker_ws.on = false;
     return st;
 }

@@ -6,7 +6,8 @@
  * rows right after writing them (sx_tensor_conv2d_fused_out), instead of a separate pass over
  * memory. The program and its operands are the reader's, element for element, so the bits are
  * those of the two nodes. Runs after element-wise fusion in each round, so a whole chain goes
- * in at once. */
+ * in at once. Explicit pads that the dense kernels compute as SAME or VALID become those
+ * (dense_params), so that the epilogue runs per unit there too. */
 #include "opt_impl.h"
 
 #include <string.h>
@@ -66,6 +67,46 @@ static bool operands_ok(const sx_cg_node *r)
     return true;
 }
 
+/* The VALID or SAME parameters under which conv.c's dense kernels compute exactly what the
+ * explicit parameters p do for input x, kernel k and result y, in *out; false when there are
+ * none. One group, no dilation, and the same output size and leading pads: the general path
+ * (tensor/conv_general.c) then calls the dense kernels with those very parameters, but runs an
+ * epilogue over all of y after the convolution, where the dense kernels run it on each unit's
+ * rows while they are in cache. (PyTorch-style pads of (k - 1) / 2 at stride 1, or 0 with a 1x1
+ * kernel, are SAME or VALID.) */
+static bool dense_params(const sx_tensor *x, const sx_tensor *k, const sx_tensor *y,
+                         const sx_conv2d_params *p, sx_conv2d_params *out)
+{
+    if (p->padding != SX_PAD_EXPLICIT || p->groups > 1 || p->dilation_h > 1 || p->dilation_w > 1 ||
+        p->output_padding_h != 0 || p->output_padding_w != 0 || x->rank != 4 || k->rank != 4 ||
+        y->rank != 4 || p->stride_h < 1 || p->stride_w < 1)
+        return false;
+    const int64_t h = x->shape[1], w = x->shape[2], kh = k->shape[0], kw = k->shape[1];
+    const int64_t sh = p->stride_h, sw = p->stride_w;
+    for (int mode = 0; mode < 2; mode++) {
+        int64_t oh, ow, pt = 0, pl = 0;
+        if (mode == 0) {
+            if (h < kh || w < kw)
+                continue;
+            oh = (h - kh) / sh + 1;
+            ow = (w - kw) / sw + 1;
+        } else {
+            oh = (h + sh - 1) / sh;
+            ow = (w + sw - 1) / sw;
+            const int64_t th = (oh - 1) * sh + kh - h, tw = (ow - 1) * sw + kw - w;
+            pt = th > 0 ? th / 2 : 0;
+            pl = tw > 0 ? tw / 2 : 0;
+        }
+        if (oh == y->shape[1] && ow == y->shape[2] && pt == p->pad_top && pl == p->pad_left) {
+            *out = sx_conv2d_params_default();
+            out->stride_h = p->stride_h, out->stride_w = p->stride_w;
+            out->padding = mode == 0 ? SX_PAD_VALID : SX_PAD_SAME;
+            return true;
+        }
+    }
+    return false;
+}
+
 sx_status opt_pass_conv_epilogue(sx_cg_graph *g, int64_t *changed)
 {
     for (int64_t i = 0; i < g->n_nodes; i++) {
@@ -102,6 +143,9 @@ sx_status opt_pass_conv_epilogue(sx_cg_graph *g, int64_t *changed)
         }
         sx_cg_attr a = conv->attr;
         a.prog = prog;
+        sx_conv2d_params dense;
+        if (dense_params(&conv->in[0]->value, &conv->in[1]->value, &conv->value, &a.conv, &dense))
+            a.conv = dense;
         SX_TRY(opt_set_inputs(r, n, ins));
         r->op = SX_OP_CONV2D;
         r->attr = a;

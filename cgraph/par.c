@@ -427,7 +427,7 @@ sx_status cg_par_run(sx_cg_graph *g, int workers, sx_cg_node *const *order, int6
     for (int64_t k = 0; k < n_items; k++) {
         sx_cg_node *x = p->items[k].node;
         if (x->ran == g->run_epoch)
-            cg_count_run(g, x, p->items[k].seconds);
+            cg_count_run(g, x, p->items[k].seconds, 0);
     }
     if (est != SX_OK)
         return est; /* a node's failure came before the owner's (it was pushed earlier) */

@@ -17,7 +17,9 @@ void sx_cg_profile_reset(sx_cg_graph *g)
         return;
     memset(g->prof_seconds, 0, sizeof g->prof_seconds);
     memset(g->prof_calls, 0, sizeof g->prof_calls);
+    memset(g->prof_cpu, 0, sizeof g->prof_cpu);
     for (int64_t i = 0; i < g->n_nodes; i++) {
+        g->nodes[i]->prof_cpu = 0;
         g->nodes[i]->prof_seconds = 0;
         g->nodes[i]->prof_calls = 0;
     }
@@ -26,11 +28,12 @@ void sx_cg_profile_reset(sx_cg_graph *g)
 void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
 {
     int idx[SX_OP_COUNT], n = 0;
-    double total = 0;
+    double total = 0, cpu = 0;
     for (int i = 0; i < SX_OP_COUNT; i++)
         if (g->prof_calls[i] > 0) {
             idx[n++] = i;
             total += g->prof_seconds[i];
+            cpu += g->prof_cpu[i];
         }
     for (int i = 1; i < n; i++) /* by time, descending */
         for (int j = i; j > 0 && g->prof_seconds[idx[j]] > g->prof_seconds[idx[j - 1]]; j--) {
@@ -38,29 +41,30 @@ void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
             idx[j] = idx[j - 1];
             idx[j - 1] = t;
         }
-    fprintf(f, "%-20s %10s %12s %7s\n", "op", "calls", "ms", "share");
+    fprintf(f, "%-20s %10s %12s %7s %12s\n", "op", "calls", "ms", "share", "cpu_ms");
     for (int i = 0; i < n && (top <= 0 || i < top); i++)
-        fprintf(f, "%-20s %10lld %12.1f %6.1f%%\n", sx_cg_op_name((sx_cg_op)idx[i]),
+        fprintf(f, "%-20s %10lld %12.1f %6.1f%% %12.1f\n", sx_cg_op_name((sx_cg_op)idx[i]),
                 (long long)g->prof_calls[idx[i]], 1e3 * g->prof_seconds[idx[i]],
-                total > 0 ? 100 * g->prof_seconds[idx[i]] / total : 0);
-    fprintf(f, "%-20s %10s %12.1f\n", "total", "", 1e3 * total);
+                total > 0 ? 100 * g->prof_seconds[idx[i]] / total : 0, 1e3 * g->prof_cpu[idx[i]]);
+    fprintf(f, "%-20s %10s %12.1f %7s %12.1f\n", "total", "", 1e3 * total, "", 1e3 * cpu);
     /* per scope, in order of first appearance; unscoped nodes last */
     bool any = false;
     for (int sc = 1; sc <= g->n_scopes + 1; sc++) {
         int want = sc <= g->n_scopes ? sc : 0;
-        double t = 0;
+        double t = 0, c = 0;
         int64_t calls = 0;
         for (int64_t i = 0; i < g->n_nodes; i++)
             if (g->nodes[i]->scope == want) {
                 t += g->nodes[i]->prof_seconds;
+                c += g->nodes[i]->prof_cpu;
                 calls += g->nodes[i]->prof_calls;
             }
         if (calls == 0)
             continue;
         if (!any)
-            fprintf(f, "%-20s %10s %12s %7s\n", "scope", "kernels", "ms", "share");
+            fprintf(f, "%-20s %10s %12s %7s %12s\n", "scope", "kernels", "ms", "share", "cpu_ms");
         any = true;
-        fprintf(f, "%-20.20s %10lld %12.1f %6.1f%%\n", want ? g->scopes[want - 1] : "(none)",
-                (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0);
+        fprintf(f, "%-20.20s %10lld %12.1f %6.1f%% %12.1f\n", want ? g->scopes[want - 1] : "(none)",
+                (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0, 1e3 * c);
     }
 }

@@ -17,6 +17,7 @@
 #include "tensor_impl.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -421,10 +422,19 @@ static bool unit_fits(const conv_geom *g, conv_path path, conv_kind kind, size_t
            unit_bytes(g, path, kind, esz, rows, imgs, true) <= CONV_UNIT_BYTES;
 }
 
+/* The cores, read once: glibc's sysconf opens, reads and closes a sysfs file on every call, and
+ * each call plans its kernel (and checks the workspace: seven plans) with it, about 36 system
+ * calls of serial time per convolution, long enough for the pool's workers to fall asleep. */
 static int max_slots(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : (int)n;
+    static atomic_int cached; /* 0: not read yet */
+    int m = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (m == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        m = n < 1 ? 1 : n > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : (int)n;
+        atomic_store_explicit(&cached, m, memory_order_relaxed);
+    }
+    return m;
 }
 
 /* Bytes of a Winograd slot for units of at most rpu output rows: the padded band, then the

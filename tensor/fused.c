@@ -23,7 +23,7 @@
 #undef SFX
 
 typedef void fused_f32_fn(const sx_fused_prog *prog, const void *const *ops, const int64_t *period,
-                          float *out, int64_t at, int len);
+                          const void *const *tile, float *out, int64_t at, int len);
 
 static fused_f32_fn *fused_f32_kernel(void)
 {
@@ -44,6 +44,7 @@ typedef struct fused_ctx {
     const sx_fused_prog *prog;
     const void *const *ops;
     const int64_t *period;
+    const void *const *tile;
     sx_tensor *out;
     fused_f32_fn *k32;
 } fused_ctx;
@@ -57,18 +58,44 @@ static void fused_blocks(void *ctx, int64_t b0, int64_t b1)
         const int64_t at = bk * FUSED_BLOCK;
         const int len = (int)(n - at < FUSED_BLOCK ? n - at : FUSED_BLOCK);
         if (f->k32 != NULL)
-            f->k32(f->prog, f->ops, f->period, f->out->data, at, len);
+            f->k32(f->prog, f->ops, f->period, f->tile, f->out->data, at, len);
         else
-            fused_block_f64(f->prog, f->ops, f->period, f->out->data, at, len);
+            fused_block_f64(f->prog, f->ops, f->period, f->tile, f->out->data, at, len);
     }
 }
 
+/* Repeated operands of at most FUSED_BLOCK elements (a bias or a batch norm's shift over the
+ * channels, a scalar), FUSED_TILES of them per call, are laid out once per call as tiles of
+ * FUSED_BLOCK + period - 1 elements, tile[i] = operand[i % period]: the block at element `at`
+ * reads tile + at % period directly, instead of copying the period into a block of its own. */
+#define FUSED_TILES 8
+#define FUSED_TILE_ELEMS (2 * FUSED_BLOCK)
+
 /* The program over all n elements, block by block (the pool's threads over blocks above
  * SX_PAR_MIN elements). */
-static void fused_run(const sx_fused_prog *prog, const void *const *ops, const int64_t *period,
-                      sx_tensor *out)
+static void fused_run(const sx_fused_prog *prog, int n_in, const void *const *ops,
+                      const int64_t *period, sx_tensor *out)
 {
-    fused_ctx f = {prog, ops, period, out, out->dtype == SX_F32 ? fused_f32_kernel() : NULL};
+    _Alignas(64) double tiles[FUSED_TILES][FUSED_TILE_ELEMS]; /* room for either dtype */
+    const void *tile[SX_FUSED_MAX_OPERANDS] = {NULL};
+    const size_t esz = sx_dtype_size(out->dtype);
+    int used = 0;
+    for (int i = 0; i < n_in && used < FUSED_TILES; i++) {
+        const int64_t p = period[i];
+        if (p < 1 || p > FUSED_BLOCK)
+            continue;
+        const int64_t len = FUSED_BLOCK + p - 1; /* <= FUSED_TILE_ELEMS */
+        char *t = (char *)tiles[used++];
+        /* one period, then doubling what is written */
+        memcpy(t, ops[i], (size_t)p * esz);
+        for (int64_t have = p; have < len;) {
+            const int64_t more = have < len - have ? have : len - have;
+            memcpy(t + (size_t)have * esz, t, (size_t)more * esz);
+            have += more;
+        }
+        tile[i] = t;
+    }
+    fused_ctx f = {prog, ops, period, tile, out, out->dtype == SX_F32 ? fused_f32_kernel() : NULL};
     sx__par_range((out->size + FUSED_BLOCK - 1) / FUSED_BLOCK, SX_PAR_MIN / 2 / FUSED_BLOCK,
                   fused_blocks, &f);
 }
@@ -139,6 +166,6 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
         ops[i] = in[i]->data;
         period[i] = in[i]->size == out->size ? 0 : in[i]->size;
     }
-    fused_run(prog, ops, period, out);
+    fused_run(prog, n_in, ops, period, out);
     return SX_OK;
 }

@@ -1,15 +1,19 @@
 /* fused_tmpl.h: the fused-program interpreter for one block of one dtype (T, SFX); included by
- * fused.c (for f32 once per instruction set). Registers and broadcast operands (one element,
- * or periodic: a bias over the channels) are block-sized arrays; every instruction is one switch
- * then one vectorisable loop over the block. Map rows run as in map_tmpl.h: a scan for far
- * arguments of sin/cos/tan (dead code for other rows), then the vector loop, or a scalar loop with
- * vm_exact set when the block has a far one. */
+ * fused.c (for f32 once per instruction set). Registers are block-sized arrays; broadcast operands
+ * (one element, or periodic: a bias over the channels) are read from the call's tiles, or, past
+ * FUSED_TILES of them or with a period above FUSED_BLOCK, copied into block-sized arrays; every
+ * instruction is one switch then one vectorisable loop over the block. Map rows run as in
+ * map_tmpl.h: a scan for far arguments of sin/cos/tan (dead code for other rows), then the vector
+ * loop, or a scalar loop with vm_exact set when the block has a far one. */
 #define FU_CAT_(a, b) a##_##b
 #define FU_CAT(a, b) FU_CAT_(a, b)
 
-/* out[at .. at + len) = the program over elements at .. at + len of the operands. */
+/* out[at .. at + len) = the program over elements at .. at + len of the operands. tile[s], when
+ * not NULL, holds repeated operand s laid out for any block (fused.c's fused_run): element i of
+ * the block is tile[s][at % period + i]. */
 static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *const *ops,
-                                     const int64_t *period, T *out, int64_t at, int len)
+                                     const int64_t *period, const void *const *tile, T *out,
+                                     int64_t at, int len)
 {
     T regs[SX_FUSED_MAX][FUSED_BLOCK];
     T bcast[8][FUSED_BLOCK];
@@ -23,13 +27,18 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
         const int srcs = sx__fused_sources(ins->kind);
         for (int j = 0; j < srcs; j++) {
             int16_t s = s3[j];
-            if (s >= 0 && period[s] == 1) {
+            if (s >= 0 && tile[s] != NULL) {
+                src[j] = (const T *)tile[s] + at % period[s];
+            } else if (s >= 0 && period[s] == 1) {
                 /* broadcast a single-element operand through a stack block */
                 T v = *(const T *)ops[s];
                 T *b = bcast[bslot++];
                 for (int i = 0; i < len; i++)
                     b[i] = v;
                 src[j] = b;
+            } else if (s >= 0 && period[s] > 1 && at % period[s] + len <= period[s]) {
+                /* a long period that this block does not wrap around: read in place */
+                src[j] = (const T *)ops[s] + at % period[s];
             } else if (s >= 0 && period[s] > 1) {
                 /* a periodic operand (element i is operand[i % period]) through a stack block */
                 const T *v = ops[s];

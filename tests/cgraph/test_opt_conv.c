@@ -184,3 +184,67 @@ Test(cgraph_opt_conv, no_gradient_through_an_epilogue)
     cr_assert(strstr(sx_last_error(), "epilogue") != NULL, "%s", sx_last_error());
     sx_cg_graph_free(t.g);
 }
+
+/* conv2d(x, k) with explicit pads (pt, pb, pl, pr), stride s, then relu(+ b) over a random x
+ * (2, h, h, c) and k (kh, kh, c, f), into *t. */
+static void build_explicit(built *t, sx_dtype dt, int64_t h, int64_t kh, int s, int pt, int pb,
+                           uint64_t seed)
+{
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &t->g), SX_OK);
+    sx_rng r;
+    sx_rng_seed(&r, seed);
+    const int64_t c = 3, f = 5, xs[4] = {2, h, h, c}, ks[4] = {kh, kh, c, f}, fs[1] = {f};
+    sx_conv2d_params p = sx_conv2d_params_default();
+    p.padding = SX_PAD_EXPLICIT;
+    p.pad_top = p.pad_left = pt;
+    p.pad_bottom = p.pad_right = pb;
+    p.stride_h = p.stride_w = s;
+    sx_cg_node *x = rand_input(t->g, &r, dt, "x", 4, xs, -1, 1);
+    sx_cg_node *k = rand_input(t->g, &r, dt, "k", 4, ks, -1, 1);
+    sx_cg_node *b = rand_input(t->g, &r, dt, "b", 1, fs, -1, 1);
+    t->y = sx_cg_relu(t->g, sx_cg_add(t->g, sx_cg_conv2d(t->g, x, k, &p), b));
+    cr_assert_not_null(t->y, "%s", sx_last_error());
+}
+
+/* Explicit pads that the dense kernels compute as SAME or VALID (PyTorch's padding (k - 1) / 2
+ * at stride 1, none for a 1x1 kernel at stride 2) become those in the fused convolution, so that
+ * the epilogue runs on each unit's rows (the general path runs it over all of y afterwards);
+ * others (pads 1 at stride 2 over an even size: the leading pad differs from SAME's) stay
+ * explicit. The bits are those of the graph without the pass either way. */
+Test(cgraph_opt_conv, explicit_pads_equal_to_same_or_valid_become_those)
+{
+    static const struct {
+        int64_t h, kh;
+        int s, pt, pb;
+        sx_padding want;
+    } cases[] = {{9, 3, 1, 1, 1, SX_PAD_SAME},     {8, 5, 1, 2, 2, SX_PAD_SAME},
+                 {8, 1, 2, 0, 0, SX_PAD_VALID},    {9, 3, 1, 0, 0, SX_PAD_VALID},
+                 {8, 3, 2, 1, 1, SX_PAD_EXPLICIT}, {9, 3, 1, 1, 0, SX_PAD_EXPLICIT},
+                 {9, 3, 1, 2, 2, SX_PAD_EXPLICIT}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int d = 0; d < 2; d++) {
+            const sx_dtype dt = d ? SX_F64 : SX_F32;
+            built off, on;
+            build_explicit(&off, dt, cases[i].h, cases[i].kh, cases[i].s, cases[i].pt, cases[i].pb,
+                           70 + i);
+            build_explicit(&on, dt, cases[i].h, cases[i].kh, cases[i].s, cases[i].pt, cases[i].pb,
+                           70 + i);
+            sx_cg_opt_params po = params(false, false), pn = params(true, false);
+            cr_assert_eq(sx_cg_optimise(off.g, 1, &off.y, &po, NULL), SX_OK, "%s", sx_last_error());
+            cr_assert_eq(sx_cg_optimise(on.g, 1, &on.y, &pn, NULL), SX_OK, "%s", sx_last_error());
+            cr_assert_eq(sx_cg_node_op(on.y), SX_OP_CONV2D, "case %zu", i);
+            const sx_conv2d_params *got = &sx_cg_node_attr(on.y)->conv;
+            cr_assert_eq(got->padding, cases[i].want, "case %zu: padding %d, want %d", i,
+                         (int)got->padding, (int)cases[i].want);
+            cr_assert_eq(got->stride_h, cases[i].s);
+            cr_assert_eq(got->stride_w, cases[i].s);
+            cr_assert_eq(sx_cg_eval(off.g, 1, &off.y), SX_OK, "%s", sx_last_error());
+            cr_assert_eq(sx_cg_eval(on.g, 1, &on.y), SX_OK, "%s", sx_last_error());
+            const sx_tensor *a = sx_cg_value(off.y), *b = sx_cg_value(on.y);
+            cr_assert(sx_shape_equal(a->rank, a->shape, b->rank, b->shape), "case %zu", i);
+            cr_assert(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(dt)) == 0,
+                      "case %zu %s: other bits", i, sx_dtype_name(dt));
+            sx_cg_graph_free(off.g);
+            sx_cg_graph_free(on.g);
+        }
+}

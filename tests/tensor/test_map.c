@@ -469,6 +469,49 @@ Test(tensor_map, round_halves_to_even)
     }
 }
 
+/* Many repeated operands in one program: a chain x + b_0 + ... + b_11 of periods 1 (a scalar), 2,
+ * 3, 5, 16, 45, 100, 256 (the fused interpreter lays out a few once per call), 480, 512 (copied
+ * per block past those) and 1000, 1125 (longer than a block: read in place where a block does
+ * not wrap around them) over 2^9 * 9 * 125 elements (the parallel path), gives the bits of the
+ * broadcasting binary kernel run twelve times, in f32 and f64. */
+Test(tensor_map, fused_many_repeated_operands_match_broadcasting_kernels)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 45);
+    enum { N_CHAIN = 12 };
+    static const int64_t periods[N_CHAIN] = {1, 2, 3, 5, 16, 45, 100, 256, 480, 512, 1000, 1125};
+    for (int dt = 0; dt < 2; dt++) {
+        int64_t xs[1] = {512 * 9 * 125};
+        sx_tensor *x = tu_rand(&rng, (sx_dtype)dt, 1, xs, -2, 2);
+        sx_tensor *want = tu_zeros((sx_dtype)dt, 1, xs), *got = tu_zeros((sx_dtype)dt, 1, xs);
+        cr_assert_eq(sx_tensor_copy_out(x, want), SX_OK);
+        const sx_tensor *in[N_CHAIN + 1] = {x};
+        sx_tensor *b[N_CHAIN];
+        sx_fused_prog prog = {.n = N_CHAIN};
+        for (int k = 0; k < N_CHAIN; k++) {
+            /* the period as a trailing axis: want (n / p, p) + b */
+            int64_t bs[1] = {periods[k]}, ws[2] = {xs[0] / periods[k], periods[k]};
+            b[k] = tu_rand(&rng, (sx_dtype)dt, 1, bs, -1, 1);
+            in[k + 1] = b[k];
+            sx_tensor w2 = sx_tensor_view((sx_dtype)dt, 2, ws, want->data);
+            cr_assert_eq(sx_tensor_binary_out(SX_BINARY_ADD, &w2, b[k], &w2), SX_OK, "%s",
+                         sx_last_error());
+            prog.ins[k] = (sx_fused_instr){.kind = SX_FUSED_BINARY,
+                                           .op = (uint8_t)SX_BINARY_ADD,
+                                           .a = (int16_t)(k == 0 ? 0 : -k),
+                                           .b = (int16_t)(k + 1)};
+        }
+        cr_assert_eq(sx_tensor_fused_out(&prog, N_CHAIN + 1, in, got), SX_OK, "%s",
+                     sx_last_error());
+        size_t bytes = (size_t)x->size * sx_dtype_size((sx_dtype)dt);
+        cr_assert_eq(memcmp(want->data, got->data, bytes), 0, "%s", sx_dtype_name((sx_dtype)dt));
+        for (int k = 0; k < N_CHAIN; k++)
+            sx_tensor_free(b[k]);
+        sx_tensor_free(x);
+        sx_tensor_free(want);
+        sx_tensor_free(got);
+    }
+}
 /* Every field of every instruction is checked before anything runs (issue 14, bug 6): a map
  * whose unused source b is 1000 used to send the interpreter to period[1000] and ops[1000]
  * (a stack overflow); now it, and each other bad field, is SX_E_ARG naming the instruction
