@@ -205,9 +205,11 @@ bool sx_cg_valid(const sx_cg_node *node);
  * variables (and through views, their storage's) and mutates its own; an assign or fused update
  * also mutates the parameters it writes; a dropout mask mutates its generator (masks from one
  * generator are drawn in the sequential order); a planned node whose arena block reuses bytes
- * of earlier nodes waits for every reader of those nodes. Independent nodes then run at the
- * same time; results equal the sequential evaluation's bit for bit (kernels do not depend on
- * their thread count). The call still returns only when everything has run.
+ * of earlier nodes waits for every reader of those nodes, and a node whose scratch block in the
+ * arena reuses bytes waits for the earlier nodes that used them (as a value or as scratch).
+ * Independent nodes then run at the same time; results equal the sequential evaluation's bit
+ * for bit (kernels do not depend on their thread count). The call still returns only when
+ * everything has run.
  * Kernel threads: a node runs alone with every thread (SX_ENGINE_WIDE) when it is a matrix
  * product or convolution of at least 2^24 flops, or when its inputs and result hold at least
  * 2^19 elements together (views never); any other node runs with one thread beside the others,
