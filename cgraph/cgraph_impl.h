@@ -43,6 +43,9 @@ struct sx_cg_node {
     int64_t step;          /* position in the frozen order (scratch while planning) */
     size_t plan_offset;    /* planned: byte offset of the block in the arena */
     sx_cg_node *plan_from; /* planned in place: the dying input whose block it took */
+    bool ws_planned;       /* its kernel scratch (ws_bytes) is arena bytes [ws_offset, +ws_bytes),
+                              free of every value live at its step (plan.c) */
+    size_t ws_offset;
 };
 
 struct sx_cg_graph {

@@ -1,8 +1,9 @@
 /* exec.c: running nodes. A node is computed once its inputs are valid: its storage is made
- * if it has none, its kernel runs with the graph's scratch (or, on an engine worker, that
- * worker's), and it is marked valid; an order of nodes runs by need-based recomputation
- * (seed 003: only the invalid ones, or those a planned evaluation selected). After a run, what
- * read a parameter a node wrote is invalidated. Uses graph.c and profile.c only. */
+ * if it has none, its kernel runs with its own block of the arena when the plan gave it one,
+ * else with the graph's scratch (or, on an engine worker, that worker's), and it is marked valid;
+ * an order of nodes runs by need-based recomputation (seed 003: only the invalid ones, or those a
+ * planned evaluation selected). After a run, what read a parameter a node wrote is invalidated.
+ * Uses graph.c and profile.c only. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "cgraph_impl.h"
 
@@ -12,20 +13,22 @@
 
 /* ---------------------------------------------------------------- storage and compute */
 
-/* The scratch of the node an engine worker is running (parallel evaluation), else unset. */
-static _Thread_local struct {
+/* The scratch of the node this thread is running when it is not the graph's: its block of the
+ * arena (a planned graph, plan.c), or the buffer of the engine worker running it (par.c). */
+typedef struct node_ws {
     bool on;
     void *p;
     size_t bytes;
-} worker_ws;
+} node_ws;
+
+static _Thread_local node_ws worker_ws;
 
 sx_status cg_workspace(sx_cg_graph *g, size_t bytes, void **ws)
 {
     if (worker_ws.on) {
         if (bytes > worker_ws.bytes)
-            return sx_error(SX_E_STATE,
-                            "cgraph: a node needs %zu scratch bytes, its worker has %zu", bytes,
-                            worker_ws.bytes);
+            return sx_error(SX_E_STATE, "cgraph: a node needs %zu scratch bytes, its block has %zu",
+                            bytes, worker_ws.bytes);
         *ws = worker_ws.p;
         return SX_OK;
     }
@@ -85,12 +88,17 @@ static sx_status compute_node(sx_cg_graph *g, sx_cg_node *n, double *seconds, do
             return sx_error(SX_E_STATE, "%s: input %d (node %lld) has not been computed", cg_who(n),
                             i, (long long)n->in[i]->id);
     SX_TRY(cg_storage(g, n));
+    node_ws saved = worker_ws;
+    if (n->ws_planned)
+        worker_ws = (node_ws){true, g->arena + n->ws_offset, n->ws_bytes};
     const bool cpu_on = g->profile && cpu != NULL;
     double c0 = cpu_on ? process_cpu_seconds() : 0, t0 = g->profile ? sx_seconds() : 0;
-    SX_TRY(sx_cg_ops[n->op].eval(g, n));
+    sx_status st = sx_cg_ops[n->op].eval(g, n);
     *seconds = g->profile ? sx_seconds() - t0 : 0;
     if (cpu_on)
         *cpu = process_cpu_seconds() - c0;
+    worker_ws = saved;
+    SX_TRY(st);
     n->valid = true;
     n->ran = g->run_epoch;
     return SX_OK;

@@ -193,8 +193,9 @@ static sx_status par_layout(sx_cg_graph *g, int slots, size_t ws_each, int64_t i
         segs > INT64_MAX / 64 || max_in > INT32_MAX / 8)
         return sx_error(SX_E_NOMEM, "sx_cg_eval: parallel scratch too large");
     /* a push: 2 reads per input; mutations: itself, 2 per written input, its generator, and
-     * the last writers of its arena bytes (at most every segment) */
-    int64_t vars = 4 * (int64_t)max_in + 2 + segs;
+     * its scratch and the last writers of its arena bytes, value and scratch (at most every
+     * segment, twice) */
+    int64_t vars = 4 * (int64_t)max_in + 3 + 2 * segs;
     size_t sz_par = round64(sizeof *p), sz_busy = round64((size_t)slots * sizeof *p->busy);
     size_t sz_items = round64((size_t)items * sizeof *p->items);
     size_t sz_segs = round64((size_t)segs * sizeof *p->segs);
@@ -296,7 +297,7 @@ static bool pushes(const sx_cg_node *x, bool all, bool by_need)
 static sx_status par_reserve(sx_cg_graph *g, int workers, sx_cg_node *const *order, int64_t len,
                              bool all, bool by_need, int64_t n_planned)
 {
-    int64_t n_run = 0, planned = 0;
+    int64_t n_run = 0, planned = 0, n_ws = 0;
     int max_in = 0;
     size_t ws_need = g->ws_bytes;
     for (int64_t i = 0; i < len; i++) {
@@ -306,25 +307,30 @@ static sx_status par_reserve(sx_cg_graph *g, int workers, sx_cg_node *const *ord
         n_run++;
         planned += x->planned;
         max_in = x->n_in > max_in ? x->n_in : max_in;
-        ws_need = x->ws_bytes > ws_need ? x->ws_bytes : ws_need;
+        if (x->ws_planned) /* its scratch is in the arena: painted like a value */
+            n_ws++;
+        else
+            ws_need = x->ws_bytes > ws_need ? x->ws_bytes : ws_need;
     }
     if (n_planned >= 0)
         planned = n_planned;
-    return par_layout(g, workers, ws_need, n_run, 2 * planned + 1, max_in);
+    return par_layout(g, workers, ws_need, n_run, 2 * (planned + n_ws) + 1, max_in);
 }
 
-/* The engine variables a graph's evaluation names: one per node, one per generator. */
+/* The engine variables a graph's evaluation names: one per node, one per generator, then one
+ * per node for its scratch block in the arena. */
 static sx_status graph_vars(const sx_cg_graph *g, uint32_t *vars)
 {
-    if ((uint64_t)g->n_nodes + (uint64_t)g->n_rngs >= UINT32_MAX)
+    if (2 * (uint64_t)g->n_nodes + (uint64_t)g->n_rngs >= UINT32_MAX)
         return sx_error(SX_E_UNSUPPORTED, "sx_cg_eval: too many nodes for the engine");
-    *vars = (uint32_t)(g->n_nodes + g->n_rngs);
+    *vars = (uint32_t)(2 * g->n_nodes + g->n_rngs);
     return SX_OK;
 }
 
 /* What op node x reads and mutates (the rules of sx_cgraph.h): its inputs and, through views,
  * their storage; itself, the parameters it writes (and their storage), its generator, and the
- * nodes that last wrote the arena bytes of its block (from segs, which its block then joins). */
+ * nodes that last wrote the arena bytes of its block and of its scratch block (from segs, which
+ * its blocks then join). */
 static void node_claims(const sx_cg_graph *g, struct cg_par *p, int64_t *n_segs,
                         const sx_cg_node *x, int *nr, int *nm)
 {
@@ -345,6 +351,12 @@ static void node_claims(const sx_cg_graph *g, struct cg_par *p, int64_t *n_segs,
         *nm += paint(p->segs, n_segs, x->plan_offset,
                      x->plan_offset + (size_t)x->value.size * sx_dtype_size(x->value.dtype),
                      (sx_var)x->id, muts + *nm);
+    if (x->ws_planned) { /* its scratch: a variable of its own, so that what overlaps it later
+                            waits for x's run alone, not for x's readers */
+        sx_var ws = (sx_var)(g->n_nodes + g->n_rngs + x->id);
+        muts[(*nm)++] = ws;
+        *nm += paint(p->segs, n_segs, x->ws_offset, x->ws_offset + x->ws_bytes, ws, muts + *nm);
+    }
 }
 
 /* Make the engine hold records and claims for pushing the nodes of `order` (see pushes), so

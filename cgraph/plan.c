@@ -226,6 +226,8 @@ struct plan_slot {
     uint8_t pool;  /* planned: which part of the arena (see place) */
     bool taken;    /* planned: a reader took its block over in place */
     bool released; /* scratch of a walk: its death was handled */
+    bool ws;       /* its kernel scratch is planned: ws_bytes at ws_offset in the arena */
+    size_t ws_offset;
 };
 
 /* A plan of a frozen order is made before anything in the graph changes, so that freezing can
@@ -290,7 +292,7 @@ static void classify(sx_cg_node *const *order, int64_t len, int n_out, sx_cg_nod
         x->step = i;
         bool view = (sx_cg_ops[x->op].flags & SX_OPF_VIEW) && x->n_in > 0;
         s[i] = (struct plan_slot){
-            view ? s[x->in[0]->step].root : i, i, -1, 0, 0, SLOT_KEPT, 0, false, false};
+            view ? s[x->in[0]->step].root : i, i, -1, 0, 0, SLOT_KEPT, 0, false, false, false, 0};
         if (view)
             s[i].kind = SLOT_VIEW;
         else if (plannable(x))
@@ -475,6 +477,72 @@ static size_t place_by_size(int64_t len, struct plan_slot *s, size_t than, bool 
     return *nomem || arena >= than ? than : arena;
 }
 
+/* ---------------------------------------------------------------- kernel scratch */
+
+typedef struct span {
+    size_t lo, hi;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Place each node's kernel scratch (ws_bytes, rounded to the alignment) in the arena of the
+ * placed values: at the lowest offset where it meets no value block live at the node's step
+ * (its inputs, its result, everything read later), above the values when no hole holds it. A
+ * block lives during its node only, so scratch blocks never meet each other. The lowest offset
+ * matters: a kernel writes the start of its scratch (a convolution sizes it for every kernel,
+ * dtype and thread count, and uses one of them), and the values have made those pages resident
+ * anyway, while untouched pages past them cost nothing. Returns the arena's size (at least
+ * `values`); *nomem on a failed allocation (then no scratch is planned). O(w a log a) for w
+ * nodes with scratch and a values live at once. */
+static size_t place_scratch(sx_cg_node *const *order, int64_t len, struct plan_slot *s,
+                            size_t values, bool *nomem)
+{
+    size_t n = (size_t)(len > 0 ? len : 1);
+    int64_t *act = sx_alloc(n * sizeof *act), *at = sx_alloc(n * sizeof *at), n_act = 0;
+    span *live = sx_alloc(n * sizeof *live);
+    size_t arena = values;
+    *nomem = act == NULL || at == NULL || live == NULL;
+    for (int64_t i = 0; !*nomem && i < len; i++) {
+        sx_cg_node *x = order[i];
+        at[i] = -1;
+        if (s[i].kind == SLOT_PLANNED) {
+            at[i] = n_act;
+            act[n_act++] = i;
+        }
+        if (x->ws_bytes > 0 && !(sx_cg_ops[x->op].flags & SX_OPF_LEAF)) {
+            for (int64_t k = 0; k < n_act; k++)
+                live[k] = (span){s[act[k]].offset, s[act[k]].offset + s[act[k]].bytes};
+            qsort(live, (size_t)n_act, sizeof *live, span_cmp);
+            size_t need = round_block(x->ws_bytes), off = 0;
+            for (int64_t k = 0; k < n_act && live[k].lo < off + need; k++)
+                off = live[k].hi > off ? live[k].hi : off;
+            s[i].ws = true;
+            s[i].ws_offset = off;
+            arena = off + need > arena ? off + need : arena;
+        }
+        /* the blocks whose last reader x is leave (once: a root read twice is found twice) */
+        for (int j = -1; j < x->n_in; j++) {
+            int64_t r = j < 0 ? i : s[x->in[j]->step].root;
+            if (s[r].kind != SLOT_PLANNED || s[r].last != i || at[r] < 0)
+                continue;
+            int64_t moved = act[--n_act];
+            act[at[r]] = moved;
+            at[moved] = at[r];
+            at[r] = -1;
+        }
+    }
+    sx_free(act);
+    sx_free(at);
+    sx_free(live);
+    for (int64_t i = 0; *nomem && i < len; i++)
+        s[i].ws = false;
+    return arena;
+}
+
 /* Plan the storage of the `len` nodes of a frozen order for the requested outputs and allocate
  * the arena. Sets each order node's `step`. On failure nothing is left allocated. */
 static sx_status plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, int n_out,
@@ -531,6 +599,10 @@ static sx_status plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len
         bool nomem = false;
         if (n_planned <= PLAN_GREEDY_MAX_BLOCKS)
             plan->arena_bytes = place_by_size(len, s, plan->arena_bytes, &nomem);
+        rep.arena_bytes = plan->arena_bytes;
+        if (!nomem)
+            plan->arena_bytes = place_scratch(order, len, s, plan->arena_bytes, &nomem);
+        rep.scratch_bytes = plan->arena_bytes - rep.arena_bytes;
         if (nomem) {
             sx_free(s);
             return SX_E_NOMEM;
@@ -552,7 +624,6 @@ static sx_status plan_make(sx_cg_graph *g, sx_cg_node *const *order, int64_t len
             plan->arena = (char *)((a + (BLOCK_ALIGN - 1)) & ~(uintptr_t)(BLOCK_ALIGN - 1));
         }
     }
-    rep.arena_bytes = plan->arena_bytes;
     rep.planned_nodes = on ? n_planned : 0;
     plan->slots = s;
     plan->place = on;
@@ -658,6 +729,54 @@ sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
     return SX_OK;
 }
 
+/* The planned block of x (at step i) against the blocks of `active`, live when it starts. */
+static sx_status check_block(const sx_cg_graph *g, const sx_cg_node *x, int64_t i,
+                             const int64_t *active, int64_t n_active, const int64_t *last)
+{
+    size_t x0 = x->plan_offset, x1 = x0 + value_bytes(x);
+    for (int64_t a = 0; a < n_active; a++) {
+        const sx_cg_node *y = g->order[active[a]];
+        size_t y0 = y->plan_offset, y1 = y0 + value_bytes(y);
+        if (x0 >= y1 || y0 >= x1)
+            continue;
+        if (x->plan_from == y && last[active[a]] == i && x0 == y0 && x1 == y1)
+            continue; /* the planner's in-place pair: y dies where x is written */
+        return sx_error(SX_E_STATE,
+                        "sx_cg_plan_check: nodes %lld (%s, steps %lld..%lld) and %lld (%s, steps "
+                        "%lld..%lld) share arena bytes [%zu, %zu)",
+                        (long long)y->id, sx_cg_op_name(y->op), (long long)active[a],
+                        (long long)last[active[a]], (long long)x->id, sx_cg_op_name(x->op),
+                        (long long)i, (long long)last[i], x0 > y0 ? x0 : y0, x1 < y1 ? x1 : y1);
+    }
+    return SX_OK;
+}
+
+/* The scratch block of x (at step i): inside the arena, aligned, and apart from every block of
+ * `active`, live at step i (x's inputs, x's own block, what later nodes read). */
+static sx_status check_scratch(const sx_cg_graph *g, const sx_cg_node *x, int64_t i,
+                               const int64_t *active, int64_t n_active, const int64_t *last)
+{
+    size_t x0 = x->ws_offset, x1 = x0 + x->ws_bytes;
+    if (x0 % BLOCK_ALIGN != 0 || x1 < x0 || x1 > g->arena_bytes)
+        return sx_error(SX_E_STATE,
+                        "sx_cg_plan_check: node %lld (%s) has scratch at offset %zu of %zu bytes "
+                        "outside an arena of %zu bytes, or misaligned",
+                        (long long)x->id, sx_cg_op_name(x->op), x0, x->ws_bytes, g->arena_bytes);
+    for (int64_t a = 0; a < n_active; a++) {
+        const sx_cg_node *y = g->order[active[a]];
+        size_t y0 = y->plan_offset, y1 = y0 + value_bytes(y);
+        if (x0 >= y1 || y0 >= x1)
+            continue;
+        return sx_error(SX_E_STATE,
+                        "sx_cg_plan_check: the scratch of node %lld (%s, step %lld) and the value "
+                        "of node %lld (%s, steps %lld..%lld) share arena bytes [%zu, %zu)",
+                        (long long)x->id, sx_cg_op_name(x->op), (long long)i, (long long)y->id,
+                        sx_cg_op_name(y->op), (long long)active[a], (long long)last[active[a]],
+                        x0 > y0 ? x0 : y0, x1 < y1 ? x1 : y1);
+    }
+    return SX_OK;
+}
+
 sx_status sx_cg_plan_check(const sx_cg_graph *g)
 {
     const char *who = "sx_cg_plan_check";
@@ -708,33 +827,24 @@ sx_status sx_cg_plan_check(const sx_cg_graph *g)
         }
     }
 
-    /* sweep the steps: compare each planned block with the blocks still live when it starts */
+    /* sweep the steps: compare each planned block with the blocks still live when it starts,
+     * and each scratch block with the blocks live at its step (the node's own among them) */
     int64_t n_active = 0;
     for (int64_t i = 0; st == SX_OK && i < len; i++) {
         const sx_cg_node *x = g->order[i];
-        if (!x->planned)
+        if (!x->planned && !x->ws_planned)
             continue;
         int64_t k = 0;
         for (int64_t a = 0; a < n_active; a++)
             if (last[active[a]] >= i)
                 active[k++] = active[a];
         n_active = k;
-        size_t x0 = x->plan_offset, x1 = x0 + value_bytes(x);
-        for (int64_t a = 0; a < n_active && st == SX_OK; a++) {
-            const sx_cg_node *y = g->order[active[a]];
-            size_t y0 = y->plan_offset, y1 = y0 + value_bytes(y);
-            if (x0 >= y1 || y0 >= x1)
-                continue;
-            if (x->plan_from == y && last[active[a]] == i && x0 == y0 && x1 == y1)
-                continue; /* the planner's in-place pair: y dies where x is written */
-            st = sx_error(SX_E_STATE,
-                          "%s: nodes %lld (%s, steps %lld..%lld) and %lld (%s, steps %lld..%lld) "
-                          "share arena bytes [%zu, %zu)",
-                          who, (long long)y->id, sx_cg_op_name(y->op), (long long)active[a],
-                          (long long)last[active[a]], (long long)x->id, sx_cg_op_name(x->op),
-                          (long long)i, (long long)last[i], x0 > y0 ? x0 : y0, x1 < y1 ? x1 : y1);
-        }
-        active[n_active++] = i;
+        if (x->planned)
+            st = check_block(g, x, i, active, n_active, last);
+        if (x->planned)
+            active[n_active++] = i;
+        if (st == SX_OK && x->ws_planned)
+            st = check_scratch(g, x, i, active, n_active, last);
     }
     sx_free(pos);
     sx_free(root);
@@ -789,11 +899,16 @@ sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         s = cg_topo_order(g, n, outputs, count, order, &len);
     if (s == SX_OK)
         s = plan_make(g, order, len, n, outputs, p, &plan);
+    /* scratch blocks are marked now, for the scratch sizes below (cleared on failure) */
+    for (int64_t i = 0; s == SX_OK && i < len; i++) {
+        order[i]->ws_planned = plan.slots[i].ws;
+        order[i]->ws_offset = plan.slots[i].ws_offset;
+    }
     size_t ws = 0;
     for (int64_t i = 0; s == SX_OK && i < len; i++) {
         if (!plan_planned(&plan, i))
             s = cg_storage(g, order[i]);
-        if (order[i]->ws_bytes > ws)
+        if (order[i]->ws_bytes > ws && !order[i]->ws_planned)
             ws = order[i]->ws_bytes;
     }
     void *wsp = NULL;
@@ -806,6 +921,8 @@ sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         s = cg_par_prepare_frozen(g, sx_cg_workers(g), order, len, n_planned);
     }
     if (s != SX_OK) {
+        for (int64_t i = 0; i < len; i++)
+            order[i]->ws_planned = false;
         plan_discard(&plan);
         sx_free(order);
         sx_free(outs);

@@ -205,9 +205,11 @@ bool sx_cg_valid(const sx_cg_node *node);
  * variables (and through views, their storage's) and mutates its own; an assign or fused update
  * also mutates the parameters it writes; a dropout mask mutates its generator (masks from one
  * generator are drawn in the sequential order); a planned node whose arena block reuses bytes
- * of earlier nodes waits for every reader of those nodes. Independent nodes then run at the
- * same time; results equal the sequential evaluation's bit for bit (kernels do not depend on
- * their thread count). The call still returns only when everything has run.
+ * of earlier nodes waits for every reader of those nodes, and a node whose scratch block in the
+ * arena reuses bytes waits for the earlier nodes that used them (as a value or as scratch).
+ * Independent nodes then run at the same time; results equal the sequential evaluation's bit
+ * for bit (kernels do not depend on their thread count). The call still returns only when
+ * everything has run.
  * Kernel threads: a node runs alone with every thread (SX_ENGINE_WIDE) when it is a matrix
  * product or convolution of at least 2^24 flops, or when its inputs and result hold at least
  * 2^19 elements together (views never); any other node runs with one thread beside the others,
@@ -526,7 +528,10 @@ bool sx_cg_frozen(const sx_cg_graph *g);
  * node takes the released block of closest size that fits (best fit), else new space; an
  * element-wise op may write over an input that nothing reads afterwards. Parameters,
  * constants, inputs and the requested outputs are never shared. All planned blocks live in one
- * arena allocated once. */
+ * arena allocated once. When the plan places values, each node's kernel scratch (a
+ * convolution's im2col blocks, Winograd's transformed kernel) is a block of the same arena too,
+ * live during that node alone: it takes bytes that no value holds at that step, so scratch and
+ * values share memory instead of adding up. */
 typedef struct sx_cg_freeze_params {
     bool plan_memory; /* share storage between nodes whose lifetimes do not overlap */
     bool inplace;     /* let ops flagged SX_OPF_INPLACE write over a dying input */
@@ -542,10 +547,15 @@ typedef struct sx_cg_freeze_params {
 sx_cg_freeze_params sx_cg_freeze_params_default(void); /* planning and in place on, no loan */
 
 typedef struct sx_cg_plan_report {
-    size_t arena_bytes;     /* the planned arena */
+    size_t arena_bytes;     /* the planned values' part of the arena */
     size_t naive_bytes;     /* one buffer per planned node: the sum of their sizes */
     size_t peak_live_bytes; /* most bytes live at once in this order: a bound no plan beats */
-    size_t workspace_bytes; /* kernel scratch, shared by all nodes, not in the above */
+    size_t scratch_bytes;   /* the arena past arena_bytes: kernel scratch planned in it (a
+                               node's scratch lives during its step only, over the lowest bytes
+                               that no value live then holds; pages it never writes cost no
+                               memory) */
+    size_t workspace_bytes; /* kernel scratch outside the arena (unplanned graphs, nodes whose
+                               scratch is not planned), shared by those nodes */
     int64_t planned_nodes;  /* nodes placed in the arena */
     int64_t inplace_nodes;  /* nodes written over an input */
     bool arena_lent;        /* the arena is the memory lent by sx_cg_freeze_params */
@@ -558,8 +568,9 @@ typedef struct sx_cg_plan_report {
  * read it). Report sizes are counted in 64-byte blocks; `seconds` is the whole freeze. */
 sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
                           const sx_cg_freeze_params *p, sx_cg_plan_report *report) SX_NODISCARD;
-/* The arena of a frozen, planned graph (its 64-byte aligned start; *bytes its size), or NULL
- * (*bytes = 0) when it has none. Its contents are scratch between evaluations. */
+/* The arena of a frozen, planned graph (its 64-byte aligned start; *bytes its size: the report's
+ * arena_bytes + scratch_bytes), or NULL (*bytes = 0) when it has none. Its contents are scratch
+ * between evaluations. */
 void *sx_cg_arena(const sx_cg_graph *g, size_t *bytes);
 /* Check a frozen graph's plan: SX_OK when no two nodes whose lifetimes overlap share bytes,
  * else SX_E_STATE naming the two nodes. For tests. */

@@ -2041,6 +2041,7 @@ static int idiom_broadcast(gen *G)
     return g_bin(G, gb(G, 2) ? SX_OP_MUL : SX_OP_ADD, b, y);
 }
 
+/* conv2d(x, k) (times a per-channel scale: an inference batch norm) + bias, then relu */
 static int idiom_conv_bias(gen *G)
 {
     int x = g_image(G, g_pick(G));
@@ -2052,6 +2053,8 @@ static int idiom_conv_bias(gen *G)
                      (1 + gb(G, 3)) * groups_of(&at.conv)};
     int in[2] = {x, g_leaf(G, 4, ks, -1, 1)};
     int y = in[1] < 0 ? -1 : g_op(G, SX_OP_CONV2D, 2, in, &at);
+    if (y >= 0 && gb(G, 2)) /* inference batch norm: a scale per channel (SX_PASS_BN_FOLD) */
+        y = g_bin(G, SX_OP_MUL, y, g_leaf(G, 1, &ks[3], 0.5, 1.5));
     y = g_bin(G, SX_OP_ADD, y, g_leaf(G, 1, &ks[3], -1, 1));
     return y >= 0 && node_dom_ok(G, y, DOM_KINK0) ? g_un(G, SX_OP_RELU, y) : y;
 }
@@ -2382,17 +2385,36 @@ typedef enum {
     MODE_WORKERS,            /* 2 engine workers */
     MODE_OPT_FROZEN_WORKERS, /* optimised, frozen, 2 workers */
     MODE_REEVAL,             /* lazy; evaluated with other leaf values, then with p's again */
+    /* The passes that change rounding, each checked within a tolerance (y and L only, without
+     * gradients: the inference graphs they are for) when it changed the graph, else bit for
+     * bit. */
+    MODE_BN_FOLD, /* every default pass and SX_PASS_BN_FOLD, frozen */
     MODE_COUNT
 } mode;
 
 static const char *const mode_name[MODE_COUNT] = {
     "optimised", "frozen", "frozen-reeval", "eager", "workers2", "optimised-frozen-workers2",
-    "reeval"};
+    "reeval",    "bn-fold"};
+
+/* The pass a rounding mode adds to the defaults (SX_PASS_COUNT: none, a bit-for-bit mode). */
+static sx_cg_pass rounding_pass(mode m)
+{
+    return m == MODE_BN_FOLD ? SX_PASS_BN_FOLD : SX_PASS_COUNT;
+}
+
+/* Bound of a rounding mode's difference from the lazy graph, relative to 1 + max |lazy| over
+ * the output: the fold moves one rounding (conv(x, k) a rounds the sum, then the product;
+ * conv(x, k a) rounds each k a, then the sum), which the ops after it may amplify a few times
+ * over; a wrong fold (the scale on the wrong axis, twice, or lost) is off by O(1). */
+static double rounding_tol(sx_dtype dt)
+{
+    return dt == SX_F32 ? 2e-4 : 1e-11;
+}
 
 /* Run one mode: fills snapshots of the outputs (n_o of them, as the reference has), or a
- * message in *why. */
+ * message in *why. *rounded: a pass that changes rounding changed the graph. */
 static bool run_mode(const dt_prog *p, const dt_prog *alt, mode m, bool grads, int n_o, snap *out,
-                     char *why, size_t why_n)
+                     bool *rounded, char *why, size_t why_n)
 {
     inst I;
     sx_cg_node *o[DT_MAX_NODES + 2];
@@ -2416,8 +2438,20 @@ static bool run_mode(const dt_prog *p, const dt_prog *alt, mode m, bool grads, i
         for (int ps = 0; st == SX_OK && ps < SX_PASS_COUNT; ps++)
             dt_pass_changed[ps] += rep.changed[ps];
     }
-    if (st == SX_OK &&
-        (m == MODE_FROZEN || m == MODE_FROZEN_REEVAL || m == MODE_OPT_FROZEN_WORKERS)) {
+    *rounded = false;
+    if (rounding_pass(m) != SX_PASS_COUNT) {
+        what = "sx_cg_optimise";
+        sx_cg_opt_params op = sx_cg_opt_params_default();
+        op.enable[rounding_pass(m)] = true;
+        sx_cg_opt_report rep;
+        st = sx_cg_optimise(I.g, n, o, &op, &rep);
+        if (st == SX_OK) {
+            dt_pass_changed[rounding_pass(m)] += rep.changed[rounding_pass(m)];
+            *rounded = rep.changed[rounding_pass(m)] > 0;
+        }
+    }
+    if (st == SX_OK && (m == MODE_FROZEN || m == MODE_FROZEN_REEVAL ||
+                        m == MODE_OPT_FROZEN_WORKERS || rounding_pass(m) != SX_PASS_COUNT)) {
         what = "sx_cg_freeze";
         st = sx_cg_freeze(I.g, n, o);
     }
@@ -2456,6 +2490,42 @@ static bool same_bits(double a, double b)
     return a == b || (isnan(a) && isnan(b));
 }
 
+/* One output of a mode against the lazy graph's: bit for bit (tol = 0), or within tol * (1 +
+ * max |lazy|) for a pass that changes rounding. */
+static void compare_output(dt_result *r, const char *check, const char *name, const char *mname,
+                           const snap *ref, const snap *got, double tol)
+{
+    if (!sx_shape_equal(ref->rank, ref->shape, got->rank, got->shape)) {
+        rfail(r, check, "%s: shape differs from the lazy graph's", name);
+        return;
+    }
+    double scale = 1;
+    for (int64_t e = 0; e < ref->n; e++)
+        scale = isfinite(ref->v[e]) && fabs(ref->v[e]) + 1 > scale ? fabs(ref->v[e]) + 1 : scale;
+    int64_t cnt = 0, first = -1;
+    for (int64_t e = 0; e < ref->n; e++) {
+        double a = ref->v[e], b = got->v[e];
+        bool ok = same_bits(a, b) || (tol > 0 && isfinite(a) && fabs(a - b) <= tol * scale);
+        if (!ok && first < 0)
+            first = e;
+        cnt += !ok;
+    }
+    if (first < 0)
+        return;
+    if (tol == 0)
+        rfail(r, check,
+              "%s[%lld]: lazy %.17g, %s %.17g (bit for bit promised; %lld of %lld elements "
+              "differ)",
+              name, (long long)first, ref->v[first], mname, got->v[first], (long long)cnt,
+              (long long)ref->n);
+    else
+        rfail(r, check,
+              "%s[%lld]: lazy %.17g, %s %.17g (within %g x %g promised; %lld of %lld elements "
+              "differ)",
+              name, (long long)first, ref->v[first], mname, got->v[first], tol, scale,
+              (long long)cnt, (long long)ref->n);
+}
+
 static void check_modes(const dt_prog *p, dt_result *r)
 {
     inst R;
@@ -2492,37 +2562,21 @@ static void check_modes(const dt_prog *p, dt_result *r)
         char why[512], check[48];
         snprintf(check, sizeof check, "modes:%s", mode_name[m]);
         memset(got, 0, sizeof got);
-        if (!run_mode(p, alt, (mode)m, grads, n, got, why, sizeof why)) {
+        /* the rounding modes: y and L of the graph without gradients */
+        bool rounding = rounding_pass((mode)m) != SX_PASS_COUNT, rounded = false;
+        int n_m = rounding ? 2 : n;
+        if (!run_mode(p, alt, (mode)m, grads && !rounding, n_m, got, &rounded, why, sizeof why)) {
             rfail(r, check, "%s", why);
-            snaps_free(got, n);
+            snaps_free(got, n_m);
             break;
         }
-        for (int k = 0; k < n && !r->failed; k++) {
+        for (int k = 0; k < n_m && !r->failed; k++) {
             char name[32];
             out_name(p, &R, k, name, sizeof name);
-            if (!sx_shape_equal(ref[k].rank, ref[k].shape, got[k].rank, got[k].shape)) {
-                rfail(r, check, "%s: shape differs from the lazy graph's", name);
-                break;
-            }
-            for (int64_t e = 0; e < ref[k].n; e++)
-                if (!same_bits(ref[k].v[e], got[k].v[e])) {
-                    rfail(r, check,
-                          "%s[%lld]: lazy %.17g, %s %.17g (bit for bit promised; %lld of %lld "
-                          "elements differ)",
-                          name, (long long)e, ref[k].v[e], mode_name[m], got[k].v[e], 0LL,
-                          (long long)ref[k].n);
-                    int64_t cnt = 0;
-                    for (int64_t f = 0; f < ref[k].n; f++)
-                        cnt += !same_bits(ref[k].v[f], got[k].v[f]);
-                    char *pos = strstr(r->msg, "; 0 of");
-                    if (pos != NULL)
-                        snprintf(pos, sizeof r->msg - (size_t)(pos - r->msg),
-                                 "; %lld of %lld elements differ)", (long long)cnt,
-                                 (long long)ref[k].n);
-                    break;
-                }
+            compare_output(r, check, name, mode_name[m], &ref[k], &got[k],
+                           rounded ? rounding_tol(p->dt) : 0);
         }
-        snaps_free(got, n);
+        snaps_free(got, n_m);
     }
     snaps_free(ref, n);
     dt_prog_free(other);
@@ -3307,7 +3361,9 @@ void dt_print_c(const dt_prog *p, dt_family f, const dt_result *r, FILE *o)
     case DT_MODES:
         fprintf(o,
                 "    /* evaluate y, L and sx_ad_grad(g, L, %d, xs, grads) lazily and in the mode "
-                "named by the check; compare bit for bit */\n",
+                "named by the check; compare bit for bit (modes:bn-fold: y and L without the "
+                "gradients, sx_cg_optimise with SX_PASS_BN_FOLD, then sx_cg_freeze; within the "
+                "bound in the check) */\n",
                 nx);
         break;
     case DT_GRAD:

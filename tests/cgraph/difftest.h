@@ -9,6 +9,10 @@
  * Tolerances, per check:
  *   modes        bit for bit (sx_cgraph.h promises it for the optimiser passes, freezing, the
  *                engine workers, and eager graphs compute with the same kernels); NaN equals NaN
+ *   bn-fold      the mode of SX_PASS_BN_FOLD, which changes rounding (the default passes and the
+ *                fold, frozen; y and L without gradients): when it folded, every element
+ *                within 2e-4 (f32) or 1e-11 (f64) of 1 + max |lazy| over its output; else bit
+ *                for bit. Its folds are counted in dt_pass_changed
  *   reference    the unary maps against the C library in f64: exact for neg, abs, sign, relu,
  *                floor, ceil, round (half to even); else 1e-14 (f64) or 4e-7 (f32) relative
  *   grad         central differences of L in f64 at steps h, h/2, h/4 (h = 1e-3 * max(1, |x|));

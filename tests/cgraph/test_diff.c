@@ -49,6 +49,9 @@ Test(cgraph_diff, values_agree_across_modes, .timeout = 600)
     /* the programs' convolutions with a bias and relu (idiom_conv_bias) reach the epilogue pass,
      * whose results the optimised modes compare bit for bit */
     cr_expect_gt(dt_pass_changed[SX_PASS_CONV_EPILOGUE], 0, "no convolution epilogue made");
+    /* their convolutions times a per-channel scale reach the batch-norm fold, checked within a
+     * rounding tolerance (modes:bn-fold) */
+    cr_expect_gt(dt_pass_changed[SX_PASS_BN_FOLD], 0, "no batch norm folded");
 }
 
 Test(cgraph_diff, gradients_match_finite_differences, .timeout = 600)
