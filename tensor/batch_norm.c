@@ -2,7 +2,8 @@
  * x (..., c) is viewed as (m, c). The statistics and the backward sums are one pass each: tasks
  * are (chunk of rows, tile of channels), chunks fixed by the shape alone, their double partials
  * added in chunk order, so results never depend on the thread count. Normalising is one pass of
- * y = x a + b with per-channel a, b. */
+ * y = x a + b with per-channel a, b. Kernels per instruction set (sx__isa), all with the same
+ * bits: batch_norm_tmpl.h compiled for each, and AVX-512 f32 written out (batch_norm_m512.h). */
 #include "par_impl.h"
 #include "tensor_impl.h"
 
