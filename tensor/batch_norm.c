@@ -2,11 +2,13 @@
  * x (..., c) is viewed as (m, c). The statistics and the backward sums are one pass each: tasks
  * are (chunk of rows, tile of channels), chunks fixed by the shape alone, their double partials
  * added in chunk order, so results never depend on the thread count. Normalising is one pass of
- * y = x a + b with per-channel a, b. */
+ * y = x a + b with per-channel a, b. Kernels per instruction set (sx__isa), all with the same
+ * bits: batch_norm_tmpl.h compiled for each, and AVX-512 f32 written out (batch_norm_m512.h). */
 #include "par_impl.h"
 #include "tensor_impl.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 #define BN_TILE 64         /* channels per task */
 #define BN_MAX_CHUNKS 16   /* row chunks per reduction */
@@ -18,7 +20,7 @@ typedef struct bn_job {
     const double *center; /* per channel: the shift (statistics) or the mean (sums) */
     int64_t m, c, rows, n_chunks, n_tiles;
     double *part; /* n_chunks x (s1 row, s2 row) of c doubles */
-    sx_dtype dt;
+    const struct bn_kernels *kern;
 } bn_job;
 
 typedef struct bn_dx_job {
@@ -35,6 +37,13 @@ typedef struct bn_norm_job {
     bool relu; /* y = max(x a + b, 0) */
 } bn_norm_job;
 
+/* The kernels, once per dtype and instruction set: the baseline build, AVX2 and AVX-512 (the
+ * compiler vectorises the channel loops for each). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define BN_X86 1
+#endif
+
+#define BN_ATTR
 #define T float
 #define SFX f32
 #include "batch_norm_tmpl.h"
@@ -45,6 +54,76 @@ typedef struct bn_norm_job {
 #include "batch_norm_tmpl.h"
 #undef T
 #undef SFX
+#undef BN_ATTR
+#ifdef BN_X86
+#define BN_ATTR __attribute__((target("avx2,fma")))
+#define T float
+#define SFX f32_avx2
+#include "batch_norm_tmpl.h"
+#undef T
+#undef SFX
+#define T double
+#define SFX f64_avx2
+#include "batch_norm_tmpl.h"
+#undef T
+#undef SFX
+#undef BN_ATTR
+/* AVX-512: f32 written out with intrinsics (batch_norm_m512.h), f64 compiled from the template */
+#define BN_ATTR __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
+#define T double
+#define SFX f64_avx512
+#include "batch_norm_tmpl.h"
+#undef T
+#undef SFX
+#include "batch_norm_m512.h"
+#undef BN_ATTR
+#endif
+
+/* The three kernels of one dtype and instruction set. */
+typedef struct bn_kernels {
+    void (*block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0, int64_t j1, double *s1,
+                  double *s2);
+    sx__par_range_fn norm_rows, dx_rows;
+} bn_kernels;
+
+#define BN_SET(s)                                                                                  \
+    {                                                                                              \
+        bn_block_##s, bn_norm_rows_##s, bn_dx_rows_##s                                             \
+    }
+static const bn_kernels bn_sets[][2] = {
+    {BN_SET(f32), BN_SET(f64)},
+#ifdef BN_X86
+    {BN_SET(f32_avx2), BN_SET(f64_avx2)},
+    {BN_SET(f32_m512), BN_SET(f64_avx512)},
+#endif
+};
+#undef BN_SET
+
+/* Test hook (the tests declare it extern): the kernel set batch norm runs, 0 (baseline), 1
+ * (AVX2) or 2 (AVX-512); by default the one of sx__isa() (this CPU, capped by SX_ISA). `want` in
+ * [0, that set] selects it for the whole process, want < 0 only queries; returns the set in use
+ * after the call. Call it between kernels, not during one. */
+int sx__batch_norm_isa(int want);
+
+static atomic_int bn_isa_forced = -1;
+
+int sx__batch_norm_isa(int want)
+{
+    int isa = 0;
+#ifdef BN_X86
+    isa = sx__isa() == SX__ISA_AVX512 ? 2 : sx__isa() == SX__ISA_AVX2 ? 1 : 0;
+#endif
+    if (want >= 0 && want <= isa)
+        atomic_store_explicit(&bn_isa_forced, want, memory_order_relaxed);
+    int f = atomic_load_explicit(&bn_isa_forced, memory_order_relaxed);
+    return f >= 0 ? f : isa;
+}
+
+/* The kernels for dtype dt at the instruction set in use. */
+static const bn_kernels *bn_pick(sx_dtype dt)
+{
+    return &bn_sets[sx__batch_norm_isa(-1)][dt == SX_F32 ? 0 : 1];
+}
 
 static void bn_task(void *ctx, int64_t t)
 {
@@ -53,10 +132,7 @@ static void bn_task(void *ctx, int64_t t)
     int64_t j1 = j0 + BN_TILE < jb->c ? j0 + BN_TILE : jb->c;
     int64_t r0 = k * jb->rows, r1 = r0 + jb->rows < jb->m ? r0 + jb->rows : jb->m;
     double *s1 = jb->part + 2 * k * jb->c + j0, *s2 = s1 + jb->c;
-    if (jb->dt == SX_F32)
-        bn_block_f32(jb, r0, r1, j0, j1, s1, s2);
-    else
-        bn_block_f64(jb, r0, r1, j0, j1, s1, s2);
+    jb->kern->block(jb, r0, r1, j0, j1, s1, s2);
 }
 
 /* The row chunks of a reduction over (m, c): fixed by the shape alone. */
@@ -179,7 +255,7 @@ sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, vo
     SX_TRY(bn_ws(who, x, ws, ws_bytes, &own, &buf));
     for (int64_t j = 0; j < c; j++)
         buf[j] = m > 0 ? get_d(x, j) : 0;
-    bn_job jb = {.x = x->data, .center = buf, .m = m, .c = c, .dt = x->dtype};
+    bn_job jb = {.x = x->data, .center = buf, .m = m, .c = c, .kern = bn_pick(x->dtype)};
     bn_reduce(&jb, buf + c, buf + 3 * c);
     for (int64_t j = 0; j < c; j++) {
         double s1 = buf[c + j], s2 = buf[2 * c + j], mm = (double)m;
@@ -232,7 +308,7 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
     }
     bn_norm_job nj = {x->data, ab, y->data, c, relu};
     int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
-    sx__par_range(m, grain, x->dtype == SX_F32 ? bn_norm_rows_f32 : bn_norm_rows_f64, &nj);
+    sx__par_range(m, grain, bn_pick(x->dtype)->norm_rows, &nj);
     sx_free(own);
     return SX_OK;
 }
@@ -298,7 +374,7 @@ sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor 
                  .center = buf,
                  .m = m,
                  .c = c,
-                 .dt = x->dtype};
+                 .kern = bn_pick(x->dtype)};
     bn_reduce(&jb, buf + c, buf + 3 * c);
     for (int64_t j = 0; j < 2 * c; j++)
         set_d(sums, j, buf[c + j]);
@@ -353,7 +429,7 @@ sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
     }
     bn_dx_job dj = {x->data, dy->data, y != NULL ? y->data : NULL, buf, dx->data, c};
     int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
-    sx__par_range(m, grain, x->dtype == SX_F32 ? bn_dx_rows_f32 : bn_dx_rows_f64, &dj);
+    sx__par_range(m, grain, bn_pick(x->dtype)->dx_rows, &dj);
     sx_free(own);
     return SX_OK;
 }

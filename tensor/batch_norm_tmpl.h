@@ -1,5 +1,8 @@
-/* batch_norm_tmpl.h: the batch-norm kernels of batch_norm.c for one dtype T (suffix SFX). x is
- * viewed as (m, c): rows of c channels. Included twice (float, double). */
+/* batch_norm_tmpl.h: the batch-norm kernels of batch_norm.c for one dtype T (suffix SFX) and one
+ * instruction set (BN_ATTR: the target attribute, empty for the baseline). x is viewed as (m, c):
+ * rows of c channels. Included once per dtype and instruction set: the compiler vectorises the
+ * channel loops for each, with the same operations per element in the same order, so every
+ * instruction set gives the same bits. */
 #define BN_CAT2(a, b) a##_##b
 #define BN_CAT(a, b) BN_CAT2(a, b)
 #define BN_FN(name) BN_CAT(name, SFX)
@@ -10,8 +13,8 @@
  * s1/s2 once at the end: tasks on other threads write the neighbouring chunks' partials, and
  * accumulating there row by row made the two cores fight over shared cache lines (mobilenet's
  * statistics 4-7x slower on 2 threads than on 1). */
-static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0, int64_t j1,
-                            double *s1, double *s2)
+static BN_ATTR void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0,
+                                    int64_t j1, double *s1, double *s2)
 {
     const T *x = jb->x, *dy = jb->dy;
     const int64_t c = jb->c, w = j1 - j0;
@@ -60,7 +63,7 @@ static void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, int64_t j0
 }
 
 /* y = x a + b per channel (then relu when nj->relu), rows [lo, hi) */
-static void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
+static BN_ATTR void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_norm_job *nj = ctx;
     const T *x = nj->x, *a = nj->a, *b = (const T *)nj->a + nj->c;
@@ -88,7 +91,7 @@ static void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
 
 /* dx = dy a + (x - mean) k1 + k0 per channel (dy as 0 where y <= 0 when a mask y is given),
  * rows [lo, hi) */
-static void BN_FN(bn_dx_rows)(void *ctx, int64_t lo, int64_t hi)
+static BN_ATTR void BN_FN(bn_dx_rows)(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_dx_job *dj = ctx;
     const int64_t c = dj->c;

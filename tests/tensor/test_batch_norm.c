@@ -345,3 +345,74 @@ Test(tensor_batch_norm, dx_errors_name_the_function_and_values)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sx_tensor_free(all[i]);
 }
+
+/* Test hook of batch_norm.c: the kernel set in use (want < 0 only queries). */
+extern int sx__batch_norm_isa(int want);
+
+/* Every kernel of one shape with the kernel set `isa`, outputs concatenated into out (stats,
+ * y and relu(y), sums unmasked and masked, dx unmasked and masked). */
+static void run_all_kernels(int isa, const sx_tensor *x, const sx_tensor *dy, const sx_tensor *mk,
+                            const sx_tensor *g, const sx_tensor *b, sx_tensor *out[8])
+{
+    cr_assert_eq(sx__batch_norm_isa(isa), isa);
+    sx_dtype dt = x->dtype;
+    int64_t c = x->shape[x->rank - 1];
+    for (int i = 0; i < 8; i++)
+        out[i] = i == 0 || i == 3 || i == 4 ? two_rows(dt, c) : tu_zeros(dt, x->rank, x->shape);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, out[0]), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_act_ws(x, out[0], g, b, 1e-3, false, out[1], NULL, 0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_act_ws(x, out[0], g, b, 1e-3, true, out[2], NULL, 0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_mask_ws(x, out[0], dy, NULL, out[3], NULL, 0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_sums_mask_ws(x, out[0], dy, mk, out[4], NULL, 0), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_dx_ws(x, out[0], g, dy, out[3], NULL, 1e-3, out[5], NULL, 0),
+                 SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_dx_ws(x, out[0], g, dy, out[4], mk, 1e-3, out[6], NULL, 0),
+                 SX_OK);
+    /* in place over dy's copy */
+    cr_assert_eq(sx_tensor_copy_out(dy, out[7]), SX_OK);
+    cr_assert_eq(
+        sx_tensor_batch_norm_dx_ws(x, out[0], g, out[7], out[4], mk, 1e-3, out[7], NULL, 0), SX_OK);
+}
+
+/* The baseline, AVX2 and AVX-512 kernels (those this CPU runs) give the same bits: the AVX-512
+ * f32 kernels are written out with intrinsics, the others compiled from one template. Channel
+ * counts with a masked tail, whole groups of 16, several tiles; masks with +0, -0, NaN and
+ * negative values (each selects dy's +0). */
+Test(tensor_batch_norm, same_bits_on_every_instruction_set)
+{
+    const int64_t cs[] = {1, 5, 16, 21, 64, 70, 150};
+    const int best = sx__batch_norm_isa(-1);
+    for (int d = 0; d < 2; d++)
+        for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+            sx_dtype dt = d == 0 ? SX_F32 : SX_F64;
+            sx_rng rng;
+            sx_rng_seed(&rng, 40 + ci);
+            int64_t c = cs[ci], shape[3] = {37, 9, c};
+            sx_tensor *x = tu_rand(&rng, dt, 3, shape, -1, 2),
+                      *dy = tu_rand(&rng, dt, 3, shape, -1, 1),
+                      *mk = tu_rand(&rng, dt, 3, shape, -1, 1);
+            sx_tensor *g = tu_rand(&rng, dt, 1, &c, -1.5, 1.5),
+                      *b = tu_rand(&rng, dt, 1, &c, -1, 1);
+            const double odd[4] = {0.0, -0.0, NAN, -1};
+            for (int64_t i = 0; i < mk->size; i += 3)
+                sx_tensor_set(mk, i, odd[(i / 3) % 4]);
+            sx_tensor *want[8], *got[8];
+            run_all_kernels(0, x, dy, mk, g, b, want);
+            for (int isa = 1; isa <= best; isa++) {
+                run_all_kernels(isa, x, dy, mk, g, b, got);
+                for (int i = 0; i < 8; i++) {
+                    cr_assert(memcmp(got[i]->data, want[i]->data,
+                                     (size_t)got[i]->size * sx_dtype_size(dt)) == 0,
+                              "output %d, %s, c = %lld, kernel set %d", i, sx_dtype_name(dt),
+                              (long long)c, isa);
+                    sx_tensor_free(got[i]);
+                }
+            }
+            for (int i = 0; i < 8; i++)
+                sx_tensor_free(want[i]);
+            sx_tensor *all[] = {x, dy, mk, g, b};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                sx_tensor_free(all[i]);
+        }
+    sx__batch_norm_isa(best);
+}
