@@ -11,8 +11,10 @@
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
  * CPUs, strided backward-input, very large kdim). These serve the original parameter set (one
- * group, no dilation, VALID or SAME_UPPER); every public function hands other parameters to
- * tensor/conv_general.c before touching them (which sends the geometries computed here back). */
+ * group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the window
+ * (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
+ * hands other parameters to tensor/conv_general.c before touching them (which sends the
+ * geometries computed here back). */
 #include "conv_impl.h"
 #include "tensor_impl.h"
 
@@ -266,6 +268,43 @@ static bool have_direct(void)
 #endif
 }
 
+/* Explicit pads that the dense kernels here compute as they compute SAME: one group, no
+ * dilation, each pad smaller than the window along its axis (so every padded band holds at
+ * least one input column), valid shapes (x's channels are k's, the padded image holds the
+ * window). PyTorch's Conv2d(padding=1) with stride 2 is such a geometry but not SAME_UPPER's
+ * (whose single pad row goes below); conv_general.c would run it by im2col and a GEMM per
+ * band. Anything else, invalid input included, stays with conv_general.c and its messages. */
+static bool dense_explicit(const sx_conv2d_params *p, const int64_t *xs, const int64_t *ks)
+{
+    if (p == NULL || xs == NULL || ks == NULL || p->padding != SX_PAD_EXPLICIT)
+        return false;
+    if (p->groups > 1 || p->groups < 0 || p->dilation_h > 1 || p->dilation_h < 0 ||
+        p->dilation_w > 1 || p->dilation_w < 0 || p->output_padding_h != 0 ||
+        p->output_padding_w != 0 || p->stride_h < 1 || p->stride_w < 1)
+        return false;
+    if (ks[0] < 1 || ks[1] < 1 || xs[3] != ks[2] || xs[0] < 0 || xs[1] < 0 || xs[2] < 0)
+        return false;
+    if (p->pad_top < 0 || p->pad_top >= ks[0] || p->pad_bottom < 0 || p->pad_bottom >= ks[0] ||
+        p->pad_left < 0 || p->pad_left >= ks[1] || p->pad_right < 0 || p->pad_right >= ks[1])
+        return false;
+    return xs[1] + p->pad_top + p->pad_bottom >= ks[0] &&
+           xs[2] + p->pad_left + p->pad_right >= ks[1];
+}
+
+/* Does conv.c run these parameters (x of shape xs, k of shape ks)? */
+static bool conv_here(const sx_conv2d_params *p, const int64_t *xs, const int64_t *ks)
+{
+    return sx__conv_legacy(p) || dense_explicit(p, xs, ks);
+}
+
+/* The same for tensors x (n,h,w,c) and k (kh,kw,c,f), either possibly NULL or of another
+ * rank (then only the original parameter set runs here). */
+static bool conv_here_t(const sx_conv2d_params *p, const sx_tensor *x, const sx_tensor *k)
+{
+    return sx__conv_legacy(p) || (x != NULL && k != NULL && x->rank == 4 && k->rank == 4 &&
+                                  dense_explicit(p, x->shape, k->shape));
+}
+
 static char *shape4_str(const int64_t *s, char *buf, size_t n)
 {
     return sx_shape_str(4, s, buf, n);
@@ -283,7 +322,8 @@ static sx_status conv_geom_make(const char *who, const char *xname, const int64_
     if (p->stride_h < 1 || p->stride_w < 1)
         return sx_error(SX_E_ARG, "%s: stride (%d,%d), want both >= 1", who, p->stride_h,
                         p->stride_w);
-    if (p->padding != SX_PAD_VALID && p->padding != SX_PAD_SAME)
+    if (p->padding != SX_PAD_VALID && p->padding != SX_PAD_SAME &&
+        !(p->padding == SX_PAD_EXPLICIT && dense_explicit(p, xs, ks)))
         return sx_error(SX_E_ARG, "%s: unknown padding %d", who, (int)p->padding);
     if (xs[3] != ks[2])
         return sx_error(SX_E_SHAPE,
@@ -312,6 +352,11 @@ static sx_status conv_geom_make(const char *who, const char *xname, const int64_
         g->oh = (g->h - g->kh) / g->sh + 1;
         g->ow = (g->w - g->kw) / g->sw + 1;
         g->pt = g->pl = 0;
+    } else if (p->padding == SX_PAD_EXPLICIT) { /* dense_explicit: the padded image holds k */
+        g->oh = (g->h + p->pad_top + p->pad_bottom - g->kh) / g->sh + 1;
+        g->ow = (g->w + p->pad_left + p->pad_right - g->kw) / g->sw + 1;
+        g->pt = p->pad_top;
+        g->pl = p->pad_left;
     } else {
         g->oh = (g->h + g->sh - 1) / g->sh;
         g->ow = (g->w + g->sw - 1) / g->sw;
@@ -606,7 +651,7 @@ static size_t ws_query(const int64_t *xs, const int64_t *ks, const sx_conv2d_par
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p)
 {
-    if (!sx__conv_legacy(p))
+    if (!conv_here(p, x_shape, k_shape))
         return sx__conv2d_general_workspace(x_shape, k_shape, p, true);
     return ws_query(x_shape, k_shape, p, true);
 }
@@ -614,7 +659,7 @@ size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
                                const sx_conv2d_params *p)
 {
-    if (!sx__conv_legacy(p))
+    if (!conv_here(p, x_shape, k_shape))
         return sx__conv2d_general_workspace(x_shape, k_shape, p, false);
     return ws_query(x_shape, k_shape, p, false);
 }
@@ -648,7 +693,7 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
 {
     if (who == NULL)
         who = "sx_conv2d_shape";
-    if (!sx__conv_legacy(p))
+    if (!conv_here_t(p, x, k))
         return sx__conv2d_general_shape(who, x, k, p, out_shape);
     if (out_shape == NULL)
         return sx_error(SX_E_ARG, "%s: out_shape is NULL", who);
@@ -957,7 +1002,7 @@ static sx_status conv_forward(const char *who, const sx_tensor *x, const sx_tens
                               const sx_conv2d_params *p, void *ws, size_t ws_bytes, conv_epi *e,
                               sx_tensor *y)
 {
-    if (!sx__conv_legacy(p)) { /* dilated, grouped or other paddings: conv_general.c */
+    if (!conv_here_t(p, x, k)) { /* dilated, grouped or other paddings: conv_general.c */
         SX_TRY(sx__conv2d_general_forward(x, k, p, ws, ws_bytes, y));
         if (e != NULL && y->size > 0)
             epi_run(e, 0, y->size);
@@ -1049,7 +1094,7 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
                                               sx_tensor *dx)
 {
     const char *who = "sx_tensor_conv2d_backward_input_out";
-    if (!sx__conv_legacy(p))
+    if (!conv_here_t(p, dx, k))
         return sx__conv2d_general_backward_input(k, dy, p, ws, ws_bytes, dx);
     SX_TRY(check_rank4(who, "k", k));
     SX_TRY(check_rank4(who, "dy", dy));
@@ -1084,7 +1129,7 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
                                                sx_tensor *dk)
 {
     const char *who = "sx_tensor_conv2d_backward_kernel_out";
-    if (!sx__conv_legacy(p))
+    if (!conv_here_t(p, x, dk))
         return sx__conv2d_general_backward_kernel(x, dy, p, ws, ws_bytes, dk);
     SX_TRY(check_rank4(who, "x", x));
     SX_TRY(check_rank4(who, "dy", dy));
