@@ -390,6 +390,8 @@ static const cfg wino3[] = {
     {2, 7, 6, 33, 3, 3, 70, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
     {3, 2, 2, 16, 3, 3, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
     {2, 8, 8, 8, 3, 3, 8, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {7, 7, 7, 12, 3, 3, 20, 1, 1, SX_PAD_SAME, 0, 0, 0, 0}, /* several images per unit */
+    {11, 6, 9, 8, 3, 3, 8, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
     {1, 5, 5, 12, 3, 3, 4, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
     {2, 13, 4, 20, 3, 3, 9, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
     {2, 10, 10, 4, 3, 3, 40, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
@@ -621,7 +623,8 @@ Test(tensor_conv, winograd_any_workspace, .timeout = 120)
     static const cfg cases[] = {{3, 30, 9, 16, 5, 5, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
                                 {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
                                 {3, 30, 9, 16, 3, 3, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
-                                {2, 13, 30, 12, 3, 3, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0}};
+                                {2, 13, 30, 12, 3, 3, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+                                {9, 7, 7, 16, 3, 3, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0}};
     sx_rng rng;
     sx_rng_seed(&rng, 22);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -677,6 +680,7 @@ Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
         {8, 14, 14, 16, 5, 5, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
         {3, 33, 31, 24, 5, 5, 16, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
         {3, 33, 31, 24, 3, 3, 16, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+        {21, 7, 7, 32, 3, 3, 32, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
         {8, 28, 28, 16, 3, 3, 32, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
         {8, 14, 14, 32, 3, 3, 32, 1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1},
     };
