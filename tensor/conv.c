@@ -42,9 +42,10 @@
  * memory-bound (the GEMM path wins from kdim = 200 on). */
 #define CONV_DIRECT_KDIM 2048
 #define CONV_DIRECT_BWDI_KDIM 128
-/* Backward-kernel partial sums: units are summed in this many groups (one thread each, a fixed
- * assignment of units to groups), then the groups in order: the same bits for any thread
- * count. */
+/* Backward-kernel partial sums: units are summed in at most this many groups (one thread each,
+ * a fixed assignment of units to groups; an even number when more than one, so that two
+ * threads share them evenly: 7 groups kept one thread busy for 4 while the other ran 3), then
+ * the groups in order: the same bits for any thread count. */
 #define CONV_GROUPS 8
 /* The partial sums of backward-kernel take at most this many bytes (at least one partial, so
  * that two threads can share the work). */
@@ -559,6 +560,7 @@ static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t a
         want = want < (size_t)pl->units ? want : (size_t)pl->units;
         size_t fit = (room - pl->slot_bytes) / ub; /* >= 1: room held one partial and a slot */
         pl->groups = (int64_t)(want < fit ? want : fit);
+        pl->groups -= pl->groups > 2 ? pl->groups % 2 : 0; /* even: two threads share them */
         tasks = pl->groups;
         parts = mul_sat((size_t)pl->groups, ub);
     }
@@ -598,6 +600,13 @@ static size_t plan_for(const conv_geom *g, conv_kind kind, size_t esz, size_t av
             size_t lim = usable / CONV_WS_ALIGN * CONV_WS_ALIGN; /* align_up(k * img) fits */
             lim = lim < CONV_UNIT_BYTES ? lim : CONV_UNIT_BYTES;
             k = (size_t)g->n < lim / img ? g->n : lim / img < 1 ? 1 : (int64_t)(lim / img);
+            /* forward and backward-input: an even number of units of near-equal size, so that
+             * two threads share them evenly (125 + 3 images ran on one thread) */
+            int64_t u = (g->n + k - 1) / k;
+            if (kind != CONV_BWD_K && u > 1) {
+                u += u % 2;
+                k = (g->n + u - 1) / u;
+            }
         }
         pl->ipu = k;
         pl->rpu = rows;
@@ -623,6 +632,7 @@ static size_t plan_for(const conv_geom *g, conv_kind kind, size_t esz, size_t av
         size_t room = usable > pl->slot_bytes ? usable - pl->slot_bytes : 0;
         size_t fit = room / pl->part_bytes;
         pl->groups = 1 + (int64_t)(want < fit ? want : fit);
+        pl->groups -= pl->groups > 2 ? pl->groups % 2 : 0; /* even: two threads share them */
         tasks = pl->groups;
     } else if (kind == CONV_BWD_IN && !direct && pl->bands > 1) {
         tasks = g->n;
