@@ -570,9 +570,10 @@ static bool FN(direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool
 }
 
 /* kr (kh, kw, f, c) = k (kh, kw, c, f) rotated by 180 degrees and transposed:
- * kr[ky][kx][fi][ci] = k[kh - 1 - ky][kw - 1 - kx][ci][fi]. With stride 1, dx is the forward
- * convolution of dy, padded by kh - 1 - pt rows and kw - 1 - pl columns before, with kr. */
-static void FN(rot_k)(const conv_geom *g, const T *k, T *kr)
+ * kr[ky][kx][fi][ci] = k[kh - 1 - ky][kw - 1 - kx][ci][fi], for the filters fi in [f0, f1).
+ * With stride 1, dx is the forward convolution of dy, padded by kh - 1 - pt rows and kw - 1 -
+ * pl columns before, with kr. */
+static void FN(rot_k)(const conv_geom *g, const T *k, T *kr, int64_t f0, int64_t f1)
 {
     const int64_t c = g->c, f = g->f;
     for (int64_t ky = 0; ky < g->kh; ky++)
@@ -580,7 +581,7 @@ static void FN(rot_k)(const conv_geom *g, const T *k, T *kr)
             const T *src = k + ((g->kh - 1 - ky) * g->kw + g->kw - 1 - kx) * c * f;
             T *dst = kr + (ky * g->kw + kx) * f * c;
             for (int64_t ci = 0; ci < c; ci++)
-                for (int64_t fi = 0; fi < f; fi++)
+                for (int64_t fi = f0; fi < f1; fi++)
                     dst[fi * c + ci] = src[ci * f + fi];
         }
 }
@@ -600,7 +601,7 @@ static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool
     T *kp = slot, *dyp = kp + CONV_KF_ELEMS(g);
     if (fresh) {
         if (rot)
-            FN(rot_k)(g, jb->in0, kp);
+            FN(rot_k)(g, jb->in0, kp, 0, g->f);
         else
             FN(flip_k)(g, jb->in0, kp);
     }
@@ -780,9 +781,10 @@ static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_am)(V *o, c
 /* u (36, cin, cout) = G g G^T for every (cin, cout) pair of k (r, r, cin, cout): matrix xi =
  * 6 i + j of the transformed 6x6 kernels, us elements apart. Inlined with r constant. */
 static inline __attribute__((always_inline)) CONV_VATTR void
-FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, const int r)
+FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, int64_t c0, int64_t c1,
+                  const int r)
 {
-    for (int64_t ci = 0; ci < cin; ci++)
+    for (int64_t ci = c0; ci < c1; ci++)
         for (int64_t f0 = 0; f0 < cout; f0 += VL) {
             const VMASK m = FN(vmask)(cout - f0);
             V t[6][5];
@@ -808,13 +810,14 @@ FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, const
         }
 }
 
+/* The same for the input channels [c0, c1) of k. */
 static CONV_VATTR void FN(wino_kernel)(const T *k, int64_t r, int64_t cin, int64_t cout, int64_t us,
-                                       T *u)
+                                       T *u, int64_t c0, int64_t c1)
 {
     if (r == 5)
-        FN(wino_kernel_r)(k, cin, cout, us, u, 5);
+        FN(wino_kernel_r)(k, cin, cout, us, u, c0, c1, 5);
     else
-        FN(wino_kernel_r)(k, cin, cout, us, u, 3);
+        FN(wino_kernel_r)(k, cin, cout, us, u, c0, c1, 3);
 }
 
 /* v (36, nt, c; matrices vs elements apart) = B^T d B of tiles [t0, t0 + nt) of a band: tile t
@@ -1194,19 +1197,38 @@ static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool f
 }
 
 /* Before the units of forward or backward-input: the transformed kernel at the start of the
- * workspace (backward-input: of the rotated kernel, built just after it). */
-static void FN(wino_prep)(const conv_job *jb, bool bwdi)
+ * workspace (backward-input: of the rotated kernel, built just after it), its input channels
+ * (backward-input: the filters) split over threads; each element is computed alone, so the
+ * split leaves the bits alone. */
+typedef struct FN(wprep_ctx) {
+    const conv_job *jb;
+    bool bwdi;
+} FN(wprep_ctx);
+
+static void FN(wino_prep_chans)(void *ctx, int64_t c0, int64_t c1)
 {
-    const conv_geom *g = jb->g;
-    T *uk = (T *)(void *)jb->pl->ws;
+    const FN(wprep_ctx) *w = ctx;
+    const conv_geom *g = w->jb->g;
+    T *uk = (T *)(void *)w->jb->pl->ws;
     const int64_t us = wino_ld(g->c * g->f, sizeof(T));
-    if (!bwdi) {
-        FN(wino_kernel)(jb->in1, g->kh, g->c, g->f, us, uk);
+    if (!w->bwdi) {
+        FN(wino_kernel)(w->jb->in1, g->kh, g->c, g->f, us, uk, c0, c1);
         return;
     }
     T *kr = uk + wino_u_elems(g, sizeof(T));
-    FN(rot_k)(g, jb->in0, kr);
-    FN(wino_kernel)(kr, g->kh, g->f, g->c, us, uk);
+    FN(rot_k)(g, w->jb->in0, kr, c0, c1);
+    FN(wino_kernel)(kr, g->kh, g->f, g->c, us, uk, c0, c1);
+}
+
+static void FN(wino_prep)(const conv_job *jb, bool bwdi)
+{
+    const conv_geom *g = jb->g;
+    FN(wprep_ctx) w = {jb, bwdi};
+    const int64_t cin = bwdi ? g->f : g->c;
+    if (36 * g->c * g->f >= SX_PAR_MIN)
+        sx__par_range(cin, 1, FN(wino_prep_chans), &w);
+    else
+        FN(wino_prep_chans)(&w, 0, cin);
 }
 
 /* After the units of backward-kernel: dk = G^T (the group partials, summed in order) G, the
