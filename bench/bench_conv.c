@@ -1,7 +1,9 @@
 /* bench_conv.c: a focused benchmark of the three conv2d kernels on one shape (default: issue 2's
  * [100,14,14,32] * [5,5,32,64], SAME, stride 1, f32), for tuning tensor/conv.c. Each kernel is
  * timed alone, reps times after a warm-up; it prints the median and the minimum of the calling
- * thread's CPU time (one thread: immune to other processes' load) and of the wall time, and the
+ * thread's CPU time (one thread: immune to other processes' load) and of the wall time, the
+ * median of the process's CPU time over all threads ("proc med": with --threads 2, what exceeds
+ * the one-thread CPU time is waste - spinning, imbalance, duplicated work), and the
  * RMS relative difference from the same kernel run with the minimum workspace (which runs the
  * direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
  * sqrt(sum (a - b)^2 / sum b^2). The 3x3 shapes of F(4x4, 3x3)'s tuning:
