@@ -1,7 +1,9 @@
 /* bench_conv.c: a focused benchmark of the three conv2d kernels on one shape (default: issue 2's
  * [100,14,14,32] * [5,5,32,64], SAME, stride 1, f32), for tuning tensor/conv.c. Each kernel is
  * timed alone, reps times after a warm-up; it prints the median and the minimum of the calling
- * thread's CPU time (one thread: immune to other processes' load) and of the wall time, and the
+ * thread's CPU time (one thread: immune to other processes' load) and of the wall time, the
+ * median of the process's CPU time over all threads ("proc med": with --threads 2, what exceeds
+ * the one-thread CPU time is waste - spinning, imbalance, duplicated work), and the
  * RMS relative difference from the same kernel run with the minimum workspace (which runs the
  * direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
  * sqrt(sum (a - b)^2 / sum b^2). The 3x3 shapes of F(4x4, 3x3)'s tuning:
@@ -187,19 +189,22 @@ int main(int argc, char **argv)
            sx_dtype_name(dt), nthreads, (double)ws_bytes / 1048576.0, gflop, reps);
     if (dilation != 1 || groups != 1 || transposed)
         printf("dilation %d, groups %d%s\n", dilation, groups, transposed ? ", transposed" : "");
-    printf("%-6s %10s %10s %10s %10s %10s %10s\n", "kernel", "cpu med", "cpu min", "wall med",
-           "wall min", "GFLOP/s", "rms err");
+    printf("%-6s %10s %10s %10s %10s %10s %10s %10s\n", "kernel", "cpu med", "cpu min", "wall med",
+           "wall min", "GFLOP/s", "rms err", "proc med");
     static const char *const names[3] = {"fwd", "bwdi", "bwdk"};
-    static double cpu[MAX_REPS], wall[MAX_REPS];
+    static double cpu[MAX_REPS], wall[MAX_REPS], proc[MAX_REPS];
     for (int kd = 0; kd < 3; kd++) {
         if (!run[kd])
             continue;
         for (int r = -2; r < reps; r++) {
             double c0 = clock_of(CLOCK_THREAD_CPUTIME_ID), w0 = clock_of(CLOCK_MONOTONIC);
+            double p0 = clock_of(CLOCK_PROCESS_CPUTIME_ID);
             CHECK(run_kernel(kd, transposed, x, k, dy, &p, ws, min_ws ? ws_min : ws_bytes, y, dx,
                              dk));
             double c1 = clock_of(CLOCK_THREAD_CPUTIME_ID), w1 = clock_of(CLOCK_MONOTONIC);
+            double p1 = clock_of(CLOCK_PROCESS_CPUTIME_ID);
             if (r >= 0) {
+                proc[r] = (p1 - p0) * 1e3;
                 cpu[r] = (c1 - c0) * 1e3;
                 wall[r] = (w1 - w0) * 1e3;
             }
@@ -214,9 +219,11 @@ int main(int argc, char **argv)
         }
         qsort(cpu, (size_t)reps, sizeof cpu[0], cmp_double);
         qsort(wall, (size_t)reps, sizeof wall[0], cmp_double);
+        qsort(proc, (size_t)reps, sizeof proc[0], cmp_double);
         const double best = nthreads == 1 ? cpu[0] : wall[0];
-        printf("%-6s %10.3f %10.3f %10.3f %10.3f %10.1f %10.2e\n", names[kd], cpu[reps / 2], cpu[0],
-               wall[reps / 2], wall[0], gflop / best * 1e3, den > 0 ? sqrt(num / den) : sqrt(num));
+        printf("%-6s %10.3f %10.3f %10.3f %10.3f %10.1f %10.2e %10.3f\n", names[kd], cpu[reps / 2],
+               cpu[0], wall[reps / 2], wall[0], gflop / best * 1e3,
+               den > 0 ? sqrt(num / den) : sqrt(num), proc[reps / 2]);
     }
     sx_tensor *all[] = {x, k, y, dy, dx, dk, y2, dx2, dk2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

@@ -11,8 +11,10 @@
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
  * CPUs, strided backward-input, very large kdim). These serve the original parameter set (one
- * group, no dilation, VALID or SAME_UPPER); every public function hands other parameters to
- * tensor/conv_general.c before touching them (which sends the geometries computed here back). */
+ * group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the window
+ * (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
+ * hands other parameters to tensor/conv_general.c before touching them (which sends the
+ * geometries computed here back). */
 #include "conv_impl.h"
 #include "tensor_impl.h"
 
@@ -40,9 +42,10 @@
  * memory-bound (the GEMM path wins from kdim = 200 on). */
 #define CONV_DIRECT_KDIM 2048
 #define CONV_DIRECT_BWDI_KDIM 128
-/* Backward-kernel partial sums: units are summed in this many groups (one thread each, a fixed
- * assignment of units to groups), then the groups in order: the same bits for any thread
- * count. */
+/* Backward-kernel partial sums: units are summed in at most this many groups (one thread each,
+ * a fixed assignment of units to groups; an even number when more than one, so that two
+ * threads share them evenly: 7 groups kept one thread busy for 4 while the other ran 3), then
+ * the groups in order: the same bits for any thread count. */
 #define CONV_GROUPS 8
 /* The partial sums of backward-kernel take at most this many bytes (at least one partial, so
  * that two threads can share the work). */
@@ -75,7 +78,10 @@
  * (forward, backward-input) or the partial sums (backward-kernel). Rounding errors are a few
  * times those of the direct sums, relative to the largest terms of a tile (see the tests).
  * Blocks hold at most CONV_WINO_TB tiles, for backward-kernel CONV_WINO_TBK (longer sums
- * between the updates of its partial).
+ * between the updates of its partial); images of fewer tiles run several to a unit, and a
+ * block spans them (resnet20's 7x7x64 backward-kernel updated its 36 * 64 * 64 partial after
+ * every 4 tiles: 1.80 -> 1.24 ms per 128 images; forward and backward-input keep their bits,
+ * each tile's sums being the same in any block).
  * 3x3 kernels run F(4x4, 3x3) on the same points, hence the same 6x6 tiles and input transform
  * B^T (only the tile stride differs: 4 instead of 2) and the same per-unit pipeline, with 4x4
  * blocks of outputs and 3x3 kernels in the other transforms: 36 multiplies per 16 outputs
@@ -119,7 +125,7 @@ typedef enum { PATH_XCOL, PATH_DIRECT, PATH_GEMM, PATH_WINO } conv_path;
  * backward-input input rows. The workspace holds pre_bytes of data shared by the units (the
  * Winograd kernel), then one slot of slot_bytes per thread, then backward-kernel's partial sums
  * of part_bytes: groups - 1 of them (group 0 sums into dk), or with Winograd one per group.
- * tb: Winograd tiles per block. */
+ * tb: Winograd tiles per block (a block may span the images of a unit). */
 typedef struct conv_plan {
     conv_path path;
     int64_t ipu, rpu, bands, units, groups, slots, tb;
@@ -266,6 +272,43 @@ static bool have_direct(void)
 #endif
 }
 
+/* Explicit pads that the dense kernels here compute as they compute SAME: one group, no
+ * dilation, each pad smaller than the window along its axis (so every padded band holds at
+ * least one input column), valid shapes (x's channels are k's, the padded image holds the
+ * window). PyTorch's Conv2d(padding=1) with stride 2 is such a geometry but not SAME_UPPER's
+ * (whose single pad row goes below); conv_general.c would run it by im2col and a GEMM per
+ * band. Anything else, invalid input included, stays with conv_general.c and its messages. */
+static bool dense_explicit(const sx_conv2d_params *p, const int64_t *xs, const int64_t *ks)
+{
+    if (p == NULL || xs == NULL || ks == NULL || p->padding != SX_PAD_EXPLICIT)
+        return false;
+    if (p->groups > 1 || p->groups < 0 || p->dilation_h > 1 || p->dilation_h < 0 ||
+        p->dilation_w > 1 || p->dilation_w < 0 || p->output_padding_h != 0 ||
+        p->output_padding_w != 0 || p->stride_h < 1 || p->stride_w < 1)
+        return false;
+    if (ks[0] < 1 || ks[1] < 1 || xs[3] != ks[2] || xs[0] < 0 || xs[1] < 0 || xs[2] < 0)
+        return false;
+    if (p->pad_top < 0 || p->pad_top >= ks[0] || p->pad_bottom < 0 || p->pad_bottom >= ks[0] ||
+        p->pad_left < 0 || p->pad_left >= ks[1] || p->pad_right < 0 || p->pad_right >= ks[1])
+        return false;
+    return xs[1] + p->pad_top + p->pad_bottom >= ks[0] &&
+           xs[2] + p->pad_left + p->pad_right >= ks[1];
+}
+
+/* Does conv.c run these parameters (x of shape xs, k of shape ks)? */
+static bool conv_here(const sx_conv2d_params *p, const int64_t *xs, const int64_t *ks)
+{
+    return sx__conv_legacy(p) || dense_explicit(p, xs, ks);
+}
+
+/* The same for tensors x (n,h,w,c) and k (kh,kw,c,f), either possibly NULL or of another
+ * rank (then only the original parameter set runs here). */
+static bool conv_here_t(const sx_conv2d_params *p, const sx_tensor *x, const sx_tensor *k)
+{
+    return sx__conv_legacy(p) || (x != NULL && k != NULL && x->rank == 4 && k->rank == 4 &&
+                                  dense_explicit(p, x->shape, k->shape));
+}
+
 static char *shape4_str(const int64_t *s, char *buf, size_t n)
 {
     return sx_shape_str(4, s, buf, n);
@@ -283,7 +326,8 @@ static sx_status conv_geom_make(const char *who, const char *xname, const int64_
     if (p->stride_h < 1 || p->stride_w < 1)
         return sx_error(SX_E_ARG, "%s: stride (%d,%d), want both >= 1", who, p->stride_h,
                         p->stride_w);
-    if (p->padding != SX_PAD_VALID && p->padding != SX_PAD_SAME)
+    if (p->padding != SX_PAD_VALID && p->padding != SX_PAD_SAME &&
+        !(p->padding == SX_PAD_EXPLICIT && dense_explicit(p, xs, ks)))
         return sx_error(SX_E_ARG, "%s: unknown padding %d", who, (int)p->padding);
     if (xs[3] != ks[2])
         return sx_error(SX_E_SHAPE,
@@ -312,6 +356,11 @@ static sx_status conv_geom_make(const char *who, const char *xname, const int64_
         g->oh = (g->h - g->kh) / g->sh + 1;
         g->ow = (g->w - g->kw) / g->sw + 1;
         g->pt = g->pl = 0;
+    } else if (p->padding == SX_PAD_EXPLICIT) { /* dense_explicit: the padded image holds k */
+        g->oh = (g->h + p->pad_top + p->pad_bottom - g->kh) / g->sh + 1;
+        g->ow = (g->w + p->pad_left + p->pad_right - g->kw) / g->sw + 1;
+        g->pt = p->pad_top;
+        g->pl = p->pad_left;
     } else {
         g->oh = (g->h + g->sh - 1) / g->sh;
         g->ow = (g->w + g->sw - 1) / g->sw;
@@ -437,11 +486,13 @@ static int max_slots(void)
     return m;
 }
 
-/* Bytes of a Winograd slot for units of at most rpu output rows: the padded band, then the
- * transformed tiles of one block (36, tb, c) and their products or transformed dy (36, tb, f). */
-static size_t wino_slot_bytes(const conv_geom *gf, int64_t rpu, int64_t tb, size_t esz)
+/* Bytes of a Winograd slot for units of at most rpu output rows of `imgs` images: the padded
+ * bands, then the transformed tiles of one block (36, tb, c) and their products or transformed
+ * dy (36, tb, f). */
+static size_t wino_slot_bytes(const conv_geom *gf, int64_t rpu, int64_t imgs, int64_t tb,
+                              size_t esz)
 {
-    size_t e = add_sat((size_t)wino_band_elems(gf, rpu),
+    size_t e = add_sat(mul_sat((size_t)wino_band_elems(gf, rpu), (size_t)imgs),
                        (size_t)(36 * (wino_ld(tb * gf->c, esz) + wino_ld(tb * gf->f, esz))));
     return align_up(mul_sat(e, esz));
 }
@@ -470,15 +521,15 @@ static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t a
      * smallest unit to fit */
     int64_t tb = kind == CONV_BWD_K ? CONV_WINO_TBK : CONV_WINO_TB;
     tb = tb < (rows + m - 1) / m * tw ? tb : (rows + m - 1) / m * tw;
-    while (tb > 1 && wino_slot_bytes(&gf, rmin, tb, esz) > lim)
+    while (tb > 1 && wino_slot_bytes(&gf, rmin, 1, tb, esz) > lim)
         tb = (tb + 1) / 2;
-    if (wino_slot_bytes(&gf, rmin, tb, esz) > lim)
+    if (wino_slot_bytes(&gf, rmin, 1, tb, esz) > lim)
         return 0;
     /* whole images when they fit, else bands of a multiple of m rows */
     int64_t r = rows;
-    if (wino_slot_bytes(&gf, rows, tb, esz) > lim) {
+    if (wino_slot_bytes(&gf, rows, 1, tb, esz) > lim) {
         r = m;
-        while (r + m < rows && wino_slot_bytes(&gf, r + m, tb, esz) <= lim)
+        while (r + m < rows && wino_slot_bytes(&gf, r + m, 1, tb, esz) <= lim)
             r += m;
         const int64_t bands = (rows + r - 1) / r, per = (rows + bands - 1) / bands;
         r = (per + m - 1) / m * m;
@@ -486,8 +537,19 @@ static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t a
     }
     pl->rpu = r;
     pl->tb = tb < (r + m - 1) / m * tw ? tb : (r + m - 1) / m * tw;
-    pl->units = g->n * pl->bands;
-    pl->slot_bytes = wino_slot_bytes(&gf, r, pl->tb, esz);
+    /* small images: several per unit, so that a block holds up to CONV_WINO_TB(K) tiles of
+     * them (taller GEMMs; backward-kernel: longer sums between the updates of its partial) */
+    const int64_t ti = (rows + m - 1) / m * tw,
+                  tbmax = kind == CONV_BWD_K ? CONV_WINO_TBK : CONV_WINO_TB;
+    if (pl->bands == 1 && pl->tb == ti && ti < tbmax) {
+        int64_t k = tbmax / ti < g->n ? tbmax / ti : g->n;
+        while (k > 1 && wino_slot_bytes(&gf, r, k, k * ti, esz) > lim)
+            k--;
+        pl->ipu = k;
+        pl->tb = k * ti;
+    }
+    pl->units = pl->bands == 1 ? (g->n + pl->ipu - 1) / pl->ipu : g->n * pl->bands;
+    pl->slot_bytes = wino_slot_bytes(&gf, r, pl->ipu, pl->tb, esz);
     int64_t tasks = pl->units;
     size_t parts = 0;
     if (kind == CONV_BWD_K) { /* at least two groups (two threads), when units and room allow */
@@ -498,6 +560,7 @@ static size_t plan_wino(const conv_geom *g, conv_kind kind, size_t esz, size_t a
         want = want < (size_t)pl->units ? want : (size_t)pl->units;
         size_t fit = (room - pl->slot_bytes) / ub; /* >= 1: room held one partial and a slot */
         pl->groups = (int64_t)(want < fit ? want : fit);
+        pl->groups -= pl->groups > 2 ? pl->groups % 2 : 0; /* even: two threads share them */
         tasks = pl->groups;
         parts = mul_sat((size_t)pl->groups, ub);
     }
@@ -537,6 +600,13 @@ static size_t plan_for(const conv_geom *g, conv_kind kind, size_t esz, size_t av
             size_t lim = usable / CONV_WS_ALIGN * CONV_WS_ALIGN; /* align_up(k * img) fits */
             lim = lim < CONV_UNIT_BYTES ? lim : CONV_UNIT_BYTES;
             k = (size_t)g->n < lim / img ? g->n : lim / img < 1 ? 1 : (int64_t)(lim / img);
+            /* forward and backward-input: an even number of units of near-equal size, so that
+             * two threads share them evenly (125 + 3 images ran on one thread) */
+            int64_t u = (g->n + k - 1) / k;
+            if (kind != CONV_BWD_K && u > 1) {
+                u += u % 2;
+                k = (g->n + u - 1) / u;
+            }
         }
         pl->ipu = k;
         pl->rpu = rows;
@@ -562,6 +632,7 @@ static size_t plan_for(const conv_geom *g, conv_kind kind, size_t esz, size_t av
         size_t room = usable > pl->slot_bytes ? usable - pl->slot_bytes : 0;
         size_t fit = room / pl->part_bytes;
         pl->groups = 1 + (int64_t)(want < fit ? want : fit);
+        pl->groups -= pl->groups > 2 ? pl->groups % 2 : 0; /* even: two threads share them */
         tasks = pl->groups;
     } else if (kind == CONV_BWD_IN && !direct && pl->bands > 1) {
         tasks = g->n;
@@ -606,7 +677,7 @@ static size_t ws_query(const int64_t *xs, const int64_t *ks, const sx_conv2d_par
 size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
                            const sx_conv2d_params *p)
 {
-    if (!sx__conv_legacy(p))
+    if (!conv_here(p, x_shape, k_shape))
         return sx__conv2d_general_workspace(x_shape, k_shape, p, true);
     return ws_query(x_shape, k_shape, p, true);
 }
@@ -614,7 +685,7 @@ size_t sx_conv2d_workspace(const int64_t x_shape[4], const int64_t k_shape[4],
 size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
                                const sx_conv2d_params *p)
 {
-    if (!sx__conv_legacy(p))
+    if (!conv_here(p, x_shape, k_shape))
         return sx__conv2d_general_workspace(x_shape, k_shape, p, false);
     return ws_query(x_shape, k_shape, p, false);
 }
@@ -648,7 +719,7 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
 {
     if (who == NULL)
         who = "sx_conv2d_shape";
-    if (!sx__conv_legacy(p))
+    if (!conv_here_t(p, x, k))
         return sx__conv2d_general_shape(who, x, k, p, out_shape);
     if (out_shape == NULL)
         return sx_error(SX_E_ARG, "%s: out_shape is NULL", who);
@@ -763,7 +834,7 @@ static void epi_run(const conv_epi *e, int64_t e0, int64_t len)
 }
 
 /* Forward unit u's output rows (image rows of y, counted over all images): ipu whole images, or
- * one band of rpu rows of one image (direct and Winograd units have ipu = 1). */
+ * one band of rpu rows of one image (direct units have ipu = 1). */
 static void unit_out_rows(const conv_plan *pl, const conv_geom *g, int64_t u, int64_t *p0,
                           int64_t *np)
 {
@@ -957,7 +1028,7 @@ static sx_status conv_forward(const char *who, const sx_tensor *x, const sx_tens
                               const sx_conv2d_params *p, void *ws, size_t ws_bytes, conv_epi *e,
                               sx_tensor *y)
 {
-    if (!sx__conv_legacy(p)) { /* dilated, grouped or other paddings: conv_general.c */
+    if (!conv_here_t(p, x, k)) { /* dilated, grouped or other paddings: conv_general.c */
         SX_TRY(sx__conv2d_general_forward(x, k, p, ws, ws_bytes, y));
         if (e != NULL && y->size > 0)
             epi_run(e, 0, y->size);
@@ -1049,7 +1120,7 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
                                               sx_tensor *dx)
 {
     const char *who = "sx_tensor_conv2d_backward_input_out";
-    if (!sx__conv_legacy(p))
+    if (!conv_here_t(p, dx, k))
         return sx__conv2d_general_backward_input(k, dy, p, ws, ws_bytes, dx);
     SX_TRY(check_rank4(who, "k", k));
     SX_TRY(check_rank4(who, "dy", dy));
@@ -1084,7 +1155,7 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
                                                sx_tensor *dk)
 {
     const char *who = "sx_tensor_conv2d_backward_kernel_out";
-    if (!sx__conv_legacy(p))
+    if (!conv_here_t(p, x, dk))
         return sx__conv2d_general_backward_kernel(x, dy, p, ws, ws_bytes, dk);
     SX_TRY(check_rank4(who, "x", x));
     SX_TRY(check_rank4(who, "dy", dy));

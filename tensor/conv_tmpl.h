@@ -570,9 +570,10 @@ static bool FN(direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool
 }
 
 /* kr (kh, kw, f, c) = k (kh, kw, c, f) rotated by 180 degrees and transposed:
- * kr[ky][kx][fi][ci] = k[kh - 1 - ky][kw - 1 - kx][ci][fi]. With stride 1, dx is the forward
- * convolution of dy, padded by kh - 1 - pt rows and kw - 1 - pl columns before, with kr. */
-static void FN(rot_k)(const conv_geom *g, const T *k, T *kr)
+ * kr[ky][kx][fi][ci] = k[kh - 1 - ky][kw - 1 - kx][ci][fi], for the filters fi in [f0, f1).
+ * With stride 1, dx is the forward convolution of dy, padded by kh - 1 - pt rows and kw - 1 -
+ * pl columns before, with kr. */
+static void FN(rot_k)(const conv_geom *g, const T *k, T *kr, int64_t f0, int64_t f1)
 {
     const int64_t c = g->c, f = g->f;
     for (int64_t ky = 0; ky < g->kh; ky++)
@@ -580,7 +581,7 @@ static void FN(rot_k)(const conv_geom *g, const T *k, T *kr)
             const T *src = k + ((g->kh - 1 - ky) * g->kw + g->kw - 1 - kx) * c * f;
             T *dst = kr + (ky * g->kw + kx) * f * c;
             for (int64_t ci = 0; ci < c; ci++)
-                for (int64_t fi = 0; fi < f; fi++)
+                for (int64_t fi = f0; fi < f1; fi++)
                     dst[fi * c + ci] = src[ci * f + fi];
         }
 }
@@ -600,7 +601,7 @@ static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool
     T *kp = slot, *dyp = kp + CONV_KF_ELEMS(g);
     if (fresh) {
         if (rot)
-            FN(rot_k)(g, jb->in0, kp);
+            FN(rot_k)(g, jb->in0, kp, 0, g->f);
         else
             FN(flip_k)(g, jb->in0, kp);
     }
@@ -780,9 +781,10 @@ static inline __attribute__((always_inline)) CONV_VATTR void FN(wino_am)(V *o, c
 /* u (36, cin, cout) = G g G^T for every (cin, cout) pair of k (r, r, cin, cout): matrix xi =
  * 6 i + j of the transformed 6x6 kernels, us elements apart. Inlined with r constant. */
 static inline __attribute__((always_inline)) CONV_VATTR void
-FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, const int r)
+FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, int64_t c0, int64_t c1,
+                  const int r)
 {
-    for (int64_t ci = 0; ci < cin; ci++)
+    for (int64_t ci = c0; ci < c1; ci++)
         for (int64_t f0 = 0; f0 < cout; f0 += VL) {
             const VMASK m = FN(vmask)(cout - f0);
             V t[6][5];
@@ -808,13 +810,14 @@ FN(wino_kernel_r)(const T *k, int64_t cin, int64_t cout, int64_t us, T *u, const
         }
 }
 
+/* The same for the input channels [c0, c1) of k. */
 static CONV_VATTR void FN(wino_kernel)(const T *k, int64_t r, int64_t cin, int64_t cout, int64_t us,
-                                       T *u)
+                                       T *u, int64_t c0, int64_t c1)
 {
     if (r == 5)
-        FN(wino_kernel_r)(k, cin, cout, us, u, 5);
+        FN(wino_kernel_r)(k, cin, cout, us, u, c0, c1, 5);
     else
-        FN(wino_kernel_r)(k, cin, cout, us, u, 3);
+        FN(wino_kernel_r)(k, cin, cout, us, u, c0, c1, 3);
 }
 
 /* v (36, nt, c; matrices vs elements apart) = B^T d B of tiles [t0, t0 + nt) of a band: tile t
@@ -1085,34 +1088,59 @@ static inline conv_geom FN(wino_gemm_geom)(int64_t c, int64_t f, int64_t nt)
     return g1;
 }
 
+/* The images and rows of Winograd unit u of a pass with `rows` output rows per image: ipu
+ * whole images from *img (the last unit may hold fewer), or one band of one image. */
+static inline void FN(wino_unit)(const conv_plan *pl, const conv_geom *gf, int64_t u, int64_t *img,
+                                 int64_t *nimg, int64_t *r0, int64_t *nr)
+{
+    if (pl->bands == 1) {
+        *img = u * pl->ipu;
+        *nimg = gf->n - *img < pl->ipu ? gf->n - *img : pl->ipu;
+        *r0 = 0, *nr = gf->oh;
+    } else {
+        *nimg = 1;
+        FN(direct_band)(pl, gf->oh, u, img, r0, nr);
+    }
+}
+
 /* Forward and backward-input (stride 1, 5x5 or 3x3): the kernel was transformed into u (36, c,
  * f) at the start of the workspace (wino_prep); the unit pads its band of the source (x, or dy
- * for backward-input: the forward pass of wino_geom), then per block of tb tiles transforms the
- * tiles, runs the 36 GEMMs m_xi (nt, f) = v_xi (nt, c) @ u_xi (c, f), and transforms back. */
+ * for backward-input: the forward pass of wino_geom), or each of its images, then per block of
+ * tb tiles (in image order; a block may span images) transforms the tiles, runs the 36 GEMMs
+ * m_xi (nt, f) = v_xi (nt, c) @ u_xi (c, f), and transforms back. Each tile's sums are the same
+ * whatever block it falls into. Returns whether the slot holds a full unit's padding zeros. */
 static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool fresh, bool bwdi)
 {
     const conv_plan *pl = jb->pl;
     const conv_geom gf = wino_geom(jb->g, bwdi);
     const int64_t c = gf.c, f = gf.f, ow = gf.ow, m = wino_m(&gf), tw = (ow + m - 1) / m;
     const int64_t tb = pl->tb, vs = wino_ld(tb * c, sizeof(T)), ms = wino_ld(tb * f, sizeof(T));
-    const int64_t us = wino_ld(c * f, sizeof(T));
-    int64_t img, r0, nr;
-    FN(direct_band)(pl, gf.oh, u, &img, &r0, &nr);
-    T *xp = slot, *v = xp + wino_band_elems(&gf, pl->rpu), *mm = v + 36 * vs;
-    FN(pad_x)
-    (&gf, bwdi ? jb->in1 : jb->in0, img, r0, (nr + m - 1) / m * m, (pl->rpu + m - 1) / m * m, xp,
-     fresh);
+    const int64_t us = wino_ld(c * f, sizeof(T)), be = wino_band_elems(&gf, pl->rpu);
+    int64_t img, nimg, r0, nr;
+    FN(wino_unit)(pl, &gf, u, &img, &nimg, &r0, &nr);
+    T *xp = slot, *v = xp + pl->ipu * be, *mm = v + 36 * vs;
+    const int64_t rr = (nr + m - 1) / m * m, rmax = (pl->rpu + m - 1) / m * m;
+    for (int64_t i = 0; i < nimg; i++)
+        FN(pad_x)(&gf, bwdi ? jb->in1 : jb->in0, img + i, r0, rr, rmax, xp + i * be, fresh);
     const T *uk = (const T *)(const void *)pl->ws;
-    T *y = (T *)jb->out + (img * gf.oh + r0) * ow * f;
-    const int64_t ntiles = (nr + m - 1) / m * tw, nb = (ntiles + tb - 1) / tb;
+    const int64_t ti = rr / m * tw, ntiles = nimg * ti, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
         nt = (ntiles - t0) / (nb - b);
-        FN(wino_in)(xp, gf.wp, c, m, tw, t0, nt, vs, v);
+        for (int64_t q = 0, k; q < nt; q += k) { /* the block's run of tiles of each image */
+            const int64_t i = (t0 + q) / ti, lt = (t0 + q) % ti;
+            k = ti - lt < nt - q ? ti - lt : nt - q;
+            FN(wino_in)(xp + i * be, gf.wp, c, m, tw, lt, k, vs, v + q * c);
+        }
         for (int64_t xi = 0; xi < 36; xi++)
             FN(wgemm)(v + xi * vs, c, uk + xi * us, f, mm + xi * ms, f, nt, c, f);
-        FN(wino_out)(mm, f, m, tw, ow, nr, t0, nt, ms, y);
+        for (int64_t q = 0, k; q < nt; q += k) {
+            const int64_t i = (t0 + q) / ti, lt = (t0 + q) % ti;
+            k = ti - lt < nt - q ? ti - lt : nt - q;
+            T *y = (T *)jb->out + ((img + i) * gf.oh + r0) * ow * f;
+            FN(wino_out)(mm + q * f, f, m, tw, ow, nr, lt, k, ms, y);
+        }
     }
-    return true;
+    return !fresh || nimg == pl->ipu;
 }
 
 static bool FN(wino_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
@@ -1130,8 +1158,8 @@ static bool FN(wino_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool f
 }
 
 /* Backward-kernel (stride 1, 5x5 or 3x3): acc (36, c, f) (+)= per block of tb tiles of the unit's
- * band, the 36 GEMMs v_xi (nt, c)^T @ d_xi (nt, f) of the transformed x tiles and dy blocks; the
- * group sums go back to taps at the end (wino_finish). */
+ * band or images (a block may span images), the 36 GEMMs v_xi (nt, c)^T @ d_xi (nt, f) of the
+ * transformed x tiles and dy blocks; the group sums go back to taps at the end (wino_finish). */
 static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
                                bool first)
 {
@@ -1139,44 +1167,68 @@ static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool f
     const conv_geom gf = wino_geom(jb->g, false);
     const int64_t c = gf.c, f = gf.f, ow = gf.ow, m = wino_m(&gf), tw = (ow + m - 1) / m;
     const int64_t tb = pl->tb, vs = wino_ld(tb * c, sizeof(T)), ds = wino_ld(tb * f, sizeof(T));
-    const int64_t us = wino_ld(c * f, sizeof(T));
-    int64_t img, r0, nr;
-    FN(direct_band)(pl, gf.oh, u, &img, &r0, &nr);
-    T *xp = slot, *v = xp + wino_band_elems(&gf, pl->rpu), *d = v + 36 * vs;
-    FN(pad_x)
-    (&gf, jb->in0, img, r0, (nr + m - 1) / m * m, (pl->rpu + m - 1) / m * m, xp, fresh);
+    const int64_t us = wino_ld(c * f, sizeof(T)), be = wino_band_elems(&gf, pl->rpu);
+    int64_t img, nimg, r0, nr;
+    FN(wino_unit)(pl, &gf, u, &img, &nimg, &r0, &nr);
+    T *xp = slot, *v = xp + pl->ipu * be, *d = v + 36 * vs;
+    const int64_t rr = (nr + m - 1) / m * m, rmax = (pl->rpu + m - 1) / m * m;
     const T *dy = (const T *)jb->in1 + (img * gf.oh + r0) * ow * f;
     /* the unit's dy rows are read m at a time, tile by tile: ask for all of them now, while
-     * the band's x tiles are transformed */
-    for (int64_t i = 0; i < nr * ow * f; i += 64 / (int64_t)sizeof(T))
+     * the x tiles are transformed (whole images follow one another in dy) */
+    for (int64_t i = 0; i < nimg * nr * ow * f; i += 64 / (int64_t)sizeof(T))
         __builtin_prefetch(dy + i, 0, 3);
+    for (int64_t i = 0; i < nimg; i++)
+        FN(pad_x)(&gf, jb->in0, img + i, r0, rr, rmax, xp + i * be, fresh);
     T *w = acc;
-    const int64_t ntiles = (nr + m - 1) / m * tw, nb = (ntiles + tb - 1) / tb;
+    const int64_t ti = rr / m * tw, ntiles = nimg * ti, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
         nt = (ntiles - t0) / (nb - b);
-        FN(wino_in)(xp, gf.wp, c, m, tw, t0, nt, vs, v);
-        FN(wino_dy)(dy, f, m, tw, ow, nr, t0, nt, ds, d);
+        for (int64_t q = 0, k; q < nt; q += k) { /* the block's run of tiles of each image */
+            const int64_t i = (t0 + q) / ti, lt = (t0 + q) % ti;
+            k = ti - lt < nt - q ? ti - lt : nt - q;
+            FN(wino_in)(xp + i * be, gf.wp, c, m, tw, lt, k, vs, v + q * c);
+            FN(wino_dy)(dy + i * gf.oh * ow * f, f, m, tw, ow, nr, lt, k, ds, d + q * f);
+        }
         const conv_geom g1 = FN(wino_gemm_geom)(c, f, nt);
         for (int64_t xi = 0; xi < 36; xi++)
             FN(direct_bwdk_band)(&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
     }
-    return true;
+    return !fresh || nimg == pl->ipu;
 }
 
 /* Before the units of forward or backward-input: the transformed kernel at the start of the
- * workspace (backward-input: of the rotated kernel, built just after it). */
-static void FN(wino_prep)(const conv_job *jb, bool bwdi)
+ * workspace (backward-input: of the rotated kernel, built just after it), its input channels
+ * (backward-input: the filters) split over threads; each element is computed alone, so the
+ * split leaves the bits alone. */
+typedef struct FN(wprep_ctx) {
+    const conv_job *jb;
+    bool bwdi;
+} FN(wprep_ctx);
+
+static void FN(wino_prep_chans)(void *ctx, int64_t c0, int64_t c1)
 {
-    const conv_geom *g = jb->g;
-    T *uk = (T *)(void *)jb->pl->ws;
+    const FN(wprep_ctx) *w = ctx;
+    const conv_geom *g = w->jb->g;
+    T *uk = (T *)(void *)w->jb->pl->ws;
     const int64_t us = wino_ld(g->c * g->f, sizeof(T));
-    if (!bwdi) {
-        FN(wino_kernel)(jb->in1, g->kh, g->c, g->f, us, uk);
+    if (!w->bwdi) {
+        FN(wino_kernel)(w->jb->in1, g->kh, g->c, g->f, us, uk, c0, c1);
         return;
     }
     T *kr = uk + wino_u_elems(g, sizeof(T));
-    FN(rot_k)(g, jb->in0, kr);
-    FN(wino_kernel)(kr, g->kh, g->f, g->c, us, uk);
+    FN(rot_k)(g, w->jb->in0, kr, c0, c1);
+    FN(wino_kernel)(kr, g->kh, g->f, g->c, us, uk, c0, c1);
+}
+
+static void FN(wino_prep)(const conv_job *jb, bool bwdi)
+{
+    const conv_geom *g = jb->g;
+    FN(wprep_ctx) w = {jb, bwdi};
+    const int64_t cin = bwdi ? g->f : g->c;
+    if (36 * g->c * g->f >= SX_PAR_MIN)
+        sx__par_range(cin, 1, FN(wino_prep_chans), &w);
+    else
+        FN(wino_prep_chans)(&w, 0, cin);
 }
 
 /* After the units of backward-kernel: dk = G^T (the group partials, summed in order) G, the

@@ -482,7 +482,8 @@ sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *
 /* Scratch bytes the three conv kernels use for their fastest plan, and the least they accept
  * (0 for invalid shapes or parameters). Which implementation runs:
  * - Dense (groups 1), undilated, and a padding whose geometry (oh, ow, pt, pl) is that of VALID
- *   or SAME_UPPER (any such EXPLICIT or SAME_LOWER too): the dense kernels, as follows. The
+ *   or SAME_UPPER (any such EXPLICIT or SAME_LOWER too), or EXPLICIT pads each smaller than the
+ *   kernel along its axis (PyTorch's padding=p, any stride): the dense kernels, as follows. The
  *   workspace holds one cache-sized unit of work per processor (at most 16) - an im2col block
  *   of whole images or of a band of rows, or a zero-padded band of the image for the direct
  *   and Winograd (AVX-512) kernels - plus, for backward-kernel, up to 8 partial sums of dk (at

@@ -18,7 +18,24 @@ typedef struct cfg {
     int64_t kh, kw, f;  /* k (kh,kw,c,f) */
     int sh, sw;
     sx_padding pad;
+    int pt, pb, pl, pr; /* SX_PAD_EXPLICIT only: rows above / below, columns left / right */
 } cfg;
+
+static sx_conv2d_params params_of(const cfg *q)
+{
+    return (sx_conv2d_params){.stride_h = q->sh,
+                              .stride_w = q->sw,
+                              .padding = q->pad,
+                              .pad_top = q->pt,
+                              .pad_bottom = q->pb,
+                              .pad_left = q->pl,
+                              .pad_right = q->pr};
+}
+
+static const char *pad_name(sx_padding pad)
+{
+    return pad == SX_PAD_SAME ? "SAME" : pad == SX_PAD_VALID ? "VALID" : "EXPLICIT";
+}
 
 /* The test's own geometry, from TensorFlow's definitions: VALID oh = ceil((h - kh + 1) / sh),
  * SAME oh = ceil(h / sh) with total padding max((oh - 1) * sh + kh - h, 0), half before. */
@@ -33,6 +50,11 @@ static geo geo_of(const cfg *q)
         g.oh = (q->h - q->kh + q->sh) / q->sh;
         g.ow = (q->w - q->kw + q->sw) / q->sw;
         g.pt = g.pl = 0;
+    } else if (q->pad == SX_PAD_EXPLICIT) { /* PyTorch's: floor over the padded image */
+        g.oh = (q->h + q->pt + q->pb - q->kh) / q->sh + 1;
+        g.ow = (q->w + q->pl + q->pr - q->kw) / q->sw + 1;
+        g.pt = q->pt;
+        g.pl = q->pl;
     } else {
         g.oh = (q->h + q->sh - 1) / q->sh;
         g.ow = (q->w + q->sw - 1) / q->sw;
@@ -159,14 +181,13 @@ static void expect_ref(const char *what, const cfg *q, const sx_tensor *got, con
                   "%lld got %.17g want %.17g",
                   what, sx_dtype_name(got->dtype), (long long)q->n, (long long)q->h,
                   (long long)q->w, (long long)q->c, (long long)q->kh, (long long)q->kw,
-                  (long long)q->c, (long long)q->f, q->sh, q->sw,
-                  q->pad == SX_PAD_SAME ? "SAME" : "VALID", (long long)i, v, ref[i]);
+                  (long long)q->c, (long long)q->f, q->sh, q->sw, pad_name(q->pad), (long long)i, v,
+                  ref[i]);
     }
     if (getenv("ERRSTAT") && wino_shape(q))
         fprintf(stderr, "ERRSTAT %s %s %lld,%lld,%lld,%lld k%lld f%lld %s: %.1f units\n", what,
                 sx_dtype_name(got->dtype), (long long)q->n, (long long)q->h, (long long)q->w,
-                (long long)q->c, (long long)q->kh, (long long)q->f,
-                q->pad == SX_PAD_SAME ? "SAME" : "VALID",
+                (long long)q->c, (long long)q->kh, (long long)q->f, pad_name(q->pad),
                 worst / (got->dtype == SX_F32 ? 0x1p-24 : 0x1p-53));
 }
 
@@ -182,7 +203,7 @@ typedef struct refs {
 static void run_case(const cfg *q, size_t ws_bytes, size_t skew, const refs *r, sx_tensor *x,
                      sx_tensor *k, sx_tensor *dy, sx_tensor *y, sx_tensor *dx, sx_tensor *dk)
 {
-    sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
+    sx_conv2d_params p = params_of(q);
     /* exactly ws_bytes past the skew, so that ASan sees any write beyond the workspace */
     char *buf = malloc(ws_bytes + skew + (ws_bytes == 0));
     void *ws = ws_bytes == 0 ? buf : buf + skew;
@@ -234,7 +255,7 @@ static bool check_cfg(sx_rng *rng, const cfg *q)
     geo g = geo_of(q);
     int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
     int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-    sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
+    sx_conv2d_params p = params_of(q);
     size_t full = sx_conv2d_workspace(xs, ks, &p), min = sx_conv2d_workspace_min(xs, ks, &p);
     cr_assert_leq(min, full);
     for (int d = 0; d < 2; d++) {
@@ -272,28 +293,34 @@ static bool check_cfg(sx_rng *rng, const cfg *q)
 }
 
 static const cfg fixed[] = {
-    {3, 11, 9, 3, 3, 3, 4, 1, 1, SX_PAD_SAME},  {3, 11, 9, 3, 3, 3, 4, 1, 1, SX_PAD_VALID},
-    {2, 13, 10, 2, 5, 4, 3, 2, 2, SX_PAD_SAME}, {2, 13, 10, 2, 5, 4, 3, 2, 2, SX_PAD_VALID},
-    {3, 12, 17, 1, 3, 5, 5, 1, 2, SX_PAD_SAME}, {2, 15, 14, 4, 4, 2, 3, 3, 2, SX_PAD_VALID},
-    {2, 16, 15, 3, 2, 3, 2, 2, 1, SX_PAD_SAME}, {3, 14, 13, 3, 2, 2, 5, 3, 3, SX_PAD_VALID},
-    {2, 9, 9, 16, 3, 3, 8, 2, 1, SX_PAD_SAME},  {1, 28, 28, 1, 5, 5, 4, 1, 1, SX_PAD_SAME},
-    {6, 10, 12, 6, 3, 3, 7, 1, 1, SX_PAD_SAME}, {4, 8, 8, 5, 4, 4, 3, 2, 2, SX_PAD_SAME},
+    {3, 11, 9, 3, 3, 3, 4, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {3, 11, 9, 3, 3, 3, 4, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 13, 10, 2, 5, 4, 3, 2, 2, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 13, 10, 2, 5, 4, 3, 2, 2, SX_PAD_VALID, 0, 0, 0, 0},
+    {3, 12, 17, 1, 3, 5, 5, 1, 2, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 15, 14, 4, 4, 2, 3, 3, 2, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 16, 15, 3, 2, 3, 2, 2, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {3, 14, 13, 3, 2, 2, 5, 3, 3, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 9, 9, 16, 3, 3, 8, 2, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 28, 28, 1, 5, 5, 4, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {6, 10, 12, 6, 3, 3, 7, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {4, 8, 8, 5, 4, 4, 3, 2, 2, SX_PAD_SAME, 0, 0, 0, 0},
 };
 
 /* Shapes where one whole image row of im2col is already bigger than the minimum block, or the
  * input is smaller than the kernel, or the special cases where x is the im2col matrix. */
 static const cfg corners[] = {
-    {4, 2, 3, 3, 5, 4, 2, 1, 1, SX_PAD_SAME},   /* input smaller than the kernel */
-    {3, 3, 2, 2, 5, 5, 3, 2, 3, SX_PAD_SAME},   /* ... with strides */
-    {2, 1, 1, 3, 3, 3, 2, 1, 1, SX_PAD_SAME},   /* a single pixel */
-    {2, 10, 11, 8, 1, 1, 6, 1, 1, SX_PAD_SAME}, /* 1x1 stride 1: x is the matrix */
-    {2, 10, 11, 8, 1, 1, 6, 1, 1, SX_PAD_VALID},
-    {2, 10, 11, 8, 1, 1, 6, 2, 2, SX_PAD_VALID}, /* 1x1 strided: im2col subsamples */
-    {5, 6, 7, 3, 6, 7, 4, 1, 1, SX_PAD_VALID},   /* window = image: x is the matrix */
-    {5, 6, 7, 3, 6, 7, 4, 7, 7, SX_PAD_SAME},    /* the same through SAME */
-    {3, 6, 7, 3, 6, 7, 4, 1, 1, SX_PAD_SAME},    /* window = image, padded */
-    {2, 5, 40, 2, 3, 3, 3, 1, 1, SX_PAD_SAME},   /* ow > minimum block rows */
-    {2, 7, 7, 1, 7, 1, 2, 1, 3, SX_PAD_VALID},   /* tall kernel */
+    {4, 2, 3, 3, 5, 4, 2, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},   /* input smaller than the kernel */
+    {3, 3, 2, 2, 5, 5, 3, 2, 3, SX_PAD_SAME, 0, 0, 0, 0},   /* ... with strides */
+    {2, 1, 1, 3, 3, 3, 2, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},   /* a single pixel */
+    {2, 10, 11, 8, 1, 1, 6, 1, 1, SX_PAD_SAME, 0, 0, 0, 0}, /* 1x1 stride 1: x is the matrix */
+    {2, 10, 11, 8, 1, 1, 6, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 10, 11, 8, 1, 1, 6, 2, 2, SX_PAD_VALID, 0, 0, 0, 0}, /* 1x1 strided: im2col subsamples */
+    {5, 6, 7, 3, 6, 7, 4, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},   /* window = image: x is the matrix */
+    {5, 6, 7, 3, 6, 7, 4, 7, 7, SX_PAD_SAME, 0, 0, 0, 0},    /* the same through SAME */
+    {3, 6, 7, 3, 6, 7, 4, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},    /* window = image, padded */
+    {2, 5, 40, 2, 3, 3, 3, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},   /* ow > minimum block rows */
+    {2, 7, 7, 1, 7, 1, 2, 1, 3, SX_PAD_VALID, 0, 0, 0, 0},   /* tall kernel */
 };
 
 Test(tensor_conv, fixed_shapes_full_and_blocked_workspace)
@@ -341,11 +368,15 @@ Test(tensor_conv, random_shapes)
  * shapes where only some of the three kernels qualify (their GEMMs must sum over at least 16
  * channels and produce at least 8). */
 static const cfg wino[] = {
-    {2, 14, 14, 16, 5, 5, 16, 1, 1, SX_PAD_SAME}, {1, 9, 11, 17, 5, 5, 20, 1, 1, SX_PAD_VALID},
-    {2, 7, 6, 33, 5, 5, 70, 1, 1, SX_PAD_SAME},   {3, 1, 1, 16, 5, 5, 16, 1, 1, SX_PAD_SAME},
-    {2, 3, 2, 24, 5, 5, 18, 1, 1, SX_PAD_SAME},   {1, 5, 9, 16, 5, 5, 16, 1, 1, SX_PAD_VALID},
-    {2, 13, 4, 20, 5, 5, 9, 1, 1, SX_PAD_SAME},   {2, 10, 10, 8, 5, 5, 40, 1, 1, SX_PAD_SAME},
-    {1, 6, 5, 16, 5, 5, 8, 1, 1, SX_PAD_VALID},
+    {2, 14, 14, 16, 5, 5, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 9, 11, 17, 5, 5, 20, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 7, 6, 33, 5, 5, 70, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {3, 1, 1, 16, 5, 5, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 3, 2, 24, 5, 5, 18, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 5, 9, 16, 5, 5, 16, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 13, 4, 20, 5, 5, 9, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 10, 10, 8, 5, 5, 40, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 6, 5, 16, 5, 5, 8, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
 };
 
 /* Winograd's F(4x4, 3x3): 3x3 kernels at stride 1, images of sizes that leave partial tiles or
@@ -354,12 +385,19 @@ static const cfg wino[] = {
  * channels and produce at least 4, on images of at least 25 output pixels, backward-kernel
  * 36). */
 static const cfg wino3[] = {
-    {2, 14, 14, 16, 3, 3, 16, 1, 1, SX_PAD_SAME}, {1, 9, 11, 17, 3, 3, 20, 1, 1, SX_PAD_VALID},
-    {2, 7, 6, 33, 3, 3, 70, 1, 1, SX_PAD_SAME},   {3, 2, 2, 16, 3, 3, 16, 1, 1, SX_PAD_SAME},
-    {2, 8, 8, 8, 3, 3, 8, 1, 1, SX_PAD_SAME},     {1, 5, 5, 12, 3, 3, 4, 1, 1, SX_PAD_SAME},
-    {2, 13, 4, 20, 3, 3, 9, 1, 1, SX_PAD_SAME},   {2, 10, 10, 4, 3, 3, 40, 1, 1, SX_PAD_SAME},
-    {1, 3, 30, 16, 3, 3, 8, 1, 1, SX_PAD_VALID},  {1, 6, 7, 16, 3, 3, 16, 1, 1, SX_PAD_VALID},
-    {2, 25, 17, 24, 3, 3, 20, 1, 1, SX_PAD_SAME},
+    {2, 14, 14, 16, 3, 3, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 9, 11, 17, 3, 3, 20, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 7, 6, 33, 3, 3, 70, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {3, 2, 2, 16, 3, 3, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 8, 8, 8, 3, 3, 8, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {7, 7, 7, 12, 3, 3, 20, 1, 1, SX_PAD_SAME, 0, 0, 0, 0}, /* several images per unit */
+    {11, 6, 9, 8, 3, 3, 8, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 5, 5, 12, 3, 3, 4, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 13, 4, 20, 3, 3, 9, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 10, 10, 4, 3, 3, 40, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 3, 30, 16, 3, 3, 8, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {1, 6, 7, 16, 3, 3, 16, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 25, 17, 24, 3, 3, 20, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
 };
 
 /* <conv(x,k), g> == <x, bwd_input(k,g)> == <k, bwd_kernel(x,g)>: the backward rules are the
@@ -378,7 +416,7 @@ Test(tensor_conv, backward_rules_are_adjoints)
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-            sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
+            sx_conv2d_params p = params_of(q);
             size_t wsb =
                 d < 2 ? sx_conv2d_workspace_min(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
             void *ws = malloc(wsb + 1);
@@ -416,9 +454,11 @@ Test(tensor_conv, empty_shapes)
     sx_rng rng;
     sx_rng_seed(&rng, 15);
     const cfg empty[] = {
-        {0, 5, 5, 2, 3, 3, 2, 1, 1, SX_PAD_SAME},  {2, 5, 5, 0, 3, 3, 2, 1, 1, SX_PAD_SAME},
-        {2, 5, 5, 2, 3, 3, 0, 1, 1, SX_PAD_SAME},  {2, 0, 5, 2, 3, 3, 2, 1, 1, SX_PAD_SAME},
-        {2, 5, 5, 0, 1, 1, 2, 1, 1, SX_PAD_VALID},
+        {0, 5, 5, 2, 3, 3, 2, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {2, 5, 5, 0, 3, 3, 2, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {2, 5, 5, 2, 3, 3, 0, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {2, 0, 5, 2, 3, 3, 2, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {2, 5, 5, 0, 1, 1, 2, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++)
         check_cfg(&rng, &empty[i]);
@@ -431,7 +471,7 @@ Test(tensor_conv, allocating_form_and_out_of_memory)
     const cfg *q = &fixed[0];
     geo g = geo_of(q);
     int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
-    sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
+    sx_conv2d_params p = params_of(q);
     sx_tensor *x = tu_rand(&rng, SX_F64, 4, xs, -1, 1), *k = tu_rand(&rng, SX_F64, 4, ks, -1, 1);
     sx_tensor *y = NULL;
     cr_assert_eq(sx_tensor_conv2d(x, k, &p, &y), SX_OK, "%s", sx_last_error());
@@ -513,11 +553,15 @@ Test(tensor_conv, workspace_sizes)
  * small kdim (direct forward and backward-kernel, GEMM backward-input), and images too large
  * for one unit even with the full workspace (bands). */
 static const cfg larger[] = {
-    {2, 28, 28, 1, 5, 5, 32, 1, 1, SX_PAD_SAME}, {2, 11, 10, 14, 3, 3, 40, 1, 1, SX_PAD_SAME},
-    {2, 9, 9, 24, 3, 3, 21, 1, 1, SX_PAD_VALID}, {3, 17, 13, 5, 4, 3, 20, 2, 1, SX_PAD_SAME},
-    {2, 16, 15, 6, 5, 5, 9, 2, 2, SX_PAD_VALID}, {1, 5, 6, 240, 3, 3, 3, 1, 1, SX_PAD_SAME},
-    {1, 72, 72, 40, 3, 3, 4, 1, 1, SX_PAD_SAME}, {1, 80, 80, 2, 3, 3, 40, 1, 1, SX_PAD_SAME},
-    {2, 7, 7, 8, 7, 7, 17, 1, 1, SX_PAD_SAME},
+    {2, 28, 28, 1, 5, 5, 32, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 11, 10, 14, 3, 3, 40, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 9, 9, 24, 3, 3, 21, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+    {3, 17, 13, 5, 4, 3, 20, 2, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 16, 15, 6, 5, 5, 9, 2, 2, SX_PAD_VALID, 0, 0, 0, 0},
+    {1, 5, 6, 240, 3, 3, 3, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 72, 72, 40, 3, 3, 4, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {1, 80, 80, 2, 3, 3, 40, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 7, 7, 8, 7, 7, 17, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
 };
 
 Test(tensor_conv, larger_shapes_both_paths, .timeout = 120)
@@ -540,6 +584,35 @@ Test(tensor_conv, winograd_shapes, .timeout = 120)
         check_cfg(&rng, &wino3[i]);
 }
 
+/* Explicit pads smaller than the window (PyTorch's Conv2d(padding=p)) run conv.c's dense kernels
+ * like SAME: resnet's stride-2 3x3 convolutions with one pad on every side (direct forward and
+ * backward-kernel, the GEMM path's backward-input), pads on one side only, Winograd's shapes
+ * at stride 1, 5x5 kernels, 1x1 strided, images smaller than the window, the backward-input
+ * gather (few channels), and the identity 1x1 (x is the im2col matrix). */
+static const cfg explicit_pads[] = {
+    {3, 28, 28, 16, 3, 3, 32, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+    {2, 14, 14, 32, 3, 3, 64, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+    {2, 13, 11, 8, 3, 3, 8, 1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+    {2, 12, 10, 12, 3, 3, 6, 1, 1, SX_PAD_EXPLICIT, 2, 0, 0, 2},
+    {2, 12, 10, 5, 3, 3, 6, 1, 1, SX_PAD_EXPLICIT, 0, 2, 2, 0},
+    {2, 10, 9, 16, 5, 5, 16, 1, 1, SX_PAD_EXPLICIT, 2, 2, 2, 2},
+    {2, 9, 10, 3, 5, 5, 4, 2, 1, SX_PAD_EXPLICIT, 4, 1, 0, 3},
+    {2, 10, 11, 8, 1, 1, 6, 2, 2, SX_PAD_EXPLICIT, 0, 0, 0, 0},
+    {2, 10, 11, 8, 1, 1, 6, 1, 1, SX_PAD_EXPLICIT, 0, 0, 0, 0},
+    {2, 9, 8, 3, 3, 3, 20, 1, 1, SX_PAD_EXPLICIT, 1, 0, 2, 1},
+    {2, 2, 2, 3, 3, 3, 4, 1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+    {2, 7, 7, 4, 4, 4, 5, 3, 3, SX_PAD_EXPLICIT, 3, 3, 3, 3},
+    {2, 15, 14, 6, 3, 3, 9, 2, 3, SX_PAD_EXPLICIT, 0, 1, 2, 0},
+};
+
+Test(tensor_conv, explicit_pads_run_the_dense_kernels, .timeout = 120)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 23);
+    for (size_t i = 0; i < sizeof explicit_pads / sizeof explicit_pads[0]; i++)
+        check_cfg(&rng, &explicit_pads[i]);
+}
+
 /* Workspaces between the minimum and the full size: each either runs the direct kernels or
  * Winograd with fewer slots, fewer partial sums of backward-kernel, and bands of an even number
  * of rows (one image of 30 rows does not fit the smaller ones whole); all agree with the
@@ -547,10 +620,11 @@ Test(tensor_conv, winograd_shapes, .timeout = 120)
  * written. */
 Test(tensor_conv, winograd_any_workspace, .timeout = 120)
 {
-    static const cfg cases[] = {{3, 30, 9, 16, 5, 5, 16, 1, 1, SX_PAD_SAME},
-                                {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID},
-                                {3, 30, 9, 16, 3, 3, 16, 1, 1, SX_PAD_SAME},
-                                {2, 13, 30, 12, 3, 3, 24, 1, 1, SX_PAD_VALID}};
+    static const cfg cases[] = {{3, 30, 9, 16, 5, 5, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+                                {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+                                {3, 30, 9, 16, 3, 3, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+                                {2, 13, 30, 12, 3, 3, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+                                {9, 7, 7, 16, 3, 3, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0}};
     sx_rng rng;
     sx_rng_seed(&rng, 22);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -560,7 +634,7 @@ Test(tensor_conv, winograd_any_workspace, .timeout = 120)
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-            sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
+            sx_conv2d_params p = params_of(q);
             size_t full = sx_conv2d_workspace(xs, ks, &p),
                    min = sx_conv2d_workspace_min(xs, ks, &p);
             sx_tensor *x = tu_rand(&rng, dt, 4, xs, -1, 1), *k = tu_rand(&rng, dt, 4, ks, -1, 1);
@@ -598,14 +672,17 @@ Test(tensor_conv, winograd_any_workspace, .timeout = 120)
 Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
 {
     static const cfg cases[] = {
-        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME},
-        {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME},
-        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID},
-        {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME},
-        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME},
-        {8, 14, 14, 16, 5, 5, 24, 1, 1, SX_PAD_SAME},
-        {3, 33, 31, 24, 5, 5, 16, 1, 1, SX_PAD_VALID},
-        {3, 33, 31, 24, 3, 3, 16, 1, 1, SX_PAD_VALID},
+        {24, 20, 20, 3, 5, 5, 32, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {6, 12, 12, 16, 3, 3, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {4, 37, 35, 6, 3, 3, 40, 2, 2, SX_PAD_VALID, 0, 0, 0, 0},
+        {2, 75, 75, 40, 3, 3, 8, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {2, 75, 75, 4, 3, 3, 48, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {8, 14, 14, 16, 5, 5, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {3, 33, 31, 24, 5, 5, 16, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+        {3, 33, 31, 24, 3, 3, 16, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
+        {21, 7, 7, 32, 3, 3, 32, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+        {8, 28, 28, 16, 3, 3, 32, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+        {8, 14, 14, 32, 3, 3, 32, 1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1},
     };
     sx_rng rng;
     sx_rng_seed(&rng, 20);
@@ -616,7 +693,7 @@ Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
             geo g = geo_of(q);
             int64_t xs[4] = {q->n, q->h, q->w, q->c}, ks[4] = {q->kh, q->kw, q->c, q->f};
             int64_t ys[4] = {q->n, g.oh, g.ow, q->f};
-            sx_conv2d_params p = {.stride_h = q->sh, .stride_w = q->sw, .padding = q->pad};
+            sx_conv2d_params p = params_of(q);
             size_t wsb =
                 minws ? sx_conv2d_workspace_min(xs, ks, &p) : sx_conv2d_workspace(xs, ks, &p);
             void *ws = malloc(wsb + 1);
