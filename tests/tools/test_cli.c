@@ -504,26 +504,33 @@ Test(tools_cli, two_outputs_one_file_each_or_by_name)
         sx_tensor_free(ts[k]);
 }
 
+/* The ONNX models of tests/tools/make_onnx.py (Debian's python3-onnx) written into dir: NULL, or
+ * why a test cannot run (strix without ONNX support, no python3-onnx). */
+static const char *make_onnx_models(run_result *r)
+{
+    run(r, "--version");
+    if (strstr(r->out, "onnx: yes") == NULL)
+        return "strix is built without ONNX support";
+    char script[600], cmd[1024];
+    snprintf(script, sizeof script, "%s", __FILE__);
+    snprintf(strrchr(script, '/'), sizeof script - (size_t)(strrchr(script, '/') - script),
+             "/make_onnx.py");
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s 2>/dev/null", script, dir);
+    return system(cmd) != 0 ? "no python3-onnx to write the models" : NULL;
+}
+
 /* An ONNX model with an NCHW output (n,3,5,5) written by tests/tools/make_onnx.py (Debian's
  * python3-onnx): info names it, predict writes the whole (n,3,5,5) array, equal to the library's
  * (sx_onnx_import) bit for bit and to numpy's reference to f32 rounding; bench runs it. */
 Test(tools_cli, onnx_nchw_output_through_info_predict_bench)
 {
     run_result *r = malloc(sizeof *r);
-    run(r, "--version");
-    if (strstr(r->out, "onnx: yes") == NULL) {
+    const char *why = make_onnx_models(r);
+    if (why != NULL) {
         free(r);
-        cr_skip_test("strix is built without ONNX support");
+        cr_skip_test("%s", why);
     }
-    char script[600], cmd[1024], model[128], xp[128], ref[128], op[128], args[1024];
-    snprintf(script, sizeof script, "%s", __FILE__);
-    snprintf(strrchr(script, '/'), sizeof script - (size_t)(strrchr(script, '/') - script),
-             "/make_onnx.py");
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s 2>/dev/null", script, dir);
-    if (system(cmd) != 0) {
-        free(r);
-        cr_skip_test("no python3-onnx to write the model");
-    }
+    char model[128], xp[128], ref[128], op[128], args[1024];
     path(model, sizeof model, "conv_nchw.onnx");
     path(xp, sizeof xp, "conv_x.npy");
     path(ref, sizeof ref, "conv_ref.npy");
@@ -566,20 +573,12 @@ Test(tools_cli, onnx_nchw_output_through_info_predict_bench)
 Test(tools_cli, onnx_two_outputs_through_import_and_predict)
 {
     run_result *r = malloc(sizeof *r);
-    run(r, "--version");
-    if (strstr(r->out, "onnx: yes") == NULL) {
+    const char *why = make_onnx_models(r);
+    if (why != NULL) {
         free(r);
-        cr_skip_test("strix is built without ONNX support");
+        cr_skip_test("%s", why);
     }
-    char script[600], cmd[1024], model[128], xp[128], op[128], f1[128], f2[128], args[1024];
-    snprintf(script, sizeof script, "%s", __FILE__);
-    snprintf(strrchr(script, '/'), sizeof script - (size_t)(strrchr(script, '/') - script),
-             "/make_onnx.py");
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s 2>/dev/null", script, dir);
-    if (system(cmd) != 0) {
-        free(r);
-        cr_skip_test("no python3-onnx to write the model");
-    }
+    char model[128], xp[128], op[128], f1[128], f2[128], args[1024];
     path(model, sizeof model, "two_out.onnx");
     path(xp, sizeof xp, "conv_x.npy");
     path(op, sizeof op, "out.npy");
