@@ -866,6 +866,12 @@ static int factor_shape(gen *G, int64_t n, int64_t *s)
 {
     int r = 1 + gb(G, 3), k = 0;
     int64_t rest = n;
+    if (n < 1) { /* an empty x: sizes 1..3, then the 0 (no -1: it would be ambiguous) */
+        for (; k < r - 1; k++)
+            s[k] = 1 + gb(G, 3);
+        s[k++] = 0;
+        return k;
+    }
     for (; k < r - 1; k++) {
         int64_t divs[64], nd = 0;
         for (int64_t d = 1; d <= rest && nd < 64; d++)

@@ -149,6 +149,22 @@ static sx_cg_attr gemm_attr(double alpha, double beta, bool ta, bool tb)
     return at;
 }
 
+/* The generator's reshape of an empty value (fuzz/difftest --seed 20000 --family modes, the
+ * program of seed 28367): factor_shape found no divisor of 0 and divided by an uninitialised
+ * one (SIGFPE). It now draws a shape with a 0. */
+Test(cgraph_diff, bug_reshape_of_an_empty_value_in_the_generator)
+{
+    dt_campaign c;
+    memset(&c, 0, sizeof c);
+    c.seed0 = 28367;
+    c.count = 1;
+    c.families[DT_MODES] = true;
+    c.max_reports = 1;
+    c.log = stderr;
+    cr_expect_eq(dt_campaign_run(&c), 0);
+    cr_expect_eq(c.programs, 1);
+}
+
 /* Bug 1 (issue 14; difftest seed 2): gemm with an addend that broadcasts: dL/dc has the
  * result's shape (1,1) instead of c's (). */
 Test(cgraph_diff, bug_gemm_broadcast_addend_grad_shape)
