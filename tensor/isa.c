@@ -1,8 +1,8 @@
 /* isa.c: the one instruction-set switch of strix's kernels. Every kernel family that has
  * AVX2 and AVX-512 builds (vmath's map/fused/update/fold/softmax, the GEMM, direct and Winograd
- * conv, pooling, dropout) asks sx__isa() which to run, so one environment variable (SX_ISA)
- * moves the whole process to the AVX2 or the baseline kernels: that is how the tests cover the
- * paths most laptops take on a CPU with AVX-512. Detected once, then cached. */
+ * conv, pooling, dropout, batch norm) asks sx__isa() which to run, so one environment variable
+ * (SX_ISA) moves the whole process to the AVX2 or the baseline kernels: that is how the tests cover
+ * the paths most laptops take on a CPU with AVX-512. Detected once, then cached. */
 #include "tensor_impl.h"
 
 #include <stdatomic.h>
