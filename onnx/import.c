@@ -552,20 +552,15 @@ static sx_status src_output(model_src *ms, sx_onnx_graph *og, int k, int64_t n, 
                         "sx_onnx_graph_import)",
                         ms->file, og->out_names[k], sx_shape_str(r, os, b, sizeof b), (long long)n);
     }
-    if (r == 1) { /* a (n) output: one value per example */
-        *flat = ox_reshape(&og->c, out, 2, (int64_t[]){n, 1});
-    } else {
-        *flat =
-            r == 2 ? out : ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
-    }
+    /* (n, the other axes' size): a (n) output, one value per example, becomes (n, 1) */
+    *flat = r == 2 ? out : ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
     if (*flat == NULL)
         return sx_cg_graph_status(og->c.g);
     snprintf(ms->names[k], sizeof ms->names[k], "%s", og->out_names[k]);
+    /* one example's part: the output's shape without the batch axis, or (1) for a (n) output */
     ms->ranks[k] = r > 1 ? r - 1 : 1;
-    if (r > 1)
-        memcpy(ms->shapes[k], os + 1, (size_t)(r - 1) * sizeof *os);
-    else
-        ms->shapes[k][0] = 1;
+    memcpy(ms->shapes[k], r > 1 ? os + 1 : sx_cg_node_shape(*flat) + 1,
+           (size_t)ms->ranks[k] * sizeof *os);
     return SX_OK;
 }
 
