@@ -641,9 +641,9 @@ Test(tools_cli, onnx_two_outputs_through_import_and_predict)
         sx_tensor_free(ts2[k]);
 }
 
-/* An ONNX output of rank 1, (n): one value per example, the model's output (1); predict
- * writes the (n) array, the library's results bit for bit (at the batch and at the smaller
- * last batch) and numpy's reference to f32 rounding. */
+/* An ONNX output of rank 1, (n): one value per example, the model's output (1); info shows the
+ * file's shape () without the batch axis, predict writes the (n) array, the library's results bit
+ * for bit (at the batch and at the smaller last batch) and numpy's reference to f32 rounding. */
 Test(tools_cli, onnx_rank1_output_is_one_value_per_example)
 {
     run_result *r = malloc(sizeof *r);
@@ -657,6 +657,11 @@ Test(tools_cli, onnx_rank1_output_is_one_value_per_example)
     path(xp, sizeof xp, "conv_x.npy");
     path(ref, sizeof ref, "score_ref.npy");
     path(op, sizeof op, "score.npy");
+    snprintf(args, sizeof args, "info %s", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "  input 0 'x': (2,5,5)\n  output 0 'score': ()\n") != NULL, "%s",
+              r->out);
     snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 3", model, xp, op);
     run(r, args);
     cr_assert_eq(r->status, 0, "%s", r->err);
