@@ -256,7 +256,8 @@ typedef struct nn_model_source {
 sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_model **out);
 /* The plain (unoptimised, unfrozen) inference graph of any inference model for batches of n:
  * a new lazy graph *g owned by the caller, its input *x and output *y. A compiled model's
- * parameters borrow its network's tensors (free the graph before the network). Errors:
+ * parameters borrow its network's tensors (free the graph before the network), a loaded
+ * model's leaves its plain graph's values (free the graph before the model). Errors:
  * SX_E_ARG (NULL, a training model, n < 1), those of building the graph, SX_E_NOMEM. */
 sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg_node **x,
                                sx_cg_node **y);
