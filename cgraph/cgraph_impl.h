@@ -290,6 +290,10 @@ sx_cg_node *cg_op_make(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const 
 sx_status cg_op_link(sx_cg_graph *g, sx_cg_node *n);
 /* Free a node from cg_op_make that was not linked. */
 void cg_node_discard(sx_cg_node *n);
+/* A constant or parameter of g over x's value (not copied; x's graph must outlive g's use of
+ * it), named as sx_cg_graph_copy names it; x->value.data must not be NULL
+ * (sx_cg_graph_copy_shared). */
+sx_cg_node *cg_leaf_share(sx_cg_graph *g, const sx_cg_node *x);
 /* Make room for `extra` more users of n. */
 sx_status cg_reserve_users(sx_cg_node *n, int extra);
 /* Rebuild the structural-hash table; find a live twin of n (NULL if none). */

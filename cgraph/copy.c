@@ -4,10 +4,10 @@
 
 #include <string.h>
 
-sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs, int64_t batch,
-                           sx_cg_graph **out, sx_cg_node **new_outs)
+/* The copy, its leaves sharing g's values when `share` (sx_cg_graph_copy_shared). */
+static sx_status copy(const char *who, const sx_cg_graph *g, int n, sx_cg_node *const *outs,
+                      int64_t batch, bool share, sx_cg_graph **out, sx_cg_node **new_outs)
 {
-    const char *who = "sx_cg_graph_copy";
     if (out == NULL)
         return sx_error(SX_E_ARG, "%s: out is NULL", who);
     *out = NULL;
@@ -62,7 +62,9 @@ sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
                 s = sx_error(SX_E_STATE, "%s: leaf %lld has no value", who, (long long)id);
                 break;
             }
-            y = x->op == SX_OP_CONST ? sx_cg_const(c, v) : sx_cg_param(c, x->name, v);
+            y = share && v->data != NULL ? cg_leaf_share(c, x)
+                : x->op == SX_OP_CONST   ? sx_cg_const(c, v)
+                                         : sx_cg_param(c, x->name, v);
         } else {
             sx_cg_node *in[SX_CG_MAX_INPUTS]; /* a node has at most that many */
             for (int k = 0; k < x->n_in; k++)
@@ -85,4 +87,16 @@ sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
     sx_free(need);
     sx_free(map);
     return s;
+}
+
+sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs, int64_t batch,
+                           sx_cg_graph **out, sx_cg_node **new_outs)
+{
+    return copy("sx_cg_graph_copy", g, n, outs, batch, false, out, new_outs);
+}
+
+sx_status sx_cg_graph_copy_shared(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
+                                  int64_t batch, sx_cg_graph **out, sx_cg_node **new_outs)
+{
+    return copy("sx_cg_graph_copy_shared", g, n, outs, batch, true, out, new_outs);
 }

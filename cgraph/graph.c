@@ -529,6 +529,14 @@ sx_cg_node *sx_cg_param(sx_cg_graph *g, const char *name, const sx_tensor *init)
                     init->data, NULL);
 }
 
+sx_cg_node *cg_leaf_share(sx_cg_graph *g, const sx_cg_node *x)
+{
+    const sx_tensor *v = &x->value;
+    const char *name = x->op == SX_OP_PARAM ? x->name : NULL; /* as sx_cg_graph_copy */
+    return leaf_new(g, x->op, "sx_cg_graph_copy_shared", name, v->dtype, v->rank, v->shape, NULL,
+                    v->data);
+}
+
 sx_cg_node *sx_cg_param_borrow(sx_cg_graph *g, const char *name, sx_tensor *t)
 {
     sx_status s = sx__check_tensor("sx_cg_param_borrow", "t", t);

@@ -513,6 +513,13 @@ sx_cg_node *sx_cg_assign(sx_cg_graph *g, sx_cg_node *param, sx_cg_node *value);
  * reshape to a fixed batch size), SX_E_NOMEM. */
 sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs, int64_t batch,
                            sx_cg_graph **out, sx_cg_node **new_outs) SX_NODISCARD;
+/* As sx_cg_graph_copy, but the copy's constants and parameters read g's values in place (no
+ * copy of the weights): g must outlive the copy, and a value changed in either graph
+ * (sx_cg_assign, sx_cg_leaf_set) changes it in both without invalidating the other's readers.
+ * For several graphs over one set of weights, e.g. one per batch size. Same errors. */
+sx_status sx_cg_graph_copy_shared(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
+                                  int64_t batch, sx_cg_graph **out,
+                                  sx_cg_node **new_outs) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- freezing */
 

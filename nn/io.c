@@ -533,12 +533,8 @@ sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg
                             m->net->name);
         return net_infer_graph(m->net, n, g, x, y);
     }
-    const char *names[2] = {"x", "y"};
-    sx_cg_node *outs[2];
-    sx_cg_graph *saved = NULL;
-    SX_TRY(sx_cg_file_graph(m->file, 2, names, &saved, outs));
-    sx_status s = sx_cg_graph_copy(saved, 2, outs, n, g, outs);
-    sx_cg_graph_free(saved);
+    sx_cg_node *outs[2] = {m->plain_x, m->plain_y};
+    sx_status s = sx_cg_graph_copy_shared(m->plain, 2, outs, n, g, outs);
     if (s == SX_OK) {
         *x = outs[0];
         *y = outs[1];
@@ -558,7 +554,7 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
                                   "sx_nn_save)");
     if (m->net != NULL)
         return sx_nn_save(m->net, path);
-    const char *net = m->file ? sx_cg_file_meta(m->file, "network") : NULL;
+    const char *net = m->file_meta[0]; /* a loaded model's (NULL: none) */
     char scale[40], classes[32];
     snprintf(scale, sizeof scale, "%.17g", m->input_scale);
     snprintf(classes, sizeof classes, "%" PRId64, m->classes);
@@ -567,13 +563,13 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
                            "model_version", "outputs", "inputs"};
     const char *vals[7] = {"model", net ? net : "model", scale, classes, NULL, NULL, NULL};
     int nk = 4;
-    for (int i = 4; m->file != NULL && i < 7; i++)
-        if ((vals[i] = sx_cg_file_meta(m->file, keys[i])) != NULL)
+    for (int i = 4; m->plain != NULL && i < 7; i++)
+        if ((vals[i] = m->file_meta[i - 3]) != NULL)
             nk = i + 1;
     /* an imported model with several outputs or inputs (a row holds them one after another):
      * version 2, its parts listed */
     char version[16], outs_s[SX_NN_MAX_HEADS * 200] = "", ins_s[SX_NN_MAX_HEADS * 160] = "";
-    if (m->file == NULL && (m->n_parts > 1 || m->n_in_parts > 1)) {
+    if (m->plain == NULL && (m->n_parts > 1 || m->n_in_parts > 1)) {
         snprintf(version, sizeof version, "%d", MODEL_VERSION);
         for (int k = 0; k < m->n_parts; k++) {
             char d[160];
@@ -610,14 +606,10 @@ sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
     sx_cg_graph *g = NULL;
     if (m->src != NULL) {
         SX_TRY(m->src->build(m->src->ctx, n, &g, &outs[0], &outs[1]));
-    } else {
-        const char *names[2] = {"x", "y"};
-        sx_cg_graph *saved = NULL;
-        SX_TRY(sx_cg_file_graph(m->file, 2, names, &saved, outs));
-        sx_status s = sx_cg_graph_copy(saved, 2, outs, n, &g, outs);
-        sx_cg_graph_free(saved);
-        if (s != SX_OK)
-            return s;
+    } else { /* over the plain graph's weights, not a copy of them */
+        outs[0] = m->plain_x;
+        outs[1] = m->plain_y;
+        SX_TRY(sx_cg_graph_copy_shared(m->plain, 2, outs, n, &g, outs));
     }
     sx_status s =
         m->src != NULL && !m->src->optimise ? SX_OK : sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
@@ -693,13 +685,14 @@ static sx_status parse_parts(const char *path, const char *key, const char *v, i
 /* A model file's metadata: input_scale (finite, as sx_nn_net_set_input_scale accepts), classes
  * (a count >= 1; >= 0 in version 2), and in version 2 the outputs and inputs. *version: the
  * file's. */
-static sx_status loaded_meta(const char *path, sx_nn_model *m, int64_t *version)
+static sx_status loaded_meta(const char *path, const sx_cg_file *f, sx_nn_model *m,
+                             int64_t *version)
 {
-    const char *kind = sx_cg_file_meta(m->file, "strix.kind");
+    const char *kind = sx_cg_file_meta(f, "strix.kind");
     if (kind == NULL || strcmp(kind, "model") != 0)
         return sx_error(SX_E_FORMAT, "%s: not a strix model file%s", path,
                         kind && strcmp(kind, "checkpoint") == 0 ? " (a checkpoint)" : "");
-    const char *ver = sx_cg_file_meta(m->file, "model_version");
+    const char *ver = sx_cg_file_meta(f, "model_version");
     *version = 1;
     if (ver != NULL)
         SX_TRY(parse_i64(path, "model_version", ver, version));
@@ -710,24 +703,39 @@ static sx_status loaded_meta(const char *path, sx_nn_model *m, int64_t *version)
                         path, (long long)*version, MODEL_VERSION);
     if (*version < 1)
         return sx_error(SX_E_FORMAT, "%s: model_version 0", path);
-    const char *sc = sx_cg_file_meta(m->file, "input_scale");
+    const char *sc = sx_cg_file_meta(f, "input_scale");
     char *e1 = NULL;
     m->input_scale = sc ? strtod(sc, &e1) : 0;
     if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->input_scale))
         return sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path, sc ? sc : "");
-    SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(m->file, "classes"), &m->classes));
+    SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(f, "classes"), &m->classes));
     if (m->classes < 1 && *version < 2)
         return sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
     if (*version < 2)
         return SX_OK;
-    SX_TRY(parse_parts(path, "outputs", sx_cg_file_meta(m->file, "outputs"), &m->n_parts,
-                       m->part_names, m->part_rank, m->part_shape));
+    SX_TRY(parse_parts(path, "outputs", sx_cg_file_meta(f, "outputs"), &m->n_parts, m->part_names,
+                       m->part_rank, m->part_shape));
     for (int a = 0; a < m->n_parts; a++)
         for (int b = 0; b < a; b++)
             if (strcmp(m->part_names[a], m->part_names[b]) == 0)
                 return sx_error(SX_E_FORMAT, "%s: two outputs named %s", path, m->part_names[a]);
-    return parse_parts(path, "inputs", sx_cg_file_meta(m->file, "inputs"), &m->n_in_parts, NULL,
+    return parse_parts(path, "inputs", sx_cg_file_meta(f, "inputs"), &m->n_in_parts, NULL,
                        m->in_part_rank, m->in_part_shape);
+}
+
+/* The metadata sx_nn_model_save writes back, copied from the file into m->file_meta. */
+static sx_status keep_meta(const sx_cg_file *f, sx_nn_model *m)
+{
+    static const char *const keys[NN_FILE_META] = {"network", "model_version", "outputs", "inputs"};
+    for (int i = 0; i < NN_FILE_META; i++) {
+        const char *v = sx_cg_file_meta(f, keys[i]);
+        if (v == NULL)
+            continue;
+        if ((m->file_meta[i] = sx_alloc(strlen(v) + 1)) == NULL)
+            return SX_E_NOMEM;
+        strcpy(m->file_meta[i], v);
+    }
+    return SX_OK;
 }
 
 /* The shape of one example of what the listed parts make: the one part's own, or (total). */
@@ -812,13 +820,27 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
     if (m == NULL)
         return SX_E_NOMEM;
     m->batch = batch;
-    sx_status s = sx_cg_file_read(path, &m->file);
+    sx_cg_file *f = NULL;
+    sx_status s = sx_cg_file_read(path, &f);
     int64_t version = 1;
     if (s == SX_OK)
-        s = loaded_meta(path, m, &version);
+        s = loaded_meta(path, f, m, &version);
+    if (s == SX_OK)
+        s = keep_meta(f, m);
     /* the file's graph must have outputs x and y and run for this batch: anything else is a
-     * bad model file (SX_E_FORMAT naming it), not a bad argument */
-    if (s == SX_OK && (s = nn_loaded_graph(m, batch)) != SX_OK && s != SX_E_NOMEM) {
+     * bad model file (SX_E_FORMAT naming it), not a bad argument. The model keeps the file's
+     * graph (the one copy of the weights) and frees the file's bytes. */
+    const char *names[2] = {"x", "y"};
+    sx_cg_node *xy[2];
+    bool graph_stage = s == SX_OK;
+    if (s == SX_OK && (s = sx_cg_file_graph(f, 2, names, &m->plain, xy)) == SX_OK) {
+        m->plain_x = xy[0];
+        m->plain_y = xy[1];
+    }
+    sx_cg_file_free(f);
+    if (s == SX_OK)
+        s = nn_loaded_graph(m, batch);
+    if (graph_stage && s != SX_OK && s != SX_E_NOMEM) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", sx_last_error());
         s = sx_error(SX_E_FORMAT, "%s: not a model's graph for batch %lld: %s", path,

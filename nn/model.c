@@ -62,8 +62,11 @@ void sx_nn_model_free(sx_nn_model *m)
     nn_dp_free(m->dp);
     sx_cg_graph_free(m->g);
     sx_free(m->outs);
-    if (!m->sibling)
-        sx_cg_file_free(m->file);
+    if (!m->sibling) { /* after every graph that reads its weights */
+        sx_cg_graph_free(m->plain);
+        for (int i = 0; i < NN_FILE_META; i++)
+            sx_free(m->file_meta[i]);
+    }
     if (!m->sibling && m->src != NULL) {
         if (m->src->free != NULL)
             m->src->free(m->src->ctx);
@@ -881,7 +884,9 @@ sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
         sx_nn_model *s = sx_calloc(1, sizeof *s);
         if (s == NULL)
             return SX_E_NOMEM;
-        *s = (sx_nn_model){.file = m->file,
+        *s = (sx_nn_model){.plain = m->plain,
+                           .plain_x = m->plain_x,
+                           .plain_y = m->plain_y,
                            .src = m->src,
                            .sibling = true,
                            .batch = n,

@@ -170,9 +170,9 @@ sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, doubl
                              sx_cg_node **pre_softmax);
 
 #define NN_SMALLER 4 /* graphs for smaller batches a model keeps */
+/* The metadata a loaded model keeps from its file for sx_nn_model_save (the rest is parsed). */
+#define NN_FILE_META 4 /* "network", "model_version", "outputs", "inputs" */
 
-/* A model: a compiled graph over a network (net, training or inference), or a model file's
- * graph (file, inference only); both predict through the same path. */
 /* A training model's data-parallel state (parallel.c, issue 22): its gradients are summed over
  * the ranks by the compiled step itself, in buckets (cgraph's allreduce_start / allreduce_part,
  * through the communicator lent to the graph, `cg`). */
@@ -190,9 +190,18 @@ typedef struct nn_dp {
     sx_cg_graph *g;       /* the graph they live in */
 } nn_dp;
 
+/* A model: a compiled graph over a network (net, training or inference), or a model file's
+ * graph (plain, inference only); both predict through the same path. A loaded model holds its
+ * weights once: in `plain`, the file's graph as read (the file's bytes are freed after
+ * loading); g and every smaller graph are copies of it for their batch sizes whose leaves read
+ * plain's values in place (sx_cg_graph_copy_shared). */
 struct sx_nn_model {
-    sx_nn_net *net;   /* the network it borrows, or NULL for a loaded model */
-    sx_cg_file *file; /* a loaded model's file (owned unless sibling), else NULL */
+    sx_nn_net *net;      /* the network it borrows, or NULL for a loaded model */
+    sx_cg_graph *plain;  /* a loaded model's file graph (owned unless sibling), else NULL */
+    sx_cg_node *plain_x; /* its input (file batch, example) */
+    sx_cg_node *plain_y; /* its output (file batch, result) */
+    char *file_meta[NN_FILE_META]; /* a loaded model's metadata for saving (owned unless sibling;
+                                      NULL: absent) */
     bool train;
     int64_t batch;
     int in_rank; /* the input without the batch axis */
@@ -247,7 +256,8 @@ typedef struct nn_model_source {
 sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_model **out);
 /* The plain (unoptimised, unfrozen) inference graph of any inference model for batches of n:
  * a new lazy graph *g owned by the caller, its input *x and output *y. A compiled model's
- * parameters borrow its network's tensors (free the graph before the network). Errors:
+ * parameters borrow its network's tensors (free the graph before the network), a loaded
+ * model's leaves its plain graph's values (free the graph before the model). Errors:
  * SX_E_ARG (NULL, a training model, n < 1), those of building the graph, SX_E_NOMEM. */
 sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg_node **x,
                                sx_cg_node **y);
@@ -272,7 +282,8 @@ sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c);
 sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum);
 
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
-/* The frozen inference graph of a loaded model's file for batches of n into m (g, x, out). */
+/* The frozen inference graph of a loaded model (over its plain graph's weights) or of a
+ * source's for batches of n into m (g, x, out). */
 sx_status nn_loaded_graph(sx_nn_model *m, int64_t n);
 
 /* One training step without the compiler (model.c). */

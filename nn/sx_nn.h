@@ -960,9 +960,14 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
  * version 2 ("model_version" 2) "outputs" ("name:d1xd2..." per output, ',' between) and
  * "inputs" ("d1xd2..." per input) give y's shape (the output's, or (batch, total)) and x's, and
  * y is (batch, classes) when classes > 0. Predictions then have y's shape
- * (sx_nn_model_output_shape). Errors (*out = NULL): SX_E_ARG (NULL, batch < 1), SX_E_IO,
- * SX_E_FORMAT (any of the above, the message naming the file), SX_E_UNSUPPORTED (a newer
- * format: model_version above 2), SX_E_NOMEM. */
+ * (sx_nn_model_output_shape). Memory: the model holds its weights once, in the graph read from
+ * the file (the file's bytes are freed before sx_nn_load returns, and the file on disk is no
+ * longer read); its graph for `batch` (sx_nn_model_graph) and those for smaller batches
+ * (sx_nn_model_predict) read those weights in place (sx_cg_graph_copy_shared), so a weight
+ * changed through one graph (sx_cg_leaf_set) changes it in all of them, unnoticed by the
+ * others. Errors (*out = NULL): SX_E_ARG (NULL, batch < 1), SX_E_IO, SX_E_FORMAT (any of the
+ * above, the message naming the file), SX_E_UNSUPPORTED (a newer format: model_version above
+ * 2), SX_E_NOMEM. */
 sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODISCARD;
 /* Save an inference model as a model file that sx_nn_load reads: a compiled model's network
  * as sx_nn_save does; a loaded model's graph as its file holds it; any other model's (an

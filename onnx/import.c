@@ -525,6 +525,10 @@ typedef struct model_src {
     int n_in;
     int in_ranks[SX_NN_MAX_HEADS];
     int64_t in_shapes[SX_NN_MAX_HEADS][SX_MAX_RANK];
+    /* the file's graph inputs and outputs as it names them, with their ranks without the batch
+     * axis (0 for a (batch) tensor; shapes above), for sx_onnx_model_input / _output */
+    char *in_names[SX_NN_MAX_HEADS], *out_names[SX_NN_MAX_HEADS];
+    int onnx_in_rank[SX_NN_MAX_HEADS], onnx_out_rank[SX_NN_MAX_HEADS];
 } model_src;
 
 static void src_free(void *ctx)
@@ -534,6 +538,10 @@ static void src_free(void *ctx)
         return;
     if (ms->model != NULL)
         onnx__model_proto__free_unpacked(ms->model, &ox_allocator);
+    for (int k = 0; k < SX_NN_MAX_HEADS; k++) {
+        sx_free(ms->in_names[k]);
+        sx_free(ms->out_names[k]);
+    }
     sx_free(ms->file);
     sx_free(ms);
 }
@@ -552,20 +560,43 @@ static sx_status src_output(model_src *ms, sx_onnx_graph *og, int k, int64_t n, 
                         "sx_onnx_graph_import)",
                         ms->file, og->out_names[k], sx_shape_str(r, os, b, sizeof b), (long long)n);
     }
-    if (r == 1) { /* a (n) output: one value per example */
-        *flat = ox_reshape(&og->c, out, 2, (int64_t[]){n, 1});
-    } else {
-        *flat =
-            r == 2 ? out : ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
-    }
+    /* (n, the other axes' size): a (n) output, one value per example, becomes (n, 1) */
+    *flat = r == 2 ? out : ox_reshape(&og->c, out, 2, (int64_t[]){n, sx_shape_size(r - 1, os + 1)});
     if (*flat == NULL)
         return sx_cg_graph_status(og->c.g);
     snprintf(ms->names[k], sizeof ms->names[k], "%s", og->out_names[k]);
+    /* one example's part: the output's shape without the batch axis, or (1) for a (n) output */
     ms->ranks[k] = r > 1 ? r - 1 : 1;
-    if (r > 1)
-        memcpy(ms->shapes[k], os + 1, (size_t)(r - 1) * sizeof *os);
-    else
-        ms->shapes[k][0] = 1;
+    memcpy(ms->shapes[k], r > 1 ? os + 1 : sx_cg_node_shape(*flat) + 1,
+           (size_t)ms->ranks[k] * sizeof *os);
+    return SX_OK;
+}
+
+/* A copy of name into *slot unless it holds one (the names are the same at every build). */
+static sx_status keep_name(char **slot, const char *name)
+{
+    if (*slot != NULL)
+        return SX_OK;
+    if (name == NULL)
+        name = "?";
+    size_t len = strlen(name);
+    if ((*slot = sx_alloc(len + 1)) == NULL)
+        return SX_E_NOMEM;
+    memcpy(*slot, name, len + 1);
+    return SX_OK;
+}
+
+/* The file's names of og's inputs and outputs and their ranks without the batch axis into ms. */
+static sx_status src_names(model_src *ms, const sx_onnx_graph *og)
+{
+    for (int k = 0; k < og->n_in; k++) {
+        SX_TRY(keep_name(&ms->in_names[k], og->in_names[k]));
+        ms->onnx_in_rank[k] = sx_cg_node_rank(og->in[k]) - 1;
+    }
+    for (int k = 0; k < og->n_out; k++) {
+        SX_TRY(keep_name(&ms->out_names[k], og->out_names[k]));
+        ms->onnx_out_rank[k] = sx_cg_node_rank(og->out[k]) - 1;
+    }
     return SX_OK;
 }
 
@@ -598,6 +629,8 @@ static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x
     sx_cg_node *flat[SX_NN_MAX_HEADS] = {NULL}, *out = NULL;
     for (int k = 0; s == SX_OK && k < og->n_out; k++)
         s = src_output(ms, og, k, n, &flat[k]);
+    if (s == SX_OK)
+        s = src_names(ms, og);
     if (s == SX_OK) {
         ms->n_parts = og->n_out;
         out = og->n_out == 1 ? flat[0] : sx_cg_concat(og->c.g, og->n_out, flat, 1);
@@ -662,6 +695,36 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
         memcpy(m->in_part_shape, ms->in_shapes, sizeof ms->in_shapes);
     }
     return SX_OK;
+}
+
+/* The source of a model sx_onnx_import made (NULL for any other model). */
+static const model_src *imported(const sx_nn_model *m)
+{
+    return m != NULL && m->src != NULL && m->src->build == src_build ? m->src->ctx : NULL;
+}
+
+const char *sx_onnx_model_input(const sx_nn_model *m, int k, int *rank, const int64_t **shape)
+{
+    const model_src *ms = imported(m);
+    if (ms == NULL || k < 0 || k >= ms->n_in)
+        return NULL;
+    if (rank != NULL)
+        *rank = ms->onnx_in_rank[k];
+    if (shape != NULL)
+        *shape = ms->in_shapes[k];
+    return ms->in_names[k];
+}
+
+const char *sx_onnx_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape)
+{
+    const model_src *ms = imported(m);
+    if (ms == NULL || k < 0 || k >= ms->n_parts)
+        return NULL;
+    if (rank != NULL)
+        *rank = ms->onnx_out_rank[k];
+    if (shape != NULL)
+        *shape = ms->shapes[k];
+    return ms->out_names[k];
 }
 
 /* ---------------------------------------------------------------- tensors */

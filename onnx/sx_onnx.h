@@ -95,6 +95,13 @@ sx_onnx_import_params sx_onnx_import_params_default(void);
  * the defaults. */
 sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
                          sx_nn_model **out) SX_NODISCARD;
+/* An imported model's (sx_onnx_import's) graph input or output k (k < sx_nn_model_n_inputs /
+ * sx_nn_model_n_outputs) as the file has it: its name (uncut), and when not NULL its rank and
+ * shape without the batch axis (rank 0 for a (batch) tensor, which the model itself gives as
+ * (1)); valid while the model lives. NULL for k out of range or a model sx_onnx_import did
+ * not make. For tools that show the file's names without importing the graph again. */
+const char *sx_onnx_model_input(const sx_nn_model *m, int k, int *rank, const int64_t **shape);
+const char *sx_onnx_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape);
 
 /* Export an inference model (compiled from a network, loaded from .sxm, or imported) to an
  * ONNX file at `path` (opset 13, ir_version 7): its plain inference graph for a batch of 1

@@ -58,13 +58,14 @@ sx_status tool_load_model_io(const char *path, int64_t batch, sx_nn_model **m, t
 {
     memset(io, 0, sizeof *io);
     *m = NULL;
-    bool onnx = tool_file_kind(path) == TOOL_FILE_ONNX;
-    if (onnx) /* first: the graph read for its names is freed before the model is made */
-        SX_TRY(tool_onnx_io(path, io));
     SX_TRY(tool_load_model(path, batch, m));
-    if (!onnx)
+    sx_status s = SX_OK;
+    if (tool_file_kind(path) == TOOL_FILE_ONNX) /* the names the imported model kept */
+        s = tool_onnx_io(*m, io);
+    else
         native_io(*m, io);
-    sx_status s = place(path, "outputs", io->n_out, io->out, row(*m, true));
+    if (s == SX_OK)
+        s = place(path, "outputs", io->n_out, io->out, row(*m, true));
     if (s == SX_OK)
         s = place(path, "inputs", io->n_in, io->in, row(*m, false));
     if (s != SX_OK) {

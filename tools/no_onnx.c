@@ -37,8 +37,9 @@ int tool_onnx_test(const char *dir, double rtol, double atol)
     return tool_fail_sx("onnx-test", "cannot run the conformance tests");
 }
 
-sx_status tool_onnx_io(const char *path, tool_io *io)
+sx_status tool_onnx_io(const sx_nn_model *m, tool_io *io)
 {
+    (void)m;
     (void)io;
-    return refuse(path);
+    return refuse("tool_onnx_io");
 }

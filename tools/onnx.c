@@ -38,30 +38,29 @@ int tool_onnx_test(const char *dir, double rtol, double atol)
     return TOOL_OK;
 }
 
-/* One graph input or output node as a part: its name and shape without the batch axis. */
-static void onnx_part(sx_cg_node *n, const char *name, tool_part *p)
+/* One graph input or output as a part: its name and shape without the batch axis. */
+static void onnx_part(const char *name, int rank, const int64_t *shape, tool_part *p)
 {
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name != NULL ? name : "?");
-    int r = sx_cg_node_rank(n);
-    p->rank = r > 0 ? r - 1 : 0;
-    if (p->rank > 0)
-        memcpy(p->shape, sx_cg_node_shape(n) + 1, (size_t)p->rank * sizeof *p->shape);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->rank = rank;
+    if (rank > 0)
+        memcpy(p->shape, shape, (size_t)rank * sizeof *p->shape);
 }
 
-sx_status tool_onnx_io(const char *path, tool_io *io)
+sx_status tool_onnx_io(const sx_nn_model *m, tool_io *io)
 {
-    sx_onnx_import_params p = sx_onnx_import_params_default();
-    p.optimise = false;
-    sx_onnx_graph *og = NULL;
-    SX_TRY(sx_onnx_graph_import(path, &p, &og));
-    int ni = sx_onnx_graph_n_inputs(og), no = sx_onnx_graph_n_outputs(og);
-    io->n_in = ni < SX_NN_MAX_HEADS ? ni : SX_NN_MAX_HEADS;
-    io->n_out = no < SX_NN_MAX_HEADS ? no : SX_NN_MAX_HEADS;
-    for (int k = 0; k < io->n_in; k++)
-        onnx_part(sx_onnx_graph_input(og, k), sx_onnx_graph_input_name(og, k), &io->in[k]);
-    for (int k = 0; k < io->n_out; k++)
-        onnx_part(sx_onnx_graph_output(og, k), sx_onnx_graph_output_name(og, k), &io->out[k]);
-    sx_onnx_graph_free(og);
+    io->n_in = sx_nn_model_n_inputs(m);
+    io->n_out = sx_nn_model_n_outputs(m);
+    for (int k = 0; k < io->n_in + io->n_out; k++) {
+        bool in = k < io->n_in;
+        int j = in ? k : k - io->n_in, r = 0;
+        const int64_t *shape = NULL;
+        const char *name =
+            in ? sx_onnx_model_input(m, j, &r, &shape) : sx_onnx_model_output(m, j, &r, &shape);
+        if (name == NULL)
+            return sx_error(SX_E_STATE, "tool_onnx_io: not a model sx_onnx_import made");
+        onnx_part(name, r, shape, in ? &io->in[j] : &io->out[j]);
+    }
     return SX_OK;
 }

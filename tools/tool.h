@@ -69,8 +69,9 @@ void tool_array_free(tool_array *a);
  * (without the batch axis) and element count, and for an output its place in a row of what
  * sx_nn_model_predict returns (outputs one after another, in order). A .sxm model's come from
  * its accessors (sx_nn_model_output, sx_nn_model_input: inputs named x0, x1, ...; one input x);
- * an ONNX model's from the file's graph (its names and shapes: the model itself returns a
- * wider output flattened). classes: one output of rank 1 (the model's (n, classes)). */
+ * an ONNX model's are the file's graph's (its names and shapes, kept by the imported model:
+ * sx_onnx_model_input / _output; the model itself returns a wider output flattened). classes: one
+ * output of rank 1 (the model's (n, classes)). */
 typedef struct tool_part {
     char name[64];
     int rank;
@@ -84,8 +85,8 @@ typedef struct tool_io {
     bool classes;
 } tool_io;
 
-/* tool_load_model, and the model's inputs and outputs into io (an ONNX file's graph is read for
- * them before the model is made, so that the two are not in memory at once). Errors:
+/* tool_load_model, and the model's inputs and outputs into io (an ONNX file is read and imported
+ * once: the model keeps the file's names). Errors:
  * tool_load_model's, the importer's, SX_E_FORMAT (an ONNX graph's outputs that do not add up to
  * the model's row); *m NULL on error. */
 sx_status tool_load_model_io(const char *path, int64_t batch, sx_nn_model **m, tool_io *io);
@@ -99,9 +100,10 @@ bool tool_have_onnx(void);
 sx_status tool_onnx_import(const char *path, int64_t batch, bool optimise, sx_nn_model **out);
 sx_status tool_onnx_export(sx_nn_model *m, const char *path);
 int tool_onnx_test(const char *dir, double rtol, double atol);
-/* An ONNX file's graph inputs and outputs (names and shapes without the batch axis) into io's
- * in/out (sizes, offsets and classes left to tool_model_io). */
-sx_status tool_onnx_io(const char *path, tool_io *io);
+/* An imported ONNX model's graph inputs and outputs as the file names them (names and shapes
+ * without the batch axis) into io's in/out (sizes, offsets and classes left to
+ * tool_load_model_io). Errors: SX_E_STATE (a model tool_onnx_import did not make). */
+sx_status tool_onnx_io(const sx_nn_model *m, tool_io *io);
 
 /* The commands: each takes its own arguments (argv[0] is the command's name). */
 int tool_cmd_info(int argc, char **argv);

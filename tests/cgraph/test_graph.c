@@ -428,3 +428,46 @@ Test(cgraph_graph, scopes_follow_nodes_through_copy_and_optimiser)
     sx_cg_graph_free(c);
     sx_cg_graph_free(g);
 }
+
+/* sx_cg_graph_copy_shared: the copy's constants and parameters read the original's values in
+ * place (one set of weights for graphs of several batch sizes), the copy computes what a full
+ * copy computes, and freeing it leaves the original whole. */
+Test(cgraph_graph, shared_copy_reads_the_originals_weights)
+{
+    sx_cg_graph *g = new_graph(SX_CG_LAZY);
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F64, 2, (int64_t[]){2, 3});
+    sx_tensor *wt = NULL, *ct = NULL;
+    cr_assert_eq(sx_tensor_full(SX_F64, 1, (int64_t[]){3}, 2.0, &wt), SX_OK);
+    cr_assert_eq(sx_tensor_full(SX_F64, 1, (int64_t[]){3}, 0.25, &ct), SX_OK);
+    sx_cg_node *w = sx_cg_param(g, "w", wt), *c = sx_cg_const(g, ct);
+    sx_cg_node *y = sx_cg_add(g, sx_cg_mul(g, x, w), c);
+    cr_assert_not_null(y, "%s", sx_last_error());
+    sx_cg_node *outs[3] = {y, w, c}, *sh[3], *full[3];
+    sx_cg_graph *s = NULL, *f = NULL;
+    cr_assert_eq(sx_cg_graph_copy_shared(g, 3, outs, 5, &s, sh), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_graph_copy(g, 3, outs, 5, &f, full), SX_OK, "%s", sx_last_error());
+    for (int i = 1; i < 3; i++) {
+        cr_assert_eq(sx_cg_value(sh[i])->data, sx_cg_value(outs[i])->data, "leaf %d copied", i);
+        cr_assert_neq(sx_cg_value(full[i])->data, sx_cg_value(outs[i])->data);
+    }
+    cr_assert_str_eq(sx_cg_node_name(sh[1]), "w");
+    cr_assert_eq(sx_cg_node_shape(sh[0])[0], 5);
+    sx_cg_node *xs = sx_cg_graph_node(s, 0), *xf = sx_cg_graph_node(f, 0);
+    set_input(s, xs, 1.5);
+    set_input(f, xf, 1.5);
+    cr_assert_eq(sx_cg_eval(s, 1, sh), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_cg_eval(f, 1, full), SX_OK, "%s", sx_last_error());
+    for (int64_t i = 0; i < 15; i++)
+        cr_assert_eq(sx_tensor_get(sx_cg_value(sh[0]), i), 3.25);
+    cr_assert_eq(memcmp(sx_cg_value(sh[0])->data, sx_cg_value(full[0])->data, 15 * sizeof(double)),
+                 0);
+    sx_cg_graph_free(s);
+    sx_cg_graph_free(f);
+    set_input(g, x, 1.0); /* the original's weights outlive the copies */
+    cr_assert_eq(sx_cg_eval(g, 1, &y), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(value0(y), 2.25);
+    cr_assert_eq(sx_cg_graph_copy_shared(g, 3, outs, 5, NULL, sh), SX_E_ARG);
+    sx_tensor_free(wt);
+    sx_tensor_free(ct);
+    sx_cg_graph_free(g);
+}

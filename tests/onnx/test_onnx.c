@@ -201,6 +201,23 @@ Test(onnx_onnx, several_inputs_and_outputs_in_a_row)
     cr_assert_eq(sx_onnx_import(NODE_TESTS "/test_add/model.onnx", &p, &m), SX_OK, "%s",
                  sx_last_error());
     cr_assert_eq(sx_nn_model_n_inputs(m), 2);
+    /* the file's names and shapes, kept by the model */
+    const char *io_names[3] = {sx_onnx_model_input(m, 0, NULL, NULL),
+                               sx_onnx_model_input(m, 1, &rk, &sh),
+                               sx_onnx_model_output(m, 0, NULL, NULL)};
+    cr_assert_str_eq(io_names[0], "x");
+    cr_assert_str_eq(io_names[1], "y");
+    cr_assert(sx_shape_equal(rk, sh, 2, (int64_t[]){4, 5}));
+    cr_assert_str_eq(io_names[2], "sum");
+    cr_assert_null(sx_onnx_model_input(m, 2, NULL, NULL));
+    cr_assert_null(sx_onnx_model_output(m, 1, NULL, NULL));
+    sx_nn_net *net = make_net(false);
+    sx_nn_model *native = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &native), SX_OK, "%s", sx_last_error());
+    cr_assert_null(sx_onnx_model_output(native, 0, NULL, NULL)); /* not an imported model */
+    cr_assert_null(sx_onnx_model_input(NULL, 0, NULL, NULL));
+    sx_nn_model_free(native);
+    sx_nn_net_free(net);
     cr_assert_not_null(sx_nn_model_input(m, 1, &rk));
     cr_assert(sx_shape_equal(rk, sx_nn_model_input(m, 1, NULL), 2, (int64_t[]){4, 5}));
     sx_tensor *a = NULL, *b = NULL, *want = NULL, *ab = NULL, *sum = NULL;

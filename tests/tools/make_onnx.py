@@ -6,7 +6,10 @@ pads 1, bias) -> Relu -> y (N, 3, 5, 5): an output of rank 4 in ONNX's NCHW orde
 DIR/conv_x.npy (4, 2, 5, 5) f32 inputs and DIR/conv_ref.npy (4, 3, 5, 5) f32: numpy's
 outputs (float64 arithmetic rounded to f32), the reference the tool's results are held to.
 DIR/two_out.onnx: the same Conv + Relu with two outputs: "y" (N, 3, 5, 5) and "pooled" (N, 3),
-the mean of y over its 5x5 pixels (GlobalAveragePool, Flatten); DIR/pooled_ref.npy (4, 3) f32."""
+the mean of y over its 5x5 pixels (GlobalAveragePool, Flatten); DIR/pooled_ref.npy (4, 3) f32.
+DIR/rank1.onnx: the same Conv + Relu, then the mean of y over all but the batch axis
+(ReduceMean, keepdims 0): an output "score" (N) of rank 1, one value per example;
+DIR/score_ref.npy (4,) f32."""
 import sys
 
 import numpy as np
@@ -50,6 +53,16 @@ def main(out):
     onnx.checker.check_model(model2)
     onnx.save(model2, out + "/two_out.onnx")
     np.save(out + "/pooled_ref.npy", y.mean(axis=(2, 3)).astype(np.float32))
+    one = helper.make_graph(
+        nodes + [helper.make_node("ReduceMean", ["y"], ["score"], axes=[1, 2, 3], keepdims=0)],
+        "rank1", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 5, 5])],
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N"])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model3 = helper.make_model(one, opset_imports=[helper.make_opsetid("", 13)])
+    model3.ir_version = 7
+    onnx.checker.check_model(model3)
+    onnx.save(model3, out + "/rank1.onnx")
+    np.save(out + "/score_ref.npy", y.mean(axis=(1, 2, 3)).astype(np.float32))
     np.save(out + "/conv_x.npy", x)
     np.save(out + "/conv_ref.npy", y.astype(np.float32))
 

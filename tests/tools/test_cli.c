@@ -641,6 +641,52 @@ Test(tools_cli, onnx_two_outputs_through_import_and_predict)
         sx_tensor_free(ts2[k]);
 }
 
+/* An ONNX output of rank 1, (n): one value per example, the model's output (1); info shows the
+ * file's shape () without the batch axis, predict writes the (n) array, the library's results bit
+ * for bit (at the batch and at the smaller last batch) and numpy's reference to f32 rounding. */
+Test(tools_cli, onnx_rank1_output_is_one_value_per_example)
+{
+    run_result *r = malloc(sizeof *r);
+    const char *why = make_onnx_models(r);
+    if (why != NULL) {
+        free(r);
+        cr_skip_test("%s", why);
+    }
+    char model[128], xp[128], ref[128], op[128], args[1024];
+    path(model, sizeof model, "rank1.onnx");
+    path(xp, sizeof xp, "conv_x.npy");
+    path(ref, sizeof ref, "score_ref.npy");
+    path(op, sizeof op, "score.npy");
+    snprintf(args, sizeof args, "info %s", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "  input 0 'x': (2,5,5)\n  output 0 'score': ()\n") != NULL, "%s",
+              r->out);
+    snprintf(args, sizeof args, "predict %s --input %s --output %s --batch 3", model, xp, op);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    sx_tensor *got = read_npy(op), *want = read_npy(ref);
+    cr_assert(sx_shape_equal(got->rank, got->shape, 1, (int64_t[]){4}));
+    cr_assert(tu_close(got, want, 1e-5, 1e-5));
+#ifdef STRIX_HAVE_ONNX
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 3;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_onnx_import(model, &p, &m), SX_OK, "%s", sx_last_error());
+    cr_assert(
+        sx_shape_equal(sx_nn_model_output_rank(m), sx_nn_model_output_shape(m), 1, (int64_t[]){1}));
+    sx_tensor *x = read_npy(xp), *all = model_results(m, x, 3);
+    cr_assert(sx_shape_equal(all->rank, all->shape, 2, (int64_t[]){4, 1}));
+    cr_assert_eq(memcmp(all->data, got->data, 4 * sizeof(float)), 0);
+    sx_tensor_free(x);
+    sx_tensor_free(all);
+    sx_nn_model_free(m);
+#endif
+    sx_tensor_free(got);
+    sx_tensor_free(want);
+    free(r);
+}
+
 /* .sxm -> .sxm: the loaded model's graph saved again predicts the same bits;
  * .sxm -> .onnx needs the onnx module. */
 Test(tools_cli, convert)
