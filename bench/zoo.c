@@ -45,7 +45,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: zoo --net NAME [--data DIR] [--limit N] [--test-limit N] [--epochs E]\n"
                "           [--batch B] [--threads T] [--reps R] [--seed S] [--eager]\n"
-               "           [--profile] [--ops SCOPE] [--quiet]\nnets:");
+               "           [--profile] [--ops SCOPE] [--sub-batch R] [--quiet]\nnets:");
     for (int i = 0; zoo_names[i] != NULL; i++)
         fprintf(f, " %s", zoo_names[i]);
     fprintf(f, "\n");
@@ -76,6 +76,8 @@ int main(int argc, char **argv)
             ok = parse_long(v, 1, 64, &n), o.reps = (int)n;
         else if (strcmp(a, "--seed") == 0)
             ok = parse_long(v, 0, 2147483647L, &n), o.seed = (uint64_t)n;
+        else if (strcmp(a, "--sub-batch") == 0)
+            ok = parse_long(v, 0, 65536, &n), o.sub_batch = n;
         else if (strcmp(a, "--ops") == 0)
             ok = v != NULL, o.ops_scope = v;
         else if (strcmp(a, "--eager") == 0)

@@ -339,7 +339,7 @@ static uint64_t fnv_floats(uint64_t h, const float *v, int64_t n)
  * the inference graph's time per op kind, and a hash of every output bit of the timed pass, on
  * stderr (to check that a change keeps the results). */
 static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
-                                    bool profile, double *ips)
+                                    const zoo_opts *o, double *ips)
 {
     uint64_t hash = UINT64_C(14695981039346656037);
     sx_nn_model *m = NULL;
@@ -351,7 +351,10 @@ static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int
     bp.batch_size = batch;
     bp.shuffle = false;
     bp.scale = sx_nn_net_input_scale(net);
+    const bool profile = o->profile;
     sx_status s = sx_nn_compile_infer(net, batch, &m);
+    if (s == SX_OK)
+        s = sx_nn_model_set_sub_batch(m, o->sub_batch);
     if (s == SX_OK)
         s = sx_ds_batcher_new(set, &bp, &b);
     if (s == SX_OK)
@@ -378,7 +381,7 @@ static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int
             t0 = sx_seconds();
             continue;
         }
-        if (s == SX_OK && profile)
+        if (s == SX_OK)
             hash = fnv_floats(hash, SX_F32P(&ov), ov.size);
         seen += count;
     }
@@ -391,6 +394,9 @@ static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int
                 "(outputs' bits: fnv %016llx):\n",
                 (long long)batch, (long long)seen, (unsigned long long)hash);
         sx_cg_profile_print(sx_nn_model_graph(m), 15, stderr);
+    } else if (s == SX_OK && !o->quiet) {
+        fprintf(stderr, "zoo: inference, batch %lld, %lld images (outputs' bits: fnv %016llx)\n",
+                (long long)batch, (long long)seen, (unsigned long long)hash);
     }
     sx_tensor_free(out);
     sx_tensor_free(y);
@@ -487,7 +493,7 @@ static sx_status run_train(const zoo_opts *o, const zoo_info *z, sx_nn_net *net,
         r->nodes_before = tr.compile.nodes_before;
         r->nodes_after = tr.compile.nodes_after;
         r->out_sum = 1;
-        s = time_set_inference(net, test, r->batch, o->profile, &r->infer_ips);
+        s = time_set_inference(net, test, r->batch, o, &r->infer_ips);
     }
     sx_ds_images_free(train);
     sx_ds_images_free(test);
@@ -535,6 +541,8 @@ static sx_status infer_batch(const zoo_opts *o, const zoo_info *z, sx_nn_net *ne
     double t0 = sx_seconds();
     if (s == SX_OK && !o->eager) {
         s = sx_nn_compile_infer(net, n, &m);
+        if (s == SX_OK)
+            s = sx_nn_model_set_sub_batch(m, o->sub_batch);
         if (s == SX_OK && n == 1) {
             sx_nn_compile_report cr = sx_nn_model_report(m);
             r->compile_ms = 1e3 * cr.compile_seconds;

@@ -59,6 +59,8 @@ typedef struct zoo_opts {
     int reps;    /* timed inference batches of the ImageNet nets (batch 1 and batch) */
     uint64_t seed;
     bool eager, profile, quiet;
+    int64_t sub_batch;     /* rows per sub-batch of inference (sx_nn_model_set_sub_batch; 0:
+                              automatic, 1 or more than the batch: whole batches) */
     const char *ops_scope; /* training nets: list the compiled training graph's kernels of this
                               scope (a layer name, e.g. batch_norm_3) on stderr; NULL: none */
 } zoo_opts;

@@ -11,6 +11,11 @@ void sx_cg_profile_enable(sx_cg_graph *g, bool on)
         g->profile = on;
 }
 
+bool sx_cg_profile_enabled(const sx_cg_graph *g)
+{
+    return g != NULL && g->profile;
+}
+
 void sx_cg_profile_reset(sx_cg_graph *g)
 {
     if (g == NULL)

@@ -234,6 +234,7 @@ int sx_cg_workers(const sx_cg_graph *g);
  * spinning, waiting and duplicated work cost); 0 for nodes run by engine workers (sx_cg_set_workers
  * >= 2), whose kernels overlap. */
 void sx_cg_profile_enable(sx_cg_graph *g, bool on);
+bool sx_cg_profile_enabled(const sx_cg_graph *g); /* false for NULL */
 void sx_cg_profile_reset(sx_cg_graph *g);
 void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f);
 

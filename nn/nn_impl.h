@@ -169,7 +169,8 @@ sx_cg_node *nn_activate(sx_cg_graph *g, sx_cg_node *x, sx_nn_act act, double par
 sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, double param,
                              sx_cg_node **pre_softmax);
 
-#define NN_SMALLER 4 /* graphs for smaller batches a model keeps */
+#define NN_SMALLER 4  /* graphs for smaller batches a model keeps */
+#define NN_REPLICAS 8 /* sub-batch graphs sx_nn_model_predict runs side by side, at most */
 /* The metadata a loaded model keeps from its file for sx_nn_model_save (the rest is parsed). */
 #define NN_FILE_META 4 /* "network", "model_version", "outputs", "inputs" */
 
@@ -228,8 +229,13 @@ struct sx_nn_model {
     int n_layers;     /* the network's layers when the model was made (b.param_nodes has as many) */
     sx_nn_compile_report report;
     sx_nn_model *smaller[NN_SMALLER]; /* inference graphs for smaller batches, made on demand */
-    void *lend;   /* arena lent by another model (nn_compile_infer_lent), or NULL */
-    bool sibling; /* one of another model's smaller graphs */
+    sx_nn_model *rep[NN_REPLICAS];    /* graphs for sub-batches of `sub` rows, one per thread, each
+                                         with its own arena, made on demand (predict_split) */
+    int64_t sub;                      /* rows per sub-batch (0: whole batches), once sub_known */
+    bool sub_known;
+    int64_t sub_set; /* sx_nn_model_set_sub_batch's rows (0: automatic) */
+    void *lend;      /* arena lent by another model (nn_compile_infer_lent), or NULL */
+    bool sibling;    /* one of another model's smaller graphs */
     size_t lend_bytes;
     struct nn_model_source *src; /* a model built by outside code (nn_model_from_source), shared
                                     with its siblings (owned unless sibling), else NULL */

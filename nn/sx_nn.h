@@ -680,6 +680,22 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
  * elements, is SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a
  * training model is SX_E_ARG. */
 sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+/* How sx_nn_model_predict runs a batch of many small examples: cut into sub-batches of `rows`
+ * rows that the threads (sx_threads_get) run side by side, each through its own copy of the
+ * graph for that many rows (the weights shared, one kernel thread each: a sub-batch's values
+ * stay in its core's cache from layer to layer), the rows left over after the last full
+ * sub-batch then through the model's graph for their number. rows = 0 (the default) chooses:
+ * sub-batches of 4..32 rows whose share of the graph's arena fits a few MB, or whole batches for
+ * large examples; rows >= the model's batch: whole batches always. A batch is cut only when each
+ * thread gets a full sub-batch (two with one thread), and never for a graph being profiled
+ * (sx_cg_profile_enable) or run by engine workers (sx_cg_set_workers). Predictions are the same
+ * bits either way whenever the network computes each example alone (every strix layer at
+ * inference does; batch norm uses its running statistics). The copies are made at the first
+ * cut call and kept with the model (their arenas: about `rows` / batch of the model's each).
+ * Errors: SX_E_ARG (NULL, rows < 0). sx_nn_model_sub_batch: the rows per sub-batch m cuts
+ * batches into (0: whole batches; the automatic choice is made at the first call; 0 for NULL). */
+sx_status sx_nn_model_set_sub_batch(sx_nn_model *m, int64_t rows) SX_NODISCARD;
+int64_t sx_nn_model_sub_batch(sx_nn_model *m);
 /* Outputs (n, output shape) for x (n, input shape), any n >= 1, without the compiler: the forward
  * graph is built in eager mode (each node computed as it is made, every intermediate held until
  * the end) and freed; dropout off, batch norm with running statistics, as a compiled inference
