@@ -1,11 +1,14 @@
 /* par.c: the thread pool behind every parallel loop of strix (par_impl.h).
  *
- * One word holds the current loop: its epoch (40 bits, +1 per loop) and the number of its tasks
- * not yet claimed (24 bits). Caller and workers claim a task by a compare-and-swap that lowers
- * the count of the same epoch, so a worker that wakes late can never take a task of a newer
- * loop it did not check in for; the loop's function, context and size are read only after a
- * claim succeeded, when the loop cannot end before that task does. A completion counter tells
- * the caller when every task has run; it waits only for tasks that were claimed. */
+ * One word holds the current loop: its epoch (39 bits, +1 per loop), a mode bit and 24 bits of
+ * tasks not yet claimed: for a loop of at most 24 tasks a mask of them (the caller claims the
+ * lowest, workers the highest: with two threads the caller runs a prefix of the tasks and the
+ * worker the rest, so that consecutive loops over the same rows keep them on the core that
+ * touched them last), else their number (claimed in order). Caller and workers claim a task by a
+ * compare-and-swap on the word of the same epoch, so a worker that wakes late can never take a
+ * task of a newer loop it did not check in for; the loop's function, context and size are read
+ * only after a claim succeeded, when the loop cannot end before that task does. A completion
+ * counter tells the caller when every task has run; it waits only for tasks that were claimed. */
 #define _GNU_SOURCE /* pthread_sigmask, clock_gettime */
 #include "par_impl.h"
 #include "sx_tensor.h"
@@ -20,7 +23,9 @@
 
 #define COUNT_BITS 24
 #define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
-#define EPOCH_MASK ((UINT64_C(1) << (64 - COUNT_BITS)) - 1)
+#define MASK_MODE (UINT64_C(1) << COUNT_BITS) /* the low bits are a mask of unclaimed tasks */
+#define EPOCH_SHIFT (COUNT_BITS + 1)
+#define EPOCH_MASK ((UINT64_C(1) << (64 - EPOCH_SHIFT)) - 1)
 
 typedef struct worker {
     alignas(64) pthread_t thread;
@@ -33,7 +38,7 @@ typedef struct worker {
 
 static struct {
     atomic_flag busy;      /* held by the thread whose loop uses the pool */
-    _Atomic uint64_t word; /* epoch << COUNT_BITS | tasks not yet claimed */
+    _Atomic uint64_t word; /* epoch << EPOCH_SHIFT | mode | tasks not yet claimed */
     atomic_int seats;      /* workers 0 .. seats-1 may join the current loop */
     _Atomic int64_t done;  /* tasks of the current loop that have run */
     atomic_int waiting;    /* 1 while the caller sleeps on cv for `done` */
@@ -75,23 +80,30 @@ static int64_t now_ns(void)
 }
 
 /* Claim a task of the loop of `epoch`: its index, or -1 when none is left (or a newer loop has
- * started). Tasks go out in order 0, 1, ..., n-1. */
-static int64_t claim(uint64_t epoch)
+ * started). A mask: the lowest unclaimed task (the caller) or the highest (high: workers); a
+ * count: tasks in order 0, 1, ..., n-1. */
+static int64_t claim(uint64_t epoch, bool high)
 {
     uint64_t w = atomic_load_explicit(&pool.word, memory_order_acquire);
-    while ((w >> COUNT_BITS) == epoch && (w & COUNT_MASK) != 0) {
-        if (atomic_compare_exchange_weak_explicit(&pool.word, &w, w - 1, memory_order_acq_rel,
+    while ((w >> EPOCH_SHIFT) == epoch && (w & COUNT_MASK) != 0) {
+        const uint64_t left = w & COUNT_MASK;
+        int bit = 0;
+        if (w & MASK_MODE)
+            bit = high ? 63 - __builtin_clzll(left) : __builtin_ctzll(left);
+        const uint64_t next = w & MASK_MODE ? w & ~(UINT64_C(1) << bit) : w - 1;
+        if (atomic_compare_exchange_weak_explicit(&pool.word, &w, next, memory_order_acq_rel,
                                                   memory_order_acquire))
-            return pool.n - (int64_t)(w & COUNT_MASK);
+            return w & MASK_MODE ? bit : pool.n - (int64_t)left;
     }
     return -1;
 }
 
-/* Run tasks of the loop of `epoch` until none is left to claim; return how many ran. */
+/* Run tasks of the loop of `epoch` until none is left to claim (the caller: lowest first);
+ * return how many ran. */
 static int64_t run_tasks(uint64_t epoch)
 {
     int64_t ran = 0, t;
-    while ((t = claim(epoch)) >= 0) {
+    while ((t = claim(epoch, false)) >= 0) {
         pool.fn(pool.ctx, t);
         ran++;
     }
@@ -107,28 +119,28 @@ static void *worker_main(void *arg)
     const int my_slot = w->index + 1;
     for (;;) {
         uint64_t word = atomic_load_explicit(&pool.word, memory_order_acquire);
-        if ((word >> COUNT_BITS) == seen) {
+        if ((word >> EPOCH_SHIFT) == seen) {
             const int64_t t0 = now_ns();
-            for (int i = 1; (word >> COUNT_BITS) == seen; i++) {
+            for (int i = 1; (word >> EPOCH_SHIFT) == seen; i++) {
                 cpu_relax();
                 word = atomic_load_explicit(&pool.word, memory_order_acquire);
                 if ((i & 63) == 0 && now_ns() - t0 > SX__PAR_SPIN_NS)
                     break;
             }
         }
-        if ((word >> COUNT_BITS) == seen) {
+        if ((word >> EPOCH_SHIFT) == seen) {
             pthread_mutex_lock(&w->mu);
             atomic_store(&w->sleeping, 1);
-            while (((word = atomic_load(&pool.word)) >> COUNT_BITS) == seen)
+            while (((word = atomic_load(&pool.word)) >> EPOCH_SHIFT) == seen)
                 pthread_cond_wait(&w->cv, &w->mu);
             atomic_store(&w->sleeping, 0);
             pthread_mutex_unlock(&w->mu);
         }
-        seen = word >> COUNT_BITS;
+        seen = word >> EPOCH_SHIFT;
         if (w->index >= atomic_load_explicit(&pool.seats, memory_order_relaxed))
             continue;
         int64_t t;
-        while ((t = claim(seen)) >= 0) {
+        while ((t = claim(seen, true)) >= 0) {
             /* the loop cannot end before this task does: its fields are stable */
             const int64_t n = pool.n;
             slot = my_slot;
@@ -257,7 +269,9 @@ void sx__par_for_upto(int max_threads, int64_t n_tasks, sx__par_task_fn fn, void
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     atomic_store_explicit(&pool.seats, seats, memory_order_relaxed);
     const uint64_t epoch = pool.epoch = (pool.epoch + 1) & EPOCH_MASK;
-    atomic_store(&pool.word, epoch << COUNT_BITS | (uint64_t)n_tasks);
+    const uint64_t left =
+        n_tasks <= COUNT_BITS ? MASK_MODE | ((UINT64_C(1) << n_tasks) - 1) : (uint64_t)n_tasks;
+    atomic_store(&pool.word, epoch << EPOCH_SHIFT | left);
     for (int i = 0; i < seats; i++) {
         worker *w = &pool.workers[i];
         if (atomic_load(&w->sleeping)) {

@@ -2,11 +2,13 @@
  * GEMM, the convolution drivers and the parallel graph evaluation (never installed).
  *
  * A parallel loop is a number of tasks. The calling thread takes part: it and whichever pool
- * workers are awake claim tasks from one atomic counter, and the call returns when every TASK
- * has run, never waiting for a worker that has not claimed one (a descheduled worker cannot hold
- * the caller up; one that holds a task costs at most that task, so big loops are cut into about
- * four tasks per thread). Idle workers spin for about SX__PAR_SPIN_NS, then sleep; a call wakes
- * only the workers it may use. The policy as a whole is documented at "Threads" in sx_tensor.h. */
+ * workers are awake claim tasks from one atomic word (a loop of at most 24 tasks: the caller
+ * the lowest left, workers the highest, so that with two threads each keeps its end of the rows
+ * from loop to loop, in its own core's cache), and the call returns when every TASK has run, never
+ * waiting for a worker that has not claimed one (a descheduled worker cannot hold the caller up;
+ * one that holds a task costs at most that task, so big loops are cut into about four tasks per
+ * thread). Idle workers spin for about SX__PAR_SPIN_NS, then sleep; a call wakes only the workers
+ * it may use. The policy as a whole is documented at "Threads" in sx_tensor.h. */
 #ifndef SX_PAR_IMPL_H
 #define SX_PAR_IMPL_H
 

@@ -135,6 +135,61 @@ Test(tensor_par, slots_are_per_thread_and_below_the_count)
     cr_assert_eq(sx_threads_set(0), SX_OK);
 }
 
+/* With two threads, a loop of at most 24 tasks gives the caller a prefix of them and the worker
+ * the rest (the caller claims the lowest task left, the worker the highest), so that consecutive
+ * loops over the same rows keep each part on one core; longer loops still run every task once. */
+typedef struct sides {
+    int64_t n;
+    atomic_int slot_of[64];
+    atomic_int hits[64];
+    atomic_int worker_started;
+} sides;
+
+static void side_task(void *ctx, int64_t t)
+{
+    sides *s = ctx;
+    atomic_store(&s->slot_of[t], sx__par_slot());
+    atomic_fetch_add(&s->hits[t], 1);
+    const double t0 = sx_seconds();
+    if (t == 0) { /* the caller's first task: until the worker took one (at most 20 ms) */
+        while (atomic_load(&s->worker_started) == 0 && sx_seconds() - t0 < 20e-3) {
+        }
+        return;
+    }
+    if (sx__par_slot() != 0)
+        atomic_store(&s->worker_started, 1);
+    while (sx_seconds() - t0 < 50e-6) { /* long enough for the other thread to claim */
+    }
+}
+
+Test(tensor_par, two_threads_split_short_loops_into_prefix_and_suffix)
+{
+    static sides s;
+    cr_assert_eq(sx_threads_set(2), SX_OK);
+    const int64_t ns[] = {2, 3, 8, 16, 24, 25, 64};
+    int joined = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int rep = 0; rep < 20; rep++) {
+            memset(&s, 0, sizeof s);
+            s.n = ns[i];
+            sx__par_for(s.n, side_task, &s);
+            int64_t first_worker = s.n;
+            for (int64_t t = 0; t < s.n; t++) {
+                cr_assert_eq(atomic_load(&s.hits[t]), 1, "%lld tasks: task %lld", (long long)s.n,
+                             (long long)t);
+                if (atomic_load(&s.slot_of[t]) != 0 && first_worker == s.n)
+                    first_worker = t;
+                if (s.n <= 24 && t > first_worker)
+                    cr_assert_neq(atomic_load(&s.slot_of[t]), 0,
+                                  "%lld tasks: the caller ran task %lld after the worker's %lld",
+                                  (long long)s.n, (long long)t, (long long)first_worker);
+            }
+            joined += first_worker < s.n;
+        }
+    cr_log_info("the worker took part in %d of %d loops", joined, 20 * 7);
+    cr_assert_eq(sx_threads_set(0), SX_OK);
+}
+
 /* Bad arguments are no-ops: no tasks, a negative count, a grain below one. */
 Test(tensor_par, empty_and_bad_sizes_do_nothing)
 {
