@@ -484,6 +484,8 @@ static const char *const null_calls[] = {
     "sx_nn_model_graph",
     "sx_nn_model_step",
     "sx_nn_model_predict",
+    "sx_nn_model_set_sub_batch",
+    "sx_nn_model_sub_batch",
     "sx_nn_predict_eager",
     "sx_nn_train",
     "sx_nn_evaluate",
@@ -614,6 +616,8 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_model_step(NULL, NULL, NULL, 0.1, 1, NULL, NULL), SX_E_ARG);
     cr_assert_eq(sx_nn_model_predict(NULL, &t, &t), SX_E_ARG);
     cr_assert_eq(sx_nn_model_predict(NULL, NULL, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_set_sub_batch(NULL, 8), SX_E_ARG);
+    cr_assert_eq(sx_nn_model_sub_batch(NULL), 0);
     cr_assert_eq(sx_nn_predict_eager(NULL, &t, &t), SX_E_ARG);
     cr_assert_eq(sx_nn_predict_eager(NULL, NULL, NULL), SX_E_ARG);
     sx_nn_comm_set_default(NULL); /* issue 22: clears the default */

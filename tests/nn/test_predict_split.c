@@ -55,7 +55,7 @@ static double max_diff(const sx_tensor *a, const sx_tensor *b)
     return d;
 }
 
-Test(nn_predict_split, sub_batches_predict_as_whole_batches, .timeout = 120)
+Test(nn_predict_split, sub_batches_predict_as_whole_batches)
 {
     for (int d = 0; d < 2; d++) {
         sx_dtype dt = d ? SX_F64 : SX_F32;
@@ -87,7 +87,7 @@ Test(nn_predict_split, sub_batches_predict_as_whole_batches, .timeout = 120)
     }
 }
 
-Test(nn_predict_split, sub_batches_read_the_weights_of_each_call, .timeout = 120)
+Test(nn_predict_split, sub_batches_read_the_weights_of_each_call)
 {
     sx_nn_net *net = small_cnn(SX_F64, 12);
     sx_rng r;
