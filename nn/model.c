@@ -989,15 +989,14 @@ int64_t sx_nn_model_sub_batch(sx_nn_model *m)
     return m == NULL || m->train ? 0 : sub_rows(m);
 }
 
-/* Rows [r0, r0 + n) of a batch tensor t: a view. */
-static sx_tensor rows_view(const sx_tensor *t, int64_t r0, int64_t n)
+sx_tensor nn_rows_at(const sx_tensor *t, int64_t lo, int64_t rows)
 {
-    int64_t shape[SX_MAX_RANK];
-    memcpy(shape, t->shape, (size_t)t->rank * sizeof *shape);
-    const int64_t row = t->shape[0] > 0 ? t->size / t->shape[0] : 0;
-    shape[0] = n;
-    return sx_tensor_view(t->dtype, t->rank, shape,
-                          (char *)t->data + (size_t)(r0 * row) * sx_dtype_size(t->dtype));
+    int64_t row = t->shape[0] > 0 ? t->size / t->shape[0] : 0;
+    sx_tensor v = sx_tensor_view(t->dtype, t->rank, t->shape,
+                                 (char *)t->data + lo * row * (int64_t)sx_dtype_size(t->dtype));
+    v.shape[0] = rows;
+    v.size = sx_shape_size(v.rank, v.shape);
+    return v;
 }
 
 /* rows of x through model r into the same rows of out */
@@ -1026,7 +1025,8 @@ static void split_task(void *ctx, int64_t t)
     split_ctx *c = ctx;
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
         return;
-    sx_tensor xv = rows_view(c->x, t * c->sub, c->sub), ov = rows_view(c->out, t * c->sub, c->sub);
+    sx_tensor xv = nn_rows_at(c->x, t * c->sub, c->sub),
+              ov = nn_rows_at(c->out, t * c->sub, c->sub);
     sx_status s = predict_rows(c->m->rep[sx__par_slot()], &xv, &ov);
     if (s != SX_OK && atomic_exchange(&c->failed, 1) == 0) {
         c->status = s;
@@ -1055,7 +1055,7 @@ static sx_status predict_split(sx_nn_model *m, const sx_tensor *x, sx_tensor *ou
         return SX_OK;
     sx_nn_model *r = NULL;
     SX_TRY(nn_model_smaller(m, rest, &r));
-    sx_tensor xv = rows_view(x, chunks * sub, rest), ov = rows_view(out, chunks * sub, rest);
+    sx_tensor xv = nn_rows_at(x, chunks * sub, rest), ov = nn_rows_at(out, chunks * sub, rest);
     return predict_rows(r, &xv, &ov);
 }
 

@@ -288,6 +288,8 @@ sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c);
 sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum);
 
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
+/* A view of rows [lo, lo + rows) of a batch tensor t (its first axis). */
+sx_tensor nn_rows_at(const sx_tensor *t, int64_t lo, int64_t rows);
 /* The frozen inference graph of a loaded model (over its plain graph's weights) or of a
  * source's for batches of n into m (g, x, out). */
 sx_status nn_loaded_graph(sx_nn_model *m, int64_t n);

@@ -255,20 +255,10 @@ static sx_status check_params(const char *who, const sx_nn_train_params *p)
 }
 
 /* A view of rows [lo, lo + rows) of t. */
-static sx_tensor rows_at(const sx_tensor *t, int64_t lo, int64_t rows)
-{
-    int64_t row = t->shape[0] > 0 ? t->size / t->shape[0] : 0;
-    sx_tensor v = sx_tensor_view(t->dtype, t->rank, t->shape,
-                                 (char *)t->data + lo * row * (int64_t)sx_dtype_size(t->dtype));
-    v.shape[0] = rows;
-    v.size = sx_shape_size(v.rank, v.shape);
-    return v;
-}
-
 /* A view of the first `rows` rows of t. */
 static sx_tensor rows_view(const sx_tensor *t, int64_t rows)
 {
-    return rows_at(t, 0, rows);
+    return nn_rows_at(t, 0, rows);
 }
 
 static void progress(const sx_nn_train_params *p, bool tty, int64_t epoch, int64_t i, int64_t n,
@@ -525,8 +515,8 @@ static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t coun
     int64_t lo = count * c->rank / c->size, hi = count * (c->rank + 1) / c->size, n = hi - lo;
     /* no rows (a last batch smaller than the ranks): the first rows of the batch tensors, whose
      * gradients are zeroed */
-    sx_tensor xv = n > 0 ? rows_at(x, lo, n) : rows_at(r->x, 0, r->p.batch);
-    sx_tensor yv = n > 0 ? rows_at(y, lo, n) : rows_at(r->y, 0, r->p.batch);
+    sx_tensor xv = n > 0 ? nn_rows_at(x, lo, n) : nn_rows_at(r->x, 0, r->p.batch);
+    sx_tensor yv = n > 0 ? nn_rows_at(y, lo, n) : nn_rows_at(r->y, 0, r->p.batch);
     sx_nn_model *m = r->model;
     if (n > 0 && n != r->p.batch) {
         if (r->partial == NULL || r->partial->batch != n) {
