@@ -941,6 +941,11 @@ sx_status sx_nn_model_set_sub_batch(sx_nn_model *m, int64_t rows)
     if (m == NULL || rows < 0)
         return sx_error(SX_E_ARG, "sx_nn_model_set_sub_batch: %s",
                         m == NULL ? "NULL model" : "rows < 0");
+    if (rows != m->sub_set) /* the copies were made for the old rows */
+        for (int i = 0; i < NN_REPLICAS; i++) {
+            sx_nn_model_free(m->rep[i]);
+            m->rep[i] = NULL;
+        }
     m->sub_set = rows;
     m->sub_known = false;
     return SX_OK;

@@ -109,6 +109,13 @@ Test(nn_predict_split, sub_batches_read_the_weights_of_each_call)
         }
     cr_assert_eq(sx_nn_model_predict(m, x, b), SX_OK, "%s", sx_last_error());
     sx_tensor *fresh = predict_with(net, x, 32, 32, NULL);
+    /* another number of rows on the same model: new copies, the same predictions */
+    sx_tensor *c = tu_zeros(SX_F64, 2, os);
+    cr_assert_eq(sx_nn_model_set_sub_batch(m, 4), SX_OK);
+    cr_assert_eq(sx_nn_model_predict(m, x, c), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_sub_batch(m), 4);
+    cr_assert_leq(max_diff(c, fresh), 1e-12, "%g", max_diff(c, fresh));
+    sx_tensor_free(c);
     cr_assert_gt(max_diff(a, b), 1e-6, "the new weights changed nothing");
     cr_assert_leq(max_diff(b, fresh), 1e-12, "%g", max_diff(b, fresh));
     sx_tensor_free(fresh);
