@@ -7,7 +7,9 @@
 
 #include <string.h>
 
-/* Evaluate `order` sequentially or in parallel, as the graph's workers say. */
+/* Evaluate `order` sequentially or in parallel, as the graph's workers say. The kernel pool's
+ * idle workers keep spinning across the serial gaps between the kernels' parallel loops
+ * (sx__par_hold) instead of falling asleep between two kernels. */
 static sx_status run_nodes(sx_cg_graph *g, sx_cg_node *const *order, int64_t len, bool by_need)
 {
     int w = sx_cg_workers(g);
@@ -17,7 +19,13 @@ static sx_status run_nodes(sx_cg_graph *g, sx_cg_node *const *order, int64_t len
         if (done || s != SX_OK)
             return s;
     }
-    return cg_run_seq(g, order, len, by_need);
+    const bool hold = len > 1;
+    if (hold)
+        sx__par_hold();
+    sx_status s = cg_run_seq(g, order, len, by_need);
+    if (hold)
+        sx__par_release();
+    return s;
 }
 
 /* ---------------------------------------------------------------- evaluation */

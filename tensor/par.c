@@ -53,6 +53,8 @@ static struct {
 } pool = {
     .busy = ATOMIC_FLAG_INIT, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
+static atomic_int holds; /* sx__par_hold() calls not yet released */
+
 static _Thread_local bool in_task; /* this thread runs a task of a parallel loop (or is a worker) */
 static _Thread_local int slot;     /* sx__par_slot() */
 
@@ -124,8 +126,13 @@ static void *worker_main(void *arg)
             for (int i = 1; (word >> EPOCH_SHIFT) == seen; i++) {
                 cpu_relax();
                 word = atomic_load_explicit(&pool.word, memory_order_acquire);
-                if ((i & 63) == 0 && now_ns() - t0 > SX__PAR_SPIN_NS)
-                    break;
+                if ((i & 63) == 0) {
+                    const int64_t spin = atomic_load_explicit(&holds, memory_order_relaxed) > 0
+                                             ? SX__PAR_HOLD_SPIN_NS
+                                             : SX__PAR_SPIN_NS;
+                    if (now_ns() - t0 > spin)
+                        break;
+                }
             }
         }
         if ((word >> EPOCH_SHIFT) == seen) {
@@ -213,6 +220,16 @@ static int ensure_workers(int want)
     return pool.n_workers < want ? pool.n_workers : want;
 }
 
+void sx__par_hold(void)
+{
+    atomic_fetch_add_explicit(&holds, 1, memory_order_relaxed);
+}
+
+void sx__par_release(void)
+{
+    atomic_fetch_sub_explicit(&holds, 1, memory_order_relaxed);
+}
+
 int sx__par_threads(void)
 {
     return in_task ? 1 : sx_threads_get();
@@ -225,6 +242,14 @@ int sx__par_workers(void)
     if (mine)
         atomic_flag_clear_explicit(&pool.busy, memory_order_release);
     return mine ? n : -1;
+}
+
+int sx__par_sleeping(void)
+{
+    int n = 0;
+    for (int i = 0; i < SX__PAR_MAX_WORKERS; i++)
+        n += atomic_load(&pool.workers[i].sleeping);
+    return n;
 }
 
 int sx__par_slot(void)

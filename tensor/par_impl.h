@@ -26,6 +26,12 @@
  * an idle pool leaves the cores to others within tens of microseconds. */
 #define SX__PAR_SPIN_NS 50000
 
+/* The same while a caller holds the pool (sx__par_hold): the gaps between the parallel loops of
+ * a graph evaluation (its serial small-vector kernels, its bookkeeping) often outlast
+ * SX__PAR_SPIN_NS, and a worker woken from sleep joins the next loop tens of microseconds late
+ * (resnet20's training step: about 15 such wakes). */
+#define SX__PAR_HOLD_SPIN_NS 1000000
+
 /* At most this many pool workers (a kernel uses at most one more thread: the caller). */
 #define SX__PAR_MAX_WORKERS 255
 
@@ -65,7 +71,16 @@ int sx__par_slot(void);
  * reduction cuts its input into fixed blocks itself and uses sx__par_for. */
 void sx__par_range(int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx);
 
+/* Between sx__par_hold() and the matching sx__par_release(), idle workers spin for up to
+ * SX__PAR_HOLD_SPIN_NS instead of SX__PAR_SPIN_NS before they sleep: for a caller about to run
+ * many loops with short serial gaps between them (a graph evaluation). Holds nest and may come
+ * from several threads; each hold must be released. */
+void sx__par_hold(void);
+void sx__par_release(void);
+
 /* For the tests: how many pool workers have been started so far. */
 int sx__par_workers(void);
+/* For the tests: how many pool workers sleep (or are about to) until the next loop. */
+int sx__par_sleeping(void);
 
 #endif

@@ -31,7 +31,9 @@
  * thread takes part, tasks go to whichever threads are awake, and the call returns when every
  * task has run, never waiting for a worker that has not started one: a worker the OS has
  * descheduled cannot hold the caller up, so a loaded machine slows strix by about its fair share.
- * Idle workers spin for about 50 us, then sleep until a loop needs them. Each kernel uses at
+ * Idle workers spin for about 50 us, then sleep until a loop needs them; while a compiled graph
+ * runs (sx_cg_eval), for up to 1 ms, so that the serial gaps between its kernels do not put them
+ * to sleep and cost a wake-up at the next kernel. Each kernel uses at
  * most sx_threads_get() threads (the caller included, at most 256), set for all at once by
  * sx_threads_set() or per calling thread by sx_threads_set_local(). One loop uses the pool at a
  * time: a kernel called while another thread's loop holds it, or from inside a task, runs on its

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------- every task exactly once */
 
@@ -187,6 +188,50 @@ Test(tensor_par, two_threads_split_short_loops_into_prefix_and_suffix)
             joined += first_worker < s.n;
         }
     cr_log_info("the worker took part in %d of %d loops", joined, 20 * 7);
+    cr_assert_eq(sx_threads_set(0), SX_OK);
+}
+
+static void nothing_task(void *ctx, int64_t t)
+{
+    (void)ctx, (void)t;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, us % 1000000 * 1000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* In 20 gaps of four SX__PAR_SPIN_NS between loops: how often the worker was found asleep. */
+static int sleeps_in_gaps(void)
+{
+    int asleep = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        sx__par_for(64, nothing_task, NULL);
+        sleep_us(SX__PAR_SPIN_NS / 1000 * 4);
+        asleep += sx__par_sleeping();
+    }
+    return asleep;
+}
+
+/* While the pool is held, a worker spins through gaps far longer than SX__PAR_SPIN_NS (but
+ * shorter than SX__PAR_HOLD_SPIN_NS); released, it sleeps in them again. The counts are
+ * compared, not required to be 0 and 20: a loaded machine may deschedule the worker for longer
+ * than a spin. */
+Test(tensor_par, a_held_pool_keeps_its_worker_awake_between_loops)
+{
+    cr_assert_eq(sx_threads_set(2), SX_OK);
+    sx__par_for(64, nothing_task, NULL); /* starts the worker */
+    cr_assert_eq(sx__par_workers(), 1);
+    const int before = sleeps_in_gaps();
+    sx__par_hold();
+    const int held = sleeps_in_gaps();
+    sx__par_release();
+    const int after = sleeps_in_gaps();
+    cr_log_info("asleep in 20 gaps: %d, held %d, released %d", before, held, after);
+    cr_assert_lt(held * 2, before, "held: asleep in %d of 20 gaps, not held: %d", held, before);
+    cr_assert_lt(held * 2, after, "held: asleep in %d of 20 gaps, released: %d", held, after);
     cr_assert_eq(sx_threads_set(0), SX_OK);
 }
 
