@@ -126,13 +126,8 @@ static void *worker_main(void *arg)
             for (int i = 1; (word >> EPOCH_SHIFT) == seen; i++) {
                 cpu_relax();
                 word = atomic_load_explicit(&pool.word, memory_order_acquire);
-                if ((i & 63) == 0) {
-                    const int64_t spin = atomic_load_explicit(&holds, memory_order_relaxed) > 0
-                                             ? SX__PAR_HOLD_SPIN_NS
-                                             : SX__PAR_SPIN_NS;
-                    if (now_ns() - t0 > spin)
-                        break;
-                }
+                if ((i & 63) == 0 && now_ns() - t0 > sx__par_spin_ns())
+                    break;
             }
         }
         if ((word >> EPOCH_SHIFT) == seen) {
@@ -228,6 +223,12 @@ void sx__par_hold(void)
 void sx__par_release(void)
 {
     atomic_fetch_sub_explicit(&holds, 1, memory_order_relaxed);
+}
+
+int64_t sx__par_spin_ns(void)
+{
+    return atomic_load_explicit(&holds, memory_order_relaxed) > 0 ? SX__PAR_HOLD_SPIN_NS
+                                                                  : SX__PAR_SPIN_NS;
 }
 
 int sx__par_threads(void)

@@ -77,6 +77,9 @@ void sx__par_range(int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx);
  * from several threads; each hold must be released. */
 void sx__par_hold(void);
 void sx__par_release(void);
+/* How long an idle worker spins now, in ns: SX__PAR_HOLD_SPIN_NS while held, else
+ * SX__PAR_SPIN_NS. */
+int64_t sx__par_spin_ns(void);
 
 /* For the tests: how many pool workers have been started so far. */
 int sx__par_workers(void);

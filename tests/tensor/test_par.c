@@ -215,23 +215,42 @@ static int sleeps_in_gaps(void)
     return asleep;
 }
 
+/* Holds nest: the longer spin lasts until the last release. */
+Test(tensor_par, holds_nest_and_lengthen_the_spin)
+{
+    cr_assert_eq(sx__par_spin_ns(), SX__PAR_SPIN_NS);
+    sx__par_hold();
+    sx__par_hold();
+    cr_assert_eq(sx__par_spin_ns(), SX__PAR_HOLD_SPIN_NS);
+    sx__par_release();
+    cr_assert_eq(sx__par_spin_ns(), SX__PAR_HOLD_SPIN_NS);
+    sx__par_release();
+    cr_assert_eq(sx__par_spin_ns(), SX__PAR_SPIN_NS);
+}
+
 /* While the pool is held, a worker spins through gaps far longer than SX__PAR_SPIN_NS (but
- * shorter than SX__PAR_HOLD_SPIN_NS); released, it sleeps in them again. The counts are
- * compared, not required to be 0 and 20: a loaded machine may deschedule the worker for longer
- * than a spin. */
+ * shorter than SX__PAR_HOLD_SPIN_NS); released, it sleeps in them again. The spin is measured
+ * in wall time, so a loaded machine that deschedules the worker for longer than a spin can put
+ * it to sleep while held: the comparison is tried up to ten times. */
 Test(tensor_par, a_held_pool_keeps_its_worker_awake_between_loops)
 {
     cr_assert_eq(sx_threads_set(2), SX_OK);
     sx__par_for(64, nothing_task, NULL); /* starts the worker */
     cr_assert_eq(sx__par_workers(), 1);
-    const int before = sleeps_in_gaps();
-    sx__par_hold();
-    const int held = sleeps_in_gaps();
-    sx__par_release();
-    const int after = sleeps_in_gaps();
-    cr_log_info("asleep in 20 gaps: %d, held %d, released %d", before, held, after);
-    cr_assert_lt(held * 2, before, "held: asleep in %d of 20 gaps, not held: %d", held, before);
-    cr_assert_lt(held * 2, after, "held: asleep in %d of 20 gaps, released: %d", held, after);
+    int before = 0, held = 0, after = 0;
+    bool ok = false;
+    for (int attempt = 0; attempt < 10 && !ok; attempt++) {
+        before = sleeps_in_gaps();
+        sx__par_hold();
+        held = sleeps_in_gaps();
+        sx__par_release();
+        after = sleeps_in_gaps();
+        ok = held * 2 < before && held * 2 < after;
+        cr_log_info("attempt %d: asleep in 20 gaps: %d, held %d, released %d", attempt, before,
+                    held, after);
+    }
+    cr_assert(ok, "held: asleep in %d of 20 gaps; not held: %d before, %d after", held, before,
+              after);
     cr_assert_eq(sx_threads_set(0), SX_OK);
 }
 
