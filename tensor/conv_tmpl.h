@@ -675,8 +675,8 @@ static void FN(pad_dys)(const conv_geom *g, const T *dy, int64_t img, int64_t b0
 
 /* The dx pixels of phase (ry, rx) in input rows [iy0, iy0 + nr) of an image (dx: its row iy0),
  * from the band of dy rows from b0 (columns offset by ml) with the phase's sub-kernel kq. */
-static void FN(bwdi_phase)(const conv_geom *g, const T *band, int64_t b0, const T *kq, T *dx,
-                           int64_t iy0, int64_t nr, int64_t ry, int64_t rx)
+static CONV_VATTR void FN(bwdi_phase)(const conv_geom *g, const T *band, int64_t b0, const T *kq,
+                                      T *dx, int64_t iy0, int64_t nr, int64_t ry, int64_t rx)
 {
     const int64_t sh = g->sh, sw = g->sw, c = g->c, w = g->w;
     const int64_t nky = phase_taps(g->kh, sh, ry), nkx = phase_taps(g->kw, sw, rx);
@@ -689,8 +689,9 @@ static void FN(bwdi_phase)(const conv_geom *g, const T *band, int64_t b0, const 
         for (int64_t r = 0; r < rows; r++) {
             if (nky == 0 && rx == 0)
                 memset(dx + (iyf - iy0 + r * sh) * w * c, 0, (size_t)(w * c) * sizeof(T));
-            for (int64_t q = 0; q < cols && nky > 0; q++)
-                memset(y0 + r * sh * w * c + q * sw * c, 0, (size_t)c * sizeof(T));
+            for (int64_t q = 0; q < cols && nky > 0; q++) /* a few vectors: no call */
+                for (int64_t e = 0; e < c; e += VL)
+                    V_MSTORE(y0 + r * sh * w * c + q * sw * c + e, FN(vmask)(c - e), V_ZERO());
         }
         return;
     }
