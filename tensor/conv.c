@@ -4,15 +4,17 @@
  * number of groups summed in a fixed order, so the bits never depend on the thread count.
  * Three implementations of a unit. The direct kernels (AVX-512) keep a tile of results in
  * vector registers and read a zero-padded copy of the unit's band, so no tap tests a border:
- * forward and backward-kernel, and backward-input with stride 1 (as the forward kernel over dy
- * with the rotated kernel, or a gather over the filters when c is small). Winograd's
+ * forward and backward-kernel (reading x in place when no window leaves it), and
+ * backward-input: with stride 1 as the forward kernel over dy with the rotated kernel, or a
+ * gather over the filters when c is small; strided, when c fills a vector, by phases (each
+ * phase of dx a stride-1 correlation of dy with a sub-kernel, on the forward tiles). Winograd's
  * F(2x2, 5x5) and F(4x4, 3x3) (AVX-512) serve 5x5 and 3x3 kernels at stride 1 with enough
  * channels: 2.8 and 4 times fewer multiplies, on the same padded bands (below). The GEMM path
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
- * CPUs, strided backward-input, very large kdim). These serve the original parameter set (one
- * group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the window
- * (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
+ * CPUs, strided backward-input with few channels, very large kdim). These serve the original
+ * parameter set (one group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the
+ * window (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
  * hands other parameters to tensor/conv_general.c before touching them (which sends the
  * geometries computed here back). */
 #include "conv_impl.h"

@@ -586,7 +586,7 @@ Test(tensor_conv, winograd_shapes, .timeout = 120)
 
 /* Explicit pads smaller than the window (PyTorch's Conv2d(padding=p)) run conv.c's dense kernels
  * like SAME: resnet's stride-2 3x3 convolutions with one pad on every side (direct forward and
- * backward-kernel, the GEMM path's backward-input), pads on one side only, Winograd's shapes
+ * backward-kernel, backward-input by phases), pads on one side only, Winograd's shapes
  * at stride 1, 5x5 kernels, 1x1 strided, images smaller than the window, the backward-input
  * gather (few channels), and the identity 1x1 (x is the im2col matrix). */
 static const cfg explicit_pads[] = {
