@@ -4,15 +4,17 @@
  * number of groups summed in a fixed order, so the bits never depend on the thread count.
  * Three implementations of a unit. The direct kernels (AVX-512) keep a tile of results in
  * vector registers and read a zero-padded copy of the unit's band, so no tap tests a border:
- * forward and backward-kernel, and backward-input with stride 1 (as the forward kernel over dy
- * with the rotated kernel, or a gather over the filters when c is small). Winograd's
+ * forward and backward-kernel (reading x in place when no window leaves it), and
+ * backward-input: with stride 1 as the forward kernel over dy with the rotated kernel, or a
+ * gather over the filters when c is small; strided, when c fills a vector, by phases (each
+ * phase of dx a stride-1 correlation of dy with a sub-kernel, on the forward tiles). Winograd's
  * F(2x2, 5x5) and F(4x4, 3x3) (AVX-512) serve 5x5 and 3x3 kernels at stride 1 with enough
  * channels: 2.8 and 4 times fewer multiplies, on the same padded bands (below). The GEMM path
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
- * CPUs, strided backward-input, very large kdim). These serve the original parameter set (one
- * group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the window
- * (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
+ * CPUs, strided backward-input with few channels, very large kdim). These serve the original
+ * parameter set (one group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the
+ * window (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
  * hands other parameters to tensor/conv_general.c before touching them (which sends the
  * geometries computed here back). */
 #include "conv_impl.h"
@@ -179,6 +181,54 @@ static int64_t wino_ld(int64_t n, size_t esz)
 static int64_t wino_u_elems(const conv_geom *g, size_t esz)
 {
     return 36 * wino_ld(g->c * g->f, esz);
+}
+
+/* Does every window lie inside x (no padding read)? Then the direct forward and
+ * backward-kernel read x in place instead of a padded copy of the band. */
+static inline bool conv_in_place(const conv_geom *g)
+{
+    return g->pt == 0 && g->pl == 0 && (g->oh - 1) * g->sh + g->kh <= g->h &&
+           (g->ow - 1) * g->sw + g->kw <= g->w;
+}
+
+/* Pixels per forward tile of nv vectors of filters over a grid of npix pixels: at most
+ * CONV_FP (nv <= 2), 8 (nv = 3) or 6 (nv = 4), or up to a quarter fewer when that wastes fewer
+ * of the last tile's slots (a 7x7 grid: 5 tiles of 10 pixels instead of 5 of 12, 18% fewer
+ * multiplies; a pixel's sum is the same in any tile). */
+static inline int64_t conv_tile_pixels(int64_t npix, int nv)
+{
+    const int64_t top = nv <= 2 ? CONV_FP : nv == 3 ? 8 : 6, low = nv <= 2 ? 9 : top - 1;
+    int64_t best = top;
+    for (int64_t np = top - 1; np >= low; np--)
+        if ((npix + np - 1) / np * np < (npix + best - 1) / best * best)
+            best = np;
+    return best;
+}
+
+/* Strided backward-input by phases (polyphase): the input rows iy with (iy + pt) % sh == r
+ * receive the kernel rows r, r + sh, r + 2 sh, ... (phase_taps(kh, sh, r) of them) from
+ * consecutive rows of dy, and likewise the columns: each of the sh * sw phases of dx is a
+ * stride-1 correlation of dy with a sub-kernel (3x3 stride 2: 2x2, 2x1, 1x2 and 1x1 taps), run
+ * by the forward tiles; a phase without taps is zero. Every element of dx is written once. */
+static inline int64_t phase_taps(int64_t k, int64_t s, int64_t r)
+{
+    return r < k ? (k - r + s - 1) / s : 0;
+}
+
+/* Rows of the padded dy band (columns: g->wq) that r consecutive dx rows read, at most: the dy
+ * rows of the band plus phase_taps(kh, sh, 0) - 1 zero rows above. */
+static inline int64_t phase_band_rows(const conv_geom *g, int64_t r)
+{
+    const int64_t a = (r - 1) / g->sh + 2, b = (g->h - 1 + g->pt) / g->sh + 1;
+    return (a < b ? a : b) + phase_taps(g->kh, g->sh, 0) - 1;
+}
+
+/* Can the phases read dy in place (no padded row or column: kh <= sh, kw <= sw and every dy
+ * row and column the phases reach exists)? */
+static inline bool phase_in_place(const conv_geom *g)
+{
+    return g->kh <= g->sh && g->kw <= g->sw && g->wq == g->ow &&
+           (g->h - 1 + g->pt) / g->sh + 1 == g->oh;
 }
 
 /* One call: the inputs (forward: x, k; backward-input: k, dy; backward-kernel: x, dy) and the
@@ -371,7 +421,12 @@ static sx_status conv_geom_make(const char *who, const char *xname, const int64_
     }
     g->kdim = g->kh * g->kw * g->c;
     g->wp = g->ow > 0 ? (g->ow - 1) * g->sw + g->kw : 0;
-    g->wq = g->w + g->kw - 1;
+    /* stride 1: w + kw - 1; strided (the phases): the dy columns they reach, and as many zero
+     * columns before as the widest sub-kernel has taps less one */
+    if (g->sh == 1 && g->sw == 1)
+        g->wq = g->w + g->kw - 1;
+    else
+        g->wq = g->w > 0 ? (g->w - 1 + g->pl) / g->sw + phase_taps(g->kw, g->sw, 0) : 0;
     bool one = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
     bool whole = g->oh == 1 && g->ow == 1 && g->kh == g->h && g->kw == g->w;
     g->xcol = g->pt == 0 && g->pl == 0 && (one || whole);
@@ -413,12 +468,13 @@ static conv_path path_of(const conv_geom *g, conv_kind kind, size_t esz)
         return PATH_GEMM;
     if (kind != CONV_BWD_IN)
         return g->kdim <= CONV_DIRECT_KDIM ? PATH_DIRECT : PATH_GEMM;
-    /* backward-input, stride 1 only: the forward kernel on the rotated kernel when the input
-     * channels fill a vector (its kdim is kh * kw * f), else the gather for small kdim */
-    if (g->sh != 1 || g->sw != 1)
-        return PATH_GEMM;
+    /* backward-input: the forward kernel on the rotated kernel (strided: on its phases' sub-
+     * kernels) when the input channels fill a vector (its kdim is kh * kw * f), else with
+     * stride 1 the gather for small kdim */
     if ((size_t)g->c * esz >= 64)
         return g->kh * g->kw * g->f <= CONV_DIRECT_KDIM ? PATH_DIRECT : PATH_GEMM;
+    if (g->sh != 1 || g->sw != 1)
+        return PATH_GEMM;
     return g->kdim <= CONV_DIRECT_BWDI_KDIM ? PATH_DIRECT : PATH_GEMM;
 }
 
@@ -448,10 +504,14 @@ static size_t unit_bytes(const conv_geom *g, conv_path path, conv_kind kind, siz
     if (path == PATH_DIRECT) {
         if (rows == 0)
             rows = kind == CONV_BWD_IN ? g->h : g->oh;
-        if (kind == CONV_BWD_IN) /* the flipped kernel (a multiple of 64 bytes), the band */
-            return mul_sat(add_sat((size_t)CONV_KF_ELEMS(g),
-                                   mul_sat((size_t)(rows + g->kh - 1), (size_t)(g->wq * g->f))),
-                           esz);
+        if (kind == CONV_BWD_IN) { /* the prepared kernel (a multiple of 64 bytes), the band */
+            const int64_t br = g->sh == 1 && g->sw == 1 ? rows + g->kh - 1
+                               : phase_in_place(g)      ? 0
+                                                        : phase_band_rows(g, rows);
+            return mul_sat(
+                add_sat((size_t)CONV_KF_ELEMS(g), mul_sat((size_t)br, (size_t)(g->wq * g->f))),
+                esz);
+        }
         size_t b =
             mul_sat(mul_sat((size_t)((rows - 1) * g->sh + g->kh), (size_t)(g->wp * g->c)), esz);
         if (touched && kind == CONV_BWD_K)

@@ -282,6 +282,22 @@ static void FN(pad_x)(const conv_geom *g, const T *x, int64_t img, int64_t oy0, 
     }
 }
 
+/* The band of x that output rows [oy0, oy0 + nrows) of image img read, and in *gi the geometry
+ * to read it with: x's own rows (wp = w) when the window never leaves x (conv_in_place; 1x1
+ * stride-2 layers read every other row and column, and a copy would move them all), else the
+ * padded copy in the slot (pad_x). */
+static const T *FN(direct_src)(const conv_geom *g, const T *x, int64_t img, int64_t oy0,
+                               int64_t nrows, int64_t maxrows, T *slot, bool fresh, conv_geom *gi)
+{
+    *gi = *g;
+    if (conv_in_place(g)) {
+        gi->wp = g->w;
+        return x + (img * g->h + oy0 * g->sh) * g->w * g->c;
+    }
+    FN(pad_x)(g, x, img, oy0, nrows, maxrows, slot, fresh);
+    return slot;
+}
+
 /* Output row band of direct unit u (image, first row, rows). */
 static inline void FN(direct_band)(const conv_plan *pl, int64_t rows, int64_t u, int64_t *img,
                                    int64_t *r0, int64_t *nr)
@@ -295,8 +311,8 @@ static inline void FN(direct_band)(const conv_plan *pl, int64_t rows, int64_t u,
  * summed over every tap; inlined with np and nv constant so that the accumulators live in
  * registers. Only the first `real` pixels are stored. */
 static inline __attribute__((always_inline)) CONV_VATTR void
-FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *y, VMASK m, int64_t real,
-             const int np, const int nv)
+FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *const *yq, VMASK m,
+             int64_t real, const int np, const int nv)
 {
     const int64_t c = g->c, f = g->f, wp = g->wp;
     V a[CONV_FP][4];
@@ -326,47 +342,74 @@ FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *y, VMASK m, 
         if (p < real)
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++)
-                V_MSTORE(y + p * f + v * VL, v + 1 < nv ? (VMASK) ~(VMASK)0 : m, a[p][v]);
+                V_MSTORE(yq[p] + v * VL, v + 1 < nv ? (VMASK) ~(VMASK)0 : m, a[p][v]);
 }
 
-/* y (npix, f) of one band = sum over the taps of the padded band xp times k: tiles of np pixels
- * by nv vectors of filters (4 vectors: 6 pixels, 3: 8, else 12; about 24 accumulators), the
- * pixel's tap values broadcast from xp. A tile may span output rows (each pixel has its own
- * base pointer); the last tile repeats its last pixel and stores only the real ones. */
-static CONV_VATTR void FN(direct_fwd_band)(const conv_geom *g, const T *xp, const T *k, T *y,
-                                           int64_t nrows)
+/* Where the forward tiles read and write: a grid of nrows x ncols pixels, pixel (r, q) reading
+ * the taps at x0 + r * xr + q * xc (tap (ky, j) at offset ky * wp * c + j, as fwd_tile) and
+ * writing its g->f results at y0 + r * yr + q * yc. A band of the forward pass is the grid of
+ * its output pixels; a phase of the strided backward-input (direct_bwdi_phase) is another. */
+typedef struct FN(grid) {
+    const T *x0;
+    int64_t xr, xc;
+    T *y0;
+    int64_t yr, yc, nrows, ncols;
+} FN(grid);
+
+/* The results of grid gd = sum over the taps of the padded band times k: tiles of np pixels
+ * by nv vectors of filters (conv_tile_pixels: up to 6, 8 or 12; about 24 accumulators), the
+ * pixel's tap values broadcast from the band. A tile may span grid rows (each pixel has its own
+ * pointers); the last tile repeats its last pixel and stores only the real ones. */
+static CONV_VATTR void FN(direct_grid)(const conv_geom *g, const FN(grid) * gd, const T *k)
 {
-    const int64_t c = g->c, f = g->f, ow = g->ow, wp = g->wp, npix = nrows * ow;
+    const int64_t f = g->f, pw = gd->ncols, npix = gd->nrows * pw;
     for (int64_t f0 = 0; f0 < f; f0 += 4 * VL) {
         const int64_t fl = f - f0 < 4 * VL ? f - f0 : 4 * VL;
         const int nv = (int)((fl + VL - 1) / VL);
         const VMASK m = FN(vmask)(fl - (nv - 1) * VL);
-        const int64_t np = nv <= 2 ? CONV_FP : nv == 3 ? 8 : 6;
+        const int64_t np = conv_tile_pixels(npix, nv);
         for (int64_t q0 = 0; q0 < npix; q0 += np) {
             const T *xq[CONV_FP];
-            for (int64_t p = 0, oy = q0 / ow, ox = q0 % ow; p < np; p++) {
-                xq[p] = xp + (oy * g->sh * wp + ox * g->sw) * c;
-                if (q0 + p + 1 < npix && ++ox == ow) /* the last pixel repeats */
-                    ox = 0, oy++;
+            T *yq[CONV_FP];
+            for (int64_t p = 0, r = q0 / pw, q = q0 % pw; p < np; p++) {
+                xq[p] = gd->x0 + r * gd->xr + q * gd->xc;
+                yq[p] = gd->y0 + r * gd->yr + q * gd->yc + f0;
+                if (q0 + p + 1 < npix && ++q == pw) /* the last pixel repeats */
+                    q = 0, r++;
             }
-            T *yq = y + q0 * f + f0;
             const T *kf = k + f0;
-            switch (nv) {
-            case 1:
-                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, CONV_FP, 1);
-                break;
-            case 2:
-                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, CONV_FP, 2);
-                break;
-            case 3:
-                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, 8, 3);
-                break;
+            switch (nv * 16 + np) { /* the cases conv_tile_pixels chooses from */
+#define CONV_FP_CASE(v, n)                                                                         \
+    case v * 16 + n:                                                                               \
+        FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, n, v);                                           \
+        break;
+                CONV_FP_CASE(1, 12)
+                CONV_FP_CASE(1, 11)
+                CONV_FP_CASE(1, 10)
+                CONV_FP_CASE(1, 9)
+                CONV_FP_CASE(2, 12)
+                CONV_FP_CASE(2, 11)
+                CONV_FP_CASE(2, 10)
+                CONV_FP_CASE(2, 9)
+                CONV_FP_CASE(3, 8)
+                CONV_FP_CASE(3, 7)
+                CONV_FP_CASE(4, 6)
+                CONV_FP_CASE(4, 5)
+#undef CONV_FP_CASE
             default:
-                FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, 6, 4);
                 break;
             }
         }
     }
+}
+
+/* y (nrows * ow, f) of one band of output rows = the forward pass over the padded band xp
+ * (rows of wp * c elements). */
+static void FN(direct_fwd_band)(const conv_geom *g, const T *xp, const T *k, T *y, int64_t nrows)
+{
+    const int64_t c = g->c;
+    const FN(grid) gd = {xp, g->sh * g->wp * c, g->sw * c, y, g->ow * g->f, g->f, nrows, g->ow};
+    FN(direct_grid)(g, &gd, k);
 }
 
 /* One tile of nt consecutive taps of one kernel row (x offsets o0 .. o0 + nt - 1 in the padded
@@ -551,10 +594,11 @@ static bool FN(direct_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool 
     const conv_geom *g = jb->g;
     int64_t img, oy0, nr;
     FN(direct_band)(jb->pl, g->oh, u, &img, &oy0, &nr);
-    FN(pad_x)(g, jb->in0, img, oy0, nr, jb->pl->rpu, slot, fresh);
+    conv_geom gi;
+    const T *xp = FN(direct_src)(g, jb->in0, img, oy0, nr, jb->pl->rpu, slot, fresh, &gi);
     T *y = (T *)jb->out + (img * g->oh + oy0) * g->ow * g->f;
-    FN(direct_fwd_band)(g, slot, jb->in1, y, nr);
-    return true;
+    FN(direct_fwd_band)(&gi, xp, jb->in1, y, nr);
+    return xp == slot;
 }
 
 static bool FN(direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
@@ -563,10 +607,11 @@ static bool FN(direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool
     const conv_geom *g = jb->g;
     int64_t img, oy0, nr;
     FN(direct_band)(jb->pl, g->oh, u, &img, &oy0, &nr);
-    FN(pad_x)(g, jb->in0, img, oy0, nr, jb->pl->rpu, slot, fresh);
+    conv_geom gi;
+    const T *xp = FN(direct_src)(g, jb->in0, img, oy0, nr, jb->pl->rpu, slot, fresh, &gi);
     const T *dy = (const T *)jb->in1 + (img * g->oh + oy0) * g->ow * g->f;
-    FN(direct_bwdk_band)(g, slot, dy, nr, acc, first);
-    return true;
+    FN(direct_bwdk_band)(&gi, xp, dy, nr, acc, first);
+    return xp == slot;
 }
 
 /* kr (kh, kw, f, c) = k (kh, kw, c, f) rotated by 180 degrees and transposed:
@@ -586,6 +631,115 @@ static void FN(rot_k)(const conv_geom *g, const T *k, T *kr, int64_t f0, int64_t
         }
 }
 
+/* kp = the sub-kernels of the phases (ry, rx) in order (ry outer), each (nky, nkx, f, c) with
+ * nky = phase_taps(kh, sh, ry), nkx = phase_taps(kw, sw, rx): kp[jy][jx][fi][ci] =
+ * k[ry + sh * (nky - 1 - jy)][rx + sw * (nkx - 1 - jx)][ci][fi] (the phase's taps in the order
+ * of the dy rows and columns they meet). kh * kw * c * f elements in all. */
+static void FN(phase_k)(const conv_geom *g, const T *k, T *kp)
+{
+    const int64_t c = g->c, f = g->f, sh = g->sh, sw = g->sw;
+    for (int64_t ry = 0; ry < sh; ry++)
+        for (int64_t rx = 0; rx < sw; rx++) {
+            const int64_t nky = phase_taps(g->kh, sh, ry), nkx = phase_taps(g->kw, sw, rx);
+            for (int64_t jy = 0; jy < nky; jy++)
+                for (int64_t jx = 0; jx < nkx; jx++, kp += f * c) {
+                    const int64_t ky = ry + sh * (nky - 1 - jy), kx = rx + sw * (nkx - 1 - jx);
+                    const T *src = k + (ky * g->kw + kx) * c * f;
+                    for (int64_t ci = 0; ci < c; ci++)
+                        for (int64_t fi = 0; fi < f; fi++)
+                            kp[fi * c + ci] = src[ci * f + fi];
+                }
+        }
+}
+
+/* dyp (nb rows, wq, f) = dy rows [b0, b0 + nb) of image img, zero outside dy, each starting
+ * after phase_taps(kw, sw, 0) - 1 zero columns. `fresh` (first use of the slot) zeroes maxb
+ * rows; afterwards the margins stay zero and only rows outside dy are cleared again. */
+static void FN(pad_dys)(const conv_geom *g, const T *dy, int64_t img, int64_t b0, int64_t nb,
+                        int64_t maxb, T *dyp, bool fresh)
+{
+    const int64_t wq = g->wq, f = g->f, ml = phase_taps(g->kw, g->sw, 0) - 1;
+    if (fresh)
+        memset(dyp, 0, (size_t)(maxb * wq * f) * sizeof(T));
+    for (int64_t r = 0; r < nb; r++) {
+        const int64_t oy = b0 + r;
+        T *d = dyp + r * wq * f;
+        if (oy < 0 || oy >= g->oh) {
+            if (!fresh)
+                memset(d, 0, (size_t)(wq * f) * sizeof(T));
+            continue;
+        }
+        memcpy(d + ml * f, dy + ((img * g->oh + oy) * g->ow) * f, (size_t)(g->ow * f) * sizeof(T));
+    }
+}
+
+/* The dx pixels of phase (ry, rx) in input rows [iy0, iy0 + nr) of an image (dx: its row iy0),
+ * from the band of dy rows from b0 (columns offset by ml) with the phase's sub-kernel kq. */
+static CONV_VATTR void FN(bwdi_phase)(const conv_geom *g, const T *band, int64_t b0, const T *kq,
+                                      T *dx, int64_t iy0, int64_t nr, int64_t ry, int64_t rx)
+{
+    const int64_t sh = g->sh, sw = g->sw, c = g->c, w = g->w;
+    const int64_t nky = phase_taps(g->kh, sh, ry), nkx = phase_taps(g->kw, sw, rx);
+    const int64_t iyf = iy0 + ((ry - (iy0 + g->pt)) % sh + sh) % sh; /* its first row, column */
+    const int64_t ixf = ((rx - g->pl) % sw + sw) % sw;
+    const int64_t rows = iyf < iy0 + nr ? (iy0 + nr - 1 - iyf) / sh + 1 : 0;
+    const int64_t cols = ixf < w ? (w - 1 - ixf) / sw + 1 : 0;
+    T *y0 = dx + ((iyf - iy0) * w + ixf) * c;
+    if (nky == 0 || nkx == 0) { /* no taps: zeros (whole rows once, at rx = 0) */
+        for (int64_t r = 0; r < rows; r++) {
+            if (nky == 0 && rx == 0)
+                memset(dx + (iyf - iy0 + r * sh) * w * c, 0, (size_t)(w * c) * sizeof(T));
+            for (int64_t q = 0; q < cols && nky > 0; q++) /* a few vectors: no call */
+                for (int64_t e = 0; e < c; e += VL)
+                    V_MSTORE(y0 + r * sh * w * c + q * sw * c + e, FN(vmask)(c - e), V_ZERO());
+        }
+        return;
+    }
+    if (rows == 0 || cols == 0)
+        return;
+    const int64_t ay = (iyf + g->pt) / sh, ax = (ixf + g->pl) / sw, wq = g->wq, f = g->f;
+    const int64_t ml = phase_taps(g->kw, sw, 0) - 1;
+    const FN(grid) gd = {band + ((ay - (nky - 1) - b0) * wq + ax - (nkx - 1) + ml) * f,
+                         wq * f,
+                         f,
+                         y0,
+                         sh * w * c,
+                         sw * c,
+                         rows,
+                         cols};
+    conv_geom gr = *g; /* the stride-1 correlation: dy's channels in, x's out */
+    gr.kh = nky, gr.kw = nkx, gr.c = f, gr.f = c, gr.wp = wq, gr.kdim = nky * nkx * f;
+    gr.sh = gr.sw = 1;
+    FN(direct_grid)(&gr, &gd, kq);
+}
+
+/* Strided backward-input of direct unit u (a band of input rows) by phases: the slot holds the
+ * sub-kernels (phase_k), then the padded dy band (none when phase_in_place). */
+static bool FN(direct_bwdi_phases)(const conv_job *jb, int64_t u, void *slot, bool fresh)
+{
+    const conv_geom *g = jb->g;
+    int64_t img, iy0, nr;
+    FN(direct_band)(jb->pl, g->h, u, &img, &iy0, &nr);
+    T *kp = slot, *dyp = kp + CONV_KF_ELEMS(g);
+    if (fresh)
+        FN(phase_k)(g, jb->in0, kp);
+    const int64_t mt = phase_taps(g->kh, g->sh, 0) - 1;
+    const int64_t b0 = (iy0 + g->pt) / g->sh - mt, nb = (iy0 + nr - 1 + g->pt) / g->sh + 1 - b0;
+    const T *band = dyp;
+    if (phase_in_place(g))
+        band = (const T *)jb->in1 + (img * g->oh + b0) * g->ow * g->f;
+    else
+        FN(pad_dys)(g, jb->in1, img, b0, nb, phase_band_rows(g, jb->pl->rpu), dyp, fresh);
+    T *dx = (T *)jb->out + (img * g->h + iy0) * g->w * g->c;
+    const T *kq = kp;
+    for (int64_t ry = 0; ry < g->sh; ry++)
+        for (int64_t rx = 0; rx < g->sw; rx++) {
+            FN(bwdi_phase)(g, band, b0, kq, dx, iy0, nr, ry, rx);
+            kq += phase_taps(g->kh, g->sh, ry) * phase_taps(g->kw, g->sw, rx) * g->c * g->f;
+        }
+    return true;
+}
+
 /* Backward-input, stride 1. With at least one vector of input channels it runs the forward
  * kernel over the padded dy band with the rotated kernel (the band has exactly the layout that
  * kernel reads: dy's channels are its input channels, x's its filters); with fewer it gathers
@@ -595,6 +749,8 @@ static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool
 {
     (void)acc, (void)first;
     const conv_geom *g = jb->g;
+    if (g->sh != 1 || g->sw != 1)
+        return FN(direct_bwdi_phases)(jb, u, slot, fresh);
     const bool rot = g->c >= VL;
     int64_t img, iy0, nr;
     FN(direct_band)(jb->pl, g->h, u, &img, &iy0, &nr);

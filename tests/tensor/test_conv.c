@@ -586,7 +586,7 @@ Test(tensor_conv, winograd_shapes, .timeout = 120)
 
 /* Explicit pads smaller than the window (PyTorch's Conv2d(padding=p)) run conv.c's dense kernels
  * like SAME: resnet's stride-2 3x3 convolutions with one pad on every side (direct forward and
- * backward-kernel, the GEMM path's backward-input), pads on one side only, Winograd's shapes
+ * backward-kernel, backward-input by phases), pads on one side only, Winograd's shapes
  * at stride 1, 5x5 kernels, 1x1 strided, images smaller than the window, the backward-input
  * gather (few channels), and the identity 1x1 (x is the im2col matrix). */
 static const cfg explicit_pads[] = {
@@ -613,9 +613,42 @@ Test(tensor_conv, explicit_pads_run_the_dense_kernels, .timeout = 120)
         check_cfg(&rng, &explicit_pads[i]);
 }
 
+/* Strided backward-input runs by phases (each phase of dx a stride-1 correlation of dy with a
+ * sub-kernel) when dx's channels fill a vector (16 in f32, 8 in f64; f32 with 8 channels takes
+ * the GEMM path), and the direct forward and backward-kernel read x in place when no window
+ * leaves it: resnet's 3x3 and 1x1 stride-2 layers, odd and even sizes, pads 0, 1 and
+ * asymmetric, SAME's split, stride 3 and mixed strides, kernels smaller than the stride (phases
+ * without taps are zeros), filters leaving partial vectors, phase grids whose last tile is
+ * partial, and an image cut into bands of unequal height (f64) even with the full workspace. */
+static const cfg strided[] = {
+    {3, 28, 28, 16, 3, 3, 32, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+    {2, 15, 13, 16, 3, 3, 20, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+    {2, 14, 15, 32, 3, 3, 17, 2, 2, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 13, 12, 16, 3, 3, 9, 2, 2, SX_PAD_EXPLICIT, 0, 1, 1, 0},
+    {2, 12, 13, 24, 3, 3, 8, 2, 2, SX_PAD_EXPLICIT, 2, 0, 0, 2},
+    {2, 15, 16, 16, 3, 3, 16, 2, 2, SX_PAD_SAME, 0, 0, 0, 0},
+    {3, 14, 14, 32, 1, 1, 64, 2, 2, SX_PAD_EXPLICIT, 0, 0, 0, 0},
+    {2, 13, 11, 16, 1, 1, 24, 2, 2, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 12, 12, 8, 1, 1, 5, 2, 2, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 11, 12, 16, 3, 3, 8, 2, 1, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 13, 14, 16, 5, 4, 8, 3, 2, SX_PAD_SAME, 0, 0, 0, 0},
+    {2, 10, 11, 16, 2, 2, 8, 3, 3, SX_PAD_VALID, 0, 0, 0, 0},
+    {2, 9, 10, 8, 4, 4, 12, 3, 3, SX_PAD_EXPLICIT, 3, 1, 2, 3},
+    {1, 49, 49, 16, 3, 3, 128, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+};
+
+Test(tensor_conv, strided_backward_input_by_phases, .timeout = 120)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 24);
+    for (size_t i = 0; i < sizeof strided / sizeof strided[0]; i++)
+        check_cfg(&rng, &strided[i]);
+}
+
 /* Workspaces between the minimum and the full size: each either runs the direct kernels or
  * Winograd with fewer slots, fewer partial sums of backward-kernel, and bands of an even number
- * of rows (one image of 30 rows does not fit the smaller ones whole); all agree with the
+ * of rows (one image of 30 rows does not fit the smaller ones whole), and for the stride-2
+ * shapes the phases of backward-input on bands of every height; all agree with the
  * references. The workspace is filled with NaN bytes: nothing may be read before it is
  * written. */
 Test(tensor_conv, winograd_any_workspace, .timeout = 120)
@@ -624,7 +657,9 @@ Test(tensor_conv, winograd_any_workspace, .timeout = 120)
                                 {2, 11, 30, 16, 5, 5, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
                                 {3, 30, 9, 16, 3, 3, 16, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
                                 {2, 13, 30, 12, 3, 3, 24, 1, 1, SX_PAD_VALID, 0, 0, 0, 0},
-                                {9, 7, 7, 16, 3, 3, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0}};
+                                {9, 7, 7, 16, 3, 3, 24, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
+                                {3, 31, 9, 16, 3, 3, 16, 2, 2, SX_PAD_EXPLICIT, 1, 0, 1, 1},
+                                {2, 29, 30, 16, 1, 1, 24, 2, 2, SX_PAD_VALID, 0, 0, 0, 0}};
     sx_rng rng;
     sx_rng_seed(&rng, 22);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -683,6 +718,8 @@ Test(tensor_conv, same_bits_for_any_thread_count, .timeout = 120)
         {21, 7, 7, 32, 3, 3, 32, 1, 1, SX_PAD_SAME, 0, 0, 0, 0},
         {8, 28, 28, 16, 3, 3, 32, 2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1},
         {8, 14, 14, 32, 3, 3, 32, 1, 1, SX_PAD_EXPLICIT, 1, 1, 1, 1},
+        {8, 28, 28, 16, 1, 1, 32, 2, 2, SX_PAD_EXPLICIT, 0, 0, 0, 0},
+        {2, 75, 75, 16, 3, 3, 128, 2, 2, SX_PAD_SAME, 0, 0, 0, 0},
     };
     sx_rng rng;
     sx_rng_seed(&rng, 20);
