@@ -32,9 +32,10 @@ typedef struct bn_dx_job {
 
 typedef struct bn_norm_job {
     const void *x, *a; /* a: c scales then c shifts, in the dtype */
+    const void *res;   /* NULL, or added to x a + b (rounded) before the relu */
     void *y;
     int64_t c;
-    bool relu; /* y = max(x a + b, 0) */
+    bool relu; /* y = max(x a + b [+ res], 0) */
 } bn_norm_job;
 
 /* The kernels, once per dtype and instruction set: the baseline build, AVX2 and AVX-512 (the
@@ -283,7 +284,15 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
                                       const sx_tensor *gamma, const sx_tensor *beta, double eps,
                                       bool relu, sx_tensor *y, void *ws, size_t ws_bytes)
 {
-    const char *who = relu ? "sx_tensor_batch_norm_act_ws" : "sx_tensor_batch_norm_out";
+    return sx_tensor_batch_norm_res_ws(x, stats, gamma, beta, eps, NULL, relu, y, ws, ws_bytes);
+}
+
+/* The checks of the normalising pass: x, the per-channel inputs, y, eps; the residual res (NULL:
+ * none) of x's dtype and shape; y equal to or apart from x and res. */
+static sx_status bn_check_norm(const char *who, const sx_tensor *x, const sx_tensor *stats,
+                               const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                               const sx_tensor *res, const sx_tensor *y)
+{
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
     SX_TRY(bn_check(who, x, "gamma", gamma, false));
@@ -294,6 +303,30 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
     /* stats, gamma and beta are read before y is written: y may overlap them */
     if (y->data != x->data)
         SX_TRY(sx__check_apart(who, "x", x, "y", y));
+    if (res == NULL)
+        return SX_OK;
+    SX_TRY(sx__check_tensor(who, "res", res));
+    SX_TRY(sx__check_same_dtype(who, x, res));
+    if (!sx_shape_equal(res->rank, res->shape, x->rank, x->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: res has shape %s, x %s (want the same)", who,
+                        sx_shape_str(res->rank, res->shape, a, sizeof a),
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    if (y->data != res->data)
+        SX_TRY(sx__check_apart(who, "res", res, "y", y));
+    return SX_OK;
+}
+
+sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
+                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                      const sx_tensor *res, bool relu, sx_tensor *y, void *ws,
+                                      size_t ws_bytes)
+{
+    const char *who = res != NULL ? "sx_tensor_batch_norm_res_ws"
+                      : relu      ? "sx_tensor_batch_norm_act_ws"
+                                  : "sx_tensor_batch_norm_out";
+    SX_TRY(bn_check_norm(who, x, stats, gamma, beta, eps, res, y));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
     void *own = NULL;
     double *ab = NULL; /* c scales then c shifts, in the dtype */
@@ -306,7 +339,7 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
         a = get_d(&abv, j); /* the shift from the scale as rounded */
         set_d(&abv, c + j, get_d(beta, j) - get_d(stats, j) * a);
     }
-    bn_norm_job nj = {x->data, ab, y->data, c, relu};
+    bn_norm_job nj = {x->data, ab, res != NULL ? res->data : NULL, y->data, c, relu};
     int64_t grain = c > 0 ? SX_PAR_MIN / 2 / c + 1 : 1;
     sx__par_range(m, grain, bn_pick(x->dtype)->norm_rows, &nj);
     sx_free(own);

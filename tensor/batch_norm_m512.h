@@ -126,36 +126,44 @@ static BN_ATTR void bn_block_f32_m512(const bn_job *jb, int64_t r0, int64_t r1, 
         bn_group16(jb, r0, r1, j0 + j, false, bn_m8(j, w), bn_m8(j + 8, w), s1 + j, s2 + j);
 }
 
-/* x a + b (then relu: v < 0 ? 0 : v) of 16 lanes */
-static inline BN_ATTR __m512 bn_norm16(__m512 x, __m512 a, __m512 b, bool relu)
+/* x a + b (then + the residual *r when r is given, then relu: v < 0 ? 0 : v) of 16 lanes */
+static inline BN_ATTR __m512 bn_norm16(__m512 x, __m512 a, __m512 b, const __m512 *r, bool relu)
 {
     __m512 v = _mm512_add_ps(_mm512_mul_ps(x, a), b);
+    if (r != NULL)
+        v = _mm512_add_ps(v, *r);
     if (relu)
         v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ),
                                _mm512_setzero_ps());
     return v;
 }
 
-/* bn_norm_rows for f32: y = x a + b (then relu) */
+/* bn_norm_rows for f32: y = x a + b (then + res, then relu). Each group of 16 is read before it
+ * is written: y may be x or res. */
 static BN_ATTR void bn_norm_rows_f32_m512(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_norm_job *nj = ctx;
-    const float *x = nj->x, *a = nj->a, *b = a + nj->c;
+    const float *x = nj->x, *a = nj->a, *b = a + nj->c, *res = nj->res;
     float *y = nj->y;
     const int64_t c = nj->c, cf = c / 16 * 16;
     const bool relu = nj->relu;
     const __mmask16 kt = bn_m16(cf, c);
     for (int64_t r = lo; r < hi; r++) {
-        const float *xr = x + r * c;
+        const float *xr = x + r * c, *rr = res != NULL ? res + r * c : NULL;
         float *yr = y + r * c;
-        for (int64_t j = 0; j < cf; j += 16)
-            _mm512_storeu_ps(yr + j, bn_norm16(_mm512_loadu_ps(xr + j), _mm512_loadu_ps(a + j),
-                                               _mm512_loadu_ps(b + j), relu));
-        if (cf < c)
-            _mm512_mask_storeu_ps(yr + cf, kt,
-                                  bn_norm16(_mm512_maskz_loadu_ps(kt, xr + cf),
-                                            _mm512_maskz_loadu_ps(kt, a + cf),
-                                            _mm512_maskz_loadu_ps(kt, b + cf), relu));
+        for (int64_t j = 0; j < cf; j += 16) {
+            __m512 rv = rr != NULL ? _mm512_loadu_ps(rr + j) : _mm512_setzero_ps();
+            _mm512_storeu_ps(yr + j,
+                             bn_norm16(_mm512_loadu_ps(xr + j), _mm512_loadu_ps(a + j),
+                                       _mm512_loadu_ps(b + j), rr != NULL ? &rv : NULL, relu));
+        }
+        if (cf < c) {
+            __m512 rv = rr != NULL ? _mm512_maskz_loadu_ps(kt, rr + cf) : _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(
+                yr + cf, kt,
+                bn_norm16(_mm512_maskz_loadu_ps(kt, xr + cf), _mm512_maskz_loadu_ps(kt, a + cf),
+                          _mm512_maskz_loadu_ps(kt, b + cf), rr != NULL ? &rv : NULL, relu));
+        }
     }
 }
 

@@ -62,13 +62,45 @@ static BN_ATTR void BN_FN(bn_block)(const bn_job *jb, int64_t r0, int64_t r1, in
     }
 }
 
-/* y = x a + b per channel (then relu when nj->relu), rows [lo, hi) */
+/* y = x a + b rounded, + res (rounded), then relu when nj->relu: the add and relu kernels'
+ * expressions in their order; rows [lo, hi). y may be x or res itself: element j is read before
+ * it is written (omp simd: the lanes are independent though the pointers may alias). */
+static BN_ATTR void BN_FN(bn_norm_res_rows)(const bn_norm_job *nj, int64_t lo, int64_t hi)
+{
+    const T *x = nj->x, *a = nj->a, *b = (const T *)nj->a + nj->c, *res = nj->res;
+    T *y = nj->y;
+    const int64_t c = nj->c;
+    for (int64_t r = lo; r < hi; r++) {
+        const T *xr = x + r * c, *rr = res + r * c;
+        T *yr = y + r * c;
+        if (nj->relu) {
+#pragma omp simd
+            for (int64_t j = 0; j < c; j++) {
+                const T v = xr[j] * a[j] + b[j];
+                const T w = v + rr[j];
+                yr[j] = w < 0 ? (T)0 : w;
+            }
+            continue;
+        }
+#pragma omp simd
+        for (int64_t j = 0; j < c; j++) {
+            const T v = xr[j] * a[j] + b[j];
+            yr[j] = v + rr[j];
+        }
+    }
+}
+
+/* y = x a + b per channel (then + res, then relu when nj->relu), rows [lo, hi) */
 static BN_ATTR void BN_FN(bn_norm_rows)(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_norm_job *nj = ctx;
     const T *x = nj->x, *a = nj->a, *b = (const T *)nj->a + nj->c;
     T *y = nj->y;
     const int64_t c = nj->c;
+    if (nj->res != NULL) {
+        BN_FN(bn_norm_res_rows)(nj, lo, hi);
+        return;
+    }
     if (nj->relu) {
         /* relu's expression of sx_map.def on the rounded x a + b */
         for (int64_t r = lo; r < hi; r++) {

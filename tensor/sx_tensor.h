@@ -735,6 +735,16 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
                                       const sx_tensor *gamma, const sx_tensor *beta, double eps,
                                       bool relu, sx_tensor *y, void *ws,
                                       size_t ws_bytes) SX_NODISCARD;
+/* sx_tensor_batch_norm_act_ws with a residual added before the activation, in the same pass:
+ * y = x a + b rounded to the dtype, then v = y + res (rounded), then relu when `relu`: the bits of
+ * the normalise, add and relu kernels run one after the other (a basic residual block's end,
+ * relu(batch_norm(x) + res): one pass over memory instead of two). res NULL: no residual
+ * (sx_tensor_batch_norm_act_ws). res has x's dtype (SX_E_DTYPE) and shape (SX_E_SHAPE: no
+ * broadcast); y may be x or res itself (in place), else apart from both; res may be x. */
+sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
+                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                      const sx_tensor *res, bool relu, sx_tensor *y, void *ws,
+                                      size_t ws_bytes) SX_NODISCARD;
 /* sx_tensor_batch_norm_sums_ws of dy masked by y (NULL: no mask; else of x's shape, apart from
  * sums): dy taken as 0 where y <= 0, as relu's gradient selects (an infinite or NaN dy there adds
  * nothing): the sums of where(y > 0, dy, 0) without that tensor, the same bits. */

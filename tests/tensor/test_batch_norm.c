@@ -349,15 +349,18 @@ Test(tensor_batch_norm, dx_errors_name_the_function_and_values)
 /* Test hook of batch_norm.c: the kernel set in use (want < 0 only queries). */
 extern int sx__batch_norm_isa(int want);
 
+#define N_KERNEL_OUTS 10
+
 /* Every kernel of one shape with the kernel set `isa`, outputs concatenated into out (stats,
- * y and relu(y), sums unmasked and masked, dx unmasked and masked). */
+ * y and relu(y), sums unmasked and masked, dx unmasked and masked, dx in place, y + mk and
+ * relu(y + mk) with mk as the residual). */
 static void run_all_kernels(int isa, const sx_tensor *x, const sx_tensor *dy, const sx_tensor *mk,
-                            const sx_tensor *g, const sx_tensor *b, sx_tensor *out[8])
+                            const sx_tensor *g, const sx_tensor *b, sx_tensor *out[N_KERNEL_OUTS])
 {
     cr_assert_eq(sx__batch_norm_isa(isa), isa);
     sx_dtype dt = x->dtype;
     int64_t c = x->shape[x->rank - 1];
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < N_KERNEL_OUTS; i++)
         out[i] = i == 0 || i == 3 || i == 4 ? two_rows(dt, c) : tu_zeros(dt, x->rank, x->shape);
     cr_assert_eq(sx_tensor_batch_norm_stats_out(x, out[0]), SX_OK);
     cr_assert_eq(sx_tensor_batch_norm_act_ws(x, out[0], g, b, 1e-3, false, out[1], NULL, 0), SX_OK);
@@ -372,6 +375,10 @@ static void run_all_kernels(int isa, const sx_tensor *x, const sx_tensor *dy, co
     cr_assert_eq(sx_tensor_copy_out(dy, out[7]), SX_OK);
     cr_assert_eq(
         sx_tensor_batch_norm_dx_ws(x, out[0], g, out[7], out[4], mk, 1e-3, out[7], NULL, 0), SX_OK);
+    for (int relu = 0; relu < 2; relu++)
+        cr_assert_eq(
+            sx_tensor_batch_norm_res_ws(x, out[0], g, b, 1e-3, mk, relu, out[8 + relu], NULL, 0),
+            SX_OK, "%s", sx_last_error());
 }
 
 /* The baseline, AVX2 and AVX-512 kernels (those this CPU runs) give the same bits: the AVX-512
@@ -396,11 +403,11 @@ Test(tensor_batch_norm, same_bits_on_every_instruction_set)
             const double odd[4] = {0.0, -0.0, NAN, -1};
             for (int64_t i = 0; i < mk->size; i += 3)
                 sx_tensor_set(mk, i, odd[(i / 3) % 4]);
-            sx_tensor *want[8], *got[8];
+            sx_tensor *want[N_KERNEL_OUTS], *got[N_KERNEL_OUTS];
             run_all_kernels(0, x, dy, mk, g, b, want);
             for (int isa = 1; isa <= best; isa++) {
                 run_all_kernels(isa, x, dy, mk, g, b, got);
-                for (int i = 0; i < 8; i++) {
+                for (int i = 0; i < N_KERNEL_OUTS; i++) {
                     cr_assert(memcmp(got[i]->data, want[i]->data,
                                      (size_t)got[i]->size * sx_dtype_size(dt)) == 0,
                               "output %d, %s, c = %lld, kernel set %d", i, sx_dtype_name(dt),
@@ -408,11 +415,110 @@ Test(tensor_batch_norm, same_bits_on_every_instruction_set)
                     sx_tensor_free(got[i]);
                 }
             }
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < N_KERNEL_OUTS; i++)
                 sx_tensor_free(want[i]);
             sx_tensor *all[] = {x, dy, mk, g, b};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 sx_tensor_free(all[i]);
         }
     sx__batch_norm_isa(best);
+}
+
+/* One case of the residual form: the bits of the normalise, add and (relu) kernels run one after
+ * the other, out of place, over x and over res. */
+static void check_residual(sx_dtype dt, int rank, const int64_t *shape, bool relu)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 70 + (uint64_t)rank);
+    int64_t c = shape[rank - 1];
+    sx_tensor *x = tu_rand(&rng, dt, rank, shape, -2, 3),
+              *res = tu_rand(&rng, dt, rank, shape, -2, 2);
+    sx_tensor *gamma = tu_rand(&rng, dt, 1, &c, -1.5, 1.5), *beta = tu_rand(&rng, dt, 1, &c, -1, 1);
+    sx_tensor *st = two_rows(dt, c), *y = tu_zeros(dt, rank, shape),
+              *want = tu_zeros(dt, rank, shape);
+    sx_tensor *got = tu_zeros(dt, rank, shape), *xc = NULL, *rc = NULL;
+    /* exact ties y + res = 0 (relu's -0 and +0), and a NaN and infinities through the add */
+    sx_tensor_set(res, 0, NAN);
+    if (x->size > 3)
+        sx_tensor_set(res, 3, INFINITY);
+    cr_assert_eq(sx_tensor_batch_norm_stats_out(x, st), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_out(x, st, gamma, beta, 1e-3, y), SX_OK);
+    for (int64_t i = 1; i < x->size; i += 5)
+        sx_tensor_set(res, i, -at(y, i));
+    cr_assert_eq(sx_tensor_binary_out(SX_BINARY_ADD, y, res, want), SX_OK, "%s", sx_last_error());
+    if (relu)
+        cr_assert_eq(sx_tensor_map_out(SX_MAP_RELU, 0, want, want), SX_OK, "%s", sx_last_error());
+    size_t bytes = (size_t)x->size * sx_dtype_size(dt);
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, gamma, beta, 1e-3, res, relu, got, NULL, 0),
+                 SX_OK, "%s", sx_last_error());
+    cr_assert(memcmp(got->data, want->data, bytes) == 0, "%s relu %d: out of place differs",
+              sx_dtype_name(dt), relu);
+    cr_assert_eq(sx_tensor_clone(x, &xc), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(xc, st, gamma, beta, 1e-3, res, relu, xc, NULL, 0),
+                 SX_OK, "%s", sx_last_error());
+    cr_assert(memcmp(xc->data, want->data, bytes) == 0, "over x differs");
+    cr_assert_eq(sx_tensor_clone(res, &rc), SX_OK);
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, gamma, beta, 1e-3, rc, relu, rc, NULL, 0),
+                 SX_OK, "%s", sx_last_error());
+    cr_assert(memcmp(rc->data, want->data, bytes) == 0, "over res differs");
+    /* and against a plain loop in double: y + res (then relu) */
+    for (int64_t i = 0; i < x->size; i++) {
+        double v = at(y, i) + at(res, i), w = relu && v < 0 ? 0 : v;
+        if (isfinite(w))
+            close_to(at(got, i), w, dt == SX_F32 ? 1e-6 : 1e-15, 1e-6, "res", i);
+        else
+            cr_assert(isnan(w) ? isnan(at(got, i)) : at(got, i) == w);
+    }
+    sx_tensor *all[] = {x, res, gamma, beta, st, y, want, got, xc, rc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sx_tensor_free(all[i]);
+}
+
+/* relu(batch_norm(x) + res) in one pass (a residual block's end, SX_PASS_BN_ADD): f32 and f64,
+ * channel tails, several threads' row ranges */
+Test(tensor_batch_norm, residual_gives_the_bits_of_normalise_add_relu)
+{
+    for (int d = 0; d < 2; d++)
+        for (int relu = 0; relu < 2; relu++) {
+            sx_dtype dt = d == 0 ? SX_F32 : SX_F64;
+            check_residual(dt, 1, (int64_t[]){7}, relu);
+            check_residual(dt, 2, (int64_t[]){5, 3}, relu);
+            check_residual(dt, 4, (int64_t[]){8, 12, 15, 21}, relu);
+            check_residual(dt, 4, (int64_t[]){16, 14, 14, 32}, relu);
+        }
+}
+
+Test(tensor_batch_norm, residual_errors_name_the_function_and_values)
+{
+    int64_t shape[2] = {4, 3}, c = 3, other[2] = {4, 2}, row[1] = {3};
+    sx_tensor *x = tu_zeros(SX_F32, 2, shape), *st = two_rows(SX_F32, c), *g = vec(SX_F32, c),
+              *b = vec(SX_F32, c), *y = tu_zeros(SX_F32, 2, shape),
+              *bad = tu_zeros(SX_F32, 2, other), *r1 = tu_zeros(SX_F32, 1, row),
+              *r64 = tu_zeros(SX_F64, 2, shape);
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, g, b, 1e-3, bad, true, y, NULL, 0), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "sx_tensor_batch_norm_res_ws") != NULL, "%s",
+              sx_last_error());
+    cr_assert(strstr(sx_last_error(), "res has shape (4,2)") != NULL, "%s", sx_last_error());
+    /* no broadcast: a row of c is refused */
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, g, b, 1e-3, r1, false, y, NULL, 0), SX_E_SHAPE);
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, g, b, 1e-3, r64, true, y, NULL, 0), SX_E_DTYPE);
+    sx_tensor nul = *y;
+    nul.data = NULL;
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, g, b, 1e-3, &nul, true, y, NULL, 0), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "res") != NULL, "%s", sx_last_error());
+    /* y overlapping res without being it */
+    int64_t part[2] = {2, 3};
+    sx_tensor half = sx_tensor_view(SX_F32, 2, part, SX_F32P(y) + 6);
+    sx_tensor yh = sx_tensor_view(SX_F32, 2, part, SX_F32P(y)),
+              xh = sx_tensor_view(SX_F32, 2, part, SX_F32P(x));
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(&xh, st, g, b, 1e-3, &half, true, &yh, NULL, 0),
+                 SX_OK);
+    sx_tensor yo = sx_tensor_view(SX_F32, 2, part, SX_F32P(y) + 1);
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(&xh, st, g, b, 1e-3, &half, true, &yo, NULL, 0),
+                 SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "res") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_batch_norm_res_ws(x, st, g, b, -1, y, true, y, NULL, 0), SX_E_ARG);
+    sx_tensor *all[] = {x, st, g, b, y, bad, r1, r64};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sx_tensor_free(all[i]);
 }
