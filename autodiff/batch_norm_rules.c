@@ -91,7 +91,8 @@ static sx_cg_node *relu_mask_of(sx_cg_node *y, sx_cg_node *gy, sx_cg_node **G)
     return r;
 }
 
-/* y = (x - mean) a + beta (then relu when attr.ints[1]: gy is first zeroed where y <= 0, as
+/* y = (x - mean) a + beta (+ res when a fifth input is given: its gradient is gy) (then relu
+ * when attr.ints[1]: gy is first zeroed where y <= 0, as
  * relu's rule does), a = gamma r, r = 1 / sqrt(var + eps); with S0 = sum(gy) and
  * S1 = sum(gy (x - mean)) (batch_norm_sums): dx = gy a, dmean = -a S0,
  * dvar = -gamma r^3 S1 / 2, dgamma = r S1, dbeta = S0. When stats = batch_norm_stats(x), x's
@@ -136,6 +137,8 @@ sx_status grad_batch_norm(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const b
         gin[2] = sx_cg_mul(g, r, row(g, sums, 1));
     if (need[3])
         gin[3] = row(g, sums, 0);
+    if (sx_cg_node_n_inputs(y) == 5 && need[4]) /* the residual: gy (after relu's selection) */
+        gin[4] = gy;
     return done(g, y, need, gin);
 }
 

@@ -62,15 +62,22 @@ sx_status cg_shape_batch_norm_stats(sx_cg_node *n)
     return SX_OK;
 }
 
-/* batch_norm(x, stats (2,c), gamma (c), beta (c)) -> x's shape; attr.alpha = eps; attr.ints[1]
- * nonzero: relu applied in the same pass (SX_PASS_BN_RELU); attr.ints[0] nonzero marks a copy
- * made by SX_PASS_BN_RECOMPUTE (the same values; it keeps the copy apart from the original) */
+/* batch_norm(x, stats (2,c), gamma (c), beta (c)[, res (x's shape)]) -> x's shape; attr.alpha =
+ * eps; res: a residual added to the rounded result (SX_PASS_BN_ADD); attr.ints[1] nonzero: relu
+ * applied last in the same pass (SX_PASS_BN_RELU, SX_PASS_BN_ADD); attr.ints[0] nonzero marks a
+ * copy made by SX_PASS_BN_RECOMPUTE (the same values; it keeps the copy apart from the
+ * original) */
 sx_status cg_shape_batch_norm(sx_cg_node *n)
 {
+    if (n->n_in != 4 && n->n_in != 5)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want x, stats, gamma, beta[, res])", cg_who(n),
+                        n->n_in);
     SX_TRY(bn_want_x(n));
     SX_TRY(bn_want(n, 1, 2, "stats"));
     SX_TRY(bn_want(n, 2, 1, "gamma"));
     SX_TRY(bn_want(n, 3, 1, "beta"));
+    if (n->n_in == 5)
+        SX_TRY(bn_want_like_x(n, 4, "res"));
     if (!(n->attr.alpha >= 0) || !isfinite(n->attr.alpha))
         return sx_error(SX_E_ARG, "%s: eps %g (want finite, >= 0)", cg_who(n), n->attr.alpha);
     OUT->rank = IN_VALUE(0)->rank;
@@ -127,8 +134,9 @@ sx_status cg_eval_batch_norm(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_batch_norm_act_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), IN_VALUE(3),
-                                       n->attr.alpha, n->attr.ints[1] != 0, OUT, ws, n->ws_bytes);
+    return sx_tensor_batch_norm_res_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), IN_VALUE(3),
+                                       n->attr.alpha, n->n_in == 5 ? IN_VALUE(4) : NULL,
+                                       n->attr.ints[1] != 0, OUT, ws, n->ws_bytes);
 }
 
 sx_status cg_eval_batch_norm_sums(sx_cg_graph *g, sx_cg_node *n)
@@ -163,6 +171,15 @@ sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, s
     return sx_cg_op_new(g, SX_OP_BATCH_NORM, 4, in, &a);
 }
 
+sx_cg_node *sx_cg_batch_norm_res(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
+                                 sx_cg_node *gamma, sx_cg_node *beta, sx_cg_node *res, double eps)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.alpha = eps;
+    sx_cg_node *in[5] = {x, stats, gamma, beta, res};
+    return sx_cg_op_new(g, SX_OP_BATCH_NORM, res != NULL ? 5 : 4, in, &a);
+}
+
 sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy)
 {
     sx_cg_node *in[3] = {x, stats, dy};
@@ -185,7 +202,8 @@ sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats
     return sx_cg_op_new(g, SX_OP_BATCH_NORM_DX, y != NULL ? 6 : 5, in, &a);
 }
 
-/* statistics 3 flops per element of x, normalise 2 per output element (3 with relu), backward
+/* statistics 3 flops per element of x, normalise 2 per output element (one more with relu, one
+ * more with a residual), backward
  * sums 3 per element of x */
 cg_cost cg_eval_batch_norm_stats_cost(const sx_cg_node *n)
 {
@@ -194,7 +212,7 @@ cg_cost cg_eval_batch_norm_stats_cost(const sx_cg_node *n)
 
 cg_cost cg_eval_batch_norm_cost(const sx_cg_node *n)
 {
-    return cg_cost_per_out(n, n->attr.ints[1] != 0 ? 3 : 2);
+    return cg_cost_per_out(n, 2 + (n->attr.ints[1] != 0) + (n->n_in == 5));
 }
 
 cg_cost cg_eval_batch_norm_sums_cost(const sx_cg_node *n)

@@ -1497,7 +1497,8 @@ static int gen_softmax_xent(gen *G, sx_cg_op op, int dom)
 }
 
 /* batch norm (issue 18) over a node's last axis: the statistics of the node itself (as a network
- * uses them), gamma and beta new leaves, dy a new leaf of x's shape. */
+ * uses them), gamma and beta new leaves, dy a new leaf of x's shape; batch_norm with a residual
+ * (a new leaf of x's shape) half the time. */
 static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
@@ -1528,9 +1529,14 @@ static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
         dx[4] = g_op(G, SX_OP_BATCH_NORM_SUMS, 3, sin, NULL);
         return dx[4] < 0 ? -1 : g_op(G, op, 5, dx, &at);
     }
-    in[2] = g_of_shape(G, 1, &c, 0.5, 1.5);
-    in[3] = g_of_shape(G, 1, &c, -1, 1);
-    return in[2] < 0 || in[3] < 0 ? -1 : g_op(G, op, 4, in, &at);
+    int bn[5] = {in[0], in[1], g_of_shape(G, 1, &c, 0.5, 1.5), g_of_shape(G, 1, &c, -1, 1), -1};
+    if (bn[2] < 0 || bn[3] < 0)
+        return -1;
+    /* half the time a residual of x's shape (a residual block's end, sx_cg_batch_norm_res) */
+    if (sx_rng_below(&G->rng, 2) == 0)
+        return g_op(G, op, 4, bn, &at);
+    bn[4] = g_of_shape(G, rank, shape, -2, 2);
+    return bn[4] < 0 ? -1 : g_op(G, op, 5, bn, &at);
 }
 
 /* group norm (issue 20) of a node: random lead and tail axes, one group or one channel per

@@ -3773,14 +3773,19 @@ static sx_cg_node *sample_batch_norm_stats(GEN_ARGS)
 }
 #define DT_batch_norm_stats GEN(gen_batch_norm, 1)
 
-#define SPEC_batch_norm N_BN, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_batch_norm, plain_batch_norm)
+/* the fourth case: the second's shape with a residual added (sx_cg_batch_norm_res) */
+#define SPEC_batch_norm N_BN + 1, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_batch_norm, plain_batch_norm)
 static sx_cg_node *sample_batch_norm(GEN_ARGS)
 {
     CTX;
-    sx_cg_node *x = in(c, bn_cases[v], V_UNIFORM, -2, 2);
-    sx_cg_node *st = in(c, bn_rows(v), V_UNIFORM, 0.3, 1.5);
-    sx_cg_node *gamma = in(c, bn_channels(v), V_UNIFORM, 0.5, 1.5);
-    sx_cg_node *beta = in(c, bn_channels(v), V_UNIFORM, -1, 1);
+    int w = v == N_BN ? 1 : v;
+    sx_cg_node *x = in(c, bn_cases[w], V_UNIFORM, -2, 2);
+    sx_cg_node *st = in(c, bn_rows(w), V_UNIFORM, 0.3, 1.5);
+    sx_cg_node *gamma = in(c, bn_channels(w), V_UNIFORM, 0.5, 1.5);
+    sx_cg_node *beta = in(c, bn_channels(w), V_UNIFORM, -1, 1);
+    if (v == N_BN)
+        return sx_cg_batch_norm_res(g, x, st, gamma, beta, in(c, bn_cases[w], V_UNIFORM, -2, 2),
+                                    1e-5);
     return sx_cg_batch_norm(g, x, st, gamma, beta, v == 1 ? 1e-5 : 0.1);
 }
 #define DT_batch_norm GEN(gen_batch_norm, 2)
@@ -3832,7 +3837,9 @@ static sx_status kernel_batch_norm_stats(KERNEL_ARGS)
 static sx_status kernel_batch_norm(KERNEL_ARGS)
 {
     (void)s;
-    return sx_tensor_batch_norm_out(x[0], x[1], x[2], x[3], sx_cg_node_attr(n)->alpha, out);
+    return sx_tensor_batch_norm_res_ws(x[0], x[1], x[2], x[3], sx_cg_node_attr(n)->alpha,
+                                       sx_cg_node_n_inputs(n) == 5 ? x[4] : NULL,
+                                       sx_cg_node_attr(n)->ints[1] != 0, out, NULL, 0);
 }
 
 static sx_status kernel_batch_norm_sums(KERNEL_ARGS)
@@ -3881,9 +3888,12 @@ static sx_status plain_batch_norm(PLAIN_ARGS)
             double a = ref_get(x[2], j) / sqrt(ref_get(x[1], c + j) + eps);
             for (int64_t r = 0; r < m; r++) {
                 double v = ref_get(x[0], r * c + j);
-                want[r * c + j] = (v - ref_get(x[1], j)) * a + ref_get(x[3], j);
-                mag[r * c + j] =
-                    (fabs(v) + fabs(ref_get(x[1], j))) * fabs(a) + fabs(ref_get(x[3], j));
+                double res = sx_cg_node_n_inputs(n) == 5 ? ref_get(x[4], r * c + j) : 0;
+                want[r * c + j] = (v - ref_get(x[1], j)) * a + ref_get(x[3], j) + res;
+                mag[r * c + j] = (fabs(v) + fabs(ref_get(x[1], j))) * fabs(a) +
+                                 fabs(ref_get(x[3], j)) + fabs(res);
+                if (sx_cg_node_attr(n)->ints[1] != 0 && want[r * c + j] < 0)
+                    want[r * c + j] = 0;
             }
         } else {
             double s0 = 0, s1 = 0, m0 = 0, m1 = 0;
