@@ -12,18 +12,16 @@
 static const char *const pass_names[SX_PASS_COUNT] = {
     "dead code",    "common subexpr", "constant fold",      "simplify",    "broadcast", "gemm fold",
     "fma",          "pool relu",      "elementwise fusion", "gemm update", "algebra",   "bn fold",
-    "bn recompute", "bn relu",        "conv epilogue"};
+    "bn recompute", "bn relu",        "conv epilogue",      "bn add"};
 
 /* The order of the passes in a round: batch-norm folding sees mul(conv, a) before fma and
- * fusion absorb the product; convolution epilogues take whole fused chains. */
-static const sx_cg_pass pass_order[] = {SX_PASS_DCE,           SX_PASS_CSE,
-                                        SX_PASS_CONST_FOLD,    SX_PASS_SIMPLIFY,
-                                        SX_PASS_BROADCAST,     SX_PASS_BN_FOLD,
-                                        SX_PASS_GEMM_FOLD,     SX_PASS_FMA,
-                                        SX_PASS_POOL_RELU,     SX_PASS_ELEMWISE_FUSION,
-                                        SX_PASS_CONV_EPILOGUE, SX_PASS_GEMM_UPDATE,
-                                        SX_PASS_BN_RECOMPUTE,  SX_PASS_BN_RELU,
-                                        SX_PASS_ALGEBRA};
+ * fusion absorb the product, and a batch norm takes its residual add and relu before fusion
+ * chains them; convolution epilogues take whole fused chains. */
+static const sx_cg_pass pass_order[] = {
+    SX_PASS_DCE,         SX_PASS_CSE,          SX_PASS_CONST_FOLD,      SX_PASS_SIMPLIFY,
+    SX_PASS_BROADCAST,   SX_PASS_BN_FOLD,      SX_PASS_GEMM_FOLD,       SX_PASS_FMA,
+    SX_PASS_POOL_RELU,   SX_PASS_BN_ADD,       SX_PASS_ELEMWISE_FUSION, SX_PASS_CONV_EPILOGUE,
+    SX_PASS_GEMM_UPDATE, SX_PASS_BN_RECOMPUTE, SX_PASS_BN_RELU,         SX_PASS_ALGEBRA};
 _Static_assert(sizeof pass_order / sizeof pass_order[0] == SX_PASS_COUNT,
                "pass_order names every pass once");
 
@@ -615,6 +613,8 @@ static sx_status run_pass(sx_cg_graph *g, sx_cg_pass ps, int n, sx_cg_node *cons
         return opt_pass_bn_relu(g, c);
     case SX_PASS_CONV_EPILOGUE:
         return opt_pass_conv_epilogue(g, c);
+    case SX_PASS_BN_ADD:
+        return opt_pass_bn_add(g, c);
     case SX_PASS_COUNT:
         break;
     }

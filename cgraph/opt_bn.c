@@ -3,7 +3,9 @@
  * nothing else, the scale moves into the kernel's output channels: conv(x, k) a = conv(x, k a).
  * The shift stays an addition (a bias, fused with what follows). Equal in exact arithmetic
  * only, so the pass is off by default. SX_PASS_BN_RECOMPUTE: training's relu(batch_norm) is
- * computed again for the backward pass instead of kept (same bits, less memory). */
+ * computed again for the backward pass instead of kept (same bits, less memory). SX_PASS_BN_ADD:
+ * relu(add(batch_norm(x), res)) (a residual block's end) as one batch norm that adds res and
+ * applies relu in its pass (same bits, one pass over the activations fewer). */
 #include "opt_impl.h"
 
 /* a multiplies each output channel of conv (f of them) by one number: a holds f elements, or
@@ -74,7 +76,9 @@ sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
         if (r->dead || r->n_users < 2)
             continue;
         sx_cg_node *y = r->op == SX_OP_RELU ? r->in[0] : r;
-        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[0] != 0)
+        /* not with a residual (SX_PASS_BN_ADD): a copy would keep it alive into the backward
+         * pass, and the block's output is read there anyway */
+        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[0] != 0 || y->n_in != 4)
             continue;
         if (y != r ? y->n_users != 1 || y->pinned : y->attr.ints[1] == 0)
             continue;
@@ -131,6 +135,60 @@ sx_status opt_pass_bn_relu(sx_cg_graph *g, int64_t *changed)
         if (y->scope == 0)
             y->scope = r->scope;
         SX_TRY(opt_replace(r, y));
+        (*changed)++;
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- batch norm + residual */
+
+/* The batch norm among add's two inputs that can take the other as its residual: read by add
+ * alone, no residual nor relu yet, not pinned, of add's shape and dtype as the other input is
+ * (no broadcast); the first input is tried first. NULL: none. */
+static sx_cg_node *bn_addend(const sx_cg_node *add, int *k)
+{
+    for (*k = 0; *k < 2; (*k)++) {
+        const sx_cg_node *y = add->in[*k], *res = add->in[1 - *k];
+        if (y->op == SX_OP_BATCH_NORM && y->n_in == 4 && y->attr.ints[1] == 0 && y->n_users == 1 &&
+            !y->pinned && opt_same_shape(y, add) && opt_same_shape(res, add))
+            return add->in[*k];
+    }
+    return NULL;
+}
+
+/* add(batch_norm(x, ...), res) (either order) whose batch norm has no other reader -> the batch
+ * norm with res as a fifth input (sx_tensor_batch_norm_res_ws: the normalised value rounded,
+ * then res added); when add's only reader is relu, relu goes in too (attr.ints[1] = 1). The
+ * same bits as the normalise, add and relu kernels (addition commutes), one pass over the
+ * activations instead of two. Both inputs batch norms (a projection shortcut): the first takes
+ * the second as its residual. Runs before element-wise fusion, which would take add and relu
+ * into a fused chain. */
+sx_status opt_pass_bn_add(sx_cg_graph *g, int64_t *changed)
+{
+    int64_t n_nodes = g->n_nodes;
+    for (int64_t i = 0; i < n_nodes; i++) {
+        sx_cg_node *add = g->nodes[i];
+        if (add->dead || add->op != SX_OP_ADD || add->n_in != 2)
+            continue;
+        int k;
+        sx_cg_node *y = bn_addend(add, &k);
+        if (y == NULL)
+            continue;
+        /* relu too when it is the sum's only reader and the sum is not requested (a requested
+         * sum or relu becomes a view of the batch norm) */
+        sx_cg_node *r = add->n_users == 1 && add->users[0]->op == SX_OP_RELU && !add->pinned
+                            ? add->users[0]
+                            : NULL;
+        sx_cg_node *ins[5] = {y->in[0], y->in[1], y->in[2], y->in[3], add->in[1 - k]};
+        SX_TRY(opt_set_inputs(y, 5, ins));
+        y->valid = false;
+        if (r != NULL) {
+            y->attr.ints[1] = 1;
+            SX_TRY(opt_replace(r, y)); /* r is removed: add has no reader left */
+            opt_kill(add);
+        } else {
+            SX_TRY(opt_replace(add, y));
+        }
         (*changed)++;
     }
     return SX_OK;

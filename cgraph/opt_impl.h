@@ -22,6 +22,7 @@ sx_status opt_pass_gemm_update(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_bn_fold(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_bn_relu(sx_cg_graph *g, int64_t *changed);
+sx_status opt_pass_bn_add(sx_cg_graph *g, int64_t *changed);
 sx_status opt_pass_conv_epilogue(sx_cg_graph *g, int64_t *changed);
 
 #endif

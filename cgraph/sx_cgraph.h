@@ -405,6 +405,12 @@ sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
 sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                              sx_cg_node *beta, double eps);
 sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
+/* batch_norm(x, stats, gamma, beta, eps) + res in one pass (res NULL: sx_cg_batch_norm): the
+ * normalised value rounded to the dtype, then the residual added (sx_tensor_batch_norm_res_ws;
+ * SX_PASS_BN_ADD makes these from add(batch_norm, res)). Errors: as above, and SX_E_SHAPE /
+ * SX_E_DTYPE for res not of x's shape and dtype (no broadcast). */
+sx_cg_node *sx_cg_batch_norm_res(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
+                                 sx_cg_node *gamma, sx_cg_node *beta, sx_cg_node *res, double eps);
 /* batch_norm_sums of where(y > 0, dy, 0) (relu's gradient) without that tensor: y of x's shape
  * (NULL: sx_cg_batch_norm_sums). */
 sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
@@ -643,6 +649,13 @@ typedef enum {
                               program on its output rows as it writes them (attr.prog, the
                               reader's other inputs after x and k; sx_tensor_conv2d_fused_out).
                               Same bits, one pass over memory fewer (issue 18) */
+    SX_PASS_BN_ADD,        /* add(batch_norm(x, ...), res) (a residual block's end; either order;
+                              res of the sum's shape) whose batch norm has no other reader -> one
+                              batch_norm op that adds res in its pass (a fifth input), and applies
+                              relu too when add's only reader is relu (attr.ints[1] = 1). Same
+                              bits, one pass over the activations fewer. Runs before element-wise
+                              fusion; SX_PASS_BN_RECOMPUTE leaves these batch norms stored (a copy
+                              would keep res alive into the backward pass) (issue 18) */
     SX_PASS_COUNT
 } sx_cg_pass;
 

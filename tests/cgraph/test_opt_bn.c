@@ -355,3 +355,187 @@ Test(cgraph_opt_bn, relu_in_batch_norm_keeps_values_and_gradients)
         sx_cg_graph_free(gs[1]);
     }
 }
+
+/* ---------------------------------------------------------------- batch norm + residual */
+
+typedef struct res_graph {
+    sx_cg_graph *g;
+    sx_cg_node *outs[1 + 6]; /* loss, then the gradients of the kernels, gammas and betas */
+} res_graph;
+
+/* cbn(h) = batch_norm(conv(h, k), stats, gamma, beta) with batch statistics; its parameters in
+ * p[0..2] */
+static sx_cg_node *cbn(sx_cg_graph *g, sx_rng *r, sx_cg_node *h, int64_t ci, int64_t co, int64_t kk,
+                       sx_cg_node **p)
+{
+    sx_dtype dt = sx_cg_node_dtype(h);
+    int64_t ks[4] = {kk, kk, ci, co}, c[1] = {co};
+    sx_tensor *kv = tu_rand(r, dt, 4, ks, -0.5, 0.5), *gv = tu_rand(r, dt, 1, c, 0.5, 1.5),
+              *bv = tu_rand(r, dt, 1, c, -1, 1);
+    p[0] = sx_cg_param(g, "k", kv);
+    p[1] = sx_cg_param(g, "gamma", gv);
+    p[2] = sx_cg_param(g, "beta", bv);
+    sx_tensor_free(kv);
+    sx_tensor_free(gv);
+    sx_tensor_free(bv);
+    sx_conv2d_params cp = sx_conv2d_params_default();
+    cp.padding = SX_PAD_SAME;
+    sx_cg_node *y = sx_cg_conv2d(g, h, p[0], &cp);
+    return sx_cg_batch_norm(g, y, sx_cg_batch_norm_stats(g, y), p[1], p[2], 1e-3);
+}
+
+/* Two residual blocks on x (4,6,6,8): an identity block relu(cbn(relu(cbn(x))) + x), then a
+ * projection block relu(cbn(relu(cbn(h))) + cbn1x1(h)) to 12 channels whose sum puts the
+ * shortcut's batch norm first (add(shortcut, main)); a third, add(cbn(z), z) without relu, read
+ * twice; loss = sum(out w); the gradients of the first block's and the shortcut's parameters. */
+static res_graph res_build(sx_dtype dt)
+{
+    res_graph t;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, dt, &t.g), SX_OK);
+    sx_cg_graph *g = t.g;
+    sx_rng r;
+    sx_rng_seed(&r, 31);
+    int64_t xs[4] = {4, 6, 6, 8}, os[4] = {4, 6, 6, 12};
+    sx_tensor *xv = tu_rand(&r, dt, 4, xs, -1, 1), *wv = tu_rand(&r, dt, 4, os, -1, 1);
+    sx_cg_node *x = sx_cg_input(g, "x", dt, 4, xs), *w = sx_cg_const(g, wv);
+    cr_assert_eq(sx_cg_input_set(g, x, xv, SX_CG_COPY), SX_OK);
+    sx_tensor_free(xv);
+    sx_tensor_free(wv);
+    sx_cg_node *p1[3], *p2[3], *p3[3], *p4[3], *p5[3], *p6[3];
+    sx_cg_node *h = sx_cg_relu(g, cbn(g, &r, x, 8, 8, 3, p1));
+    h = sx_cg_relu(g, sx_cg_add(g, cbn(g, &r, h, 8, 8, 3, p2), x));
+    sx_cg_node *m = sx_cg_relu(g, cbn(g, &r, h, 8, 12, 3, p3));
+    sx_cg_node *s = cbn(g, &r, h, 8, 12, 1, p4);
+    h = sx_cg_relu(g, sx_cg_add(g, s, cbn(g, &r, m, 12, 12, 3, p5)));
+    sx_cg_node *z = sx_cg_add(g, cbn(g, &r, h, 12, 12, 3, p6), h);
+    sx_cg_node *out = sx_cg_mul(g, sx_cg_add(g, z, sx_cg_exp(g, z)), w);
+    sx_cg_node *loss = sx_cg_sum(g, out, SX_AXES_ALL, false);
+    sx_cg_node *wrt[6] = {p1[0], p2[1], p2[2], p4[0], p4[1], p6[2]};
+    t.outs[0] = loss;
+    cr_assert_eq(sx_ad_grad(g, loss, 6, wrt, t.outs + 1), SX_OK, "%s", sx_last_error());
+    return t;
+}
+
+/* SX_PASS_BN_ADD on two residual blocks' training graph (identity and projection shortcuts, a
+ * sum without relu): the same bits as without it, f32 and f64; every residual add and the relus
+ * after them gone into batch norms; the planned arena no larger. */
+Test(cgraph_opt_bn, residual_add_in_batch_norm_keeps_every_bit)
+{
+    for (int dt = 0; dt < 2; dt++) {
+        res_graph a = res_build((sx_dtype)dt), b = res_build((sx_dtype)dt);
+        sx_cg_opt_params off = sx_cg_opt_params_default(), on = off;
+        cr_assert(on.enable[SX_PASS_BN_ADD], "on by default: it keeps every bit");
+        off.enable[SX_PASS_BN_ADD] = false;
+        sx_cg_opt_report ra, rb;
+        cr_assert_eq(sx_cg_optimise(a.g, 7, a.outs, &off, &ra), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_optimise(b.g, 7, b.outs, &on, &rb), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(ra.changed[SX_PASS_BN_ADD], 0);
+        cr_assert_eq(rb.changed[SX_PASS_BN_ADD], 3);
+        int64_t with_res = 0, with_both = 0;
+        for (int64_t i = 0; i < sx_cg_graph_size(b.g); i++) {
+            sx_cg_node *n = sx_cg_graph_node(b.g, i);
+            if (n == NULL || sx_cg_node_op(n) != SX_OP_BATCH_NORM || sx_cg_node_n_inputs(n) != 5)
+                continue;
+            with_res++;
+            with_both += sx_cg_node_attr(n)->ints[1] != 0;
+        }
+        cr_assert_eq(with_res, 3);
+        cr_assert_eq(with_both, 2, "relu went in where the sum's only reader is relu");
+        sx_cg_plan_report pa, pb;
+        sx_cg_freeze_params fp = sx_cg_freeze_params_default();
+        cr_assert_eq(sx_cg_freeze_ex(a.g, 7, a.outs, &fp, &pa), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_freeze_ex(b.g, 7, b.outs, &fp, &pb), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_plan_check(b.g), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_eval(a.g, 7, a.outs), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(sx_cg_eval(b.g, 7, b.outs), SX_OK, "%s", sx_last_error());
+        for (int i = 0; i < 7; i++) {
+            const sx_tensor *va = sx_cg_value(a.outs[i]), *vb = sx_cg_value(b.outs[i]);
+            cr_assert_eq(va->size, vb->size);
+            cr_assert_eq(memcmp(va->data, vb->data, (size_t)va->size * sx_dtype_size(va->dtype)), 0,
+                         "%s output %d differs", sx_dtype_name((sx_dtype)dt), i);
+        }
+        cr_log_info("%s: arena %zu -> %zu bytes", sx_dtype_name((sx_dtype)dt), pa.arena_bytes,
+                    pb.arena_bytes);
+        cr_assert_leq(pb.arena_bytes, pa.arena_bytes);
+        sx_cg_graph_free(a.g);
+        sx_cg_graph_free(b.g);
+    }
+}
+
+/* batch_norm(x, ..., res) made by the pass, then differentiated: the residual's gradient (and
+ * relu's selection before it) gives the bits of the unfused graph's gradients; with relu and
+ * without, f32 and f64. */
+Test(cgraph_opt_bn, residual_in_batch_norm_keeps_gradients)
+{
+    for (int dt = 0; dt < 2; dt++)
+        for (int relu = 0; relu < 2; relu++) {
+            sx_cg_node *outs[2][6];
+            sx_cg_graph *gs[2];
+            for (int fused = 0; fused < 2; fused++) {
+                sx_cg_graph *g = NULL;
+                cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, (sx_dtype)dt, &g), SX_OK);
+                sx_rng r;
+                sx_rng_seed(&r, 23);
+                int64_t xs[4] = {3, 5, 5, 7}, c[1] = {7};
+                sx_dtype d = (sx_dtype)dt;
+                sx_tensor *v[5] = {tu_rand(&r, d, 4, xs, -2, 2), tu_rand(&r, d, 1, c, 0.5, 1.5),
+                                   tu_rand(&r, d, 1, c, -1, 1), tu_rand(&r, d, 4, xs, -1, 1),
+                                   tu_rand(&r, d, 4, xs, -1.5, 1.5)};
+                sx_cg_node *x = sx_cg_param(g, "x", v[0]), *gamma = sx_cg_param(g, "gamma", v[1]);
+                sx_cg_node *beta = sx_cg_param(g, "beta", v[2]), *w = sx_cg_const(g, v[3]);
+                sx_cg_node *res = sx_cg_param(g, "res", v[4]);
+                for (int i = 0; i < 5; i++)
+                    sx_tensor_free(v[i]);
+                sx_cg_node *y = sx_cg_add(
+                    g, res,
+                    sx_cg_batch_norm(g, x, sx_cg_batch_norm_stats(g, x), gamma, beta, 1e-3));
+                if (relu)
+                    y = sx_cg_relu(g, y);
+                if (fused) {
+                    sx_cg_opt_params p = sx_cg_opt_params_default();
+                    for (int k = 0; k < SX_PASS_COUNT; k++)
+                        p.enable[k] = k == SX_PASS_BN_ADD;
+                    sx_cg_opt_report rep;
+                    cr_assert_eq(sx_cg_optimise(g, 1, &y, &p, &rep), SX_OK, "%s", sx_last_error());
+                    cr_assert_eq(rep.changed[SX_PASS_BN_ADD], 1);
+                    cr_assert_eq(count_op(g, SX_OP_RELU) + count_op(g, SX_OP_ADD), 0);
+                }
+                sx_cg_node *loss = sx_cg_sum(g, sx_cg_mul(g, y, w), SX_AXES_ALL, false);
+                sx_cg_node *wrt[4] = {x, gamma, beta, res};
+                outs[fused][0] = loss;
+                outs[fused][5] = y;
+                cr_assert_eq(sx_ad_grad(g, loss, 4, wrt, outs[fused] + 1), SX_OK, "%s",
+                             sx_last_error());
+                cr_assert_eq(sx_cg_eval(g, 6, outs[fused]), SX_OK, "%s", sx_last_error());
+                gs[fused] = g;
+            }
+            for (int i = 0; i < 6; i++) {
+                const sx_tensor *a = sx_cg_value(outs[0][i]), *b = sx_cg_value(outs[1][i]);
+                cr_assert_eq(a->size, b->size);
+                cr_assert_eq(memcmp(a->data, b->data, (size_t)a->size * sx_dtype_size(a->dtype)), 0,
+                             "%s relu %d: output %d differs", sx_dtype_name((sx_dtype)dt), relu, i);
+            }
+            sx_cg_graph_free(gs[0]);
+            sx_cg_graph_free(gs[1]);
+        }
+}
+
+/* The graph-level errors of a residual: shape and dtype (no broadcast), named */
+Test(cgraph_opt_bn, residual_of_another_shape_is_refused)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+    int64_t xs[2] = {4, 3}, c[1] = {3}, s2[2] = {2, 3};
+    sx_cg_node *x = sx_cg_input(g, "x", SX_F32, 2, xs), *st = sx_cg_input(g, "st", SX_F32, 2, s2);
+    sx_cg_node *gm = sx_cg_input(g, "g", SX_F32, 1, c), *bt = sx_cg_input(g, "b", SX_F32, 1, c);
+    cr_assert_null(sx_cg_batch_norm_res(g, x, st, gm, bt, gm, 1e-3));
+    cr_assert(strstr(sx_last_error(), "res has shape (3)") != NULL, "%s", sx_last_error());
+    sx_cg_graph_free(g);
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
+    x = sx_cg_input(g, "x", SX_F32, 2, xs), st = sx_cg_input(g, "st", SX_F32, 2, s2);
+    gm = sx_cg_input(g, "g", SX_F32, 1, c), bt = sx_cg_input(g, "b", SX_F32, 1, c);
+    sx_cg_node *r64 = sx_cg_input(g, "r", SX_F64, 2, xs);
+    cr_assert_null(sx_cg_batch_norm_res(g, x, st, gm, bt, r64, 1e-3));
+    cr_assert(strstr(sx_last_error(), "res is f64") != NULL, "%s", sx_last_error());
+    sx_cg_graph_free(g);
+}
