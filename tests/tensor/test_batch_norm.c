@@ -387,7 +387,7 @@ static void run_all_kernels(int isa, const sx_tensor *x, const sx_tensor *dy, co
  * negative values (each selects dy's +0). */
 Test(tensor_batch_norm, same_bits_on_every_instruction_set)
 {
-    const int64_t cs[] = {1, 5, 16, 21, 64, 70, 150};
+    const int64_t cs[] = {1, 5, 16, 21, 32, 64, 70, 150};
     const int best = sx__batch_norm_isa(-1);
     for (int d = 0; d < 2; d++)
         for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
