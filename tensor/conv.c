@@ -105,6 +105,8 @@
 #define CONV_WINO_TBK 32
 /* Slots and partial sums are aligned to this; the sizes include the slack. */
 #define CONV_WS_ALIGN 64
+/* Outputs of at least this many bytes are written past the caches (stream_out). */
+#define CONV_STREAM_BYTES ((size_t)4 << 20)
 
 /* Geometry of one convolution. */
 typedef struct conv_geom {
@@ -243,6 +245,7 @@ typedef struct conv_job {
     sx_dtype dt;
     bool par;
     const conv_epi *epi; /* forward: the epilogue run on each unit's rows, or NULL */
+    bool stream;         /* Winograd writes the output's full vectors past the caches */
 } conv_job;
 
 /* The work of one unit, on `slot`. `fresh`: the slot does not yet hold the zeros (padding) of a
@@ -259,6 +262,7 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_MLOAD(m, p) _mm512_maskz_loadu_ps(m, p)
 #define V_MSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+#define V_STREAM(p, v) _mm512_stream_ps(p, v)
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define V_ADD(a, b) _mm512_add_ps(a, b)
@@ -281,6 +285,7 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #undef V_LOAD
 #undef V_MLOAD
 #undef V_MSTORE
+#undef V_STREAM
 #undef V_SET1
 #undef V_FMA
 #undef V_ADD
@@ -296,6 +301,7 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #define V_LOAD(p) _mm512_loadu_pd(p)
 #define V_MLOAD(m, p) _mm512_maskz_loadu_pd(m, p)
 #define V_MSTORE(p, m, v) _mm512_mask_storeu_pd(p, m, v)
+#define V_STREAM(p, v) _mm512_stream_pd(p, v)
 #define V_SET1(x) _mm512_set1_pd(x)
 #define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
 #define V_ADD(a, b) _mm512_add_pd(a, b)
@@ -1013,6 +1019,15 @@ static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
         sum_partials(&sc, 0, nk);
 }
 
+/* Whether a Winograd kernel writes its output t (c channels) with streaming stores: when t is
+ * too big to stay in the cores' caches until its reader comes (it would only evict the
+ * kernel's own blocks on the way), its rows are whole vectors, and it is 64-byte aligned. */
+static bool stream_out(const sx_tensor *t, int64_t c)
+{
+    const int64_t vl = 64 / (int64_t)sx_dtype_size(t->dtype);
+    return tensor_bytes(t) >= CONV_STREAM_BYTES && c % vl == 0 && ((uintptr_t)t->data & 63) == 0;
+}
+
 static void zero_fill(sx_tensor *t)
 {
     memset(t->data, 0, tensor_bytes(t));
@@ -1112,7 +1127,9 @@ static sx_status conv_forward(const char *who, const sx_tensor *x, const sx_tens
     else if (pl.path == PATH_XCOL)
         xcol_gemm(&g, CONV_FWD, x->dtype, x->data, k->data, y->data);
     else {
-        conv_job jb = {&g, &pl, x->data, k->data, y->data, x->dtype, false, whole ? NULL : e};
+        conv_job jb = {&g,       &pl,   x->data,          k->data, y->data,
+                       x->dtype, false, whole ? NULL : e, false};
+        jb.stream = jb.epi == NULL && stream_out(y, g.f);
         if (pl.path == PATH_WINO)
             wino_prep(&jb, false);
         run_units(&jb, CONV_FWD, unit_of(CONV_FWD, pl.path, x->dtype), conv_macs(&g));
@@ -1203,7 +1220,8 @@ sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tenso
         xcol_gemm(&g, CONV_BWD_IN, k->dtype, dy->data, k->data, dx->data);
         return SX_OK;
     }
-    conv_job jb = {&g, &pl, k->data, dy->data, dx->data, k->dtype, false, NULL};
+    conv_job jb = {&g, &pl, k->data, dy->data, dx->data, k->dtype, false, NULL, false};
+    jb.stream = stream_out(dx, g.c);
     if (pl.path == PATH_WINO)
         wino_prep(&jb, true);
     run_units(&jb, CONV_BWD_IN, unit_of(CONV_BWD_IN, pl.path, k->dtype), conv_macs(&g));
@@ -1238,7 +1256,7 @@ sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tens
         xcol_gemm(&g, CONV_BWD_K, x->dtype, x->data, dy->data, dk->data);
         return SX_OK;
     }
-    conv_job jb = {&g, &pl, x->data, dy->data, dk->data, x->dtype, false, NULL};
+    conv_job jb = {&g, &pl, x->data, dy->data, dk->data, x->dtype, false, NULL, false};
     run_units(&jb, CONV_BWD_K, unit_of(CONV_BWD_K, pl.path, x->dtype), conv_macs(&g));
     return SX_OK;
 }

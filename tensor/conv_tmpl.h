@@ -1017,7 +1017,7 @@ static CONV_VATTR void FN(wino_in)(const T *xp, int64_t wp, int64_t c, int64_t m
  * with m constant. */
 static inline __attribute__((always_inline)) CONV_VATTR void
 FN(wino_out_m)(const T *mm, int64_t f, int64_t tw, int64_t ow, int64_t nr, int64_t t0, int64_t nt,
-               int64_t ms, T *y, const int m)
+               int64_t ms, T *y, bool stream, const int m)
 {
     for (int64_t q = 0; q < nt; q++) {
         const int64_t ty = (t0 + q) / tw, tx = (t0 + q) % tw;
@@ -1042,7 +1042,12 @@ FN(wino_out_m)(const T *mm, int64_t f, int64_t tw, int64_t ow, int64_t nr, int64
             for (int a = 0; a < m; a++) {
                 V r[4];
                 FN(wino_atm)(r, s[a], m);
-                if (a < rows) {
+                if (a < rows && stream && f0 + VL <= f) {
+#pragma GCC unroll 4
+                    for (int b = 0; b < m; b++)
+                        if (b < cols)
+                            V_STREAM(yt + (a * ow + b) * f + f0, r[b]);
+                } else if (a < rows) {
 #pragma GCC unroll 4
                     for (int b = 0; b < m; b++)
                         if (b < cols)
@@ -1054,12 +1059,13 @@ FN(wino_out_m)(const T *mm, int64_t f, int64_t tw, int64_t ow, int64_t nr, int64
 }
 
 static CONV_VATTR void FN(wino_out)(const T *mm, int64_t f, int64_t m, int64_t tw, int64_t ow,
-                                    int64_t nr, int64_t t0, int64_t nt, int64_t ms, T *y)
+                                    int64_t nr, int64_t t0, int64_t nt, int64_t ms, T *y,
+                                    bool stream)
 {
     if (m == 2)
-        FN(wino_out_m)(mm, f, tw, ow, nr, t0, nt, ms, y, 2);
+        FN(wino_out_m)(mm, f, tw, ow, nr, t0, nt, ms, y, stream, 2);
     else
-        FN(wino_out_m)(mm, f, tw, ow, nr, t0, nt, ms, y, 4);
+        FN(wino_out_m)(mm, f, tw, ow, nr, t0, nt, ms, y, stream, 4);
 }
 
 /* d (36, nt, f; matrices ds elements apart) = A e A^T of the m x m blocks e of dy (rows m ty ..
@@ -1293,9 +1299,11 @@ static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool 
             const int64_t i = (t0 + q) / ti, lt = (t0 + q) % ti;
             k = ti - lt < nt - q ? ti - lt : nt - q;
             T *y = (T *)jb->out + ((img + i) * gf.oh + r0) * ow * f;
-            FN(wino_out)(mm + q * f, f, m, tw, ow, nr, lt, k, ms, y);
+            FN(wino_out)(mm + q * f, f, m, tw, ow, nr, lt, k, ms, y, jb->stream);
         }
     }
+    if (jb->stream) /* the streamed stores are visible before the unit counts as done */
+        _mm_sfence();
     return !fresh || nimg == pl->ipu;
 }
 
