@@ -518,17 +518,17 @@ static void FN(flip_k)(const conv_geom *g, const T *k, T *kf)
                        k + ((ky * kw + kx) * c + ci) * f, (size_t)f * sizeof(T));
 }
 
-/* dyp (nrows + kh - 1 rows, wq, f) = the zero-padded rows of dy that input rows [iy0, iy0 +
- * nrows) gather from (stride 1): padded row r is output row iy0 + r - (kh - 1 - pt), padded
- * column j is output column j - (kw - 1 - pl). `fresh` and maxrows as in pad_x. */
-static void FN(pad_dy)(const conv_geom *g, const T *dy, int64_t img, int64_t iy0, int64_t nrows,
-                       int64_t maxrows, T *dyp, bool fresh)
+/* dyp (nb rows, wq, f) = dy rows [b0, b0 + nb) of image img, zero outside dy, each after ml
+ * zero columns. `fresh` (first use of the slot) zeroes maxb rows; afterwards the margins stay
+ * zero and only rows outside dy are cleared again. */
+static void FN(pad_dy_rows)(const conv_geom *g, const T *dy, int64_t img, int64_t b0, int64_t nb,
+                            int64_t maxb, int64_t ml, T *dyp, bool fresh)
 {
-    const int64_t wq = g->wq, f = g->f, rows = nrows + g->kh - 1, ml = g->kw - 1 - g->pl;
+    const int64_t wq = g->wq, f = g->f;
     if (fresh)
-        memset(dyp, 0, (size_t)((maxrows + g->kh - 1) * wq * f) * sizeof(T));
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t oy = iy0 + r - (g->kh - 1 - g->pt);
+        memset(dyp, 0, (size_t)(maxb * wq * f) * sizeof(T));
+    for (int64_t r = 0; r < nb; r++) {
+        const int64_t oy = b0 + r;
         T *d = dyp + r * wq * f;
         if (oy < 0 || oy >= g->oh) {
             if (!fresh)
@@ -537,6 +537,17 @@ static void FN(pad_dy)(const conv_geom *g, const T *dy, int64_t img, int64_t iy0
         }
         memcpy(d + ml * f, dy + ((img * g->oh + oy) * g->ow) * f, (size_t)(g->ow * f) * sizeof(T));
     }
+}
+
+/* dyp (nrows + kh - 1 rows, wq, f) = the zero-padded rows of dy that input rows [iy0, iy0 +
+ * nrows) gather from (stride 1): padded row r is output row iy0 + r - (kh - 1 - pt), padded
+ * column j is output column j - (kw - 1 - pl). `fresh` and maxrows as in pad_x. */
+static void FN(pad_dy)(const conv_geom *g, const T *dy, int64_t img, int64_t iy0, int64_t nrows,
+                       int64_t maxrows, T *dyp, bool fresh)
+{
+    FN(pad_dy_rows)
+    (g, dy, img, iy0 - (g->kh - 1 - g->pt), nrows + g->kh - 1, maxrows + g->kh - 1,
+     g->kw - 1 - g->pl, dyp, fresh);
 }
 
 /* dx of one band of input rows (stride 1), a gather: element (iy, ix, ci) is the sum over the
@@ -652,25 +663,12 @@ static void FN(phase_k)(const conv_geom *g, const T *k, T *kp)
         }
 }
 
-/* dyp (nb rows, wq, f) = dy rows [b0, b0 + nb) of image img, zero outside dy, each starting
- * after phase_taps(kw, sw, 0) - 1 zero columns. `fresh` (first use of the slot) zeroes maxb
- * rows; afterwards the margins stay zero and only rows outside dy are cleared again. */
+/* dyp (nb rows, wq, f) = dy rows [b0, b0 + nb) of image img, each starting after
+ * phase_taps(kw, sw, 0) - 1 zero columns (pad_dy_rows). */
 static void FN(pad_dys)(const conv_geom *g, const T *dy, int64_t img, int64_t b0, int64_t nb,
                         int64_t maxb, T *dyp, bool fresh)
 {
-    const int64_t wq = g->wq, f = g->f, ml = phase_taps(g->kw, g->sw, 0) - 1;
-    if (fresh)
-        memset(dyp, 0, (size_t)(maxb * wq * f) * sizeof(T));
-    for (int64_t r = 0; r < nb; r++) {
-        const int64_t oy = b0 + r;
-        T *d = dyp + r * wq * f;
-        if (oy < 0 || oy >= g->oh) {
-            if (!fresh)
-                memset(d, 0, (size_t)(wq * f) * sizeof(T));
-            continue;
-        }
-        memcpy(d + ml * f, dy + ((img * g->oh + oy) * g->ow) * f, (size_t)(g->ow * f) * sizeof(T));
-    }
+    FN(pad_dy_rows)(g, dy, img, b0, nb, maxb, phase_taps(g->kw, g->sw, 0) - 1, dyp, fresh);
 }
 
 /* The dx pixels of phase (ry, rx) in input rows [iy0, iy0 + nr) of an image (dx: its row iy0),
