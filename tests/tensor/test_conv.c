@@ -534,7 +534,7 @@ Test(tensor_conv, streamed_outputs_equal_cached_ones, .timeout = 120)
         sx_conv2d_params p = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
         const size_t wsb = sx_conv2d_workspace(xs, ks, &p), bytes = 4 * 64 * 64 * 64 * esz;
         void *ws = malloc(wsb);
-        char *buf = aligned_alloc(64, 2 * bytes + 64);
+        char *buf = aligned_alloc(64, 2 * bytes + 128);
         cr_assert(ws != NULL && buf != NULL);
         sx_tensor *x = tu_rand(&rng, dts[d], 4, xs, -1, 1),
                   *k = tu_rand(&rng, dts[d], 4, ks, -1, 1);
