@@ -287,6 +287,21 @@ sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats
     return sx_tensor_batch_norm_res_ws(x, stats, gamma, beta, eps, NULL, relu, y, ws, ws_bytes);
 }
 
+/* t (named `name`) is a tensor with x's dtype and shape. */
+static sx_status bn_check_like_x(const char *who, const char *name, const sx_tensor *x,
+                                 const sx_tensor *t)
+{
+    SX_TRY(sx__check_tensor(who, name, t));
+    SX_TRY(sx__check_same_dtype(who, x, t));
+    if (!sx_shape_equal(t->rank, t->shape, x->rank, x->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s (want the same)", who, name,
+                        sx_shape_str(t->rank, t->shape, a, sizeof a),
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
+    return SX_OK;
+}
+
 /* The checks of the normalising pass: x, the per-channel inputs, y, eps; the residual res (NULL:
  * none) of x's dtype and shape; y equal to or apart from x and res. */
 static sx_status bn_check_norm(const char *who, const sx_tensor *x, const sx_tensor *stats,
@@ -305,14 +320,7 @@ static sx_status bn_check_norm(const char *who, const sx_tensor *x, const sx_ten
         SX_TRY(sx__check_apart(who, "x", x, "y", y));
     if (res == NULL)
         return SX_OK;
-    SX_TRY(sx__check_tensor(who, "res", res));
-    SX_TRY(sx__check_same_dtype(who, x, res));
-    if (!sx_shape_equal(res->rank, res->shape, x->rank, x->shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: res has shape %s, x %s (want the same)", who,
-                        sx_shape_str(res->rank, res->shape, a, sizeof a),
-                        sx_shape_str(x->rank, x->shape, b, sizeof b));
-    }
+    SX_TRY(bn_check_like_x(who, "res", x, res));
     if (y->data != res->data)
         SX_TRY(sx__check_apart(who, "res", res, "y", y));
     return SX_OK;
@@ -357,21 +365,8 @@ sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
 static sx_status bn_check_dy_y(const char *who, const sx_tensor *x, const sx_tensor *dy,
                                const sx_tensor *y)
 {
-    const sx_tensor *same[2] = {dy, y};
-    for (int i = 0; i < 2; i++) {
-        if (same[i] == NULL && i == 1)
-            continue;
-        const char *name = i == 0 ? "dy" : "y";
-        SX_TRY(sx__check_tensor(who, name, same[i]));
-        SX_TRY(sx__check_same_dtype(who, x, same[i]));
-        if (!sx_shape_equal(same[i]->rank, same[i]->shape, x->rank, x->shape)) {
-            char a[128], b[128];
-            return sx_error(SX_E_SHAPE, "%s: %s has shape %s, x %s", who, name,
-                            sx_shape_str(same[i]->rank, same[i]->shape, a, sizeof a),
-                            sx_shape_str(x->rank, x->shape, b, sizeof b));
-        }
-    }
-    return SX_OK;
+    SX_TRY(bn_check_like_x(who, "dy", x, dy));
+    return y == NULL ? SX_OK : bn_check_like_x(who, "y", x, y);
 }
 
 sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
