@@ -350,7 +350,7 @@ static sx_status time_set_inference(sx_nn_net *net, const sx_ds_images *set, int
     sx_ds_batcher_params bp = sx_ds_batcher_params_default();
     bp.batch_size = batch;
     bp.shuffle = false;
-    bp.scale = sx_nn_net_input_scale(net);
+    bp.scale = 1; /* raw bytes: the network scales its input itself */
     const bool profile = o->profile;
     sx_status s = sx_nn_compile_infer(net, batch, &m);
     if (s == SX_OK)

@@ -234,13 +234,13 @@ static sx_status fill_row(sx_ds_loader *l, int64_t i, sx_tensor *x, sx_tensor *y
 {
     const sx_ds_source *s = l->s;
     SX_TRY(s->get(s, i, x ? l->xrow : NULL, y ? l->yrow : NULL));
+    double scale = l->p.raw ? 1.0 : s->spec.x_scale;
     if (x != NULL && l->augment) {
-        sx__convert(l->xrow, s->spec.x_type, s->x_size, s->spec.x_scale, l->work, SX_F64);
+        sx__convert(l->xrow, s->spec.x_type, s->x_size, scale, l->work, SX_F64);
         augment_row(l, i, x->data, x->dtype, r * s->x_size);
     } else if (x != NULL) {
         size_t at = (size_t)(r * s->x_size) * sx_dtype_size(x->dtype);
-        sx__convert(l->xrow, s->spec.x_type, s->x_size, s->spec.x_scale, (char *)x->data + at,
-                    x->dtype);
+        sx__convert(l->xrow, s->spec.x_type, s->x_size, scale, (char *)x->data + at, x->dtype);
     }
     if (y == NULL)
         return SX_OK;

@@ -431,6 +431,12 @@ void sx_ds_stats_free(sx_ds_stats *st);
  * mean that is not finite), SX_E_NOMEM. */
 sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
                                    sx_ds_source **out) SX_NODISCARD;
+/* When s is a view made by sx_ds_source_standardize: true, its parent into *parent and its
+ * mean and std (x_size values each, valid while s lives) into *mean and *std (each pointer may
+ * be NULL). Otherwise (NULL too) false, nothing written. A network trained on such a view
+ * (sx_nn_fit) takes the statistics into its own preprocessing and reads the parent. */
+bool sx_ds_source_standardization(const sx_ds_source *s, const sx_ds_source **parent,
+                                  const double **mean, const double **std);
 
 /* ---------------------------------------------------------------- NumPy .npy files */
 
@@ -644,6 +650,8 @@ typedef struct sx_ds_loader_params {
     uint64_t seed;         /* order and augmentation depend only on (seed, epoch) */
     bool drop_last;        /* skip a last batch smaller than batch_size */
     sx_ds_augment augment; /* zero: none */
+    bool raw;              /* x as the source's elements, without its x_scale (for a network
+                              that scales its input itself); false */
 } sx_ds_loader_params;
 
 /* batch_size 64, shuffle true, seed 0, drop_last false, no augmentation. */
@@ -668,7 +676,7 @@ sx_status sx_ds_loader_new(const sx_ds_source *s, const sx_ds_loader_params *p,
  * (batch_size, or fewer for a last partial batch; 0 at the end of an epoch, as for
  * sx_ds_batcher_next: x and y unchanged, the loader moves to the next epoch).
  * x: f32 or f64, shape[0] = batch_size and batch_size * x_size elements: (B, ...x_shape) or
- *   flat (B, x_size); values element * x_scale, augmented when asked.
+ *   flat (B, x_size); values element * x_scale (element with p.raw), augmented when asked.
  * y: f32 or f64, shape[0] = batch_size. A class source: batch_size * y_size elements (e.g. (B)
  *   for one label, (B, h, w) for per-pixel labels) get the class indices; (B, ..., classes) of
  *   batch_size * y_size * classes elements (rank >= 2) get one-hot rows, one per position (e.g.

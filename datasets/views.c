@@ -256,3 +256,18 @@ sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
     (*out)->class_name = std_class_name;
     return SX_OK;
 }
+
+bool sx_ds_source_standardization(const sx_ds_source *s, const sx_ds_source **parent,
+                                  const double **mean, const double **std)
+{
+    if (s == NULL || s->get != std_get)
+        return false;
+    const std_impl *v = s->impl;
+    if (parent != NULL)
+        *parent = v->parent;
+    if (mean != NULL)
+        *mean = v->mean;
+    if (std != NULL)
+        *std = v->std;
+    return true;
+}

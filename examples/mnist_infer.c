@@ -181,6 +181,14 @@ static bool image_input(const sx_nn_model *m, int64_t *h, int64_t *w)
     return true;
 }
 
+/* The factor for pixel bytes: 1, the model scales its raw input itself; a model file from
+ * before version 3 wants its input scaled by the caller. */
+static double byte_scale(const sx_nn_model *m)
+{
+    sx_nn_preprocess p = sx_nn_model_preprocess(m);
+    return p.in_graph ? 1.0 : p.input_scale;
+}
+
 static int predict_image(sx_nn_model *m, const char *path, bool invert)
 {
     int64_t h, w, k = sx_nn_model_classes(m);
@@ -204,7 +212,7 @@ static int predict_image(sx_nn_model *m, const char *path, bool invert)
         rc = fail_sx("tensors");
         goto done;
     }
-    double scale = sx_nn_model_input_scale(m);
+    double scale = byte_scale(m);
     for (int64_t i = 0; i < h * w; i++)
         sx_tensor_set(x, i, (invert ? 255 - pix[i] : pix[i]) * scale);
     if (sx_nn_model_predict(m, x, out) != SX_OK) {
@@ -254,7 +262,7 @@ static int evaluate(sx_nn_model *m, const char *dir, int64_t batch, int64_t limi
         rc = fail_sx("tensors");
         goto done;
     }
-    double scale = sx_nn_model_input_scale(m), t0 = sx_seconds();
+    double scale = byte_scale(m), t0 = sx_seconds();
     int64_t right = 0;
     for (int64_t first = 0; first < test->n; first += batch) {
         int64_t count = test->n - first < batch ? test->n - first : batch;

@@ -195,8 +195,8 @@ static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s
     sx_ds_loader_params lp = sx_ds_loader_params_default();
     lp.batch_size = B;
     lp.shuffle = false;
-    lp.augment.mean = aug->mean; /* the normalisation only: no crops, no flips */
-    lp.augment.std = aug->std;
+    lp.raw = true; /* the network's graph scales and normalises: no crops, no flips */
+    (void)aug;
     SX_TRY(sx_ds_loader_new(s, &lp, &e->loader));
     SX_TRY(nn_compile_infer_lent(net, B, lender, &e->m));
     SX_TRY(sx_tensor_new(net->dtype, 2, xs, &e->x));
@@ -297,14 +297,15 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
 }
 
 /* sx_nn_evaluate_source's and sx_nn_predict_source's checks; *fp the parameters to use. */
-static sx_status source_call(const char *who, sx_nn_net *net, const sx_ds_source *s,
+static sx_status source_call(const char *who, sx_nn_net *net, const sx_ds_source **s,
                              const sx_nn_fit_params *p, sx_nn_fit_params *fp)
 {
     *fp = p ? *p : sx_nn_fit_params_default();
     if (fp->train.batch < 1)
         return sx_error(SX_E_ARG, "%s: batch %d (want >= 1)", who, fp->train.batch);
     fp->patience = 0;
-    return nn_fit_check(who, net, fp, s, NULL);
+    SX_TRY(nn_fit_check(who, net, fp, *s, NULL));
+    return nn_prep_sources(who, net, fp, s, NULL, false);
 }
 
 sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
@@ -314,7 +315,7 @@ sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_
     if (net == NULL || s == NULL || loss == NULL || metric == NULL)
         return sx_error(SX_E_ARG, "%s: NULL argument", who);
     sx_nn_fit_params fp;
-    SX_TRY(source_call(who, net, s, p, &fp));
+    SX_TRY(source_call(who, net, &s, p, &fp));
     judged j;
     SX_TRY(evaluate(net, s, &fp, NULL, &j));
     *loss = j.loss;
@@ -358,7 +359,7 @@ sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_n
     if (net == NULL || s == NULL || out == NULL)
         return sx_error(SX_E_ARG, "%s: NULL argument", who);
     sx_nn_fit_params fp;
-    SX_TRY(source_call(who, net, s, p, &fp));
+    SX_TRY(source_call(who, net, &s, p, &fp));
     const sx_nn_layer *last = nn_output_layer(net);
     int64_t shape[SX_MAX_RANK], n = sx_ds_source_count(s);
     shape[0] = n;

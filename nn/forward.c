@@ -64,6 +64,10 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
 {
     if (nn_input_layer(net) == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
+    SX_TRY(nn_prep_check("nn_forward", net));
+    x = nn_prep_input(b, net, x); /* raw data -> the values the input layers read */
+    if (x == NULL)
+        return sx_cg_graph_status(b->g) != SX_OK ? sx_cg_graph_status(b->g) : SX_E_NOMEM;
     int n = net->n_layers;
     /* a second trace in the same build (gradient accumulation's micro-batches) shares the
      * parameter nodes of the first */
@@ -107,6 +111,13 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     if (s == SX_OK)
         s = sx_cg_scope_set(b->g, NULL);
     if (s == SX_OK && (*out = nn_output_node(b, net, vals, pres, logits)) == NULL)
+        s = sx_cg_graph_status(b->g) != SX_OK ? sx_cg_graph_status(b->g) : SX_E_NOMEM;
+    if (s == SX_OK && net->prep.target_n > 0 && *logits != *out)
+        s = sx_error(SX_E_STATE, "network %s ends in a softmax: it cannot scale targets",
+                     net->name);
+    /* inference answers in the targets' own units; training compares standardised targets */
+    if (s == SX_OK && b->mode == NN_INFER && net->prep.target_n > 0 &&
+        (*out = *logits = nn_prep_output(b->g, net, *out)) == NULL)
         s = sx_cg_graph_status(b->g) != SX_OK ? sx_cg_graph_status(b->g) : SX_E_NOMEM;
     sx_free(vals);
     sx_free(pres);

@@ -464,10 +464,53 @@ static void dims_str(int rank, const int64_t *shape, char *buf, size_t size)
  * Version 2 adds "model_version" 2, "outputs" ("name:d1xd2..." per output, ',' between them; y
  * has the one output's shape, or (batch, total) with several, their elements one after
  * another) and "inputs" ("d1xd2..." per input layer; x is (batch, total) with several);
- * "classes" is 0 for an output that is not (batch, classes). A network that version 1
- * describes (one input, one unnamed output of rank 1) is written as version 1, byte for byte
- * as before, so an older strix reads it. */
-#define MODEL_VERSION 2
+ * "classes" is 0 for an output that is not (batch, classes). Version 3: the graph holds the
+ * network's preprocessing (x is raw data), and the metadata describe it for tools
+ * (preprocess.c: normalize_mean/std, target_mean/std, class_names, feature_names,
+ * image_resize); input_scale is then informative. Versions 1 and 2 took x already scaled by
+ * input_scale; they still load, with that meaning (sx_nn_preprocess.in_graph false). */
+#define MODEL_VERSION 3
+
+/* The outputs' and inputs' lists of a network, as version 2 writes them. */
+static void net_parts_str(const sx_nn_net *net, char *outs_s, size_t on, char *ins_s, size_t in)
+{
+    for (int k = 0, n = nn_output_count(net); k < n; k++) {
+        const sx_nn_layer *o = nn_output_at(net, k);
+        char d[160];
+        dims_str(o->rank, o->shape, d, sizeof d);
+        size_t at = strlen(outs_s);
+        snprintf(outs_s + at, on - at, "%s%s:%s", k ? "," : "",
+                 net->n_outputs > 0 ? net->output_names[k] : "y", d);
+    }
+    for (int i = 0, k = 0; i < net->n_layers; i++) {
+        const sx_nn_layer *l = net->layers[i];
+        if (l->kind != L_INPUT)
+            continue;
+        char d[160];
+        dims_str(l->rank, l->shape, d, sizeof d);
+        size_t at = strlen(ins_s);
+        snprintf(ins_s + at, in - at, "%s%s", k++ ? "," : "", d);
+    }
+}
+
+/* Save graph g's x and y with the model metadata (nk of keys/vals) and p's preprocessing. */
+static sx_status save_model(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *y, int nk,
+                            const char **keys, const char **vals, const nn_prep *p,
+                            const char *path)
+{
+    nn_prep_meta pm = {0};
+    if (p != NULL && p->in_graph)
+        SX_TRY(nn_prep_meta_make(p, &pm));
+    for (int i = 0; i < pm.n; i++) {
+        keys[nk] = pm.keys[i];
+        vals[nk++] = pm.vals[i];
+    }
+    sx_cg_node *outs[2] = {x, y};
+    const char *names[2] = {"x", "y"};
+    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, nk, keys, vals, path);
+    nn_prep_meta_free(&pm);
+    return s;
+}
 
 sx_status sx_nn_save(sx_nn_net *net, const char *path)
 {
@@ -478,41 +521,23 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "sx_nn_save: network %s needs an input layer", net->name);
+    nn_prep_freeze(net);
     /* the plain (unoptimised) inference graph, with batch 1: the loader rebuilds it for the
      * batch size it wants and optimises and plans it there */
     sx_cg_graph *g = NULL;
     sx_cg_node *x = NULL, *out = NULL;
     SX_TRY(net_infer_graph(net, 1, &g, &x, &out));
-    bool v2 = last->rank != 1 || net->n_outputs > 0 || nn_input_count(net) > 1;
     char scale[40], classes[32], version[16];
     char outs_s[SX_NN_MAX_HEADS * 200] = "", ins_s[2048] = "";
-    snprintf(scale, sizeof scale, "%.17g", net->input_scale);
+    snprintf(scale, sizeof scale, "%.17g", net->prep.scale);
     snprintf(classes, sizeof classes, "%" PRId64,
              last->rank == 1 && net->n_outputs < 2 ? last->shape[0] : 0);
     snprintf(version, sizeof version, "%d", MODEL_VERSION);
-    for (int k = 0, n = nn_output_count(net); v2 && k < n; k++) {
-        const sx_nn_layer *o = nn_output_at(net, k);
-        char d[160];
-        dims_str(o->rank, o->shape, d, sizeof d);
-        size_t at = strlen(outs_s);
-        snprintf(outs_s + at, sizeof outs_s - at, "%s%s:%s", k ? "," : "",
-                 net->n_outputs > 0 ? net->output_names[k] : "y", d);
-    }
-    for (int i = 0, k = 0; v2 && i < net->n_layers; i++) {
-        const sx_nn_layer *l = net->layers[i];
-        if (l->kind != L_INPUT)
-            continue;
-        char d[160];
-        dims_str(l->rank, l->shape, d, sizeof d);
-        size_t at = strlen(ins_s);
-        snprintf(ins_s + at, sizeof ins_s - at, "%s%s", k++ ? "," : "", d);
-    }
-    const char *keys[7] = {"strix.kind",    "network", "input_scale", "classes",
-                           "model_version", "outputs", "inputs"};
-    const char *vals[7] = {"model", net->name, scale, classes, version, outs_s, ins_s};
-    sx_cg_node *outs[2] = {x, out};
-    const char *names[2] = {"x", "y"};
-    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, v2 ? 7 : 4, keys, vals, path);
+    net_parts_str(net, outs_s, sizeof outs_s, ins_s, sizeof ins_s);
+    const char *keys[16] = {"strix.kind",    "network", "input_scale", "classes",
+                            "model_version", "outputs", "inputs"};
+    const char *vals[16] = {"model", net->name, scale, classes, version, outs_s, ins_s};
+    sx_status s = save_model(g, x, out, 7, keys, vals, &net->prep, path);
     sx_cg_graph_free(g);
     return s;
 }
@@ -555,21 +580,22 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     if (m->net != NULL)
         return sx_nn_save(m->net, path);
     const char *net = m->file_meta[0]; /* a loaded model's (NULL: none) */
+    const nn_prep *prep = m->lprep;
     char scale[40], classes[32];
-    snprintf(scale, sizeof scale, "%.17g", m->input_scale);
+    snprintf(scale, sizeof scale, "%.17g", prep ? prep->scale : 1.0);
     snprintf(classes, sizeof classes, "%" PRId64, m->classes);
-    /* a loaded version-2 file keeps its outputs and inputs */
-    const char *keys[7] = {"strix.kind",    "network", "input_scale", "classes",
-                           "model_version", "outputs", "inputs"};
-    const char *vals[7] = {"model", net ? net : "model", scale, classes, NULL, NULL, NULL};
+    /* a loaded file keeps its version, outputs and inputs */
+    const char *keys[16] = {"strix.kind",    "network", "input_scale", "classes",
+                            "model_version", "outputs", "inputs"};
+    const char *vals[16] = {"model", net ? net : "model", scale, classes, NULL, NULL, NULL};
     int nk = 4;
     for (int i = 4; m->plain != NULL && i < 7; i++)
         if ((vals[i] = m->file_meta[i - 3]) != NULL)
             nk = i + 1;
-    /* an imported model with several outputs or inputs (a row holds them one after another):
-     * version 2, its parts listed */
+    /* an imported model (a row holds its outputs and inputs one after another): the current
+     * version, its parts listed */
     char version[16], outs_s[SX_NN_MAX_HEADS * 200] = "", ins_s[SX_NN_MAX_HEADS * 160] = "";
-    if (m->plain == NULL && (m->n_parts > 1 || m->n_in_parts > 1)) {
+    if (m->plain == NULL) {
         snprintf(version, sizeof version, "%d", MODEL_VERSION);
         for (int k = 0; k < m->n_parts; k++) {
             char d[160];
@@ -591,11 +617,10 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     for (int i = 4; i < nk; i++)
         if (vals[i] == NULL)
             vals[i] = "";
-    const char *names[2] = {"x", "y"};
     sx_cg_node *outs[2] = {NULL, NULL};
     sx_cg_graph *g = NULL;
     SX_TRY(nn_model_infer_graph(m, 1, &g, &outs[0], &outs[1]));
-    sx_status s = sx_cg_save(g, 2, outs, names, 0, NULL, NULL, nk, keys, vals, path);
+    sx_status s = save_model(g, outs[0], outs[1], nk, keys, vals, prep, path);
     sx_cg_graph_free(g);
     return s;
 }
@@ -705,9 +730,14 @@ static sx_status loaded_meta(const char *path, const sx_cg_file *f, sx_nn_model 
         return sx_error(SX_E_FORMAT, "%s: model_version 0", path);
     const char *sc = sx_cg_file_meta(f, "input_scale");
     char *e1 = NULL;
-    m->input_scale = sc ? strtod(sc, &e1) : 0;
-    if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->input_scale))
+    if ((m->lprep = sx_calloc(1, sizeof *m->lprep)) == NULL)
+        return sx_error(SX_E_NOMEM, "%s: out of memory", path);
+    m->lprep->scale = sc ? strtod(sc, &e1) : 0;
+    if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->lprep->scale))
         return sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path, sc ? sc : "");
+    m->lprep->in_graph = *version >= 3;
+    if (*version >= 3)
+        SX_TRY(nn_prep_meta_read(path, f, m->lprep));
     SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(f, "classes"), &m->classes));
     if (m->classes < 1 && *version < 2)
         return sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
@@ -808,6 +838,28 @@ static sx_status loaded_io(const char *path, sx_nn_model *m, int64_t version)
     return SX_OK;
 }
 
+/* A version-3 file's preprocessing against its x and y. */
+static sx_status loaded_prep_check(const char *path, const sx_nn_model *m)
+{
+    const nn_prep *p = m->lprep;
+    int64_t in_size = sx_shape_size(m->in_rank, m->in_shape);
+    int64_t out_last = m->out_rank > 0 ? m->out_shape[m->out_rank - 1] : 1;
+    int64_t out_size = sx_shape_size(m->out_rank, m->out_shape);
+    if (p->norm_n > 0 && p->norm_n != in_size && p->norm_n != m->in_shape[m->in_rank - 1])
+        return sx_error(SX_E_FORMAT, "%s: %lld normalisation values for an input of %lld", path,
+                        (long long)p->norm_n, (long long)in_size);
+    if (p->target_n > 0 && p->target_n != out_size && p->target_n != out_last)
+        return sx_error(SX_E_FORMAT, "%s: %lld target scales for an output of %lld", path,
+                        (long long)p->target_n, (long long)out_size);
+    if (p->n_classes > 0 && p->n_classes != out_last)
+        return sx_error(SX_E_FORMAT, "%s: %lld class names for %lld outputs", path,
+                        (long long)p->n_classes, (long long)out_last);
+    if (p->n_features > 0 && p->n_features != in_size)
+        return sx_error(SX_E_FORMAT, "%s: %lld feature names for an input of %lld", path,
+                        (long long)p->n_features, (long long)in_size);
+    return SX_OK;
+}
+
 sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
 {
     if (out != NULL)
@@ -848,6 +900,8 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
     }
     if (s == SX_OK)
         s = loaded_io(path, m, version);
+    if (s == SX_OK)
+        s = loaded_prep_check(path, m);
     if (s != SX_OK) {
         sx_nn_model_free(m);
         return s;
@@ -877,7 +931,12 @@ sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_
     *own = *src;
     m->src = own;
     m->batch = batch;
-    m->input_scale = 1;
+    if ((m->lprep = sx_calloc(1, sizeof *m->lprep)) == NULL) {
+        sx_nn_model_free(m);
+        return SX_E_NOMEM;
+    }
+    m->lprep->scale = 1;
+    m->lprep->in_graph = true;
     sx_status s = nn_loaded_graph(m, batch);
     if (s == SX_OK) {
         const int64_t *ys = sx_cg_node_shape(m->out);

@@ -71,6 +71,8 @@ void sx_nn_model_free(sx_nn_model *m)
         sx_cg_graph_free(m->plain);
         for (int i = 0; i < NN_FILE_META; i++)
             sx_free(m->file_meta[i]);
+        nn_prep_free(m->lprep);
+        sx_free(m->lprep);
     }
     if (!m->sibling && m->src != NULL) {
         if (m->src->free != NULL)
@@ -282,7 +284,9 @@ static sx_status training_inputs(sx_nn_model *m, const feed *f, bool softmax)
     SX_TRY(targets_input(m, softmax));
     m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
     m->step = sx_cg_input(g, "step", dt, 0, NULL);
-    if (m->y == NULL || m->lr == NULL || m->step == NULL)
+    /* the loss compares the output with standardised targets when the network scales them */
+    m->yt = m->y != NULL ? nn_prep_target(g, m->net, m->y) : NULL;
+    if (m->y == NULL || m->yt == NULL || m->lr == NULL || m->step == NULL)
         return graph_status(g);
     if (f != NULL) {
         SX_TRY(sx_cg_input_set(g, m->y, f->y, SX_CG_BORROW));
@@ -475,7 +479,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
     SX_TRY(training_inputs(m, f, logits != m->out));
     SX_TRY(sx_cg_scope_set(g, "loss"));
     sx_cg_node *loss = NULL;
-    SX_TRY(make_loss(m, m->out, logits, m->y, &loss));
+    SX_TRY(make_loss(m, m->out, logits, m->yt, &loss));
     sx_cg_node **ps = NULL, **grads = NULL;
     nn_param **meta = NULL;
     int np = 0;
@@ -486,7 +490,7 @@ static sx_status build_training(sx_nn_model *m, sx_cg_node *logits, const feed *
     if (s == SX_OK)
         s = add_out(m, loss);
     if (s == SX_OK) {
-        m->correct = correct_node(m, logits, m->y);
+        m->correct = correct_node(m, logits, m->yt);
         s = add_out(m, m->correct);
     }
     if (s == SX_OK)
@@ -557,7 +561,7 @@ static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
             m->softmax_out = logits != out;
             s = training_inputs(m, NULL, m->softmax_out);
         }
-        if (s == SX_OK && (yj = rows_of(g, m->y, lo, hi)) == NULL)
+        if (s == SX_OK && (yj = rows_of(g, m->yt, lo, hi)) == NULL)
             s = graph_status(g);
         if (s == SX_OK)
             s = sx_cg_scope_set(g, "loss");
@@ -700,6 +704,7 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     sx_nn_train_params params = p ? *p : sx_nn_train_params_default();
     if (train)
         SX_TRY(nn_check_train_kind(net, params.optim.kind, who));
+    nn_prep_freeze(net); /* the graph is built with the preprocessing as it is now */
     sx_nn_model *m = sx_calloc(1, sizeof *m);
     if (m == NULL)
         return SX_E_NOMEM;
@@ -888,7 +893,7 @@ static sx_status model_for_batch(sx_nn_model *m, int64_t n, bool lend, sx_nn_mod
                        .in_rank = m->in_rank,
                        .classes = m->classes,
                        .out_rank = m->out_rank,
-                       .input_scale = m->input_scale};
+                       .lprep = m->lprep};
     memcpy(s->in_shape, m->in_shape, sizeof s->in_shape);
     memcpy(s->out_shape, m->out_shape, sizeof s->out_shape);
     sx_status st = nn_loaded_graph(s, n);
@@ -1159,7 +1164,7 @@ int64_t sx_nn_model_classes(const sx_nn_model *m)
 
 double sx_nn_model_input_scale(const sx_nn_model *m)
 {
-    return m == NULL ? 0 : m->net != NULL ? m->net->input_scale : m->input_scale;
+    return sx_nn_model_preprocess(m).input_scale;
 }
 
 sx_dtype sx_nn_model_dtype(const sx_nn_model *m)

@@ -28,7 +28,8 @@ sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed, sx_nn_n
     snprintf(n->name, sizeof n->name, "%s", name ? name : "net");
     n->dtype = dtype;
     n->seed = seed;
-    n->input_scale = SX_DS_PIXEL_SCALE;
+    n->prep.resize = SX_DS_RESIZE_BILINEAR;
+    n->prep.in_graph = true;
     sx_rng_seed(&n->init_rng, seed);
     sx_rng_seed(&n->dropout_rng, seed ^ 0x5bd1e9955bd1e995ULL);
     *out = n;
@@ -57,6 +58,7 @@ void sx_nn_net_free(sx_nn_net *net)
     for (int i = 0; i < net->n_layers; i++)
         layer_free(net->layers[i]);
     sx_free(net->layers);
+    nn_prep_free(&net->prep);
     sx_free(net);
 }
 
@@ -68,17 +70,6 @@ sx_status sx_nn_net_status(const sx_nn_net *net)
 const char *sx_nn_net_name(const sx_nn_net *net)
 {
     return net != NULL ? net->name : "";
-}
-
-void sx_nn_net_set_input_scale(sx_nn_net *net, double scale)
-{
-    if (net != NULL && isfinite(scale))
-        net->input_scale = scale;
-}
-
-double sx_nn_net_input_scale(const sx_nn_net *net)
-{
-    return net != NULL ? net->input_scale : 0;
 }
 
 void sx_nn_net_set_init(sx_nn_net *net, sx_nn_init init)

@@ -72,6 +72,54 @@ struct sx_nn_layer {
     nn_param params[NN_MAX_PARAMS];
 };
 
+/* A network's preprocessing (preprocess.c; sx_nn.h's "preprocessing"): all owned. */
+typedef struct nn_prep {
+    double scale; /* raw element -> value; 0: not set */
+    int64_t norm_n;
+    double *mean, *std; /* (norm_n) */
+    int64_t target_n;
+    double *tmean, *tstd; /* (target_n) */
+    int64_t n_classes;
+    char **classes; /* (n_classes) */
+    int64_t n_features;
+    char **features; /* (n_features) */
+    sx_ds_resize resize;
+    bool in_graph; /* the graph applies it (false: a model file before version 3) */
+} nn_prep;
+
+/* Free what p owns and zero it. */
+void nn_prep_free(nn_prep *p);
+/* A deep copy of src into *dst (zeroed on failure: SX_E_NOMEM). */
+sx_status nn_prep_copy(nn_prep *dst, const nn_prep *src);
+/* The network's preprocessing fixed for compiling: an unset scale becomes 1. */
+void nn_prep_freeze(sx_nn_net *net);
+/* The preprocessing against the network's input and output layers (SX_E_SHAPE, SX_E_STATE). */
+sx_status nn_prep_check(const char *who, const sx_nn_net *net);
+/* x (batch, input) raw -> the values the first layers read. */
+sx_cg_node *nn_prep_input(nn_build *b, const sx_nn_net *net, sx_cg_node *x);
+/* Inference: out -> out * target_std + target_mean (out itself without target scaling). */
+sx_cg_node *nn_prep_output(sx_cg_graph *g, const sx_nn_net *net, sx_cg_node *out);
+/* Training: targets y -> (y - target_mean) / target_std (y itself without target scaling). */
+sx_cg_node *nn_prep_target(sx_cg_graph *g, const sx_nn_net *net, sx_cg_node *y);
+/* sx_nn_fit's data against the network: adopts what the network has not yet (scale,
+ * normalisation from p->augment or a standardised source, standardize statistics, class and
+ * feature names), checks what it has, replaces a standardised source by its parent and clears
+ * p->augment's mean and std (the graph normalises). adopt false (evaluation, prediction):
+ * nothing adopted, everything checked. */
+sx_status nn_prep_sources(const char *who, sx_nn_net *net, sx_nn_fit_params *p,
+                          const sx_ds_source **train, const sx_ds_source **val, bool adopt);
+/* The model file's metadata for p (keys/values appended at *n; the strings in buf, owned by
+ * the caller: nn_prep_meta_free). */
+typedef struct nn_prep_meta {
+    char *vals[8];
+    const char *keys[8];
+    int n;
+} nn_prep_meta;
+sx_status nn_prep_meta_make(const nn_prep *p, nn_prep_meta *out);
+void nn_prep_meta_free(nn_prep_meta *m);
+/* A model file's preprocessing metadata into p (version >= 3); SX_E_FORMAT naming path. */
+sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p);
+
 struct sx_nn_net {
     char name[64];
     sx_dtype dtype;
@@ -83,7 +131,7 @@ struct sx_nn_net {
     int n_layers, cap_layers;
     int counters[L_KIND_COUNT];
     sx_nn_init init;
-    double input_scale; /* pixel byte -> input value */
+    nn_prep prep;       /* what turns raw data into the input, and the output into answers */
     int64_t step;       /* training steps done (1-based step of the next one is step + 1) */
     int64_t epoch;      /* epochs done */
     int64_t epoch_step; /* steps done in the current epoch (a checkpoint may fall mid-epoch) */
@@ -217,12 +265,14 @@ struct sx_nn_model {
     int n_in_parts; /* a loaded model's inputs (version-2 files): shapes */
     int in_part_rank[SX_NN_MAX_HEADS];
     int64_t in_part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
-    double input_scale; /* a loaded model's (a network's lives in the network) */
+    nn_prep *lprep; /* a loaded or imported model's preprocessing (owned unless sibling; a
+                       network's lives in the network) */
     sx_dtype dtype;
     sx_nn_train_params params;
     sx_cg_graph *g;
     nn_build b;
     sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
+    sx_cg_node *yt; /* the targets the loss reads: y, standardised when the network scales them */
     sx_cg_node **outs;
     int n_outs;
     bool softmax_out; /* the network's last layer ends in a softmax (out != its logits) */

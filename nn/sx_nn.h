@@ -64,6 +64,7 @@ extern "C" {
 
 typedef struct sx_nn_net sx_nn_net;
 typedef struct sx_nn_layer sx_nn_layer;
+typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network, or a loaded model */
 
 /* ---------------------------------------------------------------- activations, initialisers */
 
@@ -128,12 +129,102 @@ sx_status sx_nn_net_status(const sx_nn_net *net);
 const char *sx_nn_net_name(const sx_nn_net *net);
 /* The initialiser used by the weight layers added from now on (default: SX_INIT_DEFAULT). */
 void sx_nn_net_set_init(sx_nn_net *net, sx_nn_init init);
-/* The factor from stored pixel bytes to the network's input values (default 1/255; 1 for a
- * network that scales its input itself, e.g. with a lambda x / 256). Saved with the model. */
-void sx_nn_net_set_input_scale(sx_nn_net *net, double scale);
-double sx_nn_net_input_scale(const sx_nn_net *net);
 /* Total number of trainable parameters. */
 int64_t sx_nn_net_param_count(const sx_nn_net *net);
+
+/* ---------------------------------------------------------------- preprocessing
+ *
+ * What turns raw data into the network's input, and its output back into answers, belongs to
+ * the network: the compiler builds it into every graph (training, inference, a saved model, an
+ * ONNX export) as the first and last nodes, so the x given to sx_nn_model_step,
+ * sx_nn_model_predict, a loaded model and `strix predict` is always RAW data (pixel bytes as
+ * numbers 0..255, a CSV's feature values), and a regression output comes back in the
+ * targets' own units. Training and prediction cannot disagree: there is one copy of each step.
+ *
+ *   value = (raw * input_scale - mean[k]) / std[k]        (normalisation, per channel k of the
+ *                                                         input's last axis or per feature)
+ *   answer = output * target_std[j] + target_mean[j]      (regression target scaling; training
+ *                                                         compares output with the targets
+ *                                                         standardised the same way)
+ *
+ * The input scale is not set on a new network; the first training run takes it from its data:
+ * 1/255 (SX_DS_PIXEL_SCALE) for byte images (sx_nn_train, an image source), a source's
+ * x_scale otherwise (1 for numbers). A network compiled or saved before any training with the
+ * scale still unset uses 1. sx_nn_fit also records, when the network has none yet, the
+ * normalisation of sx_nn_fit_params.augment (mean, std) or of a standardised source
+ * (sx_ds_source_standardize: the fit then reads its parent's raw values), the statistics
+ * asked for by sx_nn_fit_params.standardize / standardize_targets, the source's class names
+ * and feature names. All of it is saved in the model file and shown by `strix info`.
+ *
+ * Preprocessing is fixed like the layers: a setter that would change it while a compiled model
+ * is alive, or after the network has trained (sx_nn_net_steps > 0), fails with SX_E_STATE
+ * (setting the value it already has is fine). */
+
+/* The factor from raw input elements to the values the network computes with (> 0, finite):
+ * 1/255 for pixel bytes, 1 for values already scaled or a network that scales its input
+ * itself (e.g. a lambda x / 256). A value that is not finite or not > 0, or a change refused
+ * (see above), is recorded as the network's error (sx_nn_net_status), like a layer's. */
+void sx_nn_net_set_input_scale(sx_nn_net *net, double scale);
+/* The input scale in force; 0 while not set (and for NULL). */
+double sx_nn_net_input_scale(const sx_nn_net *net);
+/* Normalise the input after scaling: value = (raw * scale - mean[k]) / std[k], n values each
+ * (copied): n = the input's last axis (per channel of an (h, w, c) image) or n = the input's
+ * element count (per feature). n = 0 removes it. Errors: SX_E_ARG (NULL net, mean or std with
+ * n > 0, n < 0, a mean not finite, a std not finite and > 0), SX_E_STATE (no input layer yet,
+ * a network with several inputs, or a change refused), SX_E_SHAPE (n neither the channels nor
+ * the features), SX_E_NOMEM. */
+sx_status sx_nn_net_set_normalization(sx_nn_net *net, int64_t n, const double *mean,
+                                      const double *std) SX_NODISCARD;
+/* Scale a regression network's targets: training compares the output with (y - mean[j]) /
+ * std[j], and every inference graph returns output * std[j] + mean[j]; n = the output's last
+ * axis (per column) or its element count. n = 0 removes it. The output layer is judged at
+ * compile time (SX_E_SHAPE there for another n, SX_E_STATE for a network ending in a softmax
+ * or with several outputs). Errors: as sx_nn_net_set_normalization's (no shape check here). */
+sx_status sx_nn_net_set_target_scaling(sx_nn_net *net, int64_t n, const double *mean,
+                                       const double *std) SX_NODISCARD;
+/* The names of the output's classes, in the order of its last axis (copied; each 1..255
+ * bytes, no NUL); n = 0 removes them. The number must equal the output's last axis when a
+ * model is compiled or saved (SX_E_SHAPE there). Errors: SX_E_ARG (NULL net, names NULL with
+ * n > 0, a NULL, empty or too long name), SX_E_STATE (a change refused), SX_E_NOMEM. */
+sx_status sx_nn_net_set_class_names(sx_nn_net *net, int64_t n,
+                                    const char *const *names) SX_NODISCARD;
+/* The names of the input's features (a table's columns), in input order: `strix predict`
+ * selects a CSV file's columns by them. Same rules as sx_nn_net_set_class_names; the number
+ * must equal the input's element count when compiled or saved. */
+sx_status sx_nn_net_set_feature_names(sx_nn_net *net, int64_t n,
+                                      const char *const *names) SX_NODISCARD;
+/* How `strix predict` resizes an image file to the input's (h, w, c) (SX_DS_RESIZE_BILINEAR
+ * unless set). Errors: SX_E_ARG (NULL, an unknown mode), SX_E_STATE (a change refused). */
+sx_status sx_nn_net_set_image_resize(sx_nn_net *net, sx_ds_resize mode) SX_NODISCARD;
+
+/* A network's or model's preprocessing, read only (valid while it lives and is not changed). */
+typedef struct sx_nn_preprocess {
+    double input_scale;             /* 0: not set yet (a network before training) */
+    int64_t norm_size;              /* 0: no normalisation; channels or features */
+    const double *mean, *std;       /* (norm_size) */
+    int64_t target_size;            /* 0: no target scaling */
+    const double *target_mean, *target_std; /* (target_size) */
+    int64_t n_classes;              /* 0: no class names */
+    const char *const *class_names; /* (n_classes) */
+    int64_t n_features;             /* 0: no feature names */
+    const char *const *feature_names; /* (n_features) */
+    sx_ds_resize resize;            /* for image files */
+    bool in_graph; /* true: x is raw data, the graph applies all of the above; false only for a
+                      model file written before version 3, whose x is the network's input
+                      values (scale raw pixel bytes by input_scale yourself, as strix predict
+                      does) */
+} sx_nn_preprocess;
+
+/* Zeroed (and resize bilinear, in_graph false) for NULL. */
+sx_nn_preprocess sx_nn_net_preprocess(const sx_nn_net *net);
+sx_nn_preprocess sx_nn_model_preprocess(const sx_nn_model *m);
+/* Class k's name, or NULL without names or for k out of range. */
+const char *sx_nn_model_class_name(const sx_nn_model *m, int64_t k);
+/* One line per step of the preprocessing (input scale, normalisation, target scaling, class
+ * and feature names, resize), each "  key: value" (nothing for NULL). */
+void sx_nn_preprocess_print(const sx_nn_preprocess *p, FILE *f);
+
+
 /* One line per layer: name, output shape, parameters; then the total. */
 void sx_nn_net_print(const sx_nn_net *net, FILE *f);
 
@@ -632,7 +723,6 @@ sx_nn_train_params sx_nn_train_params_default(void);
 
 /* ---------------------------------------------------------------- the neural compiler */
 
-typedef struct sx_nn_model sx_nn_model; /* a compiled graph over a network, or a loaded model */
 
 typedef struct sx_nn_compile_report {
     int64_t nodes_before, nodes_after, edges_before, edges_after;
@@ -807,8 +897,15 @@ typedef struct sx_nn_fit_params {
     sx_nn_train_params train; /* epochs, batch, loss (or heads), optimiser, schedule,
                                  checkpoints, shuffle, progress... as for sx_nn_train (its
                                  defaults) */
-    sx_ds_augment augment;    /* of the training batches (image sources): none; validation
-                                 batches get its normalisation (mean, std) only */
+    sx_ds_augment augment;    /* of the training batches (image sources): none. Its mean and
+                                 std become the network's normalisation (see "preprocessing";
+                                 SX_E_STATE when the network has another one) */
+    bool standardize;         /* when the network has no normalisation: per-feature mean and
+                                 std of the training source, made the network's (Keras'
+                                 Normalization.adapt) (false) */
+    bool standardize_targets; /* when the network has no target scaling and the training source
+                                 holds targets: their per-element mean and std, made the
+                                 network's target scaling (false) */
     sx_nn_metric metric;      /* SX_METRIC_AUTO */
     int patience;             /* early stopping: stop after this many epochs in a row without an
                                  improvement of the validation metric; 0 = never (0) */

@@ -309,7 +309,7 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     sx_ds_batcher_params bp = sx_ds_batcher_params_default();
     bp.batch_size = batch;
     bp.shuffle = false;
-    bp.scale = net->input_scale;
+    bp.scale = 1; /* raw bytes: the graph scales them */
     int64_t *labels = NULL;
     sx_status s = nn_compile_infer_lent(net, batch, lender, &m);
     if (s == SX_OK)
@@ -417,7 +417,7 @@ static sx_status run_start_images(run *r, const sx_ds_images *train)
     bp.batch_size = B;
     bp.shuffle = r->p.shuffle;
     bp.seed = net->seed;
-    bp.scale = net->input_scale;
+    bp.scale = 1; /* raw bytes: the graph scales them */
     SX_TRY(sx_ds_batcher_new(train, &bp, &r->batches));
     SX_TRY(sx_tensor_new(net->dtype, 4, xs, &r->x));
     SX_TRY(sx_tensor_new(net->dtype, 2, ys, &r->y));
@@ -438,6 +438,7 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     lp.shuffle = r->p.shuffle;
     lp.seed = net->seed;
     lp.augment = *aug;
+    lp.raw = true; /* the network's graph scales and normalises */
     r->x_size = sx_ds_spec_x_size(sx_ds_source_spec(train));
     SX_TRY(sx_ds_loader_new(train, &lp, &r->loader));
     SX_TRY(sx_tensor_new(net->dtype, xr + 1, xs, &r->x));
@@ -714,6 +715,18 @@ static sx_status run_loop(run *r, sx_status s, sx_nn_train_report *report)
     return s;
 }
 
+/* An image set's input scale (1/255) and class names, for a network that has none yet. */
+static sx_status prep_images(const char *who, sx_nn_net *net, const sx_ds_images *train)
+{
+    sx_ds_source *src = NULL;
+    SX_TRY(sx_ds_source_images(train, &src));
+    const sx_ds_source *t = src;
+    sx_nn_fit_params fp = sx_nn_fit_params_default();
+    sx_status s = nn_prep_sources(who, net, &fp, &t, NULL, true);
+    sx_ds_source_free(src);
+    return s;
+}
+
 sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx_ds_images *train,
                       const sx_ds_images *test, sx_nn_train_report *report)
 {
@@ -729,6 +742,7 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
     r.rep.test_accuracy = -1;
     SX_TRY(check_params(who, &r.p));
     SX_TRY(check_fit(who, net, train));
+    SX_TRY(prep_images(who, net, train));
     run_comm(&r);
     sx_status s = run_start_images(&r, train);
     if (s == SX_OK)
@@ -752,6 +766,8 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
     r.p = fp.train;
     r.rep.test_accuracy = -1;
     SX_TRY(check_params(who, &r.p));
+    /* the data's preprocessing goes into the network (the loaders then give raw values) */
+    SX_TRY(nn_prep_sources(who, net, &fp, &train, &val, true));
     SX_TRY(nn_fit_check(who, net, &fp, train, val));
     run_comm(&r);
     if (r.comm != NULL && r.comm->rank != 0) { /* issue 22: rank 0 alone writes */

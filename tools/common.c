@@ -210,7 +210,8 @@ static sx_status slurp(const char *path, uint8_t **buf, size_t *len)
     return SX_OK;
 }
 
-sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, tool_array *a)
+sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, sx_ds_resize mode,
+                          tool_array *a)
 {
     memset(a, 0, sizeof *a);
     uint8_t *buf = NULL, *px = NULL;
@@ -219,7 +220,7 @@ sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, too
     px = sx_alloc((size_t)(h * w * c));
     a->v = sx_alloc((size_t)(h * w * c) * sizeof *a->v);
     sx_status s = px && a->v
-                      ? sx_ds_image_decode(buf, len, path, h, w, c, SX_DS_RESIZE_BILINEAR, px)
+                      ? sx_ds_image_decode(buf, len, path, h, w, c, mode, px)
                       : sx_error(SX_E_NOMEM, "%s: out of memory", path);
     if (s == SX_OK) {
         a->rank = 3;

@@ -73,7 +73,8 @@ static int info_model(const char *path, tool_file kind)
         sx_shape_str(sx_nn_model_input_rank(m), sx_nn_model_input_shape(m), shape, sizeof shape));
     if (io.classes)
         printf("  outputs: %lld\n", (long long)io.out[0].size);
-    printf("  input_scale: %.17g\n", sx_nn_model_input_scale(m));
+    sx_nn_preprocess pp = sx_nn_model_preprocess(m);
+    sx_nn_preprocess_print(&pp, stdout);
     print_parts("input", io.n_in, io.in, false);
     print_parts("output", io.n_out, io.out, io.classes);
     const sx_cg_graph *g = sx_nn_model_graph(m);

@@ -24,8 +24,10 @@ static const char *const predict_help =
     "                     output, else each output's shape, min, max and mean.\n"
     "  --output-name NAME only the output named NAME (strix info lists the names)\n"
     "  --batch N          examples per run, 1..65536 (64)\n"
-    "  --scale X          input = element * X (default: the model's input scale for byte\n"
-    "                     data, u8 arrays and images; 1 for other element types)\n";
+    "  --scale X          multiply every element by X before the model (default 1: the model\n"
+    "                     applies its own preprocessing to raw data; a model file written\n"
+    "                     before version 3 gets its input scale for byte data, u8 arrays and\n"
+    "                     images)\n";
 
 typedef struct predict_opts {
     const char *model, *input, *output, *output_name;
@@ -99,7 +101,8 @@ static int read_input(const predict_opts *o, sx_nn_model *m, tool_array *a)
                              "%s: an image, but the model's input is not (h, w, c) "
                              "with c 1 or 3",
                              o->input);
-        if (tool_image_read(o->input, is[0], is[1], is[2], a) != SX_OK)
+        if (tool_image_read(o->input, is[0], is[1], is[2], sx_nn_model_preprocess(m).resize, a) !=
+            SX_OK)
             return tool_fail("predict", "%s", sx_last_error());
         return TOOL_OK;
     }
@@ -186,7 +189,7 @@ static int write_each(const predict_opts *o, const sx_tensor *out, const tool_io
 
 /* Without --output: each example's best class for an (n, classes) output; else each output's
  * shape and value range. */
-static void print_results(const sx_tensor *out, const tool_io *io, int sel)
+static void print_results(const sx_nn_model *m, const sx_tensor *out, const tool_io *io, int sel)
 {
     int64_t n = out->shape[0], row = out->size / n;
     if (io->classes) {
@@ -196,8 +199,9 @@ static void print_results(const sx_tensor *out, const tool_io *io, int sel)
             for (int64_t c = 1; c < cls; c++)
                 best =
                     sx_tensor_get(out, i * cls + c) > sx_tensor_get(out, i * cls + best) ? c : best;
-            printf("%lld: class %lld (%.6g)\n", (long long)i, (long long)best,
-                   sx_tensor_get(out, i * cls + best));
+            const char *name = sx_nn_model_class_name(m, best);
+            printf("%lld: class %lld%s%s (%.6g)\n", (long long)i, (long long)best,
+                   name ? " " : "", name ? name : "", sx_tensor_get(out, i * cls + best));
         }
         return;
     }
@@ -220,10 +224,11 @@ static void print_results(const sx_tensor *out, const tool_io *io, int sel)
     }
 }
 
-static int report(const predict_opts *o, const sx_tensor *out, const tool_io *io, int sel)
+static int report(const predict_opts *o, const sx_nn_model *m, const sx_tensor *out,
+                  const tool_io *io, int sel)
 {
     if (o->output == NULL) {
-        print_results(out, io, sel);
+        print_results(m, out, io, sel);
         return TOOL_OK;
     }
     if (sel < 0 && io->n_out > 1)
@@ -277,7 +282,9 @@ int tool_cmd_predict(int argc, char **argv)
         rc = read_input(&o, m, &a);
     if (rc == TOOL_OK)
         rc = examples(&o, m, &a, &n);
-    double scale = o.has_scale ? o.scale : a.bytes ? sx_nn_model_input_scale(m) : 1.0;
+    /* raw data: the model preprocesses it (a file before version 3 wants it scaled) */
+    bool legacy = !sx_nn_model_preprocess(m).in_graph;
+    double scale = o.has_scale ? o.scale : a.bytes && legacy ? sx_nn_model_input_scale(m) : 1.0;
     if (rc == TOOL_OK && buffers(m, o.batch, n, &x, &out) != SX_OK)
         rc = tool_fail_sx("predict", "memory");
     for (int64_t r0 = 0; rc == TOOL_OK && r0 < n; r0 += o.batch) {
@@ -286,7 +293,7 @@ int tool_cmd_predict(int argc, char **argv)
             rc = tool_fail("predict", "%s", sx_last_error());
     }
     if (rc == TOOL_OK)
-        rc = report(&o, out, &io, sel);
+        rc = report(&o, m, out, &io, sel);
     sx_tensor_free(out);
     sx_tensor_free(x);
     tool_array_free(&a);

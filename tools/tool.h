@@ -62,7 +62,8 @@ typedef struct tool_array {
  * that is neither. */
 sx_status tool_array_read(const char *path, tool_array *a);
 /* Decode a PNG or JPEG image at `path` to (h, w, c) bytes, c 1 or 3. */
-sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, tool_array *a);
+sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, sx_ds_resize mode,
+                          tool_array *a);
 void tool_array_free(tool_array *a);
 
 /* A model's inputs and outputs as the tool shows and writes them: each one's name, shape

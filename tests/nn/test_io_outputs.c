@@ -146,7 +146,7 @@ Test(nn_io_outputs, per_pixel_map_saves_loads_and_predicts_bit_for_bit, .init = 
         char path[128], v[64];
         snprintf(path, sizeof path, "%s/%s", tmpdir, d ? "seg64.sxm" : "seg32.sxm");
         file_meta(path, "model_version", v, sizeof v);
-        cr_assert_str_eq(v, "2");
+        cr_assert_str_eq(v, "3");
         file_meta(path, "outputs", v, sizeof v);
         cr_assert_str_eq(v, "y:6x6x3");
         file_meta(path, "inputs", v, sizeof v);
@@ -156,9 +156,9 @@ Test(nn_io_outputs, per_pixel_map_saves_loads_and_predicts_bit_for_bit, .init = 
     }
 }
 
-/* A regression MLP (5) -> (2): one input, one unnamed rank-1 output: written as version 1 (an
- * older strix reads it), predictions equal. */
-Test(nn_io_outputs, regression_mlp_saves_as_version_1_and_predicts_bit_for_bit, .init = make_tmpdir,
+/* A regression MLP (5) -> (2): one input, one unnamed rank-1 output: written as version 3 (the
+ * graph holds the preprocessing), predictions equal. */
+Test(nn_io_outputs, regression_mlp_saves_as_version_3_and_predicts_bit_for_bit, .init = make_tmpdir,
      .fini = remove_tmpdir)
 {
     sx_nn_net *net = NULL;
@@ -175,7 +175,7 @@ Test(nn_io_outputs, regression_mlp_saves_as_version_1_and_predicts_bit_for_bit, 
     char path[128], v[64];
     snprintf(path, sizeof path, "%s/mlp.sxm", tmpdir);
     file_meta(path, "model_version", v, sizeof v);
-    cr_assert_str_eq(v, "", "a version-1 network must be written as version 1");
+    cr_assert_str_eq(v, "3");
     file_meta(path, "classes", v, sizeof v);
     cr_assert_str_eq(v, "2");
     sx_nn_model_free(m);
@@ -303,9 +303,9 @@ Test(nn_io_outputs, bad_version_2_metadata_is_a_clean_error, .init = make_tmpdir
     }
     resave_meta(path, bad, "classes", "3");
     cr_assert_eq(sx_nn_load(bad, 2, &m), SX_E_FORMAT, "classes 3 of a (4, 3) output");
-    resave_meta(path, bad, "model_version", "3");
+    resave_meta(path, bad, "model_version", "4");
     cr_assert_eq(sx_nn_load(bad, 2, &m), SX_E_UNSUPPORTED);
-    cr_assert(strstr(sx_last_error(), "version 3") != NULL, "%s", sx_last_error());
+    cr_assert(strstr(sx_last_error(), "version 4") != NULL, "%s", sx_last_error());
     resave_meta(path, bad, "model_version", "1"); /* version 1 wants (batch, classes >= 1) */
     cr_assert_eq(sx_nn_load(bad, 2, &m), SX_E_FORMAT);
     sx_nn_net_free(net);

@@ -443,6 +443,15 @@ static const char *const null_calls[] = {
     "sx_nn_net_set_init",
     "sx_nn_net_set_input_scale",
     "sx_nn_net_input_scale",
+    "sx_nn_net_set_normalization",
+    "sx_nn_net_set_target_scaling",
+    "sx_nn_net_set_class_names",
+    "sx_nn_net_set_feature_names",
+    "sx_nn_net_set_image_resize",
+    "sx_nn_net_preprocess",
+    "sx_nn_model_preprocess",
+    "sx_nn_model_class_name",
+    "sx_nn_preprocess_print",
     "sx_nn_net_param_count",
     "sx_nn_net_print",
     "sx_nn_layer_name",
@@ -550,6 +559,17 @@ static void call_everything_with_null(void)
     sx_nn_net_set_init(NULL, (sx_nn_init){.kind = SX_INIT_ZEROS});
     sx_nn_net_set_input_scale(NULL, 0.5);
     cr_assert_eq(sx_nn_net_input_scale(NULL), 0);
+    double one = 1;
+    const char *nm[1] = {"a"};
+    cr_assert_eq(sx_nn_net_set_normalization(NULL, 1, &one, &one), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_set_target_scaling(NULL, 1, &one, &one), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_set_class_names(NULL, 1, nm), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_set_feature_names(NULL, 1, nm), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_set_image_resize(NULL, SX_DS_RESIZE_NEAREST), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_preprocess(NULL).norm_size, 0);
+    cr_assert_eq(sx_nn_model_preprocess(NULL).input_scale, 0);
+    cr_assert_null(sx_nn_model_class_name(NULL, 0));
+    sx_nn_preprocess_print(NULL, stderr);
     cr_assert_eq(sx_nn_net_param_count(NULL), 0);
     sx_nn_net_print(NULL, stderr);
     cr_assert_str_eq(sx_nn_layer_name(NULL), "");

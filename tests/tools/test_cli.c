@@ -160,7 +160,7 @@ Test(tools_cli, predict_npy_equals_model_predict)
     tu_mnist_dir(mnist, sizeof mnist);
     snprintf(images, sizeof images, "%s/t10k-images-idx3-ubyte.gz", mnist);
     sx_tensor *x = NULL;
-    cr_assert_eq(sx_ds_idx_read(images, SX_F32, SX_DS_PIXEL_SCALE, 23, &x), SX_OK);
+    cr_assert_eq(sx_ds_idx_read(images, SX_F32, 1.0, 23, &x), SX_OK);
     cr_assert_eq(sx_tensor_reshape(x, 4, (int64_t[]){23, 28, 28, 1}), SX_OK);
     path(xp, sizeof xp, "x.npy");
     path(op, sizeof op, "out.npy");
@@ -219,7 +219,7 @@ Test(tools_cli, predict_idx_equals_model_predict)
     sx_tensor *got = NULL, *x = NULL;
     cr_assert_eq(sx_ds_npy_read(op, SX_F32, &got), SX_OK, "%s", sx_last_error());
     cr_assert_eq(got->shape[0], 300);
-    cr_assert_eq(sx_ds_idx_read(images, SX_F32, SX_DS_PIXEL_SCALE, 0, &x), SX_OK);
+    cr_assert_eq(sx_ds_idx_read(images, SX_F32, 1.0, 0, &x), SX_OK);
     cr_assert_eq(sx_tensor_reshape(x, 4, (int64_t[]){300, 28, 28, 1}), SX_OK);
     sx_tensor *want = library_predict(model, x, 128);
     assert_same_bits(got, want);
@@ -287,8 +287,8 @@ Test(tools_cli, info_model_npy_and_idx)
               "%s", r->out);
     cr_assert(strstr(r->out, "  outputs: 10\n  input_scale: 0.0039215686274509803\n") != NULL, "%s",
               r->out);
-    /* the conv kernel 3*3*1*4 + 4, the dense 676*10 + 10 */
-    cr_assert(strstr(r->out, "  weights: 6810 values\n") != NULL, "%s", r->out);
+    /* the conv kernel 3*3*1*4 + 4, the dense 676*10 + 10, the input scale's constant */
+    cr_assert(strstr(r->out, "  weights: 6811 values\n") != NULL, "%s", r->out);
     /* be_i2.npy: make_fixtures.py's (i * 7 + 3) % 23 - 5 for i < 15 */
     cr_assert(strstr(r->out, "be_i2.npy: npy i16 (3,5), 15 elements\n  min=-4 max=17 mean=5.6 ") !=
                   NULL,
