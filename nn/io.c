@@ -494,9 +494,8 @@ static void net_parts_str(const sx_nn_net *net, char *outs_s, size_t on, char *i
 }
 
 /* Save graph g's x and y with the model metadata (nk of keys/vals) and p's preprocessing. */
-static sx_status save_model(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *y, int nk,
-                            const char **keys, const char **vals, const nn_prep *p,
-                            const char *path)
+static sx_status save_model(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *y, int nk, const char **keys,
+                            const char **vals, const nn_prep *p, const char *path)
 {
     nn_prep_meta pm = {0};
     if (p != NULL && p->in_graph)

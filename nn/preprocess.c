@@ -105,8 +105,7 @@ static sx_status may_change(const char *who, const sx_nn_net *net, bool same)
     return sx_error(SX_E_STATE,
                     "%s: network %s %s: its preprocessing is fixed (set it before compiling or "
                     "training)",
-                    who, net->name,
-                    net->step > 0 ? "has trained" : "has compiled models alive");
+                    who, net->name, net->step > 0 ? "has trained" : "has compiled models alive");
 }
 
 static bool doubles_equal(const double *a, int64_t na, const double *b, int64_t nb)
@@ -220,7 +219,9 @@ static sx_status set_names(const char *who, sx_nn_net *net, int64_t n, const cha
     for (int64_t k = 0; k < n; k++)
         if (names[k] == NULL || names[k][0] == '\0' || strlen(names[k]) > NAME_MAX_BYTES)
             return sx_error(SX_E_ARG, "%s: name %lld is %s (want 1..%d bytes)", who, (long long)k,
-                            names[k] == NULL ? "NULL" : names[k][0] ? "too long" : "empty",
+                            names[k] == NULL ? "NULL"
+                            : names[k][0]    ? "too long"
+                                             : "empty",
                             NAME_MAX_BYTES);
     SX_TRY(may_change(who, net, names_equal(*have, *have_n, names, n)));
     char **d = dup_names(names, n);
@@ -236,8 +237,8 @@ static sx_status set_names(const char *who, sx_nn_net *net, int64_t n, const cha
 
 sx_status sx_nn_net_set_class_names(sx_nn_net *net, int64_t n, const char *const *names)
 {
-    return set_names("sx_nn_net_set_class_names", net, n, names,
-                     net ? &net->prep.n_classes : NULL, net ? &net->prep.classes : NULL);
+    return set_names("sx_nn_net_set_class_names", net, n, names, net ? &net->prep.n_classes : NULL,
+                     net ? &net->prep.classes : NULL);
 }
 
 sx_status sx_nn_net_set_feature_names(sx_nn_net *net, int64_t n, const char *const *names)
@@ -338,8 +339,7 @@ void sx_nn_preprocess_print(const sx_nn_preprocess *p, FILE *f)
         print_names(f, "class_names", p->n_classes, p->class_names);
     if (p->n_features > 0)
         print_names(f, "feature_names", p->n_features, p->feature_names);
-    fprintf(f, "  image_resize: %s\n",
-            p->resize == SX_DS_RESIZE_NEAREST ? "nearest" : "bilinear");
+    fprintf(f, "  image_resize: %s\n", p->resize == SX_DS_RESIZE_NEAREST ? "nearest" : "bilinear");
 }
 
 /* ---------------------------------------------------------------- graph nodes */
@@ -369,8 +369,8 @@ sx_status nn_prep_check(const char *who, const sx_nn_net *net)
         return sx_error(SX_E_STATE, "%s: network %s: target scaling needs one output", who,
                         net->name);
     if (p->target_n != out_last && p->target_n != out_size)
-        return sx_error(SX_E_SHAPE, "%s: network %s scales %lld targets, its output has %lld",
-                        who, net->name, (long long)p->target_n, (long long)out_size);
+        return sx_error(SX_E_SHAPE, "%s: network %s scales %lld targets, its output has %lld", who,
+                        net->name, (long long)p->target_n, (long long)out_size);
     return SX_OK;
 }
 
@@ -611,8 +611,8 @@ sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p)
     if (s == SX_OK && r != NULL && strcmp(r, "bilinear") != 0 && strcmp(r, "nearest") != 0)
         s = sx_error(SX_E_FORMAT, "%s: image_resize '%s' (want bilinear or nearest)", path, r);
     if (s == SX_OK)
-        p->resize = r != NULL && strcmp(r, "nearest") == 0 ? SX_DS_RESIZE_NEAREST
-                                                           : SX_DS_RESIZE_BILINEAR;
+        p->resize =
+            r != NULL && strcmp(r, "nearest") == 0 ? SX_DS_RESIZE_NEAREST : SX_DS_RESIZE_BILINEAR;
     return s;
 }
 

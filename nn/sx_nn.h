@@ -199,16 +199,16 @@ sx_status sx_nn_net_set_image_resize(sx_nn_net *net, sx_ds_resize mode) SX_NODIS
 
 /* A network's or model's preprocessing, read only (valid while it lives and is not changed). */
 typedef struct sx_nn_preprocess {
-    double input_scale;             /* 0: not set yet (a network before training) */
-    int64_t norm_size;              /* 0: no normalisation; channels or features */
-    const double *mean, *std;       /* (norm_size) */
-    int64_t target_size;            /* 0: no target scaling */
+    double input_scale;                     /* 0: not set yet (a network before training) */
+    int64_t norm_size;                      /* 0: no normalisation; channels or features */
+    const double *mean, *std;               /* (norm_size) */
+    int64_t target_size;                    /* 0: no target scaling */
     const double *target_mean, *target_std; /* (target_size) */
-    int64_t n_classes;              /* 0: no class names */
-    const char *const *class_names; /* (n_classes) */
-    int64_t n_features;             /* 0: no feature names */
-    const char *const *feature_names; /* (n_features) */
-    sx_ds_resize resize;            /* for image files */
+    int64_t n_classes;                      /* 0: no class names */
+    const char *const *class_names;         /* (n_classes) */
+    int64_t n_features;                     /* 0: no feature names */
+    const char *const *feature_names;       /* (n_features) */
+    sx_ds_resize resize;                    /* for image files */
     bool in_graph; /* true: x is raw data, the graph applies all of the above; false only for a
                       model file written before version 3, whose x is the network's input
                       values (scale raw pixel bytes by input_scale yourself, as strix predict
@@ -223,7 +223,6 @@ const char *sx_nn_model_class_name(const sx_nn_model *m, int64_t k);
 /* One line per step of the preprocessing (input scale, normalisation, target scaling, class
  * and feature names, resize), each "  key: value" (nothing for NULL). */
 void sx_nn_preprocess_print(const sx_nn_preprocess *p, FILE *f);
-
 
 /* One line per layer: name, output shape, parameters; then the total. */
 void sx_nn_net_print(const sx_nn_net *net, FILE *f);
@@ -722,7 +721,6 @@ typedef struct sx_nn_train_params {
 sx_nn_train_params sx_nn_train_params_default(void);
 
 /* ---------------------------------------------------------------- the neural compiler */
-
 
 typedef struct sx_nn_compile_report {
     int64_t nodes_before, nodes_after, edges_before, edges_after;

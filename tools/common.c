@@ -219,9 +219,8 @@ sx_status tool_image_read(const char *path, int64_t h, int64_t w, int64_t c, sx_
     SX_TRY(slurp(path, &buf, &len));
     px = sx_alloc((size_t)(h * w * c));
     a->v = sx_alloc((size_t)(h * w * c) * sizeof *a->v);
-    sx_status s = px && a->v
-                      ? sx_ds_image_decode(buf, len, path, h, w, c, mode, px)
-                      : sx_error(SX_E_NOMEM, "%s: out of memory", path);
+    sx_status s = px && a->v ? sx_ds_image_decode(buf, len, path, h, w, c, mode, px)
+                             : sx_error(SX_E_NOMEM, "%s: out of memory", path);
     if (s == SX_OK) {
         a->rank = 3;
         a->dims[0] = h, a->dims[1] = w, a->dims[2] = c;

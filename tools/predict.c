@@ -200,8 +200,8 @@ static void print_results(const sx_nn_model *m, const sx_tensor *out, const tool
                 best =
                     sx_tensor_get(out, i * cls + c) > sx_tensor_get(out, i * cls + best) ? c : best;
             const char *name = sx_nn_model_class_name(m, best);
-            printf("%lld: class %lld%s%s (%.6g)\n", (long long)i, (long long)best,
-                   name ? " " : "", name ? name : "", sx_tensor_get(out, i * cls + best));
+            printf("%lld: class %lld%s%s (%.6g)\n", (long long)i, (long long)best, name ? " " : "",
+                   name ? name : "", sx_tensor_get(out, i * cls + best));
         }
         return;
     }
