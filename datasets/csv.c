@@ -1,8 +1,9 @@
-/* csv.c: CSV files into a source, parsed by Debian's libcsv (strict RFC 4180 quoting) whose
- * buffer grows through the allocator hook. libcsv knows no line numbers, so the file is fed to
- * it one physical line at a time: every callback then knows the line it happens on. A record's
- * fields are gathered, then checked and converted at its end: numbers into the table, the label
- * through a hash of the class texts seen so far (renumbered at the end for sorted order). */
+/* csv.c: CSV files into a source, or into a tensor of features for prediction, parsed by
+ * Debian's libcsv (strict RFC 4180 quoting) whose buffer grows through the allocator hook. libcsv
+ * knows no line numbers, so the file is fed to it one physical line at a time: every callback
+ * then knows the line it happens on. A record's fields are gathered, then checked and converted
+ * at its end: numbers into the table, the label through a hash of the class texts (those seen so
+ * far, renumbered at the end for sorted order; or the caller's fixed list, set up before). */
 #include "datasets_impl.h"
 
 #include <csv.h>
@@ -21,32 +22,40 @@ typedef struct csv_table {
     double *targets; /* (n) targets, or NULL */
     char **classes;  /* (nclasses) label texts, or NULL */
     int64_t nclasses;
+    char **x_names; /* (d) header names of the features, or NULL (no header) */
+    char *y_name;   /* the label column's header name, or NULL */
+    int64_t d;      /* features: the length of x_names */
 } csv_table;
 
 /* The parse in progress. */
 typedef struct csv_state {
+    const char *who; /* the public function, for messages */
     const char *path;
     sx_ds_csv_params p;
     int64_t line;    /* the physical line being fed, from 1 */
     char *buf;       /* the current record's fields, each nul-terminated */
     size_t len, cap; /* bytes used / allocated in buf */
     struct field {
-        size_t start;          /* where the field starts in buf */
-        int64_t line;          /* the line it ended on */
-    } * f;                     /* (nf) the record's fields */
-    int64_t nf, fcap;          /* fields in the record / allocated */
-    int64_t ncols, first_line; /* columns (-1 before the first record), its line */
-    int64_t label_col;         /* the label's column */
-    char **names;              /* (ncols) header names, or NULL */
-    int64_t rows, xcap, ycap;  /* data rows / rows allocated in t.x, in t.labels/targets */
-    csv_table t;               /* what is being built */
-    int64_t *hash, hcap;       /* (hcap) class index + 1, 0 empty; open addressing */
-    sx_status st;              /* the first error; later callbacks do nothing */
+        size_t start;            /* where the field starts in buf */
+        int64_t line;            /* the line it ended on */
+    } * f;                       /* (nf) the record's fields */
+    int64_t nf, fcap;            /* fields in the record / allocated */
+    int64_t ncols, first_line;   /* columns (-1 before the first record), its line */
+    int64_t label_col;           /* the label's column */
+    char **names;                /* (ncols) header names, or NULL */
+    int64_t rows, xcap, ycap;    /* data rows / rows allocated in t.x, in t.labels/targets */
+    csv_table t;                 /* what is being built */
+    int64_t *hash, hcap;         /* (hcap) class index + 1, 0 empty; open addressing */
+    const char *const *features; /* sx_ds_csv_read_x: the wanted header names, or NULL */
+    int64_t nx;                  /* sx_ds_csv_read_x: features a row; 0 for sx_ds_csv_load */
+    int64_t *sel;                /* sx_ds_csv_read_x: (nx) the column of each feature */
+    sx_status st;                /* the first error; later callbacks do nothing */
 } csv_state;
 
 sx_ds_csv_params sx_ds_csv_params_default(void)
 {
-    return (sx_ds_csv_params){.header = true, .delimiter = ',', .label_column = -1};
+    return (sx_ds_csv_params){
+        .header = true, .delimiter = ',', .label_column = -1, .label = SX_DS_LABEL_SORTED};
 }
 
 static void table_free(csv_table *t)
@@ -58,6 +67,10 @@ static void table_free(csv_table *t)
     for (int64_t k = 0; t->classes != NULL && k < t->nclasses; k++)
         sx_free(t->classes[k]);
     sx_free(t->classes);
+    for (int64_t k = 0; t->x_names != NULL && k < t->d; k++)
+        sx_free(t->x_names[k]);
+    sx_free(t->x_names);
+    sx_free(t->y_name);
 }
 
 static void table_drop(void *p)
@@ -68,7 +81,7 @@ static void table_drop(void *p)
 
 static sx_status nomem(const csv_state *c)
 {
-    return sx_error(SX_E_NOMEM, "sx_ds_csv_load: %s: out of memory", c->path);
+    return sx_error(SX_E_NOMEM, "%s: %s: out of memory", c->who, c->path);
 }
 
 /* Grow *p (of *cap elements of `size` bytes) to hold at least `need`. */
@@ -160,16 +173,61 @@ static bool rehash(csv_state *c)
     return true;
 }
 
-/* The class index of field j, adding a new class when first seen. */
+/* A label outside the caller's class list: the field, the text and the list (its first names
+ * when it is long: the message has to fit sx_last_error's line). */
+static sx_status unknown_class(const csv_state *c, int64_t j, const char *s)
+{
+    char w[512], list[200];
+    size_t at = 0;
+    for (int64_t k = 0; k < c->t.nclasses; k++) {
+        char name[40];
+        int n = snprintf(name, sizeof name, "%s%.24s", k > 0 ? ", " : "", c->t.classes[k]);
+        if (at + (size_t)n + 6 >= sizeof list) {
+            snprintf(list + at, sizeof list - at, ", ...");
+            break;
+        }
+        memcpy(list + at, name, (size_t)n + 1);
+        at += (size_t)n;
+    }
+    return sx_error(SX_E_FORMAT, "%s: class '%.60s' is not one of the %lld classes given (%s)",
+                    where(c, j, w, sizeof w), s, (long long)c->t.nclasses, list);
+}
+
+/* The caller's class list (p.classes, checked) as the table's classes, in its order. */
+static sx_status preset_classes(csv_state *c)
+{
+    int64_t n = c->p.n_classes;
+    if ((c->t.classes = sx_calloc((size_t)n, sizeof *c->t.classes)) == NULL)
+        return nomem(c);
+    for (int64_t k = 0; k < n; k++) {
+        if (2 * (k + 1) > c->hcap && !rehash(c))
+            return nomem(c);
+        int64_t i = slot(c, c->p.classes[k]);
+        if (c->hash[i] != 0)
+            return sx_error(SX_E_ARG, "%s: classes[%lld] '%.60s' repeats classes[%lld]", c->who,
+                            (long long)k, c->p.classes[k], (long long)c->hash[i] - 1);
+        if ((c->t.classes[k] = str_dup(c->p.classes[k])) == NULL)
+            return nomem(c);
+        c->t.nclasses = k + 1;
+        c->hash[i] = k + 1;
+    }
+    return SX_OK;
+}
+
+/* The class index of field j: its place in the caller's list, or (no list) a new class when
+ * first seen. */
 static sx_status class_of(csv_state *c, int64_t j, int32_t *out)
 {
     const char *s = c->buf + c->f[j].start;
     char w[512];
     if (*s == '\0')
         return sx_error(SX_E_FORMAT, "%s: missing value", where(c, j, w, sizeof w));
-    if (2 * (c->t.nclasses + 1) > c->hcap && !rehash(c))
+    bool fixed = c->p.classes != NULL;
+    if (!fixed && 2 * (c->t.nclasses + 1) > c->hcap && !rehash(c))
         return nomem(c);
     int64_t i = slot(c, s);
+    if (c->hash[i] == 0 && fixed)
+        return unknown_class(c, j, s);
     if (c->hash[i] == 0) {
         if (c->t.nclasses >= INT32_MAX)
             return sx_error(SX_E_RANGE, "%s: more than %d classes", c->path, INT32_MAX);
@@ -188,31 +246,9 @@ static sx_status class_of(csv_state *c, int64_t j, int32_t *out)
 
 /* ---------------------------------------------------------------- records */
 
-/* The first record: the number of columns, the label's column, the names. */
-static sx_status first_record(csv_state *c)
+/* The header's names (c->names), kept for messages and for the source. */
+static sx_status keep_names(csv_state *c)
 {
-    c->ncols = c->nf;
-    c->first_line = c->f[0].line;
-    if (c->ncols < 2)
-        return sx_error(SX_E_FORMAT, "%s: line %lld: only one column (want features and a label)",
-                        c->path, (long long)c->first_line);
-    if (c->p.label_name != NULL) {
-        c->label_col = -1;
-        for (int64_t j = 0; j < c->nf && c->label_col < 0; j++)
-            if (strcmp(c->buf + c->f[j].start, c->p.label_name) == 0)
-                c->label_col = j;
-        if (c->label_col < 0)
-            return sx_error(SX_E_FORMAT, "%s: no column named '%.60s' in the header (line %lld)",
-                            c->path, c->p.label_name, (long long)c->first_line);
-    } else {
-        int64_t lc = c->p.label_column;
-        c->label_col = lc < 0 ? c->ncols + lc : lc;
-        if (c->label_col < 0 || c->label_col >= c->ncols)
-            return sx_error(SX_E_FORMAT, "%s: label column %lld but rows have %lld fields", c->path,
-                            (long long)lc, (long long)c->ncols);
-    }
-    if (!c->p.header)
-        return SX_OK;
     if ((c->names = sx_calloc((size_t)c->ncols, sizeof *c->names)) == NULL)
         return nomem(c);
     for (int64_t j = 0; j < c->ncols; j++)
@@ -221,30 +257,123 @@ static sx_status first_record(csv_state *c)
     return SX_OK;
 }
 
+/* The column of the header name `name`, or -1. */
+static int64_t column_named(const csv_state *c, const char *name)
+{
+    for (int64_t j = 0; j < c->ncols; j++)
+        if (strcmp(c->names[j], name) == 0)
+            return j;
+    return -1;
+}
+
+/* The label's column of p (by name or index), or -1 when the row has no such column. */
+static int64_t label_column(const csv_state *c)
+{
+    if (c->p.label_name != NULL)
+        return column_named(c, c->p.label_name);
+    int64_t lc = c->p.label_column < 0 ? c->ncols + c->p.label_column : c->p.label_column;
+    return lc >= 0 && lc < c->ncols ? lc : -1;
+}
+
+/* sx_ds_csv_read_x: the column of each feature (c->sel), by header name or by position. */
+static sx_status select_columns(csv_state *c)
+{
+    int64_t d = c->nx, skip = -1;
+    if ((c->sel = sx_alloc((size_t)d * sizeof *c->sel)) == NULL)
+        return nomem(c);
+    if (c->p.header && c->features != NULL) {
+        for (int64_t k = 0; k < d; k++)
+            if ((c->sel[k] = column_named(c, c->features[k])) < 0)
+                return sx_error(SX_E_FORMAT,
+                                "%s: no column named '%.60s' (feature %lld) in the header "
+                                "(line %lld)",
+                                c->path, c->features[k], (long long)k, (long long)c->first_line);
+        return SX_OK;
+    }
+    if (c->ncols == d + 1 && (skip = label_column(c)) < 0)
+        return sx_error(SX_E_FORMAT,
+                        "%s: line %lld: %lld columns for %lld features, and no label column "
+                        "to leave out",
+                        c->path, (long long)c->first_line, (long long)c->ncols, (long long)d);
+    if (c->ncols != d && skip < 0)
+        return sx_error(SX_E_FORMAT,
+                        "%s: line %lld: %lld columns, want %lld (the features) or %lld (and the "
+                        "label)",
+                        c->path, (long long)c->first_line, (long long)c->ncols, (long long)d,
+                        (long long)d + 1);
+    for (int64_t j = 0, k = 0; j < c->ncols; j++)
+        if (j != skip)
+            c->sel[k++] = j;
+    return SX_OK;
+}
+
+/* The first record: the number of columns, the names, the label's column (or, reading
+ * features, the columns wanted). */
+static sx_status first_record(csv_state *c)
+{
+    c->ncols = c->nf;
+    c->first_line = c->f[0].line;
+    if (c->p.header)
+        SX_TRY(keep_names(c));
+    if (c->nx > 0)
+        return select_columns(c);
+    if (c->ncols < 2)
+        return sx_error(SX_E_FORMAT, "%s: line %lld: only one column (want features and a label)",
+                        c->path, (long long)c->first_line);
+    c->label_col = label_column(c);
+    if (c->label_col < 0 && c->p.label_name != NULL)
+        return sx_error(SX_E_FORMAT, "%s: no column named '%.60s' in the header (line %lld)",
+                        c->path, c->p.label_name, (long long)c->first_line);
+    if (c->label_col < 0)
+        return sx_error(SX_E_FORMAT, "%s: label column %lld but rows have %lld fields", c->path,
+                        (long long)c->p.label_column, (long long)c->ncols);
+    return SX_OK;
+}
+
 /* A data record into row `rows` of the table. */
 static sx_status data_record(csv_state *c)
 {
-    int64_t d = c->ncols - 1, r = c->rows;
+    bool xonly = c->nx > 0;
+    int64_t d = xonly ? c->nx : c->ncols - 1, r = c->rows;
     if (c->nf != c->ncols)
         return sx_error(SX_E_FORMAT, "%s: line %lld: %lld fields, want %lld (as line %lld)",
                         c->path, (long long)c->f[c->nf - 1].line, (long long)c->nf,
                         (long long)c->ncols, (long long)c->first_line);
     bool tgt = c->p.label == SX_DS_LABEL_TARGET;
     if (!grow((void **)&c->t.x, &c->xcap, r + 1, (size_t)d * sizeof(double)) ||
-        (tgt && !grow((void **)&c->t.targets, &c->ycap, r + 1, sizeof(double))) ||
-        (!tgt && !grow((void **)&c->t.labels, &c->ycap, r + 1, sizeof(int32_t))))
+        (!xonly && tgt && !grow((void **)&c->t.targets, &c->ycap, r + 1, sizeof(double))) ||
+        (!xonly && !tgt && !grow((void **)&c->t.labels, &c->ycap, r + 1, sizeof(int32_t))))
         return nomem(c);
+    if (xonly) {
+        for (int64_t k = 0; k < d; k++)
+            SX_TRY(number(c, c->sel[k], &c->t.x[r * d + k]));
+        c->rows++;
+        return SX_OK;
+    }
     for (int64_t j = 0, f = 0; j < c->ncols; j++) {
         if (j == c->label_col)
             continue;
         SX_TRY(number(c, j, &c->t.x[r * d + f++]));
     }
-    if (c->p.label == SX_DS_LABEL_TARGET)
+    if (tgt)
         SX_TRY(number(c, c->label_col, &c->t.targets[r]));
     else
         SX_TRY(class_of(c, c->label_col, &c->t.labels[r]));
     c->rows++;
     return SX_OK;
+}
+
+/* A field holding a NUL byte: C strings would cut it there ("2\0abc" read as 2), so it is
+ * refused. The field is column nf + 1 of the record being gathered. */
+static sx_status nul_field(const csv_state *c)
+{
+    int64_t j = c->nf;
+    if (c->names != NULL && j < c->ncols)
+        return sx_error(SX_E_FORMAT,
+                        "%s: line %lld, column %lld (\"%.60s\"): a NUL byte in the field", c->path,
+                        (long long)c->line, (long long)j + 1, c->names[j]);
+    return sx_error(SX_E_FORMAT, "%s: line %lld, column %lld: a NUL byte in the field", c->path,
+                    (long long)c->line, (long long)j + 1);
 }
 
 /* libcsv's end-of-field callback: keep the field and the line it ended on. */
@@ -254,6 +383,10 @@ static void on_field(void *s, size_t len, void *data)
     int64_t cap = (int64_t)c->cap;
     if (c->st != SX_OK)
         return;
+    if (len > 0 && memchr(s, '\0', len) != NULL) {
+        c->st = nul_field(c);
+        return;
+    }
     bool ok = grow((void **)&c->buf, &cap, (int64_t)(c->len + len + 1), 1) &&
               grow((void **)&c->f, &c->fcap, c->nf + 1, sizeof *c->f);
     c->cap = (size_t)cap;
@@ -337,7 +470,7 @@ static sx_status parse_file(csv_state *c, FILE *f)
         st = feed_chunk(c, &ps, chunk + bom, n - bom, &skip); /* a UTF-8 BOM is not data */
     }
     if (st == SX_OK && ferror(f))
-        st = sx_error(SX_E_IO, "sx_ds_csv_load: %s: read error", c->path);
+        st = sx_error(SX_E_IO, "%s: %s: read error", c->who, c->path);
     if (st == SX_OK && csv_fini(&ps, on_field, on_record, c) != 0)
         st = c->st != SX_OK ? c->st
                             : sx_error(SX_E_FORMAT,
@@ -431,6 +564,14 @@ static sx_status check_csv_params(const char *who, const sx_ds_csv_params *p)
         p->label != SX_DS_LABEL_TARGET)
         return sx_error(SX_E_ARG, "%s: label kind %d is not an sx_ds_label_kind", who,
                         (int)p->label);
+    if ((p->classes == NULL) != (p->n_classes == 0) || p->n_classes < 0 || p->n_classes > INT32_MAX)
+        return sx_error(SX_E_ARG, "%s: classes %s with n_classes %lld (want a list and 1..%d)", who,
+                        p->classes ? "set" : "NULL", (long long)p->n_classes, INT32_MAX);
+    if (p->classes != NULL && p->label == SX_DS_LABEL_TARGET)
+        return sx_error(SX_E_ARG, "%s: a class list for a regression target", who);
+    for (int64_t k = 0; k < p->n_classes; k++)
+        if (p->classes[k] == NULL)
+            return sx_error(SX_E_ARG, "%s: classes[%lld] is NULL", who, (long long)k);
     return SX_OK;
 }
 
@@ -444,15 +585,33 @@ static sx_status csv_read(csv_state *c)
     fclose(f);
     if (st == SX_OK && c->rows == 0)
         st = sx_error(SX_E_FORMAT, "%s: no data rows", c->path);
-    if (st == SX_OK && c->p.label == SX_DS_LABEL_SORTED)
+    if (st == SX_OK && c->nx == 0 && c->p.classes == NULL && c->p.label == SX_DS_LABEL_SORTED)
         st = sort_classes(c);
     return st;
+}
+
+/* The header's names into the table: the features' in file order, and the label's. */
+static sx_status move_names(csv_state *c)
+{
+    int64_t d = c->ncols - 1;
+    if (c->names == NULL)
+        return SX_OK;
+    if ((c->t.x_names = sx_calloc((size_t)d, sizeof *c->t.x_names)) == NULL)
+        return nomem(c);
+    c->t.d = d;
+    for (int64_t j = 0, k = 0; j < c->ncols; j++) {
+        char **to = j == c->label_col ? &c->t.y_name : &c->t.x_names[k++];
+        *to = c->names[j];
+        c->names[j] = NULL;
+    }
+    return SX_OK;
 }
 
 /* Hand the table to a new source. */
 static sx_status csv_source(csv_state *c, sx_ds_source **out)
 {
     const char *who = "sx_ds_csv_load";
+    SX_TRY(move_names(c));
     csv_table *t = sx_alloc(sizeof *t);
     if (t == NULL || (c->t.path = str_dup(c->path)) == NULL) {
         sx_free(t);
@@ -471,26 +630,68 @@ static sx_status csv_source(csv_state *c, sx_ds_source **out)
         return nomem(c);
     if (!tgt)
         (*out)->class_name = csv_class_name;
+    (*out)->x_names = (const char *const *)t->x_names;
+    (*out)->y_name = t->y_name;
     return SX_OK;
+}
+
+/* Release what the parse holds besides the table. */
+static void state_free(csv_state *c)
+{
+    table_free(&c->t);
+    for (int64_t j = 0; c->names != NULL && j < c->ncols; j++)
+        sx_free(c->names[j]);
+    sx_free(c->names);
+    sx_free(c->buf);
+    sx_free(c->f);
+    sx_free(c->hash);
+    sx_free(c->sel);
 }
 
 sx_status sx_ds_csv_load(const char *path, const sx_ds_csv_params *p, sx_ds_source **out)
 {
     const char *who = "sx_ds_csv_load";
+    if (out != NULL)
+        *out = NULL;
     if (out == NULL || path == NULL)
         return sx_error(SX_E_ARG, "%s: %s is NULL", who, out == NULL ? "out" : "path");
-    *out = NULL;
-    csv_state c = {.path = path, .p = p ? *p : sx_ds_csv_params_default(), .line = 1, .ncols = -1};
+    csv_state c = {
+        .who = who, .path = path, .p = p ? *p : sx_ds_csv_params_default(), .line = 1, .ncols = -1};
     SX_TRY(check_csv_params(who, &c.p));
-    sx_status st = csv_read(&c);
+    sx_status st = c.p.classes != NULL ? preset_classes(&c) : SX_OK;
+    if (st == SX_OK)
+        st = csv_read(&c);
     if (st == SX_OK)
         st = csv_source(&c, out);
-    table_free(&c.t);
-    for (int64_t j = 0; c.names != NULL && j < c.ncols; j++)
-        sx_free(c.names[j]);
-    sx_free(c.names);
-    sx_free(c.buf);
-    sx_free(c.f);
-    sx_free(c.hash);
+    state_free(&c);
+    return st;
+}
+
+sx_status sx_ds_csv_read_x(const char *path, const sx_ds_csv_params *p, const char *const *features,
+                           int64_t n_features, sx_tensor **out)
+{
+    const char *who = "sx_ds_csv_read_x";
+    if (out != NULL)
+        *out = NULL;
+    if (out == NULL || path == NULL)
+        return sx_error(SX_E_ARG, "%s: %s is NULL", who, out == NULL ? "out" : "path");
+    if (n_features < 1)
+        return sx_error(SX_E_ARG, "%s: n_features %lld (want >= 1)", who, (long long)n_features);
+    for (int64_t k = 0; features != NULL && k < n_features; k++)
+        if (features[k] == NULL)
+            return sx_error(SX_E_ARG, "%s: features[%lld] is NULL", who, (long long)k);
+    csv_state c = {.who = who,
+                   .path = path,
+                   .p = p ? *p : sx_ds_csv_params_default(),
+                   .line = 1,
+                   .ncols = -1,
+                   .features = features,
+                   .nx = n_features};
+    SX_TRY(check_csv_params(who, &c.p));
+    sx_status st = csv_read(&c);
+    if (st == SX_OK && sx_tensor_from_doubles(SX_F64, 2, (int64_t[]){c.rows, n_features}, c.t.x,
+                                              c.rows * n_features, out) != SX_OK)
+        st = nomem(&c);
+    state_free(&c);
     return st;
 }

@@ -80,7 +80,8 @@ void sx__order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t ep
 
 /* A source: its spec, count and a small vtable (source.c). get copies example i (in range,
  * checked by the caller) into the rows (either may be NULL); class_name may be NULL (no names);
- * drop releases impl (may be NULL). */
+ * x_names and y_name are NULL unless the constructor sets them; drop releases impl (may be
+ * NULL). */
 struct sx_ds_source {
     sx_ds_spec spec;
     int64_t n;
@@ -89,6 +90,9 @@ struct sx_ds_source {
                                by impl) */
     sx_status (*get)(const sx_ds_source *s, int64_t i, void *x, void *y);
     const char *(*class_name)(const sx_ds_source *s, int64_t k);
+    const char *const *x_names; /* (x_size) names of x's elements, or NULL; owned by impl, or a
+                                   view's parent's (a view copies its parent's pointers) */
+    const char *y_name;         /* the label's name, or NULL; owned as x_names */
     void (*drop)(void *impl);
     void *impl;
 };

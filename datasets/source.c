@@ -157,6 +157,18 @@ const char *sx_ds_source_class_name(const sx_ds_source *s, int64_t k)
     return s->class_name(s, k);
 }
 
+const char *sx_ds_source_x_name(const sx_ds_source *s, int64_t k)
+{
+    if (s == NULL || s->x_names == NULL || k < 0 || k >= s->x_size)
+        return NULL;
+    return s->x_names[k];
+}
+
+const char *sx_ds_source_y_name(const sx_ds_source *s)
+{
+    return s ? s->y_name : NULL;
+}
+
 sx_status sx_ds_source_get(const sx_ds_source *s, int64_t i, void *x_row, void *y_row)
 {
     if (s == NULL)

@@ -332,6 +332,14 @@ const sx_ds_spec *sx_ds_source_spec(const sx_ds_source *s);
 /* The name of class k (a CSV label's text, an image folder's class folder), valid while the
  * source lives; NULL when the source has no names, k is out of range, or s is NULL. */
 const char *sx_ds_source_class_name(const sx_ds_source *s, int64_t k);
+/* The name of feature k (element k of x): a CSV source's header name of that column, valid
+ * while the source lives. Views (subset, split, standardised) give their source's names. NULL
+ * when the source has no names (a CSV file without a header, any other kind of source), k is
+ * out of range, or s is NULL. */
+const char *sx_ds_source_x_name(const sx_ds_source *s, int64_t k);
+/* The label's name: a CSV source's header name of the label column (classes or target), valid
+ * while the source lives; views give their source's. NULL as for sx_ds_source_x_name. */
+const char *sx_ds_source_y_name(const sx_ds_source *s);
 
 /* Copy example i into x_row (x_size elements of x_type) and y_row (y_size elements of y_type);
  * either may be NULL (not wanted). Never allocates.
@@ -532,45 +540,96 @@ sx_status sx_ds_source_npy(const char *x_path, const char *y_path, int64_t class
 
 /* How a CSV label column becomes y. */
 typedef enum {
-    SX_DS_LABEL_FIRST_SEEN = 0, /* classes: texts numbered in the order they first appear */
-    SX_DS_LABEL_SORTED = 1,     /* classes: numbered in sorted order (numeric when every label
-                                   is a number, else byte order: "10" after "9" only then) */
+    SX_DS_LABEL_FIRST_SEEN = 0, /* classes: texts numbered in the order they first appear (a
+                                   shuffled copy or another file of the same classes may get
+                                   another numbering) */
+    SX_DS_LABEL_SORTED = 1,     /* classes (the default): numbered in sorted order (numeric when
+                                   every label is a number, else byte order: "10" after "9" only
+                                   then), the same for any file of the same classes */
     SX_DS_LABEL_TARGET = 2      /* a number: a regression target (y f64, classes 0) */
 } sx_ds_label_kind;
 
 typedef struct sx_ds_csv_params {
-    bool header;            /* the first line read holds the column names */
-    int64_t skip_lines;     /* >= 0 lines (LF-terminated) skipped before anything is read */
-    char delimiter;         /* field separator, not '"', CR or LF */
-    int64_t label_column;   /* index of the label column; negative counts from the end */
-    const char *label_name; /* not NULL: the label column is the one with this header name */
-    sx_ds_label_kind label; /* classes or a target */
+    bool header;                /* the first line read holds the column names */
+    int64_t skip_lines;         /* >= 0 lines (LF-terminated) skipped before anything is read */
+    char delimiter;             /* field separator, not '"', CR or LF */
+    int64_t label_column;       /* index of the label column; negative counts from the end */
+    const char *label_name;     /* not NULL: the label column is the one with this header name */
+    sx_ds_label_kind label;     /* classes or a target */
+    const char *const *classes; /* NULL, or (n_classes) distinct class texts (borrowed during
+                                   the call): label text classes[k] is class k, whatever the
+                                   file's order; a label not in the list is an error; listed
+                                   classes absent from the file are fine. Overrides label's
+                                   numbering (FIRST_SEEN / SORTED); not for a TARGET */
+    int64_t n_classes;          /* the list's length; 0 with classes NULL */
 } sx_ds_csv_params;
 
 /* header true, skip_lines 0, delimiter ',', label_column -1 (the last), label_name NULL,
- * SX_DS_LABEL_FIRST_SEEN. */
+ * SX_DS_LABEL_SORTED, classes NULL and n_classes 0. */
 sx_ds_csv_params sx_ds_csv_params_default(void);
 
 /* Read a CSV file (RFC 4180 through libcsv, strict: quoted fields with "" for a quote and
  * embedded delimiters, CR, LF; LF, CRLF or CR line ends; blank lines skipped; spaces around
  * unquoted fields trimmed; a UTF-8 byte order mark at the start ignored) into a source that owns
- * the table: x f64 of (columns - 1) features, every column but the label, in file order; y an i32
- * class index (classes = the distinct labels, names kept: sx_ds_source_class_name) or an f64
- * target. Line numbers in messages count LF from 1, skipped lines included; columns count from 1
- * and are named when there is a header. On success *out owns the table (sx_ds_source_free); on
- * failure *out is NULL, nothing leaked. Errors: SX_E_ARG     path or out NULL; p invalid
- * (skip_lines < 0, a bad delimiter, label_name without a header, an unknown label kind) SX_E_IO
- * "PATH: cannot open: <reason>", or a read error SX_E_FORMAT  "PATH: <problem>": no data rows (an
- * empty file, or only a header); "line L: K fields, want M (as line L0)" (ragged rows); "line L,
- * column C ("name"): missing value" (an empty field); "... not a number: 'text'" (a feature or a
- *                target that is not a finite number); "line L: malformed quoting" (a quote
- *                inside an unquoted field, text after a closing quote, an unterminated quote);
- *                the label column outside the row ("label column 7 but rows have 5 fields");
- *                no column named label_name in the header; only one column (no features)
+ * the table: x f64 of (columns - 1) features, every column but the label, in file order; y an
+ * i32 class index (classes = the distinct labels numbered as p->label says, or the n_classes of
+ * p->classes; names kept: sx_ds_source_class_name) or an f64 target. With a header, the columns'
+ * names are kept: sx_ds_source_x_name, sx_ds_source_y_name.
+ *
+ * A test set or new data is read with the numbering of the training file (or of the model) by
+ * giving its class list:
+ *     int64_t k = sx_ds_source_spec(train)->classes;
+ *     const char **names = malloc(k * sizeof *names);
+ *     for (int64_t i = 0; i < k; i++)
+ *         names[i] = sx_ds_source_class_name(train, i);
+ *     p.classes = names, p.n_classes = k;  (then sx_ds_csv_load(test_path, &p, &test); free)
+ *
+ * Line numbers in messages count LF from 1, skipped lines included; columns count from 1 and
+ * are named when there is a header. On success *out owns the table (sx_ds_source_free); on
+ * failure *out is NULL, nothing leaked. Errors:
+ *   SX_E_ARG     path or out NULL; p invalid (skip_lines < 0, a bad delimiter, label_name
+ *                without a header, an unknown label kind, classes NULL with n_classes != 0 or
+ *                set with n_classes < 1, a NULL or repeated class text, classes for a TARGET)
+ *   SX_E_IO      "PATH: cannot open: <reason>", or a read error
+ *   SX_E_FORMAT  "PATH: <problem>": no data rows (an empty file, or only a header);
+ *                "line L: K fields, want M (as line L0)" (ragged rows); "line L, column C
+ *                ("name"): missing value" (an empty field); "... not a number: 'text'" (a
+ *                feature or a target that is not a finite number); "... a NUL byte in the
+ *                field" (any field, header included: it would cut the text short); "... class
+ *                'zebra' is not one of the 3 classes given (setosa, versicolor, virginica)" (a
+ *                label outside p->classes); "line L: malformed quoting" (a quote inside an
+ *                unquoted field, text after a closing quote, an unterminated quote); the label
+ *                column outside the row ("label column 7 but rows have 5 fields"); no column
+ *                named label_name in the header; only one column (no features)
  *   SX_E_RANGE   more than 2^31 - 1 classes
  *   SX_E_NOMEM   an allocation failed (the parser's buffer included) */
 sx_status sx_ds_csv_load(const char *path, const sx_ds_csv_params *p,
                          sx_ds_source **out) SX_NODISCARD;
+
+/* Read the features of a CSV file's rows, for prediction: a new (n, n_features) f64 tensor, one
+ * row per data row in file order. The file is read as sx_ds_csv_load reads it (p NULL: the
+ * defaults; p->label, classes and n_classes are not used). The columns:
+ *   - p->header true and features not NULL: features[k] (n_features header names) is the
+ *     column with that name (the first, if repeated): any order, any other column (an id, the
+ *     label) ignored and not read;
+ *   - otherwise (no header, or features NULL): every column, in file order, when the file has
+ *     n_features columns; with n_features + 1 columns, every one but the label column of p
+ *     (label_name, or label_column: negative counts from the end), so a file with or without
+ *     its label column reads the same.
+ * On success *out is the caller's (sx_tensor_free); on failure *out is NULL, nothing leaked.
+ * Errors:
+ *   SX_E_ARG     path or out NULL; n_features < 1; a NULL features[k]; p invalid (as for
+ *                sx_ds_csv_load)
+ *   SX_E_IO      "PATH: cannot open: <reason>", or a read error
+ *   SX_E_FORMAT  "PATH: <problem>": no column named 'name' (feature k) in the header; "line L:
+ *                K columns, want N (the features) or N + 1 (and the label)"; "line L: N + 1
+ *                columns for N features, and no label column to leave out" (label_name not in
+ *                the header, label_column outside the row); no data rows; ragged rows,
+ *                malformed quoting or a NUL byte anywhere, a missing value or not a number in
+ *                a column read: named by line and column as sx_ds_csv_load names them
+ *   SX_E_NOMEM   an allocation failed */
+sx_status sx_ds_csv_read_x(const char *path, const sx_ds_csv_params *p, const char *const *features,
+                           int64_t n_features, sx_tensor **out) SX_NODISCARD;
 
 /* ---------------------------------------------------------------- image files */
 

@@ -48,6 +48,8 @@ static sx_status subset_new(const char *who, const sx_ds_source *parent, const i
     SX_TRY(
         sx__source_new(who, &parent->spec, count, parent->name, subset_get, v, subset_drop, out));
     (*out)->class_name = subset_class_name;
+    (*out)->x_names = parent->x_names;
+    (*out)->y_name = parent->y_name;
     return SX_OK;
 }
 
@@ -254,6 +256,8 @@ sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
     spec.x_scale = 1.0;
     SX_TRY(sx__source_new(who, &spec, s->n, s->name, std_get, v, std_drop, out));
     (*out)->class_name = std_class_name;
+    (*out)->x_names = s->x_names; /* the same features, standardised */
+    (*out)->y_name = s->y_name;
     return SX_OK;
 }
 

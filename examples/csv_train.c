@@ -1,12 +1,14 @@
 /* csv_train: train a small MLP on a CSV file: the label column chosen by index or by name, the
  * features standardised with the training split's statistics, a validation split, early
  * stopping with the best weights restored, per-epoch metrics printed, the history written as
- * CSV or JSON lines and drawn as an SVG plot.
+ * CSV or JSON lines and drawn as an SVG plot; then a separate test file judged and the model
+ * saved.
  *
  *   csv_train --csv FILE [--label-column N | --label NAME] [--skip-lines K]
  *             [--header | --no-header] [--task classify|regress] [--val-fraction F]
  *             [--epochs E] [--hidden UNITS,...] [--batch B] [--lr X] [--patience P] [--seed S]
- *             [--history FILE.csv|FILE.jsonl] [--plot FILE.svg] [--quiet]
+ *             [--history FILE.csv|FILE.jsonl] [--plot FILE.svg] [--test FILE] [--save PATH]
+ *             [--quiet]
  *   csv_train --make-demo classes|regression PATH   (writes a small table to try it on)
  *
  * --label-column N: the label's column from 0; negative counts from the end (-1, the default,
@@ -18,7 +20,15 @@
  * validation MSE watched. One line per epoch, then the last line:
  *   result: val_accuracy=A epochs=E best_epoch=B stopped_early=0|1
  *   result: val_mse=M val_r2=R epochs=E best_epoch=B stopped_early=0|1
- * (R^2 = 1 - SSE / SST of the best weights' predictions on the validation split). */
+ * (R^2 = 1 - SSE / SST of the best weights' predictions on the validation split).
+ * --test FILE: a table of the same columns, read with the training file's list of classes (so
+ * that a class gets the number it had in training, whatever classes the test file holds and in
+ * whatever order; a class the training file lacks is an error naming its line), standardised
+ * with the training split's statistics; after the result line:
+ *   test: loss=L accuracy=A examples=N      (mse=M for regress)
+ * --save PATH: the trained network (best weights) written with sx_nn_save, then
+ *   saved model to PATH
+ * The saved model takes standardised features: (x - mean) / std of the training split. */
 #include <sx_nn.h>
 
 #include <errno.h>
@@ -30,7 +40,7 @@
 #define MAX_HIDDEN 8
 
 typedef struct options {
-    const char *path, *label, *history, *plot;
+    const char *path, *label, *history, *plot, *test, *save;
     bool regression, quiet;
     int header; /* -1 guess, 0 no, 1 yes */
     long label_column, skip_lines, epochs, batch, patience, seed;
@@ -46,7 +56,7 @@ static int usage(void)
             "                 [--header | --no-header] [--task classify|regress]\n"
             "                 [--val-fraction F] [--epochs E] [--hidden UNITS,...] [--batch B]\n"
             "                 [--lr X] [--patience P] [--seed S] [--history FILE.csv|.jsonl]\n"
-            "                 [--plot FILE.svg] [--quiet]\n"
+            "                 [--plot FILE.svg] [--test FILE] [--save PATH] [--quiet]\n"
             "       csv_train --make-demo classes|regression PATH\n");
     return 2;
 }
@@ -138,6 +148,10 @@ static bool parse_args(int argc, char **argv, options *o)
             o->history = v;
         else if (strcmp(a, "--plot") == 0)
             o->plot = v;
+        else if (strcmp(a, "--test") == 0)
+            o->test = v;
+        else if (strcmp(a, "--save") == 0)
+            o->save = v;
         else if (strcmp(a, "--task") == 0 && strcmp(v, "classify") == 0)
             o->regression = false;
         else if (strcmp(a, "--task") == 0 && strcmp(v, "regress") == 0)
@@ -277,7 +291,27 @@ static sx_status report(const options *o, sx_nn_net *net, const sx_nn_fit_params
     return SX_OK;
 }
 
-static sx_status train(const options *o, const sx_ds_source *all)
+/* The test file's loss and metric (the one the fit watched), its features standardised with
+ * the training split's statistics st. */
+static sx_status judge_test(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *test,
+                            const sx_ds_stats *st, sx_nn_metric metric)
+{
+    sx_ds_source *ts = NULL;
+    sx_nn_fit_params q = *p;
+    q.metric = metric;
+    double loss = NAN, value = NAN;
+    sx_status s = sx_ds_source_standardize(test, st, &ts);
+    if (s == SX_OK)
+        s = sx_nn_evaluate_source(net, ts, &q, &loss, &value);
+    if (s == SX_OK)
+        printf("test: loss=%.6f %s=%.6f examples=%lld\n", loss, sx_nn_metric_name(metric), value,
+               (long long)sx_ds_source_count(test));
+    sx_ds_source_free(ts);
+    return s;
+}
+
+/* Train on all (split into training and validation), report, judge test (may be NULL), save. */
+static sx_status train(const options *o, const sx_ds_source *all, const sx_ds_source *test)
 {
     sx_ds_source *tr = NULL, *va = NULL, *trs = NULL, *vas = NULL;
     sx_ds_stats *st = NULL;
@@ -310,6 +344,10 @@ static sx_status train(const options *o, const sx_ds_source *all)
     }
     if (s == SX_OK)
         s = report(o, net, &p, vas, &h);
+    if (s == SX_OK && test != NULL)
+        s = judge_test(net, &p, test, st, h.metric);
+    if (s == SX_OK && o->save != NULL && (s = sx_nn_save(net, o->save)) == SX_OK)
+        printf("saved model to %s\n", o->save);
     sx_nn_history_free(&h);
     sx_nn_net_free(net);
     sx_ds_source_free(vas);
@@ -317,6 +355,35 @@ static sx_status train(const options *o, const sx_ds_source *all)
     sx_ds_stats_free(st);
     sx_ds_source_free(va);
     sx_ds_source_free(tr);
+    return s;
+}
+
+/* The --test file, read as the training file was, with the training file's class list: a
+ * class gets the number it has in `all`. */
+static sx_status load_test(const options *o, const sx_ds_csv_params *cp, const sx_ds_source *all,
+                           sx_ds_source **test)
+{
+    sx_ds_csv_params tp = *cp;
+    int64_t k = sx_ds_source_spec(all)->classes; /* 0 for a regression target */
+    const char **names = k > 0 ? malloc((size_t)k * sizeof *names) : NULL;
+    if (k > 0 && names == NULL)
+        return sx_error(SX_E_NOMEM, "csv_train: out of memory");
+    for (int64_t i = 0; i < k; i++)
+        names[i] = sx_ds_source_class_name(all, i);
+    tp.classes = names;
+    tp.n_classes = k;
+    sx_status s = sx_ds_csv_load(o->test, &tp, test);
+    free(names);
+    if (s != SX_OK)
+        return s;
+    int64_t dt = sx_ds_spec_x_size(sx_ds_source_spec(*test));
+    int64_t d = sx_ds_spec_x_size(sx_ds_source_spec(all));
+    if (dt != d) {
+        s = sx_error(SX_E_SHAPE, "%s: %lld features, but %lld in the training file %s", o->test,
+                     (long long)dt, (long long)d, o->path);
+        sx_ds_source_free(*test);
+        *test = NULL;
+    }
     return s;
 }
 
@@ -333,10 +400,13 @@ int main(int argc, char **argv)
     cp.label_name = o.label;
     cp.label_column = o.label_column;
     cp.label = o.regression ? SX_DS_LABEL_TARGET : SX_DS_LABEL_SORTED;
-    sx_ds_source *all = NULL;
+    sx_ds_source *all = NULL, *test = NULL;
     sx_status s = sx_ds_csv_load(o.path, &cp, &all);
+    if (s == SX_OK && o.test != NULL) /* read before training: a bad test file fails at once */
+        s = load_test(&o, &cp, all, &test);
     if (s == SX_OK)
-        s = train(&o, all);
+        s = train(&o, all, test);
+    sx_ds_source_free(test);
     sx_ds_source_free(all);
     if (s != SX_OK) {
         fprintf(stderr, "csv_train: %s\n", sx_last_error());
