@@ -291,41 +291,31 @@ static sx_status report(const options *o, sx_nn_net *net, const sx_nn_fit_params
     return SX_OK;
 }
 
-/* The test file's loss and metric (the one the fit watched), its features standardised with
- * the training split's statistics st. */
+/* The test file's loss and metric (the one the fit watched): raw features, standardised by
+ * the network itself with the training split's statistics. */
 static sx_status judge_test(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *test,
-                            const sx_ds_stats *st, sx_nn_metric metric)
+                            sx_nn_metric metric)
 {
-    sx_ds_source *ts = NULL;
     sx_nn_fit_params q = *p;
     q.metric = metric;
     double loss = NAN, value = NAN;
-    sx_status s = sx_ds_source_standardize(test, st, &ts);
-    if (s == SX_OK)
-        s = sx_nn_evaluate_source(net, ts, &q, &loss, &value);
-    if (s == SX_OK)
-        printf("test: loss=%.6f %s=%.6f examples=%lld\n", loss, sx_nn_metric_name(metric), value,
-               (long long)sx_ds_source_count(test));
-    sx_ds_source_free(ts);
-    return s;
+    SX_TRY(sx_nn_evaluate_source(net, test, &q, &loss, &value));
+    printf("test: loss=%.6f %s=%.6f examples=%lld\n", loss, sx_nn_metric_name(metric), value,
+           (long long)sx_ds_source_count(test));
+    return SX_OK;
 }
 
-/* Train on all (split into training and validation), report, judge test (may be NULL), save. */
+/* Train on all (split into training and validation), report, judge test (may be NULL), save.
+ * The network standardises its features (and a regression its targets) with the training
+ * split's statistics (p.standardize): they are part of it, so the saved model takes raw rows. */
 static sx_status train(const options *o, const sx_ds_source *all, const sx_ds_source *test)
 {
-    sx_ds_source *tr = NULL, *va = NULL, *trs = NULL, *vas = NULL;
-    sx_ds_stats *st = NULL;
+    sx_ds_source *tr = NULL, *va = NULL;
     sx_nn_net *net = NULL;
     sx_nn_history h = {0};
     const sx_ds_spec *sp = sx_ds_source_spec(all);
     int64_t outputs = sp->classes > 0 ? sp->classes : sx_ds_spec_y_size(sp);
     sx_status s = sx_ds_split(all, o->val, (uint64_t)o->seed, &tr, &va);
-    if (s == SX_OK) /* the statistics of the training split only, applied to both */
-        s = sx_ds_stats_compute(tr, 0, &st);
-    if (s == SX_OK)
-        s = sx_ds_source_standardize(tr, st, &trs);
-    if (s == SX_OK)
-        s = sx_ds_source_standardize(va, st, &vas);
     if (s == SX_OK)
         s = build_net(o, sx_ds_spec_x_size(sp), outputs, &net);
     sx_nn_fit_params p = sx_nn_fit_params_default();
@@ -337,22 +327,20 @@ static sx_status train(const options *o, const sx_ds_source *all, const sx_ds_so
     p.train.verbose = o->quiet ? 0 : 1;
     p.train.progress_every = 0;
     p.patience = (int)o->patience;
+    p.standardize = true;
     if (s == SX_OK) {
         if (!o->quiet)
             sx_nn_net_print(net, stderr);
-        s = sx_nn_fit(net, &p, trs, vas, &h);
+        s = sx_nn_fit(net, &p, tr, va, &h);
     }
     if (s == SX_OK)
-        s = report(o, net, &p, vas, &h);
+        s = report(o, net, &p, va, &h);
     if (s == SX_OK && test != NULL)
-        s = judge_test(net, &p, test, st, h.metric);
+        s = judge_test(net, &p, test, h.metric);
     if (s == SX_OK && o->save != NULL && (s = sx_nn_save(net, o->save)) == SX_OK)
         printf("saved model to %s\n", o->save);
     sx_nn_history_free(&h);
     sx_nn_net_free(net);
-    sx_ds_source_free(vas);
-    sx_ds_source_free(trs);
-    sx_ds_stats_free(st);
     sx_ds_source_free(va);
     sx_ds_source_free(tr);
     return s;

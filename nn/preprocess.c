@@ -721,6 +721,23 @@ static sx_status class_names_of(const char *who, sx_nn_net *net, const sx_ds_sou
     return SX_OK;
 }
 
+/* The source's feature names (a CSV header's columns), when it has one for every feature. */
+static sx_status feature_names_of(const char *who, sx_nn_net *net, const sx_ds_source *s)
+{
+    int64_t n = sx_ds_spec_x_size(sx_ds_source_spec(s));
+    if (sx_ds_source_x_name(s, 0) == NULL)
+        return SX_OK;
+    const char **names = sx_alloc((size_t)n * sizeof *names);
+    if (names == NULL)
+        return sx_error(SX_E_NOMEM, "%s: out of memory", who);
+    bool all = true;
+    for (int64_t k = 0; k < n && all; k++)
+        all = (names[k] = sx_ds_source_x_name(s, k)) != NULL;
+    sx_status st = all ? sx_nn_net_set_feature_names(net, n, names) : SX_OK;
+    sx_free(names);
+    return st;
+}
+
 /* augment's normalisation: adopted (adopt, none yet) or equal to the network's; then cleared. */
 static sx_status augment_norm(const char *who, sx_nn_net *net, sx_ds_augment *a, bool adopt)
 {
@@ -781,6 +798,8 @@ sx_status nn_prep_sources(const char *who, sx_nn_net *net, sx_nn_fit_params *p,
         SX_TRY(s);
     }
     SX_TRY(class_names_of(who, net, *train, adopt));
+    if (adopt && pp->n_features == 0)
+        SX_TRY(feature_names_of(who, net, *train));
     if (val != NULL && *val != NULL)
         SX_TRY(class_names_of(who, net, *val, false));
     return SX_OK;
