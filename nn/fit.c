@@ -14,13 +14,30 @@
 #define HIST_COLS (7 + 2 * SX_NN_MAX_HEADS) /* a history row as doubles in PATH.fit */
 #define HIST_COLS_V1 (7 + SX_NN_MAX_HEADS)  /* before per-head metrics (still read) */
 
+/* A column of the history, as early stopping watches it: head indexes the heads' columns. */
+typedef enum {
+    COL_NONE,
+    COL_TRAIN_LOSS,
+    COL_VAL_LOSS,
+    COL_VAL_METRIC,
+    COL_TRAIN_METRIC,
+    COL_HEAD_LOSS,
+    COL_HEAD_METRIC
+} col_kind;
+
+typedef struct column {
+    col_kind kind;
+    int head;
+} column;
+
 struct nn_fit {
     sx_nn_net *net;
     sx_nn_fit_params p;
     const sx_ds_source *train, *val;
-    sx_nn_history h;
+    sx_nn_history h; /* h.best: the best monitored value so far */
     int64_t cap;
-    double best;
+    int64_t start; /* the network's epoch count the run started from */
+    column col;    /* the monitored column */
     int wait;
     sx_tensor **best_w; /* every parameter's value at the best epoch (NULL when not kept) */
     int n_w;
@@ -35,6 +52,7 @@ sx_nn_fit_params sx_nn_fit_params_default(void)
     p.restore_best = true;
     p.top_k = 5;
     p.train_metric = true;
+    p.start_epoch = -1;
     return p;
 }
 
@@ -118,13 +136,18 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "%s: the network needs an input layer", who);
     if ((unsigned)p->metric > SX_METRIC_BINARY_ACCURACY || p->patience < 0 ||
-        !(p->min_delta >= 0) || !isfinite(p->min_delta) || p->top_k < 1 || !isfinite(p->threshold))
+        !(p->min_delta >= 0) || !isfinite(p->min_delta) || p->top_k < 1 ||
+        !isfinite(p->threshold) || (unsigned)p->mode > SX_MONITOR_MAX || p->start_epoch < -1)
         return sx_error(SX_E_ARG,
-                        "%s: metric %d, patience %d, min_delta %g, top_k %d, threshold %g", who,
-                        (int)p->metric, p->patience, p->min_delta, p->top_k, p->threshold);
-    if (p->patience > 0 && val == NULL)
-        return sx_error(SX_E_ARG, "%s: early stopping (patience %d) needs a validation source", who,
-                        p->patience);
+                        "%s: metric %d, patience %d, min_delta %g, top_k %d, threshold %g, mode "
+                        "%d, start_epoch %lld",
+                        who, (int)p->metric, p->patience, p->min_delta, p->top_k, p->threshold,
+                        (int)p->mode, (long long)p->start_epoch);
+    if (p->patience > 0 && val == NULL && p->monitor == NULL)
+        return sx_error(SX_E_ARG,
+                        "%s: early stopping (patience %d) needs a validation source, or a "
+                        "monitor of a training column (\"train_loss\")",
+                        who, p->patience);
     if ((p->train.n_heads > 0 || net->n_outputs >= 2) && higher_is_better(p->metric))
         return sx_error(SX_E_ARG,
                         "%s: with heads or several outputs, judge by the loss, mse or mae, not %s "
@@ -391,9 +414,131 @@ sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_n
     return SX_OK;
 }
 
+/* ---------------------------------------------------------------- the monitored column */
+
+/* Column c's name in the history's CSV header (history.c writes the same names). */
+static void col_name(const sx_nn_history *h, column c, char *buf, size_t size)
+{
+    const char *m = sx_nn_metric_name(h->metric);
+    switch (c.kind) {
+    case COL_NONE:
+        snprintf(buf, size, "%s", "");
+        break;
+    case COL_TRAIN_LOSS:
+        snprintf(buf, size, "%s", "train_loss");
+        break;
+    case COL_VAL_LOSS:
+        snprintf(buf, size, "%s", "val_loss");
+        break;
+    case COL_VAL_METRIC:
+        snprintf(buf, size, "val_%s", m);
+        break;
+    case COL_TRAIN_METRIC:
+        snprintf(buf, size, "train_%s", m);
+        break;
+    case COL_HEAD_LOSS:
+        snprintf(buf, size, "val_loss_%s", h->head_names[c.head]);
+        break;
+    case COL_HEAD_METRIC:
+        snprintf(buf, size, "val_%s_%s", sx_nn_metric_name(h->head_metric[c.head]),
+                 h->head_names[c.head]);
+        break;
+    }
+}
+
+static double col_value(const sx_nn_epoch *r, column c)
+{
+    switch (c.kind) {
+    case COL_NONE:
+        break;
+    case COL_TRAIN_LOSS:
+        return r->train_loss;
+    case COL_VAL_LOSS:
+        return r->val_loss;
+    case COL_VAL_METRIC:
+        return r->val_metric;
+    case COL_TRAIN_METRIC:
+        return r->train_metric;
+    case COL_HEAD_LOSS:
+        return r->val_head_loss[c.head];
+    case COL_HEAD_METRIC:
+        return r->val_head_metric[c.head];
+    }
+    return (double)NAN;
+}
+
+/* The i-th column early stopping may watch (false past the last): every history column but
+ * the epoch, the seconds and the learning rate, in the header's order. */
+static bool col_at(const sx_nn_history *h, int i, column *c)
+{
+    static const col_kind fixed[] = {COL_TRAIN_LOSS, COL_VAL_LOSS, COL_VAL_METRIC,
+                                     COL_TRAIN_METRIC};
+    int nf = (int)(sizeof fixed / sizeof fixed[0]);
+    if (i < nf)
+        *c = (column){fixed[i], 0};
+    else if (i < nf + 2 * h->n_heads)
+        *c = (column){i < nf + h->n_heads ? COL_HEAD_LOSS : COL_HEAD_METRIC, (i - nf) % h->n_heads};
+    return i < nf + 2 * h->n_heads;
+}
+
+/* The column named `name` (the first of that name), or SX_E_ARG listing the names. */
+static sx_status col_find(const sx_nn_history *h, const char *name, column *c)
+{
+    char list[1024] = "", one[64];
+    size_t used = 0;
+    for (int i = 0; col_at(h, i, c); i++) {
+        col_name(h, *c, one, sizeof one);
+        if (strcmp(one, name) == 0)
+            return SX_OK;
+        int w = snprintf(list + used, sizeof list - used, "%s%s", i > 0 ? ", " : "", one);
+        used = w > 0 && (size_t)w < sizeof list - used ? used + (size_t)w : used;
+    }
+    return sx_error(SX_E_ARG, "sx_nn_fit: monitor '%s' names no column of this fit's history (%s)",
+                    name, list);
+}
+
+/* p.monitor and p.mode into f->col and the history's monitor, mode and best (NAN). */
+static sx_status monitor_resolve(nn_fit *f)
+{
+    const sx_nn_fit_params *p = &f->p;
+    bool user_loss = p->train.loss_fn != NULL;
+    column c = {COL_NONE, 0};
+    if (p->monitor != NULL)
+        SX_TRY(col_find(&f->h, p->monitor, &c));
+    else if (f->val != NULL)
+        c.kind = user_loss ? COL_VAL_METRIC : COL_VAL_LOSS;
+    col_name(&f->h, c, f->h.monitor, sizeof f->h.monitor);
+    bool on_val = c.kind == COL_VAL_LOSS || c.kind == COL_VAL_METRIC || c.kind == COL_HEAD_LOSS ||
+                  c.kind == COL_HEAD_METRIC;
+    if (on_val && f->val == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_fit: monitor %s needs a validation source", f->h.monitor);
+    if (c.kind == COL_TRAIN_METRIC && !p->train_metric)
+        return sx_error(SX_E_ARG, "sx_nn_fit: monitor %s needs train_metric", f->h.monitor);
+    if (c.kind == COL_VAL_LOSS && user_loss)
+        return sx_error(SX_E_ARG,
+                        "sx_nn_fit: monitor val_loss: the validation loss of a loss_fn is not "
+                        "computed (monitor val_%s)",
+                        sx_nn_metric_name(f->h.metric));
+    bool up = (c.kind == COL_VAL_METRIC || c.kind == COL_TRAIN_METRIC)
+                  ? higher_is_better(f->h.metric)
+                  : c.kind == COL_HEAD_METRIC && higher_is_better(f->h.head_metric[c.head]);
+    f->h.mode = c.kind == COL_NONE           ? SX_MONITOR_AUTO
+                : p->mode != SX_MONITOR_AUTO ? p->mode
+                : up                         ? SX_MONITOR_MAX
+                                             : SX_MONITOR_MIN;
+    f->col = c;
+    f->h.best = (double)NAN;
+    return SX_OK;
+}
+
 sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
                      const sx_ds_source *val, nn_fit **out)
 {
+    *out = NULL;
+    int64_t start = p->start_epoch >= 0 ? p->start_epoch : net->epoch;
+    if (start > INT32_MAX - (int64_t)p->train.epochs)
+        return sx_error(SX_E_ARG, "sx_nn_fit: start epoch %lld + %d epochs is past %d",
+                        (long long)start, p->train.epochs, INT32_MAX);
     nn_fit *f = sx_calloc(1, sizeof *f);
     if (f == NULL)
         return SX_E_NOMEM;
@@ -401,6 +546,7 @@ sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_sour
     f->p = *p;
     f->train = train;
     f->val = val;
+    f->start = start;
     f->h.metric = val != NULL                   ? resolve_metric(net, p, val)
                   : p->metric == SX_METRIC_AUTO ? SX_METRIC_LOSS
                                                 : p->metric;
@@ -412,9 +558,18 @@ sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_sour
             f->h.head_metric[h] = nn_part_metric(&parts[h]);
         }
     }
-    f->best = NAN;
+    sx_status s = monitor_resolve(f);
+    if (s != SX_OK) {
+        nn_fit_free(f);
+        return s;
+    }
     *out = f;
     return SX_OK;
+}
+
+int nn_fit_last_epoch(const nn_fit *f)
+{
+    return (int)(f->start + f->p.train.epochs);
 }
 
 void nn_fit_free(nn_fit *f)
@@ -475,11 +630,11 @@ static sx_status copy_weights(nn_fit *f, bool to_net)
     return SX_OK;
 }
 
-static bool improved(sx_nn_metric m, double v, double best, double min_delta)
+static bool improved(sx_nn_monitor_mode mode, double v, double best, double min_delta)
 {
     if (isnan(best))
         return !isnan(v);
-    return higher_is_better(m) ? v > best + min_delta : v < best - min_delta;
+    return mode == SX_MONITOR_MAX ? v > best + min_delta : v < best - min_delta;
 }
 
 static sx_status add_row(nn_fit *f, const sx_nn_epoch *row)
@@ -503,6 +658,12 @@ static sx_status state_path(const char *ck, char *buf, size_t size)
     if ((size_t)snprintf(buf, size, "%s.fit", ck) >= size)
         return sx_error(SX_E_ARG, "sx_nn_fit: checkpoint path too long: %s", ck);
     return SX_OK;
+}
+
+/* A monitor's direction in PATH.fit: "min", "max", or "auto" when nothing is monitored. */
+static const char *mode_name(sx_nn_monitor_mode m)
+{
+    return m == SX_MONITOR_MIN ? "min" : m == SX_MONITOR_MAX ? "max" : "auto";
 }
 
 /* The history rows as an (n, HIST_COLS) f64 tensor (new). */
@@ -546,17 +707,32 @@ sx_status nn_fit_save(const nn_fit *f)
             names[j] = param_at(f->net, j - 1)->name;
             ts[j] = f->best_w[j - 1];
         }
-        char epoch[32], n[32], best[40], best_epoch[32], wait[32];
+        char epoch[32], n[32], best[40], best_epoch[32], wait[32], start[32];
         snprintf(epoch, sizeof epoch, "%lld", (long long)f->net->epoch);
         snprintf(n, sizeof n, "%lld", (long long)f->h.n);
-        snprintf(best, sizeof best, "%.17g", f->best);
+        snprintf(best, sizeof best, "%.17g", f->h.best);
         snprintf(best_epoch, sizeof best_epoch, "%lld", (long long)f->h.best_epoch);
         snprintf(wait, sizeof wait, "%d", f->wait);
-        const char *keys[] = {"strix.kind", "epoch",      "rows", "metric",
-                              "best",       "best_epoch", "wait", "stopped_early"};
-        const char *vals[] = {"fit_state", epoch,      n,    sx_nn_metric_name(f->h.metric),
-                              best,        best_epoch, wait, f->h.stopped_early ? "1" : "0"};
-        s = sx_cg_save(NULL, 0, NULL, NULL, nt, names, ts, 8, keys, vals, path);
+        snprintf(start, sizeof start, "%lld", (long long)f->start);
+        const char *keys[] = {"strix.kind",    "fit_state_version",
+                              "epoch",         "rows",
+                              "metric",        "best",
+                              "best_epoch",    "wait",
+                              "stopped_early", "start_epoch",
+                              "monitor",       "mode"};
+        const char *vals[] = {"fit_state",
+                              "2",
+                              epoch,
+                              n,
+                              sx_nn_metric_name(f->h.metric),
+                              best,
+                              best_epoch,
+                              wait,
+                              f->h.stopped_early ? "1" : "0",
+                              start,
+                              f->h.monitor,
+                              mode_name(f->h.mode)};
+        s = sx_cg_save(NULL, 0, NULL, NULL, nt, names, ts, 12, keys, vals, path);
     }
     sx_tensor_free(rows);
     sx_free(names);
@@ -576,17 +752,50 @@ static sx_status meta_i64(const sx_cg_file *fl, const char *path, const char *ke
     return SX_OK;
 }
 
-/* Read PATH.fit into f (the checkpoint is already loaded: net->epoch is its epoch). */
-static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
+/* PATH.fit's monitor against this run's: a state written before monitors (no "monitor" entry)
+ * watched val_<metric> in its metric's direction, when it watched anything (best_epoch > 0). */
+static sx_status state_monitor(const nn_fit *f, const sx_cg_file *fl, const char *path,
+                               int64_t best_epoch)
+{
+    const char *mon = sx_cg_file_meta(fl, "monitor"), *mode = sx_cg_file_meta(fl, "mode");
+    const char *m = sx_nn_metric_name(f->h.metric), *want = mode_name(f->h.mode);
+    if (mon == NULL) {
+        char old[64];
+        snprintf(old, sizeof old, "val_%s", m);
+        const char *dir = higher_is_better(f->h.metric) ? "max" : "min";
+        if (best_epoch == 0 || (strcmp(old, f->h.monitor) == 0 && strcmp(dir, want) == 0))
+            return SX_OK;
+        return sx_error(SX_E_STATE,
+                        "%s: the fit state, written before monitors, watches %s (%s), this fit "
+                        "%s (%s): resume with monitor \"%s\", or remove %s to start the fit's "
+                        "state afresh",
+                        path, old, dir, f->h.monitor[0] ? f->h.monitor : "nothing", want, old,
+                        path);
+    }
+    if (mode == NULL || strcmp(mon, f->h.monitor) != 0 || strcmp(mode, want) != 0)
+        return sx_error(SX_E_STATE,
+                        "%s: the fit state watches %s (%s), this fit %s (%s): remove %s to start "
+                        "the fit's state afresh",
+                        path, mon[0] ? mon : "nothing", mode ? mode : "?",
+                        f->h.monitor[0] ? f->h.monitor : "nothing", want, path);
+    return SX_OK;
+}
+
+/* Whether PATH.fit is this run's (*same; another start epoch: another run's, not resumed), and
+ * then that it matches: the checkpoint's epoch, the metric, the monitor. */
+static sx_status state_matches(const nn_fit *f, const sx_cg_file *fl, const char *path, bool *same)
 {
     const char *kind = sx_cg_file_meta(fl, "strix.kind"), *m = sx_cg_file_meta(fl, "metric");
     if (kind == NULL || strcmp(kind, "fit_state") != 0)
         return sx_error(SX_E_FORMAT, "%s: not a strix fit state", path);
-    int64_t epoch = 0, n = 0, best_epoch = 0, wait = 0;
+    int64_t start = 0, epoch = 0, best_epoch = 0;
+    if (sx_cg_file_meta(fl, "start_epoch") != NULL) /* none before runs had starts: 0 */
+        SX_TRY(meta_i64(fl, path, "start_epoch", &start));
     SX_TRY(meta_i64(fl, path, "epoch", &epoch));
-    SX_TRY(meta_i64(fl, path, "rows", &n));
     SX_TRY(meta_i64(fl, path, "best_epoch", &best_epoch));
-    SX_TRY(meta_i64(fl, path, "wait", &wait));
+    *same = start == f->start;
+    if (!*same)
+        return SX_OK;
     if (epoch != f->net->epoch)
         return sx_error(SX_E_STATE,
                         "%s: the fit state is of epoch %lld, the checkpoint of epoch %lld: "
@@ -595,6 +804,51 @@ static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
     if (m == NULL || strcmp(m, sx_nn_metric_name(f->h.metric)) != 0)
         return sx_error(SX_E_STATE, "%s: the fit state judges by %s, this fit by %s", path,
                         m ? m : "?", sx_nn_metric_name(f->h.metric));
+    return state_monitor(f, fl, path, best_epoch);
+}
+
+/* The best weights of PATH.fit, when it has them: checked against the network, then copied;
+ * restore_best needs them once an epoch was the best. */
+static sx_status load_best(nn_fit *f, const sx_cg_file *fl, const char *path, int64_t best_epoch)
+{
+    bool have = best_epoch > 0 && sx_cg_file_tensor(fl, param_at(f->net, 0)->name) != NULL;
+    if (best_epoch > 0 && !have && f->p.restore_best)
+        return sx_error(SX_E_STATE,
+                        "%s: the fit state keeps no best weights (written with restore_best "
+                        "false): resume without restore_best, or remove %s to start afresh",
+                        path, path);
+    for (int j = 0; have && j < count_params(f->net); j++) {
+        const nn_param *pr = param_at(f->net, j);
+        const sx_tensor *t = sx_cg_file_tensor(fl, pr->name);
+        if (t == NULL || t->dtype != pr->value->dtype ||
+            !sx_shape_equal(t->rank, t->shape, pr->value->rank, pr->value->shape))
+            return sx_error(SX_E_FORMAT, "%s: best weight %s missing or of another shape", path,
+                            pr->name);
+    }
+    if (!have || !f->p.restore_best)
+        return SX_OK;
+    SX_TRY(best_alloc(f));
+    for (int j = 0; j < f->n_w; j++) {
+        const sx_tensor *t = sx_cg_file_tensor(fl, param_at(f->net, j)->name);
+        if (f->best_w[j] == NULL)
+            SX_TRY(sx_tensor_clone(t, &f->best_w[j]));
+        else
+            SX_TRY(sx_tensor_copy_out(t, f->best_w[j]));
+    }
+    return SX_OK;
+}
+
+/* Read PATH.fit into f (the checkpoint is already loaded: net->epoch is its epoch); *same false
+ * (nothing read) for another run's state. */
+static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path, bool *same)
+{
+    SX_TRY(state_matches(f, fl, path, same));
+    if (!*same)
+        return SX_OK;
+    int64_t n = 0, best_epoch = 0, wait = 0;
+    SX_TRY(meta_i64(fl, path, "rows", &n));
+    SX_TRY(meta_i64(fl, path, "best_epoch", &best_epoch));
+    SX_TRY(meta_i64(fl, path, "wait", &wait));
     const sx_tensor *rows = sx_cg_file_tensor(fl, "fit.history");
     if (rows == NULL || rows->dtype != SX_F64 || rows->rank != 2 ||
         (rows->shape[1] != HIST_COLS && rows->shape[1] != HIST_COLS_V1) || rows->shape[0] < n ||
@@ -605,26 +859,7 @@ static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
     double best = b != NULL ? strtod(b, &end) : 0;
     if (b == NULL || end == b || *end != '\0')
         return sx_error(SX_E_FORMAT, "%s: bad or missing 'best'", path);
-    /* the best weights, when the file has them: checked against the network, then copied */
-    bool have = best_epoch > 0 && sx_cg_file_tensor(fl, param_at(f->net, 0)->name) != NULL;
-    for (int j = 0; have && j < count_params(f->net); j++) {
-        const nn_param *pr = param_at(f->net, j);
-        const sx_tensor *t = sx_cg_file_tensor(fl, pr->name);
-        if (t == NULL || t->dtype != pr->value->dtype ||
-            !sx_shape_equal(t->rank, t->shape, pr->value->rank, pr->value->shape))
-            return sx_error(SX_E_FORMAT, "%s: best weight %s missing or of another shape", path,
-                            pr->name);
-    }
-    if (have) {
-        SX_TRY(best_alloc(f));
-        for (int j = 0; j < f->n_w; j++) {
-            const sx_tensor *t = sx_cg_file_tensor(fl, param_at(f->net, j)->name);
-            if (f->best_w[j] == NULL)
-                SX_TRY(sx_tensor_clone(t, &f->best_w[j]));
-            else
-                SX_TRY(sx_tensor_copy_out(t, f->best_w[j]));
-        }
-    }
+    SX_TRY(load_best(f, fl, path, best_epoch));
     const double *d = rows->data;
     int64_t cols = rows->shape[1];
     for (int64_t i = 0; i < n; i++) {
@@ -635,17 +870,21 @@ static sx_status load_state(nn_fit *f, const sx_cg_file *fl, const char *path)
             r.val_head_metric[h] = cols == HIST_COLS ? o[7 + SX_NN_MAX_HEADS + h] : (double)NAN;
         SX_TRY(add_row(f, &r));
     }
-    f->best = best;
+    f->h.best = best;
     f->h.best_epoch = best_epoch;
     f->wait = (int)wait;
-    f->h.stopped_early =
-        strcmp(sx_cg_file_meta(fl, "stopped_early") ? sx_cg_file_meta(fl, "stopped_early") : "0",
-               "1") == 0;
+    const char *se = sx_cg_file_meta(fl, "stopped_early");
+    f->h.stopped_early = se != NULL && strcmp(se, "1") == 0;
     return SX_OK;
 }
 
 sx_status nn_fit_resume(nn_fit *f)
 {
+    if (f->start > f->net->epoch)
+        return sx_error(SX_E_ARG,
+                        "sx_nn_fit: the run starts from epoch %lld (start_epoch, or the "
+                        "network's count when the call began), past the network's %lld epochs",
+                        (long long)f->start, (long long)f->net->epoch);
     const char *ck = f->p.train.checkpoint_path;
     if (ck == NULL || (f->net->epoch == 0 && f->net->epoch_step == 0))
         return SX_OK;
@@ -657,14 +896,25 @@ sx_status nn_fit_resume(nn_fit *f)
     fclose(probe);
     sx_cg_file *fl = NULL;
     SX_TRY(sx_cg_file_read(path, &fl));
-    sx_status s = load_state(f, fl, path);
+    bool same = false;
+    sx_status s = load_state(f, fl, path, &same);
     sx_cg_file_free(fl);
-    if (s == SX_OK && f->p.train.verbose > 0)
+    if (s == SX_OK && f->p.train.verbose > 0 && same)
         fprintf(stderr,
                 "resuming the fit's state from %s: %lld epochs, best %s %.6g at epoch %lld\n", path,
-                (long long)f->h.n, sx_nn_metric_name(f->h.metric), f->best,
+                (long long)f->h.n, f->h.monitor[0] ? f->h.monitor : "(none)", f->h.best,
                 (long long)f->h.best_epoch);
+    else if (s == SX_OK && f->p.train.verbose > 0)
+        fprintf(stderr,
+                "%s is another run's state (of another start epoch): this run starts "
+                "its own\n",
+                path);
     return s;
+}
+
+bool nn_fit_stopped_early(const nn_fit *f)
+{
+    return f->h.stopped_early;
 }
 
 /* ---------------------------------------------------------------- per step, per epoch */
@@ -677,6 +927,41 @@ bool nn_fit_step(nn_fit *f, const sx_nn_step_info *info)
     if (f->p.train.verbose > 0)
         fprintf(stderr, "stopped by the step callback after step %lld\n", (long long)info->step);
     return true;
+}
+
+static void print_row(const nn_fit *f, const sx_nn_epoch *row)
+{
+    const char *m = sx_nn_metric_name(f->h.metric);
+    fprintf(stderr, "epoch %lld: loss %.6g, train %s %.6g, val loss %.6g, val %s %.6g",
+            (long long)row->epoch, row->train_loss, m, row->train_metric, row->val_loss, m,
+            row->val_metric);
+    for (int h = 0; f->val != NULL && h < f->h.n_heads; h++)
+        fprintf(stderr, "; %s: loss %.6g, %s %.6g", f->h.head_names[h], row->val_head_loss[h],
+                sx_nn_metric_name(f->h.head_metric[h]), row->val_head_metric[h]);
+    fputc('\n', stderr);
+}
+
+/* Early stopping after the epoch of `row`: a better monitored value keeps the epoch's
+ * parameters (when restore_best); patience epochs in a row without one set *stop. */
+static sx_status watch_row(nn_fit *f, const sx_nn_epoch *row, bool *stop)
+{
+    if (f->col.kind == COL_NONE)
+        return SX_OK;
+    double v = col_value(row, f->col);
+    if (improved(f->h.mode, v, f->h.best, f->p.min_delta)) {
+        f->h.best = v;
+        f->h.best_epoch = row->epoch;
+        f->wait = 0;
+        if (f->p.restore_best)
+            SX_TRY(copy_weights(f, false));
+    } else if (f->p.patience > 0 && ++f->wait >= f->p.patience) {
+        *stop = true;
+        f->h.stopped_early = true;
+        if (f->p.train.verbose > 0)
+            fprintf(stderr, "early stop after epoch %lld: best %s %.6g at epoch %lld\n",
+                    (long long)row->epoch, f->h.monitor, f->h.best, (long long)f->h.best_epoch);
+    }
+    return SX_OK;
 }
 
 sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_loss, double seconds,
@@ -703,32 +988,19 @@ sx_status nn_fit_epoch_end(nn_fit *f, const sx_nn_model *lender, double train_lo
         row.train_metric = j.metric;
     }
     SX_TRY(add_row(f, &row));
-    if (f->p.train.verbose > 0) {
-        fprintf(stderr, "epoch %lld: loss %.6g, train %s %.6g, val loss %.6g, val %s %.6g",
-                (long long)row.epoch, train_loss, sx_nn_metric_name(f->h.metric), row.train_metric,
-                row.val_loss, sx_nn_metric_name(f->h.metric), row.val_metric);
-        for (int h = 0; f->val != NULL && h < f->h.n_heads; h++)
-            fprintf(stderr, "; %s: loss %.6g, %s %.6g", f->h.head_names[h], row.val_head_loss[h],
-                    sx_nn_metric_name(f->h.head_metric[h]), row.val_head_metric[h]);
-        fputc('\n', stderr);
-    }
-    if (f->val != NULL && improved(f->h.metric, row.val_metric, f->best, f->p.min_delta)) {
-        f->best = row.val_metric;
-        f->h.best_epoch = row.epoch;
-        f->wait = 0;
-        if (f->p.restore_best)
-            SX_TRY(copy_weights(f, false));
-    } else if (f->val != NULL && f->p.patience > 0 && ++f->wait >= f->p.patience) {
-        *stop = true;
-        f->h.stopped_early = true;
-        if (f->p.train.verbose > 0)
-            fprintf(stderr, "early stop after epoch %lld: best val %s %.6g at epoch %lld\n",
-                    (long long)row.epoch, sx_nn_metric_name(f->h.metric), f->best,
-                    (long long)f->h.best_epoch);
-    }
+    if (f->p.train.verbose > 0)
+        print_row(f, &row);
+    SX_TRY(watch_row(f, &row, stop));
     if (f->p.history_path != NULL)
         SX_TRY(nn_history_append(f->p.history_path, &f->h, &row));
     return SX_OK;
+}
+
+/* The network holds the best epoch's parameters unless it has moved on: a later epoch ended,
+ * or steps of one the step callback cut short. */
+static bool holds_best(const nn_fit *f)
+{
+    return f->h.best_epoch == f->net->epoch && f->net->epoch_step == 0;
 }
 
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h)
@@ -736,8 +1008,12 @@ sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h)
     if (f == NULL)
         return SX_OK;
     sx_status s = SX_OK;
-    if (ok && f->best_w != NULL && f->h.best_epoch != f->net->epoch)
+    if (ok && f->best_w != NULL && f->h.best_epoch > 0 && !holds_best(f)) {
         s = copy_weights(f, true);
+        if (s == SX_OK && f->p.train.verbose > 0)
+            fprintf(stderr, "restored the parameters of epoch %lld (%s %.6g)\n",
+                    (long long)f->h.best_epoch, f->h.monitor, f->h.best);
+    }
     if (h != NULL) {
         *h = f->h;
         memset(&f->h, 0, sizeof f->h);
@@ -780,11 +1056,12 @@ int64_t sx_nn_net_epoch_steps(const sx_nn_net *net)
 }
 
 /* The value reduce-on-plateau watches (train.c): the last epoch's validation metric, or its
- * training loss without a validation source; *higher_better for accuracy. (optim20, issue 20) */
+ * training loss without a validation source; *higher_better for an accuracy-like metric
+ * (accuracy, top_k, binary_accuracy). (optim20, issue 20) */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better)
 {
     if (f->val == NULL || f->h.n == 0)
         return;
     *v = f->h.rows[f->h.n - 1].val_metric;
-    *higher_better = f->h.metric == SX_METRIC_ACCURACY;
+    *higher_better = higher_is_better(f->h.metric);
 }

@@ -391,11 +391,18 @@ typedef struct nn_fit nn_fit;
 /* The network against the sources and parameters (who names the caller in messages). */
 sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_params *p,
                        const sx_ds_source *train, const sx_ds_source *val);
+/* Before the checkpoint is resumed: the run starts from p->start_epoch, or the network's count;
+ * the monitor resolved (SX_E_ARG when it names no column this fit computes). */
 sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
                      const sx_ds_source *val, nn_fit **out);
-/* After a checkpoint was loaded: read PATH.fit (the history, best metric and weights, patience
- * count) when it exists. */
+/* The epoch the run ends at: its start plus p->train.epochs (what the loop runs to). */
+int nn_fit_last_epoch(const nn_fit *f);
+/* After a checkpoint was loaded: read PATH.fit (the history, best value and weights, patience
+ * count) when it exists and is this run's (its start epoch). */
 sx_status nn_fit_resume(nn_fit *f);
+/* The resumed run had stopped early: nothing is left to train (its best weights are still
+ * restored at the end). */
+bool nn_fit_stopped_early(const nn_fit *f);
 /* Write PATH.fit next to the checkpoint (nothing without a checkpoint path): call with every
  * checkpoint save. */
 sx_status nn_fit_save(const nn_fit *f);
@@ -412,7 +419,7 @@ sx_status nn_history_append(const char *path, const sx_nn_history *h, const sx_n
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 /* The last epoch's validation metric into *v (unchanged without validation), *higher_better
- * for accuracy: what reduce-on-plateau watches (train.c). */
+ * for an accuracy-like metric: what reduce-on-plateau watches (train.c). */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better);
 /* Reduce-on-plateau (train.c) after an epoch whose watched value is v: PyTorch's
  * ReduceLROnPlateau ('rel' threshold mode, no cooldown) on the base rate *lr, with its best

@@ -664,7 +664,8 @@ typedef struct sx_nn_param_group {
 } sx_nn_param_group;
 
 typedef struct sx_nn_train_params {
-    int epochs;                  /* 1 */
+    int epochs;                  /* sx_nn_train: the network's total; sx_nn_fit: the call's,
+                                    as Keras (see each): 1 */
     int batch;                   /* 100 */
     sx_nn_loss loss;             /* cross-entropy (softmax folded in when the last layer has it) */
     sx_optim_params optim;       /* Adagrad, lr 0.005 */
@@ -891,6 +892,14 @@ typedef struct sx_nn_step_info {
  * stopped_by_callback). The epoch cut short gets no history row. */
 typedef bool (*sx_nn_step_fn)(const sx_nn_step_info *info, void *ctx);
 
+/* Which way the monitored value of sx_nn_fit_params.monitor improves. */
+typedef enum {
+    SX_MONITOR_AUTO, /* upwards for an accuracy-like column (accuracy, top_k, binary_accuracy:
+                        its own metric's direction), downwards for the others (losses, mse, mae) */
+    SX_MONITOR_MIN,  /* lower is better */
+    SX_MONITOR_MAX   /* higher is better */
+} sx_nn_monitor_mode;
+
 typedef struct sx_nn_fit_params {
     sx_nn_train_params train; /* epochs, batch, loss (or heads), optimiser, schedule,
                                  checkpoints, shuffle, progress... as for sx_nn_train (its
@@ -905,11 +914,38 @@ typedef struct sx_nn_fit_params {
                                  holds targets: their per-element mean and std, made the
                                  network's target scaling (false) */
     sx_nn_metric metric;      /* SX_METRIC_AUTO */
+    const char *monitor;      /* the history column that early stopping, restore_best and
+                                 best_epoch follow, by its name in sx_nn_history_write_csv's
+                                 header: "train_loss", "val_loss", "val_<metric>" (e.g.
+                                 "val_accuracy"), "train_<metric>" (needs train_metric),
+                                 "val_loss_<head>", "val_<metric>_<head>" (heads or outputs); a
+                                 name two columns share ("train_loss" with the loss metric) is
+                                 the first. Another name is SX_E_ARG listing this fit's names; a
+                                 "val_" column without a validation source, or "val_loss" with a
+                                 loss_fn (its validation loss is not computed), SX_E_ARG too.
+                                 NULL: "val_loss" with a validation source ("val_<metric>" with
+                                 a loss_fn), none without one (nothing stops early or is
+                                 restored), as Keras. Before monitors, the validation metric
+                                 (val_<metric>) was watched: give it here to keep that (NULL) */
+    sx_nn_monitor_mode mode;  /* whether the monitored value improves downwards or upwards
+                                 (SX_MONITOR_AUTO) */
     int patience;             /* early stopping: stop after this many epochs in a row without an
-                                 improvement of the validation metric; 0 = never (0) */
+                                 improvement of the monitored value; 0 = never (0) */
     double min_delta;         /* an improvement is a change by more than this, >= 0 (0) */
-    bool restore_best;        /* with a validation source: at the end, put back the weights (and
-                                 running statistics) of the epoch with the best metric (true) */
+    bool restore_best;        /* when the call ends (its epochs done, early stopping or the step
+                                 callback; not on an error or Ctrl-C), put back the parameters of
+                                 the epoch with the best monitored value, weights and batch-norm
+                                 running statistics alike, unless the network holds them already
+                                 (the optimiser state and the step and epoch counters stay the
+                                 last step's): evaluating the network then gives that epoch's
+                                 history row exactly (true) */
+    int64_t start_epoch;      /* the network's epoch count the run started from: the call trains
+                                 until the network has start_epoch + train.epochs epochs. -1: its
+                                 count when the call begins, before a checkpoint is resumed (see
+                                 sx_nn_fit). >= 0, e.g. 0 to finish in the same process a run
+                                 that Ctrl-C interrupted (the network kept its count). Keras'
+                                 initial_epoch names the start too, but then its epochs is the
+                                 last epoch's number; here epochs always counts (-1) */
     int top_k;                /* SX_METRIC_TOP_K's k, >= 1 (5) */
     double threshold;         /* SX_METRIC_BINARY_ACCURACY's threshold on the outputs: 0 for
                                  logits (bce_logits), 0.5 after a sigmoid (0) */
@@ -943,14 +979,20 @@ typedef struct sx_nn_epoch {
                                                 head_metric); NAN for the others */
 } sx_nn_epoch;
 
-/* The epochs of one sx_nn_fit call, one row each; a fit resumed from a checkpoint has the rows
- * of the whole run, those before the resume read from PATH.fit (owned: sx_nn_history_free). */
+/* The epochs of one run of sx_nn_fit, one row each: those of the call (as Keras' History); a
+ * run resumed from a checkpoint has the rows of the whole run (from its start epoch), those
+ * before the resume read from PATH.fit (owned: sx_nn_history_free). */
 typedef struct sx_nn_history {
     int64_t n;                /* rows */
     sx_nn_epoch *rows;        /* (n) */
     sx_nn_metric metric;      /* the metric used (never AUTO) */
-    int64_t best_epoch;       /* the epoch of the best val_metric (the weights kept when restored);
-                                 0 without validation */
+    char monitor[64];         /* the column watched (sx_nn_fit_params.monitor resolved); "" when
+                                 none */
+    sx_nn_monitor_mode mode;  /* its direction, SX_MONITOR_MIN or MAX (AUTO when none) */
+    double best;              /* the monitored value at best_epoch (NAN when none) */
+    int64_t best_epoch;       /* the epoch of the best monitored value in this run: the
+                                 parameters the network holds at the end when restore_best;
+                                 0 when nothing is monitored or no value was a number */
     bool stopped_early;       /* patience ran out */
     bool stopped_by_callback; /* on_step asked to stop */
     int n_heads; /* the heads of the fit, or the outputs of a network with several (0: none),
@@ -974,12 +1016,29 @@ typedef struct sx_nn_history {
  * validation source `val` (optional, the same spec) is evaluated: loss and metric into the history
  * and, when verbose, one line on stderr. Early stopping and restoring are described in
  * sx_nn_fit_params.
+ * Epochs, as Keras' fit: p->train.epochs counts the call's epochs, not the network's (unlike
+ * sx_nn_train). A network that has trained e epochs when the call begins trains epochs
+ * e+1..e+epochs: a second call continues the first (the rows continue the network's count, the
+ * shuffling depends on the seed and the epoch only, the optimiser state and step count carry
+ * on), so fits of 2 and then 2 epochs end with the weights of one fit of 4. Each call is a run of
+ * its own: its history holds its rows, and early stopping (best value, patience count, best
+ * weights) starts afresh, as Keras' EarlyStopping does at each fit. In-graph schedules without
+ * total_steps run over the steps of epochs 1..e+epochs.
  * Checkpoints, resume, Ctrl-C (SX_E_INTERRUPTED, the history kept so far) and progress are
- * sx_nn_train's. With a checkpoint path, the fit's own state (the history so far, the best
- * metric and epoch, the patience count, the best weights) is written after every epoch next to
- * it, to PATH.fit (atomically, checksummed); resuming reads it back, so a resumed run stops
- * early, restores and reports as the uninterrupted one would (PATH.fit of another epoch than
- * the checkpoint is SX_E_STATE naming both; a missing PATH.fit starts the fit state afresh).
+ * sx_nn_train's. The run's start is the network's count before the checkpoint is loaded, so a
+ * new network resuming a checkpoint of epoch k (a new process) with the same epochs trains
+ * k+1..epochs and ends where the uninterrupted run ends (p->start_epoch sets the start
+ * otherwise). With a checkpoint path, the run's own state (its start epoch, monitor and mode,
+ * the history so far, the best value and epoch, the patience count, the best weights) is written
+ * after every epoch next to it, to PATH.fit (atomically, checksummed); resuming reads it back, so
+ * a resumed run stops early, restores and reports as the uninterrupted one would (one that had
+ * stopped early trains no more: it restores and reports). PATH.fit of another epoch than the
+ * checkpoint is SX_E_STATE naming both; one of another monitor or mode is SX_E_STATE naming both
+ * (a state written before monitors watched val_<metric>: it resumes with that monitor and its
+ * metric's direction); one without best weights resumed with restore_best is SX_E_STATE. A
+ * PATH.fit of another run (another start epoch: e.g. the earlier call's, when a network
+ * continues with the same checkpoint path) or a missing one starts the run's state afresh
+ * (noted when verbose).
  * Prefetch: the next batch is filled on the training thread, not by a worker while the graph
  * runs, because it does not pay: filling a batch costs about one conversion per input element
  * against a step of millions of multiply-adds that already runs on both cores (OpenMP, the
@@ -988,7 +1047,9 @@ typedef struct sx_nn_history {
  * 3000 MNIST images in 0.7 ms; mnist_train trains on them in 3.8 s: 0.02%. A callback source
  * doing I/O is the exception: it may prefetch itself.
  * `history` (may be NULL) receives the rows on success and on SX_E_INTERRUPTED; else it is
- * zeroed. Errors: SX_E_ARG (NULL net or train, a bad parameter, patience without val, accuracy
+ * zeroed. Errors: SX_E_ARG (NULL net or train, a bad parameter, patience with nothing to monitor,
+ * a monitor that names no column of this fit or one it does not compute, start_epoch below -1
+ * or past the network's count (after the resume), start_epoch + epochs over INT_MAX, accuracy
  * or top-k on a source of targets with a (batch, k) output, accuracy, top-k or binary accuracy
  * with heads), SX_E_DTYPE (a network that is not
  * f32 or f64), SX_E_SHAPE (the data does not fit the network: x's element count, classes other

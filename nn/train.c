@@ -750,6 +750,16 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
     return run_loop(&r, s, report);
 }
 
+/* A resumed fit whose run had stopped early trains no more (rank 0's state decides). */
+static sx_status run_resumed_stop(run *r)
+{
+    unsigned char stop = nn_fit_stopped_early(r->fit);
+    if (r->comm != NULL)
+        SX_TRY(r->comm->bcast(r->comm->ctx, &stop, 1, 0));
+    r->stop = stop != 0;
+    return SX_OK;
+}
+
 sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_source *train,
                     const sx_ds_source *val, sx_nn_history *history)
 {
@@ -775,17 +785,21 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
         fp.history_path = NULL;
     }
     sx_status s = nn_fit_new(net, &fp, train, val, &r.fit);
+    if (s == SX_OK) /* the call's epochs, from the run's start (fit.c) */
+        r.p.epochs = nn_fit_last_epoch(r.fit);
     if (s == SX_OK)
         s = run_start_source(&r, train, &fp.augment);
     if (s == SX_OK)
         s = run_start(&r);
     if (s == SX_OK)
         s = nn_fit_resume(r.fit);
+    if (s == SX_OK)
+        s = run_resumed_stop(&r);
     const sx_nn_comm *comm = r.comm;
     s = run_loop(&r, s, NULL);
     sx_status f = nn_fit_finish(r.fit, s == SX_OK, history);
     nn_fit_free(r.fit);
-    if (s == SX_OK && f == SX_OK && comm != NULL && fp.restore_best && val != NULL)
+    if (s == SX_OK && f == SX_OK && comm != NULL && fp.restore_best)
         f = nn_dp_broadcast(net, comm); /* rank 0's restored best weights */
     return s != SX_OK ? s : f;
 }

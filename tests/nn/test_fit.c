@@ -1,8 +1,10 @@
 /* sx_nn_fit: training over any data source. Regression on y = A x + b converges to A and b;
  * classification of a linearly separable memory source reaches full validation accuracy;
  * early stopping stops after `patience` epochs without improvement and puts back the weights of
- * the best epoch bit for bit; the history has one row per epoch and is written as CSV; bad input
- * is refused with a message. */
+ * the best epoch bit for bit (weights and batch-norm running statistics: evaluating the network
+ * gives the best epoch's row); the monitor picks the column and its direction; a second fit
+ * trains more epochs and equals one longer fit; the history has one row per epoch and is written
+ * as CSV; bad input is refused with a message. */
 #include "testutil.h"
 
 #include <math.h>
@@ -198,11 +200,16 @@ Test(nn_fit, classification_on_memory_source)
     cr_assert_eq(h.n, 60);
     double acc = 0, loss = 0;
     cr_assert_eq(sx_nn_evaluate_source(net, va, &p, &loss, &acc), SX_OK);
-    /* the best epoch's weights are restored: their accuracy is the best in the history */
-    double best = 0;
+    /* the best epoch's weights (by val_loss, the default monitor) are restored: their loss is
+     * the lowest in the history, and evaluating them gives that epoch's row */
+    cr_assert_str_eq(h.monitor, "val_loss");
+    cr_assert_eq(h.mode, SX_MONITOR_MIN);
+    const sx_nn_epoch *b = &h.rows[h.best_epoch - 1];
     for (int64_t i = 0; i < h.n; i++)
-        best = fmax(best, h.rows[i].val_metric);
-    cr_assert_eq(acc, best);
+        cr_assert_geq(h.rows[i].val_loss, b->val_loss);
+    cr_assert_eq(loss, b->val_loss);
+    cr_assert_eq(acc, b->val_metric);
+    cr_assert_eq(h.best, b->val_loss);
     cr_assert_geq(acc, 0.95, "validation accuracy %g", acc);
     cr_assert_lt(h.rows[h.n - 1].train_loss, h.rows[0].train_loss);
     sx_nn_history_free(&h);
@@ -293,9 +300,9 @@ Test(nn_fit, history_has_one_row_per_epoch_and_writes_csv)
         cr_assert(isnan(h.rows[i].val_loss));
         cr_assert(isfinite(h.rows[i].train_loss));
     }
-    /* a second call continues the network's epochs: 5 and 6 */
+    /* a second call trains 2 more epochs, continuing the network's count: 5 and 6 */
     sx_nn_history h2;
-    p.train.epochs = 6;
+    p.train.epochs = 2;
     cr_assert_eq(sx_nn_fit(net, &p, s, s, &h2), SX_OK);
     cr_assert_eq(h2.n, 2);
     cr_assert_eq(h2.rows[0].epoch, 5);
@@ -400,4 +407,257 @@ Test(nn_fit, resume_from_checkpoint_equals_uninterrupted_fit)
     sx_nn_net_free(b);
     sx_nn_net_free(ref);
     sx_ds_source_free(s);
+}
+
+/* A second fit trains `epochs` more, as Keras' fit: the network's count goes on (2 + 2 = 4),
+ * the rows continue it, the loss keeps falling, and the weights equal one fit of 4 epochs bit
+ * for bit (the shuffling depends on the seed and the epoch only; the optimiser state and step
+ * count carry on). start_epoch sets the run's start instead. */
+Test(nn_fit, second_fit_trains_more_epochs)
+{
+    static double x[N * 3], y[N * 2];
+    make_linear(x, y, 17);
+    sx_ds_source *all = memory_source(3, x, 2, y, 0, N), *tr = NULL, *va = NULL;
+    cr_assert_eq(sx_ds_split(all, 0.25, 3, &tr, &va), SX_OK);
+    sx_nn_fit_params p = regression_params(SX_LOSS_MSE, 2);
+    p.restore_best = false;
+    sx_nn_net *net = linear_net(10), *ref = linear_net(10);
+    sx_nn_history h1, h2, hr;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h1), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h2), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_net_epochs(net), 4);
+    cr_assert_eq(h2.n, 2); /* the call's own rows */
+    cr_assert_eq(h2.rows[0].epoch, 3);
+    cr_assert_eq(h2.rows[1].epoch, 4);
+    cr_assert_geq(h2.best_epoch, 3); /* early stopping's state is the call's */
+    cr_assert_lt(h2.rows[0].train_loss, h1.rows[1].train_loss);
+    cr_assert_lt(h2.rows[1].train_loss, h2.rows[0].train_loss);
+    cr_assert_lt(h2.rows[1].val_loss, h1.rows[1].val_loss);
+    p.train.epochs = 4;
+    cr_assert_eq(sx_nn_fit(ref, &p, tr, va, &hr), SX_OK);
+    cr_assert(same_weights(net, ref));
+    cr_assert_eq(hr.rows[3].val_loss, h2.rows[1].val_loss);
+    /* start_epoch 0: epochs counts from the network's first epoch (sx_nn_train's rule) */
+    sx_nn_history h3;
+    p.start_epoch = 0;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h3), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h3.n, 0);
+    sx_nn_history_free(&h3);
+    p.train.epochs = 5;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h3), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h3.n, 1);
+    cr_assert_eq(h3.rows[0].epoch, 5);
+    /* bad starts: refused, nothing trained */
+    p.start_epoch = 9;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, NULL), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "epoch 9") != NULL, "%s", sx_last_error());
+    p.start_epoch = -2;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, NULL), SX_E_ARG);
+    p.start_epoch = -1;
+    p.train.epochs = INT32_MAX;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_epochs(net), 5);
+    sx_nn_history_free(&h1);
+    sx_nn_history_free(&h2);
+    sx_nn_history_free(&h3);
+    sx_nn_history_free(&hr);
+    sx_nn_net_free(net);
+    sx_nn_net_free(ref);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(va);
+    sx_ds_source_free(all);
+}
+
+/* The first epoch with the best value of column `col` (0 train_loss, 1 val_loss, 2 val_metric),
+ * higher or lower. */
+static int64_t best_row(const sx_nn_history *h, int col, bool higher)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < h->n; i++) {
+        const sx_nn_epoch *r = &h->rows[i], *b = &h->rows[best];
+        double v = col == 0 ? r->train_loss : col == 1 ? r->val_loss : r->val_metric;
+        double w = col == 0 ? b->train_loss : col == 1 ? b->val_loss : b->val_metric;
+        best = (higher ? v > w : v < w) ? i : best;
+    }
+    return best + 1;
+}
+
+/* Early stopping, restoring and best_epoch follow the monitored column in its direction; a
+ * name that is no column, or one the fit does not compute, is refused. */
+Test(nn_fit, monitor_picks_the_column_and_its_direction)
+{
+    static double x[N * 3], y[N * 2];
+    make_linear(x, y, 18);
+    sx_ds_source *all = memory_source(3, x, 2, y, 0, N), *tr = NULL, *va = NULL;
+    cr_assert_eq(sx_ds_split(all, 0.25, 3, &tr, &va), SX_OK);
+    sx_nn_net *net = linear_net(11);
+    sx_nn_fit_params p = regression_params(SX_LOSS_MSE, 6);
+    p.monitor = "val_acc";
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, NULL), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "'val_acc'") != NULL, "%s", sx_last_error());
+    cr_assert(strstr(sx_last_error(), "train_loss, val_loss, val_mse, train_mse") != NULL, "%s",
+              sx_last_error());
+    p.monitor = "val_loss";
+    cr_assert_eq(sx_nn_fit(net, &p, tr, NULL, NULL), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "validation") != NULL, "%s", sx_last_error());
+    p.monitor = "train_mse";
+    p.train_metric = false;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, NULL), SX_E_ARG);
+    cr_assert(strstr(sx_last_error(), "train_metric") != NULL, "%s", sx_last_error());
+    p.train_metric = true;
+    p.mode = (sx_nn_monitor_mode)7;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, NULL), SX_E_ARG);
+    p.mode = SX_MONITOR_AUTO;
+    cr_assert_eq(net->epoch, 0);
+
+    /* the training loss, without validation: patience and restoring work on it */
+    sx_nn_history h;
+    p.monitor = "train_loss";
+    p.min_delta = 1e9; /* only the first epoch improves */
+    p.patience = 2;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, NULL, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_str_eq(h.monitor, "train_loss");
+    cr_assert_eq(h.mode, SX_MONITOR_MIN);
+    cr_assert(h.stopped_early);
+    cr_assert_eq(h.n, 3);
+    cr_assert_eq(h.best_epoch, 1);
+    cr_assert_eq(h.best, h.rows[0].train_loss);
+    sx_nn_net *ref = linear_net(11);
+    p.train.epochs = 1;
+    cr_assert_eq(sx_nn_fit(ref, &p, tr, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert(same_weights(net, ref));
+    sx_nn_history_free(&h);
+    sx_nn_net_free(net);
+    sx_nn_net_free(ref);
+
+    /* val_loss upwards: the worst epoch of a falling loss counts as the best */
+    p = regression_params(SX_LOSS_MSE, 6);
+    p.monitor = "val_loss";
+    p.mode = SX_MONITOR_MAX;
+    net = linear_net(12);
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h.mode, SX_MONITOR_MAX);
+    cr_assert_eq(h.best_epoch, best_row(&h, 1, true));
+    cr_assert_neq(h.best_epoch, best_row(&h, 1, false));
+    double loss = 0, mse = 0;
+    cr_assert_eq(sx_nn_evaluate_source(net, va, &p, &loss, &mse), SX_OK);
+    cr_assert_eq(loss, h.rows[h.best_epoch - 1].val_loss);
+    cr_assert_eq(mse, h.rows[h.best_epoch - 1].val_metric);
+    sx_nn_history_free(&h);
+    sx_nn_net_free(net);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(va);
+    sx_ds_source_free(all);
+}
+
+/* val_accuracy goes upwards by itself (SX_MONITOR_AUTO), and the restored weights are those of
+ * its first best epoch, whatever the loss did. */
+Test(nn_fit, monitor_of_accuracy_goes_upwards)
+{
+    static double x[N * 2];
+    static int32_t y[N];
+    make_classes(x, y, 22);
+    sx_ds_source *all = memory_source(2, x, 0, y, 2, N), *tr = NULL, *va = NULL;
+    cr_assert_eq(sx_ds_split(all, 0.2, 4, &tr, &va), SX_OK);
+    sx_nn_net *net = classifier(9);
+    sx_nn_fit_params p = sx_nn_fit_params_default();
+    p.train.epochs = 12;
+    p.train.batch = 16;
+    p.train.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.train.optim.lr = 0.02;
+    p.train.verbose = 0;
+    p.monitor = "val_accuracy";
+    sx_nn_history h;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_str_eq(h.monitor, "val_accuracy");
+    cr_assert_eq(h.mode, SX_MONITOR_MAX);
+    cr_assert_eq(h.best_epoch, best_row(&h, 2, true));
+    cr_assert_lt(h.best_epoch, h.n, "the test wants a best epoch before the last");
+    double loss = 0, acc = 0;
+    cr_assert_eq(sx_nn_evaluate_source(net, va, &p, &loss, &acc), SX_OK);
+    cr_assert_eq(acc, h.best);
+    cr_assert_eq(loss, h.rows[h.best_epoch - 1].val_loss);
+    sx_nn_history_free(&h);
+    sx_nn_net_free(net);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(va);
+    sx_ds_source_free(all);
+}
+
+/* input (2) -> linear (16) -> batch norm -> tanh -> linear (2) softmax: running statistics
+ * among the parameters. */
+static sx_nn_net *bn_classifier(uint64_t seed)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("bn", SX_F32, seed, &net), SX_OK);
+    sx_nn_layer *l = sx_nn_input(net, 1, (int64_t[]){2});
+    l = sx_nn_linear(net, l, 16, SX_ACT_NONE);
+    l = sx_nn_batch_norm(net, l, NULL);
+    l = sx_nn_activation(net, l, SX_ACT_TANH);
+    l = sx_nn_linear(net, l, 2, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    return net;
+}
+
+static bool stop_at_step(const sx_nn_step_info *in, void *ctx)
+{
+    return in->step == *(const int64_t *)ctx;
+}
+
+/* The network after a fit that restores holds the best epoch's weights and batch-norm running
+ * statistics: evaluating it gives that epoch's history row exactly. Also when the step callback
+ * stops a few steps into the epoch after the best: those steps are undone. */
+Test(nn_fit, restore_best_puts_back_weights_and_running_statistics)
+{
+    static double x[N * 2];
+    static int32_t y[N];
+    make_classes(x, y, 23);
+    sx_ds_source *all = memory_source(2, x, 0, y, 2, N), *tr = NULL, *va = NULL;
+    cr_assert_eq(sx_ds_split(all, 0.2, 4, &tr, &va), SX_OK);
+    sx_nn_fit_params p = sx_nn_fit_params_default();
+    p.train.epochs = 5;
+    p.train.batch = 16;
+    p.train.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.train.optim.lr = 0.02;
+    p.train.verbose = 0;
+    p.min_delta = 1e9; /* the first epoch is the best */
+    sx_nn_net *net = bn_classifier(4), *ref = bn_classifier(4), *last = bn_classifier(4);
+    sx_nn_history h;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h.n, 5);
+    cr_assert_eq(h.best_epoch, 1);
+    double loss = 0, acc = 0;
+    cr_assert_eq(sx_nn_evaluate_source(net, va, &p, &loss, &acc), SX_OK);
+    cr_assert_eq(loss, h.rows[0].val_loss);
+    cr_assert_eq(acc, h.rows[0].val_metric);
+    sx_nn_history_free(&h);
+    p.restore_best = false;
+    cr_assert_eq(sx_nn_fit(last, &p, tr, va, NULL), SX_OK);
+    cr_assert_not(same_weights(net, last));
+    p.train.epochs = 1;
+    cr_assert_eq(sx_nn_fit(ref, &p, tr, va, NULL), SX_OK);
+    cr_assert(same_weights(net, ref)); /* weights and running statistics */
+    sx_nn_net_free(net);
+
+    /* stopped 2 steps into epoch 2 (13 batches of 16 in 205 examples) */
+    net = bn_classifier(4);
+    int64_t stop = 13 + 2;
+    p.train.epochs = 5;
+    p.restore_best = true;
+    p.on_step = stop_at_step;
+    p.on_step_ctx = &stop;
+    cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    cr_assert(h.stopped_by_callback);
+    cr_assert_eq(sx_nn_net_epoch_steps(net), 2);
+    cr_assert_eq(h.best_epoch, 1);
+    cr_assert(same_weights(net, ref), "the steps after the best epoch were kept");
+    cr_assert_eq(sx_nn_evaluate_source(net, va, &p, &loss, &acc), SX_OK);
+    cr_assert_eq(loss, h.rows[0].val_loss);
+    sx_nn_history_free(&h);
+    sx_nn_net_free(net);
+    sx_nn_net_free(ref);
+    sx_nn_net_free(last);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(va);
+    sx_ds_source_free(all);
 }

@@ -2,7 +2,9 @@
  * appended to CSV or JSON-lines files as it grows, the SVG plot (well-formed XML with both
  * panels, parsed by python3's xml module when present), the per-step callback (it sees every
  * step and can stop), the checkpoint calls, and the fit's state next to a checkpoint: a fit
- * stopped and resumed stops early, restores and reports exactly as an uninterrupted one. */
+ * stopped and resumed stops early, restores and reports exactly as an uninterrupted one; a fit
+ * continued with the same checkpoint path is a run of its own; a state written before monitors
+ * resumes with the monitor it watched. */
 #include "testutil.h"
 
 #include <math.h>
@@ -118,8 +120,9 @@ Test(nn_history, train_metric_and_learning_rate_per_epoch)
     sx_nn_history_free(&h);
     /* off: NAN */
     p.train_metric = false;
-    p.train.epochs = 4;
+    p.train.epochs = 1;
     cr_assert_eq(sx_nn_fit(net, &p, tr, va, &h), SX_OK);
+    cr_assert_eq(h.n, 1);
     cr_assert(isnan(h.rows[0].train_metric));
     sx_nn_history_free(&h);
     sx_nn_net_free(net);
@@ -140,7 +143,7 @@ Test(nn_history, history_files_are_appended_per_epoch)
         p.history_path = f == 0 ? csv : jsonl;
         cr_assert_eq(sx_nn_fit(net, &p, tr, f == 0 ? va : NULL, NULL), SX_OK, "%s",
                      sx_last_error());
-        p.train.epochs = 5; /* a second call appends epochs 4 and 5 */
+        p.train.epochs = 2; /* a second call trains 2 more: it appends epochs 4 and 5 */
         cr_assert_eq(sx_nn_fit(net, &p, tr, f == 0 ? va : NULL, NULL), SX_OK);
         sx_nn_net_free(net);
     }
@@ -339,6 +342,16 @@ Test(nn_history, resumed_fit_continues_early_stopping_state)
         cr_assert_eq(h.rows[i].train_metric, hr.rows[i].train_metric);
     }
     cr_assert(same_weights(a, ref)); /* the best epoch's weights, restored in both */
+    /* the same call once more: the run had ended, nothing trains, the best weights come back */
+    sx_nn_net *d = net_new();
+    sx_nn_history hd;
+    cr_assert_eq(sx_nn_fit(d, &p, tr, va, &hd), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(hd.n, hr.n);
+    cr_assert(hd.stopped_early);
+    cr_assert_eq(sx_nn_net_epochs(d), hr.n);
+    cr_assert(same_weights(d, ref));
+    sx_nn_history_free(&hd);
+    sx_nn_net_free(d);
     /* a fit state of another epoch than the checkpoint is refused, naming both */
     sx_nn_net *b = net_new();
     p.train.epochs = 1;
@@ -379,8 +392,8 @@ Test(nn_history, checkpoint_calls_round_trip)
     cr_assert(same_weights(a, b));
     cr_assert_eq(sx_nn_net_steps(b), 10);
     cr_assert_eq(sx_nn_net_epochs(b), 2);
-    /* both continue identically */
-    p.train.epochs = 3;
+    /* both continue identically, one epoch more */
+    p.train.epochs = 1;
     cr_assert_eq(sx_nn_fit(a, &p, tr, NULL, NULL), SX_OK);
     cr_assert_eq(sx_nn_fit(b, &p, tr, NULL, NULL), SX_OK);
     cr_assert(same_weights(a, b));
@@ -397,4 +410,146 @@ Test(nn_history, checkpoint_calls_round_trip)
     sx_nn_net_free(a);
     sx_nn_net_free(b);
     sx_ds_source_free(tr);
+}
+
+/* A network continued with the same checkpoint path is a run of its own: the first run's
+ * PATH.fit is not resumed (the second call's history holds its rows; early stopping starts
+ * afresh), the weights equal one fit of 4 epochs, and PATH.fit records the second run's start,
+ * monitor and mode. A new network resuming the second run (start_epoch 2) reads back its rows;
+ * another monitor than the state's is refused, naming both. */
+Test(nn_history, continued_fit_with_a_checkpoint_is_a_run_of_its_own)
+{
+    make_data();
+    sx_ds_source *tr = source(0, 150), *va = source(150, 50);
+    char ck[128], st[160];
+    tmp_path(ck, sizeof ck, "cont");
+    snprintf(st, sizeof st, "%s.fit", ck);
+    remove(st);
+    sx_nn_fit_params p = params(2);
+    p.restore_best = false;
+    p.train.checkpoint_path = ck;
+    sx_nn_net *a = net_new(), *ref = net_new();
+    sx_nn_history h1, h2, h;
+    cr_assert_eq(sx_nn_fit(a, &p, tr, va, &h1), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_fit(a, &p, tr, va, &h2), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_net_epochs(a), 4);
+    cr_assert_eq(h2.n, 2);
+    cr_assert_eq(h2.rows[0].epoch, 3);
+    cr_assert_geq(h2.best_epoch, 3);
+    p.train.checkpoint_path = NULL;
+    p.train.epochs = 4;
+    cr_assert_eq(sx_nn_fit(ref, &p, tr, va, NULL), SX_OK);
+    cr_assert(same_weights(a, ref));
+    sx_cg_file *fl = NULL;
+    cr_assert_eq(sx_cg_file_read(st, &fl), SX_OK, "%s", sx_last_error());
+    cr_assert_str_eq(sx_cg_file_meta(fl, "fit_state_version"), "2");
+    cr_assert_str_eq(sx_cg_file_meta(fl, "start_epoch"), "2");
+    cr_assert_str_eq(sx_cg_file_meta(fl, "monitor"), "val_loss");
+    cr_assert_str_eq(sx_cg_file_meta(fl, "mode"), "min");
+    sx_cg_file_free(fl);
+    /* a new network resuming the second run: nothing left to train, its rows back */
+    sx_nn_net *b = net_new();
+    p.train.checkpoint_path = ck;
+    p.train.epochs = 2;
+    p.start_epoch = 2;
+    cr_assert_eq(sx_nn_fit(b, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h.n, 2);
+    cr_assert_eq(h.best_epoch, h2.best_epoch);
+    for (int64_t i = 0; i < 2; i++) {
+        cr_assert_eq(h.rows[i].epoch, i + 3);
+        cr_assert_eq(h.rows[i].val_loss, h2.rows[i].val_loss);
+    }
+    cr_assert(same_weights(b, a));
+    sx_nn_history_free(&h);
+    /* another monitor than the state's */
+    sx_nn_net *c = net_new();
+    p.monitor = "train_loss";
+    cr_assert_eq(sx_nn_fit(c, &p, tr, va, NULL), SX_E_STATE);
+    cr_assert(strstr(sx_last_error(), "watches val_loss (min), this fit train_loss (min)") != NULL,
+              "%s", sx_last_error());
+    remove(ck);
+    remove(st);
+    sx_nn_history_free(&h1);
+    sx_nn_history_free(&h2);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+    sx_nn_net_free(c);
+    sx_nn_net_free(ref);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(va);
+}
+
+/* Write PATH.fit as strix wrote it before monitors: no start epoch, monitor or mode; history
+ * rows of 7 + SX_NN_MAX_HEADS columns; the best weights (net's) under the parameters' names. */
+static void write_old_state(const char *path, const sx_nn_net *net, const sx_nn_epoch *r)
+{
+    int64_t shape[2] = {1, 7 + SX_NN_MAX_HEADS};
+    sx_tensor *rows = NULL;
+    cr_assert_eq(sx_tensor_zeros(SX_F64, 2, shape, &rows), SX_OK);
+    double *d = rows->data;
+    double v[7] = {(double)r->epoch, r->train_loss,   r->val_loss, r->val_metric,
+                   r->seconds,       r->train_metric, r->lr};
+    memcpy(d, v, sizeof v);
+    for (int k = 0; k < SX_NN_MAX_HEADS; k++)
+        d[7 + k] = NAN;
+    const char *names[16] = {"fit.history"};
+    const sx_tensor *ts[16] = {rows};
+    int nt = 1;
+    for (int i = 0; i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++, nt++) {
+            names[nt] = net->layers[i]->params[k].name;
+            ts[nt] = net->layers[i]->params[k].value;
+        }
+    char best[40];
+    snprintf(best, sizeof best, "%.17g", r->val_metric);
+    const char *keys[] = {"strix.kind", "epoch",      "rows", "metric",
+                          "best",       "best_epoch", "wait", "stopped_early"};
+    const char *vals[] = {"fit_state", "1", "1", "mse", best, "1", "0", "0"};
+    cr_assert_eq(sx_cg_save(NULL, 0, NULL, NULL, nt, names, ts, 8, keys, vals, path), SX_OK, "%s",
+                 sx_last_error());
+    sx_tensor_free(rows);
+}
+
+/* A PATH.fit written before monitors watched val_<metric>: it resumes with that monitor (the
+ * same run as an uninterrupted one) and is refused with the new default, saying what to set. */
+Test(nn_history, fit_state_written_before_monitors)
+{
+    make_data();
+    sx_ds_source *tr = source(0, 150), *va = source(150, 50);
+    char ck[128], st[160];
+    tmp_path(ck, sizeof ck, "old");
+    snprintf(st, sizeof st, "%s.fit", ck);
+    remove(st);
+    sx_nn_fit_params p = params(1);
+    p.train.checkpoint_path = ck;
+    p.monitor = "val_mse";
+    sx_nn_net *a = net_new(), *b = net_new(), *c = net_new(), *ref = net_new();
+    sx_nn_history h, hr;
+    cr_assert_eq(sx_nn_fit(a, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    write_old_state(st, a, &h.rows[0]);
+    sx_nn_history_free(&h);
+    p.train.epochs = 4;
+    p.monitor = NULL; /* val_loss */
+    cr_assert_eq(sx_nn_fit(b, &p, tr, va, NULL), SX_E_STATE);
+    cr_assert(strstr(sx_last_error(), "resume with monitor \"val_mse\"") != NULL, "%s",
+              sx_last_error());
+    p.monitor = "val_mse";
+    cr_assert_eq(sx_nn_fit(c, &p, tr, va, &h), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(h.n, 4);
+    p.train.checkpoint_path = NULL;
+    cr_assert_eq(sx_nn_fit(ref, &p, tr, va, &hr), SX_OK);
+    cr_assert_eq(h.best_epoch, hr.best_epoch);
+    for (int64_t i = 0; i < 4; i++)
+        cr_assert_eq(h.rows[i].val_metric, hr.rows[i].val_metric, "epoch %lld", (long long)i + 1);
+    cr_assert(same_weights(c, ref));
+    remove(ck);
+    remove(st);
+    sx_nn_history_free(&h);
+    sx_nn_history_free(&hr);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+    sx_nn_net_free(c);
+    sx_nn_net_free(ref);
+    sx_ds_source_free(tr);
+    sx_ds_source_free(va);
 }
