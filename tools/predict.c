@@ -9,13 +9,18 @@
 
 static const char *const predict_help =
     "usage: strix predict MODEL --input FILE [--output FILE.npy] [--output-name NAME]\n"
-    "                     [--batch N] [--scale X]\n"
+    "                     [--batch N] [--scale X] [--no-header]\n"
     "Run MODEL (.sxm, or .onnx when built with ONNX support) over the examples in FILE:\n"
     "  a .npy or IDX file (raw or gzip) of shape (n, example...) or (example...), the example\n"
     "  having as many elements as the model's input (a model with several inputs takes them as\n"
     "  one row per example, each input's elements after the previous one's: strix info lists\n"
-    "  them); or one PNG/JPEG image, decoded and resized to the model's (h, w, c) input with c\n"
-    "  1 or 3.\n"
+    "  them); or one image (PNG, JPEG, PGM/PPM, BMP, GIF, TGA), decoded and resized to the\n"
+    "  model's (h, w, c) input with c 1 or 3 (as the model was trained: its resize mode); or a\n"
+    "  CSV table (FILE.csv, a header line first unless --no-header): one example per row, the\n"
+    "  columns chosen by the model's feature names (a model trained on a CSV file knows them;\n"
+    "  a label or id column is ignored), else every column but a last label column.\n"
+    "  The data are given raw (pixel values 0..255, a table's own values): the model applies\n"
+    "  its preprocessing itself (strix info shows it). A classifier prints its class names.\n"
     "  --output FILE.npy  write the outputs in the model's dtype, each as the full array\n"
     "                     (n, output shape...): with one output (or --output-name) to FILE.npy;\n"
     "                     with several, one file per output, FILE_NAME.npy (e.g. out_boxes.npy)\n"
@@ -27,13 +32,14 @@ static const char *const predict_help =
     "  --scale X          multiply every element by X before the model (default 1: the model\n"
     "                     applies its own preprocessing to raw data; a model file written\n"
     "                     before version 3 gets its input scale for byte data, u8 arrays and\n"
-    "                     images)\n";
+    "                     images)\n"
+    "  --no-header        a CSV input has no header line\n";
 
 typedef struct predict_opts {
     const char *model, *input, *output, *output_name;
     long batch;
     double scale;
-    bool has_scale;
+    bool has_scale, no_header;
 } predict_opts;
 
 static int parse(int argc, char **argv, predict_opts *o)
@@ -56,6 +62,8 @@ static int parse(int argc, char **argv, predict_opts *o)
             ok = tool_parse_long(v, 1, 65536, &o->batch), i++;
         else if (strcmp(a, "--scale") == 0)
             ok = o->has_scale = tool_parse_double(v, &o->scale), i++;
+        else if (strcmp(a, "--no-header") == 0)
+            o->no_header = true;
         else if (a[0] == '-' && a[1] != '\0')
             return tool_usage("predict", "unknown option %s", a);
         else if (o->model == NULL)
@@ -92,8 +100,39 @@ static int examples(const predict_opts *o, sx_nn_model *m, tool_array *a, int64_
     return TOOL_OK;
 }
 
+/* A CSV table (a name ending in .csv): its feature columns, by the model's feature names when
+ * it has them (any order; a label or id column ignored), else every column (the label column,
+ * the last, left out when the file has one more). */
+static int read_csv(const predict_opts *o, sx_nn_model *m, tool_array *a)
+{
+    sx_nn_preprocess pp = sx_nn_model_preprocess(m);
+    int64_t n_in = sx_shape_size(sx_nn_model_input_rank(m), sx_nn_model_input_shape(m));
+    sx_ds_csv_params cp = sx_ds_csv_params_default();
+    cp.header = !o->no_header;
+    const char *const *names = pp.n_features == n_in && cp.header ? pp.feature_names : NULL;
+    sx_tensor *t = NULL;
+    if (sx_ds_csv_read_x(o->input, &cp, names, n_in, &t) != SX_OK)
+        return tool_fail("predict", "%s", sx_last_error());
+    memset(a, 0, sizeof *a);
+    a->rank = 2;
+    a->dims[0] = t->shape[0];
+    a->dims[1] = t->shape[1];
+    a->count = t->size;
+    a->type = "f64";
+    a->v = sx_alloc((size_t)t->size * sizeof *a->v);
+    if (a->v == NULL) {
+        sx_tensor_free(t);
+        return tool_fail_sx("predict", "memory");
+    }
+    memcpy(a->v, t->data, (size_t)t->size * sizeof *a->v);
+    sx_tensor_free(t);
+    return TOOL_OK;
+}
+
 static int read_input(const predict_opts *o, sx_nn_model *m, tool_array *a)
 {
+    if (tool_has_ext(o->input, ".csv"))
+        return read_csv(o, m, a);
     if (tool_file_kind(o->input) == TOOL_FILE_IMAGE) {
         const int64_t *is = sx_nn_model_input_shape(m);
         if (sx_nn_model_input_rank(m) != 3 || (is[2] != 1 && is[2] != 3))
