@@ -126,10 +126,10 @@ sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *tp,
     char version[16], batch[32], hv[N_HYPER][40];
     snprintf(version, sizeof version, "%d", CHECKPOINT_VERSION);
     snprintf(batch, sizeof batch, "%d", tp->batch);
-    const char *keys[14 + N_HYPER] = {"strix.kind", "checkpoint_version", "network",     "step",
+    const char *keys[24 + N_HYPER] = {"strix.kind", "checkpoint_version", "network",     "step",
                                       "epoch",      "epoch_step",         "dropout_rng", "batch",
                                       "optimiser"};
-    const char *vals[14 + N_HYPER] = {"checkpoint", version, net->name,
+    const char *vals[24 + N_HYPER] = {"checkpoint", version, net->name,
                                       step,         epoch,   epoch_step,
                                       rng,          batch,   sx_optim_name(tp->optim.kind)};
     int nk = 9;
@@ -153,8 +153,21 @@ sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *tp,
             vals[nk++] = pv[i];
         }
     }
+    /* the network's preprocessing: a network rebuilt from code gets it back with its weights */
+    char scale[40];
+    snprintf(scale, sizeof scale, "%.17g", net->prep.scale);
+    keys[nk] = "input_scale";
+    vals[nk++] = scale;
+    nn_prep_meta pm = {0};
+    if (s == SX_OK)
+        s = nn_prep_meta_make(&net->prep, &pm);
+    for (int i = 0; s == SX_OK && i < pm.n; i++) {
+        keys[nk] = pm.keys[i];
+        vals[nk++] = pm.vals[i];
+    }
     if (s == SX_OK)
         s = sx_cg_save(NULL, 0, NULL, NULL, t.n, t.names, t.tensors, nk, keys, vals, path);
+    nn_prep_meta_free(&pm);
     named_free(&t);
     return s;
 }
@@ -363,6 +376,19 @@ sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *tp,
     nn_run_state st;
     if (s == SX_OK)
         s = run_state(path, f, &st);
+    /* the preprocessing it was trained with (none recorded before input_scale was written) */
+    nn_prep fp = {0};
+    const char *fsc = sx_cg_file_meta(f, "input_scale");
+    char *e1 = NULL;
+    if (s == SX_OK && fsc != NULL) {
+        fp.scale = strtod(fsc, &e1);
+        if (e1 == fsc || *e1 != '\0' || !isfinite(fp.scale) || fp.scale < 0)
+            s = sx_error(SX_E_FORMAT, "%s: bad 'input_scale' ('%s')", path, fsc);
+        if (s == SX_OK)
+            s = nn_prep_meta_read(path, f, &fp);
+        if (s == SX_OK)
+            s = nn_prep_merge(path, net->name, &net->prep, &fp, false);
+    }
     /* check every tensor (weights and optimiser states) before changing anything */
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
@@ -411,7 +437,9 @@ sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *tp,
         net->dropout_rng = rng;
         if (rs != NULL)
             *rs = st;
+        s = nn_prep_merge(path, net->name, &net->prep, &fp, true);
     }
+    nn_prep_free(&fp);
     sx_cg_file_free(f);
     return s;
 }

@@ -108,6 +108,11 @@ sx_cg_node *nn_prep_target(sx_cg_graph *g, const sx_nn_net *net, sx_cg_node *y);
  * nothing adopted, everything checked. */
 sx_status nn_prep_sources(const char *who, sx_nn_net *net, sx_nn_fit_params *p,
                           const sx_ds_source **train, const sx_ds_source **val, bool adopt);
+/* A checkpoint's preprocessing (file) against the network's (have): each part the network has
+ * must equal the file's (SX_E_STATE naming it); with apply, the parts the network lacks are
+ * moved from file into have. */
+sx_status nn_prep_merge(const char *path, const char *net_name, nn_prep *have, nn_prep *file,
+                        bool apply);
 /* The model file's metadata for p (keys/values appended at *n; the strings in buf, owned by
  * the caller: nn_prep_meta_free). */
 typedef struct nn_prep_meta {

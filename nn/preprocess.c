@@ -804,3 +804,67 @@ sx_status nn_prep_sources(const char *who, sx_nn_net *net, sx_nn_fit_params *p,
         SX_TRY(class_names_of(who, net, *val, false));
     return SX_OK;
 }
+
+/* ---------------------------------------------------------------- checkpoints */
+
+sx_status nn_prep_merge(const char *path, const char *net_name, nn_prep *have, nn_prep *file,
+                        bool apply)
+{
+    const char *what = NULL;
+    if (have->scale != 0 && file->scale != 0 && have->scale != file->scale)
+        what = "input scale";
+    else if (have->norm_n > 0 && file->norm_n > 0 &&
+             !(doubles_equal(have->mean, have->norm_n, file->mean, file->norm_n) &&
+               doubles_equal(have->std, have->norm_n, file->std, file->norm_n)))
+        what = "normalisation";
+    else if (have->target_n > 0 && file->target_n > 0 &&
+             !(doubles_equal(have->tmean, have->target_n, file->tmean, file->target_n) &&
+               doubles_equal(have->tstd, have->target_n, file->tstd, file->target_n)))
+        what = "target scaling";
+    else if (have->n_classes > 0 && file->n_classes > 0 &&
+             !names_equal(have->classes, have->n_classes, (const char *const *)file->classes,
+                          file->n_classes))
+        what = "class names";
+    if (what != NULL)
+        return sx_error(SX_E_STATE, "%s: the checkpoint's %s differs from network %s's", path, what,
+                        net_name);
+    if (!apply)
+        return SX_OK;
+#define TAKE(cond, a, b)                                                                           \
+    if (cond) {                                                                                    \
+        void *t_ = (void *)have->a;                                                                \
+        have->a = file->a;                                                                         \
+        file->a = t_;                                                                              \
+        t_ = (void *)have->b;                                                                      \
+        have->b = file->b;                                                                         \
+        file->b = t_;                                                                              \
+    }
+    if (have->scale == 0)
+        have->scale = file->scale;
+    if (have->norm_n == 0 && file->norm_n > 0) {
+        TAKE(true, mean, std);
+        have->norm_n = file->norm_n;
+        file->norm_n = 0;
+    }
+    if (have->target_n == 0 && file->target_n > 0) {
+        TAKE(true, tmean, tstd);
+        have->target_n = file->target_n;
+        file->target_n = 0;
+    }
+    if (have->n_classes == 0 && file->n_classes > 0) {
+        char **t = have->classes;
+        have->classes = file->classes;
+        file->classes = t;
+        have->n_classes = file->n_classes;
+        file->n_classes = 0;
+    }
+    if (have->n_features == 0 && file->n_features > 0) {
+        char **t = have->features;
+        have->features = file->features;
+        file->features = t;
+        have->n_features = file->n_features;
+        file->n_features = 0;
+    }
+#undef TAKE
+    return SX_OK;
+}
