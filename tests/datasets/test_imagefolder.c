@@ -5,6 +5,7 @@
  * naming the file; out-of-memory injection over the whole load; random and mutated bytes fed to
  * the decoder give an error, never a crash (run under ASan). */
 #include "idx_fixture.h"
+#include "image_fixture.h"
 #include <testutil.h>
 
 #include <sx_datasets.h>
@@ -18,49 +19,6 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- writing test images */
-
-/* A PNG of h x w with `type` (PNG_COLOR_TYPE_*) and bit depth 8 or 16; px holds the samples,
- * 8-bit (16-bit samples are px * 257, big-endian) or palette indices; a palette of 4 grey-ish
- * entries for PNG_COLOR_TYPE_PALETTE. */
-static void write_png(const char *path, int h, int w, int type, int depth, const uint8_t *px)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png_create_info_struct(png);
-    cr_assert(png && info);
-    if (setjmp(png_jmpbuf(png)))
-        cr_assert_fail("libpng failed writing %s", path);
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, depth, type, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    if (type == PNG_COLOR_TYPE_PALETTE) {
-        png_color pal[4] = {{0, 0, 0}, {10, 20, 30}, {200, 100, 50}, {255, 255, 255}};
-        png_set_PLTE(png, info, pal, 4);
-    }
-    png_write_info(png, info);
-    int ch = type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_PALETTE ? 1
-             : type == PNG_COLOR_TYPE_RGB                                  ? 3
-             : type == PNG_COLOR_TYPE_RGBA                                 ? 4
-                                                                           : 2;
-    uint8_t *row = malloc((size_t)(w * ch * 2));
-    for (int y = 0; y < h; y++) {
-        for (int k = 0; k < w * ch; k++) {
-            uint8_t v = px[y * w * ch + k];
-            if (depth == 16) {
-                row[2 * k] = v; /* v * 257 big-endian: both bytes v */
-                row[2 * k + 1] = v;
-            } else {
-                row[k] = v;
-            }
-        }
-        png_write_row(png, row);
-    }
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    free(row);
-    fclose(f);
-}
 
 static void write_jpeg(const char *path, int h, int w, int c, const uint8_t *px)
 {
@@ -88,50 +46,6 @@ static void write_jpeg(const char *path, int h, int w, int c, const uint8_t *px)
     jpeg_finish_compress(&cinfo);
     jpeg_destroy_compress(&cinfo);
     fclose(f);
-}
-
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n);
-    cr_assert_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
-}
-
-/* A fresh temporary folder. */
-static void tmp_dir(char *path, size_t n)
-{
-    snprintf(path, n, "/tmp/sx_imgf_XXXXXX");
-    cr_assert_not_null(mkdtemp(path));
-}
-
-static void sub(char *out, size_t n, const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    cr_assert(la + lb + 2 <= n);
-    memcpy(out, a, la);
-    out[la] = '/';
-    memcpy(out + la + 1, b, lb + 1);
-}
-
-static void rm_tree(const char *root)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    cr_assert_eq(system(cmd), 0);
 }
 
 /* A 4x4 grey gradient v = 16 * y + 4 * x + 1, and its RGB version (v, v, v). */
@@ -283,7 +197,8 @@ Test(datasets_imagefolder, corrupt_files_are_errors_naming_the_file)
     size_t nj;
     uint8_t *jpg = read_bytes(p, &nj);
     rm_tree(root);
-    expect_bad_file("just text", 9, "c.png", SX_E_FORMAT, "not a PNG or JPEG file");
+    expect_bad_file("just text", 9, "c.png", SX_E_FORMAT,
+                    "not a PNG, JPEG, PNM, BMP, GIF or TGA file");
     expect_bad_file(png, n / 2, "c.png", SX_E_FORMAT, "corrupt PNG");
     uint8_t *bad = malloc(n);
     memcpy(bad, png, n);
@@ -309,7 +224,8 @@ Test(datasets_imagefolder, folder_errors)
     sub(p, sizeof p, root, "empty");
     cr_assert_eq(mkdir(p, 0700), 0);
     cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_E_FORMAT);
-    cr_assert(fx_msg_has("empty: no .png/.jpg/.jpeg files"));
+    cr_assert(fx_msg_has("empty: no image files (.png, .jpg, .jpeg, .pgm, .ppm, .pnm, .bmp, .gif, "
+                         ".tga)"));
     cr_assert_null(d);
     prm.c = 2;
     cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_E_ARG);
