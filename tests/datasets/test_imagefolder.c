@@ -2,8 +2,9 @@
  * (grey, RGB) written here with libpng and libjpeg into a temporary folder tree, loaded with
  * classes and files in sorted order; grey <-> RGB conversion; nearest and bilinear resizing
  * against values worked out by hand; corrupt, truncated and mislabelled files a clear error
- * naming the file; out-of-memory injection over the whole load; random and mutated bytes fed to
- * the decoder give an error, never a crash (run under ASan). */
+ * naming the file; other entries skipped and counted in the report, or refused in strict mode;
+ * out-of-memory injection over the whole load; random and mutated bytes fed to the decoder give
+ * an error, never a crash (run under ASan). The stb_image formats: test_imageformats.c. */
 #include "idx_fixture.h"
 #include "image_fixture.h"
 #include <testutil.h>
@@ -162,6 +163,79 @@ Test(datasets_imagefolder, nearest_and_bilinear_resize)
     double v = 0.75 * (0.75 * 1 + 0.25 * 5) + 0.25 * (0.75 * 17 + 0.25 * 21);
     cr_assert_eq(d->pixels[1 * 8 + 1], (uint8_t)(v + 0.5));
     cr_assert_eq(d->pixels[63], 61, "the far corner clamps too");
+    sx_ds_images_free(d);
+    rm_tree(root);
+}
+
+/* make_tree's strays (root/readme, cat/notes.txt) and hidden entries (.hidden/, and here
+ * dog/.DS_Store), plus a sub-folder dog/sub: the three strays are skipped and counted, in
+ * order (root's entries first), the hidden ones neither read nor counted. */
+Test(datasets_imagefolder, skipped_entries_counted)
+{
+    char root[256], p[512];
+    make_tree(root, sizeof root);
+    sub(p, sizeof p, root, "dog/.DS_Store");
+    write_bytes(p, "x", 1);
+    sub(p, sizeof p, root, "dog/sub");
+    cr_assert_eq(mkdir(p, 0700), 0);
+    sx_ds_image_folder_report rep;
+    memset(&rep, 0x77, sizeof rep);
+    sx_ds_image_folder_params prm = sx_ds_image_folder_params_default();
+    cr_assert(!prm.strict);
+    cr_assert_null(prm.report);
+    prm.report = &rep;
+    sx_ds_images *d = NULL;
+    cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(d->n, 4);
+    cr_assert_eq(rep.images, 4);
+    cr_assert_eq(rep.skipped, 3);
+    cr_assert_eq(rep.files, 7);
+    sub(p, sizeof p, root, "readme");
+    cr_assert_str_eq(rep.first_skipped, p);
+    sx_ds_images_free(d);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(rep.skipped, 2);
+    sub(p, sizeof p, root, "cat/notes.txt");
+    cr_assert_str_eq(rep.first_skipped, p, "then the first class's, %s", rep.first_skipped);
+    sx_ds_images_free(d);
+    rm_tree(root);
+}
+
+/* Strict: each stray is an error naming it, root's first; without strays the load succeeds,
+ * hidden entries still ignored. A failed load zeroes the report. */
+Test(datasets_imagefolder, strict_refuses_stray_entries)
+{
+    char root[256], p[512];
+    make_tree(root, sizeof root);
+    sub(p, sizeof p, root, "dog/.DS_Store");
+    write_bytes(p, "x", 1);
+    sub(p, sizeof p, root, "dog/sub");
+    cr_assert_eq(mkdir(p, 0700), 0);
+    sx_ds_image_folder_report rep;
+    memset(&rep, 0x77, sizeof rep);
+    sx_ds_image_folder_params prm = sx_ds_image_folder_params_default();
+    prm.strict = true;
+    prm.report = &rep;
+    const char *strays[3] = {"readme", "cat/notes.txt", "dog/sub"};
+    const char *why[3] = {"not a class folder", "not an image file name (.png, .jpg",
+                          "not a regular file"};
+    for (int k = 0; k < 3; k++) {
+        sx_ds_images *d = (sx_ds_images *)&d;
+        cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_E_FORMAT, "%s", strays[k]);
+        cr_assert_null(d);
+        char want[600];
+        sub(p, sizeof p, root, strays[k]);
+        snprintf(want, sizeof want, "%s: %s", p, why[k]);
+        cr_assert(fx_msg_has(want));
+        cr_assert_eq(rep.files + rep.images + rep.skipped, 0);
+        cr_assert_str_eq(rep.first_skipped, "");
+        cr_assert_eq(k < 2 ? unlink(p) : rmdir(p), 0);
+    }
+    sx_ds_images *d = NULL;
+    cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(rep.images, 4);
+    cr_assert_eq(rep.skipped, 0);
     sx_ds_images_free(d);
     rm_tree(root);
 }
