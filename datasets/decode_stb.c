@@ -113,23 +113,26 @@ static long pnm_number(const uint8_t *b, size_t len, size_t *i)
 }
 
 /* Check a PNM header before stb reads it: its numbers (stb's parser overflows on long ones) and
- * its maxval (*maxval; 255 when the header is cut, which stb reports). stb_image 2.27 reads the
- * samples of a maxval above 255 in the wrong byte order (and converts their channels as if they
- * were bytes): those files are refused. A maxval below 255 is rescaled by the caller. */
-static sx_status pnm_check(const char *name, const uint8_t *b, size_t len, long *maxval)
+ * its maxval (*maxval; 255 when the header is cut, which stb reports). *need: the bytes of the
+ * file with the samples it announces (0 when the header is cut), checked by the caller before
+ * stb allocates for them. stb_image 2.27 reads the samples of a
+ * maxval above 255 in the wrong byte order (and converts their channels as if they were bytes):
+ * those files are refused. A maxval below 255 is rescaled by the caller. */
+static sx_status pnm_check(const char *name, const uint8_t *b, size_t len, long *maxval,
+                           int64_t *need)
 {
     size_t i = 2;
-    long v[3] = {0, 0, 255};
-    for (int k = 0; k < 3 && v[k] != -1; k++)
+    long v[3] = {-1, -1, -1};
+    for (int k = 0; k < 3 && (k == 0 || v[k - 1] >= 0); k++)
         v[k] = pnm_number(b, len, &i);
-    for (int k = 0; k < 3; k++)
-        if (v[k] == -2)
-            return sx_error(SX_E_FORMAT, "%s: corrupt PNM: a header number of more than 9 digits",
-                            name);
+    if (v[0] == -2 || v[1] == -2 || v[2] == -2)
+        return sx_error(SX_E_FORMAT, "%s: corrupt PNM: a header number of more than 9 digits",
+                        name);
     *maxval = v[2] < 0 ? 255 : v[2];
     if (*maxval < 1 || *maxval > 255)
         return sx_error(SX_E_FORMAT, "%s: PNM with maxval %ld (supported: 1 to 255, 8-bit samples)",
                         name, *maxval);
+    *need = v[2] < 0 ? 0 : (int64_t)i + 1 + (int64_t)v[0] * v[1] * (b[1] == '6' ? 3 : 1);
     return SX_OK;
 }
 
@@ -142,6 +145,40 @@ static void pnm_rescale(uint8_t *px, int64_t n, long maxval)
     }
 }
 
+static int64_t le(const uint8_t *p, int bytes)
+{
+    int64_t v = 0;
+    for (int k = bytes - 1; k >= 0; k--)
+        v = v << 8 | p[k];
+    return v;
+}
+
+/* The fewest bytes a BMP or TGA file with this header can have (0: no bound known), for a check
+ * before decoding: stb reads zeros past the end of a file, row after row, and would decode an
+ * image a cut file announces (up to SX_DS_IMAGE_MAX_BYTES) before its end is noticed. Rows are
+ * counted without their padding; a TGA's RLE packets cover at most 128 pixels each. */
+static int64_t min_bytes(const char *fmt, const uint8_t *b, size_t len)
+{
+    int64_t w, h, bpp;
+    if (strcmp(fmt, "BMP") == 0 && len >= 30) {
+        int64_t hsz = le(b + 14, 4), core = hsz == 12; /* OS/2: 16-bit width and height */
+        w = le(b + 18, core ? 2 : 4);
+        h = le(b + 18 + (core ? 2 : 4), core ? 2 : 4);
+        h = core ? h : h >= (int64_t)1 << 31 ? ((int64_t)1 << 32) - h : h; /* < 0: top-down */
+        bpp = le(b + (core ? 24 : 28), 2);
+        if (w > 1 << 24 || h > 1 << 24) /* stb refuses them */
+            return 0;
+        return 14 + hsz + (w * bpp + 7) / 8 * h;
+    }
+    if (strcmp(fmt, "TGA") == 0 && len >= 18) {
+        int64_t indexed = b[1] == 1, rle = b[2] >= 8, cmap = le(b + 5, 2) * ((b[7] + 7) / 8);
+        int64_t px = le(b + 12, 2) * le(b + 14, 2), bytes = (b[16] + 7) / 8;
+        int64_t head = 18 + b[0] + (indexed ? cmap : 0);
+        return rle ? head + (px + 127) / 128 * (1 + bytes) : head + px * bytes;
+    }
+    return 0;
+}
+
 sx_status sx__stb_decode(const char *name, const char *fmt, const uint8_t *buf, size_t len,
                          int64_t c, uint8_t **pixels, int64_t *h, int64_t *w)
 {
@@ -150,8 +187,9 @@ sx_status sx__stb_decode(const char *name, const char *fmt, const uint8_t *buf, 
         return sx_error(SX_E_FORMAT, "%s: %s file of %zu bytes (stb_image reads at most 2^31 - 1)",
                         name, fmt, len);
     long maxval = 255;
+    int64_t need = 0;
     if (strcmp(fmt, "PNM") == 0)
-        SX_TRY(pnm_check(name, buf, len, &maxval));
+        SX_TRY(pnm_check(name, buf, len, &maxval, &need));
     stb_src s = {.p = buf, .len = len};
     int x = 0, y = 0, comp = 0;
     stb_nomem = false;
@@ -163,9 +201,15 @@ sx_status sx__stb_decode(const char *name, const char *fmt, const uint8_t *buf, 
         return stb_failure(name, fmt, &s);
     if (x < 1 || y < 1)
         return sx_error(SX_E_FORMAT, "%s: corrupt %s: image of %dx%d", name, fmt, y, x);
-    if ((int64_t)x * y * c > SX_DS_IMAGE_MAX_BYTES) /* before decoding anything */
+    /* Before decoding anything: the image as stb decodes it (a GIF as RGBA), or as converted. */
+    int64_t ch = strcmp(fmt, "GIF") == 0 ? 4 : comp > c ? comp : c;
+    if ((int64_t)x * y * ch > SX_DS_IMAGE_MAX_BYTES)
         return sx_error(SX_E_FORMAT, "%s: image of %dx%dx%lld is larger than %lld bytes", name, y,
-                        x, (long long)c, (long long)SX_DS_IMAGE_MAX_BYTES);
+                        x, (long long)ch, (long long)SX_DS_IMAGE_MAX_BYTES);
+    need = need > 0 ? need : min_bytes(fmt, buf, len);
+    if ((int64_t)len < need)
+        return sx_error(SX_E_FORMAT, "%s: corrupt %s: truncated file (%zu bytes, at least %lld)",
+                        name, fmt, len, (long long)need);
     s = (stb_src){.p = buf, .len = len};
     uint8_t *px = stbi_load_from_callbacks(&stb_io, &s, &x, &y, &comp, (int)c);
     if (px == NULL || s.past_end) {
