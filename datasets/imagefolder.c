@@ -1,8 +1,7 @@
 /* imagefolder.c: root/<class>/<image> into an image set of bytes. Two passes: list and sort the
  * class folders and their image files (names only; other entries counted, or refused in strict
- * mode), then allocate the whole set once and decode
- * and resize every file straight into its row (decode.c), through one file buffer that grows to
- * the largest file. */
+ * mode), then allocate the whole set once and decode and resize every file straight into its row
+ * (decode.c), through one file buffer that grows to the largest file. */
 #define _POSIX_C_SOURCE 200809L /* opendir, stat */
 #include "datasets_impl.h"
 
