@@ -579,22 +579,26 @@ typedef enum {
 
 /* Decode one image held in memory and resize it into out, h*w*c bytes (h, w, c) row-major. The
  * content decides the format: PNG (signature; libpng), JPEG (SOI marker; libjpeg-turbo), and
- * through stb_image: binary PNM ("P5" grey PGM, "P6" colour PPM; maxval up to 65535), BMP
- * ("BM"), GIF ("GIF8"; the first frame) and, for content with none of these signatures, TGA
- * (which has none: accepted when stb_image's TGA header checks pass).
+ * through stb_image: binary PNM ("P5" grey PGM, "P6" colour PPM; maxval 1 to 255, scaled to
+ * 0..255), BMP ("BM"; uncompressed or bit fields), GIF ("GIF8"; the first frame) and, for
+ * content with none of these signatures, TGA (which has none: taken when stb_image's checks of
+ * a TGA header pass).
  * c = 1 gives grayscale (RGB converted with libpng's / libjpeg's / stb_image's own weights;
- * grey stays exact), c = 3 RGB (grayscale replicated); alpha is dropped, 16-bit samples are
- * reduced to 8, palettes expanded. `name` is used in messages (NULL: "<memory>"). The buffer is
- * not kept. out is unchanged on error. The size (w * h * c) is checked against
- * SX_DS_IMAGE_MAX_BYTES from the header, before any pixel is decoded.
+ * grey stays exact), c = 3 RGB (grayscale replicated); alpha is dropped, 16-bit PNG samples
+ * are reduced to 8, palettes expanded. `name` is used in messages (NULL: "<memory>"). The
+ * buffer is not kept. out is unchanged on error. The header's size, width * height * channels
+ * (c; or the file's own channels when more, 4 for a GIF, as stb_image decodes them), is checked
+ * against SX_DS_IMAGE_MAX_BYTES before anything is decoded; so is, for PNM, BMP and TGA, the
+ * file's length against the bytes the header announces.
  * Memory: libpng's and stb_image's allocations go through the allocator hook; libjpeg-turbo
  * allocates its own with malloc.
  * Errors: SX_E_ARG (buf or out NULL, h, w < 1, c not 1 or 3, a bad resize mode), SX_E_FORMAT
  * ("NAME: not a PNG, JPEG, PNM, BMP, GIF or TGA file"; "NAME: corrupt PNG: <libpng's message>";
  * "NAME: corrupt JPEG: <libjpeg's message>" (libjpeg's warnings, e.g. a truncated stream,
- * count as errors); "NAME: corrupt PNM|BMP|GIF|TGA: <stb_image's reason>", or ": truncated
- * file" when the file ends before the image does; "NAME: image of HxWxC is larger than N
- * bytes"), SX_E_NOMEM. */
+ * count as errors); "NAME: corrupt PNM|BMP|GIF|TGA: <stb_image's reason>", or "...: truncated
+ * file" when the file ends before the image does; "NAME: PNM with maxval 65535 (supported: 1
+ * to 255, 8-bit samples)" (stb_image 2.27 misreads 16-bit samples); "NAME: image of HxWxC is
+ * larger than N bytes"), SX_E_NOMEM. */
 sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int64_t h, int64_t w,
                              int64_t c, sx_ds_resize mode, uint8_t *out) SX_NODISCARD;
 
