@@ -32,6 +32,14 @@ if(NOT LIBJPEG_FOUND)
     message(FATAL_ERROR "libjpeg not found: apt-get install libjpeg62-turbo-dev "
                         "(or run scripts/setup)")
 endif()
+# stb_image (PNM, BMP, GIF and TGA images): its header only; datasets/decode_stb.c compiles the
+# implementation itself (allocations through strix's hook, only the formats it reads), so
+# Debian's libstb.so is not linked.
+find_path(STRIX_STB_INCLUDE_DIR stb/stb_image.h)
+if(NOT STRIX_STB_INCLUDE_DIR)
+    message(FATAL_ERROR "stb_image.h not found (stb/stb_image.h): apt-get install libstb-dev "
+                        "(or run scripts/setup)")
+endif()
 find_path(LIBCSV_INCLUDE_DIR csv.h)
 find_library(LIBCSV_LIBRARY csv)
 if(NOT LIBCSV_INCLUDE_DIR OR NOT LIBCSV_LIBRARY)

@@ -111,4 +111,11 @@ void sx__convert(const void *src, sx_ds_type t, int64_t n, double scale, void *d
  * have been checked. */
 void sx__image_bytes(const sx_ds_images *d, int64_t i, uint8_t *dst);
 
+/* Decode a PNM, BMP, GIF or TGA file (fmt: "PNM", "BMP", "GIF" or "TGA", the format its content
+ * announced; "TGA" for content without a signature, refused as no known format when stb does not
+ * take it for a TGA) through stb_image into *pixels, (*h, *w, c) bytes (sx_alloc; the caller
+ * frees; NULL on error). Errors as sx_ds_image_decode's, naming `name` (decode_stb.c). */
+sx_status sx__stb_decode(const char *name, const char *fmt, const uint8_t *buf, size_t len,
+                         int64_t c, uint8_t **pixels, int64_t *h, int64_t *w);
+
 #endif

@@ -1,8 +1,9 @@
-/* decode.c: one PNG (libpng) or JPEG (libjpeg-turbo) image from memory to (h, w, c) bytes, then
- * resized. Both libraries report errors by longjmp: libpng through png_jmpbuf after our error
- * function, libjpeg from our error_exit (and emit_message, so that its warnings about corrupt
- * data are errors too, never a silently grey image). What is allocated across the jump lives in
- * a struct the caller frees, so nothing leaks whichever way the decoder leaves. */
+/* decode.c: one PNG (libpng), JPEG (libjpeg-turbo), or PNM, BMP, GIF or TGA image (stb_image,
+ * decode_stb.c) from memory to (h, w, c) bytes, then resized; the content picks the decoder. libpng
+ * and libjpeg report errors by longjmp: libpng through png_jmpbuf after our error function, libjpeg
+ * from our error_exit (and emit_message, so that its warnings about corrupt data are errors too,
+ * never a silently grey image). What is allocated across the jump lives in a struct the caller
+ * frees, so nothing leaks whichever way the decoder leaves. */
 #include "datasets_impl.h"
 
 #include <jpeglib.h>
@@ -257,6 +258,19 @@ static void resize_nearest(const image *im, int64_t h, int64_t w, uint8_t *out)
     }
 }
 
+/* The format stb_image is asked for, by the file's first bytes: PNM (binary grey "P5" or colour
+ * "P6"), BMP ("BM"), GIF ("GIF8"); anything else is tried as a TGA, which has no signature. */
+static const char *stb_format(const uint8_t *b, size_t len)
+{
+    if (len >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6'))
+        return "PNM";
+    if (len >= 2 && b[0] == 'B' && b[1] == 'M')
+        return "BMP";
+    if (len >= 4 && memcmp(b, "GIF8", 4) == 0)
+        return "GIF";
+    return "TGA";
+}
+
 sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int64_t h, int64_t w,
                              int64_t c, sx_ds_resize mode, uint8_t *out)
 {
@@ -276,12 +290,13 @@ sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int6
     const uint8_t *b = buf;
     image im = {0};
     sx_status st;
+    const char *fmt = stb_format(b, len);
     if (len >= 8 && png_sig_cmp(b, 0, 8) == 0)
         st = png_decode(name, b, len, c, &im);
     else if (len >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
         st = jpeg_decode(name, b, len, c, &im);
-    else
-        st = sx_error(SX_E_FORMAT, "%s: not a PNG or JPEG file", name);
+    else if ((st = sx__stb_decode(name, fmt, b, len, c, &im.pixels, &im.h, &im.w)) == SX_OK)
+        im.c = c;
     if (st == SX_OK && mode == SX_DS_RESIZE_BILINEAR)
         resize_bilinear(&im, h, w, out);
     else if (st == SX_OK)

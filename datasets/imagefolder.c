@@ -1,7 +1,7 @@
 /* imagefolder.c: root/<class>/<image> into an image set of bytes. Two passes: list and sort the
- * class folders and their image files (names only), then allocate the whole set once and decode
- * and resize every file straight into its row (decode.c), through one file buffer that grows to
- * the largest file. */
+ * class folders and their image files (names only; other entries counted, or refused in strict
+ * mode), then allocate the whole set once and decode and resize every file straight into its row
+ * (decode.c), through one file buffer that grows to the largest file. */
 #define _POSIX_C_SOURCE 200809L /* opendir, stat */
 #include "datasets_impl.h"
 
@@ -52,39 +52,73 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool is_image_name(const char *s)
+/* The file names the loader reads (any case), as listed in messages. */
+static const char *const image_exts[] = {".png", ".jpg", ".jpeg", ".pgm", ".ppm",
+                                         ".pnm", ".bmp", ".gif",  ".tga"};
+#define IMAGE_EXTS ".png, .jpg, .jpeg, .pgm, .ppm, .pnm, .bmp, .gif, .tga"
+
+static bool is_image_name(const char *path)
 {
-    const char *dot = strrchr(s, '.');
-    return dot != NULL && (strcasecmp(dot, ".png") == 0 || strcasecmp(dot, ".jpg") == 0 ||
-                           strcasecmp(dot, ".jpeg") == 0);
+    const char *base = strrchr(path, '/'), *dot = strrchr(base ? base : path, '.');
+    for (size_t k = 0; dot != NULL && k < sizeof image_exts / sizeof *image_exts; k++)
+        if (strcasecmp(dot, image_exts[k]) == 0)
+            return true;
+    return false;
 }
 
-/* The sorted names in dir (no leading '.'): folders (dirs true) or image files. */
-static sx_status list_dir(const char *dir, bool dirs, strlist *out)
+/* Why the entry at path is not read (NULL: it is): root's entries must be folders (dirs true),
+ * a class folder's entries regular files named as images. */
+static const char *skip_reason(const char *path, bool dirs)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return "cannot stat (a dangling link?)";
+    if (dirs)
+        return S_ISDIR(sb.st_mode) ? NULL : "not a class folder";
+    if (!S_ISREG(sb.st_mode))
+        return "not a regular file";
+    return is_image_name(path) ? NULL : "not an image file name (" IMAGE_EXTS ")";
+}
+
+/* Every non-hidden entry of dir (no leading '.') as "dir/name", sorted. */
+static sx_status list_all(const char *dir, strlist *all)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
         return sx_error(SX_E_IO, "%s: cannot open: %s", dir, strerror(errno));
     sx_status st = SX_OK;
     struct dirent *e;
-    while (st == SX_OK && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || (!dirs && !is_image_name(e->d_name)))
-            continue;
-        if (!list_push(out, dir, e->d_name)) { /* the full path first, to stat it */
+    while (st == SX_OK && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' && !list_push(all, dir, e->d_name))
             st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
-            break;
-        }
-        char *full = out->v[out->n - 1];
-        struct stat sb;
-        bool keep = stat(full, &sb) == 0 && (dirs ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
-        if (!keep)
-            sx_free(out->v[--out->n]);
-        else if (dirs) /* a class keeps its folder's name only; a file its full path */
-            memmove(full, full + strlen(dir) + 1, strlen(e->d_name) + 1);
-    }
     closedir(d);
-    if (st == SX_OK && out->n > 0) /* qsort's array must not be NULL, even for 0 */
-        qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_str);
+    if (st == SX_OK && all->n > 0) /* qsort's array must not be NULL, even for 0 */
+        qsort(all->v, (size_t)all->n, sizeof *all->v, cmp_str);
+    return st;
+}
+
+/* Append to out the sorted entries of dir that are read: class folders (dirs true; their names
+ * only) or image files (full paths). The others are counted in rep, or refused when strict. */
+static sx_status list_dir(const char *dir, bool dirs, bool strict, sx_ds_image_folder_report *rep,
+                          strlist *out)
+{
+    strlist all = {0};
+    sx_status st = list_all(dir, &all);
+    for (int64_t k = 0; st == SX_OK && k < all.n; k++) {
+        char *full = all.v[k];
+        const char *why = skip_reason(full, dirs);
+        if (why != NULL && strict) {
+            st = sx_error(SX_E_FORMAT, "%s: %s (strict: every entry must be read)", full, why);
+        } else if (why != NULL) {
+            if (rep->skipped++ == 0)
+                snprintf(rep->first_skipped, sizeof rep->first_skipped, "%s", full);
+        } else if (list_push(out, dirs ? full + strlen(dir) + 1 : full, NULL)) {
+            continue; /* a class keeps its folder's name only; a file its full path */
+        } else {
+            st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
+        }
+    }
+    list_free(&all);
     return st;
 }
 
@@ -118,10 +152,11 @@ static sx_status read_file(const char *path, uint8_t **buf, size_t *cap, size_t 
     return st;
 }
 
-/* Every image path under root, sorted by class then name, and its label. */
-static sx_status scan(const char *root, strlist *classes, strlist *files, int32_t **labels)
+/* Every image path under root, sorted by class then name, and its label; rep counts the rest. */
+static sx_status scan(const char *root, bool strict, sx_ds_image_folder_report *rep,
+                      strlist *classes, strlist *files, int32_t **labels)
 {
-    SX_TRY(list_dir(root, true, classes));
+    SX_TRY(list_dir(root, true, strict, rep, classes));
     if (classes->n == 0)
         return sx_error(SX_E_FORMAT, "%s: no class folders", root);
     if (classes->n > INT32_MAX)
@@ -134,9 +169,9 @@ static sx_status scan(const char *root, strlist *classes, strlist *files, int32_
         if (!list_push(&dir, root, classes->v[k]))
             st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
         if (st == SX_OK)
-            st = list_dir(dir.v[dir.n - 1], false, files);
+            st = list_dir(dir.v[dir.n - 1], false, strict, rep, files);
         if (st == SX_OK && files->n == before)
-            st = sx_error(SX_E_FORMAT, "%s: no .png/.jpg/.jpeg files", dir.v[dir.n - 1]);
+            st = sx_error(SX_E_FORMAT, "%s: no image files (" IMAGE_EXTS ")", dir.v[dir.n - 1]);
         int32_t *l = st == SX_OK ? sx_realloc(*labels, (size_t)files->n * sizeof *l) : NULL;
         if (st == SX_OK && l == NULL)
             st = sx_error(SX_E_NOMEM, "sx_ds_image_folder_load: out of memory");
@@ -190,7 +225,10 @@ sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_par
     int32_t *labels = NULL;
     uint8_t *bytes = NULL; /* the labels as bytes, for 256 classes or fewer */
     sx_ds_images *d = NULL;
-    sx_status st = scan(root, &classes, &files, &labels);
+    sx_ds_image_folder_report rep = {0};
+    if (q.report != NULL)
+        *q.report = rep;
+    sx_status st = scan(root, q.strict, &rep, &classes, &files, &labels);
     if (st == SX_OK && classes.n <= 256) {
         if ((bytes = sx_alloc((size_t)files.n)) == NULL)
             st = sx_error(SX_E_NOMEM, "%s: out of memory", who);
@@ -229,6 +267,10 @@ sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_par
         sx_ds_images_free(d);
         return st;
     }
+    rep.images = d->n;
+    rep.files = rep.images + rep.skipped;
+    if (q.report != NULL)
+        *q.report = rep;
     *out = d;
     return SX_OK;
 }

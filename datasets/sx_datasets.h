@@ -642,41 +642,73 @@ typedef enum {
 /* The largest decoded image accepted, in bytes (width * height * channels before resizing). */
 #define SX_DS_IMAGE_MAX_BYTES ((int64_t)1 << 28)
 
-/* Decode one PNG or JPEG image held in memory (the content decides: PNG signature or JPEG SOI
- * marker) and resize it into out, h*w*c bytes (h, w, c) row-major. c = 1 gives grayscale
- * (RGB converted with libpng's / libjpeg's own weights), c = 3 RGB (grayscale replicated);
- * alpha is dropped, 16-bit samples are reduced to 8, palettes expanded. `name` is used in
- * messages (NULL: "<memory>"). The buffer is not kept. out is unchanged on error.
- * Memory: libpng's allocations go through the allocator hook; libjpeg-turbo allocates its own
- * with malloc.
+/* Decode one image held in memory and resize it into out, h*w*c bytes (h, w, c) row-major. The
+ * content decides the format: PNG (signature; libpng), JPEG (SOI marker; libjpeg-turbo), and
+ * through stb_image: binary PNM ("P5" grey PGM, "P6" colour PPM; maxval 1 to 255, scaled to
+ * 0..255), BMP ("BM"; uncompressed or bit fields), GIF ("GIF8"; the first frame) and, for
+ * content with none of these signatures, TGA (which has none: taken when stb_image's checks of
+ * a TGA header pass).
+ * c = 1 gives grayscale (RGB converted with libpng's / libjpeg's / stb_image's own weights;
+ * grey stays exact), c = 3 RGB (grayscale replicated); alpha is dropped, 16-bit PNG samples
+ * are reduced to 8, palettes expanded. `name` is used in messages (NULL: "<memory>"). The
+ * buffer is not kept. out is unchanged on error. The header's size, width * height * channels
+ * (c; or the file's own channels when more, 4 for a GIF, as stb_image decodes them), is checked
+ * against SX_DS_IMAGE_MAX_BYTES before anything is decoded; so is, for PNM, BMP and TGA, the
+ * file's length against the bytes the header announces.
+ * Memory: libpng's and stb_image's allocations go through the allocator hook; libjpeg-turbo
+ * allocates its own with malloc.
  * Errors: SX_E_ARG (buf or out NULL, h, w < 1, c not 1 or 3, a bad resize mode), SX_E_FORMAT
- * ("NAME: not a PNG or JPEG file"; "NAME: corrupt PNG: <libpng's message>"; "NAME: corrupt JPEG:
- * <libjpeg's message>" (libjpeg's warnings, e.g. a truncated stream, count as errors); an
- * image larger than SX_DS_IMAGE_MAX_BYTES), SX_E_NOMEM. */
+ * ("NAME: not a PNG, JPEG, PNM, BMP, GIF or TGA file"; "NAME: corrupt PNG: <libpng's message>";
+ * "NAME: corrupt JPEG: <libjpeg's message>" (libjpeg's warnings, e.g. a truncated stream,
+ * count as errors); "NAME: corrupt PNM|BMP|GIF|TGA: <stb_image's reason>", or "...: truncated
+ * file" when the file ends before the image does; "NAME: PNM with maxval 65535 (supported: 1
+ * to 255, 8-bit samples)" (stb_image 2.27 misreads 16-bit samples); "NAME: image of HxWxC is
+ * larger than N bytes"), SX_E_NOMEM. */
 sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int64_t h, int64_t w,
                              int64_t c, sx_ds_resize mode, uint8_t *out) SX_NODISCARD;
+
+/* What an image folder load read and left (sx_ds_image_folder_params.report). Hidden entries
+ * (names starting with '.') are neither read nor counted. */
+typedef struct sx_ds_image_folder_report {
+    int64_t files;           /* entries looked at: images + skipped (class folders not counted) */
+    int64_t images;          /* files read: the set's n */
+    int64_t skipped;         /* entries not read: in root, anything but a folder; in a class
+                                folder, a name without an image extension, a sub-folder, a
+                                dangling link... */
+    char first_skipped[256]; /* the path of the first one (root's, then the classes' in order;
+                                names sorted), cut to fit; "" when none */
+} sx_ds_image_folder_report;
 
 typedef struct sx_ds_image_folder_params {
     int64_t h, w;        /* the size every image is resized to, >= 1 */
     int64_t c;           /* 1 (grayscale) or 3 (RGB) */
     sx_ds_resize resize; /* how */
+    bool strict;         /* false: entries that are not images are skipped and counted; true:
+                            any such entry is an error (SX_E_FORMAT naming it) */
+    sx_ds_image_folder_report *report; /* NULL, or filled by a successful load (zeroed when the
+                                          load fails) */
 } sx_ds_image_folder_params;
 
-/* h = w = 32, c = 3, bilinear. */
+/* h = w = 32, c = 3, bilinear, not strict, no report. */
 sx_ds_image_folder_params sx_ds_image_folder_params_default(void);
 
 /* Load root/<class>/<file> for every class folder (sorted by name, byte order; names starting
- * with '.' skipped) and every file in it named *.png, *.jpg or *.jpeg (any case; sorted by
- * name; other files skipped): class k is the k-th folder. The images are decoded as
- * sx_ds_image_decode does, resized to (h, w, c) and kept as bytes in a new raw set
- * (sx_ds_images_compact may pack it), class_names set to the folder names, labels as bytes
- * (up to 256 classes) or as labels32 (more: any number of class folders).
+ * with '.' skipped) and every file in it named *.png, *.jpg, *.jpeg, *.pgm, *.ppm, *.pnm, *.bmp,
+ * *.gif or *.tga (any case; sorted by name): class k is the k-th folder. Other entries (files in
+ * root, files with other names, sub-folders of a class folder) are skipped and counted in
+ * p->report, or refused when p->strict; hidden ones (a leading '.') are ignored either way. The
+ * images are decoded as sx_ds_image_decode does (the content, not the name, decides the
+ * format), resized to (h, w, c) and kept as bytes in a new raw set (sx_ds_images_compact may
+ * pack it), class_names set to the folder names, labels as bytes (up to 256 classes) or as
+ * labels32 (more: any number of class folders).
  * On success *out owns the set (sx_ds_images_free); on failure *out is NULL, nothing leaked.
  * Errors:
  *   SX_E_ARG     root or out NULL; p invalid (h, w < 1, c not 1 or 3, a bad resize mode)
  *   SX_E_IO      "ROOT: cannot open: <reason>" (root or a class folder), a file unreadable
- *   SX_E_FORMAT  "ROOT: no class folders"; "ROOT/CLASS: no .png/.jpg/.jpeg files"; a file that
- *                does not decode (the message names it: see sx_ds_image_decode)
+ *   SX_E_FORMAT  "ROOT: no class folders"; "ROOT/CLASS: no image files (.png, .jpg, ...)"; a
+ *                file that does not decode (the message names it: see sx_ds_image_decode);
+ *                strict: "PATH: not an image file name (.png, ...) (strict: every entry must
+ *                be read)", or "not a class folder", "not a regular file"
  *   SX_E_RANGE   more than 2^31 - 1 classes, or images whose bytes overflow
  *   SX_E_NOMEM   an allocation failed */
 sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_params *p,

@@ -1,16 +1,24 @@
-/* image_folder_train: train a small CNN on a folder of images, root/<class>/<file>.png|jpg,
- * with augmentation (random crops, horizontal flips, per-channel normalisation from the
- * training split), a validation split and early stopping.
+/* image_folder_train: train a small CNN on a folder of images, root/<class>/<file> (PNG, JPEG,
+ * PGM/PPM, BMP, GIF or TGA), with augmentation (random crops, horizontal flips, per-channel
+ * normalisation from the training split), a validation split and early stopping.
  *
- *   image_folder_train ROOT [--size S] [--gray] [--no-flip] [--epochs N] [--batch B] [--lr X]
- *                      [--val F] [--patience P] [--seed S] [--history FILE.csv|.jsonl]
- *                      [--plot FILE.svg] [--quiet]
- *   image_folder_train --make-demo ROOT   (writes two classes of 16x16 gray PNGs, 24 each:
- *                                          horizontal and vertical stripes, random phase)
+ *   image_folder_train ROOT [--size S] [--gray] [--flip | --no-flip] [--crop-pad N] [--strict]
+ *                      [--epochs N] [--batch B] [--lr X] [--val F] [--patience P] [--seed S]
+ *                      [--history FILE.csv|.jsonl] [--plot FILE.svg] [--save FILE] [--quiet]
+ *   image_folder_train --make-demo ROOT   (writes two classes of 16x16 gray images, 24 each:
+ *                                          horizontal and vertical stripes, random phase; every
+ *                                          fourth a binary PGM, the others PNGs)
  *   image_folder_train --make-mnist ROOT MNIST_DIR N   (writes the first N training images of
  *                                          each digit as ROOT/<digit>/<index>.png, 28x28 gray)
  *
- * --no-flip: no horizontal flips (digits and text are not mirror-symmetric).
+ * --flip (the default) / --no-flip: random horizontal flips or none (digits and text are not
+ *   mirror-symmetric).
+ * --crop-pad N: random crops of the image padded with N zeros a side (0: none; the default is
+ *   2, or S/4 for images smaller than 8 pixels, where 2 would crop away too much).
+ * --strict: a file in the folder that is not an image is an error (by default such files are
+ *   skipped, and their count printed).
+ * --save FILE: the trained network for inference (sx_nn_save; mnist_infer and `strix predict`
+ *   read it), then "saved model to FILE".
  *
  * CNN: input SxSxC -> conv2d 3x3, 8 filters, SAME, relu -> max_pool 2x2 -> flatten
  *      -> linear (classes, softmax); cross-entropy, Adam. Ends with one line:
@@ -25,20 +33,21 @@
 #include <sys/stat.h>
 
 typedef struct options {
-    const char *root, *history, *plot;
-    bool gray, quiet, no_flip;
-    long size, epochs, batch, patience, seed;
+    const char *root, *history, *plot, *save;
+    bool gray, quiet, no_flip, strict;
+    long size, epochs, batch, patience, seed, crop_pad; /* crop_pad -1: the default */
     double lr, val;
 } options;
 
 static int usage(void)
 {
-    fprintf(stderr,
-            "usage: image_folder_train ROOT [--size S] [--gray] [--no-flip] [--epochs N]\n"
-            "                          [--batch B] [--lr X] [--val F] [--patience P] [--seed S]\n"
-            "                          [--history FILE.csv|.jsonl] [--plot FILE.svg] [--quiet]\n"
-            "       image_folder_train --make-demo ROOT\n"
-            "       image_folder_train --make-mnist ROOT MNIST_DIR N\n");
+    fprintf(stderr, "usage: image_folder_train ROOT [--size S] [--gray] [--flip | --no-flip]\n"
+                    "                          [--crop-pad N] [--strict] [--epochs N] [--batch B]\n"
+                    "                          [--lr X] [--val F] [--patience P] [--seed S]\n"
+                    "                          [--history FILE.csv|.jsonl] [--plot FILE.svg]\n"
+                    "                          [--save FILE] [--quiet]\n"
+                    "       image_folder_train --make-demo ROOT\n"
+                    "       image_folder_train --make-mnist ROOT MNIST_DIR N\n");
     return 2;
 }
 
@@ -67,6 +76,17 @@ static bool write_png(const char *path, int n, const uint8_t *px)
     return fclose(f) == 0 && ok;
 }
 
+/* A binary PGM (P5, maxval 255) of n x n grey bytes. */
+static bool write_pgm(const char *path, int n, const uint8_t *px)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return false;
+    bool ok = fprintf(f, "P5\n%d %d\n255\n", n, n) > 0 &&
+              fwrite(px, 1, (size_t)(n * n), f) == (size_t)(n * n);
+    return fclose(f) == 0 && ok;
+}
+
 static int make_demo(const char *root)
 {
     const char *classes[2] = {"horizontal", "vertical"};
@@ -88,14 +108,15 @@ static int make_demo(const char *root)
                     int t = (c == 0 ? y : x) + phase;
                     px[y * 16 + x] = (uint8_t)(t % period < period / 2 ? 220 : 30);
                 }
-            snprintf(path, sizeof path, "%s/%s/%02d.png", root, classes[c], i);
-            if (!write_png(path, 16, px)) {
+            bool pgm = i % 4 == 3;
+            snprintf(path, sizeof path, "%s/%s/%02d.%s", root, classes[c], i, pgm ? "pgm" : "png");
+            if (!(pgm ? write_pgm(path, 16, px) : write_png(path, 16, px))) {
                 fprintf(stderr, "image_folder_train: %s: cannot write\n", path);
                 return 1;
             }
         }
     }
-    printf("wrote %s: 2 classes of 24 PNGs\n", root);
+    printf("wrote %s: 2 classes of 24 images (18 PNGs, 6 PGMs)\n", root);
     return 0;
 }
 
@@ -143,13 +164,24 @@ static int make_mnist(const char *root, const char *mnist_dir, const char *count
 
 static bool parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){
-        .size = 16, .epochs = 30, .batch = 8, .patience = 5, .seed = 1, .lr = 0.01, .val = 0.25};
+    *o = (options){.size = 16,
+                   .epochs = 30,
+                   .batch = 8,
+                   .patience = 5,
+                   .seed = 1,
+                   .crop_pad = -1,
+                   .lr = 0.01,
+                   .val = 0.25};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
-        if (strcmp(a, "--gray") == 0 || strcmp(a, "--quiet") == 0 || strcmp(a, "--no-flip") == 0) {
-            *(a[2] == 'g' ? &o->gray : a[2] == 'q' ? &o->quiet : &o->no_flip) = true;
+        if (strcmp(a, "--gray") == 0 || strcmp(a, "--quiet") == 0 || strcmp(a, "--no-flip") == 0 ||
+            strcmp(a, "--flip") == 0 || strcmp(a, "--strict") == 0) {
+            bool *flag = a[2] == 'g'   ? &o->gray
+                         : a[2] == 'q' ? &o->quiet
+                         : a[2] == 's' ? &o->strict
+                                       : &o->no_flip;
+            *flag = strcmp(a, "--flip") != 0; /* --flip clears no_flip */
             continue;
         }
         if (a[0] != '-' && o->root == NULL) {
@@ -158,8 +190,8 @@ static bool parse_args(int argc, char **argv, options *o)
         }
         if (v == NULL)
             return false;
-        if (strcmp(a, "--history") == 0 || strcmp(a, "--plot") == 0) {
-            *(a[2] == 'h' ? &o->history : &o->plot) = v;
+        if (strcmp(a, "--history") == 0 || strcmp(a, "--plot") == 0 || strcmp(a, "--save") == 0) {
+            *(a[2] == 'h' ? &o->history : a[2] == 'p' ? &o->plot : &o->save) = v;
             i++;
             continue;
         }
@@ -167,11 +199,12 @@ static bool parse_args(int argc, char **argv, options *o)
             *(a[2] == 'l' ? &o->lr : &o->val) = strtod(v, &end);
         } else if (strcmp(a, "--size") == 0 || strcmp(a, "--epochs") == 0 ||
                    strcmp(a, "--batch") == 0 || strcmp(a, "--patience") == 0 ||
-                   strcmp(a, "--seed") == 0) {
+                   strcmp(a, "--seed") == 0 || strcmp(a, "--crop-pad") == 0) {
             long *dst = strcmp(a, "--size") == 0 ? &o->size
                         : a[2] == 'e'            ? &o->epochs
                         : a[2] == 'b'            ? &o->batch
                         : a[2] == 'p'            ? &o->patience
+                        : a[2] == 'c'            ? &o->crop_pad
                                                  : &o->seed;
             *dst = strtol(v, &end, 10);
         } else {
@@ -181,9 +214,11 @@ static bool parse_args(int argc, char **argv, options *o)
             return false;
         i++;
     }
+    if (o->crop_pad == -1) /* 2, but at most a quarter of a small image */
+        o->crop_pad = o->size / 4 < 2 ? o->size / 4 : 2;
     return o->root != NULL && o->size >= 2 && o->size <= 4096 && o->epochs >= 1 &&
            o->epochs <= 1000000 && o->batch >= 1 && o->batch <= 1000000 && o->patience >= 0 &&
-           o->patience <= 1000000;
+           o->patience <= 1000000 && o->crop_pad >= 0 && o->crop_pad <= o->size;
 }
 
 static sx_status build_net(const options *o, int64_t c, int64_t classes, sx_nn_net **out)
@@ -223,8 +258,8 @@ static sx_status train(const options *o, const sx_ds_images *set)
     p.train.progress_every = 0;
     p.patience = (int)o->patience;
     if (st != NULL)
-        p.augment =
-            (sx_ds_augment){.crop_pad = 2, .flip = !o->no_flip, .mean = st->mean, .std = st->std};
+        p.augment = (sx_ds_augment){
+            .crop_pad = o->crop_pad, .flip = !o->no_flip, .mean = st->mean, .std = st->std};
     if (s == SX_OK) {
         if (!o->quiet)
             sx_nn_net_print(net, stderr);
@@ -242,6 +277,8 @@ static sx_status train(const options *o, const sx_ds_images *set)
     }
     if (s == SX_OK && o->plot != NULL)
         s = sx_nn_history_write_svg(&h, o->plot, o->root);
+    if (s == SX_OK && o->save != NULL && (s = sx_nn_save(net, o->save)) == SX_OK)
+        printf("saved model to %s\n", o->save);
     for (int64_t i = 0; s == SX_OK && i < h.n; i++)
         if (h.rows[i].epoch == h.best_epoch)
             printf("result: epochs=%lld best_epoch=%lld val_accuracy=%.4f stopped_early=%d\n",
@@ -268,8 +305,15 @@ int main(int argc, char **argv)
     sx_ds_image_folder_params fp = sx_ds_image_folder_params_default();
     fp.h = fp.w = o.size;
     fp.c = o.gray ? 1 : 3;
+    fp.strict = o.strict;
+    sx_ds_image_folder_report rep;
+    fp.report = &rep;
     sx_ds_images *set = NULL;
     sx_status s = sx_ds_image_folder_load(o.root, &fp, &set);
+    if (s == SX_OK && rep.skipped > 0 && !o.quiet)
+        fprintf(stderr,
+                "image_folder_train: skipped %lld of %lld entries (not images; first: %s)\n",
+                (long long)rep.skipped, (long long)rep.files, rep.first_skipped);
     if (s == SX_OK)
         s = train(&o, set);
     sx_ds_images_free(set);

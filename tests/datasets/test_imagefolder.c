@@ -2,9 +2,11 @@
  * (grey, RGB) written here with libpng and libjpeg into a temporary folder tree, loaded with
  * classes and files in sorted order; grey <-> RGB conversion; nearest and bilinear resizing
  * against values worked out by hand; corrupt, truncated and mislabelled files a clear error
- * naming the file; out-of-memory injection over the whole load; random and mutated bytes fed to
- * the decoder give an error, never a crash (run under ASan). */
+ * naming the file; other entries skipped and counted in the report, or refused in strict mode;
+ * out-of-memory injection over the whole load; random and mutated bytes fed to the decoder give
+ * an error, never a crash (run under ASan). The stb_image formats: test_imageformats.c. */
 #include "idx_fixture.h"
+#include "image_fixture.h"
 #include <testutil.h>
 
 #include <sx_datasets.h>
@@ -18,49 +20,6 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- writing test images */
-
-/* A PNG of h x w with `type` (PNG_COLOR_TYPE_*) and bit depth 8 or 16; px holds the samples,
- * 8-bit (16-bit samples are px * 257, big-endian) or palette indices; a palette of 4 grey-ish
- * entries for PNG_COLOR_TYPE_PALETTE. */
-static void write_png(const char *path, int h, int w, int type, int depth, const uint8_t *px)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png_create_info_struct(png);
-    cr_assert(png && info);
-    if (setjmp(png_jmpbuf(png)))
-        cr_assert_fail("libpng failed writing %s", path);
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, depth, type, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    if (type == PNG_COLOR_TYPE_PALETTE) {
-        png_color pal[4] = {{0, 0, 0}, {10, 20, 30}, {200, 100, 50}, {255, 255, 255}};
-        png_set_PLTE(png, info, pal, 4);
-    }
-    png_write_info(png, info);
-    int ch = type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_PALETTE ? 1
-             : type == PNG_COLOR_TYPE_RGB                                  ? 3
-             : type == PNG_COLOR_TYPE_RGBA                                 ? 4
-                                                                           : 2;
-    uint8_t *row = malloc((size_t)(w * ch * 2));
-    for (int y = 0; y < h; y++) {
-        for (int k = 0; k < w * ch; k++) {
-            uint8_t v = px[y * w * ch + k];
-            if (depth == 16) {
-                row[2 * k] = v; /* v * 257 big-endian: both bytes v */
-                row[2 * k + 1] = v;
-            } else {
-                row[k] = v;
-            }
-        }
-        png_write_row(png, row);
-    }
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    free(row);
-    fclose(f);
-}
 
 static void write_jpeg(const char *path, int h, int w, int c, const uint8_t *px)
 {
@@ -88,50 +47,6 @@ static void write_jpeg(const char *path, int h, int w, int c, const uint8_t *px)
     jpeg_finish_compress(&cinfo);
     jpeg_destroy_compress(&cinfo);
     fclose(f);
-}
-
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n);
-    cr_assert_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
-}
-
-/* A fresh temporary folder. */
-static void tmp_dir(char *path, size_t n)
-{
-    snprintf(path, n, "/tmp/sx_imgf_XXXXXX");
-    cr_assert_not_null(mkdtemp(path));
-}
-
-static void sub(char *out, size_t n, const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    cr_assert(la + lb + 2 <= n);
-    memcpy(out, a, la);
-    out[la] = '/';
-    memcpy(out + la + 1, b, lb + 1);
-}
-
-static void rm_tree(const char *root)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    cr_assert_eq(system(cmd), 0);
 }
 
 /* A 4x4 grey gradient v = 16 * y + 4 * x + 1, and its RGB version (v, v, v). */
@@ -252,6 +167,79 @@ Test(datasets_imagefolder, nearest_and_bilinear_resize)
     rm_tree(root);
 }
 
+/* make_tree's strays (root/readme, cat/notes.txt) and hidden entries (.hidden/, and here
+ * dog/.DS_Store), plus a sub-folder dog/sub: the three strays are skipped and counted, in
+ * order (root's entries first), the hidden ones neither read nor counted. */
+Test(datasets_imagefolder, skipped_entries_counted)
+{
+    char root[256], p[512];
+    make_tree(root, sizeof root);
+    sub(p, sizeof p, root, "dog/.DS_Store");
+    write_bytes(p, "x", 1);
+    sub(p, sizeof p, root, "dog/sub");
+    cr_assert_eq(mkdir(p, 0700), 0);
+    sx_ds_image_folder_report rep;
+    memset(&rep, 0x77, sizeof rep);
+    sx_ds_image_folder_params prm = sx_ds_image_folder_params_default();
+    cr_assert(!prm.strict);
+    cr_assert_null(prm.report);
+    prm.report = &rep;
+    sx_ds_images *d = NULL;
+    cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(d->n, 4);
+    cr_assert_eq(rep.images, 4);
+    cr_assert_eq(rep.skipped, 3);
+    cr_assert_eq(rep.files, 7);
+    sub(p, sizeof p, root, "readme");
+    cr_assert_str_eq(rep.first_skipped, p);
+    sx_ds_images_free(d);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(rep.skipped, 2);
+    sub(p, sizeof p, root, "cat/notes.txt");
+    cr_assert_str_eq(rep.first_skipped, p, "then the first class's, %s", rep.first_skipped);
+    sx_ds_images_free(d);
+    rm_tree(root);
+}
+
+/* Strict: each stray is an error naming it, root's first; without strays the load succeeds,
+ * hidden entries still ignored. A failed load zeroes the report. */
+Test(datasets_imagefolder, strict_refuses_stray_entries)
+{
+    char root[256], p[512];
+    make_tree(root, sizeof root);
+    sub(p, sizeof p, root, "dog/.DS_Store");
+    write_bytes(p, "x", 1);
+    sub(p, sizeof p, root, "dog/sub");
+    cr_assert_eq(mkdir(p, 0700), 0);
+    sx_ds_image_folder_report rep;
+    memset(&rep, 0x77, sizeof rep);
+    sx_ds_image_folder_params prm = sx_ds_image_folder_params_default();
+    prm.strict = true;
+    prm.report = &rep;
+    const char *strays[3] = {"readme", "cat/notes.txt", "dog/sub"};
+    const char *why[3] = {"not a class folder", "not an image file name (.png, .jpg",
+                          "not a regular file"};
+    for (int k = 0; k < 3; k++) {
+        sx_ds_images *d = (sx_ds_images *)&d;
+        cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_E_FORMAT, "%s", strays[k]);
+        cr_assert_null(d);
+        char want[600];
+        sub(p, sizeof p, root, strays[k]);
+        snprintf(want, sizeof want, "%s: %s", p, why[k]);
+        cr_assert(fx_msg_has(want));
+        cr_assert_eq(rep.files + rep.images + rep.skipped, 0);
+        cr_assert_str_eq(rep.first_skipped, "");
+        cr_assert_eq(k < 2 ? unlink(p) : rmdir(p), 0);
+    }
+    sx_ds_images *d = NULL;
+    cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(rep.images, 4);
+    cr_assert_eq(rep.skipped, 0);
+    sx_ds_images_free(d);
+    rm_tree(root);
+}
+
 /* Put `bytes` at root/cls/name and expect the load to fail with `want` naming the file. */
 static void expect_bad_file(const void *bytes, size_t n, const char *name, sx_status want,
                             const char *msg)
@@ -283,7 +271,8 @@ Test(datasets_imagefolder, corrupt_files_are_errors_naming_the_file)
     size_t nj;
     uint8_t *jpg = read_bytes(p, &nj);
     rm_tree(root);
-    expect_bad_file("just text", 9, "c.png", SX_E_FORMAT, "not a PNG or JPEG file");
+    expect_bad_file("just text", 9, "c.png", SX_E_FORMAT,
+                    "not a PNG, JPEG, PNM, BMP, GIF or TGA file");
     expect_bad_file(png, n / 2, "c.png", SX_E_FORMAT, "corrupt PNG");
     uint8_t *bad = malloc(n);
     memcpy(bad, png, n);
@@ -309,7 +298,8 @@ Test(datasets_imagefolder, folder_errors)
     sub(p, sizeof p, root, "empty");
     cr_assert_eq(mkdir(p, 0700), 0);
     cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_E_FORMAT);
-    cr_assert(fx_msg_has("empty: no .png/.jpg/.jpeg files"));
+    cr_assert(fx_msg_has("empty: no image files (.png, .jpg, .jpeg, .pgm, .ppm, .pnm, .bmp, .gif, "
+                         ".tga)"));
     cr_assert_null(d);
     prm.c = 2;
     cr_assert_eq(sx_ds_image_folder_load(root, &prm, &d), SX_E_ARG);
