@@ -105,6 +105,11 @@ tool_file tool_file_kind(const char *path)
         return TOOL_FILE_IMAGE;
     if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
         return TOOL_FILE_IMAGE;
+    /* PGM/PPM, BMP, GIF by their magic; TGA has none: by its name */
+    if ((n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) ||
+        (n >= 2 && b[0] == 'B' && b[1] == 'M') || (n >= 4 && memcmp(b, "GIF8", 4) == 0) ||
+        tool_has_ext(path, ".tga"))
+        return TOOL_FILE_IMAGE;
     if ((n >= 4 && b[0] == 0 && b[1] == 0 && b[2] >= 0x08 && b[2] <= 0x0E) ||
         (n >= 2 && b[0] == 0x1f && b[1] == 0x8b))
         return TOOL_FILE_IDX;

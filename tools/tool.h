@@ -33,7 +33,7 @@ typedef enum {
     TOOL_FILE_ONNX, /* a name ending in .onnx */
     TOOL_FILE_NPY,  /* "\x93NUMPY" */
     TOOL_FILE_IDX,  /* two zero bytes then a type code, or gzip (an IDX file, raw or gzip) */
-    TOOL_FILE_IMAGE /* PNG or JPEG */
+    TOOL_FILE_IMAGE /* PNG, JPEG, PGM/PPM, BMP, GIF (by content) or TGA (by name) */
 } tool_file;
 
 /* The kind of `path`; TOOL_FILE_UNKNOWN also when it cannot be opened (the reader then says
