@@ -269,6 +269,17 @@ static bool part_softmax(const sx_nn_model *m, int h)
     return m->net->n_outputs >= 2 ? m->b.out_softmax[h] : m->softmax_out;
 }
 
+/* One example's outputs and targets (e each, one after the other in row) in the standardised
+ * units the training loss sees, when the network scales its targets. */
+static void standardize_row(const nn_prep *pp, double *row, int64_t e)
+{
+    for (int64_t j = 0; pp->target_n > 0 && j < e; j++) {
+        int64_t k = j % pp->target_n;
+        row[j] = (row[j] - pp->tmean[k]) / pp->tstd[k];
+        row[e + j] = (row[e + j] - pp->tmean[k]) / pp->tstd[k];
+    }
+}
+
 /* sx_nn_evaluate_source, with the inference graph in `lender`'s arena (NULL: its own). */
 static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
                           const sx_nn_model *lender, judged *out)
@@ -287,10 +298,10 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
                 e.row[j] = sx_tensor_get(e.out, r * e.e + j);
                 e.row[e.e + j] = sx_tensor_get(e.y, r * e.e + j);
             }
+            /* metrics in the targets' own units; the loss as training computes it (on
+             * standardised targets when the network scales them) */
             for (int h = 0; h < np; h++) {
                 int64_t t = 0;
-                psum[h] += nn_loss_part_sum(&p->train, &parts[h], part_softmax(e.m, h), e.row,
-                                            e.row + e.e, e.e, e.k);
                 pmsum[h] +=
                     nn_part_metric_sum(&parts[h], p->threshold, e.row, e.row + e.e, e.e, e.k, &t);
                 pmterms[h] += t;
@@ -299,6 +310,10 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
             if (mk != SX_METRIC_LOSS)
                 msum += row_metric(p, mk, e.row, e.row + e.e, e.e, e.k, &t);
             mterms += t;
+            standardize_row(&net->prep, e.row, e.e);
+            for (int h = 0; h < np; h++)
+                psum[h] += nn_loss_part_sum(&p->train, &parts[h], part_softmax(e.m, h), e.row,
+                                            e.row + e.e, e.e, e.k);
         }
         n += count;
     }
