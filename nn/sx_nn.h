@@ -912,7 +912,9 @@ typedef struct sx_nn_fit_params {
                                  Normalization.adapt) (false) */
     bool standardize_targets; /* when the network has no target scaling and the training source
                                  holds targets: their per-element mean and std, made the
-                                 network's target scaling (false) */
+                                 network's target scaling (false). With target scaling
+                                 the losses (train and val) are those of the standardised
+                                 targets, the metrics (mse, mae) in the targets' units */
     sx_nn_metric metric;      /* SX_METRIC_AUTO */
     const char *monitor;      /* the history column that early stopping, restore_best and
                                  best_epoch follow, by its name in sx_nn_history_write_csv's
