@@ -865,8 +865,7 @@ static sx_status loaded_io(const char *path, sx_nn_model *m, int64_t version)
     return SX_OK;
 }
 
-/* A version-3 file's preprocessing against its x and y. */
-static sx_status loaded_prep_check(const char *path, const sx_nn_model *m)
+sx_status nn_model_prep_check(const char *path, const sx_nn_model *m)
 {
     const nn_prep *p = m->lprep;
     int64_t in_size = sx_shape_size(m->in_rank, m->in_shape);
@@ -928,7 +927,7 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
     if (s == SX_OK)
         s = loaded_io(path, m, version);
     if (s == SX_OK)
-        s = loaded_prep_check(path, m);
+        s = nn_model_prep_check(path, m);
     if (s != SX_OK) {
         sx_nn_model_free(m);
         return s;

@@ -124,6 +124,18 @@ sx_status nn_prep_meta_make(const nn_prep *p, nn_prep_meta *out);
 void nn_prep_meta_free(nn_prep_meta *m);
 /* A model file's preprocessing metadata into p (version >= 3); SX_E_FORMAT naming path. */
 sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p);
+/* The same from any key/value store: get(ctx, key) is the value or NULL (an ONNX file's
+ * metadata_props). */
+typedef struct nn_meta_src {
+    const char *(*get)(const void *ctx, const char *key);
+    const void *ctx;
+} nn_meta_src;
+sx_status nn_prep_meta_read_from(const char *path, const nn_meta_src *src, nn_prep *p);
+/* A loaded or imported model's preprocessing description against its x and y (SX_E_FORMAT
+ * naming path). */
+sx_status nn_model_prep_check(const char *path, const sx_nn_model *m);
+/* A model's preprocessing: its network's, or a loaded or imported model's own (NULL for NULL). */
+const nn_prep *nn_model_prep(const sx_nn_model *m);
 
 struct sx_nn_net {
     char name[64];

@@ -504,10 +504,10 @@ sx_status nn_prep_meta_make(const nn_prep *p, nn_prep_meta *out)
 }
 
 /* Values "v v v" of key into a new array; *n their count (0 when the key is absent). */
-static sx_status read_values(const char *path, const sx_cg_file *f, const char *key, int64_t *n,
+static sx_status read_values(const char *path, const nn_meta_src *f, const char *key, int64_t *n,
                              double **out)
 {
-    const char *s = sx_cg_file_meta(f, key);
+    const char *s = f->get(f->ctx, key);
     *n = 0;
     *out = NULL;
     if (s == NULL)
@@ -535,10 +535,10 @@ static sx_status read_values(const char *path, const sx_cg_file *f, const char *
 }
 
 /* Names of key (one per line, escaped) into a new array; *n their count. */
-static sx_status read_names(const char *path, const sx_cg_file *f, const char *key, int64_t *n,
+static sx_status read_names(const char *path, const nn_meta_src *f, const char *key, int64_t *n,
                             char ***out)
 {
-    const char *s = sx_cg_file_meta(f, key);
+    const char *s = f->get(f->ctx, key);
     *n = 0;
     *out = NULL;
     if (s == NULL)
@@ -580,7 +580,7 @@ static sx_status read_names(const char *path, const sx_cg_file *f, const char *k
     return SX_OK;
 }
 
-sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p)
+sx_status nn_prep_meta_read_from(const char *path, const nn_meta_src *f, nn_prep *p)
 {
     int64_t n1 = 0, n2 = 0;
     sx_status s = read_values(path, f, "normalize_mean", &n1, &p->mean);
@@ -607,7 +607,7 @@ sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p)
         s = read_names(path, f, "class_names", &p->n_classes, &p->classes);
     if (s == SX_OK)
         s = read_names(path, f, "feature_names", &p->n_features, &p->features);
-    const char *r = sx_cg_file_meta(f, "image_resize");
+    const char *r = f->get(f->ctx, "image_resize");
     if (s == SX_OK && r != NULL && strcmp(r, "bilinear") != 0 && strcmp(r, "nearest") != 0)
         s = sx_error(SX_E_FORMAT, "%s: image_resize '%s' (want bilinear or nearest)", path, r);
     if (s == SX_OK)
@@ -867,4 +867,20 @@ sx_status nn_prep_merge(const char *path, const char *net_name, nn_prep *have, n
     }
 #undef TAKE
     return SX_OK;
+}
+
+static const char *file_meta(const void *ctx, const char *key)
+{
+    return sx_cg_file_meta(ctx, key);
+}
+
+sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p)
+{
+    nn_meta_src src = {file_meta, f};
+    return nn_prep_meta_read_from(path, &src, p);
+}
+
+const nn_prep *nn_model_prep(const sx_nn_model *m)
+{
+    return m == NULL ? NULL : m->net != NULL ? &m->net->prep : m->lprep;
 }

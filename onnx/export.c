@@ -832,6 +832,36 @@ static sx_status write_packed(const Onnx__ModelProto *m, const char *path)
     return s;
 }
 
+/* The model's preprocessing description as metadata_props (keys as in a model file). */
+static void export_prep_meta(ex *e, const sx_nn_model *m, Onnx__ModelProto *mp)
+{
+    const nn_prep *p = nn_model_prep(m);
+    nn_prep_meta pm = {0};
+    if (p == NULL || !p->in_graph)
+        return;
+    if (nn_prep_meta_make(p, &pm) != SX_OK) {
+        e->err = SX_E_NOMEM;
+        return;
+    }
+    Onnx__StringStringEntryProto **props = ex_alloc(e, (size_t)(pm.n + 1) * sizeof *props);
+    char scale[40];
+    snprintf(scale, sizeof scale, "%.17g", p->scale);
+    for (int i = 0; props != NULL && i <= pm.n; i++) {
+        Onnx__StringStringEntryProto *kv = ex_alloc(e, sizeof *kv);
+        if (kv == NULL)
+            break;
+        onnx__string_string_entry_proto__init(kv);
+        kv->key = ex_str(e, i < pm.n ? pm.keys[i] : "input_scale");
+        kv->value = ex_str(e, i < pm.n ? pm.vals[i] : scale);
+        props[i] = kv;
+    }
+    if (props != NULL && e->err == SX_OK) {
+        mp->n_metadata_props = (size_t)pm.n + 1;
+        mp->metadata_props = props;
+    }
+    nn_prep_meta_free(&pm);
+}
+
 sx_status sx_onnx_export(sx_nn_model *m, const char *path)
 {
     if (m == NULL || path == NULL)
@@ -875,6 +905,10 @@ sx_status sx_onnx_export(sx_nn_model *m, const char *path)
         mp->producer_name = ex_str(&e, "strix");
         mp->producer_version = ex_str(&e, "0.1");
         mp->graph = gp;
+        /* the graph holds the preprocessing; its description (class and feature names, the
+         * image resize) travels as metadata, which sx_onnx_import reads back */
+        if (e.err == SX_OK)
+            export_prep_meta(&e, m, mp);
         if (e.err == SX_OK)
             s = write_packed(mp, path);
     }

@@ -5,6 +5,7 @@
 #include "nn_impl.h"
 #include "onnx_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Inputs larger than this many elements are refused (a hostile file must not make strix try
@@ -649,6 +650,18 @@ static sx_status src_build(void *ctx, int64_t n, sx_cg_graph **g, sx_cg_node **x
     return SX_OK;
 }
 
+/* An ONNX model's metadata_props value for key, or NULL. */
+static const char *model_meta(const void *ctx, const char *key)
+{
+    const Onnx__ModelProto *mp = ctx;
+    for (size_t i = 0; i < mp->n_metadata_props; i++) {
+        const Onnx__StringStringEntryProto *kv = mp->metadata_props[i];
+        if (kv != NULL && kv->key != NULL && kv->value != NULL && strcmp(kv->key, key) == 0)
+            return kv->value;
+    }
+    return NULL;
+}
+
 sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn_model **out)
 {
     if (out != NULL)
@@ -683,6 +696,20 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
     nn_model_source src = {src_build, src_free, ms, p->optimise};
     SX_TRY(nn_model_from_source(&src, p->batch, out));
     sx_nn_model *m = *out;
+    /* a strix export's description of its preprocessing (class and feature names...) */
+    nn_meta_src meta = {model_meta, ms->model};
+    nn_prep_free(m->lprep);
+    sx_status ps = nn_prep_meta_read_from(path, &meta, m->lprep);
+    /* informative only: the graph applies it (1 for a model from elsewhere) */
+    const char *sc = model_meta(ms->model, "input_scale");
+    m->lprep->scale = sc != NULL && strtod(sc, NULL) > 0 ? strtod(sc, NULL) : 1;
+    if (ps == SX_OK)
+        ps = nn_model_prep_check(path, m);
+    if (ps != SX_OK) {
+        sx_nn_model_free(m);
+        *out = NULL;
+        return ps;
+    }
     if (ms->n_parts > 1) { /* the outputs by name (one output keeps the name "y") */
         m->n_parts = ms->n_parts;
         memcpy(m->part_names, ms->names, sizeof ms->names);
