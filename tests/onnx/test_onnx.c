@@ -102,6 +102,43 @@ Test(onnx_onnx, export_import_round_trip_same_outputs_any_batch)
     }
 }
 
+/* The preprocessing is in the exported graph (an imported model takes raw pixels as the
+ * network does) and its description comes back from the metadata: class names, statistics. */
+Test(onnx_onnx, export_carries_the_preprocessing)
+{
+    sx_nn_net *net = make_net(false);
+    sx_nn_net_set_input_scale(net, 1.0 / 255);
+    double mean[3] = {0.5, 0.4, 0.3}, sd[3] = {0.2, 0.25, 0.3};
+    cr_assert_eq(sx_nn_net_set_normalization(net, 3, mean, sd), SX_OK, "%s", sx_last_error());
+    const char *names[5] = {"cat", "dog", "a,b", "x\\y", "z"};
+    cr_assert_eq(sx_nn_net_set_class_names(net, 5, names), SX_OK);
+    sx_nn_model *ref = NULL, *imp = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &ref), SX_OK, "%s", sx_last_error());
+    char path[256];
+    tmp_path(path, sizeof path, "prep");
+    cr_assert_eq(sx_onnx_export(ref, path), SX_OK, "%s", sx_last_error());
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 2;
+    cr_assert_eq(sx_onnx_import(path, &p, &imp), SX_OK, "%s", sx_last_error());
+    sx_rng rng;
+    sx_rng_seed(&rng, 5);
+    sx_tensor *x = tu_rand(&rng, SX_F32, 4, (int64_t[]){2, 12, 10, 3}, 0, 255); /* raw pixels */
+    sx_tensor *a = predict(ref, x), *b = predict(imp, x);
+    cr_assert(tu_close(b, a, 1e-5, 1e-6), "the export lost the preprocessing");
+    sx_nn_preprocess pp = sx_nn_model_preprocess(imp);
+    cr_assert(pp.in_graph && pp.n_classes == 5 && pp.norm_size == 3);
+    cr_assert_str_eq(sx_nn_model_class_name(imp, 3), names[3]);
+    cr_assert_eq(pp.std[1], 0.25);
+    cr_assert_eq(pp.input_scale, 1.0 / 255);
+    sx_tensor_free(x);
+    sx_tensor_free(a);
+    sx_tensor_free(b);
+    sx_nn_model_free(imp);
+    sx_nn_model_free(ref);
+    sx_nn_net_free(net);
+    remove(path);
+}
+
 Test(onnx_onnx, export_passes_onnx_checker)
 {
     if (system("/usr/bin/python3 -c 'import onnx' > /dev/null 2>&1") != 0)
