@@ -123,7 +123,10 @@ sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed,
 /* NULL is fine. With compiled models alive, the network lives on for them (they keep working)
  * and is freed with the last one. */
 void sx_nn_net_free(sx_nn_net *net);
-/* SX_OK, or the first error of a layer constructor (SX_E_ARG for NULL). */
+/* SX_OK, or the first error of a layer constructor (SX_E_ARG for NULL). That error stays with
+ * the network, and so does its cause: this call, and every later one that refuses the network
+ * (compiling, fitting, saving), sets sx_last_error() to "<function>: network 'NAME': layer
+ * 'dense_3' refused: <the first message>". */
 sx_status sx_nn_net_status(const sx_nn_net *net);
 const char *sx_nn_net_name(const sx_nn_net *net);
 /* The initialiser used by the weight layers added from now on (default: SX_INIT_DEFAULT). */

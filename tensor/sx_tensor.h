@@ -194,15 +194,17 @@ typedef struct sx_tensor {
 #define SX_F32P(t) ((float *)(t)->data)
 #define SX_F64P(t) ((double *)(t)->data)
 
-/* Check a shape: 0 <= rank <= SX_MAX_RANK, every dim >= 0, the element count fits in int64.
- * `who` names the caller in the message. */
+/* Check a shape: 0 <= rank <= SX_MAX_RANK, every dim >= 0, the element count fits in int64
+ * (SX_E_RANK, SX_E_ARG for a NULL shape of rank > 0, SX_E_SHAPE). `who` names the caller in the
+ * message (NULL: "sx_shape_check"). */
 sx_status sx_shape_check(const char *who, int rank, const int64_t *shape) SX_NODISCARD;
 /* Product of the dims (1 for rank 0). The shape must have passed sx_shape_check. */
 int64_t sx_shape_size(int rank, const int64_t *shape);
 /* "(3,4)" into buf (at most n bytes, always terminated); returns buf. "()" for rank 0. */
 char *sx_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
 /* NumPy broadcasting of two shapes into out_shape (rank max(ra, rb)); SX_E_SHAPE with both
- * shapes named when they do not broadcast. */
+ * shapes named when they do not broadcast; sx_shape_check's errors for either shape; SX_E_ARG
+ * when out_rank or out_shape is NULL. `who` names the caller (NULL: "sx_shape_broadcast"). */
 sx_status sx_shape_broadcast(const char *who, int ra, const int64_t *sa, int rb, const int64_t *sb,
                              int *out_rank, int64_t *out_shape) SX_NODISCARD;
 bool sx_shape_equal(int ra, const int64_t *sa, int rb, const int64_t *sb);
