@@ -889,7 +889,10 @@ static sx_status freeze(const char *who, sx_cg_graph *g, int n, sx_cg_node *cons
         g->memo_cap = n;
         g->memo_n = 0;
     }
-    sx_status s = order && outs && memo ? SX_OK : SX_E_NOMEM;
+    sx_status s =
+        order && outs && memo
+            ? SX_OK
+            : sx_error(SX_E_NOMEM, "%s: out of memory ordering %lld nodes", who, (long long)count);
     if (s == SX_OK)
         s = cg_topo_order(g, n, outputs, count, order, &len);
     if (s == SX_OK)
