@@ -59,28 +59,28 @@ extern "C" {
 /* Gradients of the scalar (rank-0 or single-element) node y with respect to each of xs[0..n):
  * grads[i] has the shape of xs[i]. Any node may be differentiated against (inputs, parameters,
  * intermediate nodes). */
-sx_status sx_ad_grad(sx_cg_graph *g, sx_cg_node *y, int n, sx_cg_node *const *xs,
-                     sx_cg_node **grads) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ad_grad(sx_cg_graph *g, sx_cg_node *y, int n, sx_cg_node *const *xs,
+                                  sx_cg_node **grads);
 
 /* Vector-Jacobian product: the gradient of sum(y * seed) (seed has y's shape), i.e. reverse
  * mode seeded with `seed` instead of 1. */
-sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_cg_node *const *xs,
-                    sx_cg_node **grads) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n,
+                                 sx_cg_node *const *xs, sx_cg_node **grads);
 
 /* Dense Jacobian of y (any shape, m elements) with respect to x (k elements), as an (m, k)
  * node built from m vector-Jacobian products: for small functions. */
-sx_status sx_ad_jacobian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x,
-                         sx_cg_node **jac) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ad_jacobian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x,
+                                      sx_cg_node **jac);
 
 /* Hessian-vector product of the scalar y at x along v (v has x's shape): the gradient of
  * <grad(y, x), v>, built from grad of grad. */
-sx_status sx_ad_hvp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node *v,
-                    sx_cg_node **hv) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ad_hvp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node *v,
+                                 sx_cg_node **hv);
 
 /* Full Hessian of the scalar y with respect to x (k elements) as a (k, k) node: k Hessian-vector
  * products with the unit vectors. For small inputs. */
-sx_status sx_ad_hessian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x,
-                        sx_cg_node **hess) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ad_hessian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x,
+                                     sx_cg_node **hess);
 
 /* Does the op have a gradient rule that produces a non-zero gradient for input i? (false for
  * comparisons, argmax, index inputs, ...). */

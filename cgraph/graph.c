@@ -111,7 +111,9 @@ sx_dtype sx_cg_graph_dtype(const sx_cg_graph *g)
 
 sx_status sx_cg_graph_status(const sx_cg_graph *g)
 {
-    return g == NULL ? SX_E_ARG : g->status;
+    if (g == NULL)
+        return sx_error(SX_E_ARG, "sx_cg_graph_status: graph is NULL");
+    return g->status;
 }
 
 void sx_cg_graph_status_clear(sx_cg_graph *g)

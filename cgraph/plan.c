@@ -861,24 +861,19 @@ sx_cg_freeze_params sx_cg_freeze_params_default(void)
     return p;
 }
 
-sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
-{
-    sx_cg_freeze_params p = sx_cg_freeze_params_default();
-    return sx_cg_freeze_ex(g, n, outputs, &p, NULL);
-}
-
 /* Order, plan (plan.c), then every allocation (arena, own buffers of the kept nodes, scratch);
  * the graph changes only once all of them succeeded. Own buffers made before a failure stay
- * with their nodes (as after a lazy evaluation) and are freed with the graph. */
-sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
-                          const sx_cg_freeze_params *p, sx_cg_plan_report *report)
+ * with their nodes (as after a lazy evaluation) and are freed with the graph. `who`: the public
+ * function called. */
+static sx_status freeze(const char *who, sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                        const sx_cg_freeze_params *p, sx_cg_plan_report *report)
 {
     double t0 = sx_seconds();
-    SX_TRY(cg_check_request("sx_cg_freeze", g, n, outputs));
+    SX_TRY(cg_check_request(who, g, n, outputs));
     if (g->frozen)
-        return sx_error(SX_E_STATE, "sx_cg_freeze: the graph is already frozen");
+        return sx_error(SX_E_STATE, "%s: the graph is already frozen", who);
     if (n == 0)
-        return sx_error(SX_E_ARG, "sx_cg_freeze: no outputs");
+        return sx_error(SX_E_ARG, "%s: no outputs", who);
     sx_cg_freeze_params def = sx_cg_freeze_params_default();
     if (p == NULL)
         p = &def;
@@ -894,7 +889,10 @@ sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         g->memo_cap = n;
         g->memo_n = 0;
     }
-    sx_status s = order && outs && memo ? SX_OK : SX_E_NOMEM;
+    sx_status s =
+        order && outs && memo
+            ? SX_OK
+            : sx_error(SX_E_NOMEM, "%s: out of memory ordering %lld nodes", who, (long long)count);
     if (s == SX_OK)
         s = cg_topo_order(g, n, outputs, count, order, &len);
     if (s == SX_OK)
@@ -949,6 +947,17 @@ sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
         *report = rep;
     }
     return SX_OK;
+}
+
+sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                          const sx_cg_freeze_params *p, sx_cg_plan_report *report)
+{
+    return freeze("sx_cg_freeze_ex", g, n, outputs, p, report);
+}
+
+sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs)
+{
+    return freeze("sx_cg_freeze", g, n, outputs, NULL, NULL);
 }
 
 bool sx_cg_frozen(const sx_cg_graph *g)

@@ -139,7 +139,7 @@ sx_cg_attr sx_cg_attr_default(void); /* all zero; alpha = 1 for matmul use is se
 typedef enum { SX_CG_LAZY = 0, SX_CG_EAGER = 1 } sx_cg_mode;
 
 /* A new empty graph. `dtype` is the dtype of scalars made by sx_cg_scalar. */
-sx_status sx_cg_graph_new(sx_cg_mode mode, sx_dtype dtype, sx_cg_graph **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_graph_new(sx_cg_mode mode, sx_dtype dtype, sx_cg_graph **out);
 void sx_cg_graph_free(sx_cg_graph *g); /* NULL is fine */
 sx_cg_mode sx_cg_graph_mode(const sx_cg_graph *g);
 sx_dtype sx_cg_graph_dtype(const sx_cg_graph *g);
@@ -184,18 +184,18 @@ sx_cg_node *sx_cg_param_borrow(sx_cg_graph *g, const char *name, sx_tensor *t);
 typedef enum { SX_CG_COPY = 0, SX_CG_BORROW = 1 } sx_cg_ownership;
 /* Give an input a value (dtype and shape must match the input's). Invalidates the input's
  * dependents. */
-sx_status sx_cg_input_set(sx_cg_graph *g, sx_cg_node *input, const sx_tensor *value,
-                          sx_cg_ownership how) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_input_set(sx_cg_graph *g, sx_cg_node *input, const sx_tensor *value,
+                                       sx_cg_ownership how);
 /* Overwrite a parameter's or constant's value (a copy; same dtype and shape). Invalidates its
  * dependents. */
-sx_status sx_cg_leaf_set(sx_cg_graph *g, sx_cg_node *leaf, const sx_tensor *value) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_leaf_set(sx_cg_graph *g, sx_cg_node *leaf, const sx_tensor *value);
 /* Mark a node (and its dependents) for recomputation, e.g. a dropout mask at each step. */
-sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_invalidate(sx_cg_graph *g, sx_cg_node *node);
 
 /* ---------------------------------------------------------------- evaluation */
 
 /* Compute the requested nodes (and whatever invalid nodes they need). */
-sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *nodes);
 /* The node's current value: NULL if it has never been computed. */
 const sx_tensor *sx_cg_value(const sx_cg_node *node);
 bool sx_cg_valid(const sx_cg_node *node);
@@ -222,7 +222,7 @@ bool sx_cg_valid(const sx_cg_node *node);
  * Freezing, or setting n >= 2 on a frozen graph, lays out the parallel scratch (one allocation,
  * also holding per-worker kernel scratch) and makes room in the engine, so that evaluations
  * allocate nothing. Errors: SX_E_ARG (NULL graph, n out of range), SX_E_NOMEM (frozen graph). */
-sx_status sx_cg_set_workers(sx_cg_graph *g, int n) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_set_workers(sx_cg_graph *g, int n);
 /* The workers evaluation uses: 1 when sequential, else n (after $SX_ENGINE_WORKERS). */
 int sx_cg_workers(const sx_cg_graph *g);
 
@@ -249,10 +249,10 @@ const char *sx_cg_node_name(const sx_cg_node *n); /* "" when unnamed */
  * the optimiser makes take that of the node they replace, and graph copies keep scopes.
  * sx_cg_scope_set(g, NULL or "") ends the current scope. Names are copied into the graph;
  * the strings returned live as long as the graph. */
-sx_status sx_cg_scope_set(sx_cg_graph *g, const char *name) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_scope_set(sx_cg_graph *g, const char *name);
 const char *sx_cg_scope_get(const sx_cg_graph *g); /* "" when none */
 const char *sx_cg_node_scope(const sx_cg_node *n); /* "" when none */
-sx_status sx_cg_node_set_name(sx_cg_graph *g, sx_cg_node *n, const char *name) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_node_set_name(sx_cg_graph *g, sx_cg_node *n, const char *name);
 sx_dtype sx_cg_node_dtype(const sx_cg_node *n);
 int sx_cg_node_rank(const sx_cg_node *n);
 const int64_t *sx_cg_node_shape(const sx_cg_node *n); /* rank entries */
@@ -455,7 +455,7 @@ sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_c
 
 /* Random generators owned by the graph, named by an id; a dropout mask draws from one.
  * sx_cg_rng gives access to a generator's state (to save or restore it), NULL for a bad id. */
-sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id);
 sx_rng *sx_cg_rng(sx_cg_graph *g, int id);
 sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank,
                                const int64_t *shape);
@@ -464,7 +464,7 @@ sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank,
  * generator's state would draw over more rows (sx_tensor_dropout_mask_at), and advances the
  * generator by one draw as always. 0 (the default): the whole mask. Read when a mask is
  * computed; masks already valid keep their values. Errors: SX_E_ARG (NULL, first_row < 0). */
-sx_status sx_cg_set_mask_row(sx_cg_graph *g, int64_t first_row) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_set_mask_row(sx_cg_graph *g, int64_t first_row);
 
 /* Collectives (issue 22; cgraph/ops/collective.c): a sum over the processes of a data-parallel
  * job that runs while the graph's evaluation goes on. cgraph knows no transport: a graph is given
@@ -482,7 +482,7 @@ typedef struct sx_cg_comm {
     sx_status (*start)(void *ctx, void *buf, int64_t n, sx_dtype dt);
     sx_status (*wait)(void *ctx, void *buf);
 } sx_cg_comm;
-sx_status sx_cg_set_comm(sx_cg_graph *g, const sx_cg_comm *c) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_set_comm(sx_cg_graph *g, const sx_cg_comm *c);
 /* allreduce_start(scale, x_1..x_k) -> (sum of the sizes): the bucket. scale * x_1, ..., scale * x_k
  * (scale: one element; every x of its dtype; scale 0 writes zeros, whatever x holds: a rank
  * without rows) packed one after the other, flattened, into the
@@ -518,15 +518,15 @@ sx_cg_node *sx_cg_assign(sx_cg_graph *g, sx_cg_node *param, sx_cg_node *value);
  * values, generators with their states. new_outs[i] is the copy of outs[i].
  * Errors (*out = NULL): SX_E_ARG, SX_E_SHAPE and the like when a shape no longer fits (a
  * reshape to a fixed batch size), SX_E_NOMEM. */
-sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs, int64_t batch,
-                           sx_cg_graph **out, sx_cg_node **new_outs) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_graph_copy(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
+                                        int64_t batch, sx_cg_graph **out, sx_cg_node **new_outs);
 /* As sx_cg_graph_copy, but the copy's constants and parameters read g's values in place (no
  * copy of the weights): g must outlive the copy, and a value changed in either graph
  * (sx_cg_assign, sx_cg_leaf_set) changes it in both without invalidating the other's readers.
  * For several graphs over one set of weights, e.g. one per batch size. Same errors. */
-sx_status sx_cg_graph_copy_shared(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
-                                  int64_t batch, sx_cg_graph **out,
-                                  sx_cg_node **new_outs) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_graph_copy_shared(const sx_cg_graph *g, int n, sx_cg_node *const *outs,
+                                               int64_t batch, sx_cg_graph **out,
+                                               sx_cg_node **new_outs);
 
 /* ---------------------------------------------------------------- freezing */
 
@@ -534,7 +534,7 @@ sx_status sx_cg_graph_copy_shared(const sx_cg_graph *g, int n, sx_cg_node *const
  * give every node its storage once; later evaluations of these outputs allocate nothing.
  * Building new nodes after freezing is an error (SX_E_STATE); sx_cg_eval may then only ask for
  * frozen outputs or nodes they need. */
-sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs);
 bool sx_cg_frozen(const sx_cg_graph *g);
 
 /* Memory planning at freeze time (seed 000's pebble game). The order is fixed, each node's
@@ -580,15 +580,15 @@ typedef struct sx_cg_plan_report {
  * After a planned freeze, a node that is not an output holds scratch: its sx_cg_value is
  * unspecified and asking sx_cg_eval for it is SX_E_STATE (freeze with it among the outputs to
  * read it). Report sizes are counted in 64-byte blocks; `seconds` is the whole freeze. */
-sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
-                          const sx_cg_freeze_params *p, sx_cg_plan_report *report) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_freeze_ex(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                                       const sx_cg_freeze_params *p, sx_cg_plan_report *report);
 /* The arena of a frozen, planned graph (its 64-byte aligned start; *bytes its size: the report's
  * arena_bytes + scratch_bytes), or NULL (*bytes = 0) when it has none. Its contents are scratch
  * between evaluations. */
 void *sx_cg_arena(const sx_cg_graph *g, size_t *bytes);
 /* Check a frozen graph's plan: SX_OK when no two nodes whose lifetimes overlap share bytes,
  * else SX_E_STATE naming the two nodes. For tests. */
-sx_status sx_cg_plan_check(const sx_cg_graph *g) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_plan_check(const sx_cg_graph *g);
 
 /* ---------------------------------------------------------------- optimiser */
 
@@ -676,8 +676,8 @@ typedef struct sx_cg_opt_report {
 } sx_cg_opt_report;
 
 /* Optimise the graph for the given outputs. `p` and `report` may be NULL. */
-sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
-                         const sx_cg_opt_params *p, sx_cg_opt_report *report) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_optimise(sx_cg_graph *g, int n, sx_cg_node *const *outputs,
+                                      const sx_cg_opt_params *p, sx_cg_opt_report *report);
 /* Print a report as a small table (one row per pass). */
 void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f);
 
@@ -687,9 +687,9 @@ void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f);
  * and shape; inputs, parameters and constants are drawn in distinct shapes and colours. In a
  * frozen graph with a memory plan, nodes sharing an arena block share a fill colour and nodes
  * with storage of their own are white (seed 000's figures). */
-sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f);
 /* The same into a file, written to a temporary name then renamed. */
-sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path);
 
 /* ---------------------------------------------------------------- save and load */
 
@@ -726,10 +726,11 @@ typedef struct sx_cg_file sx_cg_file;
  * graph or removed by the optimiser, a tensor whose size disagrees with its shape), SX_E_IO
  * (cannot create, write, sync or rename; the message carries the system's reason),
  * SX_E_NOMEM. */
-sx_status sx_cg_save(const sx_cg_graph *g, int n_out, sx_cg_node *const *outs,
-                     const char *const *out_names, int n_tensors, const char *const *tensor_names,
-                     const sx_tensor *const *tensors, int n_meta, const char *const *keys,
-                     const char *const *values, const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_save(const sx_cg_graph *g, int n_out, sx_cg_node *const *outs,
+                                  const char *const *out_names, int n_tensors,
+                                  const char *const *tensor_names, const sx_tensor *const *tensors,
+                                  int n_meta, const char *const *keys, const char *const *values,
+                                  const char *path);
 
 /* Read and validate a whole file: magic, version, the section lengths against the file size,
  * the checksum, then every field (op names, arity, input indices, attributes, dtypes, shapes,
@@ -747,7 +748,7 @@ sx_status sx_cg_save(const sx_cg_graph *g, int n_out, sx_cg_node *const *outs,
  *                     validation, named with its section and node
  *   SX_E_UNSUPPORTED  "model.sxm: written by a newer strix (format 2, this reads 1)"
  *   SX_E_NOMEM, SX_E_ARG (NULL argument) */
-sx_status sx_cg_file_read(const char *path, sx_cg_file **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_file_read(const char *path, sx_cg_file **out);
 void sx_cg_file_free(sx_cg_file *f); /* NULL is fine */
 
 /* The graph's outputs in the order they were saved: how many (0 when the file holds no graph)
@@ -762,8 +763,8 @@ const char *sx_cg_file_output_name(const sx_cg_file *f, int i);
  * always lazy: an eager one would compute each node as it is built, before inputs have values.
  * Errors (*g = NULL, outs untouched): SX_E_ARG (the file holds no graph, no output has one of
  * the names, NULL arguments), SX_E_NOMEM. */
-sx_status sx_cg_file_graph(sx_cg_file *f, int n, const char *const *names, sx_cg_graph **g,
-                           sx_cg_node **outs) SX_NODISCARD;
+SX_NODISCARD sx_status sx_cg_file_graph(sx_cg_file *f, int n, const char *const *names,
+                                        sx_cg_graph **g, sx_cg_node **outs);
 
 /* Named tensors: how many, the i-th name (NULL out of range), and the tensor saved under
  * `name` (NULL if there is none). Tensors belong to the file and stay valid until

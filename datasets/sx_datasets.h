@@ -92,14 +92,14 @@ typedef struct sx_ds_idx {
  *                payload; truncated gzip stream; corrupt gzip stream (bad deflate data, CRC or
  *                length mismatch)
  *   SX_E_NOMEM   an allocation failed (the payload, or zlib's buffers) */
-sx_status sx_ds_idx_read_raw(const char *path, int64_t limit, sx_ds_idx **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_idx_read_raw(const char *path, int64_t limit, sx_ds_idx **out);
 
 /* The same from memory: `buf` holds `len` bytes of an IDX file, raw or gzip-compressed (one or
  * more concatenated gzip members, as zlib's gz reader accepts). `name` is used in messages in
  * place of a path (NULL: "<memory>"). The buffer is not kept. Errors as sx_ds_idx_read_raw,
  * SX_E_ARG also for buf NULL with len > 0; never SX_E_IO. */
-sx_status sx_ds_idx_parse(const void *buf, size_t len, const char *name, int64_t limit,
-                          sx_ds_idx **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_idx_parse(const void *buf, size_t len, const char *name, int64_t limit,
+                                       sx_ds_idx **out);
 
 void sx_ds_idx_free(sx_ds_idx *idx);
 
@@ -109,13 +109,13 @@ void sx_ds_idx_free(sx_ds_idx *idx);
  * [0, 1]. The file is read in large chunks and converted as it is decompressed: no copy of the
  * whole payload in its file type is made.
  * Errors: as sx_ds_idx_read_raw, and SX_E_ARG for an invalid dtype or a non-finite scale. */
-sx_status sx_ds_idx_read(const char *path, sx_dtype dtype, double scale, int64_t limit,
-                         sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_idx_read(const char *path, sx_dtype dtype, double scale, int64_t limit,
+                                      sx_tensor **out);
 
 /* Convert a read file into a new tensor: the shape is idx's dims, out[i] = element[i] * scale.
  * Errors: SX_E_ARG (idx or out NULL, idx not valid, bad dtype, non-finite scale), SX_E_NOMEM. */
-sx_status sx_ds_idx_to_tensor(const sx_ds_idx *idx, sx_dtype dtype, double scale,
-                              sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_idx_to_tensor(const sx_ds_idx *idx, sx_dtype dtype, double scale,
+                                           sx_tensor **out);
 
 /* ---------------------------------------------------------------- labelled images */
 
@@ -165,8 +165,8 @@ typedef struct sx_ds_images {
  *                for an images file that is not u8 of rank 3 or 4, a labels file that is not u8
  *                of rank 1, and counts that differ ("LABELS: 9999 labels but 10000 images")
  *   SX_E_RANGE   a kept label >= classes ("LABELS: label 12 of example 345 is not in 0..9") */
-sx_status sx_ds_images_load(const char *images_path, const char *labels_path, int64_t classes,
-                            int64_t limit, sx_ds_images **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_images_load(const char *images_path, const char *labels_path,
+                                         int64_t classes, int64_t limit, sx_ds_images **out);
 
 /* Which half of a data set with a standard train/test split. */
 typedef enum { SX_DS_TRAIN = 0, SX_DS_TEST = 1 } sx_ds_part;
@@ -178,16 +178,16 @@ typedef enum { SX_DS_TRAIN = 0, SX_DS_TEST = 1 } sx_ds_part;
  * scripts/fetch_mnist puts the files in data/mnist/.
  * Errors: as sx_ds_images_load (messages name the .gz path when neither file exists);
  * SX_E_ARG also for dir NULL, a bad part, or a directory path longer than 4000 bytes. */
-sx_status sx_ds_mnist_load(const char *dir, sx_ds_part part, int64_t limit,
-                           sx_ds_images **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_mnist_load(const char *dir, sx_ds_part part, int64_t limit,
+                                        sx_ds_images **out);
 
 /* Where Debian's package dataset-fashion-mnist installs Fashion-MNIST. */
 #define SX_DS_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 /* Fashion-MNIST: the same file names and format as MNIST; dir NULL means
  * SX_DS_FASHION_MNIST_DIR. Errors as sx_ds_mnist_load (dir may be NULL). */
-sx_status sx_ds_fashion_mnist_load(const char *dir, sx_ds_part part, int64_t limit,
-                                   sx_ds_images **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_fashion_mnist_load(const char *dir, sx_ds_part part, int64_t limit,
+                                                sx_ds_images **out);
 /* "T-shirt/top", "Trouser", ..., "Ankle boot" for labels 0..9; "?" otherwise. */
 const char *sx_ds_fashion_mnist_class_name(int64_t label);
 
@@ -211,7 +211,7 @@ void sx_ds_images_free(sx_ds_images *d);
  * (it must stay unchanged then).
  * Errors (the set unchanged and still usable): SX_E_ARG (d NULL or not a valid set: see
  * sx_ds_images_tensor), SX_E_NOMEM. */
-sx_status sx_ds_images_compact(sx_ds_images *d) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_images_compact(sx_ds_images *d);
 
 /* True when d holds its images in the packed form (after an sx_ds_images_compact that
  * compacted); false for the raw form and for NULL. */
@@ -228,10 +228,10 @@ size_t sx_ds_images_bytes(const sx_ds_images *d);
  * 2^31 - 1, not labels (classes <= 256) or labels32 (classes > 256) alone, not exactly one of
  * pixels / packed set, packed without offsets; bad dtype;
  * non-finite scale), SX_E_NOMEM. The labels are not re-checked. */
-sx_status sx_ds_images_tensor(const sx_ds_images *d, sx_dtype dtype, double scale,
-                              sx_tensor **out) SX_NODISCARD;
-sx_status sx_ds_labels_tensor(const sx_ds_images *d, sx_dtype dtype, bool one_hot,
-                              sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_images_tensor(const sx_ds_images *d, sx_dtype dtype, double scale,
+                                           sx_tensor **out);
+SX_NODISCARD sx_status sx_ds_labels_tensor(const sx_ds_images *d, sx_dtype dtype, bool one_hot,
+                                           sx_tensor **out);
 
 /* Fill a batch from chosen examples: row r < count of x and y gets example index[r].
  * x (may be NULL): any dtype, shape[0] = B >= count and B*h*w*c elements in all, so (B,h,w,c)
@@ -244,8 +244,9 @@ sx_status sx_ds_labels_tensor(const sx_ds_images *d, sx_dtype dtype, bool one_ho
  * < 0, non-finite scale, an invalid tensor), SX_E_SHAPE (x or y of another shape, count > B),
  * SX_E_RANGE (an index outside [0, n), or a chosen label >= classes: only possible in a set
  * the caller filled). Never allocates. */
-sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index, int64_t count,
-                                  double scale, sx_tensor *x, sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int64_t *index,
+                                               int64_t count, double scale, sx_tensor *x,
+                                               sx_tensor *y);
 
 /* ---------------------------------------------------------------- minibatches */
 
@@ -271,8 +272,8 @@ sx_ds_batcher_params sx_ds_batcher_params_default(void);
  * same order on every run and machine, each epoch its own order.
  * Errors (*out NULL): SX_E_ARG (d or out NULL, d invalid, batch_size < 1, non-finite scale,
  * drop_last with batch_size > n: an epoch would hold no batch), SX_E_NOMEM. */
-sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p,
-                            sx_ds_batcher **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p,
+                                         sx_ds_batcher **out);
 
 /* Fill the next batch into x and y (shapes and padding as sx_ds_images_gather_out with
  * B = batch_size; either may be NULL) and set *count to the number of examples in it:
@@ -283,12 +284,12 @@ sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p
  * Errors (nothing changed, the batcher does not move): SX_E_ARG (b or count NULL, invalid
  * tensor), SX_E_SHAPE (x or y not of batch_size rows of the right size), SX_E_RANGE (as for
  * sx_ds_images_gather_out). */
-sx_status sx_ds_batcher_next(sx_ds_batcher *b, sx_tensor *x, sx_tensor *y,
-                             int64_t *count) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_batcher_next(sx_ds_batcher *b, sx_tensor *x, sx_tensor *y,
+                                          int64_t *count);
 
 /* Go to the first batch of epoch `epoch` (>= 0; SX_E_ARG otherwise), e.g. to resume training.
  * The order of an epoch does not depend on the epochs before it. */
-sx_status sx_ds_batcher_set_epoch(sx_ds_batcher *b, int64_t epoch) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_batcher_set_epoch(sx_ds_batcher *b, int64_t epoch);
 /* The current epoch (0 first); -1 for NULL. */
 int64_t sx_ds_batcher_epoch(const sx_ds_batcher *b);
 /* Batches in one epoch: ceil(n / batch_size), or floor with drop_last; -1 for NULL. */
@@ -345,7 +346,7 @@ const char *sx_ds_source_y_name(const sx_ds_source *s);
  * either may be NULL (not wanted). Never allocates.
  * Errors: SX_E_ARG (s NULL), SX_E_RANGE (i outside [0, n)), and whatever a callback source's
  * function returns (its message kept). */
-sx_status sx_ds_source_get(const sx_ds_source *s, int64_t i, void *x_row, void *y_row) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_get(const sx_ds_source *s, int64_t i, void *x_row, void *y_row);
 
 /* Release a source (and what it owns: a CSV table, a view's index). NULL is fine. Sources built
  * over it must be released first (they borrow it). */
@@ -357,8 +358,8 @@ void sx_ds_source_free(sx_ds_source *s);
  * unknown type, a rank outside 0..SX_MAX_RANK, a dim < 1, sizes overflowing, classes < 0, a
  * non-finite x_scale), SX_E_NOMEM.
  * Class labels are checked when a loader reads them (see sx_ds_loader_next). */
-sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, const void *x, const void *y,
-                              sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, const void *x,
+                                           const void *y, sx_ds_source **out);
 
 /* A source over tensors, which it borrows: x is (n, ...) (rank >= 1); classes > 0: y is (n) of
  * class indices held as floats (checked when read), or (n, ...) of one class index per position
@@ -366,8 +367,8 @@ sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, const void *x, 
  * SX_DS_F32 / SX_DS_F64 after the tensors' dtypes; x_scale 1.
  * Errors (*out NULL): SX_E_ARG (x, y or out NULL; x of rank 0; classes < 0), SX_E_SHAPE (x and y
  * with different first dims), SX_E_NOMEM. */
-sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t classes,
-                               sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t classes,
+                                            sx_ds_source **out);
 
 /* A source over an image set, which it borrows in either form (raw or packed: nothing is
  * copied): x is u8 (h, w, c), x_scale SX_DS_PIXEL_SCALE, y a class index (u8, or i32 for a set
@@ -375,15 +376,15 @@ sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t c
  * class names from d->class_names when set.
  * Errors (*out NULL): SX_E_ARG (out NULL, d NULL or not valid: see sx_ds_images_tensor),
  * SX_E_NOMEM. */
-sx_status sx_ds_source_images(const sx_ds_images *d, sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_images(const sx_ds_images *d, sx_ds_source **out);
 
 /* A source over two read IDX files, which it borrows: x's first axis is the examples (the rest
  * is one example's shape), y is (n) class indices or (n, ...) of one per position (classes >
  * 0; any integer type) or (n, ...) targets (classes == 0). Elements keep their IDX type; x_scale
  * 1. Errors (*out NULL): SX_E_ARG (x, y or out NULL, classes < 0), SX_E_SHAPE (the first dims
  * differ), SX_E_NOMEM. */
-sx_status sx_ds_source_idx(const sx_ds_idx *x, const sx_ds_idx *y, int64_t classes,
-                           sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_idx(const sx_ds_idx *x, const sx_ds_idx *y, int64_t classes,
+                                        sx_ds_source **out);
 
 /* The user's function of a callback source: write example i (0 <= i < n, checked before the
  * call) into x_row (x_size elements of x_type) and y_row (y_size of y_type) and return SX_OK; or
@@ -394,15 +395,15 @@ typedef sx_status (*sx_ds_get_fn)(int64_t i, void *x_row, void *y_row, void *ctx
 /* A source whose examples come from `get` (ctx passed through, borrowed). spec is copied.
  * Errors (*out NULL): SX_E_ARG (spec, get or out NULL, n < 1, spec not valid: see
  * sx_ds_source_memory), SX_E_NOMEM. */
-sx_status sx_ds_source_callback(const sx_ds_spec *spec, int64_t n, sx_ds_get_fn get, void *ctx,
-                                sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_callback(const sx_ds_spec *spec, int64_t n, sx_ds_get_fn get,
+                                             void *ctx, sx_ds_source **out);
 
 /* A view of some examples of `s` (borrowed): example r of the view is example index[r] of s.
  * The index is copied (8 bytes an example); no example is. Repeats are allowed.
  * Errors (*out NULL): SX_E_ARG (s, index or out NULL, count < 1), SX_E_RANGE (an index outside
  * [0, n)), SX_E_NOMEM. */
-sx_status sx_ds_source_subset(const sx_ds_source *s, const int64_t *index, int64_t count,
-                              sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_subset(const sx_ds_source *s, const int64_t *index,
+                                           int64_t count, sx_ds_source **out);
 
 /* Split `s` (borrowed) into two disjoint views that together hold every example: a seeded
  * permutation of 0..n-1 (Fisher-Yates, the same on every machine) gives its first
@@ -410,8 +411,8 @@ sx_status sx_ds_source_subset(const sx_ds_source *s, const int64_t *index, int64
  * of the permutation. The same seed gives the same split.
  * Errors (both outputs NULL): SX_E_ARG (a pointer NULL, val_fraction not in (0, 1), or a
  * fraction that leaves either part empty), SX_E_NOMEM. */
-sx_status sx_ds_split(const sx_ds_source *s, double val_fraction, uint64_t seed,
-                      sx_ds_source **train, sx_ds_source **val) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_split(const sx_ds_source *s, double val_fraction, uint64_t seed,
+                                   sx_ds_source **train, sx_ds_source **val);
 
 /* Per-feature mean and standard deviation of x (element * x_scale, one value per element of
  * x), for standardisation: compute them on the training source only, then apply them to every
@@ -428,8 +429,8 @@ typedef struct sx_ds_stats {
  * On success *out owns the result (sx_ds_stats_free).
  * Errors (*out NULL): SX_E_ARG (s or out NULL, channels < 0, channels > 0 not dividing x_size),
  * SX_E_NOMEM, and any error of sx_ds_source_get. */
-sx_status sx_ds_stats_compute(const sx_ds_source *s, int64_t channels,
-                              sx_ds_stats **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_stats_compute(const sx_ds_source *s, int64_t channels,
+                                           sx_ds_stats **out);
 void sx_ds_stats_free(sx_ds_stats *st);
 
 /* A view of `s` (borrowed) whose x is standardised: (element * x_scale - mean[k]) / std[k], as
@@ -437,8 +438,8 @@ void sx_ds_stats_free(sx_ds_stats *st);
  * threads must not read it at once.
  * Errors (*out NULL): SX_E_ARG (a pointer NULL, st->size != x_size, a std that is not > 0 or a
  * mean that is not finite), SX_E_NOMEM. */
-sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
-                                   sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_standardize(const sx_ds_source *s, const sx_ds_stats *st,
+                                                sx_ds_source **out);
 /* When s is a view made by sx_ds_source_standardize: true, its parent into *parent and its
  * mean and std (x_size values each, valid while s lives) into *mean and *std (each pointer may
  * be NULL). Otherwise (NULL too) false, nothing written. A network trained on such a view
@@ -493,12 +494,12 @@ typedef struct sx_ds_npy {
  *                overflow 64 bits; a payload shorter than the header announces ("truncated");
  *                trailing bytes after it
  *   SX_E_NOMEM   an allocation failed */
-sx_status sx_ds_npy_read_raw(const char *path, sx_ds_npy **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_npy_read_raw(const char *path, sx_ds_npy **out);
 /* The same from `len` bytes at `buf` (not kept); `name` (NULL: "<memory>") is used in messages
  * in place of a path. Errors as sx_ds_npy_read_raw's (SX_E_ARG also for buf NULL with len > 0),
  * never SX_E_IO. */
-sx_status sx_ds_npy_parse(const void *buf, size_t len, const char *name,
-                          sx_ds_npy **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_npy_parse(const void *buf, size_t len, const char *name,
+                                       sx_ds_npy **out);
 void sx_ds_npy_free(sx_ds_npy *a); /* NULL is fine */
 /* Element i (0 <= i < count, not checked) as a double (i64 and u64 beyond 2^53 rounded). */
 double sx_ds_npy_get(const sx_ds_npy *a, int64_t i);
@@ -507,10 +508,10 @@ double sx_ds_npy_get(const sx_ds_npy *a, int64_t i);
  * product in double (f32 elements with scale 1 are copied exactly).
  * Errors (*out NULL): SX_E_ARG (a or out NULL, an invalid array, a bad dtype, a non-finite
  * scale), SX_E_NOMEM. */
-sx_status sx_ds_npy_to_tensor(const sx_ds_npy *a, sx_dtype dtype, double scale,
-                              sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_npy_to_tensor(const sx_ds_npy *a, sx_dtype dtype, double scale,
+                                           sx_tensor **out);
 /* sx_ds_npy_read_raw then sx_ds_npy_to_tensor with scale 1. Errors: theirs. */
-sx_status sx_ds_npy_read(const char *path, sx_dtype dtype, sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_npy_read(const char *path, sx_dtype dtype, sx_tensor **out);
 
 /* Write `data` (the product of shape elements of `type`, row-major, native order; bool as bytes
  * 0 or 1) as a version 1.0 .npy file in the host's byte order, C order, the header padded to 64
@@ -519,11 +520,11 @@ sx_status sx_ds_npy_read(const char *path, sx_dtype dtype, sx_tensor **out) SX_N
  * removed. rank 0 writes a scalar (shape may then be NULL).
  * Errors: SX_E_ARG (path or data NULL, an unknown type, a shape that sx_shape_check refuses),
  * SX_E_IO ("PATH: cannot write: <reason>"), SX_E_NOMEM. */
-sx_status sx_ds_npy_write(const char *path, sx_ds_npy_type type, int rank, const int64_t *shape,
-                          const void *data) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_npy_write(const char *path, sx_ds_npy_type type, int rank,
+                                       const int64_t *shape, const void *data);
 /* An f32 or f64 tensor as '<f4' or '<f8' (on a little-endian host). Errors: as sx_ds_npy_write,
  * SX_E_ARG also for t NULL. */
-sx_status sx_ds_npy_write_tensor(const char *path, const sx_tensor *t) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_npy_write_tensor(const char *path, const sx_tensor *t);
 
 /* A source over two .npy files, read now and owned by the source: x's first axis is the
  * examples (the rest one example's shape), y is (n) class indices or (n, ...) of one per
@@ -533,8 +534,8 @@ sx_status sx_ds_npy_write_tensor(const char *path, const sx_tensor *t) SX_NODISC
  * 0), those of sx_ds_npy_read_raw for either file, SX_E_SHAPE (a rank-0 array, first dims that
  * differ or are 0), SX_E_RANGE (an integer beyond 2^53 in magnitude, which no data set type holds
  * exactly), SX_E_NOMEM. */
-sx_status sx_ds_source_npy(const char *x_path, const char *y_path, int64_t classes,
-                           sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_source_npy(const char *x_path, const char *y_path, int64_t classes,
+                                        sx_ds_source **out);
 
 /* ---------------------------------------------------------------- CSV files */
 
@@ -603,8 +604,8 @@ sx_ds_csv_params sx_ds_csv_params_default(void);
  *                named label_name in the header; only one column (no features)
  *   SX_E_RANGE   more than 2^31 - 1 classes
  *   SX_E_NOMEM   an allocation failed (the parser's buffer included) */
-sx_status sx_ds_csv_load(const char *path, const sx_ds_csv_params *p,
-                         sx_ds_source **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_csv_load(const char *path, const sx_ds_csv_params *p,
+                                      sx_ds_source **out);
 
 /* Read the features of a CSV file's rows, for prediction: a new (n, n_features) f64 tensor, one
  * row per data row in file order. The file is read as sx_ds_csv_load reads it (p NULL: the
@@ -628,8 +629,9 @@ sx_status sx_ds_csv_load(const char *path, const sx_ds_csv_params *p,
  *                malformed quoting or a NUL byte anywhere, a missing value or not a number in
  *                a column read: named by line and column as sx_ds_csv_load names them
  *   SX_E_NOMEM   an allocation failed */
-sx_status sx_ds_csv_read_x(const char *path, const sx_ds_csv_params *p, const char *const *features,
-                           int64_t n_features, sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_csv_read_x(const char *path, const sx_ds_csv_params *p,
+                                        const char *const *features, int64_t n_features,
+                                        sx_tensor **out);
 
 /* ---------------------------------------------------------------- image files */
 
@@ -664,8 +666,8 @@ typedef enum {
  * file" when the file ends before the image does; "NAME: PNM with maxval 65535 (supported: 1
  * to 255, 8-bit samples)" (stb_image 2.27 misreads 16-bit samples); "NAME: image of HxWxC is
  * larger than N bytes"), SX_E_NOMEM. */
-sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int64_t h, int64_t w,
-                             int64_t c, sx_ds_resize mode, uint8_t *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_image_decode(const void *buf, size_t len, const char *name, int64_t h,
+                                          int64_t w, int64_t c, sx_ds_resize mode, uint8_t *out);
 
 /* What an image folder load read and left (sx_ds_image_folder_params.report). Hidden entries
  * (names starting with '.') are neither read nor counted. */
@@ -711,8 +713,8 @@ sx_ds_image_folder_params sx_ds_image_folder_params_default(void);
  *                be read)", or "not a class folder", "not a regular file"
  *   SX_E_RANGE   more than 2^31 - 1 classes, or images whose bytes overflow
  *   SX_E_NOMEM   an allocation failed */
-sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_params *p,
-                                  sx_ds_images **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_image_folder_load(const char *root, const sx_ds_image_folder_params *p,
+                                               sx_ds_images **out);
 
 /* ---------------------------------------------------------------- batches over any source */
 
@@ -760,8 +762,8 @@ sx_ds_loader_params sx_ds_loader_params_default(void);
  * Errors (*out NULL): SX_E_ARG (s or out NULL, batch_size < 1, drop_last with batch_size > n,
  * crop_pad < 0, augmentation on a source whose x is not of rank 3, mean without std or a std
  * <= 0 or a non-finite mean), SX_E_NOMEM. */
-sx_status sx_ds_loader_new(const sx_ds_source *s, const sx_ds_loader_params *p,
-                           sx_ds_loader **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_loader_new(const sx_ds_source *s, const sx_ds_loader_params *p,
+                                        sx_ds_loader **out);
 
 /* Fill the next batch into x and y (either may be NULL) and set *count to its examples
  * (batch_size, or fewer for a last partial batch; 0 at the end of an epoch, as for
@@ -777,11 +779,11 @@ sx_status sx_ds_loader_new(const sx_ds_source *s, const sx_ds_loader_params *p,
  * an invalid tensor or dtype), SX_E_SHAPE (x or y of another shape), SX_E_RANGE (a class label
  * that is not an integer in [0, classes): "SOURCE: example 12 has label 7.5, not a class in
  * 0..2"), and any error of the source's get. */
-sx_status sx_ds_loader_next(sx_ds_loader *l, sx_tensor *x, sx_tensor *y,
-                            int64_t *count) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_loader_next(sx_ds_loader *l, sx_tensor *x, sx_tensor *y,
+                                         int64_t *count);
 
 /* Go to the first batch of epoch `epoch` (>= 0; SX_E_ARG otherwise, or for l NULL). */
-sx_status sx_ds_loader_set_epoch(sx_ds_loader *l, int64_t epoch) SX_NODISCARD;
+SX_NODISCARD sx_status sx_ds_loader_set_epoch(sx_ds_loader *l, int64_t epoch);
 /* The current epoch; -1 for NULL. */
 int64_t sx_ds_loader_epoch(const sx_ds_loader *l);
 /* Batches in one epoch: ceil(n / batch_size), or floor with drop_last; -1 for NULL. */

@@ -65,25 +65,26 @@ enum {
 
 /* Start an engine with n workers (0: $SX_ENGINE_WORKERS or the core count; at most
  * SX_ENGINE_MAX_WORKERS; more is SX_E_ARG). */
-sx_status sx_engine_new(int workers, sx_engine **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_engine_new(int workers, sx_engine **out);
 /* Wait for every pushed operation, stop the workers, free everything. NULL is fine. */
 void sx_engine_free(sx_engine *e);
 int sx_engine_workers(const sx_engine *e);
 
 /* A new variable (no operation has touched it yet). */
-sx_status sx_engine_var_new(sx_engine *e, sx_var *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_engine_var_new(sx_engine *e, sx_var *out);
 
 /* Queue fn(arg) after the operations it depends on (see the rules above). `flags` is 0 or
  * SX_ENGINE_WIDE. Fails only on bad arguments (an unknown variable) or memory exhaustion, and
  * then queues nothing. */
-sx_status sx_engine_push(sx_engine *e, sx_engine_fn fn, void *arg, const sx_var *reads, int n_reads,
-                         const sx_var *mutates, int n_mutates, unsigned flags) SX_NODISCARD;
+SX_NODISCARD sx_status sx_engine_push(sx_engine *e, sx_engine_fn fn, void *arg, const sx_var *reads,
+                                      int n_reads, const sx_var *mutates, int n_mutates,
+                                      unsigned flags);
 
 /* Make room, ahead of time, for `ops` operations naming `claims` variables in all (counting
  * repeats) to be pending at once: pushes within that allocate nothing. Pushes beyond it still
  * work (they grow the engine's free lists). For callers that must not allocate in a steady
  * state, such as a frozen graph's evaluation. Errors: SX_E_ARG, SX_E_NOMEM. */
-sx_status sx_engine_reserve(sx_engine *e, int64_t ops, int64_t claims) SX_NODISCARD;
+SX_NODISCARD sx_status sx_engine_reserve(sx_engine *e, int64_t ops, int64_t claims);
 
 /* Block until every operation pushed so far has finished / until every operation pushed so far
  * that reads or mutates v has finished. Return the first failure kept (see Errors). */

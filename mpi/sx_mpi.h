@@ -35,7 +35,7 @@ typedef struct sx_mpi sx_mpi;
  * train data-parallel. argc and argv may be NULL. A program started without mpirun is a world of
  * one rank (singleton MPI). Errors (*out NULL): SX_E_ARG (out NULL), SX_E_IO (MPI failed to
  * initialise, or $SX_MPI_TIMEOUT is not a number of seconds > 0), SX_E_NOMEM. */
-sx_status sx_mpi_init(int *argc, char ***argv, sx_mpi **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_mpi_init(int *argc, char ***argv, sx_mpi **out);
 
 /* End MPI and free m (NULL is fine): MPI_Finalize when every collective succeeded and ok is
  * true; otherwise MPI_Abort over the world with exit code 1 (a rank that failed alone must not

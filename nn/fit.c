@@ -128,7 +128,7 @@ sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_pa
                        const sx_ds_source *train, const sx_ds_source *val)
 {
     if (net->status != SX_OK)
-        return sx_error(net->status, "%s: network %s has an error", who, net->name);
+        return nn_net_refused(who, net);
     if (net->dtype != SX_F32 && net->dtype != SX_F64)
         return sx_error(SX_E_DTYPE, "%s: network %s is %s (want f32 or f64)", who, net->name,
                         sx_dtype_name(net->dtype));

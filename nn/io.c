@@ -544,7 +544,7 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     if (net == NULL || path == NULL)
         return sx_error(SX_E_ARG, "sx_nn_save: NULL argument");
     if (net->status != SX_OK)
-        return sx_error(net->status, "sx_nn_save: network %s has an error", net->name);
+        return nn_net_refused("sx_nn_save", net);
     sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "sx_nn_save: network %s needs an input layer", net->name);

@@ -598,8 +598,9 @@ static sx_status build_accumulated(sx_nn_model *m, sx_cg_node *x)
     return s;
 }
 
-/* Build a model's graph. f != NULL: an eager graph computed with these input values. */
-static sx_status build(sx_nn_model *m, const feed *f)
+/* Build a model's graph for the public function `who`. f != NULL: an eager graph computed with
+ * these input values. */
+static sx_status build(const char *who, sx_nn_model *m, const feed *f)
 {
     sx_nn_net *net = m->net;
     SX_TRY(sx_cg_graph_new(f ? SX_CG_EAGER : SX_CG_LAZY, net->dtype, &m->g));
@@ -613,8 +614,7 @@ static sx_status build(sx_nn_model *m, const feed *f)
     /* a smaller graph of a model compiled before the network's error (a layer refused since)
      * is built from the same, valid layers */
     if (net->status != SX_OK && !m->sibling)
-        return sx_error(net->status, "network %s has an error: fix its first failing layer",
-                        net->name);
+        return nn_net_refused(who, net);
     if (in == NULL || last == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
     int64_t xs[SX_MAX_RANK];
@@ -738,7 +738,7 @@ sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64
     SX_TRY(model_new("sx_nn_compile_train", net, p, batch, true, out));
     sx_nn_model *m = *out;
     double t0 = sx_seconds();
-    sx_status s = build(m, NULL);
+    sx_status s = build("sx_nn_compile_train", m, NULL);
     if (s == SX_OK)
         s = compile(m);
     if (s != SX_OK) {
@@ -760,7 +760,7 @@ static sx_status compile_infer(const char *who, sx_nn_net *net, int64_t batch, v
     m->lend = lend;
     m->lend_bytes = lend_bytes;
     double t0 = sx_seconds();
-    sx_status s = build(m, NULL);
+    sx_status s = build(who, m, NULL);
     if (s == SX_OK)
         s = compile(m);
     if (s != SX_OK) {
@@ -860,7 +860,7 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
     sx_nn_model *m = NULL;
     SX_TRY(model_new("sx_nn_train (eager step)", net, p, x->shape[0], true, &m));
     feed f = {x, y, lr, step};
-    sx_status s = build(m, &f);
+    sx_status s = build("sx_nn_train (eager step)", m, &f);
     if (s == SX_OK) {
         read_results(m, loss, correct);
         net->dropout_rng = *sx_cg_rng(m->g, m->b.rng_id);
@@ -1140,7 +1140,7 @@ sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out
     }
     feed f = {x, NULL, 0, 0};
     if (s == SX_OK)
-        s = build(m, &f);
+        s = build(who, m, &f);
     if (s == SX_OK)
         s = sx_tensor_copy_out(sx_cg_value(m->out), out);
     sx_nn_model_free(m);

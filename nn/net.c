@@ -64,7 +64,15 @@ void sx_nn_net_free(sx_nn_net *net)
 
 sx_status sx_nn_net_status(const sx_nn_net *net)
 {
-    return net == NULL ? SX_E_ARG : net->status;
+    if (net == NULL)
+        return sx_error(SX_E_ARG, "sx_nn_net_status: net is NULL");
+    return net->status == SX_OK ? SX_OK : nn_net_refused("sx_nn_net_status", net);
+}
+
+sx_status nn_net_refused(const char *who, const sx_nn_net *net)
+{
+    return sx_error(net->status, "%s: network '%s': %s", who, net->name,
+                    net->error[0] != '\0' ? net->error : sx_status_str(net->status));
 }
 
 const char *sx_nn_net_name(const sx_nn_net *net)
@@ -135,12 +143,25 @@ void sx_nn_net_print(const sx_nn_net *net, FILE *f)
 
 /* ---------------------------------------------------------------- building layers */
 
-/* Record a layer error on the network (the first wins) and return NULL. */
+/* Record a layer error on the network (the first wins) and return NULL. The cause is kept with
+ * it: "layer 'NAME' refused: <sx_last_error()>" (the name the layer would have had; NULL when it
+ * is not known yet), so that every later call on the network repeats it. */
+static sx_nn_layer *net_refuse(sx_nn_net *net, const char *layer, sx_status s)
+{
+    if (net == NULL || net->status != SX_OK)
+        return NULL;
+    net->status = s;
+    const char *msg = sx_last_error()[0] != '\0' ? sx_last_error() : sx_status_str(s);
+    if (layer != NULL)
+        snprintf(net->error, sizeof net->error, "layer '%s' refused: %s", layer, msg);
+    else
+        snprintf(net->error, sizeof net->error, "a layer was refused: %s", msg);
+    return NULL;
+}
+
 sx_nn_layer *nn_layer_fail(sx_nn_net *net, sx_status s)
 {
-    if (net != NULL && net->status == SX_OK)
-        net->status = s;
-    return NULL;
+    return net_refuse(net, NULL, s);
 }
 
 /* Start a layer for the public function `who`: check the net and the inputs (NULL inputs
@@ -151,43 +172,46 @@ sx_nn_layer *nn_layer_begin(sx_nn_net *net, const char *who, nn_kind kind, int n
 {
     if (net == NULL)
         return NULL;
+    const nn_layer_ops *ops = kind_ops[kind];
+    char name[sizeof((sx_nn_layer *)0)->name]; /* the layer's name, for the network's error */
+    snprintf(name, sizeof name, "%s_%d", ops->name, net->counters[kind] + 1);
     if (n_in > NN_MAX_IN)
-        return nn_layer_fail(
-            net, sx_error(SX_E_ARG, "%s: %d inputs (at most %d)", who, n_in, NN_MAX_IN));
+        return net_refuse(net, name,
+                          sx_error(SX_E_ARG, "%s: %d inputs (at most %d)", who, n_in, NN_MAX_IN));
     for (int i = 0; i < n_in; i++)
         if (in == NULL || in[i] == NULL)
-            return nn_layer_fail(net, net->status != SX_OK
-                                          ? net->status
-                                          : sx_error(SX_E_ARG, "%s: input is NULL", who));
+            return net_refuse(net, name,
+                              net->status != SX_OK ? net->status
+                                                   : sx_error(SX_E_ARG, "%s: input is NULL", who));
     if (net->n_models > 0)
-        return nn_layer_fail(
-            net, sx_error(SX_E_STATE,
-                          "%s: network %s has %d compiled model%s alive, which borrow its "
-                          "layers: free them before adding layers",
-                          who, net->name, net->n_models, net->n_models > 1 ? "s" : ""));
+        return net_refuse(net, name,
+                          sx_error(SX_E_STATE,
+                                   "%s: network %s has %d compiled model%s alive, which borrow its "
+                                   "layers: free them before adding layers",
+                                   who, net->name, net->n_models, net->n_models > 1 ? "s" : ""));
     for (int i = 0; i < n_in; i++) {
         bool mine = false;
         for (int k = net->n_layers - 1; k >= 0 && !mine; k--)
             mine = net->layers[k] == in[i];
         if (!mine)
-            return nn_layer_fail(net, sx_error(SX_E_ARG,
-                                               "%s: input %d (%s) is not a layer of network %s",
-                                               who, i, in[i]->name, net->name));
+            return net_refuse(net, name,
+                              sx_error(SX_E_ARG, "%s: input %d (%s) is not a layer of network %s",
+                                       who, i, in[i]->name, net->name));
     }
     if (kind == L_INPUT && net->n_layers > 0 && !net->adding_input)
-        return nn_layer_fail(net, sx_error(SX_E_STATE,
-                                           "%s: the network already has an input (sx_nn_input_add "
-                                           "adds another)",
-                                           who));
+        return net_refuse(net, name,
+                          sx_error(SX_E_STATE,
+                                   "%s: the network already has an input (sx_nn_input_add "
+                                   "adds another)",
+                                   who));
     if (kind != L_INPUT && net->n_layers == 0)
-        return nn_layer_fail(net, sx_error(SX_E_STATE, "%s: add an input layer first", who));
-    const nn_layer_ops *ops = kind_ops[kind];
+        return net_refuse(net, name, sx_error(SX_E_STATE, "%s: add an input layer first", who));
     sx_nn_layer *l = sx_calloc(1, sizeof *l);
     void *attr = ops->attr_size > 0 ? sx_calloc(1, ops->attr_size) : NULL;
     if (l == NULL || (ops->attr_size > 0 && attr == NULL)) {
         sx_free(l);
         sx_free(attr);
-        return nn_layer_fail(net, SX_E_NOMEM);
+        return net_refuse(net, name, SX_E_NOMEM);
     }
     l->kind = kind;
     l->ops = ops;
@@ -195,7 +219,7 @@ sx_nn_layer *nn_layer_begin(sx_nn_net *net, const char *who, nn_kind kind, int n
     l->n_in = n_in;
     for (int i = 0; i < n_in; i++)
         l->in[i] = in[i];
-    snprintf(l->name, sizeof l->name, "%s_%d", ops->name, net->counters[kind] + 1);
+    snprintf(l->name, sizeof l->name, "%s", name);
     if (n_in > 0) {
         l->rank = in[0]->rank;
         memcpy(l->shape, in[0]->shape, sizeof l->shape);
@@ -264,8 +288,10 @@ sx_nn_layer *nn_layer_finish(sx_nn_net *net, const char *who, sx_nn_layer *l, sx
             snprintf(copy, sizeof copy, "%s", msg);
             s = sx_error(s, "%s: %s", who, copy);
         }
+        char name[sizeof l->name];
+        snprintf(name, sizeof name, "%s", l->name);
         layer_free(l);
-        return nn_layer_fail(net, s);
+        return net_refuse(net, name, s);
     }
     net->counters[l->kind]++;
     l->index = net->n_layers;

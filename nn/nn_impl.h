@@ -144,6 +144,7 @@ struct sx_nn_net {
     sx_rng init_rng;    /* weight initialisation */
     sx_rng dropout_rng; /* dropout masks: carried from step to step and into checkpoints */
     sx_status status;
+    char error[512]; /* why: "layer 'dense_3' refused: <the first message>", or "" */
     sx_nn_layer **layers;
     int n_layers, cap_layers;
     int counters[L_KIND_COUNT];
@@ -209,8 +210,12 @@ sx_nn_layer *nn_layer_begin(sx_nn_net *net, const char *who, nn_kind kind, int n
 /* Append the layer when s is SX_OK and its output shape fits; else free it and record s (its
  * message prefixed with who). Returns the layer or NULL. */
 sx_nn_layer *nn_layer_finish(sx_nn_net *net, const char *who, sx_nn_layer *l, sx_status s);
-/* Record an error on the network (the first wins); returns NULL. */
+/* Record an error on the network (the first wins, with sx_last_error() as its cause); returns
+ * NULL. */
 sx_nn_layer *nn_layer_fail(sx_nn_net *net, sx_status s);
+/* The network's first error again, for the public function `who` called on it later: sets
+ * "who: network 'NAME': layer 'dense_3' refused: <the first message>" and returns its status. */
+sx_status nn_net_refused(const char *who, const sx_nn_net *net);
 /* Add a parameter tensor "<layer>.<what>" of the given shape to l, filled with `fill`, or with
  * the network's initialiser (fan_in, fan_out as for a dense layer) when fill is NAN. */
 sx_status nn_layer_add_param(sx_nn_net *net, sx_nn_layer *l, const char *what, int rank,

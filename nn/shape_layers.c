@@ -45,11 +45,14 @@ static sx_cg_node *reshape_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *cons
 }
 
 const nn_layer_ops nn_reshape_ops = {"reshape", 0, reshape_forward, NULL};
+/* flatten is a reshape to (elements) under its own kind, so that it is named (flatten_1) and
+ * printed as what the user asked for */
+const nn_layer_ops nn_flatten_ops = {"flatten", 0, reshape_forward, NULL};
 
-static sx_nn_layer *reshape(sx_nn_net *net, const char *who, sx_nn_layer *in, int rank,
-                            const int64_t *shape)
+static sx_nn_layer *reshape(sx_nn_net *net, const char *who, nn_kind kind, sx_nn_layer *in,
+                            int rank, const int64_t *shape)
 {
-    sx_nn_layer *l = nn_layer_begin(net, who, L_RESHAPE, 1, &in);
+    sx_nn_layer *l = nn_layer_begin(net, who, kind, 1, &in);
     if (l == NULL)
         return NULL;
     sx_status s = nn_user_shape(who, l->name, rank, shape);
@@ -68,13 +71,13 @@ static sx_nn_layer *reshape(sx_nn_net *net, const char *who, sx_nn_layer *in, in
 
 sx_nn_layer *sx_nn_reshape(sx_nn_net *net, sx_nn_layer *in, int rank, const int64_t *shape)
 {
-    return reshape(net, "sx_nn_reshape", in, rank, shape);
+    return reshape(net, "sx_nn_reshape", L_RESHAPE, in, rank, shape);
 }
 
 sx_nn_layer *sx_nn_flatten(sx_nn_net *net, sx_nn_layer *in)
 {
     int64_t n[1] = {in != NULL ? sx_shape_size(in->rank, in->shape) : 1};
-    return reshape(net, "sx_nn_flatten", in, 1, n);
+    return reshape(net, "sx_nn_flatten", L_FLATTEN, in, 1, n);
 }
 
 /* ---------------------------------------------------------------- padding2d */

@@ -94,7 +94,7 @@ typedef enum {
 const char *sx_nn_act_name(sx_nn_act a);
 /* The activation named s (as sx_nn_act_name; "swish" is silu). SX_E_ARG (*out unchanged) for
  * another name or NULL. */
-sx_status sx_nn_act_parse(const char *s, sx_nn_act *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_act_parse(const char *s, sx_nn_act *out);
 
 typedef enum {
     SX_INIT_DEFAULT, /* the layer's own choice: Glorot uniform for weights, 0 for biases */
@@ -119,12 +119,15 @@ typedef struct sx_nn_init {
 
 /* A new empty network. Every random draw (initialisation, dropout, shuffling) derives from
  * `seed`, so the same seed gives the same network and the same training run. */
-sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed,
-                        sx_nn_net **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_net_new(const char *name, sx_dtype dtype, uint64_t seed,
+                                     sx_nn_net **out);
 /* NULL is fine. With compiled models alive, the network lives on for them (they keep working)
  * and is freed with the last one. */
 void sx_nn_net_free(sx_nn_net *net);
-/* SX_OK, or the first error of a layer constructor (SX_E_ARG for NULL). */
+/* SX_OK, or the first error of a layer constructor (SX_E_ARG for NULL). That error stays with
+ * the network, and so does its cause: this call, and every later one that refuses the network
+ * (compiling, fitting, saving), sets sx_last_error() to "<function>: network 'NAME': layer
+ * 'dense_3' refused: <the first message>". */
 sx_status sx_nn_net_status(const sx_nn_net *net);
 const char *sx_nn_net_name(const sx_nn_net *net);
 /* The initialiser used by the weight layers added from now on (default: SX_INIT_DEFAULT). */
@@ -173,29 +176,29 @@ double sx_nn_net_input_scale(const sx_nn_net *net);
  * n > 0, n < 0, a mean not finite, a std not finite and > 0), SX_E_STATE (no input layer yet,
  * a network with several inputs, or a change refused), SX_E_SHAPE (n neither the channels nor
  * the features), SX_E_NOMEM. */
-sx_status sx_nn_net_set_normalization(sx_nn_net *net, int64_t n, const double *mean,
-                                      const double *std) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_net_set_normalization(sx_nn_net *net, int64_t n, const double *mean,
+                                                   const double *std);
 /* Scale a regression network's targets: training compares the output with (y - mean[j]) /
  * std[j], and every inference graph returns output * std[j] + mean[j]; n = the output's last
  * axis (per column) or its element count. n = 0 removes it. The output layer is judged at
  * compile time (SX_E_SHAPE there for another n, SX_E_STATE for a network ending in a softmax
  * or with several outputs). Errors: as sx_nn_net_set_normalization's (no shape check here). */
-sx_status sx_nn_net_set_target_scaling(sx_nn_net *net, int64_t n, const double *mean,
-                                       const double *std) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_net_set_target_scaling(sx_nn_net *net, int64_t n, const double *mean,
+                                                    const double *std);
 /* The names of the output's classes, in the order of its last axis (copied; each 1..255
  * bytes, no NUL); n = 0 removes them. The number must equal the output's last axis when a
  * model is compiled or saved (SX_E_SHAPE there). Errors: SX_E_ARG (NULL net, names NULL with
  * n > 0, a NULL, empty or too long name), SX_E_STATE (a change refused), SX_E_NOMEM. */
-sx_status sx_nn_net_set_class_names(sx_nn_net *net, int64_t n,
-                                    const char *const *names) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_net_set_class_names(sx_nn_net *net, int64_t n,
+                                                 const char *const *names);
 /* The names of the input's features (a table's columns), in input order: `strix predict`
  * selects a CSV file's columns by them. Same rules as sx_nn_net_set_class_names; the number
  * must equal the input's element count when compiled or saved. */
-sx_status sx_nn_net_set_feature_names(sx_nn_net *net, int64_t n,
-                                      const char *const *names) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_net_set_feature_names(sx_nn_net *net, int64_t n,
+                                                   const char *const *names);
 /* How `strix predict` resizes an image file to the input's (h, w, c) (SX_DS_RESIZE_BILINEAR
  * unless set). Errors: SX_E_ARG (NULL, an unknown mode), SX_E_STATE (a change refused). */
-sx_status sx_nn_net_set_image_resize(sx_nn_net *net, sx_ds_resize mode) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_net_set_image_resize(sx_nn_net *net, sx_ds_resize mode);
 
 /* A network's or model's preprocessing, read only (valid while it lives and is not changed). */
 typedef struct sx_nn_preprocess {
@@ -672,18 +675,21 @@ typedef struct sx_nn_train_params {
     sx_nn_schedule schedule;     /* constant */
     double l1, l2;               /* loss + l1 sum|w| + l2 sum w^2 over the weights (not biases,
                                     not batch norm), 0 */
-    double clip_value;           /* clip each gradient element to [-v, v]; 0 = off */
-    double clip_norm;            /* scale all gradients so their global L2 norm <= n; 0 = off */
+    double clip_value;           /* clip each gradient element to [-v, v]; 0 = off (0) */
+    double clip_norm;            /* scale all gradients so their global L2 norm <= n; 0 = off (0) */
     int64_t checkpoint_every;    /* write a checkpoint every N steps; 0 = at the end of each epoch
-                                    when checkpoint_path is set */
-    const char *checkpoint_path; /* NULL = no checkpoints */
-    bool shuffle;                /* true */
-    int verbose;                 /* 0 silent, 1 progress (bar on a terminal, lines otherwise) */
+                                    when checkpoint_path is set (0) */
+    const char *checkpoint_path; /* NULL = no checkpoints (NULL) */
+    bool shuffle;                /* reshuffle the examples every epoch (true) */
+    int verbose;                 /* 0 silent, 1 progress on stderr (bar on a terminal, lines
+                                    otherwise; images/s or examples/s) (1) */
     int64_t progress_every;      /* plain progress line every N steps when not a terminal (100) */
-    bool eager;                  /* train without the compiler (each step builds an eager graph) */
+    bool eager;                  /* train without the compiler (each step builds an eager graph)
+                                    (false) */
     bool optimise;               /* run the graph optimiser (true) */
     bool plan_memory;            /* plan the graph's memory (true) */
-    bool profile;                /* time every op kind; print the top 10 at the end (stderr) */
+    bool profile;                /* time every op kind; print the top 10 at the end (stderr)
+                                    (false) */
     double huber_delta;          /* SX_LOSS_HUBER's delta, > 0: 1 */
     double label_smoothing;      /* cross-entropy's e, 0 <= e < 1: 0 */
     int n_heads;                 /* 0: one loss (`loss`) over the whole output; else 1..
@@ -698,11 +704,11 @@ typedef struct sx_nn_train_params {
                               once per compiled graph (the eager path: once per step); sx_nn_fit
                               reports its validation loss as NaN (the validation runs the
                               inference graph, without the user's nodes) */
-    void *loss_ctx;        /* passed to loss_fn */
+    void *loss_ctx;        /* passed to loss_fn (NULL) */
     const sx_nn_param_group *groups; /* n_groups groups (borrowed); a parameter is in the first
                                         that selects it, else it keeps optim's lr and weight
-                                        decay */
-    int n_groups;
+                                        decay (NULL) */
+    int n_groups;                    /* (0) */
     int accumulate; /* gradient accumulation in the compiled graph: k > 1 splits each batch into
                        k micro-batches (min(k, batch); sizes differing by at most one), each traced
                        and differentiated after the previous one, the gradients summed (each loss
@@ -712,11 +718,11 @@ typedef struct sx_nn_train_params {
                        holds one micro-batch's activations (a 4-way split of a small conv net:
                        0.35x the whole batch's arena). 0 or 1: off. Not with batch norm
                        (SX_E_UNSUPPORTED: it would normalise by the micro-batches' statistics) nor
-                       eager (SX_E_ARG) */
+                       eager (SX_E_ARG) (0) */
     /* issue 22 (mpi22): data-parallel training (see "Data-parallel training" below) */
     const struct sx_nn_comm *comm; /* NULL: sx_nn_comm_default() (set by sx_mpi_init under
-                                      mpirun with > 1 rank); borrowed for the call */
-    bool local;                    /* train alone even when a default communicator is set */
+                                      mpirun with > 1 rank); borrowed for the call (NULL) */
+    bool local;                    /* train alone even when a default communicator is set (false) */
 } sx_nn_train_params;
 
 sx_nn_train_params sx_nn_train_params_default(void);
@@ -741,11 +747,11 @@ typedef struct sx_nn_compile_report {
  * SX_E_STATE (no input layer, or a training model with another optimiser kind is alive over the
  * network: they would share its optimiser state), SX_E_SHAPE (heads that do not add up to the
  * output's last axis, or batch times a layer's size has too many elements), SX_E_NOMEM. */
-sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64_t batch,
-                              sx_nn_model **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p,
+                                           int64_t batch, sx_nn_model **out);
 /* The inference graph: forward pass only, dropout off, batch norm with running statistics;
  * runs any batch of up to `batch` examples. Errors as sx_nn_compile_train's. */
-sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out);
 void sx_nn_model_free(sx_nn_model *m);
 sx_nn_compile_report sx_nn_model_report(const sx_nn_model *m);
 sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
@@ -760,15 +766,15 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * scaled by 1/ranks, are summed over the ranks inside the step, before the update (see
  * "Data-parallel training"; the gemm-update fusion does not apply); loss and correct stay this
  * rank's own; a communicator failure is its error (SX_E_IO from mpi/). */
-sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y, double lr,
-                           int64_t step, double *loss, int64_t *correct) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y,
+                                        double lr, int64_t step, double *loss, int64_t *correct);
 /* Outputs (n, output shape) for x (n, input shape), n <= the compiled (or loaded) batch; a
  * smaller n runs a graph of its own size, made on first use and kept. x must be of the model's
  * dtype and input shape, `out` (n, sx_nn_model_output_shape) of its dtype ((n, classes) for a
  * (batch, classes) output, (n, total) with several outputs): another shape, even of as many
  * elements, is SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a
  * training model is SX_E_ARG. */
-sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out);
 /* How sx_nn_model_predict runs a batch of many small examples: cut into sub-batches of `rows`
  * rows that the threads (sx_threads_get) run side by side, each through its own copy of the
  * graph for that many rows (the weights shared, one kernel thread each: a sub-batch's values
@@ -783,14 +789,14 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
  * cut call and kept with the model (their arenas: about `rows` / batch of the model's each).
  * Errors: SX_E_ARG (NULL, rows < 0). sx_nn_model_sub_batch: the rows per sub-batch m cuts
  * batches into (0: whole batches; the automatic choice is made at the first call; 0 for NULL). */
-sx_status sx_nn_model_set_sub_batch(sx_nn_model *m, int64_t rows) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_model_set_sub_batch(sx_nn_model *m, int64_t rows);
 int64_t sx_nn_model_sub_batch(sx_nn_model *m);
 /* Outputs (n, output shape) for x (n, input shape), any n >= 1, without the compiler: the forward
  * graph is built in eager mode (each node computed as it is made, every intermediate held until
  * the end) and freed; dropout off, batch norm with running statistics, as a compiled inference
  * model. Errors: SX_E_ARG (a NULL argument), SX_E_SHAPE and SX_E_DTYPE as sx_nn_model_predict's
  * (x or out of another shape or dtype), the network's own error, SX_E_NOMEM. */
-sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out);
 /* A model's input shape (without the batch axis; (total) for a network with several inputs),
  * number of outputs (classes; 0 for an output that is not (batch, classes)), the factor from
  * pixel bytes to its input values (a compiled model's is its network's), and dtype. */
@@ -845,11 +851,12 @@ typedef struct sx_nn_train_report {
  * those of sx_nn_compile_train. */
 /* p->epochs counts the network's epochs, not this call's: a network already trained (or resumed)
  * for e epochs trains epochs e+1..p->epochs, and nothing when e >= p->epochs. */
-sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *p, const sx_ds_images *train,
-                      const sx_ds_images *test, sx_nn_train_report *report) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *p,
+                                   const sx_ds_images *train, const sx_ds_images *test,
+                                   sx_nn_train_report *report);
 /* Accuracy of the network on a labelled image set. */
-sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
-                         double *accuracy) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
+                                      double *accuracy);
 
 /* ---------------------------------------------------------------- training on any data set */
 
@@ -1060,12 +1067,14 @@ typedef struct sx_nn_history {
  * axis or a head of another size than its named output), SX_E_ARG also for a head naming no
  * output of a network with several, SX_E_IO (history_path or PATH.fit cannot be
  * written), SX_E_STATE (see PATH.fit), and sx_nn_train's. */
-sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
-                    const sx_ds_source *val, sx_nn_history *history) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *p,
+                                 const sx_ds_source *train, const sx_ds_source *val,
+                                 sx_nn_history *history);
 /* The loss (of p->train.loss or heads) and metric (of p->metric) of the network on source s,
  * in batches of p->train.batch. p NULL: the defaults. Errors as sx_nn_fit's. */
-sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
-                                double *loss, double *metric) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s,
+                                             const sx_nn_fit_params *p, double *loss,
+                                             double *metric);
 /* The network's outputs for every example of s, in s's order: a new tensor (n, output shape)
  * of the network's dtype, from the inference graph in batches of p->train.batch (validation
  * normalisation of p->augment applied). Probabilities where the loss defines them: a
@@ -1073,8 +1082,8 @@ sx_status sx_nn_evaluate_source(sx_nn_net *net, const sx_ds_source *s, const sx_
  * in one), a bce_logits output the sigmoid of every element; other losses' outputs are the
  * values. p NULL: the defaults (cross-entropy). On success *out is owned by the caller
  * (sx_tensor_free). Errors (*out NULL): as sx_nn_evaluate_source's. */
-sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
-                               sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s,
+                                            const sx_nn_fit_params *p, sx_tensor **out);
 /* Release the rows (NULL is fine); the struct is zeroed. */
 void sx_nn_history_free(sx_nn_history *h);
 /* Write the history as CSV: a header "epoch,train_loss,val_loss,val_<metric>,seconds,
@@ -1084,16 +1093,16 @@ void sx_nn_history_free(sx_nn_history *h);
  * ({"epoch":1,"train_loss":0.5,...}; null where a value is missing). Both write the whole file
  * (sx_nn_fit_params.history_path appends row by row instead).
  * Errors: SX_E_ARG (NULL), SX_E_IO. */
-sx_status sx_nn_history_write_csv(const sx_nn_history *h, const char *path) SX_NODISCARD;
-sx_status sx_nn_history_write_jsonl(const sx_nn_history *h, const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_history_write_csv(const sx_nn_history *h, const char *path);
+SX_NODISCARD sx_status sx_nn_history_write_jsonl(const sx_nn_history *h, const char *path);
 /* Draw the history as an SVG image (opens in any browser): two panels, the loss and the metric
  * against the epoch, each with the training curve (solid) and the validation curve (dashed)
  * where present, axes with ticks at round values and their labels, and a legend; `title` (may
  * be NULL) on top. Missing values (NAN) are gaps. The file is written to PATH.tmp and renamed
  * over PATH, so a reader never sees half a plot. Errors: SX_E_ARG (h or path NULL, no rows),
  * SX_E_IO. */
-sx_status sx_nn_history_write_svg(const sx_nn_history *h, const char *path,
-                                  const char *title) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_history_write_svg(const sx_nn_history *h, const char *path,
+                                               const char *title);
 
 /* The loop's checkpoints as calls, for a loop of one's own around sx_nn_model_step: the
  * weights, optimiser state, step and epoch counters and dropout generator of `net`, and the
@@ -1103,10 +1112,10 @@ sx_status sx_nn_history_write_svg(const sx_nn_history *h, const char *path,
  * the network sees the loaded weights at its next step. Errors: SX_E_ARG (NULL net or path),
  * SX_E_IO, SX_E_FORMAT (another network's checkpoint, or damaged), SX_E_STATE (another
  * optimiser or hyper-parameters, a mid-epoch checkpoint of another batch size), SX_E_NOMEM. */
-sx_status sx_nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p,
-                                const char *path) SX_NODISCARD;
-sx_status sx_nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p,
-                                const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p,
+                                             const char *path);
+SX_NODISCARD sx_status sx_nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p,
+                                             const char *path);
 /* The network's training counters: steps and epochs done, steps done in the current epoch
  * (what a checkpoint restores); -1 for NULL. */
 int64_t sx_nn_net_steps(const sx_nn_net *net);
@@ -1123,7 +1132,7 @@ int64_t sx_nn_net_epoch_steps(const sx_nn_net *net);
  * one unnamed output of rank 1 is written as version 1, as before (older strix reads it).
  * Errors: SX_E_ARG (NULL), the network's own error, SX_E_STATE (no input layer), SX_E_IO,
  * SX_E_NOMEM. */
-sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_save(sx_nn_net *net, const char *path);
 /* A saved model, loaded without the network definition, for batches of up to `batch`
  * examples: an inference model like sx_nn_compile_infer's (sx_nn_model_predict, the accessors
  * below, sx_nn_model_free; sx_nn_model_step refuses it with SX_E_ARG; its report is zero).
@@ -1142,14 +1151,14 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path) SX_NODISCARD;
  * others. Errors (*out = NULL): SX_E_ARG (NULL, batch < 1), SX_E_IO, SX_E_FORMAT (any of the
  * above, the message naming the file), SX_E_UNSUPPORTED (a newer format: model_version above
  * 2), SX_E_NOMEM. */
-sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out);
 /* Save an inference model as a model file that sx_nn_load reads: a compiled model's network
  * as sx_nn_save does; a loaded model's graph as its file holds it; any other model's (an
  * imported one's) inference graph as it is, with its input scale and classes: for a file that
  * loads at any batch, give it an unoptimised graph (an optimised one may have the batch fixed
  * in fused nodes). Written atomically as sx_cg_save writes. Errors: SX_E_ARG (NULL, a training
  * model), SX_E_IO, SX_E_NOMEM. */
-sx_status sx_nn_model_save(sx_nn_model *m, const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_nn_model_save(sx_nn_model *m, const char *path);
 
 /* ---------------------------------------------------------------- data-parallel training
  * (issue 22). sx_nn_train and sx_nn_fit train data-parallel when they have a communicator of

@@ -261,8 +261,10 @@ static sx_tensor rows_view(const sx_tensor *t, int64_t rows)
     return nn_rows_at(t, 0, rows);
 }
 
+/* The progress line (or bar) after step i of n; `unit`: what ips counts per second ("images"
+ * or "examples"). */
 static void progress(const sx_nn_train_params *p, bool tty, int64_t epoch, int64_t i, int64_t n,
-                     double loss, double ips, double eta)
+                     double loss, double ips, const char *unit, double eta)
 {
     if (p->verbose < 1)
         return;
@@ -272,13 +274,13 @@ static void progress(const sx_nn_train_params *p, bool tty, int64_t epoch, int64
         for (int k = 0; k < width; k++)
             bar[k] = k < done ? '=' : k == done ? '>' : ' ';
         bar[width] = '\0';
-        fprintf(stderr, "\repoch %lld [%s] %lld/%lld loss %.4f %.0f img/s ETA %.0fs   ",
-                (long long)epoch + 1, bar, (long long)i, (long long)n, loss, ips, eta);
+        fprintf(stderr, "\repoch %lld [%s] %lld/%lld loss %.4f %.0f %s/s ETA %.0fs   ",
+                (long long)epoch + 1, bar, (long long)i, (long long)n, loss, ips, unit, eta);
         if (i == n)
             fputc('\n', stderr);
     } else if (i == n || (p->progress_every > 0 && i % p->progress_every == 0)) {
-        fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f %.0f img/s ETA %.0fs\n",
-                (long long)epoch + 1, (long long)i, (long long)n, loss, ips, eta);
+        fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f %.0f %s/s ETA %.0fs\n",
+                (long long)epoch + 1, (long long)i, (long long)n, loss, ips, unit, eta);
     }
 }
 
@@ -618,6 +620,8 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
         SX_TRY(run_next(r, false, &count));
     double t0 = sx_seconds();
     int64_t i = done_in_epoch;
+    const sx_nn_layer *in = nn_input_layer(net); /* (h, w, c): images; else examples */
+    const char *unit = r->batches != NULL || (in != NULL && in->rank == 3) ? "images" : "examples";
     sx_status s;
     while ((s = run_next(r, true, &count)) == SX_OK && count > 0) {
         sx_tensor xv = rows_view(r->x, count), yv = rows_view(r->y, count);
@@ -629,7 +633,8 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
         *loss_sum += loss * (double)count;
         double el = sx_seconds() - t0, ips = el > 0 ? (double)*seen / el : 0;
         double eta = ips > 0 ? (double)(r->per_epoch - i) * (double)r->global / ips : 0;
-        progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, eta);
+        progress(&r->p, r->tty, net->epoch, i, r->per_epoch, *loss_sum / (double)*seen, ips, unit,
+                 eta);
         if ((s = run_after_step(r, &t0)) != SX_OK)
             break;
         sx_nn_step_info info = {

@@ -93,8 +93,8 @@ sx_onnx_import_params sx_onnx_import_params_default(void);
  * characters) and shapes without the batch axis. More inputs or outputs, or an output without
  * the batch axis: SX_E_UNSUPPORTED (import such a model with sx_onnx_graph_import). p NULL:
  * the defaults. */
-sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
-                         sx_nn_model **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p,
+                                      sx_nn_model **out);
 /* An imported model's (sx_onnx_import's) graph input or output k (k < sx_nn_model_n_inputs /
  * sx_nn_model_n_outputs) as the file has it: its name (uncut), and when not NULL its rank and
  * shape without the batch axis (rank 0 for a (batch) tensor, which the model itself gives as
@@ -117,7 +117,7 @@ const char *sx_onnx_model_output(const sx_nn_model *m, int k, int *rank, const i
  * log-softmax, identity. The file is written to a temporary name and renamed.
  * Errors: SX_E_ARG (NULL, a training model), SX_E_UNSUPPORTED (a graph op with no ONNX
  * counterpart here, named with the node), SX_E_IO, SX_E_NOMEM. */
-sx_status sx_onnx_export(sx_nn_model *m, const char *path) SX_NODISCARD;
+SX_NODISCARD sx_status sx_onnx_export(sx_nn_model *m, const char *path);
 
 /* ---------------------------------------------------------------- graphs */
 
@@ -130,13 +130,13 @@ sx_status sx_onnx_export(sx_nn_model *m, const char *path) SX_NODISCARD;
  * freezing first if it likes (sx_cg_optimise, sx_cg_freeze). */
 typedef struct sx_onnx_graph sx_onnx_graph;
 
-sx_status sx_onnx_graph_import(const char *path, const sx_onnx_import_params *p,
-                               sx_onnx_graph **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_onnx_graph_import(const char *path, const sx_onnx_import_params *p,
+                                            sx_onnx_graph **out);
 /* The same from `size` bytes in memory (copied as needed; the buffer may be freed after the
  * call); `name` (may be NULL: "<buffer>") names it in messages. */
-sx_status sx_onnx_graph_import_buffer(const void *data, size_t size, const char *name,
-                                      const sx_onnx_import_params *p,
-                                      sx_onnx_graph **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_onnx_graph_import_buffer(const void *data, size_t size, const char *name,
+                                                   const sx_onnx_import_params *p,
+                                                   sx_onnx_graph **out);
 void sx_onnx_graph_free(sx_onnx_graph *og); /* NULL is fine; frees the strix graph too */
 /* The strix graph, owned by og (lives until sx_onnx_graph_free). */
 sx_cg_graph *sx_onnx_graph_cg(const sx_onnx_graph *og);
@@ -166,8 +166,8 @@ const char *sx_onnx_graph_output_name(const sx_onnx_graph *og, int i);
  * of the tensor's name (owned by the caller, sx_free; "" when none). Data in raw_data or in the
  * typed fields. Errors: SX_E_IO, SX_E_FORMAT (not a TensorProto, data not matching dims),
  * SX_E_UNSUPPORTED (another element type, external data), SX_E_ARG, SX_E_NOMEM. */
-sx_status sx_onnx_tensor_read(const char *path, sx_dtype dtype, sx_tensor **out,
-                              char **name) SX_NODISCARD;
+SX_NODISCARD sx_status sx_onnx_tensor_read(const char *path, sx_dtype dtype, sx_tensor **out,
+                                           char **name);
 
 /* Whether the importer maps op_type of the default domain (some of its attributes may still be
  * refused, see above). */
@@ -194,8 +194,8 @@ typedef struct sx_onnx_conformance_report {
     int cases, supported, passed, failed;
 } sx_onnx_conformance_report;
 
-sx_status sx_onnx_conformance(const char *dir, double rtol, double atol, FILE *log,
-                              sx_onnx_conformance_report *report) SX_NODISCARD;
+SX_NODISCARD sx_status sx_onnx_conformance(const char *dir, double rtol, double atol, FILE *log,
+                                           sx_onnx_conformance_report *report);
 
 #ifdef __cplusplus
 }

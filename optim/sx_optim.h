@@ -39,7 +39,7 @@ const char *sx_optim_name(sx_optim_kind k); /* "adagrad" */
 /* The kind named by s ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw",
  * "amsgrad", "rmsprop_centered", "adam_keras", "rmsprop_momentum"). SX_E_ARG (*out unchanged) for
  * another name or NULL. */
-sx_status sx_optim_parse(const char *s, sx_optim_kind *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_optim_parse(const char *s, sx_optim_kind *out);
 
 /* Hyper-parameters (those a kind does not use are ignored). */
 typedef struct sx_optim_params {
@@ -111,9 +111,9 @@ const char *sx_optim_state_name(sx_optim_kind k, int i);
  * SX_E_SHAPE (lr or step not of one element), SX_E_NOMEM, and the graph's error when a node
  * cannot be made (a state or gradient of another shape or dtype, a state that is not a
  * parameter). */
-sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
-                          sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
-                          sx_cg_node *const *states, sx_cg_node **updates, int *n) SX_NODISCARD;
+SX_NODISCARD sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param,
+                                       sx_cg_node *grad, sx_cg_node *lr, sx_cg_node *step,
+                                       sx_cg_node *const *states, sx_cg_node **updates, int *n);
 
 #ifdef __cplusplus
 }

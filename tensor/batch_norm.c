@@ -243,10 +243,10 @@ static sx_status bn_check_x(const char *who, const sx_tensor *x)
     return SX_OK;
 }
 
-sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
-                                        size_t ws_bytes)
+/* The statistics pass of sx_tensor_batch_norm_stats_ws and _out (`who`: the one called). */
+static sx_status bn_stats(const char *who, const sx_tensor *x, sx_tensor *stats, void *ws,
+                          size_t ws_bytes)
 {
-    const char *who = "sx_tensor_batch_norm_stats_out";
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
     SX_TRY(sx__check_apart(who, "x", x, "stats", stats));
@@ -268,23 +268,15 @@ sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, vo
     return SX_OK;
 }
 
+sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
+                                        size_t ws_bytes)
+{
+    return bn_stats("sx_tensor_batch_norm_stats_ws", x, stats, ws, ws_bytes);
+}
+
 sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats)
 {
-    return sx_tensor_batch_norm_stats_ws(x, stats, NULL, 0);
-}
-
-sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
-                                  const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                  sx_tensor *y, void *ws, size_t ws_bytes)
-{
-    return sx_tensor_batch_norm_act_ws(x, stats, gamma, beta, eps, false, y, ws, ws_bytes);
-}
-
-sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
-                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                      bool relu, sx_tensor *y, void *ws, size_t ws_bytes)
-{
-    return sx_tensor_batch_norm_res_ws(x, stats, gamma, beta, eps, NULL, relu, y, ws, ws_bytes);
+    return bn_stats("sx_tensor_batch_norm_stats_out", x, stats, NULL, 0);
 }
 
 /* t (named `name`) is a tensor with x's dtype and shape. */
@@ -326,14 +318,12 @@ static sx_status bn_check_norm(const char *who, const sx_tensor *x, const sx_ten
     return SX_OK;
 }
 
-sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
-                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                      const sx_tensor *res, bool relu, sx_tensor *y, void *ws,
-                                      size_t ws_bytes)
+/* The normalising pass of sx_tensor_batch_norm_out, _ws, _act_ws and _res_ws (`who`: the one
+ * called). */
+static sx_status bn_norm(const char *who, const sx_tensor *x, const sx_tensor *stats,
+                         const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                         const sx_tensor *res, bool relu, sx_tensor *y, void *ws, size_t ws_bytes)
 {
-    const char *who = res != NULL ? "sx_tensor_batch_norm_res_ws"
-                      : relu      ? "sx_tensor_batch_norm_act_ws"
-                                  : "sx_tensor_batch_norm_out";
     SX_TRY(bn_check_norm(who, x, stats, gamma, beta, eps, res, y));
     const int64_t c = x->shape[x->rank - 1], m = c > 0 ? x->size / c : 0;
     void *own = NULL;
@@ -354,11 +344,36 @@ sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats
     return SX_OK;
 }
 
+sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
+                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                      const sx_tensor *res, bool relu, sx_tensor *y, void *ws,
+                                      size_t ws_bytes)
+{
+    return bn_norm("sx_tensor_batch_norm_res_ws", x, stats, gamma, beta, eps, res, relu, y, ws,
+                   ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
+                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                      bool relu, sx_tensor *y, void *ws, size_t ws_bytes)
+{
+    return bn_norm("sx_tensor_batch_norm_act_ws", x, stats, gamma, beta, eps, NULL, relu, y, ws,
+                   ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
+                                  const sx_tensor *gamma, const sx_tensor *beta, double eps,
+                                  sx_tensor *y, void *ws, size_t ws_bytes)
+{
+    return bn_norm("sx_tensor_batch_norm_ws", x, stats, gamma, beta, eps, NULL, false, y, ws,
+                   ws_bytes);
+}
+
 sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
                                    const sx_tensor *gamma, const sx_tensor *beta, double eps,
                                    sx_tensor *y)
 {
-    return sx_tensor_batch_norm_ws(x, stats, gamma, beta, eps, y, NULL, 0);
+    return bn_norm("sx_tensor_batch_norm_out", x, stats, gamma, beta, eps, NULL, false, y, NULL, 0);
 }
 
 /* dy (required) and the relu mask y (NULL: none) have x's dtype and shape. */
@@ -369,18 +384,11 @@ static sx_status bn_check_dy_y(const char *who, const sx_tensor *x, const sx_ten
     return y == NULL ? SX_OK : bn_check_like_x(who, "y", x, y);
 }
 
-sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
-                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
-                                       size_t ws_bytes)
+/* The sums pass of sx_tensor_batch_norm_sums_out, _ws and _mask_ws (`who`: the one called). */
+static sx_status bn_sums(const char *who, const sx_tensor *x, const sx_tensor *stats,
+                         const sx_tensor *dy, const sx_tensor *y, sx_tensor *sums, void *ws,
+                         size_t ws_bytes)
 {
-    return sx_tensor_batch_norm_sums_mask_ws(x, stats, dy, NULL, sums, ws, ws_bytes);
-}
-
-sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
-                                            const sx_tensor *dy, const sx_tensor *y,
-                                            sx_tensor *sums, void *ws, size_t ws_bytes)
-{
-    const char *who = "sx_tensor_batch_norm_sums_out";
     SX_TRY(bn_check_x(who, x));
     SX_TRY(bn_check(who, x, "stats", stats, true));
     SX_TRY(bn_check_dy_y(who, x, dy, y));
@@ -410,10 +418,24 @@ sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor 
     return SX_OK;
 }
 
+sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
+                                            const sx_tensor *dy, const sx_tensor *y,
+                                            sx_tensor *sums, void *ws, size_t ws_bytes)
+{
+    return bn_sums("sx_tensor_batch_norm_sums_mask_ws", x, stats, dy, y, sums, ws, ws_bytes);
+}
+
+sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
+                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
+                                       size_t ws_bytes)
+{
+    return bn_sums("sx_tensor_batch_norm_sums_ws", x, stats, dy, NULL, sums, ws, ws_bytes);
+}
+
 sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
                                         const sx_tensor *dy, sx_tensor *sums)
 {
-    return sx_tensor_batch_norm_sums_ws(x, stats, dy, sums, NULL, 0);
+    return bn_sums("sx_tensor_batch_norm_sums_out", x, stats, dy, NULL, sums, NULL, 0);
 }
 
 /* dx of y = batch_norm(x, stats(x), gamma, beta) (the statistics' path included): with

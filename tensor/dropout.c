@@ -124,16 +124,10 @@ static void drop_run(sx_tensor *out, uint64_t key, uint64_t below, double keep)
  * How: the draw is the key; element i is dropped when k < ceil(p * 2^53), with k the top 53
  * bits of mix(key + (i + 1) * gamma) (SplitMix64). As k * 2^-53 is a 53-bit uniform in [0, 1),
  * this is exactly "uniform < p": the drop probability is ceil(p * 2^53) * 2^-53, within 2^-53
- * of p (p = 0 never drops). */
-sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p)
+ * of p (p = 0 never drops). Elements [first, first + size) of the mask: the key moved on by
+ * `first` counter steps. `who`: the public function called. */
+static sx_status dropout_mask(const char *who, sx_tensor *out, sx_rng *rng, double p, int64_t first)
 {
-    return sx_tensor_dropout_mask_at(out, rng, p, 0);
-}
-
-/* Elements [first, first + size) of the mask: the key moved on by `first` counter steps. */
-sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p, int64_t first)
-{
-    const char *who = "sx_tensor_dropout_mask";
     SX_TRY(sx__check_tensor(who, "out", out));
     if (rng == NULL)
         return sx_error(SX_E_ARG, "%s: rng is NULL", who);
@@ -146,4 +140,14 @@ sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p, int64
     const uint64_t key = sx_rng_u64(rng) + (uint64_t)first * DROP_GAMMA;
     drop_run(out, key, below, 1.0 / (1.0 - p));
     return SX_OK;
+}
+
+sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p)
+{
+    return dropout_mask("sx_tensor_dropout_mask", out, rng, p, 0);
+}
+
+sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p, int64_t first)
+{
+    return dropout_mask("sx_tensor_dropout_mask_at", out, rng, p, first);
 }

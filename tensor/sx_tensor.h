@@ -57,11 +57,33 @@
 extern "C" {
 #endif
 
-#if defined(__GNUC__)
+/* SX_NODISCARD, at the head of a declaration: the compiler warns when a caller drops the
+ * result (every function returning sx_status has it). To drop one on purpose, cast the call
+ * to void: `(void)sx_threads_set(4);`. That silences the warning wherever the compiler has an
+ * attribute that allows it: C23's [[nodiscard]] (C23, and GCC in C11/C17 mode through
+ * __extension__, which keeps -Wpedantic quiet), C++17's [[nodiscard]], and clang's
+ * warn_unused_result. Other GCC-compatible compilers get warn_unused_result, which GCC does not
+ * let a cast silence (there, use the result: `if (f() != SX_OK) ...`). Declarations put it
+ * first: `SX_NODISCARD sx_status sx_f(...);` (an attribute after the parameter list would name
+ * the function's type, which nodiscard cannot). */
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define SX_NODISCARD [[nodiscard]]
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ > 201710L
+#define SX_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus) &&                         \
+    defined(__has_c_attribute)
+#if __has_c_attribute(nodiscard)
+#define SX_NODISCARD __extension__ [[nodiscard]]
+#endif
+#endif
+#if !defined(SX_NODISCARD) && defined(__GNUC__)
 #define SX_NODISCARD __attribute__((warn_unused_result))
+#elif !defined(SX_NODISCARD)
+#define SX_NODISCARD
+#endif
+#if defined(__GNUC__)
 #define SX_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
-#define SX_NODISCARD
 #define SX_PRINTF(f, a)
 #endif
 
@@ -126,11 +148,11 @@ void sx_free(void *p);                      /* NULL is fine */
 /* Set the number of threads strix's kernels use (n >= 1; n = 0 means the number of cores); may
  * be called at any time (running kernels keep the count they started with). The default is the
  * number of cores, or $SX_THREADS (1..1024) when set. Pool workers start as loops need them. */
-sx_status sx_threads_set(int n) SX_NODISCARD;
+SX_NODISCARD sx_status sx_threads_set(int n);
 /* Override the count for the calling thread only (n >= 1; 0 returns to the global count): the
  * strix kernels this thread calls then use n threads. The dependency engine gives each worker
  * its share this way. */
-sx_status sx_threads_set_local(int n) SX_NODISCARD;
+SX_NODISCARD sx_status sx_threads_set_local(int n);
 /* The count for the calling thread: its local override, else the global count. */
 int sx_threads_get(void);
 
@@ -194,46 +216,48 @@ typedef struct sx_tensor {
 #define SX_F32P(t) ((float *)(t)->data)
 #define SX_F64P(t) ((double *)(t)->data)
 
-/* Check a shape: 0 <= rank <= SX_MAX_RANK, every dim >= 0, the element count fits in int64.
- * `who` names the caller in the message. */
-sx_status sx_shape_check(const char *who, int rank, const int64_t *shape) SX_NODISCARD;
+/* Check a shape: 0 <= rank <= SX_MAX_RANK, every dim >= 0, the element count fits in int64
+ * (SX_E_RANK, SX_E_ARG for a NULL shape of rank > 0, SX_E_SHAPE). `who` names the caller in the
+ * message (NULL: "sx_shape_check"). */
+SX_NODISCARD sx_status sx_shape_check(const char *who, int rank, const int64_t *shape);
 /* Product of the dims (1 for rank 0). The shape must have passed sx_shape_check. */
 int64_t sx_shape_size(int rank, const int64_t *shape);
 /* "(3,4)" into buf (at most n bytes, always terminated); returns buf. "()" for rank 0. */
 char *sx_shape_str(int rank, const int64_t *shape, char *buf, size_t n);
 /* NumPy broadcasting of two shapes into out_shape (rank max(ra, rb)); SX_E_SHAPE with both
- * shapes named when they do not broadcast. */
-sx_status sx_shape_broadcast(const char *who, int ra, const int64_t *sa, int rb, const int64_t *sb,
-                             int *out_rank, int64_t *out_shape) SX_NODISCARD;
+ * shapes named when they do not broadcast; sx_shape_check's errors for either shape; SX_E_ARG
+ * when out_rank or out_shape is NULL. `who` names the caller (NULL: "sx_shape_broadcast"). */
+SX_NODISCARD sx_status sx_shape_broadcast(const char *who, int ra, const int64_t *sa, int rb,
+                                          const int64_t *sb, int *out_rank, int64_t *out_shape);
 bool sx_shape_equal(int ra, const int64_t *sa, int rb, const int64_t *sb);
 
 /* A stack descriptor over borrowed memory (owns = false). The shape must be valid. */
 sx_tensor sx_tensor_view(sx_dtype dtype, int rank, const int64_t *shape, void *data);
 
 /* New tensor with owned, uninitialised data. */
-sx_status sx_tensor_new(sx_dtype dtype, int rank, const int64_t *shape,
-                        sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_new(sx_dtype dtype, int rank, const int64_t *shape,
+                                     sx_tensor **out);
 /* New descriptor over borrowed `data` (not copied, not freed by strix). */
-sx_status sx_tensor_wrap(sx_dtype dtype, int rank, const int64_t *shape, void *data,
-                         sx_tensor **out) SX_NODISCARD;
-sx_status sx_tensor_zeros(sx_dtype dtype, int rank, const int64_t *shape,
-                          sx_tensor **out) SX_NODISCARD;
-sx_status sx_tensor_ones(sx_dtype dtype, int rank, const int64_t *shape,
-                         sx_tensor **out) SX_NODISCARD;
-sx_status sx_tensor_full(sx_dtype dtype, int rank, const int64_t *shape, double value,
-                         sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_wrap(sx_dtype dtype, int rank, const int64_t *shape, void *data,
+                                      sx_tensor **out);
+SX_NODISCARD sx_status sx_tensor_zeros(sx_dtype dtype, int rank, const int64_t *shape,
+                                       sx_tensor **out);
+SX_NODISCARD sx_status sx_tensor_ones(sx_dtype dtype, int rank, const int64_t *shape,
+                                      sx_tensor **out);
+SX_NODISCARD sx_status sx_tensor_full(sx_dtype dtype, int rank, const int64_t *shape, double value,
+                                      sx_tensor **out);
 /* A rank-0 tensor holding `value`. */
-sx_status sx_tensor_scalar(sx_dtype dtype, double value, sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_scalar(sx_dtype dtype, double value, sx_tensor **out);
 /* New tensor from `count` doubles (converted to dtype); count must equal the shape's size. */
-sx_status sx_tensor_from_doubles(sx_dtype dtype, int rank, const int64_t *shape,
-                                 const double *values, int64_t count, sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_from_doubles(sx_dtype dtype, int rank, const int64_t *shape,
+                                              const double *values, int64_t count, sx_tensor **out);
 /* A deep copy with owned data. */
-sx_status sx_tensor_clone(const sx_tensor *x, sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_clone(const sx_tensor *x, sx_tensor **out);
 /* Release the descriptor and, when owned, the data. NULL is fine. */
 void sx_tensor_free(sx_tensor *t);
 
 /* Change the shape of `t` in place without copying; the element count must stay the same. */
-sx_status sx_tensor_reshape(sx_tensor *t, int rank, const int64_t *shape) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_reshape(sx_tensor *t, int rank, const int64_t *shape);
 
 /* Element i (flat, row-major) as a double, and set it. No bounds check beyond an assert. */
 double sx_tensor_get(const sx_tensor *t, int64_t i);
@@ -241,17 +265,17 @@ void sx_tensor_set(sx_tensor *t, int64_t i, double v);
 
 /* Fill helpers (in place). arange: out[i] = start + i*step; linspace: n = size points from
  * `lo` to `hi` inclusive (size 1 gives lo). */
-sx_status sx_tensor_fill(sx_tensor *out, double value) SX_NODISCARD;
-sx_status sx_tensor_arange(sx_tensor *out, double start, double step) SX_NODISCARD;
-sx_status sx_tensor_linspace(sx_tensor *out, double lo, double hi) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_fill(sx_tensor *out, double value);
+SX_NODISCARD sx_status sx_tensor_arange(sx_tensor *out, double start, double step);
+SX_NODISCARD sx_status sx_tensor_linspace(sx_tensor *out, double lo, double hi);
 /* Random fills from an explicit generator; same seed, same values, whatever the thread count. */
-sx_status sx_tensor_rand_uniform(sx_tensor *out, sx_rng *rng, double lo, double hi) SX_NODISCARD;
-sx_status sx_tensor_rand_normal(sx_tensor *out, sx_rng *rng, double mean, double std) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_rand_uniform(sx_tensor *out, sx_rng *rng, double lo, double hi);
+SX_NODISCARD sx_status sx_tensor_rand_normal(sx_tensor *out, sx_rng *rng, double mean, double std);
 
 /* Copy values (same dtype, same size; shapes may differ, as in a reshape). */
-sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out);
 /* Convert between dtypes (same shape). */
-sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out);
 
 /* Print like NumPy: shape and dtype, then the values; more than 1000 elements are summarised
  * with "..." (the first and last three along each axis). */
@@ -279,10 +303,10 @@ const char *sx_map_name(sx_map_op op);
  * the fused element-wise programs use the same functions. round sends halves to the even
  * integer (0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -2.5 -> -2; NumPy, PyTorch and ONNX do the same), in
  * every dtype and instruction set. */
-sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x,
-                            sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,
-                        sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_map_out(sx_map_op op, double alpha, const sx_tensor *x,
+                                         sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_map(sx_map_op op, double alpha, const sx_tensor *x,
+                                     sx_tensor **out);
 
 /* ---------------------------------------------------------------- binary: z = a op b */
 
@@ -296,20 +320,20 @@ typedef enum {
 const char *sx_binary_name(sx_binary_op op);
 /* out = a op b with NumPy broadcasting; out has the broadcast shape. In place ok when out has
  * the shape of the input it overlaps. */
-sx_status sx_tensor_binary_out(sx_binary_op op, const sx_tensor *a, const sx_tensor *b,
-                               sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_binary(sx_binary_op op, const sx_tensor *a, const sx_tensor *b,
-                           sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_binary_out(sx_binary_op op, const sx_tensor *a, const sx_tensor *b,
+                                            sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_binary(sx_binary_op op, const sx_tensor *a, const sx_tensor *b,
+                                        sx_tensor **out);
 /* out = a op s (tensor, scalar) and out = s op b (scalar, tensor). */
-sx_status sx_tensor_binary_scalar_out(sx_binary_op op, const sx_tensor *a, double s,
-                                      sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_scalar_binary_out(sx_binary_op op, double s, const sx_tensor *b,
-                                      sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_binary_scalar_out(sx_binary_op op, const sx_tensor *a, double s,
+                                                   sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_scalar_binary_out(sx_binary_op op, double s, const sx_tensor *b,
+                                                   sx_tensor *out);
 /* out = a * b + c, all three broadcast together. */
-sx_status sx_tensor_fma_out(const sx_tensor *a, const sx_tensor *b, const sx_tensor *c,
-                            sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_fma_out(const sx_tensor *a, const sx_tensor *b, const sx_tensor *c,
+                                         sx_tensor *out);
 /* out = x broadcast to out's shape (NumPy broadcast_to, materialised). */
-sx_status sx_tensor_broadcast_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_broadcast_out(const sx_tensor *x, sx_tensor *out);
 
 /* ---------------------------------------------------------------- fold: reductions */
 
@@ -329,13 +353,13 @@ const char *sx_fold_name(sx_fold_op op);
  *     element, stored as a value of the dtype;
  *   l1norm = sum |x|;  l2norm = sqrt(sum x^2);  logsumexp = m + log(sum exp(x - m)), m = max.
  * With keepdims the reduced axes stay as size 1; otherwise they are removed. */
-sx_status sx_tensor_fold_out(sx_fold_op op, const sx_tensor *x, unsigned axes, bool keepdims,
-                             sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_fold(sx_fold_op op, const sx_tensor *x, unsigned axes, bool keepdims,
-                         sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_fold_out(sx_fold_op op, const sx_tensor *x, unsigned axes,
+                                          bool keepdims, sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_fold(sx_fold_op op, const sx_tensor *x, unsigned axes,
+                                      bool keepdims, sx_tensor **out);
 /* The result shape of a fold (for callers that allocate). */
-sx_status sx_fold_shape(const char *who, int rank, const int64_t *shape, unsigned axes,
-                        bool keepdims, int *out_rank, int64_t *out_shape) SX_NODISCARD;
+SX_NODISCARD sx_status sx_fold_shape(const char *who, int rank, const int64_t *shape, unsigned axes,
+                                     bool keepdims, int *out_rank, int64_t *out_shape);
 
 /* ---------------------------------------------------------------- repeat, tile, layout */
 
@@ -343,9 +367,9 @@ sx_status sx_fold_shape(const char *who, int rank, const int64_t *shape, unsigne
  * [a b] x2 -> [a a b b]); tile: the whole tensor repeated reps[i] times along axis i
  * ([a b] x2 -> [a b a b]). reps has x->rank entries, each >= 0 (SX_E_ARG otherwise; a result
  * too large is SX_E_SHAPE). One pass over the output. */
-sx_status sx_tensor_repeat_out(const sx_tensor *x, const int64_t *reps,
-                               sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_tile_out(const sx_tensor *x, const int64_t *reps, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_repeat_out(const sx_tensor *x, const int64_t *reps,
+                                            sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_tile_out(const sx_tensor *x, const int64_t *reps, sx_tensor *out);
 
 /* One axis of a slice, Python semantics: negative start/stop count from the end, and are
  * clamped to the axis; step != 0 (negative steps walk backwards). SX_SLICE_ALL takes the whole
@@ -359,48 +383,48 @@ typedef struct sx_slice {
 /* Resolve slices (one per axis) against a shape: the result shape, and the normalised first
  * index of each axis (meaningful only where out_shape[i] > 0); who, out_shape and first may be
  * NULL. */
-sx_status sx_slice_shape(const char *who, int rank, const int64_t *shape, const sx_slice *s,
-                         int64_t *out_shape, int64_t *first) SX_NODISCARD;
+SX_NODISCARD sx_status sx_slice_shape(const char *who, int rank, const int64_t *shape,
+                                      const sx_slice *s, int64_t *out_shape, int64_t *first);
 /* out = x[s0, s1, ...]. */
-sx_status sx_tensor_slice_out(const sx_tensor *x, const sx_slice *s, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_slice_out(const sx_tensor *x, const sx_slice *s, sx_tensor *out);
 /* The adjoint of slice: out is set to zero, then out[s0, s1, ...] = g (out has the full shape). */
-sx_status sx_tensor_unslice_out(const sx_tensor *g, const sx_slice *s, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_unslice_out(const sx_tensor *g, const sx_slice *s, sx_tensor *out);
 /* Join n >= 1 tensors along `axis`; all other dims must agree. */
-sx_status sx_tensor_concat_out(int n, const sx_tensor *const *xs, int axis,
-                               sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_concat_out(int n, const sx_tensor *const *xs, int axis,
+                                            sx_tensor *out);
 /* The inverse of concat: outs[i] receives the next outs[i]->shape[axis] entries along axis;
  * their sizes along `axis` must add up to x's. */
-sx_status sx_tensor_split_out(const sx_tensor *x, int axis, int n,
-                              sx_tensor *const *outs) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_split_out(const sx_tensor *x, int axis, int n,
+                                           sx_tensor *const *outs);
 /* out axis i = x axis perm[i] (perm is a permutation of 0..rank-1; an entry out of range or
  * repeated is SX_E_AXIS). */
-sx_status sx_tensor_permute_out(const sx_tensor *x, const int *perm, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_permute_out(const sx_tensor *x, const int *perm, sx_tensor *out);
 /* Swap the last two axes (rank >= 2). */
-sx_status sx_tensor_transpose_out(const sx_tensor *x, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_transpose_out(const sx_tensor *x, sx_tensor *out);
 /* Constant padding: before[i] and after[i] (>= 0) elements of `value` around axis i. */
-sx_status sx_tensor_pad_out(const sx_tensor *x, const int64_t *before, const int64_t *after,
-                            double value, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_pad_out(const sx_tensor *x, const int64_t *before,
+                                         const int64_t *after, double value, sx_tensor *out);
 /* Index tensors (one_hot, gather, scatter_add) hold their indices as values of the tensor's
  * dtype; NaN, infinite, non-integral or out-of-range values are SX_E_RANGE with nothing
  * written; gather/scatter with an idx of rank != 1 or a rank-0 table are SX_E_RANK.
  * out (idx shape + [depth]) = 1 where the last index equals idx, else 0. */
-sx_status sx_tensor_one_hot_out(const sx_tensor *idx, int64_t depth, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_one_hot_out(const sx_tensor *idx, int64_t depth, sx_tensor *out);
 /* Rows of x: out[i, ...] = x[idx[i], ...]; idx rank 1 of integral values in [0, x->shape[0]). */
-sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx,
-                               sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor *idx,
+                                            sx_tensor *out);
 /* The adjoint of gather: out is set to zero, then out[idx[i], ...] += g[i, ...]. */
-sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
-                                    sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
+                                                 sx_tensor *out);
 /* Embedding (tensor/embedding.c; issue 20): table (vocab, dim), idx of any rank r <= 7 with
  * integral values in [0, vocab), out (idx shape..., dim): out[i, :] = table[idx[i], :], or zeros
  * where idx[i] == pad (pad -1: none; else in [0, vocab), SX_E_RANGE otherwise). A table of rank
  * != 2 is SX_E_RANK, bad indices SX_E_RANGE with nothing written. The backward kernel is its
  * adjoint: out (vocab, dim) is set to zero, then out[idx[i], :] += g[i, :] for idx[i] != pad,
  * in index order (deterministic). */
-sx_status sx_tensor_embedding_out(const sx_tensor *table, const sx_tensor *idx, int64_t pad,
-                                  sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_embedding_backward_out(const sx_tensor *g, const sx_tensor *idx, int64_t pad,
-                                           sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_embedding_out(const sx_tensor *table, const sx_tensor *idx,
+                                               int64_t pad, sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_embedding_backward_out(const sx_tensor *g, const sx_tensor *idx,
+                                                        int64_t pad, sx_tensor *out);
 
 /* ---------------------------------------------------------------- matmul */
 
@@ -411,15 +435,17 @@ sx_status sx_tensor_embedding_backward_out(const sx_tensor *g, const sx_tensor *
  * shared matrix and a is not transposed (its rows are then contiguous).
  * Rounding with beta = 0: alpha times the finished sum, rounded once more, so alpha != 1 gives
  * the bits of the product followed by a multiplication by alpha. */
-sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
-                               double alpha, double beta, sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_matmul(const sx_tensor *a, const sx_tensor *b, bool trans_a, bool trans_b,
-                           sx_tensor **out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_matmul_out(const sx_tensor *a, const sx_tensor *b, bool trans_a,
+                                            bool trans_b, double alpha, double beta,
+                                            sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_matmul(const sx_tensor *a, const sx_tensor *b, bool trans_a,
+                                        bool trans_b, sx_tensor **out);
 /* The result shape of a matmul. */
-sx_status sx_matmul_shape(const char *who, const sx_tensor *a, const sx_tensor *b, bool trans_a,
-                          bool trans_b, int *out_rank, int64_t *out_shape) SX_NODISCARD;
+SX_NODISCARD sx_status sx_matmul_shape(const char *who, const sx_tensor *a, const sx_tensor *b,
+                                       bool trans_a, bool trans_b, int *out_rank,
+                                       int64_t *out_shape);
 /* Inner product of two vectors of equal size; out is rank 0. */
-sx_status sx_tensor_dot_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_dot_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out);
 
 /* ---------------------------------------------------------------- convolution and pooling */
 
@@ -479,8 +505,8 @@ sx_conv2d_params sx_conv2d_params_default(void);
  * SX_E_SHAPE: groups not dividing c or f; k's channels (its axis 2) not c / groups; an empty
  * window (kh or kw = 0); the dilated window larger than the padded input (VALID, EXPLICIT).
  * SX_E_UNSUPPORTED: a dimension above INT_MAX. The kernels below report the same errors. */
-sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
-                          const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
+SX_NODISCARD sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
+                                       const sx_conv2d_params *p, int64_t out_shape[4]);
 /* Scratch bytes the three conv kernels use for their fastest plan, and the least they accept
  * (0 for invalid shapes or parameters). Which implementation runs:
  * - Dense (groups 1), undilated, and a padding whose geometry (oh, ow, pt, pl) is that of VALID
@@ -519,20 +545,21 @@ size_t sx_conv2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4
  * (inputs or output of another dtype); SX_E_SHAPE (y not of the shape above); SX_E_ARG (a NULL
  * tensor, a workspace below the minimum or NULL, y or the workspace overlapping an input or
  * each other); y is unchanged on error. */
-sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
-                               void *ws, size_t ws_bytes, sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv2d_out(const sx_tensor *x, const sx_tensor *k,
+                                            const sx_conv2d_params *p, void *ws, size_t ws_bytes,
+                                            sx_tensor *y);
 /* dx = dL/dx given dy = dL/dy (n,oh,ow,f) and the kernel; dx's shape is x's (it determines the
  * geometry). Errors as above, and SX_E_SHAPE for dy not of conv2d's output shape. */
-sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tensor *dy,
-                                              const sx_conv2d_params *p, void *ws, size_t ws_bytes,
-                                              sx_tensor *dx) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv2d_backward_input_out(const sx_tensor *k, const sx_tensor *dy,
+                                                           const sx_conv2d_params *p, void *ws,
+                                                           size_t ws_bytes, sx_tensor *dx);
 /* dk = dL/dk given x and dy; dk's shape is k's. Errors as for backward-input. */
-sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tensor *dy,
-                                               const sx_conv2d_params *p, void *ws, size_t ws_bytes,
-                                               sx_tensor *dk) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv2d_backward_kernel_out(const sx_tensor *x, const sx_tensor *dy,
+                                                            const sx_conv2d_params *p, void *ws,
+                                                            size_t ws_bytes, sx_tensor *dk);
 /* Allocating form of the forward pass (allocates its own workspace). */
-sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv2d_params *p,
-                           sx_tensor **y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k,
+                                        const sx_conv2d_params *p, sx_tensor **y);
 
 /* 2-d transposed convolution ("deconvolution"; PyTorch's ConvTranspose2d, ONNX ConvTranspose)
  * of x (n,h,w,c_in) with a kernel k (kh,kw,c_out/groups,c_in) giving y (n,oh,ow,c_out): the
@@ -550,8 +577,9 @@ sx_status sx_tensor_conv2d(const sx_tensor *x, const sx_tensor *k, const sx_conv
  * oh < 1 is SX_E_SHAPE. Errors: as sx_conv2d_shape (SX_E_SHAPE: groups not dividing c_in, k's
  * axis 3 not c_in; c_out is k's axis 2 times groups), but output_padding may be nonzero:
  * negative, or not below the stride nor the dilation, is SX_E_ARG. */
-sx_status sx_conv_transpose2d_shape(const char *who, const sx_tensor *x, const sx_tensor *k,
-                                    const sx_conv2d_params *p, int64_t out_shape[4]) SX_NODISCARD;
+SX_NODISCARD sx_status sx_conv_transpose2d_shape(const char *who, const sx_tensor *x,
+                                                 const sx_tensor *k, const sx_conv2d_params *p,
+                                                 int64_t out_shape[4]);
 /* Scratch for the three transposed kernels (x (n,h,w,c_in), k as above): that of the conv2d
  * whose backward-input the forward pass is (the dense kernels when that conv2d is dense,
  * undilated and padded as VALID or SAME_UPPER would; else as listed for conv2d). */
@@ -560,19 +588,21 @@ size_t sx_conv_transpose2d_workspace(const int64_t x_shape[4], const int64_t k_s
 size_t sx_conv_transpose2d_workspace_min(const int64_t x_shape[4], const int64_t k_shape[4],
                                          const sx_conv2d_params *p);
 /* y = conv_transpose2d(x, k); errors as for sx_tensor_conv2d_out. */
-sx_status sx_tensor_conv_transpose2d_out(const sx_tensor *x, const sx_tensor *k,
-                                         const sx_conv2d_params *p, void *ws, size_t ws_bytes,
-                                         sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv_transpose2d_out(const sx_tensor *x, const sx_tensor *k,
+                                                      const sx_conv2d_params *p, void *ws,
+                                                      size_t ws_bytes, sx_tensor *y);
 /* dx = dL/dx (x's shape, which fixes the geometry) given dy (n,oh,ow,c_out): conv2d of dy. */
-sx_status sx_tensor_conv_transpose2d_backward_input_out(const sx_tensor *k, const sx_tensor *dy,
-                                                        const sx_conv2d_params *p, void *ws,
-                                                        size_t ws_bytes,
-                                                        sx_tensor *dx) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv_transpose2d_backward_input_out(const sx_tensor *k,
+                                                                     const sx_tensor *dy,
+                                                                     const sx_conv2d_params *p,
+                                                                     void *ws, size_t ws_bytes,
+                                                                     sx_tensor *dx);
 /* dk = dL/dk (k's shape) given x and dy. */
-sx_status sx_tensor_conv_transpose2d_backward_kernel_out(const sx_tensor *x, const sx_tensor *dy,
-                                                         const sx_conv2d_params *p, void *ws,
-                                                         size_t ws_bytes,
-                                                         sx_tensor *dk) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv_transpose2d_backward_kernel_out(const sx_tensor *x,
+                                                                      const sx_tensor *dy,
+                                                                      const sx_conv2d_params *p,
+                                                                      void *ws, size_t ws_bytes,
+                                                                      sx_tensor *dk);
 
 /* 2-d pooling over NHWC (n,h,w,c) -> (n,oh,ow,c), with ONNX's MaxPool/AveragePool semantics
  * (which PyTorch's MaxPool2d/AvgPool2d share). Per axis, with the dilated kernel
@@ -612,57 +642,59 @@ typedef struct sx_pool2d_params {
 /* kernel kh x kw, stride = kernel, VALID, no pads, dilation 1, the rest off. */
 sx_pool2d_params sx_pool2d_params_default(int kh, int kw);
 
-sx_status sx_pool2d_shape(const char *who, const sx_tensor *x, const sx_pool2d_params *p,
-                          int64_t out_shape[4]) SX_NODISCARD;
-sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
-                                  sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_pool2d_shape(const char *who, const sx_tensor *x,
+                                       const sx_pool2d_params *p, int64_t out_shape[4]);
+SX_NODISCARD sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
+                                               sx_tensor *y);
 /* dx (x's shape) = the gradient routed to the first maximum of each window (accumulated where
  * windows overlap). dx may be x itself (in place) when windows do not overlap (stride >= kernel
  * on both axes, dilation 1); any other overlap of dx with x or dy is SX_E_ARG. */
-sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
-                                           const sx_pool2d_params *p, sx_tensor *dx) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
+                                                        const sx_pool2d_params *p, sx_tensor *dx);
 /* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above where
  * x > 0 and +0 elsewhere (a selection, not a product: an infinite or NaN dy gives 0 where
  * x <= 0; the same bits as the two steps), in one pass; dx may be x as above. With it, relu's
  * output dies at the pooling's backward pass and dx takes its memory. */
-sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x, const sx_tensor *dy,
-                                                const sx_pool2d_params *p,
-                                                sx_tensor *dx) SX_NODISCARD;
-sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
-                                  sx_tensor *y) SX_NODISCARD;
-sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy, const sx_pool2d_params *p,
-                                           sx_tensor *dx) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x,
+                                                             const sx_tensor *dy,
+                                                             const sx_pool2d_params *p,
+                                                             sx_tensor *dx);
+SX_NODISCARD sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
+                                               sx_tensor *y);
+SX_NODISCARD sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy,
+                                                        const sx_pool2d_params *p, sx_tensor *dx);
 /* Adaptive average pooling (PyTorch's AdaptiveAvgPool2d): x (n,h,w,c) -> y (n,oh,ow,c) for any
  * oh, ow >= 1, given by y's shape (its n and c are x's). Output (i, j) is the mean of rows
  * [floor(i * h / oh), ceil((i + 1) * h / oh)) and columns [floor(j * w / ow),
  * ceil((j + 1) * w / ow)): windows of varying size that may overlap. h, w, oh, ow >= 1
  * (SX_E_SHAPE otherwise; n or c may be 0). */
-sx_status sx_tensor_adaptive_avgpool2d_out(const sx_tensor *x, sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_adaptive_avgpool2d_out(const sx_tensor *x, sx_tensor *y);
 /* dx (n,h,w,c) = each window's dy divided by its cell count, added to each of its cells (dx is
  * overwritten; shapes as above, dx's h, w and dy's oh, ow define the windows). */
-sx_status sx_tensor_adaptive_avgpool2d_backward_out(const sx_tensor *dy,
-                                                    sx_tensor *dx) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_adaptive_avgpool2d_backward_out(const sx_tensor *dy,
+                                                                 sx_tensor *dx);
 
 /* ---------------------------------------------------------------- softmax, losses, dropout */
 
 /* Numerically stable softmax and log-softmax along `axis`. */
-sx_status sx_tensor_softmax_out(const sx_tensor *x, int axis, sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_log_softmax_out(const sx_tensor *x, int axis, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_softmax_out(const sx_tensor *x, int axis, sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_log_softmax_out(const sx_tensor *x, int axis, sx_tensor *out);
 /* Backward passes from the forward result y: softmax dx = y * (dy - sum(dy * y));
  * log-softmax dx = dy - exp(y) * sum(dy) (sums along axis). */
-sx_status sx_tensor_softmax_backward_out(const sx_tensor *y, const sx_tensor *dy, int axis,
-                                         sx_tensor *dx) SX_NODISCARD;
-sx_status sx_tensor_log_softmax_backward_out(const sx_tensor *y, const sx_tensor *dy, int axis,
-                                             sx_tensor *dx) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_softmax_backward_out(const sx_tensor *y, const sx_tensor *dy,
+                                                      int axis, sx_tensor *dx);
+SX_NODISCARD sx_status sx_tensor_log_softmax_backward_out(const sx_tensor *y, const sx_tensor *dy,
+                                                          int axis, sx_tensor *dx);
 /* Cross-entropy with softmax folded in, per row: logits and target (n,k) (target rows are
  * probabilities, e.g. one-hot) -> out (n): -sum_j target[i,j] * log_softmax(logits)[i,j].
  * Backward: dlogits = dout[i] * (softmax(logits) * sum_j target[i,j] - target), the exact
  * gradient, which is dout[i] * (softmax(logits) - target) for probability rows. */
-sx_status sx_tensor_softmax_xent_out(const sx_tensor *logits, const sx_tensor *target,
-                                     sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_tensor *target,
-                                              const sx_tensor *dout,
-                                              sx_tensor *dlogits) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_softmax_xent_out(const sx_tensor *logits, const sx_tensor *target,
+                                                  sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits,
+                                                           const sx_tensor *target,
+                                                           const sx_tensor *dout,
+                                                           sx_tensor *dlogits);
 /* Batch normalisation over the last axis (issue 18; tensor/batch_norm.c). x (..., c) of rank
  * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
  * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so
@@ -672,32 +704,32 @@ sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_
  * SX_E_NOMEM (scratch of a few doubles per channel and chunk, see the _ws forms below).
  * stats (2,c): row 0 the mean, row 1 the biased variance (clamped at 0) of each channel, from
  * sums of x - x[0,j] (the first row as shift); stats apart from x. */
-sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats);
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, as y = x a + b in the dtype, with
  * a = gamma / sqrt(var + eps) (in double, rounded to the dtype) and b = beta - mean a (the same);
  * mean and var the rows of stats (2,c), gamma and beta (c). y has x's shape; it may be x itself
  * (in place), else apart from x; it may overlap stats, gamma or beta (read before y is
  * written). eps finite and >= 0 (SX_E_ARG). */
-sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
-                                   const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                   sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
+                                                const sx_tensor *gamma, const sx_tensor *beta,
+                                                double eps, sx_tensor *y);
 /* The two per-channel reductions of batch norm's backward pass in one pass: sums (2,c), row 0
  * sum(dy), row 1 sum(dy (x - mean)) over the m rows, mean row 0 of stats (2,c); dy of x's shape;
  * sums apart from every input. */
-sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
-                                        const sx_tensor *dy, sx_tensor *sums) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
+                                                     const sx_tensor *dy, sx_tensor *sums);
 /* The same three with a caller's workspace (what a compiled graph passes: no allocation): ws of
  * at least sx_batch_norm_workspace(x's rank, x's shape) bytes, aligned for doubles; ws NULL with
  * ws_bytes 0 allocates one (as the _out forms do); a smaller one is SX_E_ARG naming both sizes. */
 size_t sx_batch_norm_workspace(int rank, const int64_t *x_shape);
-sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
-                                        size_t ws_bytes) SX_NODISCARD;
-sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
-                                  const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                  sx_tensor *y, void *ws, size_t ws_bytes) SX_NODISCARD;
-sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
-                                       const sx_tensor *dy, sx_tensor *sums, void *ws,
-                                       size_t ws_bytes) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
+                                                     size_t ws_bytes);
+SX_NODISCARD sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
+                                               const sx_tensor *gamma, const sx_tensor *beta,
+                                               double eps, sx_tensor *y, void *ws, size_t ws_bytes);
+SX_NODISCARD sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
+                                                    const sx_tensor *dy, sx_tensor *sums, void *ws,
+                                                    size_t ws_bytes);
 /* Group normalisation (issue 20; tensor/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
  * kernel family. x of rank r is viewed as (n, s, c): n the product of its first `lead` axes, c of
  * its last `tail` axes, s of those between; its c channels form `groups` groups of k = c / groups
@@ -715,43 +747,44 @@ typedef struct sx_norm_axes {
 } sx_norm_axes;
 /* stats (2,p): row 0 the mean and row 1 the biased variance (about the mean, a second pass) of
  * each group, p = n groups in order (n, group); stats apart from x. */
-sx_status sx_tensor_norm_stats_out(const sx_tensor *x, sx_norm_axes ax,
-                                   sx_tensor *stats) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_norm_stats_out(const sx_tensor *x, sx_norm_axes ax,
+                                                sx_tensor *stats);
 /* y = (x - mean) / sqrt(var + eps) per group, then * gamma + beta per channel when gamma and beta
  * are given (both, of the shape of x's last `tail` axes; both NULL: no affine), computed in
  * double and rounded once. y has x's shape; it may be x itself (in place), else apart from x;
  * apart from stats, gamma and beta. eps finite and >= 0. */
-sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats, const sx_tensor *gamma,
-                             const sx_tensor *beta, sx_norm_axes ax, double eps,
-                             sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats,
+                                          const sx_tensor *gamma, const sx_tensor *beta,
+                                          sx_norm_axes ax, double eps, sx_tensor *y);
 /* The backward pass's two per-group reductions in one pass: sums (2,p), row 0 sum(dy) and row 1
  * sum(dy (x - mean)) over each group, mean row 0 of stats; dy of x's shape; sums apart from
  * every input. */
-sx_status sx_tensor_norm_sums_out(const sx_tensor *x, const sx_tensor *stats, const sx_tensor *dy,
-                                  sx_norm_axes ax, sx_tensor *sums) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
+                                               const sx_tensor *dy, sx_norm_axes ax,
+                                               sx_tensor *sums);
 /* sx_tensor_batch_norm_ws, then relu when `relu` (y = max(x a + b, 0), relu's expression of
  * tensor/sx_map.def: the bits of the two kernels run one after the other) in the same pass. */
-sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
-                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                      bool relu, sx_tensor *y, void *ws,
-                                      size_t ws_bytes) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
+                                                   const sx_tensor *gamma, const sx_tensor *beta,
+                                                   double eps, bool relu, sx_tensor *y, void *ws,
+                                                   size_t ws_bytes);
 /* sx_tensor_batch_norm_act_ws with a residual added before the activation, in the same pass:
  * y = x a + b rounded to the dtype, then v = y + res (rounded), then relu when `relu`: the bits of
  * the normalise, add and relu kernels run one after the other (a basic residual block's end,
  * relu(batch_norm(x) + res): one pass over memory instead of two). res NULL: no residual
  * (sx_tensor_batch_norm_act_ws). res has x's dtype (SX_E_DTYPE) and shape (SX_E_SHAPE: no
  * broadcast); y may be x or res itself (in place), else apart from both; res may be x. */
-sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
-                                      const sx_tensor *gamma, const sx_tensor *beta, double eps,
-                                      const sx_tensor *res, bool relu, sx_tensor *y, void *ws,
-                                      size_t ws_bytes) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
+                                                   const sx_tensor *gamma, const sx_tensor *beta,
+                                                   double eps, const sx_tensor *res, bool relu,
+                                                   sx_tensor *y, void *ws, size_t ws_bytes);
 /* sx_tensor_batch_norm_sums_ws of dy masked by y (NULL: no mask; else of x's shape, apart from
  * sums): dy taken as 0 where y <= 0, as relu's gradient selects (an infinite or NaN dy there adds
  * nothing): the sums of where(y > 0, dy, 0) without that tensor, the same bits. */
-sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
-                                            const sx_tensor *dy, const sx_tensor *y,
-                                            sx_tensor *sums, void *ws,
-                                            size_t ws_bytes) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
+                                                         const sx_tensor *dy, const sx_tensor *y,
+                                                         sx_tensor *sums, void *ws,
+                                                         size_t ws_bytes);
 /* The whole input gradient of y = batch_norm(x, stats(x), gamma, beta) in one pass, the
  * statistics' path included (issue 18): with r = 1 / sqrt(var + eps), (S0; S1) = sums (2,c) of
  * sx_tensor_batch_norm_sums_out over the same dy, dx = dy a + (x - mean) k1 + k0, a = gamma r,
@@ -759,21 +792,22 @@ sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor 
  * the rest in the dtype). y NULL, or of x's shape: a relu mask, dy taken as 0 where y <= 0
  * (sums must then be of the masked dy too). dx has x's shape; it may be x, dy or y itself, else
  * apart from them. Workspace as the _ws forms above; eps finite and >= 0 (SX_E_ARG). */
-sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
-                                     const sx_tensor *gamma, const sx_tensor *dy,
-                                     const sx_tensor *sums, const sx_tensor *y, double eps,
-                                     sx_tensor *dx, void *ws, size_t ws_bytes) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
+                                                  const sx_tensor *gamma, const sx_tensor *dy,
+                                                  const sx_tensor *sums, const sx_tensor *y,
+                                                  double eps, sx_tensor *dx, void *ws,
+                                                  size_t ws_bytes);
 /* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask
  * depends only on rng's state, p and out's size (never on the thread count or the CPU); the
  * call advances rng by exactly one draw. (That draw keys a counter-based generator: element i
  * drops when the top 53 bits of SplitMix64's (i+1)-th output from the key, as a uniform in
  * [0, 1), are below p.) */
-sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p);
 /* Elements [first, first + out's size) of the mask sx_tensor_dropout_mask draws from the same
  * state into a larger tensor (issue 22: a rank's rows of the global batch's mask); first = 0 is
  * sx_tensor_dropout_mask. Advances rng by one draw. Errors as it, and SX_E_ARG for first < 0. */
-sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p,
-                                    int64_t first) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p,
+                                                 int64_t first);
 
 /* ---------------------------------------------------------------- fused kernels */
 
@@ -788,16 +822,16 @@ sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p,
  *   adam:     m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);  p -= lr * (m / (sqrt(v) + eps))
  *             (c1 = 1 - b1, c2 = 1 - b2; lr already holds Adam's bias correction)
  * All tensors have p's shape and dtype. Parallel above a threshold. */
-sx_status sx_tensor_sgd_step(sx_tensor *p, const sx_tensor *g, double lr) SX_NODISCARD;
-sx_status sx_tensor_momentum_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g, double lr,
-                                  double mu, bool nesterov) SX_NODISCARD;
-sx_status sx_tensor_adagrad_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g, double lr,
-                                 double eps) SX_NODISCARD;
-sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g, double lr,
-                                 double rho, double c, double eps) SX_NODISCARD;
-sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx_tensor *g,
-                              double lr, double b1, double c1, double b2, double c2,
-                              double eps) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_sgd_step(sx_tensor *p, const sx_tensor *g, double lr);
+SX_NODISCARD sx_status sx_tensor_momentum_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g,
+                                               double lr, double mu, bool nesterov);
+SX_NODISCARD sx_status sx_tensor_adagrad_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g,
+                                              double lr, double eps);
+SX_NODISCARD sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g,
+                                              double lr, double rho, double c, double eps);
+SX_NODISCARD sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v,
+                                           const sx_tensor *g, double lr, double b1, double c1,
+                                           double b2, double c2, double eps);
 /* PyTorch's forms (issue 20), each as its formula in separate element-wise ops, in this order:
  *   adamw:    p = keep * p;  m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);
  *             [amsgrad, vmax not NULL: vmax = max(vmax, v), read below in place of v]
@@ -808,15 +842,16 @@ sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, const sx
  *             p -= lr * (g / (sqrt(a - ga * ga) + eps))
  *   momentum_dampened: v = mu * v + damp * g;  p -= lr * v    (nesterov: p -= lr * (g + mu * v))
  *             (damp = 1 on the first step, 1 - dampening after, as PyTorch's SGD) */
-sx_status sx_tensor_adamw_step(sx_tensor *p, sx_tensor *m, sx_tensor *v, sx_tensor *vmax,
-                               const sx_tensor *g, double step_size, double bc2_sqrt, double keep,
-                               double b1, double c1, double b2, double c2, double eps) SX_NODISCARD;
-sx_status sx_tensor_rmsprop_centered_step(sx_tensor *p, sx_tensor *a, sx_tensor *ga,
-                                          const sx_tensor *g, double lr, double rho, double c,
-                                          double eps) SX_NODISCARD;
-sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g,
-                                           double lr, double damp, double mu,
-                                           bool nesterov) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_adamw_step(sx_tensor *p, sx_tensor *m, sx_tensor *v,
+                                            sx_tensor *vmax, const sx_tensor *g, double step_size,
+                                            double bc2_sqrt, double keep, double b1, double c1,
+                                            double b2, double c2, double eps);
+SX_NODISCARD sx_status sx_tensor_rmsprop_centered_step(sx_tensor *p, sx_tensor *a, sx_tensor *ga,
+                                                       const sx_tensor *g, double lr, double rho,
+                                                       double c, double eps);
+SX_NODISCARD sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor *v,
+                                                        const sx_tensor *g, double lr, double damp,
+                                                        double mu, bool nesterov);
 
 /* A short element-wise program run as one loop over blocks of elements, with no temporaries
  * in memory (element-wise chain fusion). Instruction k computes register k from its sources:
@@ -843,8 +878,8 @@ typedef struct sx_fused_prog {
     int n; /* 1..SX_FUSED_MAX instructions */
     sx_fused_instr ins[SX_FUSED_MAX];
 } sx_fused_prog;
-sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tensor *const *in,
-                              sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in,
+                                           const sx_tensor *const *in, sx_tensor *out);
 /* y = prog(conv2d(x, k), ops[0], ..., ops[n_ops - 1]): a convolution with an epilogue (issue
  * 18). The program runs as in sx_tensor_fused_out with the convolution's result as operand 0 and
  * ops[i] as operand i + 1, each operand of y's size or repeated over its leading axes (a bias of
@@ -854,10 +889,11 @@ sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in, const sx_tens
  * (ow * f), else over all of y at the end. n_ops 0..SX_FUSED_MAX_OPERANDS - 1 (ops may then be
  * NULL). Errors: those of sx_tensor_conv2d_out and of sx_tensor_fused_out; an operand
  * overlapping y is SX_E_ARG. y is unchanged on error. */
-sx_status sx_tensor_conv2d_fused_out(const sx_tensor *x, const sx_tensor *k,
-                                     const sx_conv2d_params *p, void *ws, size_t ws_bytes,
-                                     const sx_fused_prog *prog, int n_ops,
-                                     const sx_tensor *const *ops, sx_tensor *y) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_conv2d_fused_out(const sx_tensor *x, const sx_tensor *k,
+                                                  const sx_conv2d_params *p, void *ws,
+                                                  size_t ws_bytes, const sx_fused_prog *prog,
+                                                  int n_ops, const sx_tensor *const *ops,
+                                                  sx_tensor *y);
 
 /* ---------------------------------------------------------------- linear algebra (LAPACKE) */
 
@@ -866,25 +902,25 @@ sx_status sx_tensor_conv2d_fused_out(const sx_tensor *x, const sx_tensor *k,
  * SX_E_SINGULAR, a non-positive-definite one (cholesky) SX_E_NOT_PD; inputs holding NaN or Inf
  * (in the part that is read) give SX_E_RANGE. Outputs may alias inputs (inputs are copied
  * first). */
-sx_status sx_tensor_inv_out(const sx_tensor *a, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_inv_out(const sx_tensor *a, sx_tensor *out);
 /* x = solve(a, b): a (n,n), b (n,) or (n,m); out has b's shape. */
-sx_status sx_tensor_solve_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_solve_out(const sx_tensor *a, const sx_tensor *b, sx_tensor *out);
 /* det (rank 0); logdet = log|det| (rank 0), with the sign of det in *sign when not NULL
  * (0 and -inf for a singular matrix: not an error). */
-sx_status sx_tensor_det_out(const sx_tensor *a, sx_tensor *out) SX_NODISCARD;
-sx_status sx_tensor_logdet_out(const sx_tensor *a, sx_tensor *out, double *sign) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_det_out(const sx_tensor *a, sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_logdet_out(const sx_tensor *a, sx_tensor *out, double *sign);
 /* Lower-triangular l with l @ l^T = a (a symmetric positive definite; its upper triangle is
  * not read). */
-sx_status sx_tensor_cholesky_out(const sx_tensor *a, sx_tensor *l) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_cholesky_out(const sx_tensor *a, sx_tensor *l);
 /* Reduced QR of a (m,n): q (m,k), r (k,n), k = min(m,n); r upper triangular. */
-sx_status sx_tensor_qr_out(const sx_tensor *a, sx_tensor *q, sx_tensor *r) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_qr_out(const sx_tensor *a, sx_tensor *q, sx_tensor *r);
 /* Thin SVD of a (m,n): u (m,k), s (k) descending, vt (k,n), k = min(m,n). u and vt may be
  * NULL when only the singular values are wanted. */
-sx_status sx_tensor_svd_out(const sx_tensor *a, sx_tensor *u, sx_tensor *s,
-                            sx_tensor *vt) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_svd_out(const sx_tensor *a, sx_tensor *u, sx_tensor *s,
+                                         sx_tensor *vt);
 /* Symmetric eigen-decomposition (lower triangle read): w (n) ascending, v (n,n) with the
  * eigenvectors in columns (a = v diag(w) v^T); v may be NULL. */
-sx_status sx_tensor_eigh_out(const sx_tensor *a, sx_tensor *w, sx_tensor *v) SX_NODISCARD;
+SX_NODISCARD sx_status sx_tensor_eigh_out(const sx_tensor *a, sx_tensor *w, sx_tensor *v);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@ const char *sx_dtype_name(sx_dtype d)
 
 sx_status sx_shape_check(const char *who, int rank, const int64_t *shape)
 {
+    if (who == NULL)
+        who = "sx_shape_check";
     if (rank < 0 || rank > SX_MAX_RANK)
         return sx_error(SX_E_RANK, "%s: rank %d (want 0..%d)", who, rank, SX_MAX_RANK);
     if (rank > 0 && shape == NULL)
@@ -70,6 +72,12 @@ bool sx_shape_equal(int ra, const int64_t *sa, int rb, const int64_t *sb)
 sx_status sx_shape_broadcast(const char *who, int ra, const int64_t *sa, int rb, const int64_t *sb,
                              int *out_rank, int64_t *out_shape)
 {
+    if (who == NULL)
+        who = "sx_shape_broadcast";
+    if (out_rank == NULL || out_shape == NULL)
+        return sx_error(SX_E_ARG, "%s: out_rank or out_shape is NULL", who);
+    SX_TRY(sx_shape_check(who, ra, sa));
+    SX_TRY(sx_shape_check(who, rb, sb));
     int r = ra > rb ? ra : rb;
     int64_t tmp[SX_MAX_RANK];
     for (int i = 0; i < r; i++) {
@@ -146,26 +154,33 @@ sx_status sx_tensor_wrap(sx_dtype dtype, int rank, const int64_t *shape, void *d
     return make("sx_tensor_wrap", dtype, rank, shape, data, out);
 }
 
+/* A new tensor filled with value, for the public function `who`. */
+static sx_status full(const char *who, sx_dtype dtype, int rank, const int64_t *shape, double value,
+                      sx_tensor **out)
+{
+    SX_TRY(make(who, dtype, rank, shape, NULL, out));
+    return sx_tensor_fill(*out, value);
+}
+
 sx_status sx_tensor_full(sx_dtype dtype, int rank, const int64_t *shape, double value,
                          sx_tensor **out)
 {
-    SX_TRY(make("sx_tensor_full", dtype, rank, shape, NULL, out));
-    return sx_tensor_fill(*out, value);
+    return full("sx_tensor_full", dtype, rank, shape, value, out);
 }
 
 sx_status sx_tensor_zeros(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
 {
-    return sx_tensor_full(dtype, rank, shape, 0.0, out);
+    return full("sx_tensor_zeros", dtype, rank, shape, 0.0, out);
 }
 
 sx_status sx_tensor_ones(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
 {
-    return sx_tensor_full(dtype, rank, shape, 1.0, out);
+    return full("sx_tensor_ones", dtype, rank, shape, 1.0, out);
 }
 
 sx_status sx_tensor_scalar(sx_dtype dtype, double value, sx_tensor **out)
 {
-    return sx_tensor_full(dtype, 0, NULL, value, out);
+    return full("sx_tensor_scalar", dtype, 0, NULL, value, out);
 }
 
 sx_status sx_tensor_from_doubles(sx_dtype dtype, int rank, const int64_t *shape,

@@ -1236,6 +1236,32 @@ Test(nn_layers, print_shows_each_layers_options)
     sx_nn_net_free(net);
 }
 
+/* flatten is its own kind: named flatten_1, flatten_2 and printed so, not as a reshape; a reshape
+ * after it is still reshape_1. */
+Test(nn_layers, flatten_prints_as_flatten)
+{
+    sx_nn_net *net = net_new(SX_F32, 1);
+    sx_nn_layer *x = input(net, 3, 4, 4, 2);
+    sx_nn_layer *f1 = sx_nn_flatten(net, x);
+    sx_nn_layer *r1 = sx_nn_reshape(net, f1, 2, (int64_t[]){8, 4});
+    sx_nn_layer *f2 = sx_nn_flatten(net, r1);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    cr_assert_str_eq(sx_nn_layer_name(f1), "flatten_1");
+    cr_assert_str_eq(sx_nn_layer_name(r1), "reshape_1");
+    cr_assert_str_eq(sx_nn_layer_name(f2), "flatten_2");
+    check_shape(f2, 1, 32, 0, 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    sx_nn_net_print(net, f);
+    fclose(f);
+    cr_assert(strstr(text, "flatten_1 ") != NULL && strstr(text, "flatten_2 ") != NULL, "%s", text);
+    cr_assert(strstr(text, "reshape_2") == NULL, "%s", text);
+    free(text);
+    sx_nn_net_free(net);
+}
+
 Test(nn_layers, padding_and_upsampling_forward)
 {
     sx_rng r;

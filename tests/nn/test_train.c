@@ -1214,3 +1214,73 @@ Test(nn_train, sigint_writes_a_checkpoint_and_resume_completes_the_run, .init = 
     sx_nn_net_free(c);
     images_free(&d);
 }
+
+/* ---------------------------------------------------------------- progress output */
+
+/* What verbose training writes to stderr, into a malloc'ed string: train on a network of
+ * input shape (in_rank: 1 -> (4), 3 -> (2,2,1)) from a tensor source (sx_nn_fit) or an image set
+ * (sx_nn_train). */
+static char *progress_text(int in_rank, bool image_set)
+{
+    char path[] = "/tmp/sx_progress_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_neq(fd, -1);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    cr_assert_neq(dup2(fd, STDERR_FILENO), -1);
+    sx_nn_net *net = net_new(SX_F32, 1);
+    int64_t shape[3] = {in_rank == 1 ? 4 : 2, 2, 1};
+    sx_nn_layer *x = sx_nn_input(net, in_rank, shape);
+    sx_nn_fully_connected(net, x, 3, SX_ACT_SOFTMAX);
+    sx_nn_fit_params p = sx_nn_fit_params_default();
+    p.train.verbose = 1;
+    p.train.batch = 4;
+    sx_status s;
+    if (image_set) {
+        sx_ds_images d = images(8, 2, 2, 3, 1);
+        s = sx_nn_train(net, &p.train, &d, NULL, NULL);
+        images_free(&d);
+    } else {
+        sx_tensor *xs = tu_zeros(SX_F32, in_rank + 1, (int64_t[]){8, shape[0], 2, 1});
+        sx_tensor *ys = tu_zeros(SX_F32, 2, (int64_t[]){8, 3});
+        sx_ds_source *src = NULL;
+        cr_assert_eq(sx_ds_source_tensors(xs, ys, 0, &src), SX_OK, "%s", sx_last_error());
+        p.train_metric = false;
+        s = sx_nn_fit(net, &p, src, NULL, NULL);
+        sx_ds_source_free(src);
+        sx_tensor_free(xs);
+        sx_tensor_free(ys);
+    }
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    cr_assert_eq(s, SX_OK, "%s", sx_last_error());
+    sx_nn_net_free(net);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char *text = calloc(1, 1 << 16);
+    size_t n = fread(text, 1, (1 << 16) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    close(fd);
+    unlink(path);
+    return text;
+}
+
+/* The progress line counts images for image data and examples for the rest. */
+Test(nn_train, progress_counts_images_or_examples)
+{
+    struct {
+        int in_rank;
+        bool image_set;
+        const char *want, *not ;
+    } cases[] = {{1, false, " examples/s ", "images/s"},
+                 {3, false, " images/s ", "examples/s"},
+                 {3, true, " images/s ", "examples/s"}};
+    for (int i = 0; i < 3; i++) {
+        char *text = progress_text(cases[i].in_rank, cases[i].image_set);
+        cr_assert(strstr(text, cases[i].want) != NULL && strstr(text, cases[i].not ) == NULL,
+                  "case %d: want '%s' in:\n%s", i, cases[i].want, text);
+        free(text);
+    }
+}
