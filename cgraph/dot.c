@@ -18,7 +18,7 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
-/* Leaves by kind, then mutating ops, then the rest (no switch over ops: STYLE.md). */
+/* Leaves by kind, then mutating ops, then the rest (no switch over ops: docs/STYLE.md). */
 static const char *style_of(const sx_cg_node *n)
 {
     if (n->op == SX_OP_INPUT)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_code.py: the code rules of STYLE.md that a script can keep true (issue 15).
+"""check_code.py: the code rules of docs/STYLE.md that a script can keep true.
 
 Checks, for the library (the module folders tensor, cgraph, autodiff, nn, optim, datasets,
 engine, onnx, and tools, the command-line tool; not tests, bench, examples or fuzz):
@@ -10,7 +10,7 @@ engine, onnx, and tools, the command-line tool; not tests, bench, examples or fu
             is read from the signature above the brace (for a template instance such as
             `POOL_CAT(maxpool_fwd, SFX)(...)` the first argument of the macro).
   default   no `default:` label directly in a switch over an op enum (sx_cg_op, sx_map_op,
-            sx_binary_op, sx_fold_op): STYLE.md wants every op handled by name, so that adding
+            sx_binary_op, sx_fold_op): docs/STYLE.md wants every op handled by name, so that adding
             an op makes the compiler (-Wswitch) point at every switch that must learn it.
             Heuristic: the switch expression is cast to one of those types, or ends in a field
             named `op` (`n->op`, `x.op`), or is a variable declared with one of those types in
