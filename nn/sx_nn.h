@@ -1128,10 +1128,11 @@ int64_t sx_nn_net_epoch_steps(const sx_nn_net *net);
  * running statistics, in a versioned, checksummed file written atomically. Any output shape:
  * (batch, classes), (batch, k) regression values, (batch, h, w, c) per-pixel maps, several named
  * outputs (sx_nn_output), several inputs (sx_nn_input_add); the file records the outputs'
- * names and shapes and the inputs' shapes (model file version 2). A network with one input and
- * one unnamed output of rank 1 is written as version 1, as before (older strix reads it).
- * Errors: SX_E_ARG (NULL), the network's own error, SX_E_STATE (no input layer), SX_E_IO,
- * SX_E_NOMEM. */
+ * names and shapes and the inputs' shapes, and the network's preprocessing: in the graph (its
+ * first and last nodes, so the model takes raw data) and described in the metadata (see
+ * "preprocessing"; model file version 3). An unset input scale is fixed to 1 first.
+ * Errors: SX_E_ARG (NULL), the network's own error, SX_E_STATE (no input layer), SX_E_SHAPE
+ * (class or feature names, or statistics, that do not fit the layers), SX_E_IO, SX_E_NOMEM. */
 SX_NODISCARD sx_status sx_nn_save(sx_nn_net *net, const char *path);
 /* A saved model, loaded without the network definition, for batches of up to `batch`
  * examples: an inference model like sx_nn_compile_infer's (sx_nn_model_predict, the accessors
@@ -1142,7 +1143,11 @@ SX_NODISCARD sx_status sx_nn_save(sx_nn_net *net, const char *path);
  * example) with an example of rank 1..7, and y of x's dtype: (batch, classes) in version 1; in
  * version 2 ("model_version" 2) "outputs" ("name:d1xd2..." per output, ',' between) and
  * "inputs" ("d1xd2..." per input) give y's shape (the output's, or (batch, total)) and x's, and
- * y is (batch, classes) when classes > 0. Predictions then have y's shape
+ * y is (batch, classes) when classes > 0. Version 3 adds the preprocessing's description
+ * (normalize_mean/std, target_mean/std: numbers separated by spaces; class_names,
+ * feature_names: one per line, '\' and line feed escaped; image_resize), each checked against
+ * x and y; its x is raw data. Versions 1 and 2 (x already scaled by input_scale) load with
+ * sx_nn_preprocess.in_graph false. Predictions then have y's shape
  * (sx_nn_model_output_shape). Memory: the model holds its weights once, in the graph read from
  * the file (the file's bytes are freed before sx_nn_load returns, and the file on disk is no
  * longer read); its graph for `batch` (sx_nn_model_graph) and those for smaller batches
@@ -1150,7 +1155,7 @@ SX_NODISCARD sx_status sx_nn_save(sx_nn_net *net, const char *path);
  * changed through one graph (sx_cg_leaf_set) changes it in all of them, unnoticed by the
  * others. Errors (*out = NULL): SX_E_ARG (NULL, batch < 1), SX_E_IO, SX_E_FORMAT (any of the
  * above, the message naming the file), SX_E_UNSUPPORTED (a newer format: model_version above
- * 2), SX_E_NOMEM. */
+ * 3), SX_E_NOMEM. */
 SX_NODISCARD sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out);
 /* Save an inference model as a model file that sx_nn_load reads: a compiled model's network
  * as sx_nn_save does; a loaded model's graph as its file holds it; any other model's (an
