@@ -807,6 +807,26 @@ sx_status nn_prep_sources(const char *who, sx_nn_net *net, sx_nn_fit_params *p,
 
 /* ---------------------------------------------------------------- checkpoints */
 
+/* Statistics (n, a, b) the network lacks, moved from the file's (fn, fa, fb). */
+static void take_stats(int64_t *n, double **a, double **b, int64_t *fn, double **fa, double **fb)
+{
+    if (*n > 0 || *fn == 0)
+        return;
+    double *ta = *a, *tb = *b;
+    *a = *fa, *b = *fb, *n = *fn;
+    *fa = ta, *fb = tb, *fn = 0;
+}
+
+/* Names (n, v) the network lacks, moved from the file's (fn, fv). */
+static void take_names(int64_t *n, char ***v, int64_t *fn, char ***fv)
+{
+    if (*n > 0 || *fn == 0)
+        return;
+    char **t = *v;
+    *v = *fv, *n = *fn;
+    *fv = t, *fn = 0;
+}
+
 sx_status nn_prep_merge(const char *path, const char *net_name, nn_prep *have, nn_prep *file,
                         bool apply)
 {
@@ -830,42 +850,13 @@ sx_status nn_prep_merge(const char *path, const char *net_name, nn_prep *have, n
                         net_name);
     if (!apply)
         return SX_OK;
-#define TAKE(cond, a, b)                                                                           \
-    if (cond) {                                                                                    \
-        void *t_ = (void *)have->a;                                                                \
-        have->a = file->a;                                                                         \
-        file->a = t_;                                                                              \
-        t_ = (void *)have->b;                                                                      \
-        have->b = file->b;                                                                         \
-        file->b = t_;                                                                              \
-    }
     if (have->scale == 0)
         have->scale = file->scale;
-    if (have->norm_n == 0 && file->norm_n > 0) {
-        TAKE(true, mean, std);
-        have->norm_n = file->norm_n;
-        file->norm_n = 0;
-    }
-    if (have->target_n == 0 && file->target_n > 0) {
-        TAKE(true, tmean, tstd);
-        have->target_n = file->target_n;
-        file->target_n = 0;
-    }
-    if (have->n_classes == 0 && file->n_classes > 0) {
-        char **t = have->classes;
-        have->classes = file->classes;
-        file->classes = t;
-        have->n_classes = file->n_classes;
-        file->n_classes = 0;
-    }
-    if (have->n_features == 0 && file->n_features > 0) {
-        char **t = have->features;
-        have->features = file->features;
-        file->features = t;
-        have->n_features = file->n_features;
-        file->n_features = 0;
-    }
-#undef TAKE
+    take_stats(&have->norm_n, &have->mean, &have->std, &file->norm_n, &file->mean, &file->std);
+    take_stats(&have->target_n, &have->tmean, &have->tstd, &file->target_n, &file->tmean,
+               &file->tstd);
+    take_names(&have->n_classes, &have->classes, &file->n_classes, &file->classes);
+    take_names(&have->n_features, &have->features, &file->n_features, &file->features);
     return SX_OK;
 }
 
