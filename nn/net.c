@@ -47,6 +47,30 @@ static void layer_free(sx_nn_layer *l)
     sx_free(l);
 }
 
+/* Preprocessing lives in the network: net.c frees it (preprocess.c builds on net.c). */
+void nn_prep_free(nn_prep *p)
+{
+    if (p == NULL)
+        return;
+    sx_free(p->mean);
+    sx_free(p->std);
+    sx_free(p->tmean);
+    sx_free(p->tstd);
+    for (int64_t k = 0; k < p->n_classes; k++)
+        sx_free(p->classes[k]);
+    sx_free(p->classes);
+    for (int64_t k = 0; k < p->n_features; k++)
+        sx_free(p->features[k]);
+    sx_free(p->features);
+    double scale = p->scale;
+    sx_ds_resize resize = p->resize;
+    bool in_graph = p->in_graph;
+    memset(p, 0, sizeof *p);
+    p->scale = scale;
+    p->resize = resize;
+    p->in_graph = in_graph;
+}
+
 void sx_nn_net_free(sx_nn_net *net)
 {
     if (net == NULL)

@@ -87,10 +87,8 @@ typedef struct nn_prep {
     bool in_graph; /* the graph applies it (false: a model file before version 3) */
 } nn_prep;
 
-/* Free what p owns and zero it. */
+/* Free what p owns and zero it, keeping its scale, resize and in_graph (net.c). */
 void nn_prep_free(nn_prep *p);
-/* A deep copy of src into *dst (zeroed on failure: SX_E_NOMEM). */
-sx_status nn_prep_copy(nn_prep *dst, const nn_prep *src);
 /* The network's preprocessing fixed for compiling: an unset scale becomes 1. */
 void nn_prep_freeze(sx_nn_net *net);
 /* The preprocessing against the network's input and output layers (SX_E_SHAPE, SX_E_STATE). */

@@ -12,29 +12,6 @@
 
 #define NAME_MAX_BYTES 255
 
-void nn_prep_free(nn_prep *p)
-{
-    if (p == NULL)
-        return;
-    sx_free(p->mean);
-    sx_free(p->std);
-    sx_free(p->tmean);
-    sx_free(p->tstd);
-    for (int64_t k = 0; k < p->n_classes; k++)
-        sx_free(p->classes[k]);
-    sx_free(p->classes);
-    for (int64_t k = 0; k < p->n_features; k++)
-        sx_free(p->features[k]);
-    sx_free(p->features);
-    double scale = p->scale;
-    sx_ds_resize resize = p->resize;
-    bool in_graph = p->in_graph;
-    memset(p, 0, sizeof *p);
-    p->scale = scale;
-    p->resize = resize;
-    p->in_graph = in_graph;
-}
-
 static double *dup_doubles(const double *v, int64_t n)
 {
     if (n == 0)
@@ -60,33 +37,6 @@ static char **dup_names(const char *const *v, int64_t n)
         strcpy(d[k], v[k]);
     }
     return d;
-}
-
-sx_status nn_prep_copy(nn_prep *dst, const nn_prep *src)
-{
-    memset(dst, 0, sizeof *dst);
-    dst->scale = src->scale;
-    dst->resize = src->resize;
-    dst->in_graph = src->in_graph;
-    dst->norm_n = src->norm_n;
-    dst->target_n = src->target_n;
-    dst->n_classes = src->n_classes;
-    dst->n_features = src->n_features;
-    dst->mean = dup_doubles(src->mean, src->norm_n);
-    dst->std = dup_doubles(src->std, src->norm_n);
-    dst->tmean = dup_doubles(src->tmean, src->target_n);
-    dst->tstd = dup_doubles(src->tstd, src->target_n);
-    dst->classes = dup_names((const char *const *)src->classes, src->n_classes);
-    dst->features = dup_names((const char *const *)src->features, src->n_features);
-    if ((src->norm_n > 0 && (dst->mean == NULL || dst->std == NULL)) ||
-        (src->target_n > 0 && (dst->tmean == NULL || dst->tstd == NULL)) ||
-        (src->n_classes > 0 && dst->classes == NULL) ||
-        (src->n_features > 0 && dst->features == NULL)) {
-        nn_prep_free(dst);
-        memset(dst, 0, sizeof *dst);
-        return SX_E_NOMEM;
-    }
-    return SX_OK;
 }
 
 void nn_prep_freeze(sx_nn_net *net)
