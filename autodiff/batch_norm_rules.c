@@ -1,4 +1,4 @@
-/* batch_norm_rules.c: the gradient rules of the batch-norm ops (issue 18; cgraph/batch_norm.c),
+/* batch_norm_rules.c: the gradient rules of the batch-norm ops (cgraph/ops/batch_norm.c),
  * one self-contained block. Each is exact for its op's inputs taken as independent (the
  * statistics too), so the rules compose: the gradient of batch_norm(x, batch_norm_stats(x), ...)
  * reaches x along both paths. The per-channel work is on (c) vectors; the passes over x are

@@ -1,4 +1,4 @@
-/* collective_rules.c: gradient rules of the collectives (issue 22). nn/ makes them after
+/* collective_rules.c: gradient rules of the collectives. nn/ makes them after
  * differentiation, over gradients: allreduce_start (it mutates the communicator's buffer, like
  * the fused updates) cannot be differentiated through; an allreduce_part passes no gradient to
  * its bucket (the adjoint of a sum over the processes would be another one, at run time). */

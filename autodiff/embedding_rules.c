@@ -1,4 +1,4 @@
-/* embedding_rules.c: the gradient rules of the embedding ops (issue 20; cgraph/ops/embedding.c).
+/* embedding_rules.c: the gradient rules of the embedding ops (cgraph/ops/embedding.c).
  * The two ops are each other's adjoint in the table / gradient argument, so each rule is the
  * other op with the same indices and padding index; the indices have no gradient. */
 #include "autodiff_impl.h"

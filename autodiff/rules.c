@@ -127,7 +127,7 @@ UNARY_RULE(erf, sx_cg_mul(g, gy,
                                 1.1283791670955125738961589031215452)))
 /* softsign x / (1 + |x|): 1 / (1 + |x|)^2 */
 UNARY_RULE(softsign, sx_cg_div(g, gy, sx_cg_sqr(g, sx_cg_add_scalar(g, sx_cg_abs(g, x), 1.0))))
-/* ---- issue 20's activations (optim20) */
+/* ---- PyTorch's smooth activations: gelu, gelu_tanh, silu, mish, hard_swish */
 /* gelu x Phi(x): Phi(x) + x phi(x) = (1 + erf(x / sqrt 2)) / 2 + x e^(-x^2 / 2) / sqrt(2 pi) */
 UNARY_RULE(
     gelu,
@@ -177,7 +177,7 @@ static sx_cg_node *hard_swish_grad(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *gy
                        sx_cg_scalar_like(g, x, 0.0));
 }
 UNARY_RULE(hard_swish, hard_swish_grad(g, x, gy))
-/* ---- end of issue 20's activations */
+/* ---- end of gelu .. hard_swish */
 #undef UNARY_RULE
 
 /* Binary rules compute the full-shape gradients, then sum them back over broadcast axes. */
@@ -932,7 +932,7 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_WHERE] = 1u,
     [SX_OP_GATHER] = BUT_INPUT0,
     [SX_OP_SCATTER_ADD] = BUT_INPUT0,
-    [SX_OP_EMBEDDING] = BUT_INPUT0, /* issue 20: the indices of embedding and its adjoint */
+    [SX_OP_EMBEDDING] = BUT_INPUT0, /* the indices of embedding and its adjoint */
     [SX_OP_EMBEDDING_BACKWARD] = BUT_INPUT0,
     /* piecewise constant in x, linear in dy */
     [SX_OP_MAXPOOL2D_BACKWARD] = BUT_INPUT1,
@@ -952,7 +952,7 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_MOMENTUM_DAMPENED_UPDATE] = ALL_INPUTS,
     [SX_OP_RMSPROP_MOMENTUM_UPDATE] = ALL_INPUTS,
     [SX_OP_MATMUL_UPDATE] = ALL_INPUTS,
-    /* collectives (issue 22): made after differentiation */
+    /* collectives: made after differentiation */
     [SX_OP_ALLREDUCE_START] = ALL_INPUTS,
     [SX_OP_ALLREDUCE_PART] = ALL_INPUTS,
 };

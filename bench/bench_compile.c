@@ -1,4 +1,4 @@
-/* bench_compile.c: the neural compiler on a graph the size of Owl's lazy_lstm (issue 20's
+/* bench_compile.c: the neural compiler on a graph the size of Owl's lazy_lstm (the
  * target: "15,105 nodes and 21,335 edges ... compile the graph within 230ms then optimise it
  * within 210ms"). A character-level LSTM training graph -- embedding, a stack of LSTM layers
  * unrolled over the sequence, a softmax layer at every step, cross-entropy, Adam -- is traced,

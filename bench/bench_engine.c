@@ -1,5 +1,5 @@
-/* bench_engine.c: issue 9's benchmark, what the dependency engine buys and costs.
- * (a) A*x + B*y, A, B 2000x2000, x, y 2000x500 f32 (seed 003): two matmuls and an add as engine
+/* bench_engine.c: what the dependency engine buys and costs.
+ * (a) A*x + B*y, A, B 2000x2000, x, y 2000x500 f32: two matmuls and an add as engine
  *     operations on 2 workers (one kernel thread each while they run side by side) against the
  *     same calls made directly with one kernel thread (and, for reference, with every thread).
  * (b) A wide graph of many small independent operations (y_i = x + c_i, 1024 f32): wall time

@@ -1,4 +1,4 @@
-/* bench_engine_overhead.c: issue 3's benchmark, what the graph engine costs per node above the
+/* bench_engine_overhead.c: what the graph engine costs per node above the
  * kernels it calls. Two graphs of 1000 tiny ops (adds of 8 f32 elements): a chain
  * a_i = a_{i-1} + x (one output, a_1000) and a wide graph w_i = x + c_i (1000 outputs), each
  * lazy and frozen. Every iteration sets the input x (which invalidates all 1000 ops) and

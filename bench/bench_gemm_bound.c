@@ -1,5 +1,5 @@
-/* bench_gemm_bound: the physical limit of issue 8's MNIST training, as GEMM time. Measures
- * single-precision GEMM on this machine, with cblas_sgemm (OpenBLAS) and with strix's own
+/* bench_gemm_bound: the physical limit of the reference network's MNIST training, as GEMM time.
+ * Measures single-precision GEMM on this machine, with cblas_sgemm (OpenBLAS) and with strix's own
  * sx__gemm, at square sizes and at the GEMM shapes of one training step of the reference network
  * (batch 100), counts the step's FLOPs, and prints the lower bound for one epoch (600 steps):
  * the sum over the shapes of the measured time at that shape (the faster kernel of the two), and

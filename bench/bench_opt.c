@@ -1,7 +1,7 @@
-/* bench_opt: what the fused optimiser update buys (issue 5). An Adagrad step on a
+/* bench_opt: what the fused optimiser update buys. An Adagrad step on a
  * 6.4M-parameter tensor (the reference network's dense layer, 6272 x 1024): the fused update
  * node optim/ emits (one pass over memory), the same step written as plain element-wise graph
- * ops (five passes; the form optim/ built before it emitted fused updates, issue 15) optimised
+ * ops (five passes; the form optim/ built before it emitted fused updates) optimised
  * with every default pass, and a plain memcpy moving the same number of bytes. Prints medians
  * and one line:
  *   result: fused_ms=.. unfused_ms=.. memcpy_ms=.. fused_over_memcpy=.. speedup=..

@@ -1,4 +1,4 @@
-/* bench_tensor.c: issue 2's tensor benchmark, strix's side. sin against a plain sinf loop
+/* bench_tensor.c: the tensor benchmark, strix's side. sin against a plain sinf loop
  * compiled in this program (1 and 2 threads); sum over axes and repeat x2 of a 4-d f32 array
  * (time, and peak bytes counted by an allocator hook); conv2d forward and both backwards. Every
  * figure is the median of several timed runs after a warm-up. bench/tensor_peer.py measures

@@ -1,4 +1,4 @@
-/* mpi_scaling: data-parallel training over MPI (issue 22), one run of one network, alone or
+/* mpi_scaling: data-parallel training over MPI, one run of one network, alone or
  * under mpirun; bench/mpi_scaling (the script) runs 1 rank x 2 threads against 2 ranks x 1 thread.
  *
  *   mpi_scaling --net mnist|resnet20 [--data DIR] [--limit N] [--epochs E] [--batch B]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tensor_peer.py: the NumPy and PyTorch side of issue 2's tensor benchmark (bench_tensor.c is
+"""tensor_peer.py: the NumPy and PyTorch side of the tensor benchmark (bench_tensor.c is
 strix's side; bench/compare_tensor runs both and prints one table). Same shapes, same medians
 after a warm-up, same `--raw` line format (`key sample sample ...`).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torch_mnist.py: the PyTorch side of issue 8's MNIST benchmark: the reference network of
+"""torch_mnist.py: the PyTorch side of the MNIST benchmark: the reference network of
 examples/mnist_train.c (Owl's lazy_mnist) with the same settings, trained for one epoch, then
 timed on inference; one `result:` line in mnist_train's format (bench/compare_torch runs both).
 

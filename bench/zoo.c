@@ -1,4 +1,4 @@
-/* zoo: issue 18's CNN zoo benchmark, one network per run (bench/compare_zoo runs it against
+/* zoo: the CNN zoo benchmark, one network per run (bench/compare_zoo runs it against
  * PyTorch's bench/zoo_torch.py). The networks: bench/zoo_nets.h.
  *
  *   zoo --net NAME [--data DIR] [--limit N] [--test-limit N] [--epochs E] [--batch B]

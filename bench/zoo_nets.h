@@ -1,4 +1,4 @@
-/* zoo_nets.h: the CNN zoo of issue 18 (bench/zoo, tests/bench/test_zoo.c): each network built by
+/* zoo_nets.h: the CNN zoo (bench/zoo, tests/bench/test_zoo.c): each network built by
  * name from nn/sx_nn.h layers, and one run of it (training on MNIST-like data, or inference on
  * random ImageNet-sized images) summarised in one `result:` line.
  *
@@ -16,7 +16,7 @@
  *              dense 256 relu, dense 10; RMSprop lr 0.001, batch 100.
  *   mobilenet  28x28x1: conv 3x3x32 bn relu, 5 depthwise-separable blocks (depthwise 3x3 pad 1
  *              bn relu, pointwise 1x1 bn relu: 64; 128 s2; 128; 256 s2; 256), global average
- *              pool, dense 10; Adam lr 0.001, batch 128 (grouped convolutions of issue 17).
+ *              pool, dense 10; Adam lr 0.001, batch 128 (grouped convolutions).
  *   resnet50   224x224x3, inference only (torchvision's resnet50, 1000 classes).
  *   inception_v3 299x299x3, inference only (torchvision's inception_v3 without the auxiliary
  *              head, 1000 classes).

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""zoo_torch.py: the PyTorch side of issue 18's CNN zoo (bench/zoo.c; bench/compare_zoo runs
+"""zoo_torch.py: the PyTorch side of the CNN zoo (bench/zoo.c; bench/compare_zoo runs
 both). The same networks as bench/zoo_nets.h, in PyTorch's NCHW, with the same initialisation
 (weights Glorot-uniform, biases 0, batch-norm scale 1 and shift 0, momentum 0.1 = strix's 0.9,
 eps 1e-5, 1e-3 in inception_v3), optimiser, batch and data; one `result:` line with zoo's field

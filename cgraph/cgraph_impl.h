@@ -58,8 +58,8 @@ struct sx_cg_graph {
     int64_t hcap, hcount;
     sx_rng *rngs;
     int n_rngs;
-    int64_t mask_row; /* sx_cg_set_mask_row (issue 22) */
-    sx_cg_comm comm;  /* sx_cg_set_comm (issue 22): start NULL = a job of one process */
+    int64_t mask_row; /* sx_cg_set_mask_row */
+    sx_cg_comm comm;  /* sx_cg_set_comm: start NULL = a job of one process */
     char **scopes;    /* owned names; nodes refer to them by index + 1 */
     int n_scopes, cur_scope;
     int64_t kernel_calls;

@@ -1,4 +1,4 @@
-/* dot.c: the graph as Graphviz DOT, as in seed 000's figures: one record per node with its
+/* dot.c: the graph as Graphviz DOT: one record per node with its
  * index, op, name, number of readers and shape; leaves drawn distinctly. */
 #include "cgraph_impl.h"
 
@@ -33,7 +33,7 @@ static const char *style_of(const sx_cg_node *n)
 }
 
 /* In a planned graph, nodes sharing an arena block share a colour (a hue from the block's
- * offset); kept nodes stay white, as in seed 000's figures. */
+ * offset); kept nodes stay white. */
 static void block_colour(const sx_cg_node *n, FILE *f)
 {
     if (!n->planned)

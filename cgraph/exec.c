@@ -1,7 +1,7 @@
 /* exec.c: running nodes. A node is computed once its inputs are valid: its storage is made
  * if it has none, its kernel runs with its own block of the arena when the plan gave it one,
  * else with the graph's scratch (or, on an engine worker, that worker's), and it is marked valid;
- * an order of nodes runs by need-based recomputation (seed 003: only the invalid ones, or those a
+ * an order of nodes runs by need-based recomputation (only the invalid ones, or those a
  * planned evaluation selected). After a run, what read a parameter a node wrote is invalidated.
  * Uses graph.c and profile.c only. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */

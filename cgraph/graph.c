@@ -172,7 +172,7 @@ static uint64_t mix(uint64_t h, uint64_t v)
 
 /* The attribute struct is large (over 800 bytes) and mostly zero: only its non-zero words, with
  * their positions, enter the hash, so hashing costs a scan rather than a chain of ~100 multiplies
- * (issue 20: the optimiser rehashes every node after each pass). */
+ * (the optimiser rehashes every node after each pass). */
 static uint64_t node_hash(sx_cg_op op, int n_in, sx_cg_node *const *in, const sx_cg_attr *attr)
 {
     uint64_t h = mix(0x12345, (uint64_t)op);

@@ -8,7 +8,7 @@ static const struct {
     const char *old;
     sx_cg_op op;
 } aliases[] = {
-    /* _bwd became _backward, as in the tensor kernels' names (issue 15) */
+    /* older files' _bwd names, now _backward as in the tensor kernels' names */
     {"conv2d_bwd_input", SX_OP_CONV2D_BACKWARD_INPUT},
     {"conv2d_bwd_kernel", SX_OP_CONV2D_BACKWARD_KERNEL},
     {"maxpool2d_bwd", SX_OP_MAXPOOL2D_BACKWARD},

@@ -1,4 +1,4 @@
-/* opt.c: the graph optimiser (seed 000's "Optimiser"): passes that rewrite the graph in place
+/* opt.c: the graph optimiser: passes that rewrite the graph in place
  * and keep every requested output's value. Rewrites go through three primitives (opt_rewrite.c:
  * set a node's inputs, replace a node by another everywhere, remove a node), after which the
  * node array is renumbered into a topological order again. The fusion passes live in

@@ -1,4 +1,4 @@
-/* opt_bn.c: the batch-norm passes (issue 18). SX_PASS_BN_FOLD: inference batch norm is a
+/* opt_bn.c: the batch-norm passes. SX_PASS_BN_FOLD: inference batch norm is a
  * per-channel scale and shift, y = x a + b (nn/batch_norm.c); when x is a convolution read by
  * nothing else, the scale moves into the kernel's output channels: conv(x, k) a = conv(x, k a).
  * The shift stays an addition (a bias, fused with what follows). Equal in exact arithmetic

@@ -1,4 +1,4 @@
-/* opt_conv.c: SX_PASS_CONV_EPILOGUE (issue 18). A conv2d whose only reader is element-wise (a
+/* opt_conv.c: SX_PASS_CONV_EPILOGUE. A conv2d whose only reader is element-wise (a
  * map, a binary op, fma, where, or a FUSED chain: a bias or a folded batch norm's shift added per
  * output channel, a scale, relu, a residual of the same shape...) becomes one conv2d node with
  * that reader's program as its epilogue (attr.prog over the convolution and the reader's other

@@ -1,5 +1,5 @@
 /* par.c: the parallel driver. With workers (sx_cg_set_workers) an evaluation pushes the nodes
- * it runs, in the sequential order, to a dependency engine (seed 001) whose read/mutate tags
+ * it runs, in the sequential order, to a dependency engine whose read/mutate tags
  * (inputs, written parameters, generators, reused arena bytes) keep every result equal to the
  * sequential one. Engines are pooled per process; the driver's state lives in the graph's
  * scratch. Uses exec.c (running one node) and graph.c. */

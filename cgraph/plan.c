@@ -1,6 +1,6 @@
 /* plan.c: freezing and memory planning, in one place. sx_cg_freeze_ex fixes the evaluation
  * order (order.c), plans the storage and makes every allocation before the graph changes.
- * The memory planner (seed 000, "pebbles") and its checker. Over the frozen order, the
+ * The memory planner (a pebble game) and its checker. Over the frozen order, the
  * value of each planned node lives in a block from the step that computes it to the step of its
  * last reader (reading through views counts); blocks are placed in one arena by best fit over
  * the ranges released so far, or written over a dying input in place. Planned values are
@@ -711,7 +711,7 @@ sx_status cg_plan_select(sx_cg_graph *g, int n, sx_cg_node *const *nodes)
                             "sx_cg_eval: node %lld (%s) shares planned storage that later nodes "
                             "reuse: freeze with it among the outputs to read it",
                             (long long)nodes[i]->id, sx_cg_op_name(nodes[i]->op));
-    /* Backwards from the request (only what it needs runs, as sx_cg_eval promises: issue 22's
+    /* Backwards from the request (only what it needs runs, as sx_cg_eval promises: the
      * data-parallel step asks for the gradients first, then for the updates): a kept node runs
      * when it is invalid; a transient node when a running node reads it (its block may hold
      * another node's value by now). plan_need ends as "runs". */

@@ -1,5 +1,5 @@
-/* sx_cgraph.h: the lazy computation graph (seed 000), with need-based re-evaluation (seed 003)
- * and structural hashing (seed 004).
+/* sx_cgraph.h: the lazy computation graph, with need-based re-evaluation (only invalid nodes
+ * run again) and structural hashing (the same op on the same inputs and attributes is one node).
  *
  * A graph owns its nodes. A node is a leaf (constant, input, parameter) or an op applied to
  * other nodes of the same graph; its dtype and shape are inferred when it is made. In LAZY mode
@@ -200,7 +200,7 @@ SX_NODISCARD sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *node
 const sx_tensor *sx_cg_value(const sx_cg_node *node);
 bool sx_cg_valid(const sx_cg_node *node);
 
-/* Parallel evaluation (seed 001; engine/sx_engine.h). With n >= 2 workers, sx_cg_eval hands
+/* Parallel evaluation (engine/sx_engine.h). With n >= 2 workers, sx_cg_eval hands
  * the nodes it runs to a dependency engine in the sequential order: each node reads its inputs'
  * variables (and through views, their storage's) and mutates its own; an assign or fused update
  * also mutates the parameters it writes; a dropout mask mutates its generator (masks from one
@@ -336,7 +336,7 @@ sx_cg_node *sx_cg_one_hot(sx_cg_graph *g, sx_cg_node *idx, int64_t depth);
 sx_cg_node *sx_cg_gather(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *idx);
 /* Zeros of x_rows rows with g's rows added at idx (the adjoint of gather). */
 sx_cg_node *sx_cg_scatter_add(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t x_rows);
-/* Embedding (issue 20): the rows of table (vocab, dim) at idx (any rank <= 7; integral values
+/* Embedding: the rows of table (vocab, dim) at idx (any rank <= 7; integral values
  * of the table's dtype in [0, vocab)) as (idx shape..., dim), zeros where idx == pad (-1: no
  * padding index). Its gradient reaches the table only (embedding_backward) and skips the padding
  * row. Errors: SX_E_RANK (a table not of rank 2), SX_E_RANGE (pad not in [-1, vocab); indices
@@ -394,7 +394,7 @@ sx_cg_node *sx_cg_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
 sx_cg_node *sx_cg_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
-/* Batch normalisation over the last axis of x (..., c) (issue 18): batch_norm_stats -> (2,c),
+/* Batch normalisation over the last axis of x (..., c): batch_norm_stats -> (2,c),
  * row 0 the mean and row 1 the biased variance of each channel; batch_norm(x, stats, gamma (c),
  * beta (c), eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's shape; eps finite, >= 0);
  * batch_norm_sums(x, stats, dy) -> (2,c), row 0 sum(dy) and row 1 sum(dy (x - mean)) over all
@@ -423,7 +423,7 @@ sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node
  * x's shape. */
 sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                                 sx_cg_node *dy, sx_cg_node *sums, sx_cg_node *y, double eps);
-/* Group normalisation (issue 20): x viewed as (n, s, c), its c channels in groups, each (row of
+/* Group normalisation: x viewed as (n, s, c), its c channels in groups, each (row of
  * n, group) normalised over its s c/groups elements (sx_norm_axes, sx_tensor.h).
  * norm_stats(x) -> (2, p), p = n groups: row 0 the mean and row 1 the biased variance of each
  * group; norm(x, stats, gamma, beta, eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's
@@ -459,14 +459,14 @@ SX_NODISCARD sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id);
 sx_rng *sx_cg_rng(sx_cg_graph *g, int id);
 sx_cg_node *sx_cg_dropout_mask(sx_cg_graph *g, int rng_id, double p, int rank,
                                const int64_t *shape);
-/* The rows this graph's dropout masks are of a larger mask (issue 22: a rank's rows of the
- * global batch's): a mask of shape (n, ...) draws rows [first_row, first_row + n) of the mask its
- * generator's state would draw over more rows (sx_tensor_dropout_mask_at), and advances the
- * generator by one draw as always. 0 (the default): the whole mask. Read when a mask is
- * computed; masks already valid keep their values. Errors: SX_E_ARG (NULL, first_row < 0). */
+/* The rows this graph's dropout masks are of a larger mask (in data-parallel training, a rank's
+ * rows of the global batch's): a mask of shape (n, ...) draws rows [first_row, first_row + n) of
+ * the mask its generator's state would draw over more rows (sx_tensor_dropout_mask_at), and
+ * advances the generator by one draw as always. 0 (the default): the whole mask. Read when a mask
+ * is computed; masks already valid keep their values. Errors: SX_E_ARG (NULL, first_row < 0). */
 SX_NODISCARD sx_status sx_cg_set_mask_row(sx_cg_graph *g, int64_t first_row);
 
-/* Collectives (issue 22; cgraph/ops/collective.c): a sum over the processes of a data-parallel
+/* Collectives (cgraph/ops/collective.c): a sum over the processes of a data-parallel
  * job that runs while the graph's evaluation goes on. cgraph knows no transport: a graph is given
  * a communicator, two functions over the caller's context (nn/ lends MPI's, mpi/):
  *   start(ctx, buf, n, dt): start an in-place sum over every process of n elements of buf (f32 or
@@ -537,8 +537,8 @@ SX_NODISCARD sx_status sx_cg_graph_copy_shared(const sx_cg_graph *g, int n, sx_c
 SX_NODISCARD sx_status sx_cg_freeze(sx_cg_graph *g, int n, sx_cg_node *const *outputs);
 bool sx_cg_frozen(const sx_cg_graph *g);
 
-/* Memory planning at freeze time (seed 000's pebble game). The order is fixed, each node's
- * readers are counted, a node's block is released when its last reader has run and the next
+/* Memory planning at freeze time (a pebble game over the frozen order). The order is fixed, each
+ * node's readers are counted, a node's block is released when its last reader has run and the next
  * node takes the released block of closest size that fits (best fit), else new space; an
  * element-wise op may write over an input that nothing reads afterwards. Parameters,
  * constants, inputs and the requested outputs are never shared. All planned blocks live in one
@@ -631,7 +631,7 @@ typedef enum {
                              a (f elements or one) when nothing else reads the convolution and the
                              kernel has fewer elements than its output (the kernel's product runs at
                              each evaluation: kept, it would double the weights' memory): batch
-                             norm's scale folded into the kernel (issue 18). Runs before gemm fold
+                             norm's scale folded into the kernel. Runs before gemm fold
                              and fma in each round. Exact in real arithmetic; in floating point each
                              output differs by a few roundings of sum |x k a| (tests/cgraph/
                              test_opt_bn.c) */
@@ -639,7 +639,7 @@ typedef enum {
                              graph's backward pass) gets a copy for them, recomputed from the
                              batch norm's inputs (which the gradient keeps): the first relu's
                              memory is freed after its forward reader. Same bits; one more
-                             normalise and relu per step for less memory (issue 18) */
+                             normalise and relu per step for less memory */
     SX_PASS_BN_RELU,      /* relu(batch_norm(...)) whose batch norm has no other reader -> one
                              batch_norm op that applies relu in its pass (attr.ints[1] = 1; same
                              bits, one pass fewer) */
@@ -648,14 +648,14 @@ typedef enum {
                               scale, relu, a residual add) -> one conv2d that runs the reader's
                               program on its output rows as it writes them (attr.prog, the
                               reader's other inputs after x and k; sx_tensor_conv2d_fused_out).
-                              Same bits, one pass over memory fewer (issue 18) */
+                              Same bits, one pass over memory fewer */
     SX_PASS_BN_ADD,        /* add(batch_norm(x, ...), res) (a residual block's end; either order;
                               res of the sum's shape) whose batch norm has no other reader -> one
                               batch_norm op that adds res in its pass (a fifth input), and applies
                               relu too when add's only reader is relu (attr.ints[1] = 1). Same
                               bits, one pass over the activations fewer. Runs before element-wise
                               fusion; SX_PASS_BN_RECOMPUTE leaves these batch norms stored (a copy
-                              would keep res alive into the backward pass) (issue 18) */
+                              would keep res alive into the backward pass) */
     SX_PASS_COUNT
 } sx_cg_pass;
 
@@ -686,7 +686,7 @@ void sx_cg_opt_report_print(const sx_cg_opt_report *r, FILE *f);
 /* Write the graph as Graphviz DOT: one box per node with its index, op, name, number of users
  * and shape; inputs, parameters and constants are drawn in distinct shapes and colours. In a
  * frozen graph with a memory plan, nodes sharing an arena block share a fill colour and nodes
- * with storage of their own are white (seed 000's figures). */
+ * with storage of their own are white. */
 SX_NODISCARD sx_status sx_cg_dot_write(const sx_cg_graph *g, FILE *f);
 /* The same into a file, written to a temporary name then renamed. */
 SX_NODISCARD sx_status sx_cg_dot_save(const sx_cg_graph *g, const char *path);

@@ -1,4 +1,4 @@
-/* engine.c: the dependency engine of sx_engine.h (seed 001). Every variable keeps a FIFO of the
+/* engine.c: the dependency engine of sx_engine.h. Every variable keeps a FIFO of the
  * operations waiting for it and counts the reads/write it has granted; every operation counts
  * the variables it still waits for and becomes ready at zero. A pool of pthread workers runs the
  * ready operations. One mutex guards all the bookkeeping: its critical sections are a few dozen

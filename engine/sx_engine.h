@@ -1,5 +1,5 @@
 /* sx_engine.h: the dependency engine. Runs operations on a pool of worker threads in an order
- * that respects their declared data dependencies (seed 001, MXNet's engine).
+ * that respects their declared data dependencies (as MXNet's engine does).
  *
  * The engine knows nothing of tensors or graphs. A *variable* is a tag standing for some state
  * (a buffer, a parameter, a random-number generator). Each pushed operation names the variables

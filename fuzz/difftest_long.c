@@ -1,4 +1,4 @@
-/* difftest: the long mode of the differential tester (tests/cgraph/difftest.h, issue 14).
+/* difftest: the long mode of the differential tester (tests/cgraph/difftest.h).
  * Random expression graphs from the op table, checked in every evaluation mode, against finite
  * differences, through optimise-then-differentiate and Hessian-vector products, for as long as
  * asked; each distinct failing check is shrunk and printed as C calls.

@@ -9,9 +9,9 @@
 #   trailing bytes, an absurd shape, rank 9).
 # - fuzz/corpus_model/, of fuzz_model: the real files make_model_corpus.c writes (models, one
 #   with fused nodes, checkpoints of three optimisers, a fused training graph, the hostile files
-#   of issue 14), built with the Release build in build/ (deterministic on one machine). Files
-#   named crash-* are inputs that once crashed a loader or failed a check of fuzz_model (found
-#   by fuzzing): kept as regressions, never regenerated.
+#   that once crashed the loader), built with the Release build in build/ (deterministic on one
+#   machine). Files named crash-* are inputs that once crashed a loader or failed a check of
+#   fuzz_model (found by fuzzing): kept as regressions, never regenerated.
 #     fuzz/make_corpus.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"

@@ -10,9 +10,9 @@
  *   graph_train.sxm      a hand-built training graph (dropout, softmax cross-entropy, gradients,
  *                        Adam updates) after the optimiser fused it, by sx_cg_save; with named
  *                        tensors and metadata
- * and the hostile files of issue 14 that crashed the loader, as regressions (checksums right):
- *   hostile_rank0_x.sxm        a model whose x is a rank-0 input (bug 5: memcpy of -8 bytes)
- *   hostile_fused_unused_b.sxm a model whose fused tanh has unused source b = 1000 (bug 6: the
+ * and hostile files that once crashed the loader, as regressions (checksums right):
+ *   hostile_rank0_x.sxm        a model whose x is a rank-0 input (once a memcpy of -8 bytes)
+ *   hostile_fused_unused_b.sxm a model whose fused tanh has unused source b = 1000 (once the
  *                              interpreter read period[1000], a stack overflow)
  * Deterministic for a given machine (fixed seeds). Usage: make_model_corpus DIR */
 #include "fuzz_nets.h"

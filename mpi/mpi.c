@@ -1,4 +1,4 @@
-/* mpi.c: nn's communicator over OpenMPI (issue 22). Every collective is nonblocking on a
+/* mpi.c: nn's communicator over OpenMPI. Every collective is nonblocking on a
  * duplicate of the world with MPI_ERRORS_RETURN, polled (with short sleeps, so a waiting rank
  * leaves the cores to the others) until it completes, MPI reports an error, or the watchdog's
  * timeout passes: a dead rank becomes an SX_E_IO with a message, never a hang. The gradient sums

@@ -1,4 +1,4 @@
-/* sx_mpi.h: data-parallel training over MPI (issue 22), the optional module strix_mpi (built
+/* sx_mpi.h: data-parallel training over MPI, the optional module strix_mpi (built
  * when CMake finds MPI: option STRIX_MPI). It implements nn's communicator (sx_nn.h,
  * "Data-parallel training") with OpenMPI, so that sx_nn_train and sx_nn_fit train data-parallel
  * under mpirun: a program calls sx_mpi_init first and sx_mpi_finalize last, and nothing else

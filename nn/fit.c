@@ -328,7 +328,7 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
         out->part_metric[h] = pmsum[h] / (double)pmterms[h];
         out->loss += parts[h].weight * out->part[h];
     }
-    if (p->train.loss_fn != NULL) /* a user's loss: not computed here (optim20) */
+    if (p->train.loss_fn != NULL) /* a user's loss: not computed here */
         out->loss = (double)NAN;
     out->metric = mk == SX_METRIC_LOSS ? out->loss : msum / (double)mterms;
     return SX_OK;
@@ -1072,7 +1072,7 @@ int64_t sx_nn_net_epoch_steps(const sx_nn_net *net)
 
 /* The value reduce-on-plateau watches (train.c): the last epoch's validation metric, or its
  * training loss without a validation source; *higher_better for an accuracy-like metric
- * (accuracy, top_k, binary_accuracy). (optim20, issue 20) */
+ * (accuracy, top_k, binary_accuracy). */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better)
 {
     if (f->val == NULL || f->h.n == 0)

@@ -372,7 +372,7 @@ static sx_cg_node *correct_node(const sx_nn_model *m, sx_cg_node *logits, sx_cg_
 }
 
 /* The outputs from `first` on, the parameters' updates in layer order, are put in the reverse
- * order (issue 18): a frozen graph runs its outputs' ancestors in the order of the outputs, so the
+ * order: a frozen graph runs its outputs' ancestors in the order of the outputs, so the
  * last layer's update, and with it the backward-kernel op of its gradient, runs as soon as the
  * backward pass reaches that layer, and each layer's input and output gradient are freed there
  * instead of living to the end of the backward pass. The updates are independent of each other:
@@ -410,7 +410,7 @@ static sx_status emit_updates(sx_nn_model *m, const feed *f, int np, sx_cg_node 
     sx_cg_graph *g = m->g;
     const sx_nn_train_params *p = &m->params;
     sx_status s = SX_OK;
-    if (m->comm != NULL && f == NULL) { /* issue 22: the gradients summed over the ranks */
+    if (m->comm != NULL && f == NULL) { /* data-parallel: the gradients summed over the ranks */
         s = nn_dp_new(m);
         if (s == SX_OK)
             s = nn_dp_buckets(m, np, grads);
@@ -644,7 +644,7 @@ static sx_status compile(sx_nn_model *m)
     m->report.edges_before = m->report.edges_after = st.edges;
     if (m->params.optimise) {
         sx_cg_opt_report r;
-        /* inference: batch norm's scale folded into the preceding convolution (issue 18) */
+        /* inference: batch norm's scale folded into the preceding convolution */
         sx_cg_opt_params op = sx_cg_opt_params_default();
         op.enable[SX_PASS_BN_FOLD] = !m->train;
         SX_TRY(sx_cg_optimise(m->g, m->n_outs, m->outs, &op, &r));
@@ -726,7 +726,7 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     if (train) {
         net->n_train_models++;
         net->train_kind = params.optim.kind;
-        m->comm = sx_nn_comm_of(&params); /* issue 22 */
+        m->comm = sx_nn_comm_of(&params); /* data-parallel over it when it has > 1 rank */
     }
     *out = m;
     return SX_OK;
@@ -846,7 +846,7 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
         SX_TRY(sx_cg_invalidate(g, m->b.masks[i]));
     SX_TRY(invalidate_params(m));
     *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
-    if (m->dp != NULL) /* issue 22: this rank's share and dropout rows */
+    if (m->dp != NULL) /* data-parallel: this rank's share and dropout rows */
         SX_TRY(nn_dp_before_step(m));
     SX_TRY(sx_cg_eval(g, m->n_outs, m->outs));
     net->dropout_rng = *sx_cg_rng(g, m->b.rng_id);

@@ -242,7 +242,7 @@ sx_cg_node *nn_activate_last(sx_cg_graph *g, sx_cg_node *y, sx_nn_act act, doubl
 /* The metadata a loaded model keeps from its file for sx_nn_model_save (the rest is parsed). */
 #define NN_FILE_META 4 /* "network", "model_version", "outputs", "inputs" */
 
-/* A training model's data-parallel state (parallel.c, issue 22): its gradients are summed over
+/* A training model's data-parallel state (parallel.c): its gradients are summed over
  * the ranks by the compiled step itself, in buckets (cgraph's allreduce_start / allreduce_part,
  * through the communicator lent to the graph, `cg`). */
 typedef struct nn_dp {
@@ -309,7 +309,7 @@ struct sx_nn_model {
     size_t lend_bytes;
     struct nn_model_source *src; /* a model built by outside code (nn_model_from_source), shared
                                     with its siblings (owned unless sibling), else NULL */
-    const sx_nn_comm *comm;      /* issue 22: a training model's communicator (NULL: alone) */
+    const sx_nn_comm *comm;      /* a training model's communicator (NULL: alone) */
     nn_dp *dp;                   /* its data-parallel state (NULL: alone) */
 };
 
@@ -340,7 +340,7 @@ sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg
 
 /* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
  * network, planned in m's arena, or the file). */
-/* Data-parallel training (parallel.c, issue 22). nn_dp_new: m->dp for m->comm; nn_dp_buckets:
+/* Data-parallel training (parallel.c). nn_dp_new: m->dp for m->comm; nn_dp_buckets:
  * the gradients grads[0..np) (in parameter order) packed into buckets in the order they are
  * complete (the last layers' first), each bucket's sum started by an allreduce_start and each
  * grads[i] replaced by its part of the summed bucket; the caller makes the starts outputs, in

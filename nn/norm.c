@@ -1,4 +1,4 @@
-/* norm.c: LayerNorm, GroupNorm and InstanceNorm layers (issue 20). Each normalises every example
+/* norm.c: LayerNorm, GroupNorm and InstanceNorm layers. Each normalises every example
  * by its own statistics (no running averages: training and inference build the same nodes), one
  * norm_stats and one norm op (cgraph/ops/norm.c), then an optional learned gamma and beta. */
 #include "nn_impl.h"

@@ -1,4 +1,4 @@
-/* outputs.c: networks with several named outputs (issue 20). Layers marked with sx_nn_output are
+/* outputs.c: networks with several named outputs. Layers marked with sx_nn_output are
  * the outputs; with two or more, the network outputs one flat row per example, (batch, total):
  * each output's elements one after another in the order they were marked, as several inputs
  * take x (inputs.c). The targets y have the same layout, and each output is a part of the loss

@@ -1,4 +1,4 @@
-/* parallel.c: data-parallel training over a communicator (issue 22; sx_nn.h, "Data-parallel
+/* parallel.c: data-parallel training over a communicator (sx_nn.h, "Data-parallel
  * training"). A training model over a communicator sums its gradients inside its compiled step:
  * the gradients, in the order the backward pass completes them (the last layers' first), go into
  * buckets of up to NN_DP_BUCKET_BYTES; each bucket is an allreduce_start node (cgraph/ops/
@@ -6,8 +6,9 @@
  * one message and starts its sum through the communicator; the optimiser's updates read the
  * summed gradients through allreduce_part views, which wait for their bucket. The starts are
  * outputs placed before the updates, so the frozen order starts each sum as soon as its bucket
- * is complete and runs the rest of the backward pass while it travels (seed 001's overlap). nn
- * never links MPI: a communicator is a table of functions (mpi/ implements one). */
+ * is complete and runs the rest of the backward pass while it travels (communication overlaps
+ * computation). nn never links MPI: a communicator is a table of functions (mpi/ implements
+ * one). */
 #include "nn_impl.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* softmax.c: softmax and log-softmax layers over any axis of the example (issue 20). A softmax
+/* softmax.c: softmax and log-softmax layers over any axis of the example. A softmax
  * over the last axis ending a network is folded into the cross-entropy loss like a softmax
  * activation; over another axis it is an ordinary layer. */
 #include "nn_impl.h"

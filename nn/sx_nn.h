@@ -407,7 +407,7 @@ typedef struct sx_nn_batch_norm_params {
 sx_nn_batch_norm_params sx_nn_batch_norm_params_default(void);
 /* p NULL: the defaults. A bad momentum or eps: SX_E_ARG; an input of rank 0: SX_E_RANK. */
 sx_nn_layer *sx_nn_batch_norm(sx_nn_net *net, sx_nn_layer *in, const sx_nn_batch_norm_params *p);
-/* Normalisation by each example's own statistics (issue 20; no running averages, so training and
+/* Normalisation by each example's own statistics (no running averages, so training and
  * inference compute the same): (x - mean) / sqrt(var + eps), the biased variance, then, when
  * affine, * gamma + beta with learned gamma (ones) and beta (zeros), not regularised. Parameters
  * are saved and loaded with the model and checkpoints as "<layer>.gamma", "<layer>.beta".
@@ -468,7 +468,7 @@ sx_nn_layer *sx_nn_max(sx_nn_net *net, int n, sx_nn_layer *const *in);
 sx_nn_layer *sx_nn_average(sx_nn_net *net, int n, sx_nn_layer *const *in);
 sx_nn_layer *sx_nn_concatenate(sx_nn_net *net, int n, sx_nn_layer *const *in);
 
-/* ---------------------------------------------------------------- sequences (issue 20) */
+/* ---------------------------------------------------------------- sequences */
 
 /* Embedding: the input's values are integer indices (of the network's dtype: f32 holds every
  * integer below 2^24 exactly; set the input scale to 1 with sx_nn_net_set_input_scale), each
@@ -563,7 +563,7 @@ typedef struct sx_nn_head {
     double weight;    /* its weight in the sum, finite >= 0 */
 } sx_nn_head;
 
-/* Named outputs (issue 20): several outputs, each a layer of the network with a name, each
+/* Named outputs: several outputs, each a layer of the network with a name, each
  * trained with its own loss and weight. Mark layer l as an output named `name` (1..31 letters,
  * digits, '_'), once per output, in the order their targets come. With no output marked, the
  * network outputs its last layer (as before); with one, that layer; with k >= 2 outputs, one flat
@@ -616,7 +616,7 @@ typedef struct sx_nn_schedule {
     int64_t step_size;
     const double *values;
     int n_values;
-    /* issue 20's schedules (sx_nn_schedule_default gives PyTorch's defaults) */
+    /* warmup, cosine, one_cycle (sx_nn_schedule_default gives PyTorch's defaults) */
     int64_t warmup_steps;    /* warmup, cosine: W >= 0 (warmup: >= 1) */
     int64_t total_steps;     /* cosine, one_cycle: T; 0 = epochs x batches per epoch, filled in
                                 by sx_nn_train and sx_nn_fit (sx_nn_compile_train wants it) */
@@ -641,7 +641,7 @@ double sx_nn_schedule_value(const sx_nn_schedule *s, double lr, int64_t t);
 sx_cg_node *sx_nn_schedule_node(sx_cg_graph *g, const sx_nn_schedule *s, sx_cg_node *lr,
                                 sx_cg_node *t);
 
-/* A user-defined loss (issue 20): a scalar node (rank 0) built from graph nodes, from the
+/* A user-defined loss: a scalar node (rank 0) built from graph nodes, from the
  * network's output `out` (batch, output shape) -- after its last activation, a final softmax
  * included -- and the target node `target` of the same shape, both of the network's dtype. It
  * replaces `loss` and the heads (n_heads; the heads are still checked).
@@ -649,7 +649,7 @@ sx_cg_node *sx_nn_schedule_node(sx_cg_graph *g, const sx_nn_schedule *s, sx_cg_n
 typedef sx_cg_node *(*sx_nn_loss_fn)(sx_cg_graph *g, sx_cg_node *out, sx_cg_node *target,
                                      void *ctx);
 
-/* Parameter groups (issue 20): which parameters a group holds, */
+/* Parameter groups: which parameters a group holds, */
 typedef enum {
     SX_GROUP_NAME,       /* those whose name ("dense_1.weight") contains `name` */
     SX_GROUP_WEIGHTS,    /* the weights (dense and conv kernels: what l1/l2 regularise) */
@@ -699,7 +699,7 @@ typedef struct sx_nn_train_params {
                                     output's element count; an output without a head takes
                                     `loss`, weight 1): 0 */
     const sx_nn_head *heads;     /* (n_heads), borrowed for the call: NULL */
-    /* issue 20 (optim20) */
+    /* a user-defined loss, parameter groups, gradient accumulation */
     sx_nn_loss_fn loss_fn; /* NULL; else the loss (replacing `loss`; l1/l2 still added), called
                               once per compiled graph (the eager path: once per step); sx_nn_fit
                               reports its validation loss as NaN (the validation runs the
@@ -719,7 +719,7 @@ typedef struct sx_nn_train_params {
                        0.35x the whole batch's arena). 0 or 1: off. Not with batch norm
                        (SX_E_UNSUPPORTED: it would normalise by the micro-batches' statistics) nor
                        eager (SX_E_ARG) (0) */
-    /* issue 22 (mpi22): data-parallel training (see "Data-parallel training" below) */
+    /* data-parallel training (see "Data-parallel training" below) */
     const struct sx_nn_comm *comm; /* NULL: sx_nn_comm_default() (set by sx_mpi_init under
                                       mpirun with > 1 rank); borrowed for the call (NULL) */
     bool local;                    /* train alone even when a default communicator is set (false) */
@@ -761,7 +761,7 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * schedule, the base rate the graph schedules from: optim.lr), step the 1-based step number.
  * Writes the batch loss and the number of correct predictions (argmax over the last axis, per
  * example or per position of an output of rank > 1) when not NULL. A model compiled over a
- * communicator of > 1 rank (sx_nn_comm_of(p), issue 22) is called by every rank with its own
+ * communicator of > 1 rank (sx_nn_comm_of(p)) is called by every rank with its own
  * batch (rows rank x batch.. of the global batch, for its dropout masks): the gradients, each
  * scaled by 1/ranks, are summed over the ranks inside the step, before the update (see
  * "Data-parallel training"; the gemm-update fusion does not apply); loss and correct stay this
@@ -1166,8 +1166,9 @@ SX_NODISCARD sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model *
 SX_NODISCARD sx_status sx_nn_model_save(sx_nn_model *m, const char *path);
 
 /* ---------------------------------------------------------------- data-parallel training
- * (issue 22). sx_nn_train and sx_nn_fit train data-parallel when they have a communicator of
- * more than one rank: p.comm, or (p.comm NULL and p.local false) the process's default, which
+ *
+ * sx_nn_train and sx_nn_fit train data-parallel when they have a communicator of more than one
+ * rank: p.comm, or (p.comm NULL and p.local false) the process's default, which
  * mpi/sx_mpi.h's sx_mpi_init sets when the program runs under mpirun with > 1 rank. nn itself
  * never links MPI: a communicator is this table of functions, which mpi/ implements.
  *

@@ -47,7 +47,7 @@ static double scheduled_lr(const sx_nn_train_params *p, int64_t step, int64_t ep
     return lr;
 }
 
-/* ---------------------------------------------------------------- schedules (issue 20) */
+/* ---------------------------------------------------------------- schedules */
 
 sx_nn_schedule sx_nn_schedule_default(sx_nn_schedule_kind kind)
 {
@@ -393,11 +393,11 @@ typedef struct run {
     sx_nn_train_report rep;
     double plateau_lr, plateau_best; /* reduce-on-plateau: the base rate now, the best value */
     int plateau_bad;                 /* epochs without improvement */
-    const sx_nn_comm *comm;          /* issue 22: data-parallel over these ranks (NULL: alone) */
+    const sx_nn_comm *comm;          /* data-parallel over these ranks (NULL: alone) */
     int64_t global;                  /* the global batch: ranks x p.batch */
 } run;
 
-/* issue 22: the run's communicator; on ranks other than 0, no output and no files (rank 0
+/* Data-parallel: the run's communicator; on ranks other than 0, no output and no files (rank 0
  * resumes, and its state is broadcast). */
 static void run_comm(run *r)
 {
@@ -448,7 +448,7 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     return SX_OK;
 }
 
-/* A checkpoint (with the loop's schedule and plateau state, data19c), and sx_nn_fit's state
+/* A checkpoint (with the loop's schedule and plateau state), and sx_nn_fit's state
  * next to it. */
 static sx_status run_save(run *r)
 {
@@ -497,7 +497,7 @@ static sx_status run_start(run *r)
     if (!r->p.eager) {
         SX_TRY(sx_nn_compile_train(net, &r->p, B, &r->model));
         r->rep.compile = sx_nn_model_report(r->model);
-        if (r->comm != NULL) /* issue 22: every rank starts from rank 0's state */
+        if (r->comm != NULL) /* data-parallel: every rank starts from rank 0's state */
             SX_TRY(nn_dp_broadcast(net, r->comm));
         if (r->p.profile)
             sx_cg_profile_enable(sx_nn_model_graph(r->model), true);
@@ -507,8 +507,8 @@ static sx_status run_start(run *r)
     return SX_OK;
 }
 
-/* issue 22: this rank's rows [lo, lo + n) of a global batch of `count` rows (split as evenly as
- * it goes), its model (r->model with weight 0 when it has no rows), the step (which sums the
+/* Data-parallel: this rank's rows [lo, lo + n) of a global batch of `count` rows (split as evenly
+ * as it goes), its model (r->model with weight 0 when it has no rows), the step (which sums the
  * gradients), and the loss averaged over the global batch with the untrained parameters' mean
  * over the ranks (one message). */
 static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t count, double lr,
@@ -785,7 +785,7 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
     SX_TRY(nn_prep_sources(who, net, &fp, &train, &val, true));
     SX_TRY(nn_fit_check(who, net, &fp, train, val));
     run_comm(&r);
-    if (r.comm != NULL && r.comm->rank != 0) { /* issue 22: rank 0 alone writes */
+    if (r.comm != NULL && r.comm->rank != 0) { /* data-parallel: rank 0 alone writes */
         fp.train = r.p;
         fp.history_path = NULL;
     }

@@ -23,7 +23,7 @@ typedef struct ex {
     int tmp; /* counter for intermediate names */
     sx_status err;
     const sx_cg_node *node; /* the node being exported, for messages */
-    int opset;              /* the model's opset: 13, 17 with a LayerNormalization (norm20) */
+    int opset;              /* the model's opset: 13, 17 with a LayerNormalization */
 } ex;
 
 static void *ex_alloc(ex *e, size_t n)
@@ -481,7 +481,7 @@ static const simple simples[] = {
 };
 
 /* Node n (inputs named in[]) as ONNX nodes writing `out`. */
-/* ---------------------------------------------------------------- norm (norm20, issue 20) */
+/* ---------------------------------------------------------------- norm */
 
 /* A constant of the model's dtype and the given shape filled with v. */
 static char *init_full(ex *e, int rank, const int64_t *shape, double v)
@@ -692,7 +692,7 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
     }
     if (export_layout_op(e, n, in, out))
         return;
-    if (op == SX_OP_NORM) { /* norm20 */
+    if (op == SX_OP_NORM) { /* LayerNormalization, or InstanceNormalization over a view */
         export_norm(e, n, in, out, batch_dep);
         return;
     }
@@ -764,7 +764,7 @@ static sx_status export_graph(ex *e, sx_cg_graph *g, sx_cg_node *x, sx_cg_node *
         if (n == NULL || !need[i])
             continue;
         for (int k = 0; k < sx_cg_node_n_inputs(n); k++)
-            if (!(sx_cg_node_op(n) == SX_OP_NORM && k == 1)) /* norm20: its statistics within */
+            if (!(sx_cg_node_op(n) == SX_OP_NORM && k == 1)) /* norm: its statistics within */
                 need[sx_cg_node_id(sx_cg_node_input(n, k))] = true;
     }
     for (int64_t i = 0; i < size && e->err == SX_OK; i++) {

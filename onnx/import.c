@@ -47,7 +47,7 @@ void ox_ctx_free(ox_ctx *c)
 
 /* ---------------------------------------------------------------- the graph */
 
-/* (norm20) Ops whose definition has not changed since an opset older than OX_OPSET_MIN: a model
+/* Ops whose definition has not changed since an opset older than OX_OPSET_MIN: a model
  * of an older opset whose every node is one of them maps as well (ONNX's InstanceNormalization
  * cases are opset 6). */
 static const struct {

@@ -569,7 +569,7 @@ static sx_status op_BatchNormalization(ox_ctx *c)
 }
 
 /* ---------------------------------------------------------------- layer / instance norm */
-/* (issue 20, norm20) LayerNormalization (opset 17) and InstanceNormalization map onto the norm
+/* LayerNormalization (opset 17) and InstanceNormalization map onto the norm
  * ops (norm_stats + norm, cgraph/ops/norm.c). */
 
 /* LayerNormalization(X, Scale[, B]) over the axes from `axis` on; optional outputs Mean and
@@ -2121,8 +2121,8 @@ static const ox_op ops[] = {
     {"HardSigmoid", op_HardSigmoid, "alpha,beta"},
     {"HardSwish", op_HardSwish, ""},
     {"Identity", op_Identity, ""},
-    {"InstanceNormalization", op_InstanceNormalization, "epsilon"},           /* norm20 */
-    {"LayerNormalization", op_LayerNormalization, "axis,epsilon,stash_type"}, /* norm20 */
+    {"InstanceNormalization", op_InstanceNormalization, "epsilon"},
+    {"LayerNormalization", op_LayerNormalization, "axis,epsilon,stash_type"},
     {"LeakyRelu", op_LeakyRelu, "alpha"},
     {"Log", op_Log, ""},
     {"LogSoftmax", op_LogSoftmax, "axis"},

@@ -28,10 +28,10 @@ typedef enum {
     SX_OPTIM_ADAMW,            /* PyTorch's AdamW: Adam with decoupled weight decay */
     SX_OPTIM_AMSGRAD,          /* PyTorch's Adam(amsgrad=True) */
     SX_OPTIM_RMSPROP_CENTERED, /* PyTorch's RMSprop(centered=True) */
-    SX_OPTIM_ADAM_KERAS,       /* Keras's Adam (and strix's before issue 20): eps ("epsilon hat")
+    SX_OPTIM_ADAM_KERAS,       /* Keras's Adam (and strix's first Adam): eps ("epsilon hat")
                                   added to sqrt(v) before the bias correction */
     SX_OPTIM_RMSPROP_MOMENTUM, /* PyTorch's RMSprop(momentum=mu): a momentum buffer over the
-                                  scaled gradient (data19c) */
+                                  scaled gradient */
     SX_OPTIM_COUNT
 } sx_optim_kind;
 
@@ -56,8 +56,8 @@ typedef struct sx_optim_params {
 } sx_optim_params;
 
 /* Defaults as in PyTorch: lr 0.01 (adam, adamw, amsgrad, adam_keras 0.001), momentum 0.9, rho
- * 0.99, betas 0.9/0.999, eps 1e-10 for adagrad and 1e-8 otherwise (adam_keras too: strix's Adam
- * before issue 20, bit for bit; Keras's own default is 1e-7), weight_decay 0 (adamw 0.01),
+ * 0.99, betas 0.9/0.999, eps 1e-10 for adagrad and 1e-8 otherwise (adam_keras too: strix's first
+ * Adam, bit for bit; Keras's own default is 1e-7), weight_decay 0 (adamw 0.01),
  * dampening 0. */
 sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 

@@ -1,4 +1,4 @@
-/* batch_norm.c: batch normalisation over the last axis (channels) in fused passes (issue 18).
+/* batch_norm.c: batch normalisation over the last axis (channels) in fused passes.
  * x (..., c) is viewed as (m, c). The statistics and the backward sums are one pass each: tasks
  * are (chunk of rows, tile of channels), chunks fixed by the shape alone, their double partials
  * added in chunk order, so results never depend on the thread count. Normalising is one pass of

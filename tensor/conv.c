@@ -1,4 +1,4 @@
-/* conv.c: 2-d convolution over NHWC images, forward and both backward passes (seed 002).
+/* conv.c: 2-d convolution over NHWC images, forward and both backward passes.
  * The work is cut into units (whole images, or bands of rows of one image) whose scratch stays
  * in L2; units run in parallel, one thread each, and backward-kernel adds them in a fixed
  * number of groups summed in a fixed order, so the bits never depend on the thread count.

@@ -1,5 +1,5 @@
 /* conv_dw.c: direct depthwise and grouped convolution over NHWC images, AVX-512, forward and
- * both backward passes (issue 18). The channels sit in the vector lanes, in blocks of VL (the
+ * both backward passes. The channels sit in the vector lanes, in blocks of VL (the
  * last one masked): a task takes a chunk of blocks of one image (forward, backward-input: all
  * channels when the ring holds them) or of every image (backward-kernel: a chunk per thread,
  * which does not change any sum), and copies the rows it reads into a ring of zero-padded rows

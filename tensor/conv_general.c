@@ -1,5 +1,5 @@
 /* conv_general.c: the convolutions outside conv.c's original set - dilated, grouped (depthwise
- * included), SAME_LOWER and explicitly padded - and the transposed convolution (issue 17).
+ * included), SAME_LOWER and explicitly padded - and the transposed convolution.
  * One geometry (gx_geom) describes them all; a parameter set whose geometry conv.c's dense
  * kernels already compute (one group, no dilation, the rows and columns VALID or SAME_UPPER
  * would give) goes to them. The rest: depthwise and groups of at most SX__DW_MAX_GROUP channels

@@ -1,5 +1,5 @@
 /* fold.c: reductions (sum, mean, prod, max, min, argmax, argmin, l1/l2 norms, logsumexp) over
- * any set of axes in one pass (seed 002). The idea: drop size-1 axes and merge adjacent axes
+ * any set of axes in one pass. The idea: drop size-1 axes and merge adjacent axes
  * that are both reduced or both kept; then either the innermost merged axis is reduced and each
  * output folds contiguous runs (case A), or it is kept and whole contiguous rows are folded into
  * a row of accumulators (case B). */

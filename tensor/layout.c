@@ -2,7 +2,7 @@
  * split, permute, transpose, pad, one-hot, gather and scatter-add.
  * A copy is described per axis by (length, source stride, destination stride) in bytes; axes
  * that are contiguous on both sides are merged and contiguous runs move with memcpy, so the
- * kernels are dtype-agnostic. Repeat and tile write their output in one pass (seed 002): the
+ * kernels are dtype-agnostic. Repeat and tile write their output in one pass: the
  * innermost axis is expanded, then finished blocks are replicated by copying them. */
 #include "tensor_impl.h"
 

@@ -1,4 +1,4 @@
-/* norm.c: group normalisation in fused passes (issue 20): LayerNorm, GroupNorm and
+/* norm.c: group normalisation in fused passes: LayerNorm, GroupNorm and
  * InstanceNorm are all one kernel family. x is viewed as (n, s, c) (sx_norm_axes) and its c
  * channels as G groups of k adjacent ones; each of the n G groups of s k elements is normalised
  * by its own mean and variance. A group is always summed by one thread, in memory order, in

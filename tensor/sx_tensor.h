@@ -415,7 +415,7 @@ SX_NODISCARD sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor 
 /* The adjoint of gather: out is set to zero, then out[idx[i], ...] += g[i, ...]. */
 SX_NODISCARD sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
                                                  sx_tensor *out);
-/* Embedding (tensor/embedding.c; issue 20): table (vocab, dim), idx of any rank r <= 7 with
+/* Embedding (tensor/embedding.c): table (vocab, dim), idx of any rank r <= 7 with
  * integral values in [0, vocab), out (idx shape..., dim): out[i, :] = table[idx[i], :], or zeros
  * where idx[i] == pad (pad -1: none; else in [0, vocab), SX_E_RANGE otherwise). A table of rank
  * != 2 is SX_E_RANK, bad indices SX_E_RANGE with nothing written. The backward kernel is its
@@ -695,7 +695,7 @@ SX_NODISCARD sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logi
                                                            const sx_tensor *target,
                                                            const sx_tensor *dout,
                                                            sx_tensor *dlogits);
-/* Batch normalisation over the last axis (issue 18; tensor/batch_norm.c). x (..., c) of rank
+/* Batch normalisation over the last axis (tensor/batch_norm.c). x (..., c) of rank
  * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
  * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so
  * results never depend on the thread count. Errors: SX_E_ARG (NULL tensor or data; an output
@@ -730,7 +730,7 @@ SX_NODISCARD sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tens
 SX_NODISCARD sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
                                                     const sx_tensor *dy, sx_tensor *sums, void *ws,
                                                     size_t ws_bytes);
-/* Group normalisation (issue 20; tensor/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
+/* Group normalisation (tensor/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
  * kernel family. x of rank r is viewed as (n, s, c): n the product of its first `lead` axes, c of
  * its last `tail` axes, s of those between; its c channels form `groups` groups of k = c / groups
  * adjacent channels, and each of the p = n * groups (batch row, group) pairs is normalised
@@ -786,7 +786,7 @@ SX_NODISCARD sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, con
                                                          sx_tensor *sums, void *ws,
                                                          size_t ws_bytes);
 /* The whole input gradient of y = batch_norm(x, stats(x), gamma, beta) in one pass, the
- * statistics' path included (issue 18): with r = 1 / sqrt(var + eps), (S0; S1) = sums (2,c) of
+ * statistics' path included: with r = 1 / sqrt(var + eps), (S0; S1) = sums (2,c) of
  * sx_tensor_batch_norm_sums_out over the same dy, dx = dy a + (x - mean) k1 + k0, a = gamma r,
  * k1 = -gamma r^3 S1 / m, k0 = -gamma r S0 / m (the coefficients in double rounded to the dtype,
  * the rest in the dtype). y NULL, or of x's shape: a relu mask, dy taken as 0 where y <= 0
@@ -804,8 +804,9 @@ SX_NODISCARD sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_t
  * [0, 1), are below p.) */
 SX_NODISCARD sx_status sx_tensor_dropout_mask(sx_tensor *out, sx_rng *rng, double p);
 /* Elements [first, first + out's size) of the mask sx_tensor_dropout_mask draws from the same
- * state into a larger tensor (issue 22: a rank's rows of the global batch's mask); first = 0 is
- * sx_tensor_dropout_mask. Advances rng by one draw. Errors as it, and SX_E_ARG for first < 0. */
+ * state into a larger tensor (in data-parallel training, a rank's rows of the global batch's
+ * mask); first = 0 is sx_tensor_dropout_mask. Advances rng by one draw. Errors as it, and
+ * SX_E_ARG for first < 0. */
 SX_NODISCARD sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, double p,
                                                  int64_t first);
 
@@ -832,7 +833,7 @@ SX_NODISCARD sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const 
 SX_NODISCARD sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v,
                                            const sx_tensor *g, double lr, double b1, double c1,
                                            double b2, double c2, double eps);
-/* PyTorch's forms (issue 20), each as its formula in separate element-wise ops, in this order:
+/* PyTorch's forms, each as its formula in separate element-wise ops, in this order:
  *   adamw:    p = keep * p;  m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);
  *             [amsgrad, vmax not NULL: vmax = max(vmax, v), read below in place of v]
  *             p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps))
@@ -880,8 +881,8 @@ typedef struct sx_fused_prog {
 } sx_fused_prog;
 SX_NODISCARD sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in,
                                            const sx_tensor *const *in, sx_tensor *out);
-/* y = prog(conv2d(x, k), ops[0], ..., ops[n_ops - 1]): a convolution with an epilogue (issue
- * 18). The program runs as in sx_tensor_fused_out with the convolution's result as operand 0 and
+/* y = prog(conv2d(x, k), ops[0], ..., ops[n_ops - 1]): a convolution with an epilogue.
+ * The program runs as in sx_tensor_fused_out with the convolution's result as operand 0 and
  * ops[i] as operand i + 1, each operand of y's size or repeated over its leading axes (a bias of
  * f elements), so the result has the same bits as sx_tensor_conv2d_out followed by
  * sx_tensor_fused_out. The dense kernels run it on each unit's rows of y right after the unit

@@ -1,6 +1,6 @@
 /* tensor_impl.h: helpers shared by the kernel files of tensor/ (never installed).
  * Argument checks that produce strix's error messages, the parallel runtime (par_impl.h), and
- * the macro that instantiates a kernel body once per dtype (seed 002's template approach). */
+ * the macro that instantiates a kernel body once per dtype (one source, a template per dtype). */
 #ifndef SX_TENSOR_IMPL_H
 #define SX_TENSOR_IMPL_H
 

@@ -263,7 +263,7 @@ static int mnist_run(const char *prog, int argc, char **argv)
     sx_optim_kind opt = o.opt;
     if (threads > 0 && sx_threads_set((int)threads) != SX_OK)
         return die_sx(prog, "--threads");
-    /* issue 22: under mpirun, sx_nn_train runs data-parallel; rank 0 alone prints and writes */
+    /* under mpirun, sx_nn_train runs data-parallel; rank 0 alone prints and writes */
     const sx_nn_comm *comm = sx_nn_comm_default();
     int rank = comm != NULL ? comm->rank : 0, ranks = comm != NULL ? comm->size : 1;
     if (rank != 0)

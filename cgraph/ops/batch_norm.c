@@ -1,4 +1,4 @@
-/* batch_norm.c: the batch-norm graph ops (issue 18), one self-contained block: shape rules,
+/* batch_norm.c: the batch-norm graph ops, one self-contained block: shape rules,
  * evaluators, costs and constructors of batch_norm_stats, batch_norm, batch_norm_sums and
  * batch_norm_dx (their
  * gradient rules are in autodiff/batch_norm_rules.c). The kernels:

@@ -1,8 +1,9 @@
-/* ops/collective.c: sums over the processes of a data-parallel job (issue 22), as graph ops so
- * that the compiled step holds them (seed 001: "aggregate gradient and update" as operations of
- * the engine). allreduce_start packs a bucket of gradients into its own storage and starts their
- * sum through the graph's communicator, returning at once; allreduce_part, a view of part of the
- * bucket, waits for it. Whatever the order runs between the two overlaps the communication. */
+/* ops/collective.c: sums over the processes of a data-parallel job, as graph ops so that the
+ * compiled step holds them (aggregating the gradients and updating are operations of the engine
+ * like any other, so communication overlaps computation). allreduce_start packs a bucket of
+ * gradients into its own storage and starts their sum through the graph's communicator, returning
+ * at once; allreduce_part, a view of part of the bucket, waits for it. Whatever the order runs
+ * between the two overlaps the communication. */
 #include "cgraph_impl.h"
 
 #include <string.h>

@@ -33,7 +33,7 @@ sx_status cg_shape_dropout_mask(sx_cg_node *n)
 sx_status cg_eval_dropout_mask(sx_cg_graph *g, sx_cg_node *n)
 {
     int64_t rows = OUT->rank > 0 ? OUT->shape[0] : 1;
-    int64_t first = rows > 0 ? g->mask_row * (OUT->size / rows) : 0; /* issue 22 */
+    int64_t first = rows > 0 ? g->mask_row * (OUT->size / rows) : 0; /* this rank's rows */
     return sx_tensor_dropout_mask_at(OUT, &g->rngs[n->attr.rng_id], n->attr.alpha, first);
 }
 

@@ -1,4 +1,4 @@
-/* norm.c: the group-normalisation graph ops (issue 20), one self-contained block: shape rules,
+/* norm.c: the group-normalisation graph ops, one self-contained block: shape rules,
  * evaluators, costs and constructors of norm_stats, norm and norm_sums, and the LayerNorm,
  * GroupNorm and InstanceNorm constructors built from them (gradient rules:
  * autodiff/norm_rules.c; kernels: tensor/norm.c). attr.ints[0..2] = lead, tail, groups (the

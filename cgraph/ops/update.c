@@ -1,6 +1,6 @@
 /* ops/update.c: ops that write parameters in place: assign, the fused optimiser steps that
  * optim/ emits (sgd, momentum, adagrad, rmsprop, adam; adamw, amsgrad, rmsprop_centered,
- * momentum_dampened with a rate vector, issue 20), the matmul_update the gemm-update pass
+ * momentum_dampened with a rate vector), the matmul_update the gemm-update pass
  * makes, and seq (a value ordered after such a write). */
 #include "cgraph_impl.h"
 

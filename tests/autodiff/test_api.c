@@ -686,7 +686,7 @@ Test(autodiff_api, gradient_nodes_take_the_forward_scope)
     sx_cg_graph_free(g);
 }
 
-/* ---------------------------------------------------------------- issue 14 regressions */
+/* ---------------------------------------------------------------- regressions */
 
 /* A node holding the values v (shape given): an input, or a parameter when `param`. */
 static sx_cg_node *leaf_of(sx_cg_graph *g, const char *name, int rank, const int64_t *shape,
@@ -724,7 +724,7 @@ static bool same_shape(const sx_cg_node *a, const sx_cg_node *b)
                           sx_cg_node_shape(b));
 }
 
-/* Bug 1: gemm(a, b, c) with an addend c that broadcasts to the product (a bias row, a bias
+/* Regression: gemm(a, b, c) with an addend c that broadcasts to the product (a bias row, a bias
  * vector, a scalar, a column over a batch): the gradient with respect to c had the product's
  * shape (sum(gemm(a, b, c)) gave dc = [1 1 1 1] for c (1,2), not [2 2]). It is beta G summed to
  * c's shape: every element of c gets beta times the number of result elements it feeds. */
@@ -764,7 +764,7 @@ Test(autodiff_api, gemm_addend_that_broadcasts_gets_a_gradient_of_its_shape)
         }
 }
 
-/* Bug 1, further up: with c = log_softmax(z) (1,2) broadcast over a (2,2) product,
+/* The same, further up: with c = log_softmax(z) (1,2) broadcast over a (2,2) product,
  * differentiating failed ("sx_cg_log_softmax_backward: shapes (1,2) and (2,2) differ"). With
  * G = dL/dc = [2 beta, 2 beta]: dz_j = G_j - softmax(z)_j sum(G) = 2 beta - 4 beta s_j. */
 Test(autodiff_api, gemm_addend_from_log_softmax_differentiates)
@@ -819,7 +819,7 @@ static void dense_reference(sx_tensor **ref)
     sx_cg_graph_free(g);
 }
 
-/* Bug 2: optimising first folds the bias into a gemm with a broadcasting addend; the gradients
+/* Regression: optimising first folds the bias into a gemm with a broadcasting addend; the gradients
  * then taken of the optimised graph must have the leaves' shapes and the unoptimised values
  * (the bias gradient had the product's shape). Where the optimiser made ops that have no
  * gradient rule (fused element-wise chains), differentiating refuses with a clear error. */
@@ -855,8 +855,8 @@ Test(autodiff_api, optimise_then_differentiate_a_folded_gemm_bias)
     sx_cg_graph_free(g);
 }
 
-/* Bug 2, the other order: differentiate, then optimise the loss and its gradients together (the
- * training path): the gradients keep their values. */
+/* The folded bias, the other order: differentiate, then optimise the loss and its gradients
+ * together (the training path): the gradients keep their values. */
 Test(autodiff_api, differentiate_then_optimise_a_folded_gemm_bias)
 {
     sx_tensor *ref[3];
@@ -945,11 +945,11 @@ static sx_cg_node *c_pool_backward(sx_cg_graph *g, sx_cg_node *x)
     return sx_cg_maxpool2d_backward(g, leaf_of(g, "x0", 4, s, x0, false), x, &p);
 }
 
-/* Bug 3: relu's gradient multiplied G by the mask, so an infinite G gave NaN where the gradient
- * is 0: d/dx sum(sqrt(relu(x))) at (-1, 2, -3) was (nan, 0.354, nan); PyTorch gives
- * (0, 0.354, 0). Every rule that routes a gradient by a choice selects it (where(mask, G, 0)):
- * relu, max and min (either argument), reduce_max/min, max pooling through relu (unfused, and
- * the pool-relu pass's kernel, in its 2x2 and general paths), and the dy-gradient of
+/* Regression: relu's gradient multiplied G by the mask, so an infinite G gave NaN where the
+ * gradient is 0: d/dx sum(sqrt(relu(x))) at (-1, 2, -3) was (nan, 0.354, nan); PyTorch gives (0,
+ * 0.354, 0). Every rule that routes a gradient by a choice selects it (where(mask, G, 0)): relu,
+ * max and min (either argument), reduce_max/min, max pooling through relu (unfused, and the
+ * pool-relu pass's kernel, in its 2x2 and general paths), and the dy-gradient of
  * maxpool2d_backward. G = inf or NaN must give exact zeros where the choice went elsewhere. */
 /* the element that a choice routed G to holds G (inf, or NaN: k) */
 #define WINS(v) (k ? isnan(v) : (v) == HUGE_VAL)

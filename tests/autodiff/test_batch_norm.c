@@ -1,4 +1,4 @@
-/* Batch norm's gradient rules composed as a network uses them (issue 18): y = batch_norm(x,
+/* Batch norm's gradient rules composed as a network uses them: y = batch_norm(x,
  * batch_norm_stats(x), gamma, beta), optionally followed by relu, differentiates to one
  * batch_norm_dx (the statistics' path inside it, relu's mask read by it and by the sums). Its
  * first and second derivatives with respect to x, gamma and beta must equal those of the

@@ -1,4 +1,4 @@
-/* The gradient of maxpool(relu(z)) under issue 17's pooling options, built by autodiff, then
+/* The gradient of maxpool(relu(z)) under every pooling option, built by autodiff, then
  * optimised (the pool-relu pass fuses relu's selection into the pooling's backward op) and
  * planned (the fused op may write over relu's dying output only when no two windows share a
  * cell): the same bits as the graph evaluated as built, for pads, ceil_mode, dilation,

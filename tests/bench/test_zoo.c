@@ -1,4 +1,4 @@
-/* The CNN zoo of issue 18 (bench/zoo_nets.c, compiled in here) on tiny settings: each network
+/* The CNN zoo (bench/zoo_nets.c, compiled in here) on tiny settings: each network
  * builds with exactly the trainable parameter count of its PyTorch twin (bench/zoo_torch.py
  * --net all --params, held in the zoo's table), each run prints a well-formed result line with
  * finite figures, and eager inference computes what the compiled graph computes. The training

@@ -1189,9 +1189,9 @@ static int g_image(gen *G, int x)
     return g_reshape(G, x, 4, s);
 }
 
-/* A generator for issue 17's options, seeded from G's next draw without advancing G: the
- * programs of a seed stay what they were before the options existed (their other draws are
- * unchanged), and gain the options. */
+/* A generator for the convolution and pooling options added later, seeded from G's next draw
+ * without advancing G: the programs of a seed stay what they were before the options existed (their
+ * other draws are unchanged), and gain the options. */
 static sx_rng opt_rng(const gen *G)
 {
     sx_rng c = G->rng, r;
@@ -1204,7 +1204,7 @@ static int ob(sx_rng *r, int n)
     return n <= 1 ? 0 : (int)sx_rng_below(r, (uint64_t)n);
 }
 
-/* Strides and padding, and in half the draws issue 17's options: dilation, explicit (often
+/* Strides and padding, and in half the draws the general options: dilation, explicit (often
  * asymmetric) pads or SAME_LOWER; groups over c input channels (c > 0: 1, 2 when c is even, or
  * c for depthwise; the caller multiplies the filter count by them) or, for a given filter
  * count f (f > 0), 1 or 2. */
@@ -1241,7 +1241,7 @@ static int groups_of(const sx_conv2d_params *p)
     return p->groups > 1 ? p->groups : 1;
 }
 
-/* Pooling: kernel, strides, padding, and in half the draws issue 17's options: explicit pads
+/* Pooling: kernel, strides, padding, and in half the draws the general options: explicit pads
  * (each below the dilated kernel), ceil_mode, count_include_pad, dilation (max pooling only). */
 static sx_pool2d_params rand_pool(gen *G, bool max)
 {
@@ -1496,7 +1496,7 @@ static int gen_softmax_xent(gen *G, sx_cg_op op, int dom)
     return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
 }
 
-/* batch norm (issue 18) over a node's last axis: the statistics of the node itself (as a network
+/* batch norm over a node's last axis: the statistics of the node itself (as a network
  * uses them), gamma and beta new leaves, dy a new leaf of x's shape; batch_norm with a residual
  * (a new leaf of x's shape) half the time. */
 static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
@@ -1539,7 +1539,7 @@ static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
     return bn[4] < 0 ? -1 : g_op(G, op, 5, bn, &at);
 }
 
-/* group norm (issue 20) of a node: random lead and tail axes, one group or one channel per
+/* group norm of a node: random lead and tail axes, one group or one channel per
  * group; the statistics of the node itself, gamma and beta new leaves (or none), dy a new leaf of
  * x's shape. */
 static int gen_norm(gen *G, sx_cg_op op, int dom)
@@ -2344,7 +2344,7 @@ static bool same_bits(double a, double b);
 
 /* The unary maps by the C library, in f64: the ref column of their sx_map.def rows, an
  * independent reference for the values (the modes otherwise only compare strix with itself).
- * round is half to even, as NumPy, PyTorch and ONNX (issue 14). Returns false for ops that are
+ * round is half to even, as NumPy, PyTorch and ONNX. Returns false for ops that are
  * not unary maps. */
 static bool map_ref(sx_cg_op op, double a, double x, double *y)
 {

@@ -1,4 +1,4 @@
-/* difftest.h: the differential tester of issue 14. Random expression graphs drawn from the op
+/* difftest.h: the differential tester. Random expression graphs drawn from the op
  * table (sx_ops.def) are built as a small program (dt_prog), then instantiated in strix graphs
  * and checked in four families: values agree across evaluation modes (lazy, optimised, frozen,
  * eager, 2 workers, re-evaluation), gradients match central finite differences in f64,

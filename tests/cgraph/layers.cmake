@@ -1,4 +1,4 @@
-# layers.cmake: the cgraph files call each other without a cycle (issue 15).
+# layers.cmake: the cgraph files call each other without a cycle.
 # Reads the compiled library: a file depends on another when its code (the relocations of its
 # text sections) names a non-static function or object the other defines. References from data
 # (the op table sx_cg_ops, whose shape-rule and evaluator columns are dispatch, not calls) do

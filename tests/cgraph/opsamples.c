@@ -450,7 +450,7 @@ UNARY_SAMPLE(reciprocal, V_AWAY, 0.3, 2)
 UNARY_SAMPLE(erf, V_UNIFORM, -2, 2)
 #define SPEC_softsign N_UNARY, OS_SMOOTH, 1e-6, 1e-6
 UNARY_SAMPLE(softsign, V_AWAY, 0.1, 3) /* smooth away from 0 */
-/* ---- issue 20's activations (optim20) */
+/* ---- PyTorch's smooth activations: gelu, gelu_tanh, silu, mish, hard_swish */
 #define SPEC_gelu N_UNARY, OS_SMOOTH, 1e-6, 1e-6
 UNARY_SAMPLE(gelu, V_UNIFORM, -3, 3)
 #define SPEC_gelu_tanh N_UNARY, OS_SMOOTH, 1e-6, 1e-6
@@ -467,7 +467,7 @@ static sx_cg_node *sample_hard_swish(GEN_ARGS)
     return sx_cg_hard_swish(g, v % 2 ? in(c, unary_shapes[v], V_AWAY, 3.1, 5)
                                      : in(c, unary_shapes[v], V_UNIFORM, -2.9, 2.9));
 }
-/* ---- end of issue 20's activations */
+/* ---- end of gelu .. hard_swish */
 
 /* leaky_relu and elu: the parameter changes with the variant; x away from the kink at 0 (elu
  * with alpha != 1 has a jump in its first derivative there) */
@@ -1431,7 +1431,7 @@ static const struct {
     {{4, {2, 5, 6, 2}}, {4, {2, 3, 2, 4}}, {.stride_h = 2, .stride_w = 1, .padding = SX_PAD_SAME}},
     {{4, {1, 4, 4, 3}}, {4, {1, 1, 3, 2}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
     {{4, {1, 3, 3, 2}}, {4, {3, 3, 2, 1}}, {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_VALID}},
-    /* issue 17's options: groups = 2 */
+    /* groups = 2 */
     {{4, {1, 5, 5, 4}}, {4, {3, 3, 2, 6}}, {.stride_h = 1, .stride_w = 1, .groups = 2}},
     /* depthwise, multiplier 2, SAME */
     {{4, {1, 5, 6, 3}},
@@ -1574,7 +1574,7 @@ static const struct {
       .stride_h = 2,
       .stride_w = 2,
       .padding = SX_PAD_SAME}}, /* odd sizes, padding after */
-    /* issue 17's options: stride 2 pad 1 (PyTorch's usual), padding counted */
+    /* explicit pads: stride 2 pad 1 (PyTorch's usual), padding counted */
     {{4, {1, 6, 5, 2}},
      {.kernel_h = 3,
       .kernel_w = 3,
@@ -2484,7 +2484,7 @@ static sx_status plain_dropout_mask(PLAIN_ARGS)
     return st;
 }
 
-/* ---------------------------------------------------------------- collectives (issue 22) */
+/* ---------------------------------------------------------------- collectives */
 
 /* A graph without a communicator is a job of one process: the bucket is scale * x..., packed. */
 static const struct {
@@ -3298,7 +3298,7 @@ static sx_cg_node *sample_adam_update(GEN_ARGS)
     return update(c, v, SX_OP_ADAM_UPDATE, 2, &at);
 }
 
-/* ---- issue 20's update ops (optim20): a rate of several elements (lr first), states in the
+/* ---- the update ops with a rate of several elements (lr first), states in the
  * ranges their kernels need (a centered RMSprop's mean gradient squared below its mean square,
  * so that the variance stays positive) */
 static sx_cg_node *update_rates(ctx *c, int v, sx_cg_op op, int n_states, int64_t n_rates,
@@ -3377,7 +3377,7 @@ static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
     return update_rates(c, v, SX_OP_MOMENTUM_DAMPENED_UPDATE, 1, 2, &at);
 }
 
-/* PyTorch's RMSprop(momentum=mu) (data19c): the mean square positive, the buffer signed */
+/* PyTorch's RMSprop(momentum=mu): the mean square positive, the buffer signed */
 #define SPEC_rmsprop_momentum_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
 #define DT_rmsprop_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
 static sx_cg_node *sample_rmsprop_momentum_update(GEN_ARGS)
@@ -3390,7 +3390,7 @@ static sx_cg_node *sample_rmsprop_momentum_update(GEN_ARGS)
     at.rmsprop_momentum.mu = 0.9;
     return update_rates(c, v, SX_OP_RMSPROP_MOMENTUM_UPDATE, 2, 1, &at);
 }
-/* ---- end of issue 20's update ops */
+/* ---- end of the update ops with a rate of several elements */
 
 /* The step with a matrix-product gradient: (p, states..., a, b, lr). Variants: each update
  * kind with another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */
@@ -3590,7 +3590,7 @@ static double formula_momentum_dampened(const sx_tensor *const *x, int64_t i, do
 }
 
 /* RMSprop with momentum has no tensor kernel of its own (its loop is in cgraph/ops/update.c):
- * the same loop written here, in the parameter's dtype (data19c). */
+ * the same loop written here, in the parameter's dtype. */
 #define RMSPROP_MOMENTUM_REF(T, SQRT)                                                              \
     do {                                                                                           \
         T *pp = p->data, *ap = s1->data, *bp = s2->data;                                           \
@@ -3747,7 +3747,7 @@ static sx_status plain_update(PLAIN_ARGS)
     return SX_OK;
 }
 
-/* ---------------------------------------------------------------- batch norm (issue 18) */
+/* ---------------------------------------------------------------- batch norm */
 
 /* x (..., c): a matrix, an NHWC batch, one channel; the statistics an independent input with a
  * positive variance row */
@@ -3910,7 +3910,7 @@ static sx_status plain_batch_norm(PLAIN_ARGS)
     return SX_OK;
 }
 
-/* ---------------------------------------------------------------- group norm (issue 20) */
+/* ---------------------------------------------------------------- group norm */
 
 /* x and its view: layer norm over one and two trailing axes, group norm of NHWC x (2 groups),
  * instance norm (one channel per group), group norm without affine (norm only) */
@@ -4059,7 +4059,7 @@ static sx_status plain_norm(PLAIN_ARGS)
     return SX_OK;
 }
 
-/* ---------------------------------------------------------------- embedding (issue 20) */
+/* ---------------------------------------------------------------- embedding */
 
 static sx_status kernel_embedding(KERNEL_ARGS)
 {

@@ -1,4 +1,4 @@
-/* The differential tester of issue 14 (difftest.h) in CI: fixed seeds, one test per check family
+/* The differential tester (difftest.h) in CI: fixed seeds, one test per check family
  * (values across evaluation modes, gradients against finite differences, optimise then
  * differentiate, Hessian-vector products), each printing a shrunk C reproducer for every distinct
  * failing check and a summary. Programs: SX_DIFFTEST_GRAPHS of them (default 1000; 300 in the
@@ -165,7 +165,7 @@ Test(cgraph_diff, bug_reshape_of_an_empty_value_in_the_generator)
     cr_expect_eq(c.programs, 1);
 }
 
-/* Bug 1 (issue 14; difftest seed 2): gemm with an addend that broadcasts: dL/dc has the
+/* Regression (difftest seed 2): gemm with an addend that broadcasts: dL/dc has the
  * result's shape (1,1) instead of c's (). */
 Test(cgraph_diff, bug_gemm_broadcast_addend_grad_shape)
 {
@@ -178,7 +178,7 @@ Test(cgraph_diff, bug_gemm_broadcast_addend_grad_shape)
     expect_pass(p, DT_GRAD);
 }
 
-/* Bug 1, where the wrong-shaped gradient makes differentiation fail (difftest seed 45):
+/* The same, where the wrong-shaped gradient makes differentiation fail (difftest seed 45):
  * "sx_ad_grad: sx_cg_reshape: cannot reshape (1,2) to ()". */
 Test(cgraph_diff, bug_gemm_broadcast_addend_grad_fails)
 {
@@ -194,7 +194,7 @@ Test(cgraph_diff, bug_gemm_broadcast_addend_grad_fails)
     expect_pass(p, DT_GRAD);
 }
 
-/* Bug 2 (issue 14; difftest seed 3): add(matmul(a, b), bias) with a bias row; the gemm-folding
+/* Regression (difftest seed 3): add(matmul(a, b), bias) with a bias row; the gemm-folding
  * pass makes it a gemm with a broadcast addend, and the gradient of the optimised graph with
  * respect to the bias has shape (2,2). */
 Test(cgraph_diff, bug_gemm_fold_bias_grad)
@@ -209,7 +209,7 @@ Test(cgraph_diff, bug_gemm_fold_bias_grad)
     expect_pass(p, DT_OPTGRAD);
 }
 
-/* Bug 3 (issue 14; difftest seed 3): d/dx sum(sqrt(relu(x))) at x = (0.3, -0.6) gives NaN at
+/* Regression (difftest seed 3): d/dx sum(sqrt(relu(x))) at x = (0.3, -0.6) gives NaN at
  * the negative entry: relu's rule multiplies the infinite upstream gradient by its 0 mask. */
 Test(cgraph_diff, bug_relu_grad_nan_under_infinite_upstream)
 {
@@ -231,9 +231,9 @@ Test(cgraph_diff, bug_abs_grad_nan_under_infinite_upstream)
     expect_pass(p, DT_GRAD);
 }
 
-/* Bug 2 through the broadcast pass (difftest seed 76): add(broadcast(s), matmul(a, b)) with s a
- * scalar: the broadcast is dropped, the add folded into a gemm with a scalar addend, and the
- * gradient of the optimised graph with respect to s has shape (2,3). */
+/* The folded bias through the broadcast pass (difftest seed 76): add(broadcast(s), matmul(a, b))
+ * with s a scalar: the broadcast is dropped, the add folded into a gemm with a scalar addend, and
+ * the gradient of the optimised graph with respect to s has shape (2,3). */
 Test(cgraph_diff, bug_broadcast_then_gemm_fold_grad)
 {
     dt_prog *p = dt_prog_new(SX_F64);
@@ -357,7 +357,7 @@ Test(cgraph_diff, bug_gemm_fold_not_bit_exact)
     expect_pass(p, DT_MODES);
 }
 
-/* Bug 4 (issue 14; difftest seed 5): round rounds halves away from zero: round(2.5) is 3, where
+/* Regression (difftest seed 5): round rounds halves away from zero: round(2.5) is 3, where
  * NumPy, PyTorch, ONNX (and C's nearbyint) give 2. */
 Test(cgraph_diff, bug_round_half_away_from_zero)
 {

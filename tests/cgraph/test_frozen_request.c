@@ -1,5 +1,5 @@
 /* A frozen graph evaluates what the request needs and nothing more (sx_cg_eval: "the requested
- * nodes and whatever invalid nodes they need"), planned or not: issue 22's data-parallel step
+ * nodes and whatever invalid nodes they need"), planned or not: the data-parallel step
  * asks for the gradients, sums them over the ranks in place, then asks for the updates. */
 #include "testutil.h"
 

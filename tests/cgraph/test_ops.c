@@ -149,7 +149,7 @@ static bool mutates(const sx_cg_node *n)
 static bool is_step(sx_cg_op op)
 {
     /* allreduce_start is flagged MUTATES to stay out of hashing, folding and the arena; it
-     * writes no input (issue 22) */
+     * writes no input */
     return (sx_cg_op_flags(op) & SX_OPF_MUTATES) && op != SX_OP_ASSIGN &&
            op != SX_OP_ALLREDUCE_START;
 }
@@ -425,10 +425,10 @@ static void check_cost(sx_cg_op op)
 
 /* ---------------------------------------------------------------- renamed ops */
 
-/* tests/cgraph/data/renamed_ops_v1.sxg was saved by strix before issue 15 renamed the _bwd ops
- * to _backward (built by renamed_graph below with the old constructors, sx_cg_conv2d_bwd_input
- * ...): its nodes name the old ops. It loads, into the new ops, with the same values as the
- * graph built today. */
+/* tests/cgraph/data/renamed_ops_v1.sxg was saved by an older strix, before the _bwd ops were
+ * renamed _backward (built by renamed_graph below with the old constructors,
+ * sx_cg_conv2d_bwd_input ...): its nodes name the old ops. It loads, into the new ops, with the
+ * same values as the graph built today. */
 static sx_cg_node *cst(sx_cg_graph *g, int rank, const int64_t *shape, double scale)
 {
     sx_tensor *t = NULL;

@@ -130,7 +130,7 @@ Test(cgraph_opt, simplify_identities)
 }
 
 /* The rewrites that change values (log(exp x) -> x, x * 0 -> 0) are off by default: the default
- * passes keep every bit, also of log(exp(0.995)) (issue 14: found by the differential tester). */
+ * passes keep every bit, also of log(exp(0.995)) (found by the differential tester). */
 Test(cgraph_opt, algebra_is_off_by_default_so_values_keep_their_bits)
 {
     sx_cg_graph *g = lazy();

@@ -445,7 +445,7 @@ Test(cgraph_parallel, training_steps_equal_sequential)
     }
 }
 
-/* Collectives (issue 22) under the engine: a communicator that stands for two ranks holding the
+/* Collectives under the engine: a communicator that stands for two ranks holding the
  * same values (a sum doubles the bucket), safe from any thread, recording the order of the
  * starts (ranks must start their sums in one order, whatever the workers). */
 typedef struct two_ranks {

@@ -982,7 +982,7 @@ Test(cgraph_plan, out_of_memory_while_freezing)
     sx_cg_graph_free(ref);
 }
 
-/* Regression (issue 18, inference memory): best fit in the order of the steps left the arena
+/* Regression (inference memory): best fit in the order of the steps left the arena
  * above the peak of live bytes when a large value came after a small hole. Steps (units of 8000
  * bytes, in place off): A=tanh(x1) 1 unit, B=tanh(x2) 2, C=sin(A) 1, D=cos(B) 2, then E=concat(C,
  * C) 2 and the output D+E. Best fit in order puts D above C (A's unit is too small), an arena of

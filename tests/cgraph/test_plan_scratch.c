@@ -1,4 +1,4 @@
-/* Kernel scratch planned in the arena (cgraph/plan.c, issue 18): a node's scratch (its
+/* Kernel scratch planned in the arena (cgraph/plan.c): a node's scratch (its
  * ws_bytes: a convolution's im2col blocks or Winograd's transformed kernel, batch norm's
  * partial sums) is a block of the arena that lives during its node only. Random convolution
  * graphs (Winograd 3x3 and 5x5, dilated im2col, both backward ops, batch norm forward and

@@ -1144,7 +1144,7 @@ Test(cgraph_serial, crafted_files_are_clean_errors)
 #undef FRESH
 }
 
-/* Issue 14, bug 6: a fused map whose unused source b is out of range passed the reader (which
+/* A fused map whose unused source b is out of range passed the reader (which
  * checked only the sources an instruction reads), then the interpreter read period[] and ops[]
  * at it: a stack overflow at the first evaluation. The reader now judges every field with the
  * kernel's own validator; the damaged file (checksum recomputed) is a clean error. */
@@ -1373,7 +1373,7 @@ Test(cgraph_serial, argument_errors)
     tdir_free(&d);
 }
 
-/* The loader audit of issue 14: an empty tensor whose other dims multiply past 2^60 (the zero
+/* The loader audit: an empty tensor whose other dims multiply past 2^60 (the zero
  * hid them from the overflow check, and a sum over the zero axis would overflow), and a
  * generator in the all-zero state (xoshiro256** never reaches it: a stuck dropout mask) are
  * refused. */

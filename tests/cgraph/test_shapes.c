@@ -236,9 +236,9 @@ Test(cgraph_shapes, conv_and_pool)
     sx_cg_graph_free(g);
 }
 
-/* Issue 17's options reach the graph's shape rules: groups, dilation, explicit pads, SAME_LOWER,
- * ceil_mode; average pooling refuses a dilation when the node is made (its kernels would refuse
- * it only when the graph runs). */
+/* The general convolution and pooling options reach the graph's shape rules: groups, dilation,
+ * explicit pads, SAME_LOWER, ceil_mode; average pooling refuses a dilation when the node is made
+ * (its kernels would refuse it only when the graph runs). */
 Test(cgraph_shapes, conv_and_pool_options)
 {
     sx_cg_graph *g = graph(SX_F32);
@@ -570,7 +570,7 @@ Test(cgraph_shapes, concat_mismatch)
     sx_cg_graph_free(g);
 }
 
-/* Regression (issue 15): a concat of 65 inputs used to build, then fail at evaluation ("more
+/* Regression: a concat of 65 inputs used to build, then fail at evaluation ("more
  * than 64 inputs"); the limit is SX_CG_MAX_INPUTS, checked at construction. At the limit a
  * concat builds and evaluates, lazily and eagerly. */
 Test(cgraph_shapes, concat_over_max_inputs_fails_at_construction)

@@ -1,5 +1,5 @@
 /* The IDX reader: every element type read back exactly from raw and gzip files and buffers,
- * conversion with a scale, the first-N limit, every malformed file of issue 6 (right status, a
+ * conversion with a scale, the first-N limit, every malformed file kind (right status, a
  * message naming the file, nothing returned), argument errors, and out-of-memory injection. */
 #include "idx_fixture.h"
 

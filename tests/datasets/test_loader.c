@@ -279,7 +279,7 @@ Test(datasets_loader, tensor_source_and_bad_labels)
     sx_tensor_free(y);
 }
 
-/* Class indices per position (data19c, issue 19): y (n, 2) labels of a source of 3 classes
+/* Class indices per position: y (n, 2) labels of a source of 3 classes
  * fill a batch y of indices (B, 2) or one-hot rows per position (B, 2, 3); padding rows get -1
  * or zeros; a bad label names its example and position. */
 Test(datasets_loader, per_position_class_indices)

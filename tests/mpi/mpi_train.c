@@ -1,5 +1,5 @@
 /* mpi_train.c: the program tests/mpi/run_mpi_tests runs under mpirun (and alone) to check
- * data-parallel training (issue 22). A small CNN (with --dropout, a dropout layer of rate 0.3
+ * data-parallel training. A small CNN (with --dropout, a dropout layer of rate 0.3
  * after the convolution; with --bn, batch norm) on synthetic 8x8 images (200 of them: a global
  * batch of 16 leaves a last batch of 8, split over the ranks).
  *

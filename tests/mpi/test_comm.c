@@ -1,4 +1,4 @@
-/* nn's communicator hook (sx_nn.h, "Data-parallel training"; issue 22), without MPI: which
+/* nn's communicator hook (sx_nn.h, "Data-parallel training"), without MPI: which
  * communicator a run uses, the refusals, and a failing communicator's error coming back from
  * sx_nn_train and sx_nn_fit with nothing leaked. (tests/mpi/run_mpi_tests runs the real thing
  * under mpirun.) */

@@ -1,5 +1,5 @@
-/* Batch norm as fused graph ops (issue 18): batch_norm(x, batch_norm_stats(x), gamma, beta)
- * computes what the primitive-op formula computes (nn/batch_norm.c before issue 18), and so do
+/* Batch norm as fused graph ops: batch_norm(x, batch_norm_stats(x), gamma, beta) computes
+ * what the primitive-op formula computes (as nn/batch_norm.c once built it), and so do
  * its gradients with respect to x, gamma and beta (through both paths into x), which also match
  * central finite differences of the loss. f64 throughout. Inference: a compiled model folds each
  * batch norm's scale into the convolution before it (SX_PASS_BN_FOLD) and predicts what the

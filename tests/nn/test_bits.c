@@ -26,7 +26,7 @@
 #define FLAT (14 * 14 * FILTERS) /* after the 2x2 pooling */
 #define HIDDEN 320               /* dense relu */
 #define CLASSES 10               /* dense, softmax cross-entropy */
-#define STEPS 3                  /* the issue saw differences from step 2 on */
+#define STEPS 3                  /* differences between paths once showed from step 2 on */
 #define NP 6                     /* conv kernel, conv bias, w1, b1, w2, b2 */
 
 static const int p_rank[NP] = {4, 1, 2, 1, 2, 1};

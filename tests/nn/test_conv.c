@@ -1,4 +1,4 @@
-/* The convolution and pooling layers under every option of issue 17: conv2d with groups,
+/* The convolution and pooling layers under every option: conv2d with groups,
  * dilation and explicit or SAME_LOWER pads; depthwise and separable conv2d; conv1d; max and
  * average pooling with pads, ceil_mode, count_include_pad and dilation. Forward values of small
  * f64 networks against plain loops written here, the initialiser's fans, every documented

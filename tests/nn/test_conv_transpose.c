@@ -1,4 +1,4 @@
-/* The transposed convolution and adaptive average pooling layers (issue 17): output shapes
+/* The transposed convolution and adaptive average pooling layers: output shapes
  * against PyTorch's formulas, an SGD step of a small f64 network through both equal to central
  * finite differences of its loss, a save/load round trip giving the same outputs bit for bit,
  * and clear errors for bad arguments. */

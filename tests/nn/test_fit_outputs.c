@@ -1,4 +1,4 @@
-/* sx_nn_fit beyond one label per example (issue 19, issue 20): class indices per position (a
+/* sx_nn_fit beyond one label per example: class indices per position (a
  * (batch, h, w) label map for a (batch, h, w, classes) output) train and evaluate exactly as
  * the one-hot targets they stand for; networks with several named outputs train each with its
  * own loss and weight and report each one's loss and metric; a resumed fit with AdamW, a cosine

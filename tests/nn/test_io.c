@@ -404,7 +404,7 @@ Test(nn_io, save_errors_leave_no_file, .init = make_tmpdir, .fini = remove_tmpdi
     sx_nn_net *empty = NULL;
     cr_assert_eq(sx_nn_net_new("empty", SX_F32, 1, &empty), SX_OK);
     cr_assert_neq(sx_nn_save(empty, p2), SX_OK);
-    /* an output of rank 3, not (batch, classes): a model file since issue 19 (data19c) */
+    /* an output of rank 3, not (batch, classes): a model file too */
     sx_nn_input(empty, 3, (int64_t[]){4, 4, 1});
     cr_assert_eq(sx_nn_save(empty, p2), SX_OK, "%s", sx_last_error());
     cr_assert_eq(remove(p2), 0);
@@ -480,7 +480,7 @@ static void save_linear_model(const char *path, const char *scale, const char *c
     sx_cg_graph_free(g);
 }
 
-/* Issue 14, bug 5: a model whose x is a rank-0 node. The loader computed the example's rank
+/* A model whose x is a rank-0 node. The loader computed the example's rank
  * as -1 and copied its shape with memcpy(..., -8) before checking that x is an input: SIGSEGV
  * in Release. Now x and y are judged before anything is read from them. */
 Test(nn_io, rank0_input_is_a_clean_error, .init = make_tmpdir, .fini = remove_tmpdir)
@@ -627,7 +627,7 @@ static void resave_checkpoint(const char *from, const char *to, const char *key,
     sx_cg_file_free(f);
 }
 
-/* The checkpoint loader's audit (issue 14): counters are plain decimal digits that fit (strtoll
+/* The checkpoint loader's audit: counters are plain decimal digits that fit (strtoll
  * took signs, spaces and saturated on overflow), the dropout generator 64 hex digits not all
  * zero (strtoull took "-", spaces and 0x), the optimiser a known name (SX_E_FORMAT naming the
  * file, not SX_E_ARG), and a squared-gradient state (Adam's v) never negative or NaN. Each

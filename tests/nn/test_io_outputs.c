@@ -1,4 +1,4 @@
-/* Model files of networks whose output is not (batch, classes) (issue 19): a per-pixel map, a
+/* Model files of networks whose output is not (batch, classes): a per-pixel map, a
  * regression MLP, a network with two inputs and two named outputs. Each is trained a little,
  * saved, loaded, and the loaded model's predictions equal the trained network's own compiled
  * inference bit for bit; the file records the outputs' names and shapes and the inputs' shapes

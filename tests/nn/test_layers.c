@@ -577,8 +577,8 @@ Test(nn_layers, layers_before_the_input_and_null_networks)
     cr_assert_null(n2);
     cr_assert_eq(sx_nn_net_new("x", SX_F32, 1, NULL), SX_E_ARG);
 
-    /* an empty network does not compile; one whose output is not (batch, classes) does (issue
-     * 19: per-pixel and multi-dimensional outputs), predicts in its output's shape, and is
+    /* an empty network does not compile; one whose output is not (batch, classes) does
+     * (per-pixel and multi-dimensional outputs), predicts in its output's shape, and is
      * refused by what still wants (batch, classes): sx_nn_train's image sets, model files */
     net = net_new(SX_F64, 1);
     sx_nn_model *m = (sx_nn_model *)1;
@@ -596,8 +596,7 @@ Test(nn_layers, layers_before_the_input_and_null_networks)
     cr_assert_eq(sx_nn_model_predict(m, xin, yout), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_tensor_get(yout, 5), 0.25);
     sx_nn_model_free(m);
-    /* model files take any output shape since data19c (issue 19): saved and loaded, the same
-     * result */
+    /* model files take any output shape: saved and loaded, the same result */
     char sxm[] = "/tmp/strix_rank3_out_XXXXXX";
     int fd = mkstemp(sxm);
     cr_assert_geq(fd, 0);

@@ -1,4 +1,4 @@
-/* Misuse of the nn and optim API, each a named regression test (issue 14, bugs 7-10): a layer
+/* Misuse of the nn and optim API, each a named regression test: a layer
  * added while a compiled model borrows the network, sizes from user numbers that overflow,
  * NULL handles given to accessors, resuming a checkpoint with another batch size or another
  * optimiser, an output of the wrong shape, a temporary file left by a writer killed mid-write,
@@ -125,7 +125,7 @@ static void assert_msg_has(const char *what)
               what);
 }
 
-/* ---------------------------------------------------------------- bug 7: layers and models */
+/* ---------------------------------------------------------------- layers and models */
 
 Test(nn_misuse, adding_a_layer_while_a_compiled_model_lives_is_refused)
 {
@@ -253,7 +253,7 @@ Test(nn_misuse, a_training_model_with_another_optimiser_than_a_live_one_is_refus
     sx_nn_net_free(net);
 }
 
-/* ---------------------------------------------------------------- bug 8: sizes */
+/* ---------------------------------------------------------------- sizes */
 
 typedef struct size_case {
     const char *what, *fn, *number; /* the message names the function and a number */
@@ -444,7 +444,7 @@ Test(nn_misuse, a_batch_that_overflows_the_layer_sizes_is_refused)
     sx_nn_net_free(net);
 }
 
-/* ---------------------------------------------------------------- bug 9: NULL handles */
+/* ---------------------------------------------------------------- NULL handles */
 
 /* Every function of sx_nn.h and sx_optim.h that takes a pointer, called with NULL ones. Each
  * call is listed under its name; the test then reads both headers and checks that no such
@@ -545,7 +545,7 @@ static const char *const null_calls[] = {
     "sx_nn_schedule_value",
     "sx_nn_schedule_node",
     "sx_nn_prelu",
-    "sx_nn_comm_set_default", /* issue 22 */
+    "sx_nn_comm_set_default", /* NULL is allowed: it clears the default */
     "sx_nn_comm_of",
     "sx_nn_model_comm_bytes",
     "sx_nn_layer_norm",
@@ -654,7 +654,7 @@ static void call_everything_with_null(void)
     cr_assert_eq(sx_nn_model_sub_batch(NULL), 0);
     ASSERT_FAILS(sx_nn_predict_eager(NULL, &t, &t), SX_E_ARG);
     ASSERT_FAILS(sx_nn_predict_eager(NULL, NULL, NULL), SX_E_ARG);
-    sx_nn_comm_set_default(NULL); /* issue 22: clears the default */
+    sx_nn_comm_set_default(NULL); /* clears the default */
     cr_assert_null(sx_nn_comm_default());
     cr_assert_null(sx_nn_comm_of(NULL));
     cr_assert_eq(sx_nn_model_comm_bytes(NULL), 0);
@@ -727,7 +727,7 @@ static void call_everything_with_null(void)
     ASSERT_FAILS(sx_optim_update(NULL, &op, NULL, NULL, NULL, NULL, NULL, ups, &nu), SX_E_ARG);
     ASSERT_FAILS(sx_optim_update(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), SX_E_ARG);
 
-    /* issue 20's */
+    /* activations, schedules, PReLU, normalisation, softmax and sequence layers */
     sx_nn_act act = SX_ACT_RELU;
     ASSERT_FAILS(sx_nn_act_parse(NULL, &act), SX_E_ARG);
     cr_assert_eq(act, SX_ACT_RELU);
@@ -819,7 +819,7 @@ Test(nn_misuse, every_accessor_and_function_accepts_null_handles)
                  "the list names a function the headers do not declare");
 }
 
-/* ---------------------------------------------------------------- bug 10: silent problems */
+/* ---------------------------------------------------------------- silent problems */
 
 /* A run of one epoch over d with checkpoints every `every` steps at ckpt. */
 static void train_with_checkpoints(const sx_ds_images *d, const char *ckpt, sx_optim_kind kind,
@@ -1061,7 +1061,7 @@ Test(nn_misuse, a_temporary_file_left_by_a_killed_writer_is_removed_by_the_next_
     sx_nn_net_free(net);
 }
 
-/* ---------------------------------------------------------------- bug 10e: NOMEM */
+/* ---------------------------------------------------------------- out of memory */
 
 static sx_cg_node *halve(sx_cg_graph *g, sx_cg_node *x, void *ctx)
 {

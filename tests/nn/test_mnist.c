@@ -1,5 +1,5 @@
 /* End to end on the real MNIST (skipped when data/mnist of the source tree is absent; run
- * scripts/fetch_mnist): the reference network of issue 7 trained for one epoch on the first
+ * scripts/fetch_mnist): the reference network trained for one epoch on the first
  * 5,000 training images reaches >= 90% test accuracy, and the saved and reloaded model predicts
  * exactly what the trained network predicts on all 10,000 test images. Fashion-MNIST goes
  * through the same loader and trains when the Debian package dataset-fashion-mnist is there. */

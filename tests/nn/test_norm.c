@@ -1,4 +1,4 @@
-/* LayerNorm, GroupNorm and InstanceNorm (issue 20) against PyTorch: outputs and the gradients of
+/* LayerNorm, GroupNorm and InstanceNorm against PyTorch: outputs and the gradients of
  * sum(y * dy) with respect to x, gamma and beta. The reference values are
  * tests/data/torch_norm.txt, made by torch_norm.py beside it (its head says how to regenerate and
  * the file format). Each case runs as a lazy graph (sx_cg_layer_norm / group_norm /
@@ -321,7 +321,7 @@ Test(nn_norm, bad_options_are_clean_errors)
     sx_cg_graph_free(g);
 }
 
-/* Softmax and log-softmax layers over a non-last axis (issue 20): the outputs (flattened, as a
+/* Softmax and log-softmax layers over a non-last axis: the outputs (flattened, as a
  * saved model wants (batch, k)) are the definition's (per position of the other axes, over the
  * chosen one), negative axes count from the end, a saved model keeps the axis, and an axis out
  * of range is a clean error. */

@@ -1,4 +1,4 @@
-/* The sequence layers of issue 20 against PyTorch and by their definitions: LSTM and GRU
+/* The sequence layers against PyTorch and by their definitions: LSTM and GRU
  * (stacked, last state or whole sequence) and multi-head attention (causal or not), outputs and
  * the gradients of sum(y * dy) with respect to the input and every parameter, in f64 to 1e-10
  * relative to the largest reference value of each tensor. The references are

@@ -1,4 +1,4 @@
-/* test_norm.c: LayerNorm, GroupNorm and InstanceNorm layers (issue 20) through ONNX: a network
+/* test_norm.c: LayerNorm, GroupNorm and InstanceNorm layers through ONNX: a network
  * with each of them exported (LayerNormalization at opset 17; InstanceNormalization, directly
  * for NHWC instance norm and over a (n, groups, rest) view for group norm) and imported back
  * predicts what the network does, at the compiled batch and a smaller one, and the file passes

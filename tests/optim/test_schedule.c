@@ -1,4 +1,4 @@
-/* Learning-rate schedules (issue 20): the in-graph ones (warmup, cosine, one_cycle) computed by
+/* Learning-rate schedules: the in-graph ones (warmup, cosine, one_cycle) computed by
  * the graph equal their double formula (sx_nn_schedule_value) and PyTorch's schedulers' rates;
  * reduce-on-plateau follows PyTorch's ReduceLROnPlateau on a sequence of metrics. PyTorch's
  * values are in tests/optim/data/torch_schedules.txt, made once by

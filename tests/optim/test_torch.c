@@ -156,9 +156,9 @@ Test(optim_torch, every_optimiser_gives_pytorchs_parameters_after_ten_steps)
     }
 }
 
-/* The check can fail: Keras's Adam (eps before the bias correction, strix's Adam before issue
- * 20) is far from PyTorch's on the same case, and so is Adam without its weight decay, and
- * RMSprop without its momentum. */
+/* The check can fail: Keras's Adam (eps before the bias correction, strix's first Adam) is far from
+ * PyTorch's on the same case, and so is Adam without its weight decay, and RMSprop without its
+ * momentum. */
 Test(optim_torch, adam_with_eps_before_the_bias_correction_is_not_pytorchs)
 {
     static tref r;

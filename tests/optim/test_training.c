@@ -1,4 +1,4 @@
-/* Issue 20's training options through the neural compiler: a user-defined loss built from graph
+/* Training options through the neural compiler: a user-defined loss built from graph
  * nodes, parameter groups (rate multiplier, weight decay), in-graph schedules fed only the base
  * rate, and the new activations and PReLU as layers that train, save and load. */
 #include "testutil.h"
@@ -250,7 +250,7 @@ static void outputs(sx_nn_net *net, const data *d, double *live, double *loaded)
         live[i] = sx_tensor_get(o, i);
     sx_nn_model_free(m);
     char path[128];
-    snprintf(path, sizeof path, "/tmp/sx_optim20_act_%ld.sxm", (long)getpid());
+    snprintf(path, sizeof path, "/tmp/sx_training_act_%ld.sxm", (long)getpid());
     cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_nn_load(path, B, &m), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_nn_model_predict(m, d->x, o), SX_OK, "%s", sx_last_error());

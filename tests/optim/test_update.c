@@ -349,7 +349,7 @@ Test(optim_update, an_eager_graph_takes_one_step_as_the_reference_formula_does)
     }
 }
 
-/* Issue 20's hyper-parameters out of range are refused before anything is built. */
+/* Weight decay and dampening out of range are refused before anything is built. */
 Test(optim_update, bad_weight_decay_or_dampening_is_refused)
 {
     sx_cg_graph *g = NULL;

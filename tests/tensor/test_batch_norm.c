@@ -259,7 +259,7 @@ Test(tensor_batch_norm, workspace_forms_match_and_check_size)
     sx_tensor_free(y1);
 }
 
-/* The backward pass with relu's mask read inside (issue 18): the masked sums and dx give the bits
+/* The backward pass with relu's mask read inside: the masked sums and dx give the bits
  * of the unmasked kernels on where(y > 0, dy, 0) (an infinite dy where y <= 0 adds nothing), dx
  * matches a plain loop in double, and neither depends on the thread count. */
 Test(tensor_batch_norm, masked_backward_matches_the_mask_applied_first)

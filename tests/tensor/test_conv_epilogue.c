@@ -1,4 +1,4 @@
-/* Convolutions with an epilogue (sx_tensor_conv2d_fused_out, issue 18): the same bits as
+/* Convolutions with an epilogue (sx_tensor_conv2d_fused_out): the same bits as
  * sx_tensor_conv2d_out followed by sx_tensor_fused_out, on shapes that reach every path (direct
  * kernels, Winograd 3x3 and 5x5, im2col + GEMM, x as the im2col matrix, strides, grouped and
  * dilated convolutions of conv_general.c), with the full and the minimum workspace (banded

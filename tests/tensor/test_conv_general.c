@@ -1,4 +1,4 @@
-/* Convolutions with every parameter (issue 17): strides, dilations, groups (dense, grouped,
+/* Convolutions with every parameter: strides, dilations, groups (dense, grouped,
  * depthwise with multipliers), the four padding modes with asymmetric explicit pads, and the
  * transposed convolution with output padding. Forward, backward-input and backward-kernel
  * against plain nested loops in double, in f32 and f64, with the full and the minimum

@@ -407,7 +407,7 @@ Test(tensor_map, fused_periodic_operands_match_broadcasting_kernels)
     sx_tensor_free(out);
 }
 
-/* Issue 14: round sent halves away from zero (C's round); NumPy, PyTorch and ONNX send them to
+/* Regression: round sent halves away from zero (C's round); NumPy, PyTorch and ONNX send them to
  * the even integer. Exact halves, their neighbours, the largest f32 halves below 2^23, signed
  * zeros and special values, repeated past the vector width so that every instruction set's
  * vector body and tail run them (ctest runs this suite again under SX_ISA=avx2 and base), in f32
@@ -512,7 +512,7 @@ Test(tensor_map, fused_many_repeated_operands_match_broadcasting_kernels)
         sx_tensor_free(got);
     }
 }
-/* Every field of every instruction is checked before anything runs (issue 14, bug 6): a map
+/* Every field of every instruction is checked before anything runs: a map
  * whose unused source b is 1000 used to send the interpreter to period[1000] and ops[1000]
  * (a stack overflow); now it, and each other bad field, is SX_E_ARG naming the instruction
  * and the field, and out is untouched. */

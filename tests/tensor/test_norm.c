@@ -1,4 +1,4 @@
-/* The group-norm kernels (tensor/norm.c, issue 20) against plain reference loops in double, in
+/* The group-norm kernels (tensor/norm.c) against plain reference loops in double, in
  * f32 and f64: statistics, normalisation (with and without affine, in place), backward sums, for
  * layer-, group- and instance-norm views; the same bits on any thread count (shapes large
  * enough to run in parallel); the errors, which leave the outputs unchanged. */

@@ -838,7 +838,7 @@ Test(tensor_pool, errors_leave_outputs_untouched)
         sx_tensor_free(ts[i]);
 }
 
-/* Issue 14: the relu form multiplied the routed gradient by (x > 0), so an infinite dy gave
+/* Regression: the relu form multiplied the routed gradient by (x > 0), so an infinite dy gave
  * NaN (inf * 0) where x <= 0; it selects now, as relu's gradient does (+0 there). Windows of
  * 2x2 (the fast path), 3x3 (the general store path) and overlapping 3x3 stride 1 (accumulate,
  * then select), f32 and f64, dy all infinite: dx is +inf at each window's first maximum when
@@ -878,7 +878,7 @@ Test(tensor_pool, relu_backward_selects_so_an_infinite_dy_gives_zeros)
         }
 }
 
-/* ---------------------------------------------------------------- ONNX's options (issue 17) */
+/* ---------------------------------------------------------------- ONNX's options */
 
 /* A random configuration of every option: padding mode, explicit pads (each smaller than the
  * dilated kernel), ceil_mode, count_include_pad, dilation up to 3 (average pooling gets 1). */

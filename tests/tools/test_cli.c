@@ -407,7 +407,7 @@ static void assert_no_temporary(void)
     cr_assert_neq(system(cmd), 0, "a temporary file was left in %s", dir);
 }
 
-/* Issue 21: an output of rank 3 per example ((n,4,4,3) results) through info, predict and
+/* An output of rank 3 per example ((n,4,4,3) results) through info, predict and
  * bench; predict's .npy is the library's (n,4,4,3) array bit for bit. */
 Test(tools_cli, rank4_results_through_info_predict_bench)
 {
