@@ -56,13 +56,6 @@ sx_nn_fit_params sx_nn_fit_params_default(void)
     return p;
 }
 
-const char *sx_nn_metric_name(sx_nn_metric m)
-{
-    static const char *names[] = {"auto",  "accuracy",       "mse", "mae", "loss",
-                                  "top_k", "binary_accuracy"};
-    return (unsigned)m <= SX_METRIC_BINARY_ACCURACY ? names[m] : "?";
-}
-
 static sx_nn_metric resolve_metric(const sx_nn_net *net, const sx_nn_fit_params *p,
                                    const sx_ds_source *s)
 {

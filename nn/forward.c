@@ -5,52 +5,6 @@
 
 #include <string.h>
 
-sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int param)
-{
-    (void)net;
-    return b->param_nodes ? b->param_nodes[layer * NN_MAX_PARAMS + param] : NULL;
-}
-
-sx_cg_node *nn_param_node_of(nn_build *b, const sx_nn_layer *l, int k)
-{
-    sx_cg_node **slot = &b->param_nodes[l->index * NN_MAX_PARAMS + k];
-    if (*slot == NULL)
-        *slot = sx_cg_param_borrow(b->g, l->params[k].name, l->params[k].value);
-    return *slot;
-}
-
-static sx_status push(sx_cg_node ***arr, int *n, int *cap, sx_cg_node *x)
-{
-    if (*n == *cap) {
-        int c = *cap ? *cap * 2 : 8;
-        sx_cg_node **a = sx_realloc(*arr, (size_t)c * sizeof *a);
-        if (a == NULL)
-            return SX_E_NOMEM;
-        *arr = a;
-        *cap = c;
-    }
-    (*arr)[(*n)++] = x;
-    return SX_OK;
-}
-
-sx_status nn_build_add_mask(nn_build *b, sx_cg_node *mask)
-{
-    return b->err = push(&b->masks, &b->n_masks, &b->cap_masks, mask);
-}
-
-sx_status nn_build_add_update(nn_build *b, sx_cg_node *assign)
-{
-    return b->err = push(&b->updates, &b->n_updates, &b->cap_updates, assign);
-}
-
-void nn_build_free(nn_build *b)
-{
-    sx_free(b->masks);
-    sx_free(b->updates);
-    sx_free(b->param_nodes);
-    b->masks = b->updates = b->param_nodes = NULL;
-}
-
 static int layer_index(const sx_nn_net *net, const sx_nn_layer *l)
 {
     for (int i = 0; i < net->n_layers; i++)

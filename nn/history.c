@@ -1,12 +1,19 @@
 /* history.c: a fit's history as files: CSV (a header, then one row per epoch) and JSON lines
  * (one object per epoch, null where a value is missing), written whole or appended row by row
  * as the epochs end, so a file being followed (tail -f) or a run that crashes keeps every epoch
- * done. */
+ * done; and the metrics' names its columns (and fit's messages) use. */
 #include "nn_impl.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+const char *sx_nn_metric_name(sx_nn_metric m)
+{
+    static const char *names[] = {"auto",  "accuracy",       "mse", "mae", "loss",
+                                  "top_k", "binary_accuracy"};
+    return (unsigned)m <= SX_METRIC_BINARY_ACCURACY ? names[m] : "?";
+}
 
 static bool json_path(const char *path)
 {

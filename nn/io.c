@@ -652,31 +652,6 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     return s;
 }
 
-sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
-{
-    sx_cg_node *outs[2];
-    sx_cg_graph *g = NULL;
-    if (m->src != NULL) {
-        SX_TRY(m->src->build(m->src->ctx, n, &g, &outs[0], &outs[1]));
-    } else { /* over the plain graph's weights, not a copy of them */
-        outs[0] = m->plain_x;
-        outs[1] = m->plain_y;
-        SX_TRY(sx_cg_graph_copy_shared(m->plain, 2, outs, n, &g, outs));
-    }
-    sx_status s =
-        m->src != NULL && !m->src->optimise ? SX_OK : sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
-    if (s == SX_OK)
-        s = sx_cg_freeze(g, 1, &outs[1]);
-    if (s != SX_OK) {
-        sx_cg_graph_free(g);
-        return s;
-    }
-    m->g = g;
-    m->x = outs[0];
-    m->out = outs[1];
-    return SX_OK;
-}
-
 /* One shape "d1xd2..." of a version-2 file (rank 1..SX_MAX_RANK-1, dims >= 1, a size that
  * fits) from s[0..len). */
 static sx_status parse_dims(const char *path, const char *key, const char *s, size_t len, int *rank,
@@ -975,67 +950,6 @@ sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_
     }
     *out = m;
     return SX_OK;
-}
-
-/* ---------------------------------------------------------------- a model's outputs, inputs */
-
-int sx_nn_model_output_rank(const sx_nn_model *m)
-{
-    return m != NULL ? m->out_rank : 0;
-}
-
-const int64_t *sx_nn_model_output_shape(const sx_nn_model *m)
-{
-    return m != NULL ? m->out_shape : NULL;
-}
-
-int sx_nn_model_n_outputs(const sx_nn_model *m)
-{
-    return m == NULL ? 0 : m->net != NULL ? nn_output_count(m->net) : m->n_parts;
-}
-
-const char *sx_nn_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape)
-{
-    if (m == NULL || k < 0 || k >= sx_nn_model_n_outputs(m))
-        return NULL;
-    if (m->net != NULL) {
-        const sx_nn_layer *l = nn_output_at(m->net, k);
-        if (rank != NULL)
-            *rank = l->rank;
-        if (shape != NULL)
-            *shape = l->shape;
-        return m->net->n_outputs > 0 ? m->net->output_names[k] : "y";
-    }
-    if (rank != NULL)
-        *rank = m->part_rank[k];
-    if (shape != NULL)
-        *shape = m->part_shape[k];
-    return m->part_names[k];
-}
-
-int sx_nn_model_n_inputs(const sx_nn_model *m)
-{
-    return m == NULL ? 0 : m->net != NULL ? nn_input_count(m->net) : m->n_in_parts;
-}
-
-const int64_t *sx_nn_model_input(const sx_nn_model *m, int k, int *rank)
-{
-    if (m == NULL || k < 0 || k >= sx_nn_model_n_inputs(m))
-        return NULL;
-    if (m->net == NULL) {
-        if (rank != NULL)
-            *rank = m->in_part_rank[k];
-        return m->in_part_shape[k];
-    }
-    for (int i = 0; i < m->net->n_layers; i++) {
-        const sx_nn_layer *l = m->net->layers[i];
-        if (l->kind == L_INPUT && k-- == 0) {
-            if (rank != NULL)
-                *rank = l->rank;
-            return l->shape;
-        }
-    }
-    return NULL;
 }
 
 sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path)

@@ -2,12 +2,11 @@
  * optimiser update are traced into one graph, optimised (the updates fuse into one node per
  * parameter) and frozen with a memory plan; a step then only points the inputs at the batch
  * and runs the frozen order, with no allocation. The eager path builds the same graph in eager
- * mode at every step (each node computed as it is made), for comparison and debugging. */
+ * mode at every step (each node computed as it is made), for comparison and debugging.
+ * Inference through a model (smaller batches, sub-batches) is in predict.c. */
 #include "nn_impl.h"
-#include "par_impl.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -751,8 +750,8 @@ sx_status sx_nn_compile_train(sx_nn_net *net, const sx_nn_train_params *p, int64
 }
 
 /* The inference graph, planned in `lend` when it fits there (else in an arena of its own). */
-static sx_status compile_infer(const char *who, sx_nn_net *net, int64_t batch, void *lend,
-                               size_t lend_bytes, bool sibling, sx_nn_model **out)
+sx_status nn_compile_infer_at(const char *who, sx_nn_net *net, int64_t batch, void *lend,
+                              size_t lend_bytes, bool sibling, sx_nn_model **out)
 {
     SX_TRY(model_new(who, net, NULL, batch, false, out));
     sx_nn_model *m = *out;
@@ -774,7 +773,7 @@ static sx_status compile_infer(const char *who, sx_nn_net *net, int64_t batch, v
 
 sx_status sx_nn_compile_infer(sx_nn_net *net, int64_t batch, sx_nn_model **out)
 {
-    return compile_infer("sx_nn_compile_infer", net, batch, NULL, 0, false, out);
+    return nn_compile_infer_at("sx_nn_compile_infer", net, batch, NULL, 0, false, out);
 }
 
 sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model *lender,
@@ -782,11 +781,11 @@ sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model
 {
     size_t bytes = 0;
     void *lend = lender != NULL ? sx_cg_arena(lender->g, &bytes) : NULL;
-    return compile_infer("sx_nn_compile_infer", net, batch, lend, bytes, false, out);
+    return nn_compile_infer_at("sx_nn_compile_infer", net, batch, lend, bytes, false, out);
 }
 
-static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
-                             const int64_t *shape, int64_t rows)
+sx_status nn_check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
+                         const int64_t *shape, int64_t rows)
 {
     if (t == NULL)
         return sx_error(SX_E_ARG, "%s: NULL tensor", who);
@@ -810,7 +809,7 @@ static sx_status check_batch(const char *who, const sx_nn_model *m, const sx_ten
 
 /* Weights may have changed since the last run (another model sharing them trained, or a
  * checkpoint was loaded): what depends on them is recomputed. */
-static sx_status invalidate_params(sx_nn_model *m)
+sx_status nn_invalidate_params(sx_nn_model *m)
 {
     int n = m->n_layers * NN_MAX_PARAMS;
     for (int i = 0; m->b.param_nodes != NULL && i < n; i++)
@@ -834,8 +833,8 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
     const char *who = "sx_nn_model_step";
     if (m == NULL || !m->train)
         return sx_error(SX_E_ARG, "%s: not a training model", who);
-    SX_TRY(check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
-    SX_TRY(check_batch(who, m, y, sx_cg_node_rank(m->y), sx_cg_node_shape(m->y), m->batch));
+    SX_TRY(nn_check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
+    SX_TRY(nn_check_batch(who, m, y, sx_cg_node_rank(m->y), sx_cg_node_shape(m->y), m->batch));
     sx_nn_net *net = m->net;
     sx_cg_graph *g = m->g;
     SX_TRY(sx_cg_input_set(g, m->x, x, SX_CG_BORROW));
@@ -844,7 +843,7 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
     SX_TRY(set_scalar(g, m->step, (double)step));
     for (int i = 0; i < m->b.n_masks; i++) /* a new dropout mask every step */
         SX_TRY(sx_cg_invalidate(g, m->b.masks[i]));
-    SX_TRY(invalidate_params(m));
+    SX_TRY(nn_invalidate_params(m));
     *sx_cg_rng(g, m->b.rng_id) = net->dropout_rng;
     if (m->dp != NULL) /* data-parallel: this rank's share and dropout rows */
         SX_TRY(nn_dp_before_step(m));
@@ -869,247 +868,6 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
     return s;
 }
 
-/* An inference model over m's weights for batches of n rows: compiled over m's network (in m's
- * arena when lend: the two never run at the same time; else in its own), or a sibling graph of a
- * loaded or imported model (its own arena). */
-static sx_status model_for_batch(sx_nn_model *m, int64_t n, bool lend, sx_nn_model **out)
-{
-    *out = NULL;
-    if (m->net != NULL) {
-        size_t bytes = 0;
-        void *arena = lend ? sx_cg_arena(m->g, &bytes) : NULL;
-        return compile_infer("sx_nn_model_predict", m->net, n, arena, bytes, true, out);
-    }
-    sx_nn_model *s = sx_calloc(1, sizeof *s);
-    if (s == NULL)
-        return SX_E_NOMEM;
-    *s = (sx_nn_model){.plain = m->plain,
-                       .plain_x = m->plain_x,
-                       .plain_y = m->plain_y,
-                       .src = m->src,
-                       .sibling = true,
-                       .batch = n,
-                       .dtype = m->dtype,
-                       .in_rank = m->in_rank,
-                       .classes = m->classes,
-                       .out_rank = m->out_rank,
-                       .lprep = m->lprep};
-    memcpy(s->in_shape, m->in_shape, sizeof s->in_shape);
-    memcpy(s->out_shape, m->out_shape, sizeof s->out_shape);
-    sx_status st = nn_loaded_graph(s, n);
-    if (st != SX_OK) {
-        sx_nn_model_free(s);
-        return st;
-    }
-    *out = s;
-    return SX_OK;
-}
-
-sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
-{
-    for (int i = 0; i < NN_SMALLER; i++)
-        if (m->smaller[i] != NULL && m->smaller[i]->batch == n) {
-            *out = m->smaller[i];
-            return SX_OK;
-        }
-    int slot = 0;
-    for (int i = 0; i < NN_SMALLER; i++)
-        if (m->smaller[i] == NULL) {
-            slot = i;
-            break;
-        }
-    sx_nn_model_free(m->smaller[slot]);
-    m->smaller[slot] = NULL;
-    SX_TRY(model_for_batch(m, n, true, &m->smaller[slot]));
-    *out = m->smaller[slot];
-    return SX_OK;
-}
-
-/* ------------------------------------------------------------ inference in sub-batches */
-
-/* sx_nn_model_predict cuts a large batch of small examples into sub-batches that threads run
- * side by side, each through its own copy of the graph (the weights shared) with one kernel
- * thread: a sub-batch's values stay in the core's cache from one layer to the next, and no
- * kernel waits for the other threads. Measured on resnet20 (28x28 images, 2 cores): one thread
- * infers 4438 images/s in sub-batches of 16 against 3597 in batches of 128; on 2 threads 8300
- * against 5570 (mobilenet 10000 against 6200, lenet5 116000 against 88000). Automatic rows per
- * sub-batch: the largest power of two whose share of the graph's arena (arena bytes / batch,
- * per example) stays within NN_SUB_BYTES, at most NN_SUB_MAX; no cut when fewer than NN_SUB_MIN
- * rows fit (large images: their convolutions split well over the threads, and the batch
- * amortises reading the weights) or when the weights outweigh a sub-batch's values. */
-#define NN_SUB_BYTES ((size_t)4 << 20)
-#define NN_SUB_MAX 32
-#define NN_SUB_MIN 4
-
-sx_status sx_nn_model_set_sub_batch(sx_nn_model *m, int64_t rows)
-{
-    if (m == NULL || rows < 0)
-        return sx_error(SX_E_ARG, "sx_nn_model_set_sub_batch: %s",
-                        m == NULL ? "NULL model" : "rows < 0");
-    if (rows != m->sub_set) /* the copies were made for the old rows */
-        for (int i = 0; i < NN_REPLICAS; i++) {
-            sx_nn_model_free(m->rep[i]);
-            m->rep[i] = NULL;
-        }
-    m->sub_set = rows;
-    m->sub_known = false;
-    return SX_OK;
-}
-
-/* Bytes of the weights (parameters and constants) m's graph reads. */
-static size_t weight_bytes(const sx_nn_model *m)
-{
-    size_t b = 0;
-    for (int64_t i = 0; i < sx_cg_graph_size(m->g); i++) {
-        const sx_cg_node *n = sx_cg_graph_node(m->g, i);
-        if (n != NULL && (sx_cg_node_op(n) == SX_OP_PARAM || sx_cg_node_op(n) == SX_OP_CONST))
-            b += (size_t)sx_cg_node_size(n) * sx_dtype_size(sx_cg_node_dtype(n));
-    }
-    return b;
-}
-
-/* Rows per sub-batch for m (0: whole batches). */
-static int64_t sub_rows(sx_nn_model *m)
-{
-    if (m->sub_known)
-        return m->sub;
-    int64_t s = 0;
-    if (m->sub_set > 0) {
-        s = m->sub_set < m->batch ? m->sub_set : 0;
-    } else {
-        size_t bytes = 0;
-        (void)sx_cg_arena(m->g, &bytes); /* 0 for an unplanned graph: no cut */
-        const size_t per = bytes / (size_t)m->batch + 1;
-        for (int64_t r = NN_SUB_MIN;
-             bytes > 0 && r <= NN_SUB_MAX && (size_t)r * per <= NN_SUB_BYTES; r *= 2)
-            s = r;
-        /* every sub-batch reads all the weights again: only when they weigh no more than its
-         * values (the reference MNIST network's 26 MB dense layer lost a third of its speed) */
-        if (s > 0 && weight_bytes(m) > (size_t)s * per)
-            s = 0;
-        s = s < m->batch ? s : 0;
-    }
-    m->sub = s;
-    m->sub_known = true;
-    return s;
-}
-
-int64_t sx_nn_model_sub_batch(sx_nn_model *m)
-{
-    return m == NULL || m->train ? 0 : sub_rows(m);
-}
-
-sx_tensor nn_rows_at(const sx_tensor *t, int64_t lo, int64_t rows)
-{
-    int64_t row = t->shape[0] > 0 ? t->size / t->shape[0] : 0;
-    sx_tensor v = sx_tensor_view(t->dtype, t->rank, t->shape,
-                                 (char *)t->data + lo * row * (int64_t)sx_dtype_size(t->dtype));
-    v.shape[0] = rows;
-    v.size = sx_shape_size(v.rank, v.shape);
-    return v;
-}
-
-/* rows of x through model r into the same rows of out */
-static sx_status predict_rows(sx_nn_model *r, const sx_tensor *x, sx_tensor *out)
-{
-    SX_TRY(sx_cg_input_set(r->g, r->x, x, SX_CG_BORROW));
-    SX_TRY(invalidate_params(r));
-    SX_TRY(sx_cg_eval(r->g, 1, &r->out));
-    return sx_tensor_copy_out(sx_cg_value(r->out), out);
-}
-
-typedef struct split_ctx {
-    sx_nn_model *m;
-    const sx_tensor *x;
-    sx_tensor *out;
-    int64_t sub;
-    atomic_int failed;
-    sx_status status;
-    char msg[512];
-} split_ctx;
-
-/* Sub-batch t on the replica of the thread that runs it (sx__par_slot: a thread keeps its
- * index for the whole loop, and kernels called inside a task run on that thread alone). */
-static void split_task(void *ctx, int64_t t)
-{
-    split_ctx *c = ctx;
-    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
-        return;
-    sx_tensor xv = nn_rows_at(c->x, t * c->sub, c->sub),
-              ov = nn_rows_at(c->out, t * c->sub, c->sub);
-    sx_status s = predict_rows(c->m->rep[sx__par_slot()], &xv, &ov);
-    if (s != SX_OK && atomic_exchange(&c->failed, 1) == 0) {
-        c->status = s;
-        snprintf(c->msg, sizeof c->msg, "%s", sx_last_error());
-    }
-}
-
-/* The full sub-batches of x (n rows, sub each) side by side, then the rest through m itself. */
-static sx_status predict_split(sx_nn_model *m, const sx_tensor *x, sx_tensor *out, int64_t n,
-                               int64_t sub)
-{
-    const int64_t chunks = n / sub;
-    int threads = sx_threads_get();
-    threads = threads < NN_REPLICAS ? threads : NN_REPLICAS;
-    threads = (int64_t)threads < chunks ? threads : (int)chunks;
-    for (int i = 0; i < threads; i++)
-        if (m->rep[i] == NULL)
-            SX_TRY(model_for_batch(m, sub, false, &m->rep[i]));
-    split_ctx c = {.m = m, .x = x, .out = out, .sub = sub, .status = SX_OK};
-    atomic_init(&c.failed, 0);
-    sx__par_for_upto(threads, chunks, split_task, &c);
-    if (atomic_load(&c.failed))
-        return sx_error(c.status, "%s", c.msg);
-    const int64_t rest = n - chunks * sub;
-    if (rest == 0)
-        return SX_OK;
-    sx_nn_model *r = NULL;
-    SX_TRY(nn_model_smaller(m, rest, &r));
-    sx_tensor xv = nn_rows_at(x, chunks * sub, rest), ov = nn_rows_at(out, chunks * sub, rest);
-    return predict_rows(r, &xv, &ov);
-}
-
-sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out)
-{
-    const char *who = "sx_nn_model_predict";
-    if (m == NULL || x == NULL || out == NULL)
-        return sx_error(SX_E_ARG, "%s: NULL argument", who);
-    int64_t n = x->rank > 0 ? x->shape[0] : 0;
-    if (n < 1 || n > m->batch)
-        return sx_error(SX_E_SHAPE, "%s: %lld examples (want 1..%lld)", who, (long long)n,
-                        (long long)m->batch);
-    if (m->train)
-        return sx_error(SX_E_ARG, "%s: a training model (compile for inference)", who);
-    /* out must be (n, output shape) of the model's dtype exactly, checked before running */
-    int64_t want[SX_MAX_RANK], xs[SX_MAX_RANK];
-    int wr = m->out_rank + 1;
-    want[0] = n;
-    memcpy(want + 1, m->out_shape, (size_t)m->out_rank * sizeof *want);
-    if (out->dtype != m->dtype)
-        return sx_error(SX_E_DTYPE, "%s: out is %s, the model's outputs %s", who,
-                        sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
-    if (!sx_shape_equal(out->rank, out->shape, wr, want)) {
-        char a[160], b[160];
-        return sx_error(SX_E_SHAPE, "%s: out has shape %s, the result %s", who,
-                        sx_shape_str(out->rank, out->shape, a, sizeof a),
-                        sx_shape_str(wr, want, b, sizeof b));
-    }
-    xs[0] = n;
-    memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
-    SX_TRY(check_batch(who, m, x, m->in_rank + 1, xs, n));
-    const int64_t sub = sub_rows(m);
-    const int threads = sx__par_threads();
-    /* a profiled graph or one run by engine workers keeps whole batches (its profile and its
-     * workers are the graph's) */
-    if (sub > 0 && n >= (threads > 1 ? threads : 2) * sub && sx_cg_workers(m->g) == 1 &&
-        !sx_cg_profile_enabled(m->g))
-        return predict_split(m, x, out, n, sub);
-    sx_nn_model *r = m;
-    if (n < m->batch) /* a graph for this batch size, kept for the next call */
-        SX_TRY(nn_model_smaller(m, n, &r));
-    return predict_rows(r, x, out);
-}
-
 /* Inference without the compiler: the forward graph built in eager mode (each node computed as
  * it is made, every intermediate kept until the graph is freed), for comparison with the
  * compiled path (bench/zoo --eager). */
@@ -1128,7 +886,7 @@ sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out
     memcpy(want + 1, m->out_shape, (size_t)m->out_rank * sizeof *want);
     xs[0] = n;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
-    sx_status s = check_batch(who, m, x, m->in_rank + 1, xs, n);
+    sx_status s = nn_check_batch(who, m, x, m->in_rank + 1, xs, n);
     if (s == SX_OK && out->dtype != m->dtype)
         s = sx_error(SX_E_DTYPE, "%s: out is %s, the network's outputs %s", who,
                      sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));
@@ -1170,4 +928,65 @@ double sx_nn_model_input_scale(const sx_nn_model *m)
 sx_dtype sx_nn_model_dtype(const sx_nn_model *m)
 {
     return m != NULL ? m->dtype : (sx_dtype)-1;
+}
+
+/* ---------------------------------------------------------------- a model's outputs, inputs */
+
+int sx_nn_model_output_rank(const sx_nn_model *m)
+{
+    return m != NULL ? m->out_rank : 0;
+}
+
+const int64_t *sx_nn_model_output_shape(const sx_nn_model *m)
+{
+    return m != NULL ? m->out_shape : NULL;
+}
+
+int sx_nn_model_n_outputs(const sx_nn_model *m)
+{
+    return m == NULL ? 0 : m->net != NULL ? nn_output_count(m->net) : m->n_parts;
+}
+
+const char *sx_nn_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape)
+{
+    if (m == NULL || k < 0 || k >= sx_nn_model_n_outputs(m))
+        return NULL;
+    if (m->net != NULL) {
+        const sx_nn_layer *l = nn_output_at(m->net, k);
+        if (rank != NULL)
+            *rank = l->rank;
+        if (shape != NULL)
+            *shape = l->shape;
+        return m->net->n_outputs > 0 ? m->net->output_names[k] : "y";
+    }
+    if (rank != NULL)
+        *rank = m->part_rank[k];
+    if (shape != NULL)
+        *shape = m->part_shape[k];
+    return m->part_names[k];
+}
+
+int sx_nn_model_n_inputs(const sx_nn_model *m)
+{
+    return m == NULL ? 0 : m->net != NULL ? nn_input_count(m->net) : m->n_in_parts;
+}
+
+const int64_t *sx_nn_model_input(const sx_nn_model *m, int k, int *rank)
+{
+    if (m == NULL || k < 0 || k >= sx_nn_model_n_inputs(m))
+        return NULL;
+    if (m->net == NULL) {
+        if (rank != NULL)
+            *rank = m->in_part_rank[k];
+        return m->in_part_shape[k];
+    }
+    for (int i = 0; i < m->net->n_layers; i++) {
+        const sx_nn_layer *l = m->net->layers[i];
+        if (l->kind == L_INPUT && k-- == 0) {
+            if (rank != NULL)
+                *rank = l->rank;
+            return l->shape;
+        }
+    }
+    return NULL;
 }

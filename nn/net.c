@@ -1,7 +1,8 @@
 /* net.c: networks, and what every layer kind shares: the table of kinds (layers.def), starting
- * and finishing a layer (checks, names, the output shape's limits), and parameters initialised
- * from the network's seeded generator. The kinds themselves live one family per file (conv2d.c,
- * pool.c, dense.c, ...); a failure leaves the network as it was. */
+ * and finishing a layer (checks, names, the output shape's limits), parameters initialised
+ * from the network's seeded generator, and what a layer's forward function uses in a build (its
+ * parameters' nodes, the nodes it records). The kinds themselves live one family per file
+ * (conv2d.c, pool.c, dense.c, ...); a failure leaves the network as it was. */
 #include "nn_impl.h"
 
 #include <math.h>
@@ -372,4 +373,55 @@ sx_status nn_layer_add_param(sx_nn_net *net, sx_nn_layer *l, const char *what, i
     if (isnan(fill))
         return init_tensor(net, p->value, &net->init, fan_in, fan_out);
     return sx_tensor_fill(p->value, fill);
+}
+
+/* ---------------------------------------------------------------- what layers record in a build
+ *
+ * A layer's forward function reads its parameters as graph nodes and records the nodes the
+ * step must know (dropout masks, running-statistics assigns) in the build (forward.c). */
+
+sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int param)
+{
+    (void)net;
+    return b->param_nodes ? b->param_nodes[layer * NN_MAX_PARAMS + param] : NULL;
+}
+
+sx_cg_node *nn_param_node_of(nn_build *b, const sx_nn_layer *l, int k)
+{
+    sx_cg_node **slot = &b->param_nodes[l->index * NN_MAX_PARAMS + k];
+    if (*slot == NULL)
+        *slot = sx_cg_param_borrow(b->g, l->params[k].name, l->params[k].value);
+    return *slot;
+}
+
+static sx_status push(sx_cg_node ***arr, int *n, int *cap, sx_cg_node *x)
+{
+    if (*n == *cap) {
+        int c = *cap ? *cap * 2 : 8;
+        sx_cg_node **a = sx_realloc(*arr, (size_t)c * sizeof *a);
+        if (a == NULL)
+            return SX_E_NOMEM;
+        *arr = a;
+        *cap = c;
+    }
+    (*arr)[(*n)++] = x;
+    return SX_OK;
+}
+
+sx_status nn_build_add_mask(nn_build *b, sx_cg_node *mask)
+{
+    return b->err = push(&b->masks, &b->n_masks, &b->cap_masks, mask);
+}
+
+sx_status nn_build_add_update(nn_build *b, sx_cg_node *assign)
+{
+    return b->err = push(&b->updates, &b->n_updates, &b->cap_updates, assign);
+}
+
+void nn_build_free(nn_build *b)
+{
+    sx_free(b->masks);
+    sx_free(b->updates);
+    sx_free(b->param_nodes);
+    b->masks = b->updates = b->param_nodes = NULL;
 }

@@ -164,7 +164,7 @@ struct sx_nn_net {
                              elements one after another (its rank and shape only) */
 };
 
-/* Graph building (forward.c). */
+/* Graph building (forward.c; the parameter nodes and the nodes a layer records: net.c). */
 typedef enum { NN_TRAIN, NN_INFER } nn_mode;
 struct nn_build {
     sx_cg_graph *g;
@@ -338,8 +338,6 @@ sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_
 sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg_node **x,
                                sx_cg_node **y);
 
-/* A model's inference graph for batches of n (n < m->batch): a sibling of the same source (the
- * network, planned in m's arena, or the file). */
 /* Data-parallel training (parallel.c). nn_dp_new: m->dp for m->comm; nn_dp_buckets:
  * the gradients grads[0..np) (in parameter order) packed into buckets in the order they are
  * complete (the last layers' first), each bucket's sum started by an allreduce_start and each
@@ -357,6 +355,8 @@ sx_status nn_dp_before_step(sx_nn_model *m);
 sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c);
 sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum);
 
+/* Prediction (predict.c). A model's inference graph for batches of n (n < m->batch), kept in
+ * m: a sibling of the same source (the network, planned in m's arena, or the file). */
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
 /* A view of rows [lo, lo + rows) of a batch tensor t (its first axis). */
 sx_tensor nn_rows_at(const sx_tensor *t, int64_t lo, int64_t rows);
@@ -374,6 +374,18 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
  * arena of its own; lender NULL: sx_nn_compile_infer. */
 sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model *lender,
                                 sx_nn_model **out);
+/* The inference graph of net for batches of `batch` rows (model.c), planned in `lend`
+ * (lend_bytes) when it fits there, else in an arena of its own; sibling: one of another model's
+ * smaller graphs or replicas (predict.c). who names the caller in messages. */
+sx_status nn_compile_infer_at(const char *who, sx_nn_net *net, int64_t batch, void *lend,
+                              size_t lend_bytes, bool sibling, sx_nn_model **out);
+/* A batch tensor t against the model: m's dtype, rank `rank`, `rows` rows and shape[1..) after
+ * them (SX_E_ARG, SX_E_DTYPE, SX_E_SHAPE naming who). */
+sx_status nn_check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
+                         const int64_t *shape, int64_t rows);
+/* Before a run: the weights may have changed since the last one (another model sharing them
+ * trained, or a checkpoint was loaded), so what depends on them is recomputed. */
+sx_status nn_invalidate_params(sx_nn_model *m);
 /* sx_nn_evaluate with the evaluation graph in `lender`'s arena (NULL: its own). */
 sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
                       const sx_nn_model *lender, double *accuracy);
@@ -381,6 +393,20 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
 /* SX_OK when a training model with optimiser `kind` may be made over net: no training model
  * with another optimiser is alive (it would lose the state it borrows). */
 sx_status nn_check_train_kind(const sx_nn_net *net, sx_optim_kind kind, const char *who);
+
+/* Learning-rate schedules (schedule.c). The rate fed to the graph at 0-based step `step` of
+ * 0-based epoch `epoch` (step, exponential and explicit schedules; the base rate for the
+ * others). */
+double nn_schedule_lr(const sx_nn_train_params *p, int64_t step, int64_t epoch);
+/* An in-graph schedule's fields (T filled in), or the plateau's; SX_OK for the other kinds
+ * (SX_E_ARG naming who). */
+sx_status nn_schedule_check(const char *who, const sx_nn_schedule *s);
+/* Reduce-on-plateau (schedule.c) after an epoch whose watched value is v: PyTorch's
+ * ReduceLROnPlateau ('rel' threshold mode, no cooldown) on the base rate *lr, with its best
+ * value *best (NAN at the start) and count of epochs without improvement *bad. Nothing for
+ * another schedule or a NaN v. */
+void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *bad, double v,
+                      bool higher_better, int verbose);
 
 /* What a training loop keeps from step to step outside the network (train.c): the in-graph
  * schedule's total steps and the reduce-on-plateau state. */
@@ -441,12 +467,6 @@ sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 /* The last epoch's validation metric into *v (unchanged without validation), *higher_better
  * for an accuracy-like metric: what reduce-on-plateau watches (train.c). */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better);
-/* Reduce-on-plateau (train.c) after an epoch whose watched value is v: PyTorch's
- * ReduceLROnPlateau ('rel' threshold mode, no cooldown) on the base rate *lr, with its best
- * value *best (NAN at the start) and count of epochs without improvement *bad. Nothing for
- * another schedule or a NaN v. */
-void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *bad, double v,
-                      bool higher_better, int verbose);
 void nn_fit_free(nn_fit *f);
 
 /* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis (a
