@@ -229,7 +229,7 @@ static inline bool cg_reads(const sx_cg_node *n, const sx_cg_node *m)
 }
 
 /* The files of cgraph, bottom-up: a file calls only files before it in this list (checked by
- * the cgraph_layers test, tests/cgraph/layers.cmake; calls through the op table's shape-rule,
+ * the cgraph_layers test, tests/layers.cmake; calls through the op table's shape-rule,
  * evaluator and cost columns are dispatch and do not count).
  *   graph.c    nodes, the op table, construction, hashing, leaves, accessors, invalidation
  *   profile.c  kernel timing per op, node and scope

@@ -1,12 +1,14 @@
-# layers.cmake: the cgraph files call each other without a cycle.
+# layers.cmake: the files of one module (any strix static library) call each other without a
+# cycle, so that they form layers.
 # Reads the compiled library: a file depends on another when its code (the relocations of its
 # text sections) names a non-static function or object the other defines. References from data
-# (the op table sx_cg_ops, whose shape-rule and evaluator columns are dispatch, not calls) do
-# not count. Prints the files bottom-up (each uses only files above it in the list) and fails,
-# naming the edges and one symbol of each, when some files call each other in a circle.
+# (tables of functions, such as cgraph's op table sx_cg_ops or nn's layer kinds' nn_layer_ops:
+# dispatch, not calls) do not count. Prints the files bottom-up (each uses only files above it in
+# the list) and fails, naming the edges and one symbol of each, when some files call each other
+# in a circle.
 # KNOWN: edges "caller>callee" (file names without .c) that are known and ignored, each with an
 # issue that removes it; keep it empty.
-# cmake -DLIB=libstrix_cgraph.a -DOBJDUMP=objdump -DNM=nm [-DKNOWN="a>b;c>d"] -P layers.cmake
+# cmake -DLIB=libstrix_<module>.a -DOBJDUMP=objdump -DNM=nm [-DKNOWN="a>b;c>d"] -P layers.cmake
 foreach(v LIB OBJDUMP NM)
     if(NOT DEFINED ${v})
         message(FATAL_ERROR "layers.cmake: -D${v}= is required")
@@ -107,8 +109,8 @@ foreach(f IN LISTS order)
     message(STATUS "${f}.c uses: ${u}")
 endforeach()
 list(LENGTH files n_files)
-if(n_files LESS 2)
-    message(FATAL_ERROR "layers.cmake: found ${n_files} files in ${LIB}; is it the cgraph library?")
+if(n_files LESS 1)
+    message(FATAL_ERROR "layers.cmake: found no files in ${LIB}; is it a strix static library?")
 endif()
 if(left)
     set(msg "")
@@ -120,7 +122,7 @@ if(left)
             endif()
         endforeach()
     endforeach()
-    message(FATAL_ERROR "cgraph files that call each other in a circle (caller -> callee "
+    message(FATAL_ERROR "files of ${LIB} that call each other in a circle (caller -> callee "
                         "(one symbol)):${msg}")
 endif()
-message(STATUS "no cycle among the ${n_files} cgraph files")
+message(STATUS "no cycle among the ${n_files} files of ${LIB}")
