@@ -1,5 +1,6 @@
-/* status.c: what every module shares: status strings, the per-thread error message, the
- * allocator hook and the thread counts (strix's pool, tensor/par.c, and OpenBLAS). */
+/* status.c: what every module shares: status strings, dtype names and sizes, the per-thread
+ * error message, the allocator hook and the thread counts (strix's pool, tensor/par.c, and
+ * OpenBLAS). */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (Linux) */
 #include "tensor_impl.h"
 
@@ -24,6 +25,17 @@ const char *sx_status_str(sx_status s)
     if ((unsigned)s >= SX_STATUS_COUNT)
         return "unknown status";
     return status_msgs[s];
+}
+
+/* Element types: every module names and sizes them. */
+size_t sx_dtype_size(sx_dtype d)
+{
+    return d == SX_F64 ? 8 : 4;
+}
+
+const char *sx_dtype_name(sx_dtype d)
+{
+    return d == SX_F64 ? "f64" : d == SX_F32 ? "f32" : "bad-dtype";
 }
 
 static _Thread_local char last_error[512];
@@ -187,72 +199,4 @@ int sx_threads_get(void)
         return local_threads;
     pthread_once(&threads_once, threads_default);
     return atomic_load_explicit(&n_threads, memory_order_relaxed);
-}
-
-/* ---------------------------------------------------------------- checks (tensor_impl.h) */
-
-sx_status sx__check_desc(const char *who, const char *name, const sx_tensor *t)
-{
-    if (t == NULL)
-        return sx_error(SX_E_ARG, "%s: %s is NULL", who, name);
-    if ((t->dtype != SX_F32 && t->dtype != SX_F64) || t->rank < 0 || t->rank > SX_MAX_RANK)
-        return sx_error(SX_E_ARG, "%s: %s is not a valid tensor", who, name);
-    return SX_OK;
-}
-
-sx_status sx__check_tensor(const char *who, const char *name, const sx_tensor *t)
-{
-    SX_TRY(sx__check_desc(who, name, t));
-    if (t->data == NULL && t->size > 0)
-        return sx_error(SX_E_ARG, "%s: %s has no data", who, name);
-    return SX_OK;
-}
-
-sx_status sx__check_same_dtype(const char *who, const sx_tensor *a, const sx_tensor *b)
-{
-    if (a->dtype != b->dtype)
-        return sx_error(SX_E_DTYPE, "%s: dtypes %s and %s differ", who, sx_dtype_name(a->dtype),
-                        sx_dtype_name(b->dtype));
-    return SX_OK;
-}
-
-sx_status sx__check_out(const char *who, const sx_tensor *out, sx_dtype dtype, int rank,
-                        const int64_t *shape)
-{
-    SX_TRY(sx__check_tensor(who, "out", out));
-    if (out->dtype != dtype)
-        return sx_error(SX_E_DTYPE, "%s: out is %s, result is %s", who, sx_dtype_name(out->dtype),
-                        sx_dtype_name(dtype));
-    if (!sx_shape_equal(out->rank, out->shape, rank, shape)) {
-        char a[128], b[128];
-        return sx_error(SX_E_SHAPE, "%s: out has shape %s, result has shape %s", who,
-                        sx_shape_str(out->rank, out->shape, a, sizeof a),
-                        sx_shape_str(rank, shape, b, sizeof b));
-    }
-    return SX_OK;
-}
-
-sx_status sx__check_apart(const char *who, const char *in_name, const sx_tensor *in,
-                          const char *out_name, const sx_tensor *out)
-{
-    uintptr_t a = (uintptr_t)in->data, b = (uintptr_t)out->data;
-    uintptr_t na = (uintptr_t)in->size * sx_dtype_size(in->dtype);
-    uintptr_t nb = (uintptr_t)out->size * sx_dtype_size(out->dtype);
-    if (na > 0 && nb > 0 && a < b + nb && b < a + na)
-        return sx_error(SX_E_ARG, "%s: %s overlaps %s", who, out_name, in_name);
-    return SX_OK;
-}
-
-sx_status sx__axis(const char *who, int axis, int rank, int *out)
-{
-    int a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank)
-        return sx_error(SX_E_AXIS, "%s: axis %d out of range for rank %d", who, axis, rank);
-    *out = a;
-    return SX_OK;
-}
-
-sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out)
-{
-    return sx_tensor_new(dtype, rank, shape, out);
 }
