@@ -1,5 +1,5 @@
-/* train.c: the training loop around the compiled model: minibatches from the byte images
- * (sx_nn_train, a batcher) or from any source (sx_nn_fit, a loader), the learning-rate schedule
+/* train.c: the training loop around the compiled model: minibatches from any source through a
+ * loader (sx_nn_train's byte images as a source, or sx_nn_fit's), the learning-rate schedule
  * fed as an input every step, progress, test accuracy per epoch, checkpoints (atomic) with
  * resume, and a clean stop on Ctrl-C. A last partial batch runs on a second compiled graph of its
  * own size that shares the weights: nothing dropped or padded. sx_nn_fit's validation, early
@@ -118,22 +118,29 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
                         "sx_nn_evaluate: the network has %lld outputs, the data %lld "
                         "classes",
                         (long long)last->shape[0], (long long)set->classes);
+    int64_t is[3] = {set->h, set->w, set->c};
+    if (!sx_shape_equal(in->rank, in->shape, 3, is)) {
+        char a[160], c[160];
+        return sx_error(SX_E_SHAPE, "sx_nn_evaluate: images %s, the network's input %s",
+                        sx_shape_str(3, is, a, sizeof a),
+                        sx_shape_str(in->rank, in->shape, c, sizeof c));
+    }
     sx_nn_model *m = NULL;
-    sx_ds_batcher *b = NULL;
+    sx_ds_source *src = NULL;
+    sx_ds_loader *b = NULL;
     sx_tensor *x = NULL, *out = NULL;
-    int64_t xs[SX_MAX_RANK], os[2] = {batch, last->shape[0]};
-    xs[0] = batch;
-    memcpy(xs + 1, in->shape, (size_t)in->rank * sizeof *xs);
-    sx_ds_batcher_params bp = sx_ds_batcher_params_default();
-    bp.batch_size = batch;
-    bp.shuffle = false;
-    bp.scale = 1; /* raw bytes: the graph scales them */
-    int64_t *labels = NULL;
+    int64_t xs[2] = {batch, set->h * set->w * set->c}, os[2] = {batch, last->shape[0]};
+    sx_ds_loader_params lp = sx_ds_loader_params_default();
+    lp.batch_size = batch;
+    lp.shuffle = false;
+    lp.raw = true; /* raw bytes: the graph scales them */
     sx_status s = nn_compile_infer_lent(net, batch, lender, &m);
     if (s == SX_OK)
-        s = sx_ds_batcher_new(set, &bp, &b);
+        s = sx_ds_source_images(set, &src);
     if (s == SX_OK)
-        s = sx_tensor_new(net->dtype, in->rank + 1, xs, &x);
+        s = sx_ds_loader_new(src, &lp, &b);
+    if (s == SX_OK)
+        s = sx_tensor_new(net->dtype, 2, xs, &x);
     if (s == SX_OK)
         s = sx_tensor_new(net->dtype, 2, os, &out);
     int64_t correct = 0, seen = 0, count = 0;
@@ -141,8 +148,11 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     sx_tensor *yi = NULL;
     if (s == SX_OK)
         s = sx_tensor_new(net->dtype, 1, ys, &yi);
-    while (s == SX_OK && (s = sx_ds_batcher_next(b, x, yi, &count)) == SX_OK && count > 0) {
-        sx_tensor xv = rows_view(x, count), ov = rows_view(out, count);
+    while (s == SX_OK && (s = sx_ds_loader_next(b, x, yi, &count)) == SX_OK && count > 0) {
+        int64_t vs[SX_MAX_RANK] = {count}; /* the rows as (count, input shape) */
+        memcpy(vs + 1, in->shape, (size_t)in->rank * sizeof *vs);
+        sx_tensor xv = sx_tensor_view(x->dtype, in->rank + 1, vs, x->data);
+        sx_tensor ov = rows_view(out, count);
         s = sx_nn_model_predict(m, &xv, &ov);
         for (int64_t r = 0; s == SX_OK && r < count; r++) {
             int64_t best = 0, k = last->shape[0];
@@ -155,11 +165,11 @@ sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
     }
     if (s == SX_OK)
         *accuracy = seen > 0 ? (double)correct / (double)seen : 0;
-    sx_free(labels);
     sx_tensor_free(yi);
     sx_tensor_free(x);
     sx_tensor_free(out);
-    sx_ds_batcher_free(b);
+    sx_ds_loader_free(b);
+    sx_ds_source_free(src);
     sx_nn_model_free(m);
     return s;
 }
@@ -193,17 +203,16 @@ typedef struct run {
     sx_nn_net *net;
     sx_nn_train_params p;
     const sx_ds_images *test;
-    sx_nn_model *model;     /* the compiled graph for full batches (NULL when eager) */
-    sx_nn_model *partial;   /* the graph for the last, smaller batch, made when first needed */
-    sx_ds_batcher *batches; /* the batches of an image set (sx_nn_train), or */
-    sx_ds_loader *loader;   /* those of a source (sx_nn_fit) */
-    int64_t x_size;         /* a source's x elements (the loader fills x as (batch, x_size)) */
-    nn_fit *fit;            /* sx_nn_fit's validation, early stopping and history, or NULL */
-    bool stop;              /* early stopping asked to stop */
-    bool stop_now;          /* the step callback asked to stop, mid-epoch */
-    double lr;              /* the learning rate of the last step */
-    sx_tensor *x, *y;       /* (batch, input shape), (batch, classes) */
-    int64_t per_epoch;      /* batches per epoch */
+    sx_nn_model *model;   /* the compiled graph for full batches (NULL when eager) */
+    sx_nn_model *partial; /* the graph for the last, smaller batch, made when first needed */
+    sx_ds_loader *loader; /* the batches (sx_nn_train's image set as a source) */
+    int64_t x_size;       /* a source's x elements (the loader fills x as (batch, x_size)) */
+    nn_fit *fit;          /* sx_nn_fit's validation, early stopping and history, or NULL */
+    bool stop;            /* early stopping asked to stop */
+    bool stop_now;        /* the step callback asked to stop, mid-epoch */
+    double lr;            /* the learning rate of the last step */
+    sx_tensor *x, *y;     /* (batch, input shape), (batch, classes) */
+    int64_t per_epoch;    /* batches per epoch */
     bool tty;
     double train_time;
     sx_nn_train_report rep;
@@ -223,23 +232,6 @@ static void run_comm(run *r)
         r->p.verbose = 0;
         r->p.checkpoint_path = NULL;
     }
-}
-
-/* The batcher and batch tensors of an image set. */
-static sx_status run_start_images(run *r, const sx_ds_images *train)
-{
-    sx_nn_net *net = r->net;
-    int64_t B = r->global;
-    int64_t xs[4] = {B, train->h, train->w, train->c}, ys[2] = {B, train->classes};
-    sx_ds_batcher_params bp = sx_ds_batcher_params_default();
-    bp.batch_size = B;
-    bp.shuffle = r->p.shuffle;
-    bp.seed = net->seed;
-    bp.scale = 1; /* raw bytes: the graph scales them */
-    SX_TRY(sx_ds_batcher_new(train, &bp, &r->batches));
-    SX_TRY(sx_tensor_new(net->dtype, 4, xs, &r->x));
-    SX_TRY(sx_tensor_new(net->dtype, 2, ys, &r->y));
-    return SX_OK;
 }
 
 /* The loader and batch tensors of a source: x (batch, input shape), y (batch, outputs). */
@@ -294,8 +286,7 @@ static sx_status run_start(run *r)
                     (long long)net->epoch + 1, (long long)net->step);
     }
     /* in-graph schedules over the whole run: T = epochs x batches per epoch unless given */
-    int64_t per_epoch =
-        r->loader != NULL ? sx_ds_loader_batches(r->loader) : sx_ds_batcher_batches(r->batches);
+    int64_t per_epoch = sx_ds_loader_batches(r->loader);
     if ((r->p.schedule.kind == SX_SCHED_COSINE || r->p.schedule.kind == SX_SCHED_ONE_CYCLE) &&
         r->p.schedule.total_steps == 0)
         r->p.schedule.total_steps = (int64_t)r->p.epochs * per_epoch;
@@ -318,8 +309,7 @@ static sx_status run_start(run *r)
         if (r->p.profile)
             sx_cg_profile_enable(sx_nn_model_graph(r->model), true);
     }
-    r->per_epoch =
-        r->loader != NULL ? sx_ds_loader_batches(r->loader) : sx_ds_batcher_batches(r->batches);
+    r->per_epoch = sx_ds_loader_batches(r->loader);
     return SX_OK;
 }
 
@@ -410,8 +400,6 @@ static sx_status run_after_step(run *r, double *t0)
 /* The next batch into r->x, r->y (*count 0 at the epoch's end); x or y NULL: skipped. */
 static sx_status run_next(run *r, bool fill, int64_t *count)
 {
-    if (r->batches != NULL)
-        return sx_ds_batcher_next(r->batches, fill ? r->x : NULL, fill ? r->y : NULL, count);
     /* the loader fills x as (batch, x_size): the input's shape may differ from the source's */
     int64_t fs[2] = {r->x->shape[0], r->x_size};
     sx_tensor flat = sx_tensor_view(r->x->dtype, 2, fs, r->x->data);
@@ -423,8 +411,7 @@ static sx_status run_next(run *r, bool fill, int64_t *count)
 static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
 {
     sx_nn_net *net = r->net;
-    SX_TRY(r->loader != NULL ? sx_ds_loader_set_epoch(r->loader, net->epoch)
-                             : sx_ds_batcher_set_epoch(r->batches, net->epoch));
+    SX_TRY(sx_ds_loader_set_epoch(r->loader, net->epoch));
     /* mid-epoch resume: skip the batches already trained on */
     int64_t done_in_epoch = net->epoch_step, count = 0;
     if (done_in_epoch > r->per_epoch)
@@ -437,7 +424,7 @@ static sx_status run_epoch_batches(run *r, double *loss_sum, int64_t *seen)
     double t0 = sx_seconds();
     int64_t i = done_in_epoch;
     const sx_nn_layer *in = nn_input_layer(net); /* (h, w, c): images; else examples */
-    const char *unit = r->batches != NULL || (in != NULL && in->rank == 3) ? "images" : "examples";
+    const char *unit = in != NULL && in->rank == 3 ? "images" : "examples";
     sx_status s;
     while ((s = run_next(r, true, &count)) == SX_OK && count > 0) {
         sx_tensor xv = rows_view(r->x, count), yv = rows_view(r->y, count);
@@ -529,22 +516,9 @@ static sx_status run_loop(run *r, sx_status s, sx_nn_train_report *report)
         *report = r->rep;
     sx_tensor_free(r->x);
     sx_tensor_free(r->y);
-    sx_ds_batcher_free(r->batches);
     sx_ds_loader_free(r->loader);
     sx_nn_model_free(r->partial);
     sx_nn_model_free(r->model);
-    return s;
-}
-
-/* An image set's input scale (1/255) and class names, for a network that has none yet. */
-static sx_status prep_images(const char *who, sx_nn_net *net, const sx_ds_images *train)
-{
-    sx_ds_source *src = NULL;
-    SX_TRY(sx_ds_source_images(train, &src));
-    const sx_ds_source *t = src;
-    sx_nn_fit_params fp = sx_nn_fit_params_default();
-    sx_status s = nn_prep_sources(who, net, &fp, &t, NULL, true);
-    sx_ds_source_free(src);
     return s;
 }
 
@@ -563,12 +537,21 @@ sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx
     r.rep.test_accuracy = -1;
     SX_TRY(check_params(who, &r.p));
     SX_TRY(check_fit(who, net, train));
-    SX_TRY(prep_images(who, net, train));
+    /* the image set as a source: the loader that sx_nn_fit uses (the batcher's order), its
+     * scale (1/255) and class names taken into the network when it has none yet */
+    sx_ds_source *src = NULL;
+    SX_TRY(sx_ds_source_images(train, &src));
+    const sx_ds_source *t = src;
+    sx_nn_fit_params fp = sx_nn_fit_params_default();
+    sx_status s = nn_prep_sources(who, net, &fp, &t, NULL, true);
     run_comm(&r);
-    sx_status s = run_start_images(&r, train);
+    if (s == SX_OK)
+        s = run_start_source(&r, t, &fp.augment);
     if (s == SX_OK)
         s = run_start(&r);
-    return run_loop(&r, s, report);
+    s = run_loop(&r, s, report);
+    sx_ds_source_free(src);
+    return s;
 }
 
 /* A resumed fit whose run had stopped early trains no more (rank 0's state decides). */
