@@ -307,7 +307,8 @@ static sx_status judge_test(sx_nn_net *net, const sx_nn_fit_params *p, const sx_
 
 /* Train on all (split into training and validation), report, judge test (may be NULL), save.
  * The network standardises its features (and a regression its targets) with the training
- * split's statistics (p.standardize): they are part of it, so the saved model takes raw rows. */
+ * split's statistics (p.standardize, p.standardize_targets): they are part of it, so the saved
+ * model takes raw rows and answers in the targets' units. */
 static sx_status train(const options *o, const sx_ds_source *all, const sx_ds_source *test)
 {
     sx_ds_source *tr = NULL, *va = NULL;
@@ -328,6 +329,7 @@ static sx_status train(const options *o, const sx_ds_source *all, const sx_ds_so
     p.train.progress_every = 0;
     p.patience = (int)o->patience;
     p.standardize = true;
+    p.standardize_targets = o->regression;
     if (s == SX_OK) {
         if (!o->quiet)
             sx_nn_net_print(net, stderr);

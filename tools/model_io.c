@@ -73,7 +73,11 @@ sx_status tool_load_model_io(const char *path, int64_t batch, sx_nn_model **m, t
         *m = NULL;
         return s;
     }
-    io->classes = io->n_out == 1 && io->out[0].rank == 1;
+    /* (n, classes): one output of rank 1 that is not a regression's (targets scaled, or a
+     * single value) */
+    sx_nn_preprocess pp = sx_nn_model_preprocess(*m);
+    io->classes = io->n_out == 1 && io->out[0].rank == 1 && pp.target_size == 0 &&
+                  (pp.n_classes > 0 || io->out[0].size >= 2);
     return SX_OK;
 }
 

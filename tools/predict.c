@@ -25,8 +25,9 @@ static const char *const predict_help =
     "                     (n, output shape...): with one output (or --output-name) to FILE.npy;\n"
     "                     with several, one file per output, FILE_NAME.npy (e.g. out_boxes.npy)\n"
     "                     Each file is written to a temporary name and renamed when complete.\n"
-    "                     Without --output: 'i: class k (score)' per example for an (n, classes)\n"
-    "                     output, else each output's shape, min, max and mean.\n"
+    "                     Without --output: 'i: class k NAME (score)' per example for an (n,\n"
+    "                     classes) output; 'i: v1 v2 ...' per row of a CSV table for outputs of\n"
+    "                     up to 16 values; else each output's shape, min, max and mean.\n"
     "  --output-name NAME only the output named NAME (strix info lists the names)\n"
     "  --batch N          examples per run, 1..65536 (64)\n"
     "  --scale X          multiply every element by X before the model (default 1: the model\n"
@@ -228,9 +229,19 @@ static int write_each(const predict_opts *o, const sx_tensor *out, const tool_io
 
 /* Without --output: each example's best class for an (n, classes) output; else each output's
  * shape and value range. */
-static void print_results(const sx_nn_model *m, const sx_tensor *out, const tool_io *io, int sel)
+static void print_results(const sx_nn_model *m, const sx_tensor *out, const tool_io *io, int sel,
+                          bool table)
 {
     int64_t n = out->shape[0], row = out->size / n;
+    if (table && !io->classes && row <= 16) { /* a table's rows: each one's values */
+        for (int64_t i = 0; i < n; i++) {
+            printf("%lld:", (long long)i);
+            for (int64_t j = 0; j < row; j++)
+                printf(" %.9g", sx_tensor_get(out, i * row + j));
+            printf("\n");
+        }
+        return;
+    }
     if (io->classes) {
         int64_t cls = row;
         for (int64_t i = 0; i < n; i++) {
@@ -267,7 +278,7 @@ static int report(const predict_opts *o, const sx_nn_model *m, const sx_tensor *
                   const tool_io *io, int sel)
 {
     if (o->output == NULL) {
-        print_results(m, out, io, sel);
+        print_results(m, out, io, sel, tool_has_ext(o->input, ".csv"));
         return TOOL_OK;
     }
     if (sel < 0 && io->n_out > 1)
