@@ -5,6 +5,7 @@
  * exit non-zero with one line on stderr. */
 #include "testutil.h"
 
+#include <math.h>
 #include <png.h>
 #include <sx_nn.h>
 #ifdef STRIX_HAVE_ONNX
@@ -930,4 +931,65 @@ Test(tools_cli, onnx_test_one_case)
         cr_assert(strstr(r->err, "built without ONNX support") != NULL, "%s", r->err);
     }
     free(r);
+}
+
+/* A table model: strix predict reads a CSV file's columns by the model's feature names (any
+ * order, a label column ignored), prints class names for a classifier and each row's values
+ * for a regression, equal to the library's predictions of the raw rows. */
+Test(tools_cli, predict_csv_by_feature_names)
+{
+    const char *feat[3] = {"a", "b", "c"}, *cls[2] = {"no", "yes"};
+    double rows[4][3] = {{1, 20, 300}, {-1, 5, 100}, {0.5, -7, 250}, {2, 0, -40}};
+    double mean[3] = {0.5, 5, 150}, sd[3] = {1, 10, 100};
+    for (int reg = 0; reg < 2; reg++) {
+        sx_nn_net *net = NULL;
+        cr_assert_eq(sx_nn_net_new("table", SX_F64, 5, &net), SX_OK);
+        sx_nn_layer *x = sx_nn_input(net, 1, (int64_t[]){3});
+        x = sx_nn_linear(net, x, 6, SX_ACT_TANH);
+        sx_nn_linear(net, x, reg ? 1 : 2, reg ? SX_ACT_NONE : SX_ACT_SOFTMAX);
+        cr_assert_eq(sx_nn_net_set_feature_names(net, 3, feat), SX_OK);
+        cr_assert_eq(sx_nn_net_set_normalization(net, 3, mean, sd), SX_OK);
+        double tm = 1000, ts = 50;
+        cr_assert_eq(reg ? sx_nn_net_set_target_scaling(net, 1, &tm, &ts)
+                         : sx_nn_net_set_class_names(net, 2, cls),
+                     SX_OK);
+        char model[128], csv[128], args[512];
+        path(model, sizeof model, "table.sxm");
+        path(csv, sizeof csv, "table.csv");
+        cr_assert_eq(sx_nn_save(net, model), SX_OK, "%s", sx_last_error());
+        FILE *f = fopen(csv, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "c,label,a,b\n"); /* another order, with a label column */
+        for (int i = 0; i < 4; i++)
+            fprintf(f, "%g,%s,%g,%g\n", rows[i][2], i % 2 ? "yes" : "no", rows[i][0], rows[i][1]);
+        fclose(f);
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_nn_load(model, 4, &m), SX_OK, "%s", sx_last_error());
+        sx_tensor *xt = tu_zeros(SX_F64, 2, (int64_t[]){4, 3});
+        memcpy(xt->data, rows, sizeof rows);
+        sx_tensor *o = tu_zeros(SX_F64, 2, (int64_t[]){4, reg ? 1 : 2});
+        cr_assert_eq(sx_nn_model_predict(m, xt, o), SX_OK, "%s", sx_last_error());
+        char want[1024] = "";
+        for (int i = 0; i < 4; i++) {
+            size_t at = strlen(want);
+            const double *v = SX_F64P(o) + i * (reg ? 1 : 2);
+            if (reg)
+                snprintf(want + at, sizeof want - at, "%d: %.9g\n", i, v[0]);
+            else
+                snprintf(want + at, sizeof want - at, "%d: class %d %s (%.6g)\n", i, v[1] > v[0],
+                         cls[v[1] > v[0]], v[1] > v[0] ? v[1] : v[0]);
+        }
+        run_result *r = malloc(sizeof *r);
+        snprintf(args, sizeof args, "predict %s --input %s", model, csv);
+        run(r, args);
+        cr_assert_eq(r->status, 0, "%s", r->err);
+        cr_assert_str_eq(r->out, want);
+        if (reg) /* in the targets' units */
+            cr_assert(fabs(SX_F64P(o)[0] - 1000) < 200, "%g", SX_F64P(o)[0]);
+        free(r);
+        sx_tensor_free(o);
+        sx_tensor_free(xt);
+        sx_nn_model_free(m);
+        sx_nn_net_free(net);
+    }
 }
