@@ -13,7 +13,7 @@ pkg_check_modules(LAPACKE IMPORTED_TARGET lapacke)
 if(NOT LAPACKE_FOUND)
     message(FATAL_ERROR "LAPACKE not found: apt-get install liblapacke-dev (or run scripts/setup)")
 endif()
-# No OpenMP runtime: strix's parallel loops run on its own pool (tensor/par.c); `#pragma omp
+# No OpenMP runtime: strix's parallel loops run on its own pool (tensor/core/par.c); `#pragma omp
 # simd` hints are compiled with -fopenmp-simd (no runtime, no threads).
 include(CheckCCompilerFlag)
 check_c_compiler_flag(-fopenmp-simd STRIX_HAVE_OPENMP_SIMD)

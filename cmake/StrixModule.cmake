@@ -1,9 +1,14 @@
-# strix_module(NAME HEADERS h... DEPS target...): one layer of strix. Builds every .c of the
-# folder into strix_NAME (alias strix::NAME), publishes its headers under include/strix, and
+# strix_module(NAME [RECURSE] HEADERS h... DEPS target...): one layer of strix. Builds every .c
+# of the folder (and of its subfolders with RECURSE, for a module kept in one folder per kernel
+# family) into strix_NAME (alias strix::NAME), publishes its headers under include/strix, and
 # records the module for the aggregate target, the install rules and strix.pc.
 function(strix_module name)
-    cmake_parse_arguments(M "" "" "HEADERS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
-    file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.c)
+    cmake_parse_arguments(M "RECURSE" "" "HEADERS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+    if(M_RECURSE)
+        file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.c)
+    else()
+        file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.c)
+    endif()
     if(NOT srcs)
         message(STATUS "strix: module ${name} has no sources yet; skipped")
         return()

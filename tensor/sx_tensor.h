@@ -25,9 +25,9 @@
  * - Axes sets are bit masks: bit i set means axis i (SX_AXIS(i)); SX_AXES_ALL means every axis.
  *
  * Threads (the one policy for every parallel piece of strix): the kernels run their loops above
- * a size threshold, and strix's own GEMM (tensor/gemm.c; AVX-512, AVX2 or portable kernels
- * picked at run time) its rectangles, on one thread pool (tensor/par.c; no OpenMP runtime, and no
- * environment variable is needed). A loop is cut into tasks, about four per thread; the calling
+ * a size threshold, and strix's own GEMM (tensor/gemm/gemm.c; AVX-512, AVX2 or portable kernels
+ * picked at run time) its rectangles, on one thread pool (tensor/core/par.c; no OpenMP runtime, and
+ * no environment variable is needed). A loop is cut into tasks, about four per thread; the calling
  * thread takes part, tasks go to whichever threads are awake, and the call returns when every
  * task has run, never waiting for a worker that has not started one: a worker the OS has
  * descheduled cannot hold the caller up, so a loaded machine slows strix by about its fair share.
@@ -296,8 +296,8 @@ typedef enum {
 
 const char *sx_map_name(sx_map_op op);
 /* out[i] = f(x[i]); `alpha` is the op parameter (leaky_relu slope, elu alpha). In place ok.
- * f32 transcendentals are strix's vectorised functions (tensor/vmath.h): within 0.87 ulp (expm1,
- * sin, cos, tan, tanh, sigmoid, softplus, erf within 0.501), the same bits on every CPU;
+ * f32 transcendentals are strix's vectorised functions (tensor/core/vmath.h): within 0.87 ulp
+ * (expm1, sin, cos, tan, tanh, sigmoid, softplus, erf within 0.501), the same bits on every CPU;
  * sin/cos/tan of |x| > 2^20 use libm. f64 uses libm. The f32 kernels are built for SSE2, AVX2
  * and AVX-512 and picked at run time; $SX_ISA=base|avx2|avx512 caps the choice. Softmax and
  * the fused element-wise programs use the same functions. round sends halves to the even
@@ -415,7 +415,7 @@ SX_NODISCARD sx_status sx_tensor_gather_out(const sx_tensor *x, const sx_tensor 
 /* The adjoint of gather: out is set to zero, then out[idx[i], ...] += g[i, ...]. */
 SX_NODISCARD sx_status sx_tensor_scatter_add_out(const sx_tensor *g, const sx_tensor *idx,
                                                  sx_tensor *out);
-/* Embedding (tensor/embedding.c): table (vocab, dim), idx of any rank r <= 7 with
+/* Embedding (tensor/layout/embedding.c): table (vocab, dim), idx of any rank r <= 7 with
  * integral values in [0, vocab), out (idx shape..., dim): out[i, :] = table[idx[i], :], or zeros
  * where idx[i] == pad (pad -1: none; else in [0, vocab), SX_E_RANGE otherwise). A table of rank
  * != 2 is SX_E_RANK, bad indices SX_E_RANGE with nothing written. The backward kernel is its
@@ -431,7 +431,7 @@ SX_NODISCARD sx_status sx_tensor_embedding_backward_out(const sx_tensor *g, cons
 /* out = alpha * op(a) @ op(b) + beta * out, op(m) = m or its transpose (of the last two axes).
  * a, b of rank >= 2; leading (batch) axes broadcast (NumPy matmul); a rank-2 operand is shared
  * by every batch. beta = 0 ignores out's old contents (even NaN). Every product runs on strix's
- * own GEMM (tensor/gemm.c, not BLAS): one per batch, or one for the whole batch when b is one
+ * own GEMM (tensor/gemm/gemm.c, not BLAS): one per batch, or one for the whole batch when b is one
  * shared matrix and a is not transposed (its rows are then contiguous).
  * Rounding with beta = 0: alpha times the finished sum, rounded once more, so alpha != 1 gives
  * the bits of the product followed by a multiplication by alpha. */
@@ -695,7 +695,7 @@ SX_NODISCARD sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logi
                                                            const sx_tensor *target,
                                                            const sx_tensor *dout,
                                                            sx_tensor *dlogits);
-/* Batch normalisation over the last axis (tensor/batch_norm.c). x (..., c) of rank
+/* Batch normalisation over the last axis (tensor/norm/batch_norm.c). x (..., c) of rank
  * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
  * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so
  * results never depend on the thread count. Errors: SX_E_ARG (NULL tensor or data; an output
@@ -730,7 +730,7 @@ SX_NODISCARD sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tens
 SX_NODISCARD sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
                                                     const sx_tensor *dy, sx_tensor *sums, void *ws,
                                                     size_t ws_bytes);
-/* Group normalisation (tensor/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
+/* Group normalisation (tensor/norm/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
  * kernel family. x of rank r is viewed as (n, s, c): n the product of its first `lead` axes, c of
  * its last `tail` axes, s of those between; its c channels form `groups` groups of k = c / groups
  * adjacent channels, and each of the p = n * groups (batch row, group) pairs is normalised

@@ -40,10 +40,11 @@ sx_status sx__check_apart(const char *who, const char *in_name, const sx_tensor 
                           const char *out_name, const sx_tensor *out);
 /* Resolve a possibly negative axis against rank (SX_E_AXIS naming it). */
 sx_status sx__axis(const char *who, int axis, int rank, int *out);
-/* Fused programs (tensor/fused.c): how many sources (a, b, c) an instruction of `kind` reads,
- * and the one validator of every field of a program over n_in operands (sx_tensor_fused_out's
- * rules, stated in sx_tensor.h), used by sx_tensor_fused_out, the FUSED node's shape rule and
- * the model file reader. SX_E_ARG naming `who`, the instruction and the field. */
+/* Fused programs (tensor/elementwise/fused.c): how many sources (a, b, c) an instruction of `kind`
+ * reads, and the one validator of every field of a program over n_in operands
+ * (sx_tensor_fused_out's rules, stated in sx_tensor.h), used by sx_tensor_fused_out, the FUSED
+ * node's shape rule and the model file reader. SX_E_ARG naming `who`, the instruction and the
+ * field. */
 static inline int sx__fused_sources(int kind)
 {
     return kind == SX_FUSED_MAP ? 1 : kind == SX_FUSED_BINARY ? 2 : 3;
@@ -69,14 +70,14 @@ static inline uint64_t sx_rng_u64_inline(sx_rng *r)
     return result;
 }
 
-/* The instruction set of this process's kernels (tensor/isa.c), detected once: AVX512 when the
+/* The instruction set of this process's kernels (tensor/core/isa.c), detected once: AVX512 when the
  * CPU has AVX-512 F, VL, BW and DQ plus AVX2 and FMA, AVX2 when it has AVX2 and FMA, else BASE
  * (always BASE off x86-64 or without a GNU C compiler); then capped by $SX_ISA
  * (base|avx2|avx512; a cap only lowers it). Every kernel family with per-ISA builds uses it. */
 enum { SX__ISA_BASE = 0, SX__ISA_AVX2 = 1, SX__ISA_AVX512 = 2 };
 int sx__isa(void);
 
-/* One row-major GEMM (tensor/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)
+/* One row-major GEMM (tensor/gemm/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)
  * (m,k) and op(b) (k,n); lda, ldb, ldc are row strides in elements; all dims >= 1 and <= INT_MAX
  * (checked by the caller); beta = 0 overwrites c (NaN too). c must not overlap a or b. Uses
  * sx_threads_get() threads; the result does not depend on the thread count.

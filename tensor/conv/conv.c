@@ -15,7 +15,7 @@
  * CPUs, strided backward-input with few channels, very large kdim). These serve the original
  * parameter set (one group, no dilation, VALID or SAME_UPPER) and explicit pads smaller than the
  * window (dense_explicit: PyTorch's padded convolutions, stride 2 included); every public function
- * hands other parameters to tensor/conv_general.c before touching them (which sends the
+ * hands other parameters to tensor/conv/conv_general.c before touching them (which sends the
  * geometries computed here back). */
 #include "conv_impl.h"
 #include "tensor_impl.h"

@@ -496,7 +496,7 @@ static inline double vm_if_f64(bool c, double a, double b)
 
 /* The kernels that use these functions are compiled once per instruction set on GCC for
  * x86-64 (VM_DISPATCH; `#pragma GCC target` around a second and third instance of a template)
- * and picked at run time by sx__isa() (tensor/isa.c), strix's one switch for every kernel
+ * and picked at run time by sx__isa() (tensor/core/isa.c), strix's one switch for every kernel
  * family: the widest the CPU and OS support, capped by the environment variable
  * SX_ISA=base|avx2|avx512 (read once; other values are ignored). The default build still runs
  * on any x86-64. */

@@ -1,4 +1,4 @@
-/* conv_dw.h: the direct depthwise and grouped kernels (tensor/conv_dw.c) that conv_general.c
+/* conv_dw.h: the direct depthwise and grouped kernels (tensor/conv/conv_dw.c) that conv_general.c
  * runs for depthwise convolutions (groups = c) and groups of at most SX__DW_MAX_GROUP channels
  * and filters at strix's AVX512 level (never installed). */
 #ifndef SX_CONV_DW_H

@@ -1,5 +1,5 @@
 /* status.c: what every module shares: status strings, dtype names and sizes, the per-thread
- * error message, the allocator hook and the thread counts (strix's pool, tensor/par.c, and
+ * error message, the allocator hook and the thread counts (strix's pool, tensor/core/par.c, and
  * OpenBLAS). */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (Linux) */
 #include "tensor_impl.h"
@@ -154,7 +154,7 @@ static int cores(void)
 }
 
 /* The one place the counts are set: strix's kernels read n_threads (sx_threads_get) at each
- * call and run on strix's pool (tensor/par.c). */
+ * call and run on strix's pool (tensor/core/par.c). */
 static void apply_threads(int n)
 {
     atomic_store_explicit(&n_threads, n, memory_order_relaxed);

@@ -24,7 +24,7 @@ const char *sx_map_name(sx_map_op op)
  * which then stays in L1 for the computation). f64 rows have no ranged function (libm takes
  * every argument): one block. */
 #define MAP_BLK 4096
-#define ISA_TMPL "map_tmpl.h"
+#define ISA_TMPL "elementwise/map_tmpl.h"
 #include "isa_each.h"
 #undef ISA_TMPL
 #undef MAP_BLK

@@ -13,7 +13,7 @@
 
 #define FUSED_BLOCK 512
 
-#define ISA_TMPL "fused_tmpl.h"
+#define ISA_TMPL "elementwise/fused_tmpl.h"
 #include "isa_each.h"
 #undef ISA_TMPL
 #define T double

@@ -1,4 +1,4 @@
-/* par_impl.h: strix's one parallel runtime (tensor/par.c), used by every parallel kernel, the
+/* par_impl.h: strix's one parallel runtime (tensor/core/par.c), used by every parallel kernel, the
  * GEMM, the convolution drivers and the parallel graph evaluation (never installed).
  *
  * A parallel loop is a number of tasks. The calling thread takes part: it and whichever pool

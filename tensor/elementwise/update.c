@@ -46,7 +46,7 @@ enum {
     UPD_COUNT
 };
 
-#define ISA_TMPL "update_tmpl.h"
+#define ISA_TMPL "elementwise/update_tmpl.h"
 #include "isa_each.h"
 #undef ISA_TMPL
 #define T double

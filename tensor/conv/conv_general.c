@@ -3,7 +3,7 @@
  * One geometry (gx_geom) describes them all; a parameter set whose geometry conv.c's dense
  * kernels already compute (one group, no dilation, the rows and columns VALID or SAME_UPPER
  * would give) goes to them. The rest: depthwise and groups of at most SX__DW_MAX_GROUP channels
- * and filters by tensor/conv_dw.c's direct kernels at the AVX512 level when they serve the
+ * and filters by tensor/conv/conv_dw.c's direct kernels at the AVX512 level when they serve the
  * geometry; otherwise depthwise by its own loops, grouped 1x1 by one GEMM per group on x
  * itself, everything else by im2col per group and band plus a GEMM. The
  * transposed convolution is the conv2d from its output to its input run backwards. */
