@@ -1,19 +1,19 @@
 /* bench_conv.c: a focused benchmark of the three conv2d kernels on one shape (default: the
- * tensor benchmark's [100,14,14,32] * [5,5,32,64], SAME, stride 1, f32), for tuning tensor/conv.c.
- * Each kernel is timed alone, reps times after a warm-up; it prints the median and the minimum of
- * the calling thread's CPU time (one thread: immune to other processes' load) and of the wall time,
- * the median of the process's CPU time over all threads ("proc med": with --threads 2, what exceeds
- * the one-thread CPU time is waste - spinning, imbalance, duplicated work), and the
- * RMS relative difference from the same kernel run with the minimum workspace (which runs the
- * direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
+ * tensor benchmark's [100,14,14,32] * [5,5,32,64], SAME, stride 1, f32), for tuning
+ * tensor/conv/conv.c. Each kernel is timed alone, reps times after a warm-up; it prints the median
+ * and the minimum of the calling thread's CPU time (one thread: immune to other processes' load)
+ * and of the wall time, the median of the process's CPU time over all threads ("proc med": with
+ * --threads 2, what exceeds the one-thread CPU time is waste - spinning, imbalance, duplicated
+ * work), and the RMS relative difference from the same kernel run with the minimum workspace (which
+ * runs the direct kernels where the full one runs Winograd, unless it holds Winograd too: then 0):
  * sqrt(sum (a - b)^2 / sum b^2). The 3x3 shapes of F(4x4, 3x3)'s tuning:
  * --x 32,32,32,64 --k 3,3,64,64 and --x 100,14,14,32 --k 3,3,32,64.
- * Depthwise (tensor/conv_dw.c), mobilenet's: --x 128,28,28,64 --k 3,3,1,64 --groups 64 --pads
+ * Depthwise (tensor/conv/conv_dw.c), mobilenet's: --x 128,28,28,64 --k 3,3,1,64 --groups 64 --pads
  * 1,1,1,1 --stride 2, and --x 128,14,14,128 --k 3,3,1,128 --groups 128 --pads 1,1,1,1.
- * The general parameters (tensor/conv_general.c): --dilation D, --groups G (k's axis 2 is
+ * The general parameters (tensor/conv/conv_general.c): --dilation D, --groups G (k's axis 2 is
  * then c/G; depthwise: --groups c --k kh,kw,1,c), --same-lower, --pads t,b,l,r (EXPLICIT), and
  * --transposed (x is the transposed convolution's input, k (kh,kw,c_out/G,c_in)) with
- * --output-padding h,w. Without them the original kernels of tensor/conv.c run, as before.
+ * --output-padding h,w. Without them the original kernels of tensor/conv/conv.c run, as before.
  *
  *     bench_conv [--threads N] [--reps N] [--f64] [--stride S] [--valid] [--same-lower]
  *                [--pads t,b,l,r] [--dilation D] [--groups G] [--transposed]

@@ -1,4 +1,4 @@
-/* bench_gemm.c: strix's GEMM (sx__gemm, tensor/gemm.c) against OpenBLAS's cblas_?gemm on the
+/* bench_gemm.c: strix's GEMM (sx__gemm, tensor/gemm/gemm.c) against OpenBLAS's cblas_?gemm on the
  * shapes strix trains with (MNIST dense and conv layers as matmul and conv call them), squares
  * and small sizes, with 1 and 2 threads. Each figure is the median (and best) GFLOP/s of timed
  * runs after a warm-up (c = op(a) @ op(b), beta = 0); both sides get the same buffers and

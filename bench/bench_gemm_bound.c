@@ -32,7 +32,7 @@
 
 #include "bench_util.h"
 
-/* The one GEMM of strix (tensor/gemm.c), declared as in tensor/tensor_impl.h: internal to the
+/* The one GEMM of strix (tensor/gemm/gemm.c), declared as in tensor/tensor_impl.h: internal to the
  * library, linked here from the static strix_tensor. */
 void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
               const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,

@@ -1,7 +1,8 @@
 /* opt_fuse.c: the fusion passes. Gemm-update fusion computes the matmul gradient of a fused
  * optimiser update (which optim/ emits as such, sx_optim.h) a block of rows at a time inside
  * the step; element-wise chain fusion turns a tree of element-wise ops over one shape into a
- * single FUSED node that runs a short program per block of elements (tensor/fused.c). */
+ * single FUSED node that runs a short program per block of elements (tensor/elementwise/fused.c).
+ */
 #include "opt_impl.h"
 
 #include <string.h>

@@ -861,8 +861,9 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
     return SX_OK;
 }
 
-/* A fused node's program, judged at once by the one validator of programs (tensor/fused.c:
- * every field of every instruction), with the node named in the message. */
+/* A fused node's program, judged at once by the one validator of programs
+ * (tensor/elementwise/fused.c: every field of every instruction), with the node named in the
+ * message. */
 static sx_status check_prog(const reader *r, int64_t i, const sx_cg_attr *a, int n_in)
 {
     if (sx__fused_check("fused", &a->prog, n_in) == SX_OK)

@@ -2,7 +2,7 @@
  * evaluators, costs and constructors of batch_norm_stats, batch_norm, batch_norm_sums and
  * batch_norm_dx (their
  * gradient rules are in autodiff/batch_norm_rules.c). The kernels:
- * tensor/batch_norm.c. x (..., c) has its channels last. */
+ * tensor/norm/batch_norm.c. x (..., c) has its channels last. */
 #include "cgraph_impl.h"
 
 #include <math.h>
