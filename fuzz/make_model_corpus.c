@@ -3,7 +3,8 @@
  *   model_cnn_f32.sxm    fuzz_nets.h's CNN after a few Adam steps, sx_nn_save
  *   model_fused_f32.sxm  the same model file with its graph run through the optimiser (fused
  *                        element-wise chains), still loadable by sx_nn_load
- *   model_mlp_f64.sxm    an f64 MLP with a lambda layer, sx_nn_save
+ *   model_mlp_f64.sxm    an f64 MLP with a lambda layer and preprocessing (normalisation,
+ *                        class and feature names), sx_nn_save
  *   ckpt_adam.sxm        the checkpoint sx_nn_train wrote (Adam: m and v for every weight)
  *   ckpt_adagrad.sxm     the same run with Adagrad, a checkpoint in the middle of an epoch
  *   ckpt_momentum.sxm    and with momentum
@@ -11,6 +12,7 @@
  *                        Adam updates) after the optimiser fused it, by sx_cg_save; with named
  *                        tensors and metadata
  * and hostile files that once crashed the loader, as regressions (checksums right):
+ * (legacy_v1_*.sxm, kept by hand: model files of before version 3, whose x is already scaled)
  *   hostile_rank0_x.sxm        a model whose x is a rank-0 input (once a memcpy of -8 bytes)
  *   hostile_fused_unused_b.sxm a model whose fused tanh has unused source b = 1000 (once the
  *                              interpreter read period[1000], a stack overflow)
@@ -135,6 +137,12 @@ static void mlp_f64(const char *path)
     x = sx_nn_fully_connected(net, x, 4, SX_ACT_RELU);
     sx_nn_linear(net, x, 2, SX_ACT_SOFTMAX);
     CHECK(sx_nn_net_status(net));
+    /* the preprocessing a model file describes: statistics, class and feature names */
+    const double mean[5] = {1, 2, 3, 4, 5}, sd[5] = {0.5, 1, 2, 4, 8};
+    const char *cls[2] = {"no\\pe", "ye\ns"}, *feat[5] = {"a", "b", "c", "d", "e"};
+    CHECK(sx_nn_net_set_normalization(net, 5, mean, sd));
+    CHECK(sx_nn_net_set_class_names(net, 2, cls));
+    CHECK(sx_nn_net_set_feature_names(net, 5, feat));
     CHECK(sx_nn_save(net, path));
     sx_nn_net_free(net);
 }
