@@ -1,7 +1,13 @@
-# Every C source and header of strix follows .clang-format (run: clang-format -i FILE).
-file(GLOB_RECURSE files ${SRC}/tensor/*.[ch] ${SRC}/engine/*.[ch] ${SRC}/cgraph/*.[ch] ${SRC}/autodiff/*.[ch]
-     ${SRC}/optim/*.[ch] ${SRC}/nn/*.[ch] ${SRC}/datasets/*.[ch] ${SRC}/examples/*.[ch]
-     ${SRC}/tests/*.[ch] ${SRC}/bench/*.[ch] ${SRC}/fuzz/*.[ch] ${SRC}/tools/*.[ch])
+# Every C source and header of strix follows .clang-format (run: clang-format -i FILE): the
+# module folders that cmake/modules.txt lists, and the tool, examples, tests, benchmarks and
+# fuzz targets.
+file(STRINGS ${SRC}/cmake/modules.txt dirs REGEX "^[a-z]")
+list(APPEND dirs tools examples tests bench fuzz)
+set(globs "")
+foreach(d IN LISTS dirs)
+    list(APPEND globs ${SRC}/${d}/*.[ch])
+endforeach()
+file(GLOB_RECURSE files ${globs})
 set(bad "")
 foreach(f IN LISTS files)
     execute_process(COMMAND ${CLANG_FORMAT} --dry-run -Werror ${f}
