@@ -3,7 +3,10 @@
 # the installed strix tool. When the build made shared libraries (BUILD_SHARED_LIBS=ON), both
 # programs and the tool must load the installed libstrix_*.so (their dynamic section names
 # them, and they run from the install tree alone: RUNPATH, or -Wl,-rpath for pkg-config).
+# FLAGS (optional): compiler and linker flags for both programs; the sanitizer build's static
+# libraries need its -fsanitize flags in every program that links them.
 file(REMOVE_RECURSE ${WORK})
+separate_arguments(FLAGS UNIX_COMMAND "${FLAGS}")
 set(prefix ${WORK}/prefix)
 function(run)
     execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -28,7 +31,9 @@ if(EXISTS ${libdir}/libstrix_tensor.so)
         message(FATAL_ERROR "no versioned libstrix_tensor.so.* installed in ${libdir}")
     endif()
 endif()
-run(${CMAKE_COMMAND} -S ${SRC}/tests/install -B ${WORK}/build -DCMAKE_PREFIX_PATH=${prefix})
+list(JOIN FLAGS " " flags_string)
+run(${CMAKE_COMMAND} -S ${SRC}/tests/install -B ${WORK}/build -DCMAKE_PREFIX_PATH=${prefix}
+    "-DCMAKE_C_FLAGS=${flags_string}" "-DCMAKE_EXE_LINKER_FLAGS=${flags_string}")
 run(${CMAKE_COMMAND} --build ${WORK}/build)
 run(${WORK}/build/consumer ${WORK}/consumer.npy)
 set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)
@@ -41,7 +46,7 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 if(shared)
     list(APPEND flags -Wl,-rpath,${libdir})
 endif()
-run(cc -std=c11 ${SRC}/tests/install/consumer.c -o ${WORK}/consumer_pc ${flags})
+run(cc -std=c11 ${FLAGS} ${SRC}/tests/install/consumer.c -o ${WORK}/consumer_pc ${flags})
 run(${WORK}/consumer_pc ${WORK}/consumer_pc.npy)
 # The installed tool runs from the install tree (its RUNPATH is $ORIGIN/../lib).
 if(EXISTS ${prefix}/bin/strix)
