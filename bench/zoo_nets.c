@@ -629,7 +629,7 @@ void zoo_result_format(const zoo_result *r, char *buf, size_t size)
     snprintf(
         buf, size,
         "result: net=%s data=%s train_s=%.3f img_per_s=%.1f test_acc=%.4f loss=%.5f "
-        "peak_rss_mb=%.1f infer_ips=%.1f latency_ms=%.3f first_ms=%.2f arena_mb=%.2f "
+        "peak_rss_mb=%.1f infer_ips=%.6g latency_ms=%.3f first_ms=%.2f arena_mb=%.2f "
         "naive_mb=%.2f live_mb=%.2f compile_ms=%.2f nodes_before=%lld nodes_after=%lld params=%lld "
         "out_sum=%.5f batch=%d threads=%d eager=%d",
         r->net, r->data, r->train_s, r->img_per_s, r->test_acc, r->loss, r->peak_rss_mb,
