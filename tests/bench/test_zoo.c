@@ -54,8 +54,8 @@ static void run_line(const zoo_opts *o, char *line, size_t n)
         cr_assert(isfinite(field(line, keys[i])), "%s: %s", keys[i], line);
     cr_assert_eq((int64_t)field(line, "params"), zoo_find(o->net)->torch_params, "%s", line);
     cr_assert_gt(field(line, "peak_rss_mb"), 0);
-    cr_assert_gt(field(line, "infer_ips"), 0, "%s",
-                 line); /* 6 significant digits: > 0 even when slow */
+    /* printed with 6 significant digits: > 0 even for a slow (sanitizer) run */
+    cr_assert_gt(field(line, "infer_ips"), 0, "%s", line);
     cr_assert_lt(fabs(field(line, "out_sum") - 1), 1e-3, "%s", line);
 }
 
