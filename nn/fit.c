@@ -202,7 +202,7 @@ typedef struct evaluation {
 } evaluation;
 
 static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s, int64_t B,
-                            const sx_ds_augment *aug, const sx_nn_model *lender)
+                            const sx_nn_model *lender)
 {
     e->e = out_size(net);
     e->k = out_last(net);
@@ -212,7 +212,6 @@ static sx_status eval_start(evaluation *e, sx_nn_net *net, const sx_ds_source *s
     lp.batch_size = B;
     lp.shuffle = false;
     lp.raw = true; /* the network's graph scales and normalises: no crops, no flips */
-    (void)aug;
     SX_TRY(sx_ds_loader_new(s, &lp, &e->loader));
     SX_TRY(nn_compile_infer_lent(net, B, lender, &e->m));
     SX_TRY(sx_tensor_new(net->dtype, 2, xs, &e->x));
@@ -280,7 +279,7 @@ static sx_status evaluate(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit
     sx_nn_metric mk = resolve_metric(net, p, s);
     evaluation e;
     memset(&e, 0, sizeof e);
-    sx_status st = eval_start(&e, net, s, p->train.batch, &p->augment, lender);
+    sx_status st = eval_start(&e, net, s, p->train.batch, lender);
     nn_loss_part parts[SX_NN_MAX_HEADS];
     int np = nn_loss_parts(net, &p->train, parts);
     double psum[SX_NN_MAX_HEADS] = {0}, pmsum[SX_NN_MAX_HEADS] = {0}, msum = 0;
@@ -402,7 +401,7 @@ sx_status sx_nn_predict_source(sx_nn_net *net, const sx_ds_source *s, const sx_n
     sx_tensor *res = NULL;
     sx_status st = sx_tensor_new(net->dtype, last->rank + 1, shape, &res);
     if (st == SX_OK)
-        st = eval_start(&e, net, s, fp.train.batch, &fp.augment, NULL);
+        st = eval_start(&e, net, s, fp.train.batch, NULL);
     int64_t count = 0, done = 0;
     while (st == SX_OK && (st = eval_next(&e, &count)) == SX_OK && count > 0) {
         for (int64_t r = 0; r < count; r++, done++) {
