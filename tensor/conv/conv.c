@@ -2,13 +2,13 @@
  * The work is cut into units (whole images, or bands of rows of one image) whose scratch stays
  * in L2; units run in parallel, one thread each, and backward-kernel adds them in a fixed
  * number of groups summed in a fixed order, so the bits never depend on the thread count.
- * Three implementations of a unit. The direct kernels (AVX-512) keep a tile of results in
+ * Three implementations of a unit. The direct kernels (AVX2, AVX-512) keep a tile of results in
  * vector registers and read a zero-padded copy of the unit's band, so no tap tests a border:
  * forward and backward-kernel (reading x in place when no window leaves it), and
  * backward-input: with stride 1 as the forward kernel over dy with the rotated kernel, or a
  * gather over the filters when c is small; strided, when c fills a vector, by phases (each
  * phase of dx a stride-1 correlation of dy with a sub-kernel, on the forward tiles). Winograd's
- * F(2x2, 5x5) and F(4x4, 3x3) (AVX-512) serve 5x5 and 3x3 kernels at stride 1 with enough
+ * F(2x2, 5x5) and F(4x4, 3x3) (AVX2, AVX-512) serve 5x5 and 3x3 kernels at stride 1 with enough
  * channels: 2.8 and 4 times fewer multiplies, on the same padded bands (below). The GEMM path
  * builds the unit's im2col block (kh runs of kw * c contiguous elements per output pixel) and calls
  * sx__gemm: y = col @ k, dk += col^T @ dy, dcol = dy @ k^T then col2im. It serves the rest (other
@@ -24,11 +24,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define CONV_AVX512 1
-#define CONV_VATTR __attribute__((target("avx512f")))
-#endif
+#include "simd.h"
 
 /* Bytes of one unit's scratch (im2col block or padded band) that the plan aims at: it stays in
  * the 1 MB L2 of the machine this was tuned on, with room for the GEMM's packed panels. */
@@ -56,19 +52,15 @@
 #define CONV_MAX_SLOTS 16
 /* Multiply-adds below which a call runs on one thread (a parallel region costs more). */
 #define CONV_PAR_MIN_MACS ((int64_t)1 << 21)
-/* Direct-kernel register tiles of about 24 accumulators: forward CONV_FP pixels by one or two
- * vectors of filters (three vectors: 8 pixels, four: 6), backward-kernel up to CONV_KT taps by
- * one or two vectors (2 * CONV_KT / nv taps by nv = 3 or 4), backward-input CONV_IP elements
- * (the unroll pragmas in conv_tmpl.h match). */
-#define CONV_FP 12
-#define CONV_KT 12
+/* Direct backward-input's register tile: CONV_IP elements (the unroll pragmas in
+ * conv_direct_tmpl.h match); the other tiles are sized per instruction set (conv_vec.h). */
 #define CONV_IP 8
 /* Elements of the prepared kernel (flipped or rotated) at the start of a direct backward-input
  * slot, rounded up so that the band after it stays aligned. */
 #define CONV_KF_ELEMS(g) (((g)->kdim * (g)->f + 15) / 16 * 16)
 /* Winograd F(2x2, 5x5) (Lavin and Gray, "Fast algorithms for convolutional neural networks",
  * 2016) with the interpolation points 0, 1, -1, 2, -1/2 and infinity (the matrices are in
- * conv_tmpl.h; these points round 2-3 times less than 0, +-1, +-2): a 2x2 block of outputs is
+ * conv_wino_tmpl.h; these points round 2-3 times less than 0, +-1, +-2): a 2x2 block of outputs is
  * A^T [(G k G^T) . (B^T d B)] A over the 6x6 input tile d. A unit's tiles are transformed in
  * blocks, the products summed over the input channels as 36 GEMMs (one per point pair) and
  * transformed back: 36 multiplies per 4 outputs instead of 100. Backward-input is the forward
@@ -193,20 +185,6 @@ static inline bool conv_in_place(const conv_geom *g)
            (g->ow - 1) * g->sw + g->kw <= g->w;
 }
 
-/* Pixels per forward tile of nv vectors of filters over a grid of npix pixels: at most
- * CONV_FP (nv <= 2), 8 (nv = 3) or 6 (nv = 4), or up to a quarter fewer when that wastes fewer
- * of the last tile's slots (a 7x7 grid: 5 tiles of 10 pixels instead of 5 of 12, 18% fewer
- * multiplies; a pixel's sum is the same in any tile). */
-static inline int64_t conv_tile_pixels(int64_t npix, int nv)
-{
-    const int64_t top = nv <= 2 ? CONV_FP : nv == 3 ? 8 : 6, low = nv <= 2 ? 9 : top - 1;
-    int64_t best = top;
-    for (int64_t np = top - 1; np >= low; np--)
-        if ((npix + np - 1) / np * np < (npix + best - 1) / best * best)
-            best = np;
-    return best;
-}
-
 /* Strided backward-input by phases (polyphase): the input rows iy with (iy + pt) % sh == r
  * receive the kernel rows r, r + sh, r + 2 sh, ... (phase_taps(kh, sh, r) of them) from
  * consecutive rows of dy, and likewise the columns: each of the sh * sw phases of dx is a
@@ -254,78 +232,83 @@ typedef struct conv_job {
 typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
                         bool first);
 
-#ifdef CONV_AVX512
-#define V __m512
-#define VL 16
-#define VMASK __mmask16
-#define V_ZERO() _mm512_setzero_ps()
-#define V_LOAD(p) _mm512_loadu_ps(p)
-#define V_MLOAD(m, p) _mm512_maskz_loadu_ps(m, p)
-#define V_MSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
-#define V_STREAM(p, v) _mm512_stream_ps(p, v)
-#define V_SET1(x) _mm512_set1_ps(x)
-#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define V_ADD(a, b) _mm512_add_ps(a, b)
-#define V_SUB(a, b) _mm512_sub_ps(a, b)
-#define V_MUL(a, b) _mm512_mul_ps(a, b)
-#define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
-#define V_FNMS(a, b, c) _mm512_fnmsub_ps(a, b, c)
-#define V_HSUM(v) _mm512_reduce_add_ps(v)
-#endif
 #define T float
 #define SFX f32
-#include "conv_tmpl.h"
+#include "conv_im2col_tmpl.h"
 #undef T
 #undef SFX
-#ifdef CONV_AVX512
-#undef V
-#undef VL
-#undef VMASK
-#undef V_ZERO
-#undef V_LOAD
-#undef V_MLOAD
-#undef V_MSTORE
-#undef V_STREAM
-#undef V_SET1
-#undef V_FMA
-#undef V_ADD
-#undef V_SUB
-#undef V_MUL
-#undef V_FNMA
-#undef V_FNMS
-#undef V_HSUM
-#define V __m512d
-#define VL 8
-#define VMASK __mmask8
-#define V_ZERO() _mm512_setzero_pd()
-#define V_LOAD(p) _mm512_loadu_pd(p)
-#define V_MLOAD(m, p) _mm512_maskz_loadu_pd(m, p)
-#define V_MSTORE(p, m, v) _mm512_mask_storeu_pd(p, m, v)
-#define V_STREAM(p, v) _mm512_stream_pd(p, v)
-#define V_SET1(x) _mm512_set1_pd(x)
-#define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define V_ADD(a, b) _mm512_add_pd(a, b)
-#define V_SUB(a, b) _mm512_sub_pd(a, b)
-#define V_MUL(a, b) _mm512_mul_pd(a, b)
-#define V_FNMA(a, b, c) _mm512_fnmadd_pd(a, b, c)
-#define V_FNMS(a, b, c) _mm512_fnmsub_pd(a, b, c)
-#define V_HSUM(v) _mm512_reduce_add_pd(v)
-#endif
 #define T double
 #define SFX f64
-#include "conv_tmpl.h"
+#include "conv_im2col_tmpl.h"
 #undef T
 #undef SFX
 
-/* Do the direct and Winograd kernels run? Only at strix's AVX512 level (sx__isa: this CPU,
- * capped by SX_ISA); below it every unit takes the im2col + GEMM path. */
+/* The vector kernels (direct, Winograd), one instance per instruction set and dtype. */
+#if SIMD_HAVE_X86
+#define CONV_VEC_ISAS 1
+#define SIMD_ISA SIMD_AVX2
+#define SIMD_BITS 32
+#define T float
+#define SFX f32_avx2
+#include "conv_vec.h"
+#define SIMD_ISA SIMD_AVX2
+#define SIMD_BITS 64
+#define T double
+#define SFX f64_avx2
+#include "conv_vec.h"
+#define SIMD_ISA SIMD_AVX512
+#define SIMD_BITS 32
+#define T float
+#define SFX f32_avx512
+#include "conv_vec.h"
+#define SIMD_ISA SIMD_AVX512
+#define SIMD_BITS 64
+#define T double
+#define SFX f64_avx512
+#include "conv_vec.h"
+#endif
+
+/* One instruction set's vector kernels for one dtype. */
+typedef struct conv_vec_kernels {
+    unit_fn direct[3], wino[3]; /* by conv_kind */
+    void (*wino_prep)(const conv_job *jb, bool bwdi);
+    void (*wino_finish)(const conv_job *jb, const void *parts, int64_t groups, size_t pstride);
+} conv_vec_kernels;
+
+#define CONV_VEC_SET(s)                                                                            \
+    {                                                                                              \
+        {direct_fwd_unit_##s, direct_bwdi_unit_##s, direct_bwdk_unit_##s},                         \
+            {wino_fwd_unit_##s, wino_bwdi_unit_##s, wino_bwdk_unit_##s}, wino_prep_##s,            \
+            wino_finish_##s                                                                        \
+    }
+
+/* The vector kernels of this process's instruction set (sx__isa: this CPU, capped by SX_ISA)
+ * for dtype dt, or NULL where there are none: below AVX2 every unit takes the im2col + GEMM
+ * path. */
+static const conv_vec_kernels *vec_kernels(sx_dtype dt)
+{
+#ifdef CONV_VEC_ISAS
+    static const conv_vec_kernels sets[2][2] = {
+        {CONV_VEC_SET(f32_avx2), CONV_VEC_SET(f64_avx2)},
+        {CONV_VEC_SET(f32_avx512), CONV_VEC_SET(f64_avx512)},
+    };
+    const int isa = sx__isa(), d = dt == SX_F64;
+    return isa == SX__ISA_AVX512 ? &sets[1][d] : isa == SX__ISA_AVX2 ? &sets[0][d] : NULL;
+#else
+    (void)dt;
+    return NULL;
+#endif
+}
+
 static bool have_direct(void)
 {
-#ifdef CONV_AVX512
-    return sx__isa() == SX__ISA_AVX512;
-#else
-    return false;
-#endif
+    return vec_kernels(SX_F32) != NULL;
+}
+
+/* Bytes of one vector of the vector kernels. */
+static size_t vec_bytes(void)
+{
+    return sx__isa() == SX__ISA_AVX512 ? 64 : 32;
 }
 
 /* Explicit pads that the dense kernels here compute as they compute SAME: one group, no
@@ -477,7 +460,7 @@ static conv_path path_of(const conv_geom *g, conv_kind kind, size_t esz)
     /* backward-input: the forward kernel on the rotated kernel (strided: on its phases' sub-
      * kernels) when the input channels fill a vector (its kdim is kh * kw * f), else with
      * stride 1 the gather for small kdim */
-    if ((size_t)g->c * esz >= 64)
+    if ((size_t)g->c * esz >= vec_bytes())
         return g->kh * g->kw * g->f <= CONV_DIRECT_KDIM ? PATH_DIRECT : PATH_GEMM;
     if (g->sh != 1 || g->sw != 1)
         return PATH_GEMM;
@@ -1000,15 +983,10 @@ static void run_units(conv_job *jb, conv_kind kind, unit_fn fn, int64_t macs)
             units_run(&uc, t, 0);
     else
         sx__par_for_upto(nt, tasks, units_task, &uc);
-#ifdef CONV_AVX512
     if (kind == CONV_BWD_K && wino) {
-        if (jb->dt == SX_F32)
-            wino_finish_f32(jb, parts, pl->groups, pl->part_bytes / esz);
-        else
-            wino_finish_f64(jb, parts, pl->groups, pl->part_bytes / esz);
+        vec_kernels(jb->dt)->wino_finish(jb, parts, pl->groups, pl->part_bytes / esz);
         return;
     }
-#endif
     if (kind != CONV_BWD_K || pl->groups == 1)
         return;
     const int64_t nk = jb->g->kdim * jb->g->f, ng = pl->groups;
@@ -1041,19 +1019,11 @@ static int64_t conv_macs(const conv_geom *g)
 /* The unit function of a kernel, path and dtype. */
 static unit_fn unit_of(conv_kind kind, conv_path path, sx_dtype dt)
 {
-    bool d = dt == SX_F64;
-#ifdef CONV_AVX512
+    const bool d = dt == SX_F64;
     if (path == PATH_DIRECT)
-        return kind == CONV_FWD     ? (d ? direct_fwd_unit_f64 : direct_fwd_unit_f32)
-               : kind == CONV_BWD_K ? (d ? direct_bwdk_unit_f64 : direct_bwdk_unit_f32)
-                                    : (d ? direct_bwdi_unit_f64 : direct_bwdi_unit_f32);
+        return vec_kernels(dt)->direct[kind];
     if (path == PATH_WINO)
-        return kind == CONV_FWD     ? (d ? wino_fwd_unit_f64 : wino_fwd_unit_f32)
-               : kind == CONV_BWD_K ? (d ? wino_bwdk_unit_f64 : wino_bwdk_unit_f32)
-                                    : (d ? wino_bwdi_unit_f64 : wino_bwdi_unit_f32);
-#else
-    (void)path;
-#endif
+        return vec_kernels(dt)->wino[kind];
     return kind == CONV_FWD     ? (d ? gemm_fwd_unit_f64 : gemm_fwd_unit_f32)
            : kind == CONV_BWD_K ? (d ? gemm_bwdk_unit_f64 : gemm_bwdk_unit_f32)
                                 : (d ? gemm_bwdi_unit_f64 : gemm_bwdi_unit_f32);
@@ -1062,14 +1032,7 @@ static unit_fn unit_of(conv_kind kind, conv_path path, sx_dtype dt)
 /* Before the units of a Winograd forward or backward-input: the transformed kernel. */
 static void wino_prep(const conv_job *jb, bool bwdi)
 {
-#ifdef CONV_AVX512
-    if (jb->dt == SX_F32)
-        wino_prep_f32(jb, bwdi);
-    else
-        wino_prep_f64(jb, bwdi);
-#else
-    (void)jb, (void)bwdi;
-#endif
+    vec_kernels(jb->dt)->wino_prep(jb, bwdi);
 }
 
 /* When x is the im2col matrix: one GEMM over all n * oh * ow rows, in pieces of at most

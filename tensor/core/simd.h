@@ -5,9 +5,9 @@
  *
  * The includer defines SIMD_ISA (SIMD_AVX512, SIMD_AVX2 or SIMD_NEON), SIMD_BITS (32: float,
  * 64: double) and T (the matching C type), includes this file, then the template, then
- * simd_end.h, which undefines every name below (and SIMD_ISA, SIMD_BITS). A set the compiler
- * cannot target here (SIMD_NEON on x86-64, the x86 sets elsewhere) is an #error: test SIMD_HAVE_X86
- * or SIMD_HAVE_NEON first.
+ * simd_end.h, which undefines every name below (and SIMD_ISA, SIMD_BITS). Without SIMD_ISA it
+ * defines only SIMD_HAVE_X86 and SIMD_HAVE_NEON (what this compiler can target). A set the
+ * compiler cannot target here (SIMD_NEON on x86-64, the x86 sets elsewhere) is an #error.
  *
  *   V, VL          the vector type and its lane count
  *   VMASK          a mask of the first n lanes (n in [0, VL]); V_MASK_N(n) (n clamped),
@@ -62,27 +62,28 @@ static inline int64_t simd_clamp(int64_t n, int64_t vl)
 #define SIMD_AVX512_ATTR __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 
 typedef struct simd_m8 {
-    __m256i m;
-    int n;
+    __m256i bits;
+    int lanes;
 } simd_m8; /* the first n of 8 float lanes */
 
 typedef struct simd_m4 {
-    __m256i m;
-    int n;
+    __m256i bits;
+    int lanes;
 } simd_m4; /* the first n of 4 double lanes */
 
 static inline SIMD_AVX2_ATTR simd_m8 simd_m8_n(int64_t n)
 {
     const int k = (int)simd_clamp(n, 8);
-    const simd_m8 r = {_mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                       k};
+    const simd_m8 r = {
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), k};
     return r;
 }
 
 static inline SIMD_AVX2_ATTR simd_m4 simd_m4_n(int64_t n)
 {
     const int k = (int)simd_clamp(n, 4);
-    const simd_m4 r = {_mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3)), k};
+    const simd_m4 r = {_mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3)),
+                       k};
     return r;
 }
 
@@ -167,8 +168,10 @@ static inline float simd_nhsum4(float32x4_t v)
 #endif /* SX_SIMD_H */
 
 /* ---------------------------------------------------------------- the includer's set */
-#if !defined(SIMD_ISA) || !defined(SIMD_BITS)
-#error "simd.h: define SIMD_ISA and SIMD_BITS (and T) before including it"
+/* Included without SIMD_ISA, the file gives only the capability tests and helpers above. */
+#ifdef SIMD_ISA
+#ifndef SIMD_BITS
+#error "simd.h: define SIMD_BITS (32 or 64) with SIMD_ISA"
 #endif
 
 #if SIMD_ISA == SIMD_AVX512
@@ -237,9 +240,9 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_SET1(x) _mm256_set1_ps(x)
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_STORE(p, v) _mm256_storeu_ps(p, v)
-#define V_MLOAD(m, p) ((m).n == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, (m).m))
+#define V_MLOAD(m, p) ((m).lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, (m).bits))
 #define V_MSTORE(p, m, v)                                                                          \
-    ((m).n == 8 ? _mm256_storeu_ps(p, v) : _mm256_maskstore_ps(p, (m).m, v))
+    ((m).lanes == 8 ? _mm256_storeu_ps(p, v) : _mm256_maskstore_ps(p, (m).bits, v))
 #define V_STREAM(p, v) _mm256_stream_ps(p, v)
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_SUB(a, b) _mm256_sub_ps(a, b)
@@ -258,9 +261,9 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_SET1(x) _mm256_set1_pd(x)
 #define V_LOAD(p) _mm256_loadu_pd(p)
 #define V_STORE(p, v) _mm256_storeu_pd(p, v)
-#define V_MLOAD(m, p) ((m).n == 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, (m).m))
+#define V_MLOAD(m, p) ((m).lanes == 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, (m).bits))
 #define V_MSTORE(p, m, v)                                                                          \
-    ((m).n == 4 ? _mm256_storeu_pd(p, v) : _mm256_maskstore_pd(p, (m).m, v))
+    ((m).lanes == 4 ? _mm256_storeu_pd(p, v) : _mm256_maskstore_pd(p, (m).bits, v))
 #define V_STREAM(p, v) _mm256_stream_pd(p, v)
 #define V_ADD(a, b) _mm256_add_pd(a, b)
 #define V_SUB(a, b) _mm256_sub_pd(a, b)
@@ -320,3 +323,4 @@ static inline float simd_nhsum4(float32x4_t v)
 #else
 #error "simd.h: SIMD_ISA is not SIMD_AVX512, SIMD_AVX2 or SIMD_NEON"
 #endif
+#endif /* SIMD_ISA */
