@@ -1,19 +1,20 @@
-/* conv_dw.c: direct depthwise and grouped convolution over NHWC images, AVX-512, forward and
- * both backward passes. The channels sit in the vector lanes, in blocks of VL (the
- * last one masked): a task takes a chunk of blocks of one image (forward, backward-input: all
- * channels when the ring holds them) or of every image (backward-kernel: a chunk per thread,
- * which does not change any sum), and copies the rows it reads into a ring of zero-padded rows
- * on its stack (VL lanes per column and block), so no tap tests a border. Forward keeps a tile of
- * up to DW_P output pixels in registers and adds the taps in order (ky, kx ascending);
- * backward-input adds dy times the taps into a ring of padded dx rows, a tile of its columns in
- * registers, and copies each row out once no later output row reaches it; backward-kernel keeps one
- * accumulator per tap (registers for 3x3) and sums the images, output rows and pixels in order. A
- * task's results depend on the geometry alone, so the bits never depend on the thread count. 3x3
- * kernels at strides 1 and 2 without dilation run instances with those constants (the x and
- * dx columns of a tile are loaded once for every tap that reads them); the rest run the same
- * loops with the geometry read at run time. At batch 128 the tensors live in memory, not in
- * the caches, and the kernels wait on loads more than they compute: filling a ring row
- * prefetches the x row DW_PF rows below, and backward-input and backward-kernel the dy row
+/* conv_dw.c: direct depthwise and grouped convolution over NHWC images, AVX-512 and AVX2 + FMA
+ * (one template, conv_dw_tmpl.h, through simd.h), forward and both backward passes. The channels
+ * sit in the vector lanes, in blocks of VL (the last one masked): a task takes a chunk of blocks of
+ * one image (forward, backward-input: all channels when the ring holds them) or of every image
+ * (backward-kernel: a chunk per thread, which does not change any sum), and copies the rows it
+ * reads into a ring of zero-padded rows on its stack (VL lanes per column and block), so no tap
+ * tests a border. Forward keeps a tile of up to DWF_P output pixels in registers and adds the taps
+ * in order (ky, kx ascending); backward-input adds dy times the taps into a ring of padded dx rows,
+ * a tile of its columns in registers, and copies each row out once no later output row reaches it;
+ * backward-kernel keeps one accumulator per tap (registers for 3x3) and sums the images, output
+ * rows and pixels in order. A task's results depend on the geometry and the instruction set alone,
+ * so the bits never depend on the thread count (the tiles differ between the sets: AVX2 has 16
+ * vector registers, not 32). 3x3 kernels at strides 1 and 2 without dilation run instances with
+ * those constants (the x and dx columns of a tile are loaded once for every tap that reads them);
+ * the rest run the same loops with the geometry read at run time. At batch 128 the tensors live in
+ * memory, not in the caches, and the kernels wait on loads more than they compute: filling a ring
+ * row prefetches the x row DW_PF rows below, and backward-input and backward-kernel the dy row
  * DW_PF rows ahead (measured: forward and backward-kernel twice as fast with them).
  * Grouped convolutions (cg channels and fg filters per group, at most SX__DW_MAX_GROUP each;
  * depthwise with a multiplier too) run the same loops, a vector lane per output filter
@@ -30,10 +31,11 @@
 
 #include <string.h>
 
+/* The kernels run on AVX-512 (VL 16 floats, 8 doubles) and AVX2 + FMA (8, 4), grouped ones too
+ * (AVX2's permutes and gathers stand in for AVX-512's): one template, instantiated through
+ * simd.h for each. Below AVX2 the caller runs its own loops. */
 #if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define DW_AVX512 1
-#define DW_VATTR __attribute__((target("avx512f")))
+#define DW_X86 1
 #endif
 
 /* Bytes of a task's ring of padded rows (on its stack): it holds the rows of as many channel
@@ -52,8 +54,6 @@
 #define DW_MAX_R 16
 /* Bytes of backward-kernel's accumulators (a task's chunk of blocks times the taps). */
 #define DW_ACC_BYTES ((size_t)32 << 10)
-/* Output pixels per register tile (forward, backward-input), then 4, 2, 1 for the rest. */
-#define DW_P 8
 /* Tasks per call at most: images are grouped when n * blocks would exceed it. */
 #define DW_MAX_TASKS ((int64_t)1 << 20)
 /* Tasks per thread a grouped call aims at (images are grouped to that). */
@@ -61,7 +61,7 @@
 /* Multiply-adds below which a call runs on one thread. */
 #define DW_PAR_MIN_MACS ((int64_t)1 << 18)
 
-#ifdef DW_AVX512
+#ifdef DW_X86
 
 typedef struct dw_job {
     const sx__dw_geom *g;
@@ -78,70 +78,63 @@ typedef struct dw_job {
     bool grouped;      /* not depthwise of multiplier 1 */
 } dw_job;
 
-#define V __m512
-#define VL 16
-#define VMASK __mmask16
-#define V_ZERO() _mm512_setzero_ps()
-#define V_LOAD(p) _mm512_load_ps(p)
-#define V_STORE(p, v) _mm512_store_ps(p, v)
-#define V_MLOAD(m, p) _mm512_maskz_loadu_ps(m, p)
-#define V_MSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
-#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define V_LOADU(p) _mm512_loadu_ps(p)
-#define V_PERM(i, v) _mm512_permutexvar_ps(i, v)
-#define V_PERM2(a, i, b) _mm512_permutex2var_ps(a, i, b)
-#define V_GATHER(m, i, p) _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, i, p, 4)
-#define VIT int32_t
+#define SIMD_ISA SIMD_AVX512
+#define SIMD_BITS 32
 #define T float
-#define SFX f32
+#define SFX f32_avx512
+#include "simd.h"
 #include "conv_dw_tmpl.h"
+#include "simd_end.h"
 #undef T
 #undef SFX
-#undef V
-#undef VL
-#undef VMASK
-#undef V_ZERO
-#undef V_LOAD
-#undef V_STORE
-#undef V_MLOAD
-#undef V_MSTORE
-#undef V_FMA
-#undef V_LOADU
-#undef V_PERM
-#undef V_PERM2
-#undef V_GATHER
-#undef VIT
-#define V __m512d
-#define VL 8
-#define VMASK __mmask8
-#define V_ZERO() _mm512_setzero_pd()
-#define V_LOAD(p) _mm512_load_pd(p)
-#define V_STORE(p, v) _mm512_store_pd(p, v)
-#define V_MLOAD(m, p) _mm512_maskz_loadu_pd(m, p)
-#define V_MSTORE(p, m, v) _mm512_mask_storeu_pd(p, m, v)
-#define V_FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define V_LOADU(p) _mm512_loadu_pd(p)
-#define V_PERM(i, v) _mm512_permutexvar_pd(i, v)
-#define V_PERM2(a, i, b) _mm512_permutex2var_pd(a, i, b)
-#define V_GATHER(m, i, p) _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, i, p, 8)
-#define VIT int64_t
+#define SIMD_ISA SIMD_AVX512
+#define SIMD_BITS 64
 #define T double
-#define SFX f64
+#define SFX f64_avx512
+#include "simd.h"
 #include "conv_dw_tmpl.h"
+#include "simd_end.h"
 #undef T
 #undef SFX
+#define SIMD_ISA SIMD_AVX2
+#define SIMD_BITS 32
+#define T float
+#define SFX f32_avx2
+#include "simd.h"
+#include "conv_dw_tmpl.h"
+#include "simd_end.h"
+#undef T
+#undef SFX
+#define SIMD_ISA SIMD_AVX2
+#define SIMD_BITS 64
+#define T double
+#define SFX f64_avx2
+#include "simd.h"
+#include "conv_dw_tmpl.h"
+#include "simd_end.h"
+#undef T
+#undef SFX
+
+/* The task of each set (AVX2, AVX-512), dtype (f32, f64) and kind (sx__dw_kind's order). */
+static const sx__par_task_fn dw_tasks[2][2][3] = {
+    {{dwf_task_f32_avx2, dwi_task_f32_avx2, dwk_task_f32_avx2},
+     {dwf_task_f64_avx2, dwi_task_f64_avx2, dwk_task_f64_avx2}},
+    {{dwf_task_f32_avx512, dwi_task_f32_avx512, dwk_task_f32_avx512},
+     {dwf_task_f64_avx512, dwi_task_f64_avx512, dwk_task_f64_avx512}},
+};
 
 #endif
 
 bool sx__dw_direct(const sx__dw_geom *g, sx__dw_kind kind, sx_dtype dt, const void *in0,
                    const void *in1, void *out, bool par)
 {
-#ifdef DW_AVX512
-    if (sx__isa() != SX__ISA_AVX512 || (dt != SX_F32 && dt != SX_F64) || g->cg > SX__DW_MAX_GROUP ||
+#ifdef DW_X86
+    const int isa = sx__isa();
+    if (isa < SX__ISA_AVX2 || (dt != SX_F32 && dt != SX_F64) || g->cg > SX__DW_MAX_GROUP ||
         g->fg > SX__DW_MAX_GROUP)
         return false;
-    const bool d = dt == SX_F64, grouped = g->cg != 1 || g->fg != 1;
-    const int64_t vl = d ? 8 : 16, esz = d ? 8 : 4;
+    const bool d = dt == SX_F64, grouped = g->cg != 1 || g->fg != 1, w = isa == SX__ISA_AVX512;
+    const int64_t esz = d ? 8 : 4, vl = (w ? 64 : 32) / esz;
     const int64_t r = (g->kh - 1) * g->dh + 1;
     const int64_t wp = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
     const int64_t wr = kind == SX__DW_BWD_IN && g->pl + g->w > wp ? g->pl + g->w : wp;
@@ -197,9 +190,7 @@ bool sx__dw_direct(const sx__dw_geom *g, sx__dw_kind kind, sx_dtype dt, const vo
             jb.ipt = ig < g->n ? ig : g->n;
         tasks = (g->n + jb.ipt - 1) / jb.ipt * jb.nch;
     }
-    const sx__par_task_fn fn = kind == SX__DW_FWD      ? (d ? dwf_task_f64 : dwf_task_f32)
-                               : kind == SX__DW_BWD_IN ? (d ? dwi_task_f64 : dwi_task_f32)
-                                                       : (d ? dwk_task_f64 : dwk_task_f32);
+    const sx__par_task_fn fn = dw_tasks[w][d][kind];
     const int64_t macs = g->n * g->oh * g->ow * taps * g->cg * g->f;
     if (par && macs >= DW_PAR_MIN_MACS && tasks > 1)
         sx__par_for(tasks, fn, &jb);

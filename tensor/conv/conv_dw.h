@@ -1,6 +1,6 @@
 /* conv_dw.h: the direct depthwise and grouped kernels (tensor/conv/conv_dw.c) that conv_general.c
  * runs for depthwise convolutions (groups = c) and groups of at most SX__DW_MAX_GROUP channels
- * and filters at strix's AVX512 level (never installed). */
+ * and filters at strix's AVX2 and AVX512 levels (never installed). */
 #ifndef SX_CONV_DW_H
 #define SX_CONV_DW_H
 
@@ -25,7 +25,7 @@ typedef enum { SX__DW_FWD, SX__DW_BWD_IN, SX__DW_BWD_K } sx__dw_kind;
 /* Run one kind on valid, non-empty tensors of dtype dt (F32 or F64): forward y = out from
  * x = in0 and k = in1; backward-input dx = out from k = in0 and dy = in1; backward-kernel dk = out
  * from x = in0 and dy = in1. Returns false, touching nothing, when these kernels do not serve
- * the geometry (below strix's AVX512 level, groups of more than SX__DW_MAX_GROUP channels or
+ * the geometry (below strix's AVX2 level, groups of more than SX__DW_MAX_GROUP channels or
  * filters, or rows too wide for their buffers); the caller
  * then runs its own. Every element is summed in an order fixed by the geometry alone, so the
  * bits do not depend on the thread count. par: whether the call may use the pool. */

@@ -1,17 +1,23 @@
-/* conv_dw_tmpl.h: the per-dtype kernels of conv_dw.c; included with T, SFX and the vector
- * macros (V, VL, VMASK, V_*) defined. Ring rows hold VL lanes per column, 64-byte aligned. */
+/* conv_dw_tmpl.h: the kernels of conv_dw.c for one instruction set and dtype; included with T
+ * and SFX defined, between simd.h and simd_end.h (V, VL, VMASK, V_*, and the permutes: it needs
+ * SIMD_HAS_PERM). Ring rows hold VL lanes per column, 64-byte aligned. */
+#if !SIMD_HAS_PERM
+#error "conv_dw_tmpl.h: the grouped kernels need the lane permutes and gathers of simd.h"
+#endif
 #define DW_CAT_(a, b) a##_##b
 #define DW_CAT(a, b) DW_CAT_(a, b)
 #define FN(name) DW_CAT(name, SFX)
-#define DW_INLINE static inline __attribute__((always_inline)) DW_VATTR
+#define DW_INLINE static inline __attribute__((always_inline)) VATTR
 
 /* Elements of a task's ring (a grouped block may take up to DW_RING_MAX). */
 #define DW_RING_ELEMS (DW_RING_MAX / sizeof(T))
-
-DW_INLINE VMASK FN(dw_mask)(int64_t lanes)
-{
-    return lanes >= VL ? (VMASK)~0u : (VMASK)((1u << lanes) - 1u);
-}
+/* Output pixels per register tile, then 4, 2, 1 for the rest of a row. Forward keeps DWF_P
+ * accumulators, the 3 taps of a kernel row and a column of x: 12 vectors at 8, within AVX2's 16.
+ * Backward-input keeps DWI_P vectors of dy and the (DWI_P - 1) * SW + 3 dx columns they reach:
+ * 25 at 8 and stride 2 (AVX-512's 32 registers hold them), 13 at 4 (AVX2's 16; measured on Zen 3,
+ * 6 or 8 there ran no faster: backward-input waits on memory). */
+#define DWF_P 8
+#define DWI_P (SIMD_REGS >= 32 ? 8 : 4)
 
 /* Expansion tables (grouped kinds), one per block: its expansion e's lane l reads source
  * channel (L / ep) * eq + e (L: the lane's channel), e channels further than expansion 0's.
@@ -24,7 +30,7 @@ typedef struct FN(dw_xt) {
 #define DW_XT FN(dw_xt)
 
 /* Table of the block of lanes from l0 (lanes below nl valid). */
-static DW_VATTR void FN(dw_xt_make)(DW_XT *t, int64_t l0, int64_t nl, int64_t ep, int64_t eq)
+static VATTR void FN(dw_xt_make)(DW_XT *t, int64_t l0, int64_t nl, int64_t ep, int64_t eq)
 {
     int64_t lo = INT64_MAX, hi = -1;
     for (int64_t l = 0; l < VL && l0 + l < nl; l++) {
@@ -45,11 +51,11 @@ static DW_VATTR void FN(dw_xt_make)(DW_XT *t, int64_t l0, int64_t nl, int64_t ep
 DW_INLINE V FN(dw_expand)(const T *p, const DW_XT *t, int64_t e, VMASK m)
 {
     p += e;
-    const __m512i ix = _mm512_load_si512((const void *)t->idx);
+    const VI ix = V_ILOAD(t->idx);
     if (t->span <= VL)
-        return V_PERM(ix, V_MLOAD(FN(dw_mask)(t->span), p + t->lo));
+        return V_PERM(ix, V_MLOAD(V_MASK_N(t->span), p + t->lo));
     if (t->span <= 2 * VL)
-        return V_PERM2(V_LOADU(p + t->lo), ix, V_MLOAD(FN(dw_mask)(t->span - VL), p + t->lo + VL));
+        return V_PERM2(V_LOAD(p + t->lo), ix, V_MLOAD(V_MASK_N(t->span - VL), p + t->lo + VL));
     return V_GATHER(m, ix, p);
 }
 
@@ -78,20 +84,20 @@ DW_INLINE void FN(dw_fill)(const dw_job *jb, const T *xi, int64_t c0, int64_t nb
             if (inx && pf != NULL)
                 for (int64_t o = xt[0].lo; o < xt[nbl - 1].lo + xt[nbl - 1].span + ne;
                      o += 64 / (int64_t)sizeof(T))
-                    _mm_prefetch((const char *)(pf + ix * g->c + o), _MM_HINT_T0);
+                    V_PREFETCH(pf + ix * g->c + o);
             for (int64_t b = 0; b < nbl; b++) {
-                const VMASK m = FN(dw_mask)(jb->lanes - c0 - b * VL);
+                const VMASK m = V_MASK_N(jb->lanes - c0 - b * VL);
                 for (int64_t e = 0; e < ne; e++)
-                    V_STORE(dst + ((b * ne + e) * wr + j) * VL,
-                            inx ? FN(dw_expand)(xr + ix * g->c, &xt[b], e, m) : z);
+                    V_STOREA(dst + ((b * ne + e) * wr + j) * VL,
+                             inx ? FN(dw_expand)(xr + ix * g->c, &xt[b], e, m) : z);
             }
             continue;
         }
         for (int64_t b = 0; b < nbl; b++) {
-            const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+            const VMASK m = V_MASK_N(g->c - c0 - b * VL);
             if (inx && pf != NULL)
-                _mm_prefetch((const char *)(pf + ix * g->c + b * VL), _MM_HINT_T0);
-            V_STORE(dst + (b * wr + j) * VL, inx ? V_MLOAD(m, xr + ix * g->c + b * VL) : z);
+                V_PREFETCH(pf + ix * g->c + b * VL);
+            V_STOREA(dst + (b * wr + j) * VL, inx ? V_MLOAD(m, xr + ix * g->c + b * VL) : z);
         }
     }
 }
@@ -122,7 +128,7 @@ DW_INLINE int64_t FN(dw_chunk)(const dw_job *jb, int64_t t, int64_t *nbl)
 }
 
 /* The expansion tables of a chunk (grouped kinds): block b's at xt[b]. */
-static DW_VATTR void FN(dw_tables)(const dw_job *jb, int64_t c0, int64_t nbl, DW_XT *xt)
+static VATTR void FN(dw_tables)(const dw_job *jb, int64_t c0, int64_t nbl, DW_XT *xt)
 {
     if (!jb->grouped)
         return;
@@ -136,7 +142,7 @@ DW_INLINE void FN(dw_prefetch)(const T *p, int64_t npix, int64_t c, int64_t nbl)
 {
     for (int64_t i = 0; i < npix; i++)
         for (int64_t b = 0; b < nbl; b++)
-            _mm_prefetch((const char *)(p + i * c + b * VL), _MM_HINT_T0);
+            V_PREFETCH(p + i * c + b * VL);
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -151,7 +157,7 @@ DW_INLINE void FN(dwf_tile)(const sx__dw_geom *g, const T *const *rows, int64_t 
                             const int SW, const int DW)
 {
     const int64_t f = g->f, ks = g->cg * g->f;
-    V acc[DW_P];
+    V acc[DWF_P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
         acc[p] = V_ZERO();
@@ -165,7 +171,7 @@ DW_INLINE void FN(dwf_tile)(const sx__dw_geom *g, const T *const *rows, int64_t 
                     kv[kx] = V_MLOAD(m, kr + kx * ks);
 #pragma GCC unroll 32
                 for (int i = 0; i < (P - 1) * SW + (KW - 1) * DW + 1; i++) {
-                    const V xv = V_LOAD(r + i * VL);
+                    const V xv = V_LOADA(r + i * VL);
 #pragma GCC unroll 4
                     for (int kx = 0; kx < KW; kx++) {
                         const int d = i - kx * DW;
@@ -179,7 +185,7 @@ DW_INLINE void FN(dwf_tile)(const sx__dw_geom *g, const T *const *rows, int64_t 
                     const T *rx = r + kx * g->dw * VL;
 #pragma GCC unroll 8
                     for (int p = 0; p < P; p++)
-                        acc[p] = V_FMA(V_LOAD(rx + p * g->sw * VL), kv, acc[p]);
+                        acc[p] = V_FMA(V_LOADA(rx + p * g->sw * VL), kv, acc[p]);
                 }
             }
         }
@@ -189,7 +195,7 @@ DW_INLINE void FN(dwf_tile)(const sx__dw_geom *g, const T *const *rows, int64_t 
         V_MSTORE(yp + p * f, m, acc[p]);
 }
 
-/* One output row yr of one block from its ring rows (the block's at boff): tiles of DW_P
+/* One output row yr of one block from its ring rows (the block's at boff): tiles of DWF_P
  * pixels, then 4, 2, 1. */
 DW_INLINE void FN(dwf_row)(const sx__dw_geom *g, const T *const *rows, int64_t boff, int64_t ne,
                            int64_t re, const T *k, VMASK m, T *yr, const int KW, const int SW,
@@ -197,8 +203,8 @@ DW_INLINE void FN(dwf_row)(const sx__dw_geom *g, const T *const *rows, int64_t b
 {
     const int64_t ow = g->ow, cs = (KW > 0 ? SW : g->sw) * VL, f = g->f;
     int64_t ox = 0;
-    for (; ox + DW_P <= ow; ox += DW_P)
-        FN(dwf_tile)(g, rows, boff + ox * cs, ne, re, k, m, yr + ox * f, DW_P, KW, SW, DW);
+    for (; ox + DWF_P <= ow; ox += DWF_P)
+        FN(dwf_tile)(g, rows, boff + ox * cs, ne, re, k, m, yr + ox * f, DWF_P, KW, SW, DW);
     if (ox + 4 <= ow) {
         FN(dwf_tile)(g, rows, boff + ox * cs, ne, re, k, m, yr + ox * f, 4, KW, SW, DW);
         ox += 4;
@@ -213,7 +219,7 @@ DW_INLINE void FN(dwf_row)(const sx__dw_geom *g, const T *const *rows, int64_t b
 
 /* Task t: chunk t % nch of images [t / nch * ipt, + ipt), row by row, every block of the
  * chunk per row. */
-static DW_VATTR void FN(dwf_task)(void *ctx, int64_t t)
+static VATTR void FN(dwf_task)(void *ctx, int64_t t)
 {
     const dw_job *jb = ctx;
     const sx__dw_geom *g = jb->g;
@@ -234,7 +240,7 @@ static DW_VATTR void FN(dwf_task)(void *ctx, int64_t t)
         for (int64_t oy = 0; oy < g->oh; oy++) {
             FN(dw_rows)(jb, xi, c0, nbl, oy, xt, ring, tag, rows);
             for (int64_t b = 0; b < nbl; b++) {
-                const VMASK m = FN(dw_mask)(g->f - c0 - b * VL);
+                const VMASK m = V_MASK_N(g->f - c0 - b * VL);
                 const T *k = (const T *)jb->in1 + c0 + b * VL;
                 T *yr = yi + oy * g->ow * g->f + b * VL;
                 const int64_t bo = b * ne * re;
@@ -258,7 +264,7 @@ DW_INLINE void FN(dwi_tile)(const sx__dw_geom *g, T *const *rows, int64_t off, c
                             int64_t kts, VMASK m, const T *dyp, int64_t dys, const DW_XT *xt,
                             int64_t e, const int P, const int KW, const int SW, const int DW)
 {
-    V dv[DW_P];
+    V dv[DWI_P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
         dv[p] = xt != NULL ? FN(dw_expand)(dyp + p * dys, xt, e, m) : V_MLOAD(m, dyp + p * dys);
@@ -266,11 +272,11 @@ DW_INLINE void FN(dwi_tile)(const sx__dw_geom *g, T *const *rows, int64_t off, c
         T *r = rows[ky] + off;
         const T *kr = k + ky * g->kw * kts;
         if (KW > 0) {
-            V acc[(DW_P - 1) * 2 + 3 * 2 + 1];
+            V acc[(DWI_P - 1) * 2 + 3 * 2 + 1];
             const int span = (P - 1) * SW + (KW - 1) * DW + 1;
 #pragma GCC unroll 32
             for (int i = 0; i < span; i++)
-                acc[i] = V_LOAD(r + i * VL);
+                acc[i] = V_LOADA(r + i * VL);
 #pragma GCC unroll 4
             for (int kx = 0; kx < KW; kx++) {
                 const V kv = V_MLOAD(m, kr + kx * kts);
@@ -280,7 +286,7 @@ DW_INLINE void FN(dwi_tile)(const sx__dw_geom *g, T *const *rows, int64_t off, c
             }
 #pragma GCC unroll 32
             for (int i = 0; i < span; i++)
-                V_STORE(r + i * VL, acc[i]);
+                V_STOREA(r + i * VL, acc[i]);
         } else {
             for (int64_t kx = 0; kx < g->kw; kx++) {
                 const V kv = V_MLOAD(m, kr + kx * kts);
@@ -288,7 +294,7 @@ DW_INLINE void FN(dwi_tile)(const sx__dw_geom *g, T *const *rows, int64_t off, c
 #pragma GCC unroll 8
                 for (int p = 0; p < P; p++) {
                     T *q = rx + p * g->sw * VL;
-                    V_STORE(q, V_FMA(dv[p], kv, V_LOAD(q)));
+                    V_STOREA(q, V_FMA(dv[p], kv, V_LOADA(q)));
                 }
             }
         }
@@ -296,15 +302,15 @@ DW_INLINE void FN(dwi_tile)(const sx__dw_geom *g, T *const *rows, int64_t off, c
 }
 
 /* One output row of dy (dyr) of one block into its ring rows (the block's at boff): tiles of
- * DW_P pixels, then 4, 2, 1. */
+ * DWI_P pixels, then 4, 2, 1. */
 DW_INLINE void FN(dwi_row)(const sx__dw_geom *g, T *const *rows, int64_t boff, const T *k,
                            int64_t kts, VMASK m, const T *dyr, const DW_XT *xt, int64_t e,
                            const int KW, const int SW, const int DW)
 {
     const int64_t ow = g->ow, cs = (KW > 0 ? SW : g->sw) * VL, f = g->f;
     int64_t ox = 0;
-    for (; ox + DW_P <= ow; ox += DW_P)
-        FN(dwi_tile)(g, rows, boff + ox * cs, k, kts, m, dyr + ox * f, f, xt, e, DW_P, KW, SW, DW);
+    for (; ox + DWI_P <= ow; ox += DWI_P)
+        FN(dwi_tile)(g, rows, boff + ox * cs, k, kts, m, dyr + ox * f, f, xt, e, DWI_P, KW, SW, DW);
     if (ox + 4 <= ow) {
         FN(dwi_tile)(g, rows, boff + ox * cs, k, kts, m, dyr + ox * f, f, xt, e, 4, KW, SW, DW);
         ox += 4;
@@ -320,7 +326,7 @@ DW_INLINE void FN(dwi_row)(const sx__dw_geom *g, T *const *rows, int64_t boff, c
 /* The grouped kinds' taps of backward-input for the chunk's nbl blocks of channels from c0:
  * kt[((b * fg + fi) * taps + tap) * VL + l] = k[tap, ch % cg, ch / cg * fg + fi] (ch = c0 + b *
  * VL + l; 0 past c), the tap that multiplies dy's filter fi of channel ch's group. */
-static DW_VATTR void FN(dwi_ktaps)(const dw_job *jb, int64_t c0, int64_t nbl, T *kt)
+static VATTR void FN(dwi_ktaps)(const dw_job *jb, int64_t c0, int64_t nbl, T *kt)
 {
     const sx__dw_geom *g = jb->g;
     const T *k = jb->in0;
@@ -345,7 +351,7 @@ DW_INLINE void FN(dwi_oy)(const dw_job *jb, T *const *rows, int64_t c0, int64_t 
     const int64_t re = jb->wr * VL, taps = g->kh * g->kw;
     const bool k3 = g->kw == 3 && g->dw == 1;
     for (int64_t b = 0; b < nbl; b++) {
-        const VMASK m = FN(dw_mask)(g->c - c0 - b * VL);
+        const VMASK m = V_MASK_N(g->c - c0 - b * VL);
         const int64_t ne = jb->grouped ? jb->e : 1;
         for (int64_t e = 0; e < ne; e++) {
             const T *k =
@@ -377,8 +383,8 @@ DW_INLINE void FN(dwi_flush)(const dw_job *jb, T *ring, T *dxi, int64_t c0, int6
             T *d = dxi + iy * g->w * g->c;
             for (int64_t ix = 0; ix < g->w; ix++)
                 for (int64_t bl = 0; bl < nbl; bl++)
-                    V_MSTORE(d + ix * g->c + bl * VL, FN(dw_mask)(g->c - c0 - bl * VL),
-                             V_LOAD(row + bl * re + (g->pl + ix) * VL));
+                    V_MSTORE(d + ix * g->c + bl * VL, V_MASK_N(g->c - c0 - bl * VL),
+                             V_LOADA(row + bl * re + (g->pl + ix) * VL));
         }
         memset(row, 0, (size_t)(nbl * re) * sizeof(T));
     }
@@ -386,7 +392,7 @@ DW_INLINE void FN(dwi_flush)(const dw_job *jb, T *ring, T *dxi, int64_t c0, int6
 
 /* Task t: chunk t % nch of images [t / nch * ipt, + ipt), row by row, every block of the chunk
  * per row. Padded dx rows below (oy + 1) * sh get nothing from output rows after oy. */
-static DW_VATTR void FN(dwi_task)(void *ctx, int64_t t)
+static VATTR void FN(dwi_task)(void *ctx, int64_t t)
 {
     const dw_job *jb = ctx;
     const sx__dw_geom *g = jb->g;
@@ -446,29 +452,29 @@ DW_INLINE void FN(dwk_run3)(const dw_job *jb, int64_t c0, int64_t nbl, const DW_
             FN(dw_rows)(jb, xi, c0, nbl, oy, xt, ring, tag, rows);
             for (int64_t vb = 0; vb < nbl * ne; vb++) {
                 const int64_t b = vb / ne;
-                const VMASK m = FN(dw_mask)(f - c0 - b * VL);
+                const VMASK m = V_MASK_N(f - c0 - b * VL);
                 const T *r0 = rows[0] + vb * re, *r1 = rows[1] + vb * re, *r2 = rows[2] + vb * re;
                 const T *dyr = dyi + oy * g->ow * f + b * VL;
                 T *ab = acc + vb * 9 * VL;
-                V a0 = V_LOAD(ab), a1 = V_LOAD(ab + VL), a2 = V_LOAD(ab + 2 * VL);
-                V a3 = V_LOAD(ab + 3 * VL), a4 = V_LOAD(ab + 4 * VL), a5 = V_LOAD(ab + 5 * VL);
-                V a6 = V_LOAD(ab + 6 * VL), a7 = V_LOAD(ab + 7 * VL), a8 = V_LOAD(ab + 8 * VL);
+                V a0 = V_LOADA(ab), a1 = V_LOADA(ab + VL), a2 = V_LOADA(ab + 2 * VL);
+                V a3 = V_LOADA(ab + 3 * VL), a4 = V_LOADA(ab + 4 * VL), a5 = V_LOADA(ab + 5 * VL);
+                V a6 = V_LOADA(ab + 6 * VL), a7 = V_LOADA(ab + 7 * VL), a8 = V_LOADA(ab + 8 * VL);
                 for (int64_t ox = 0; ox < g->ow; ox++) {
                     const V dv = V_MLOAD(m, dyr + ox * f);
                     const int64_t o = ox * SW * VL;
-                    a0 = V_FMA(V_LOAD(r0 + o), dv, a0);
-                    a1 = V_FMA(V_LOAD(r0 + o + VL), dv, a1);
-                    a2 = V_FMA(V_LOAD(r0 + o + 2 * VL), dv, a2);
-                    a3 = V_FMA(V_LOAD(r1 + o), dv, a3);
-                    a4 = V_FMA(V_LOAD(r1 + o + VL), dv, a4);
-                    a5 = V_FMA(V_LOAD(r1 + o + 2 * VL), dv, a5);
-                    a6 = V_FMA(V_LOAD(r2 + o), dv, a6);
-                    a7 = V_FMA(V_LOAD(r2 + o + VL), dv, a7);
-                    a8 = V_FMA(V_LOAD(r2 + o + 2 * VL), dv, a8);
+                    a0 = V_FMA(V_LOADA(r0 + o), dv, a0);
+                    a1 = V_FMA(V_LOADA(r0 + o + VL), dv, a1);
+                    a2 = V_FMA(V_LOADA(r0 + o + 2 * VL), dv, a2);
+                    a3 = V_FMA(V_LOADA(r1 + o), dv, a3);
+                    a4 = V_FMA(V_LOADA(r1 + o + VL), dv, a4);
+                    a5 = V_FMA(V_LOADA(r1 + o + 2 * VL), dv, a5);
+                    a6 = V_FMA(V_LOADA(r2 + o), dv, a6);
+                    a7 = V_FMA(V_LOADA(r2 + o + VL), dv, a7);
+                    a8 = V_FMA(V_LOADA(r2 + o + 2 * VL), dv, a8);
                 }
-                V_STORE(ab, a0), V_STORE(ab + VL, a1), V_STORE(ab + 2 * VL, a2);
-                V_STORE(ab + 3 * VL, a3), V_STORE(ab + 4 * VL, a4), V_STORE(ab + 5 * VL, a5);
-                V_STORE(ab + 6 * VL, a6), V_STORE(ab + 7 * VL, a7), V_STORE(ab + 8 * VL, a8);
+                V_STOREA(ab, a0), V_STOREA(ab + VL, a1), V_STOREA(ab + 2 * VL, a2);
+                V_STOREA(ab + 3 * VL, a3), V_STOREA(ab + 4 * VL, a4), V_STOREA(ab + 5 * VL, a5);
+                V_STOREA(ab + 6 * VL, a6), V_STOREA(ab + 7 * VL, a7), V_STOREA(ab + 8 * VL, a8);
             }
         }
     }
@@ -493,7 +499,7 @@ DW_INLINE void FN(dwk_rung)(const dw_job *jb, int64_t c0, int64_t nbl, const DW_
             FN(dw_rows)(jb, xi, c0, nbl, oy, xt, ring, tag, rows);
             for (int64_t vb = 0; vb < nbl * ne; vb++) {
                 const int64_t b = vb / ne;
-                const VMASK m = FN(dw_mask)(f - c0 - b * VL);
+                const VMASK m = V_MASK_N(f - c0 - b * VL);
                 const T *dyr = dyi + oy * g->ow * f + b * VL;
                 T *ab = acc + vb * kh * kw * VL;
                 for (int64_t ox = 0; ox < g->ow; ox++) {
@@ -502,7 +508,7 @@ DW_INLINE void FN(dwk_rung)(const dw_job *jb, int64_t c0, int64_t nbl, const DW_
                         const T *r = rows[ky] + vb * re + ox * g->sw * VL;
                         for (int64_t kx = 0; kx < kw; kx++) {
                             T *q = ab + (ky * kw + kx) * VL;
-                            V_STORE(q, V_FMA(V_LOAD(r + kx * g->dw * VL), dv, V_LOAD(q)));
+                            V_STOREA(q, V_FMA(V_LOADA(r + kx * g->dw * VL), dv, V_LOADA(q)));
                         }
                     }
                 }
@@ -513,7 +519,7 @@ DW_INLINE void FN(dwk_rung)(const dw_job *jb, int64_t c0, int64_t nbl, const DW_
 
 /* Task t: chunk t over every image; dk (kh, kw, cg, f) of the chunk from its accumulators
  * (expansion e of a block: the groups' channel e). */
-static DW_VATTR void FN(dwk_task)(void *ctx, int64_t t)
+static VATTR void FN(dwk_task)(void *ctx, int64_t t)
 {
     const dw_job *jb = ctx;
     const sx__dw_geom *g = jb->g;
@@ -535,11 +541,13 @@ static DW_VATTR void FN(dwk_task)(void *ctx, int64_t t)
     for (int64_t b = 0; b < nbl; b++)
         for (int64_t e = 0; e < ne; e++)
             for (int64_t i = 0; i < taps; i++)
-                V_MSTORE(dk + (i * g->cg + e) * g->f + b * VL, FN(dw_mask)(g->f - c0 - b * VL),
-                         V_LOAD(acc + ((b * ne + e) * taps + i) * VL));
+                V_MSTORE(dk + (i * g->cg + e) * g->f + b * VL, V_MASK_N(g->f - c0 - b * VL),
+                         V_LOADA(acc + ((b * ne + e) * taps + i) * VL));
 }
 
 #undef DW_XT
+#undef DWF_P
+#undef DWI_P
 #undef DW_RING_ELEMS
 #undef DW_INLINE
 #undef FN

@@ -24,6 +24,14 @@
  *   V_ADD V_SUB V_MUL (a, b);  V_FMA(a, b, c) = a b + c,  V_FNMA(a, b, c) = c - a b,
  *   V_FNMS(a, b, c) = -(a b) - c, each rounded once;  V_HSUM(v) the sum of the lanes (a fixed
  *   order per set, so the same bits on every call)
+ *   V_LOADA(p)  V_STOREA(p, v)  loads and stores of p aligned to VL * sizeof(T)
+ *   V_PREFETCH(p)  the line at p into the caches (all levels)
+ *   SIMD_HAS_PERM  1 where the lane permutes below exist (AVX-512, AVX2), 0 on NEON:
+ *     VI, VIT      a vector of VL lane indices and its element type (int32_t for float, int64_t
+ *                  for double); V_ILOAD(p) loads VL of them from p aligned to sizeof(VI)
+ *     V_PERM(i, v)  lane l = v[i[l]] (i[l] < VL)
+ *     V_PERM2(a, i, b)  lane l = i[l] < VL ? a[i[l]] : b[i[l] - VL] (i[l] < 2 VL)
+ *     V_GATHER(m, i, p)  lane l = p[i[l]] for the lanes of m, 0 (memory not read) elsewhere
  *
  * The masks are the sets' own on AVX-512 (k registers). AVX2's masked moves (vmaskmov) are slow
  * stores on AMD's cores, so its VMASK also carries the lane count and a full mask takes the plain
@@ -101,6 +109,21 @@ static inline SIMD_AVX2_ATTR double simd_hsum4(__m256d v)
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
     return _mm_cvtsd_f64(s);
+}
+
+/* AVX2's two-vector permute: lane l = i[l] < 8 ? a[i[l]] : b[i[l] - 8]. */
+static inline SIMD_AVX2_ATTR __m256 simd_perm2x8(__m256 a, __m256i i, __m256 b)
+{
+    const __m256 hi = _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(7)));
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(a, i), _mm256_permutevar8x32_ps(b, i), hi);
+}
+
+/* 4 double lane indices (64-bit) as the 8 float lanes' (2 i, 2 i + 1) that move the same bytes
+ * (AVX2 permutes doubles across its halves only through the float permute). */
+static inline SIMD_AVX2_ATTR __m256i simd_pidx4(__m256i i)
+{
+    const __m256i d = _mm256_shuffle_epi32(i, 0xa0);
+    return _mm256_add_epi32(_mm256_add_epi32(d, d), _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
 }
 
 static inline SIMD_AVX512_ATTR __mmask16 simd_k16(int64_t n)
@@ -181,6 +204,10 @@ static inline float simd_nhsum4(float32x4_t v)
 #define VATTR SIMD_AVX512_ATTR
 #define SIMD_REGS 32
 #define V_FENCE() _mm_sfence()
+#define V_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define SIMD_HAS_PERM 1
+#define VI __m512i
+#define V_ILOAD(p) _mm512_load_si512((const void *)(p))
 #if SIMD_BITS == 32
 #define V __m512
 #define VL 16
@@ -201,6 +228,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
 #define V_FNMS(a, b, c) _mm512_fnmsub_ps(a, b, c)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define V_LOADA(p) _mm512_load_ps(p)
+#define V_STOREA(p, v) _mm512_store_ps(p, v)
+#define VIT int32_t
+#define V_PERM(i, v) _mm512_permutexvar_ps(i, v)
+#define V_PERM2(a, i, b) _mm512_permutex2var_ps(a, i, b)
+#define V_GATHER(m, i, p) _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, i, p, 4)
 #else
 #define V __m512d
 #define VL 8
@@ -221,6 +254,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm512_fnmadd_pd(a, b, c)
 #define V_FNMS(a, b, c) _mm512_fnmsub_pd(a, b, c)
 #define V_HSUM(v) _mm512_reduce_add_pd(v)
+#define V_LOADA(p) _mm512_load_pd(p)
+#define V_STOREA(p, v) _mm512_store_pd(p, v)
+#define VIT int64_t
+#define V_PERM(i, v) _mm512_permutexvar_pd(i, v)
+#define V_PERM2(a, i, b) _mm512_permutex2var_pd(a, i, b)
+#define V_GATHER(m, i, p) _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, i, p, 8)
 #endif
 
 #elif SIMD_ISA == SIMD_AVX2
@@ -230,6 +269,10 @@ static inline float simd_nhsum4(float32x4_t v)
 #define VATTR SIMD_AVX2_ATTR
 #define SIMD_REGS 16
 #define V_FENCE() _mm_sfence()
+#define V_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define SIMD_HAS_PERM 1
+#define VI __m256i
+#define V_ILOAD(p) _mm256_load_si256((const __m256i *)(const void *)(p))
 #if SIMD_BITS == 32
 #define V __m256
 #define VL 8
@@ -251,6 +294,13 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
 #define V_FNMS(a, b, c) _mm256_fnmsub_ps(a, b, c)
 #define V_HSUM(v) simd_hsum8(v)
+#define V_LOADA(p) _mm256_load_ps(p)
+#define V_STOREA(p, v) _mm256_store_ps(p, v)
+#define VIT int32_t
+#define V_PERM(i, v) _mm256_permutevar8x32_ps(v, i)
+#define V_PERM2(a, i, b) simd_perm2x8(a, i, b)
+#define V_GATHER(k, i, p)                                                                          \
+    _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, i, _mm256_castsi256_ps((k).bits), 4)
 #else
 #define V __m256d
 #define VL 4
@@ -272,6 +322,14 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm256_fnmadd_pd(a, b, c)
 #define V_FNMS(a, b, c) _mm256_fnmsub_pd(a, b, c)
 #define V_HSUM(v) simd_hsum4(v)
+#define V_LOADA(p) _mm256_load_pd(p)
+#define V_STOREA(p, v) _mm256_store_pd(p, v)
+#define VIT int64_t
+#define V_PERM(i, v) _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(v), simd_pidx4(i)))
+#define V_PERM2(a, i, b)                                                                           \
+    _mm256_castps_pd(simd_perm2x8(_mm256_castpd_ps(a), simd_pidx4(i), _mm256_castpd_ps(b)))
+#define V_GATHER(k, i, p)                                                                          \
+    _mm256_mask_i64gather_pd(_mm256_setzero_pd(), p, i, _mm256_castsi256_pd((k).bits), 8)
 #endif
 
 #elif SIMD_ISA == SIMD_NEON
@@ -281,6 +339,8 @@ static inline float simd_nhsum4(float32x4_t v)
 #define VATTR
 #define SIMD_REGS 32
 #define V_FENCE() ((void)0)
+#define V_PREFETCH(p) __builtin_prefetch(p)
+#define SIMD_HAS_PERM 0
 #define VMASK int64_t
 #define V_MASK_N(n) simd_clamp(n, VL)
 #define V_MASK_ALL ((int64_t)VL)
@@ -301,6 +361,8 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) vfmsq_f32(c, a, b)
 #define V_FNMS(a, b, c) vnegq_f32(vfmaq_f32(c, a, b))
 #define V_HSUM(v) simd_nhsum4(v)
+#define V_LOADA(p) vld1q_f32(p)
+#define V_STOREA(p, v) vst1q_f32(p, v)
 #else
 #define V float64x2_t
 #define VL 2
@@ -318,6 +380,8 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) vfmsq_f64(c, a, b)
 #define V_FNMS(a, b, c) vnegq_f64(vfmaq_f64(c, a, b))
 #define V_HSUM(v) vaddvq_f64(v)
+#define V_LOADA(p) vld1q_f64(p)
+#define V_STOREA(p, v) vst1q_f64(p, v)
 #endif
 
 #else

@@ -24,3 +24,13 @@
 #undef V_FNMA
 #undef V_FNMS
 #undef V_HSUM
+#undef V_LOADA
+#undef V_STOREA
+#undef V_PREFETCH
+#undef SIMD_HAS_PERM
+#undef VI
+#undef VIT
+#undef V_ILOAD
+#undef V_PERM
+#undef V_PERM2
+#undef V_GATHER

@@ -1,12 +1,14 @@
-/* Depthwise convolution of multiplier 1 (groups = c = f; tensor/conv_dw.c at the AVX512 level,
- * conv_general.c's loops below it): forward, backward-input and backward-kernel against plain
- * loops in double, in f32 and f64, over strides 1-3, kernels 1x1 to 5x5 and non-square ones,
- * dilation, the four padding modes with asymmetric pads, odd image sizes and channel counts
- * that are no multiple of a vector (16 floats, 8 doubles); the outputs are NaN-filled first, so
- * every element must be written. Then the same bits for one thread and two, and the mobilenet
- * shapes. Then grouped convolutions of 1-16 channels and filters per group (conv_dw.c's
- * grouped kernels, depthwise with a multiplier, and the im2col GEMMs above them) the same
- * way. */
+/* Depthwise convolution of multiplier 1 (groups = c = f; tensor/conv/conv_dw.c at the AVX2 and
+ * AVX512 levels, conv_general.c's loops below them): forward, backward-input and backward-kernel
+ * against plain loops in double, in f32 and f64, over strides 1-3, kernels 1x1 to 5x5 and
+ * non-square ones, dilation, the four padding modes with asymmetric pads, odd image sizes and
+ * channel counts that are no multiple of a vector (16 or 8 floats, 8 or 4 doubles); the outputs are
+ * NaN-filled first, so every element must be written. Then the same bits for one thread and two,
+ * and the mobilenet shapes. Then grouped convolutions of 1-16 channels and filters per group
+ * (conv_dw.c's grouped kernels, depthwise with a multiplier, and the im2col GEMMs above them) the
+ * same way. */
+#include "conv/conv_dw.h"
+#include "tensor_impl.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -410,4 +412,73 @@ Test(tensor_conv_depthwise, grouped_same_bits_for_any_thread_count)
         grp((dcase){8, 9, 9, 48, 1, 1, prm(1, 1, SX_PAD_VALID, 0, 0, 0, 0, 1, 1), 0, 0}, 8, 2),
     };
     same_bits(&rng, cs, sizeof cs / sizeof cs[0]);
+}
+
+/* conv_dw.c's kernels called directly, so that the test knows they ran: on a CPU with AVX2 (the
+ * AVX2 instances, or AVX-512's where it has it; ctest's _avx2 run caps it at AVX2) they take
+ * every case below and match the plain loops, and one thread and two give the same bits; at the
+ * baseline they decline, touching nothing. Odd channel counts (masked tail vectors in both
+ * widths), strides 1 and 2, asymmetric pads, the 3x3 kernels' constant-geometry instances and
+ * the run-time ones (5x3, dilation), multipliers 1, 2 and 3. */
+static void direct_case(sx_rng *rng, const dcase *q, sx_dtype dt, bool avail)
+{
+    const dgeo G = geo_of(q);
+    const dshapes s = shapes_of(q);
+    const sx__dw_geom g = {q->n, q->h, q->w, q->c, q->kh, q->kw,   G.oh,     G.ow,    G.sh,
+                           G.sw, G.dh, G.dw, G.pt, G.pl,  f_of(q), cg_of(q), fg_of(q)};
+    sx_tensor *x = tu_rand(rng, dt, 4, s.xs, -1, 1), *k = tu_rand(rng, dt, 4, s.ks, -1, 1);
+    sx_tensor *dy = tu_rand(rng, dt, 4, s.ys, -1, 1);
+    const sx_tensor *in[3][2] = {{x, k}, {k, dy}, {x, dy}};
+    const int64_t *os[3] = {s.ys, s.xs, s.ks};
+    static const char *const names[3] = {"forward", "backward-input", "backward-kernel"};
+    const int saved = sx_threads_get();
+    for (int which = 0; which < 3; which++) {
+        sx_tensor *r[2];
+        for (int th = 0; th < 2; th++) {
+            cr_assert_eq(sx_threads_set(th + 1), SX_OK);
+            r[th] = nans(dt, os[which]);
+            const bool ran = sx__dw_direct(&g, (sx__dw_kind)which, dt, in[which][0]->data,
+                                           in[which][1]->data, r[th]->data, th == 1);
+            cr_assert_eq(ran, avail, "%s %s: the direct kernels %s", names[which],
+                         sx_dtype_name(dt), avail ? "declined" : "ran below AVX2");
+        }
+        const int64_t no = r[0]->size;
+        if (avail) {
+            double *want = malloc((size_t)(3 * no + 1) * sizeof(double));
+            cr_assert_not_null(want);
+            ref(which, q, in[which][0], in[which][1], want, want + no, want + 2 * no, no);
+            expect_ref(names[which], q, r[0], want, want + no, want + 2 * no);
+            free(want);
+        } else {
+            for (int64_t i = 0; i < no; i++)
+                cr_assert(isnan(sx_tensor_get(r[0], i)), "%s: declined but wrote", names[which]);
+        }
+        cr_assert(memcmp(r[0]->data, r[1]->data, (size_t)no * sx_dtype_size(dt)) == 0,
+                  "%s %s: 1 and 2 threads differ", names[which], sx_dtype_name(dt));
+        sx_tensor_free(r[0]);
+        sx_tensor_free(r[1]);
+    }
+    cr_assert_eq(sx_threads_set(saved), SX_OK);
+    sx_tensor_free(x);
+    sx_tensor_free(k);
+    sx_tensor_free(dy);
+}
+
+Test(tensor_conv_depthwise, direct_kernels_match_loops)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 1822);
+    const bool avail = sx__isa() >= SX__ISA_AVX2;
+    /* sizes that pass conv_dw.c's threshold for the pool (2^18 multiply-adds) */
+    const dcase cs[] = {
+        {16, 19, 19, 37, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0},
+        {12, 14, 15, 13, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 2, 0, 1, 1, 1), 0, 0},
+        {10, 17, 16, 11, 5, 3, prm(2, 1, SX_PAD_EXPLICIT, 2, 1, 1, 2, 1, 2), 0, 0},
+        {16, 19, 19, 13, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 1, 3},
+        {16, 15, 14, 7, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 1, 2, 0, 1, 1), 1, 2},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        direct_case(&rng, &cs[i], SX_F32, avail);
+        direct_case(&rng, &cs[i], SX_F64, avail);
+    }
 }
