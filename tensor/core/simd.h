@@ -22,6 +22,8 @@
  *   V_STREAM(p, v)  a store past the caches (p aligned to VL * sizeof(T)); V_FENCE() orders the
  *                  streamed stores before the ones that follow (a no-op where there are none)
  *   V_ADD V_SUB V_MUL (a, b);  V_FMA(a, b, c) = a b + c,  V_FNMA(a, b, c) = c - a b,
+ *   VSEL           a per-lane condition: V_GT(a, b) (a > b, false with a NaN), V_EQ(a, b),
+ *                  V_NAN(a); V_SAND(s, t) both; V_BLEND(s, a, b) = s ? b : a per lane (exact)
  *   V_FNMS(a, b, c) = -(a b) - c, each rounded once;  V_HSUM(v) the sum of the lanes (a fixed
  *   order per set, so the same bits on every call)
  *   V_LOADA(p)  V_STOREA(p, v)  loads and stores of p aligned to VL * sizeof(T)
@@ -228,6 +230,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
 #define V_FNMS(a, b, c) _mm512_fnmsub_ps(a, b, c)
 #define V_HSUM(v) _mm512_reduce_add_ps(v)
+#define VSEL __mmask16
+#define V_GT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)
+#define V_EQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
+#define V_NAN(a) _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)
+#define V_SAND(s, t) ((__mmask16)((s) & (t)))
+#define V_BLEND(s, a, b) _mm512_mask_blend_ps(s, a, b)
 #define V_LOADA(p) _mm512_load_ps(p)
 #define V_STOREA(p, v) _mm512_store_ps(p, v)
 #define VIT int32_t
@@ -254,6 +262,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm512_fnmadd_pd(a, b, c)
 #define V_FNMS(a, b, c) _mm512_fnmsub_pd(a, b, c)
 #define V_HSUM(v) _mm512_reduce_add_pd(v)
+#define VSEL __mmask8
+#define V_GT(a, b) _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ)
+#define V_EQ(a, b) _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ)
+#define V_NAN(a) _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q)
+#define V_SAND(s, t) ((__mmask8)((s) & (t)))
+#define V_BLEND(s, a, b) _mm512_mask_blend_pd(s, a, b)
 #define V_LOADA(p) _mm512_load_pd(p)
 #define V_STOREA(p, v) _mm512_store_pd(p, v)
 #define VIT int64_t
@@ -294,6 +308,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
 #define V_FNMS(a, b, c) _mm256_fnmsub_ps(a, b, c)
 #define V_HSUM(v) simd_hsum8(v)
+#define VSEL __m256
+#define V_GT(a, b) _mm256_cmp_ps(a, b, _CMP_GT_OQ)
+#define V_EQ(a, b) _mm256_cmp_ps(a, b, _CMP_EQ_OQ)
+#define V_NAN(a) _mm256_cmp_ps(a, a, _CMP_UNORD_Q)
+#define V_SAND(s, t) _mm256_and_ps(s, t)
+#define V_BLEND(s, a, b) _mm256_blendv_ps(a, b, s)
 #define V_LOADA(p) _mm256_load_ps(p)
 #define V_STOREA(p, v) _mm256_store_ps(p, v)
 #define VIT int32_t
@@ -322,6 +342,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) _mm256_fnmadd_pd(a, b, c)
 #define V_FNMS(a, b, c) _mm256_fnmsub_pd(a, b, c)
 #define V_HSUM(v) simd_hsum4(v)
+#define VSEL __m256d
+#define V_GT(a, b) _mm256_cmp_pd(a, b, _CMP_GT_OQ)
+#define V_EQ(a, b) _mm256_cmp_pd(a, b, _CMP_EQ_OQ)
+#define V_NAN(a) _mm256_cmp_pd(a, a, _CMP_UNORD_Q)
+#define V_SAND(s, t) _mm256_and_pd(s, t)
+#define V_BLEND(s, a, b) _mm256_blendv_pd(a, b, s)
 #define V_LOADA(p) _mm256_load_pd(p)
 #define V_STOREA(p, v) _mm256_store_pd(p, v)
 #define VIT int64_t
@@ -361,6 +387,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) vfmsq_f32(c, a, b)
 #define V_FNMS(a, b, c) vnegq_f32(vfmaq_f32(c, a, b))
 #define V_HSUM(v) simd_nhsum4(v)
+#define VSEL uint32x4_t
+#define V_GT(a, b) vcgtq_f32(a, b)
+#define V_EQ(a, b) vceqq_f32(a, b)
+#define V_NAN(a) vmvnq_u32(vceqq_f32(a, a))
+#define V_SAND(s, t) vandq_u32(s, t)
+#define V_BLEND(s, a, b) vbslq_f32(s, b, a)
 #define V_LOADA(p) vld1q_f32(p)
 #define V_STOREA(p, v) vst1q_f32(p, v)
 #else
@@ -380,6 +412,12 @@ static inline float simd_nhsum4(float32x4_t v)
 #define V_FNMA(a, b, c) vfmsq_f64(c, a, b)
 #define V_FNMS(a, b, c) vnegq_f64(vfmaq_f64(c, a, b))
 #define V_HSUM(v) vaddvq_f64(v)
+#define VSEL uint64x2_t
+#define V_GT(a, b) vcgtq_f64(a, b)
+#define V_EQ(a, b) vceqq_f64(a, b)
+#define V_NAN(a) veorq_u64(vceqq_f64(a, a), vdupq_n_u64(~(uint64_t)0))
+#define V_SAND(s, t) vandq_u64(s, t)
+#define V_BLEND(s, a, b) vbslq_f64(s, b, a)
 #define V_LOADA(p) vld1q_f64(p)
 #define V_STOREA(p, v) vst1q_f64(p, v)
 #endif

@@ -34,3 +34,9 @@
 #undef V_PERM
 #undef V_PERM2
 #undef V_GATHER
+#undef VSEL
+#undef V_GT
+#undef V_EQ
+#undef V_NAN
+#undef V_SAND
+#undef V_BLEND

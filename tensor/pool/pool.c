@@ -232,7 +232,8 @@ static sx_status check_arg(const char *who, const char *name, const sx_tensor *t
 
 /* The kernels, once per dtype and instruction set: the baseline build, AVX2 and AVX-512 (the
  * compiler vectorises the channel loops for each; AVX-512 runs them 2-3x faster than SSE2). */
-#if defined(__GNUC__) && defined(__x86_64__)
+#include "simd.h"
+#if SIMD_HAVE_X86
 #define POOL_X86 1
 #endif
 
@@ -249,10 +250,20 @@ static sx_status check_arg(const char *who, const char *name, const sx_tensor *t
 #undef SFX
 #undef POOL_ATTR
 #ifdef POOL_X86
-#define POOL_ATTR __attribute__((target("avx2,fma")))
+/* The f32 2x2 windows over whole vectors (pool_vec_tmpl.h), used by the f32 kernels of the same
+ * set when the channels (forward) or the channels the task covers (backward) leave a vector's
+ * remainder: POOL_VEC is the set's lane count. */
+#define SIMD_ISA SIMD_AVX2
+#define SIMD_BITS 32
 #define T float
 #define SFX f32_avx2
+#include "simd.h"
+#include "pool_vec_tmpl.h"
+#include "simd_end.h"
+#define POOL_ATTR SIMD_AVX2_ATTR
+#define POOL_VEC 8
 #include "pool_tmpl.h"
+#undef POOL_VEC
 #undef T
 #undef SFX
 #define T double
@@ -261,75 +272,17 @@ static sx_status check_arg(const char *who, const char *name, const sx_tensor *t
 #undef T
 #undef SFX
 #undef POOL_ATTR
-#define POOL_ATTR __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
-#include <immintrin.h>
-
-/* The f32 2x2 windows with AVX-512 written out: the compiler's vector loops over the channels
- * leave a scalar remainder (all of it when c < 16, e.g. lenet5's 6 channels) whose selects
- * become branches, mispredicted on real data (the backward pass ran 9x slower than the
- * forward). These run 16 lanes with a masked tail: the same selects in the same order as
- * pool_tmpl.h's loops, so the same bits. */
-static inline POOL_ATTR __mmask16 pool_tail16(int64_t j, int64_t c)
-{
-    return c - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c - j)) - 1u);
-}
-
-/* The first NaN of the lane's cells, if any, else the strict maximum (maxpool_fwd's rule). */
-static POOL_ATTR void pool_fwd_2x2_m512(const float *p0, const float *p1, const float *p2,
-                                        const float *p3, float *yo, int64_t c)
-{
-    for (int64_t j = 0; j < c; j += 16) {
-        const __mmask16 k = pool_tail16(j, c);
-        const __m512 a = _mm512_maskz_loadu_ps(k, p0 + j), b1 = _mm512_maskz_loadu_ps(k, p1 + j);
-        const __m512 b2 = _mm512_maskz_loadu_ps(k, p2 + j), b3 = _mm512_maskz_loadu_ps(k, p3 + j);
-        __m512 m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b1, a, _CMP_GT_OQ), a, b1);
-        m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b2, m, _CMP_GT_OQ), m, b2);
-        m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b3, m, _CMP_GT_OQ), m, b3);
-        m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b3, b3, _CMP_UNORD_Q), m, b3);
-        m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b2, b2, _CMP_UNORD_Q), m, b2);
-        m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b1, b1, _CMP_UNORD_Q), m, b1);
-        m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, a);
-        _mm512_mask_storeu_ps(yo + j, k, m);
-    }
-}
-
-/* dy to the lane's winning cell (POOL_ARG_2X2's rule) and +0 to the others; with `relu` only
- * where the cell's x > 0. Each lane's four cells are read before they are written (dx may be
- * x). */
-static POOL_ATTR void pool_bwd_2x2_m512(const float *xw, const float *dyo, float *dxw, int64_t c,
-                                        int64_t rs, int64_t cn, bool relu)
-{
-    const float *p[4] = {xw, xw + c, xw + rs, xw + rs + c};
-    float *d[4] = {dxw, dxw + c, dxw + rs, dxw + rs + c};
-    for (int64_t j = 0; j < cn; j += 16) {
-        const __mmask16 k = pool_tail16(j, cn);
-        __m512 v[4];
-        for (int i = 0; i < 4; i++)
-            v[i] = _mm512_maskz_loadu_ps(k, p[i] + j);
-        __m512 m = v[0];
-        __m512i at = _mm512_setzero_si512();
-        for (int i = 1; i < 4; i++) {
-            const __mmask16 gt = _mm512_cmp_ps_mask(v[i], m, _CMP_GT_OQ);
-            at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(i));
-            m = _mm512_mask_blend_ps(gt, m, v[i]);
-        }
-        for (int i = 3; i >= 0; i--) /* the first NaN is written last */
-            at = _mm512_mask_mov_epi32(at, _mm512_cmp_ps_mask(v[i], v[i], _CMP_UNORD_Q),
-                                       _mm512_set1_epi32(i));
-        const __m512 gj = _mm512_maskz_loadu_ps(k, dyo + j);
-        for (int i = 0; i < 4; i++) {
-            __mmask16 sel = _mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(i));
-            if (relu)
-                sel &= _mm512_cmp_ps_mask(v[i], _mm512_setzero_ps(), _CMP_GT_OQ);
-            _mm512_mask_storeu_ps(d[i] + j, k, _mm512_maskz_mov_ps(sel, gj));
-        }
-    }
-}
-#define POOL_M512 1
+#define SIMD_ISA SIMD_AVX512
+#define SIMD_BITS 32
 #define T float
 #define SFX f32_avx512
+#include "simd.h"
+#include "pool_vec_tmpl.h"
+#include "simd_end.h"
+#define POOL_ATTR SIMD_AVX512_ATTR
+#define POOL_VEC 16
 #include "pool_tmpl.h"
-#undef POOL_M512
+#undef POOL_VEC
 #undef T
 #undef SFX
 #define T double

@@ -1,13 +1,14 @@
 /* pool_tmpl.h: the pooling kernels for one dtype and one instruction set; included by pool.c
- * with T, SFX (dtype and ISA suffix, e.g. f32_avx512) and POOL_ATTR (the target attribute)
- * defined. Each kernel does a range [lo, hi) of rows or tasks; pool.c's parallel loops call the
- * instance this CPU runs best. Every inner loop runs over the channel axis c, which is innermost
- * and contiguous in NHWC, so the compiler vectorises it; the outer loops walk the clamped window
- * (padded cells are never visited). Max pooling tracks the winning cell's index next to the
- * running maximum, so the backward pass routes dy in the same single scan. When windows do not
- * overlap (stride >= kernel on both axes: 2x2 stride 2 is the common case) every input cell has
- * at most one window, and the backward passes store each dx cell once instead of zeroing and
- * accumulating. Loads are hoisted into locals and selects written the way gcc if-converts. */
+ * with T, SFX (dtype and ISA suffix, e.g. f32_avx512), POOL_ATTR (the target attribute) and, for
+ * f32 instances that have pool_vec_tmpl.h's 2x2 kernels, POOL_VEC (their lanes) defined. Each
+ * kernel does a range [lo, hi) of rows or tasks; pool.c's parallel loops call the instance this CPU
+ * runs best. Every inner loop runs over the channel axis c, which is innermost and contiguous in
+ * NHWC, so the compiler vectorises it; the outer loops walk the clamped window (padded cells are
+ * never visited). Max pooling tracks the winning cell's index next to the running maximum, so the
+ * backward pass routes dy in the same single scan. When windows do not overlap (stride >= kernel on
+ * both axes: 2x2 stride 2 is the common case) every input cell has at most one window, and the
+ * backward passes store each dx cell once instead of zeroing and accumulating. Loads are hoisted
+ * into locals and selects written the way gcc if-converts. */
 #define POOL_CAT_(a, b) a##_##b
 #define POOL_CAT(a, b) POOL_CAT_(a, b)
 
@@ -34,9 +35,9 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
             const T *xr = x + ((b * g->h + y0) * g->w + x0) * c;
             if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window in one pass over c */
                 const T *p0 = xr, *p1 = xr + c, *p2 = xr + g->w * c, *p3 = p2 + c;
-#ifdef POOL_M512
-                if (c < 16) { /* the compiler's loop would be its scalar remainder */
-                    pool_fwd_2x2_m512(p0, p1, p2, p3, yo, c);
+#ifdef POOL_VEC
+                if (c < POOL_VEC) { /* the compiler's loop would be its scalar remainder */
+                    POOL_CAT(pool_fwd_2x2_vec, SFX)(p0, p1, p2, p3, yo, c);
                     continue;
                 }
 #endif
@@ -277,9 +278,9 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
                     continue;
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
-#ifdef POOL_M512
-                if (store && ny == 2 && nx == 2 && cn % 16 != 0) {
-                    pool_bwd_2x2_m512(xw, dyo, dxw, c, g->w * c, cn, relu);
+#ifdef POOL_VEC
+                if (store && ny == 2 && nx == 2 && cn % POOL_VEC != 0) {
+                    POOL_CAT(pool_bwd_2x2_vec, SFX)(xw, dyo, dxw, c, g->w * c, cn, relu);
                     continue;
                 }
 #endif
