@@ -72,10 +72,14 @@ static inline void FN(direct_band)(const conv_plan *pl, int64_t rows, int64_t u,
 
 /* One forward tile: np pixels (bases xq) by nv vectors of filters (only the last one masked, m),
  * summed over every tap; inlined with np and nv constant so that the accumulators live in
- * registers. Only the first `real` pixels are stored. */
+ * registers. Only the first `real` pixels are stored. Masked moves are slow on some CPUs (AVX2's
+ * vmaskmov on AMD's cores; NEON has none), so the last vector is read whole for the first
+ * `kfull` taps (whose row of k is followed by at least a vector's worth of k: the extra lanes sum
+ * products that are never stored) and stored whole for the first `yfull` pixels (whose extra
+ * lanes fall on later pixels of the grid, which overwrite them: see direct_grid). */
 static inline __attribute__((always_inline)) VATTR void
 FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *const *yq, VMASK m,
-             int64_t real, const int np, const int nv)
+             int64_t real, int64_t kfull, int64_t yfull, const int np, const int nv)
 {
     const int64_t c = g->c, f = g->f, wp = g->wp;
     V a[CONV_TILE_MAX][4];
@@ -85,13 +89,13 @@ FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *const *yq, V
         for (int v = 0; v < nv; v++)
             a[p][v] = V_ZERO();
     const T *kt = k;
-    for (int64_t ky = 0; ky < g->kh; ky++)
-        for (int64_t j = 0; j < g->kw * c; j++, kt += f) {
+    for (int64_t ky = 0, t = 0; ky < g->kh; ky++)
+        for (int64_t j = 0; j < g->kw * c; j++, t++, kt += f) {
             const int64_t o = ky * wp * c + j; /* tap (ky, kx = j / c, ci = j % c) */
             V kv[4];
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++)
-                kv[v] = v + 1 < nv ? V_LOAD(kt + v * VL) : V_MLOAD(m, kt + v * VL);
+                kv[v] = v + 1 < nv || t < kfull ? V_LOAD(kt + v * VL) : V_MLOAD(m, kt + v * VL);
 #pragma GCC unroll 12
             for (int p = 0; p < np; p++) {
                 const V xv = V_SET1(xq[p][o]);
@@ -104,8 +108,12 @@ FN(fwd_tile)(const conv_geom *g, const T *const *xq, const T *k, T *const *yq, V
     for (int p = 0; p < np; p++)
         if (p < real)
 #pragma GCC unroll 4
-            for (int v = 0; v < nv; v++)
-                V_MSTORE(yq[p] + v * VL, v + 1 < nv ? V_MASK_ALL : m, a[p][v]);
+            for (int v = 0; v < nv; v++) {
+                if (v + 1 < nv || p < yfull)
+                    V_STORE(yq[p] + v * VL, a[p][v]);
+                else
+                    V_MSTORE(yq[p] + v * VL, m, a[p][v]);
+            }
 }
 
 /* Where the forward tiles read and write: a grid of nrows x ncols pixels, pixel (r, q) reading
@@ -122,15 +130,23 @@ typedef struct FN(grid) {
 /* The results of grid gd = sum over the taps of the padded band times k: tiles of np pixels
  * by nv vectors of filters (tile_pixels: up to CONV_TILE(nv), about CONV_ACC accumulators), the
  * pixel's tap values broadcast from the band. A tile may span grid rows (each pixel has its own
- * pointers); the last tile repeats its last pixel and stores only the real ones. */
+ * pointers); the last tile repeats its last pixel and stores only the real ones. When all the
+ * filters are one chunk and the grid's results are contiguous (a band of the forward pass), the
+ * pixels are stored in order and a whole last vector spills only onto later pixels' results:
+ * every pixel but those within a vector of the grid's end stores it whole. */
 static VATTR void FN(direct_grid)(const conv_geom *g, const FN(grid) * gd, const T *k)
 {
-    const int64_t f = g->f, pw = gd->ncols, npix = gd->nrows * pw;
+    const int64_t f = g->f, pw = gd->ncols, npix = gd->nrows * pw, krows = g->kh * g->kw * g->c;
+    const bool dense = f <= CONV_NVMAX * VL && gd->yc == f && gd->yr == pw * f;
     for (int64_t f0 = 0; f0 < f; f0 += CONV_NVMAX * VL) {
         const int64_t fl = f - f0 < CONV_NVMAX * VL ? f - f0 : CONV_NVMAX * VL;
         const int nv = (int)((fl + VL - 1) / VL);
         const VMASK m = V_MASK_N(fl - (nv - 1) * VL);
         const int64_t np = FN(tile_pixels)(npix, nv);
+        /* taps t with t * f + f0 + nv * VL <= krows * f, pixels i with i * f + nv * VL <= npix * f
+         */
+        const int64_t kr = krows * f - f0 - nv * VL, yr = npix * f - nv * VL;
+        const int64_t kfull = kr < 0 ? 0 : kr / f + 1, yfull = !dense || yr < 0 ? 0 : yr / f + 1;
         for (int64_t q0 = 0; q0 < npix; q0 += np) {
             const T *xq[CONV_TILE_MAX];
             T *yq[CONV_TILE_MAX];
@@ -144,7 +160,7 @@ static VATTR void FN(direct_grid)(const conv_geom *g, const FN(grid) * gd, const
             switch (nv * 16 + np) { /* the cases tile_pixels chooses from */
 #define CONV_FP_CASE(v, n)                                                                         \
     case v * 16 + n:                                                                               \
-        FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, n, v);                                           \
+        FN(fwd_tile)(g, xq, kf, yq, m, npix - q0, kfull, yfull - q0, n, v);                        \
         break;
                 CONV_FP_CASES(CONV_FP_CASE)
 #undef CONV_FP_CASE
