@@ -187,7 +187,7 @@ static void FN(direct_fwd_band)(const conv_geom *g, const T *xp, const T *k, T *
  * registers; only the last vector is masked (m). */
 static inline __attribute__((always_inline)) VATTR void
 FN(bwdk_tile)(const conv_geom *g, const T *xp, int64_t o0, const T *dy, int64_t nrows, VMASK m,
-              T *dk, bool first, const int nt, const int nv)
+              int64_t dfull, T *dk, bool first, const int nt, const int nv)
 {
     const int64_t c = g->c, f = g->f, ow = g->ow, wp = g->wp, xs = g->sw * c;
     V a[CONV_TILE_MAX][4];
@@ -200,10 +200,11 @@ FN(bwdk_tile)(const conv_geom *g, const T *xp, int64_t o0, const T *dy, int64_t 
         const T *xr = xp + oy * g->sh * wp * c + o0;
         const T *dr = dy + oy * ow * f;
         for (int64_t ox = 0; ox < ow; ox++, xr += xs, dr += f) {
+            const bool whole = oy * ow + ox < dfull;
             V d[4];
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++)
-                d[v] = v + 1 < nv ? V_LOAD(dr + v * VL) : V_MLOAD(m, dr + v * VL);
+                d[v] = v + 1 < nv || whole ? V_LOAD(dr + v * VL) : V_MLOAD(m, dr + v * VL);
 #pragma GCC unroll 12
             for (int t = 0; t < nt; t++) {
                 const V xv = V_SET1(xr[t]);
@@ -239,6 +240,9 @@ static VATTR void FN(direct_bwdk_band)(const conv_geom *g, const T *xp, const T 
         const VMASK m = V_MASK_N(fl - (nv - 1) * VL);
         const int64_t ntmax = CONV_TILE(nv);
         const int64_t ntiles = (run + ntmax - 1) / ntmax;
+        /* pixels whose last vector of dy may be read whole (see fwd_tile): i f + f0 + nv VL
+         * within the band's dy; the extra lanes' sums are never stored */
+        const int64_t dr = nrows * g->ow * f - f0 - nv * VL, dfull = dr < 0 ? 0 : dr / f + 1;
         for (int64_t ky = 0; ky < g->kh; ky++)
             for (int64_t i = 0, j0 = 0; i < ntiles; i++) {
                 const int nt = (int)((run - j0) / (ntiles - i)); /* balanced tile sizes */
@@ -249,7 +253,7 @@ static VATTR void FN(direct_bwdk_band)(const conv_geom *g, const T *xp, const T 
                 switch (nv * 16 + nt) {
 #define CONV_KT_CASE(v, n)                                                                         \
     case v * 16 + n:                                                                               \
-        FN(bwdk_tile)(g, xp, o0, dyf, nrows, m, d, first, n, v);                                   \
+        FN(bwdk_tile)(g, xp, o0, dyf, nrows, m, dfull, d, first, n, v);                            \
         break;
                     CONV_TILE_CASES(CONV_KT_CASE)
 #undef CONV_KT_CASE
