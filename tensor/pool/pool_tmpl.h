@@ -36,10 +36,12 @@ static POOL_ATTR void POOL_CAT(maxpool_fwd, SFX)(const pool_geom *g, const void 
             if (y1 - y0 == 2 && x1 - x0 == 2) { /* the 2x2 window in one pass over c */
                 const T *p0 = xr, *p1 = xr + c, *p2 = xr + g->w * c, *p3 = p2 + c;
 #ifdef POOL_VEC
-                if (c < POOL_VEC) { /* the compiler's loop would be its scalar remainder */
-                    POOL_CAT(pool_fwd_2x2_vec, SFX)(p0, p1, p2, p3, yo, c);
-                    continue;
-                }
+                /* whole vectors (the compiler's loop took 20x longer for 16 channels on AVX2,
+                 * and runs only its scalar remainder below a vector); the windows after this
+                 * one in rows [lo, hi) are written after it */
+                POOL_CAT(pool_fwd_2x2_vec, SFX)
+                (p0, p1, p2, p3, yo, c, x + g->n * g->h * g->w * c, y + hi * g->ow * c);
+                continue;
 #endif
 #pragma omp simd
                 for (int64_t j = 0; j < c; j++) {
@@ -279,7 +281,7 @@ static POOL_ATTR void POOL_CAT(maxpool_bwd, SFX)(const pool_geom *g, const void 
                 const T *xw = xb + off, *dyo = dyb + (oy * g->ow + ox) * c;
                 T *dxw = dxb + off;
 #ifdef POOL_VEC
-                if (store && ny == 2 && nx == 2 && cn % POOL_VEC != 0) {
+                if (store && ny == 2 && nx == 2) {
                     POOL_CAT(pool_bwd_2x2_vec, SFX)(xw, dyo, dxw, c, g->w * c, cn, relu);
                     continue;
                 }

@@ -9,14 +9,22 @@
 #define PV(name) PV_CAT(name, SFX)
 
 /* yo[0..c) = the max of the four cells: the first NaN of the lane's cells, if any, else the
- * strict maximum in cell order (maxpool_fwd's rule). */
+ * strict maximum in cell order (maxpool_fwd's rule). Masked moves are slow on some CPUs (AVX2's
+ * vmaskmov on AMD's cores), so the last vector is read whole when the highest cell's vector ends
+ * within x (before xend: the extra lanes are never stored) and stored whole when it ends before
+ * yend: the caller guarantees that what lies between yo + c and yend is written after this. */
 static VATTR void PV(pool_fwd_2x2_vec)(const T *p0, const T *p1, const T *p2, const T *p3, T *yo,
-                                       int64_t c)
+                                       int64_t c, const T *xend, const T *yend)
 {
     for (int64_t j = 0; j < c; j += VL) {
         const VMASK k = V_MASK_N(c - j);
-        const V a = V_MLOAD(k, p0 + j), b1 = V_MLOAD(k, p1 + j);
-        const V b2 = V_MLOAD(k, p2 + j), b3 = V_MLOAD(k, p3 + j);
+        V a, b1, b2, b3;
+        if (j + VL <= c || p3 + j + VL <= xend) {
+            a = V_LOAD(p0 + j), b1 = V_LOAD(p1 + j), b2 = V_LOAD(p2 + j), b3 = V_LOAD(p3 + j);
+        } else {
+            a = V_MLOAD(k, p0 + j), b1 = V_MLOAD(k, p1 + j);
+            b2 = V_MLOAD(k, p2 + j), b3 = V_MLOAD(k, p3 + j);
+        }
         V m = V_BLEND(V_GT(b1, a), a, b1);
         m = V_BLEND(V_GT(b2, m), m, b2);
         m = V_BLEND(V_GT(b3, m), m, b3);
@@ -24,7 +32,10 @@ static VATTR void PV(pool_fwd_2x2_vec)(const T *p0, const T *p1, const T *p2, co
         m = V_BLEND(V_NAN(b2), m, b2);
         m = V_BLEND(V_NAN(b1), m, b1);
         m = V_BLEND(V_NAN(a), m, a);
-        V_MSTORE(yo + j, k, m);
+        if (j + VL <= c || yo + j + VL <= yend)
+            V_STORE(yo + j, m);
+        else
+            V_MSTORE(yo + j, k, m);
     }
 }
 
