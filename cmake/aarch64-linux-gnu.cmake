@@ -16,8 +16,8 @@ set(CMAKE_RANLIB ${triple}-ranlib CACHE FILEPATH "")
 set(CMAKE_STRIP ${triple}-strip CACHE FILEPATH "")
 set(CMAKE_LIBRARY_ARCHITECTURE ${triple})
 
-# The cross libc lives in /usr/aarch64-linux-gnu, the multiarch libraries (OpenBLAS, Criterion,
-# ...) in /usr/lib/aarch64-linux-gnu with their headers in /usr/include: libraries and packages
+# The cross libc lives in /usr/aarch64-linux-gnu, the multiarch libraries (OpenBLAS, zlib, ...) in
+# /usr/lib/aarch64-linux-gnu with their headers in /usr/include: libraries and packages
 # come only from the target's folders (CMAKE_LIBRARY_ARCHITECTURE picks lib/aarch64-linux-gnu
 # under the root "/"), programs from the host.
 set(CMAKE_FIND_ROOT_PATH /usr/${triple} /)
