@@ -104,6 +104,7 @@ void cg_put(writer *w, const void *p, size_t n)
 void cg_put_uint(writer *w, uint64_t v, int bytes)
 {
     unsigned char b[8];
+    bytes = bytes < 8 ? bytes : 8; /* callers pass 1-8; GCC for AArch64 cannot see it */
     le_put(b, v, bytes);
     cg_put(w, b, (size_t)bytes);
 }

@@ -162,11 +162,12 @@ double sx_seconds(void);
 
 /* Instruction sets: the element-wise, GEMM, convolution, pooling and dropout kernels are built
  * for AVX-512, AVX2+FMA and baseline x86-64 (SSE2), and the process uses the widest the CPU has
- * (AVX-512 means its F, VL, BW and DQ subsets; off x86-64 the portable code only). The
- * environment variable SX_ISA=avx512|avx2|base, read once at the first kernel call, caps the
- * choice (it never raises it; other values are ignored): SX_ISA=avx2 or base runs the kernels
- * a machine without AVX-512 would, e.g. to test them or to get that machine's bits. The name of
- * the set in use: "avx512", "avx2" or "base". */
+ * (AVX-512 means its F, VL, BW and DQ subsets); an AArch64 process runs at "neon" (every AArch64
+ * CPU has it); elsewhere the portable code only. The environment variable
+ * SX_ISA=avx512|avx2|neon|base, read once at the first kernel call, caps the choice (it never
+ * raises it; base caps every set, avx2 and avx512 only x86's; other values are ignored):
+ * SX_ISA=avx2 or base runs the kernels a machine without AVX-512 would, e.g. to test them or to
+ * get that machine's bits. The name of the set in use: "avx512", "avx2", "neon" or "base". */
 const char *sx_isa_name(void);
 
 /* ---------------------------------------------------------------- random numbers */

@@ -70,11 +70,13 @@ static inline uint64_t sx_rng_u64_inline(sx_rng *r)
     return result;
 }
 
-/* The instruction set of this process's kernels (tensor/core/isa.c), detected once: AVX512 when the
- * CPU has AVX-512 F, VL, BW and DQ plus AVX2 and FMA, AVX2 when it has AVX2 and FMA, else BASE
- * (always BASE off x86-64 or without a GNU C compiler); then capped by $SX_ISA
- * (base|avx2|avx512; a cap only lowers it). Every kernel family with per-ISA builds uses it. */
-enum { SX__ISA_BASE = 0, SX__ISA_AVX2 = 1, SX__ISA_AVX512 = 2 };
+/* The instruction set of this process's kernels (tensor/core/isa.c), detected once: on x86-64,
+ * AVX512 when the CPU has AVX-512 F, VL, BW and DQ plus AVX2 and FMA, AVX2 when it has AVX2 and
+ * FMA, else BASE; NEON on every AArch64 CPU (mandatory there); BASE elsewhere or without a GNU C
+ * compiler. Then capped by $SX_ISA (base|avx2|avx512|neon; a cap only lowers it, within the
+ * CPU's family: base caps every set, avx2 and avx512 only x86's). Compare with ==: NEON is not
+ * above AVX512, the values only name the sets. Every kernel family with per-ISA builds uses it. */
+enum { SX__ISA_BASE = 0, SX__ISA_AVX2 = 1, SX__ISA_AVX512 = 2, SX__ISA_NEON = 3 };
 int sx__isa(void);
 
 /* One row-major GEMM (tensor/gemm/gemm.c): c (m,n) = alpha * op(a) @ op(b) + beta * c, with op(a)

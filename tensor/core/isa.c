@@ -1,7 +1,8 @@
 /* isa.c: the one instruction-set switch of strix's kernels. Every kernel family that has
  * AVX2 and AVX-512 builds (vmath's map/fused/update/fold/softmax, the GEMM, direct and Winograd
  * conv, pooling, dropout, batch norm) asks sx__isa() which to run, so one environment variable
- * (SX_ISA) moves the whole process to the AVX2 or the baseline kernels: that is how the tests cover
+ * (SX_ISA) moves the whole process to the AVX2 or the baseline kernels (an AArch64 process runs
+ * at NEON, which SX_ISA=base lowers to the baseline): that is how the tests cover
  * the paths most laptops take on a CPU with AVX-512. Detected once, then cached. */
 #include "tensor_impl.h"
 
@@ -11,7 +12,8 @@
 
 /* The widest set this CPU and OS run. AVX-512 means the F, VL, BW and DQ subsets (every
  * AVX-512 CPU since Skylake-SP has all four; the kernels use them) plus AVX2 and FMA. Only GNU C
- * compilers on x86-64 have __builtin_cpu_supports; elsewhere the baseline. */
+ * compilers on x86-64 have __builtin_cpu_supports. NEON (Advanced SIMD) is part of every AArch64
+ * CPU. Elsewhere the baseline. */
 static int isa_cpu(void)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -22,21 +24,26 @@ static int isa_cpu(void)
         return SX__ISA_AVX512;
     if (avx2)
         return SX__ISA_AVX2;
+#elif defined(__aarch64__)
+    return SX__ISA_NEON;
 #endif
     return SX__ISA_BASE;
 }
 
-/* isa_cpu() capped by $SX_ISA (base, avx2 or avx512; anything else is ignored). */
+/* isa_cpu() capped by $SX_ISA: base caps every set; avx2 and avx512 cap x86's, neon caps
+ * AArch64's (to itself); a set of the other family, or anything else, is ignored. */
 static int isa_detect(void)
 {
     const int isa = isa_cpu();
     const char *cap = getenv("SX_ISA");
-    int c = isa;
-    if (cap != NULL)
-        c = strcmp(cap, "base") == 0     ? SX__ISA_BASE
-            : strcmp(cap, "avx2") == 0   ? SX__ISA_AVX2
-            : strcmp(cap, "avx512") == 0 ? SX__ISA_AVX512
-                                         : isa;
+    if (cap == NULL)
+        return isa;
+    if (strcmp(cap, "base") == 0)
+        return SX__ISA_BASE;
+    const bool x86 = isa == SX__ISA_AVX2 || isa == SX__ISA_AVX512;
+    const int c = strcmp(cap, "avx2") == 0 && x86     ? SX__ISA_AVX2
+                  : strcmp(cap, "avx512") == 0 && x86 ? SX__ISA_AVX512
+                                                      : isa;
     return c < isa ? c : isa;
 }
 
@@ -54,6 +61,6 @@ int sx__isa(void)
 
 const char *sx_isa_name(void)
 {
-    static const char *const names[] = {"base", "avx2", "avx512"};
+    static const char *const names[] = {"base", "avx2", "avx512", "neon"};
     return names[sx__isa()];
 }

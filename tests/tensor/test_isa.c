@@ -20,9 +20,10 @@ extern char **environ;
 extern int sx__gemm_isa(int want);
 extern bool sx__gemm_blocks(int isa, sx_dtype dt, int blocks[5]);
 
-static const char *const names[] = {"base", "avx2", "avx512"};
+static const char *const names[] = {"base", "avx2", "avx512", "neon"};
 
-/* What this CPU runs: 2 with AVX-512 F, VL, BW, DQ and AVX2 + FMA, 1 with AVX2 + FMA, else 0. */
+/* What this CPU runs: on x86-64 2 with AVX-512 F, VL, BW, DQ and AVX2 + FMA, 1 with AVX2 + FMA,
+ * else 0; 3 (NEON) on AArch64; 0 elsewhere. */
 static int cpu_level(void)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -33,31 +34,50 @@ static int cpu_level(void)
         return 2;
     if (avx2)
         return 1;
+#elif defined(__aarch64__)
+    return 3;
 #endif
     return 0;
 }
 
-/* The name a process with SX_ISA = env (NULL: unset) must report. */
+/* The name a process with SX_ISA = env (NULL: unset) must report: base caps every set, avx2
+ * and avx512 only an x86 CPU's (on AArch64 they are ignored, as neon is on x86). */
 static const char *expected(const char *env)
 {
-    int cap = 2;
+    const int cpu = cpu_level();
+    int cap = cpu;
     if (env != NULL && strcmp(env, "base") == 0)
         cap = 0;
-    else if (env != NULL && strcmp(env, "avx2") == 0)
+    else if (env != NULL && strcmp(env, "avx2") == 0 && cpu <= 2)
         cap = 1;
-    const int cpu = cpu_level();
     return names[cap < cpu ? cap : cpu];
 }
 
-Test(tensor_isa, name_is_one_of_three_and_stable)
+Test(tensor_isa, name_is_one_of_four_and_stable)
 {
     const char *n = sx_isa_name();
     cr_assert_not_null(n);
-    cr_assert(strcmp(n, "base") == 0 || strcmp(n, "avx2") == 0 || strcmp(n, "avx512") == 0,
+    cr_assert(strcmp(n, "base") == 0 || strcmp(n, "avx2") == 0 || strcmp(n, "avx512") == 0 ||
+                  strcmp(n, "neon") == 0,
               "sx_isa_name() = \"%s\"", n);
     cr_assert_str_eq(n, names[sx__isa()]);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(sx_isa_name(), n, "the same string on every call");
+}
+
+/* NEON is mandatory on AArch64: an AArch64 process runs at neon unless SX_ISA=base; x86's names
+ * never appear there, nor neon on x86. */
+Test(tensor_isa, neon_exactly_on_aarch64)
+{
+    const char *env = getenv("SX_ISA");
+    const bool base = env != NULL && strcmp(env, "base") == 0;
+#if defined(__aarch64__)
+    cr_assert_str_eq(sx_isa_name(), base ? "base" : "neon");
+    cr_assert_eq(sx__isa(), base ? SX__ISA_BASE : SX__ISA_NEON);
+#else
+    (void)base;
+    cr_assert_neq(sx__isa(), SX__ISA_NEON);
+#endif
 }
 
 /* In this process: the CPU's set capped by the SX_ISA ctest gave it (which is then the name
@@ -179,7 +199,7 @@ Test(tensor_isa, each_value_in_a_fresh_process)
         cr_skip_test("run where SX_ISA is unset");
     if (access("/proc/self/exe", X_OK) != 0)
         cr_skip_test("no /proc/self/exe to start a child from");
-    const char *values[] = {"base", "avx2", "avx512", "AVX2", "sse4"};
+    const char *values[] = {"base", "avx2", "avx512", "neon", "AVX2", "NEON", "sse4"};
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         char got[32];
         cr_assert(child_name(values[i], got, sizeof got), "could not start a child");
