@@ -267,6 +267,19 @@ typedef bool (*unit_fn)(const conv_job *jb, int64_t u, void *slot, bool fresh, v
 #define SFX f64_avx512
 #include "conv_vec.h"
 #endif
+#if SIMD_HAVE_NEON
+#define CONV_VEC_NEON 1
+#define SIMD_ISA SIMD_NEON
+#define SIMD_BITS 32
+#define T float
+#define SFX f32_neon
+#include "conv_vec.h"
+#define SIMD_ISA SIMD_NEON
+#define SIMD_BITS 64
+#define T double
+#define SFX f64_neon
+#include "conv_vec.h"
+#endif
 
 /* One instruction set's vector kernels for one dtype. */
 typedef struct conv_vec_kernels {
@@ -283,21 +296,26 @@ typedef struct conv_vec_kernels {
     }
 
 /* The vector kernels of this process's instruction set (sx__isa: this CPU, capped by SX_ISA)
- * for dtype dt, or NULL where there are none: below AVX2 every unit takes the im2col + GEMM
- * path. */
+ * for dtype dt, or NULL where there are none: at the baseline every unit takes the im2col +
+ * GEMM path. */
 static const conv_vec_kernels *vec_kernels(sx_dtype dt)
 {
+    const int isa = sx__isa(), d = dt == SX_F64;
 #ifdef CONV_VEC_ISAS
     static const conv_vec_kernels sets[2][2] = {
         {CONV_VEC_SET(f32_avx2), CONV_VEC_SET(f64_avx2)},
         {CONV_VEC_SET(f32_avx512), CONV_VEC_SET(f64_avx512)},
     };
-    const int isa = sx__isa(), d = dt == SX_F64;
-    return isa == SX__ISA_AVX512 ? &sets[1][d] : isa == SX__ISA_AVX2 ? &sets[0][d] : NULL;
-#else
-    (void)dt;
-    return NULL;
+    if (isa == SX__ISA_AVX2 || isa == SX__ISA_AVX512)
+        return &sets[isa == SX__ISA_AVX512][d];
 #endif
+#ifdef CONV_VEC_NEON
+    static const conv_vec_kernels neon[2] = {CONV_VEC_SET(f32_neon), CONV_VEC_SET(f64_neon)};
+    if (isa == SX__ISA_NEON)
+        return &neon[d];
+#endif
+    (void)d;
+    return NULL;
 }
 
 static bool have_direct(void)
@@ -308,7 +326,8 @@ static bool have_direct(void)
 /* Bytes of one vector of the vector kernels. */
 static size_t vec_bytes(void)
 {
-    return sx__isa() == SX__ISA_AVX512 ? 64 : 32;
+    const int isa = sx__isa();
+    return isa == SX__ISA_AVX512 ? 64 : isa == SX__ISA_NEON ? 16 : 32;
 }
 
 /* Explicit pads that the dense kernels here compute as they compute SAME: one group, no

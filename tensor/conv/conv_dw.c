@@ -130,8 +130,8 @@ bool sx__dw_direct(const sx__dw_geom *g, sx__dw_kind kind, sx_dtype dt, const vo
 {
 #ifdef DW_X86
     const int isa = sx__isa();
-    if (isa < SX__ISA_AVX2 || (dt != SX_F32 && dt != SX_F64) || g->cg > SX__DW_MAX_GROUP ||
-        g->fg > SX__DW_MAX_GROUP)
+    if ((isa != SX__ISA_AVX2 && isa != SX__ISA_AVX512) || (dt != SX_F32 && dt != SX_F64) ||
+        g->cg > SX__DW_MAX_GROUP || g->fg > SX__DW_MAX_GROUP)
         return false;
     const bool d = dt == SX_F64, grouped = g->cg != 1 || g->fg != 1, w = isa == SX__ISA_AVX512;
     const int64_t esz = d ? 8 : 4, vl = (w ? 64 : 32) / esz;

@@ -240,7 +240,16 @@ static sx_status check_arg(const char *who, const char *name, const sx_tensor *t
 #define POOL_ATTR
 #define T float
 #define SFX f32
+#if SIMD_HAVE_NEON /* the baseline of AArch64 is NEON: its f32 2x2 windows take the vectors */
+#define SIMD_ISA SIMD_NEON
+#define SIMD_BITS 32
+#include "simd.h"
+#include "pool_vec_tmpl.h"
+#include "simd_end.h"
+#define POOL_VEC 4
+#endif
 #include "pool_tmpl.h"
+#undef POOL_VEC
 #undef T
 #undef SFX
 #define T double
