@@ -10,36 +10,34 @@
 #include "simd.h"
 
 #define CONV_TILE_MAX 12
+/* (nv, pixels) of the forward tiles (tile_pixels' choices), and every (nv, n <= CONV_TILE(nv))
+ * of the other tiles: the cases of their switches. */
+/* clang-format off */
 #if SIMD_REGS >= 32
 #define CONV_ACC 24
 #define CONV_NVMAX 4
 #define CONV_WG_NVMAX 4
+#define CONV_FP_CASES(C) \
+    C(1, 12) C(1, 11) C(1, 10) C(1, 9) C(2, 12) C(2, 11) C(2, 10) C(2, 9) C(3, 8) C(3, 7) \
+    C(4, 6) C(4, 5)
+#define CONV_TILE_CASES(C) \
+    C(1, 1) C(1, 2) C(1, 3) C(1, 4) C(1, 5) C(1, 6) C(1, 7) C(1, 8) C(1, 9) C(1, 10) C(1, 11) \
+    C(1, 12) C(2, 1) C(2, 2) C(2, 3) C(2, 4) C(2, 5) C(2, 6) C(2, 7) C(2, 8) C(2, 9) C(2, 10) \
+    C(2, 11) C(2, 12) C(3, 1) C(3, 2) C(3, 3) C(3, 4) C(3, 5) C(3, 6) C(3, 7) C(3, 8) \
+    C(4, 1) C(4, 2) C(4, 3) C(4, 4) C(4, 5) C(4, 6)
 #define CONV_WG_CASES(C) CONV_TILE_CASES(C)
-/* (nv, pixels) of the forward tiles (tile_pixels' choices), and every (nv, n <= CONV_TILE(nv)) */
-#define CONV_FP_CASES(C)                                                                           \
-    C(1, 12)                                                                                       \
-    C(1, 11) C(1, 10) C(1, 9) C(2, 12) C(2, 11) C(2, 10) C(2, 9) C(3, 8) C(3, 7) C(4, 6) C(4, 5)
-#define CONV_TILE_CASES(C)                                                                         \
-    C(1, 1)                                                                                        \
-    C(1, 2)                                                                                        \
-    C(1, 3)                                                                                        \
-    C(1, 4)                                                                                        \
-    C(1, 5) C(1, 6) C(1, 7) C(1, 8) C(1, 9) C(1, 10) C(1, 11) C(1, 12) C(2, 1) C(2, 2) C(2, 3)     \
-        C(2, 4) C(2, 5) C(2, 6) C(2, 7) C(2, 8) C(2, 9) C(2, 10) C(2, 11) C(2, 12) C(3, 1) C(3, 2) \
-            C(3, 3) C(3, 4) C(3, 5) C(3, 6) C(3, 7) C(3, 8) C(4, 1) C(4, 2) C(4, 3) C(4, 4)        \
-                C(4, 5) C(4, 6)
 #else
 #define CONV_ACC 12
-#define CONV_FP_CASES(C) C(1, 12) C(1, 11) C(1, 10) C(1, 9) C(2, 6) C(2, 5)
-#define CONV_TILE_CASES(C)                                                                         \
-    C(1, 1)                                                                                        \
-    C(1, 2)                                                                                        \
-    C(1, 3) C(1, 4) C(1, 5) C(1, 6) C(1, 7) C(1, 8) C(1, 9) C(1, 10) C(1, 11) C(1, 12) C(2, 1)     \
-        C(2, 2) C(2, 3) C(2, 4) C(2, 5) C(2, 6)
 #define CONV_NVMAX 2
 #define CONV_WG_NVMAX 4
-#define CONV_WG_CASES(C) CONV_TILE_CASES(C) C(3, 1) C(3, 2) C(3, 3) C(3, 4) C(4, 1) C(4, 2) C(4, 3)
+#define CONV_FP_CASES(C) C(1, 12) C(1, 11) C(1, 10) C(1, 9) C(2, 6) C(2, 5)
+#define CONV_TILE_CASES(C) \
+    C(1, 1) C(1, 2) C(1, 3) C(1, 4) C(1, 5) C(1, 6) C(1, 7) C(1, 8) C(1, 9) C(1, 10) C(1, 11) \
+    C(1, 12) C(2, 1) C(2, 2) C(2, 3) C(2, 4) C(2, 5) C(2, 6)
+#define CONV_WG_CASES(C) \
+    CONV_TILE_CASES(C) C(3, 1) C(3, 2) C(3, 3) C(3, 4) C(4, 1) C(4, 2) C(4, 3)
 #endif
+/* clang-format on */
 #define CONV_TILE(nv) ((nv) <= CONV_ACC / 12 ? 12 : CONV_ACC / (nv))
 
 #include "conv_direct_tmpl.h"
