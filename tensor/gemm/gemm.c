@@ -108,17 +108,29 @@ static inline int64_t kblock_start(int64_t k, int64_t nkb, int64_t q)
 }
 
 /* Lines to prefetch while the kernels run: the next block of a to be packed, as rows of `bytes`
- * bytes `stride` apart. The kernels fetch one line every (mask + 1) steps of k, so that reading
- * a from memory overlaps the arithmetic, spread thinly enough not to stall the kernel's own
- * loads. */
+ * bytes `stride` apart. The driver fetches `per_tile` lines after each micro-tile, so that reading
+ * a from memory overlaps the arithmetic, spread over the block and out of the kernels' loops. */
 typedef struct pf_walk {
     const char *row;   /* the current row */
     int64_t off;       /* offset of the next line in it */
     int64_t bytes;     /* bytes per row */
     int64_t stride;    /* bytes between rows */
     int64_t rows_left; /* rows not finished, the current one included */
-    int mask;          /* fetch at the steps p with (p & mask) == 0 */
+    int64_t per_tile;  /* lines to fetch per micro-tile */
 } pf_walk;
+
+static inline void pf_step(pf_walk *pf)
+{
+    for (int64_t i = 0; i < pf->per_tile && pf->rows_left > 0; i++) {
+        __builtin_prefetch(pf->row + pf->off, 0, 2);
+        pf->off += 64;
+        if (pf->off >= pf->bytes + 63) { /* past the row's last byte: next row */
+            pf->off = 0;
+            pf->row += pf->stride;
+            pf->rows_left--;
+        }
+    }
+}
 
 #if GEMM_X86
 /* Transposes of one vector-square block, for packing op(b) when b is stored transposed: rows
@@ -667,26 +679,14 @@ _Static_assert(GT_NV == 2, "masked tiles are one or two vectors wide");
  * constants at every call (always inlined), so the accumulators live in registers. */
 static GT_TARGET inline __attribute__((always_inline)) void
 KERNEL(const int mr, const int nv, const int arow, int64_t kc, const GT_T *restrict a,
-       const GT_T *restrict b, GT_T *restrict c, int64_t ldc, GT_T alpha, GT_T beta, int mode,
-       pf_walk *restrict pf GT_REM_PARAM)
+       const GT_T *restrict b, GT_T *restrict c, int64_t ldc, GT_T alpha, GT_T beta,
+       int mode GT_REM_PARAM)
 {
     GT_V acc[GT_MR][GT_NV];
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
             acc[i][v] = GT_ZERO();
-    const char *pf_row = pf->row;
-    int64_t pf_off = pf->off, pf_rows = pf->rows_left;
-    const int64_t pf_bytes = pf->bytes, pf_stride = pf->stride, pf_mask = pf->mask;
     for (int64_t p = 0; p < kc; p++) {
-        if (pf_rows > 0 && (p & pf_mask) == 0) {
-            __builtin_prefetch(pf_row + pf_off, 0, 2);
-            pf_off += 64;
-            if (pf_off >= pf_bytes + 63) { /* past the row's last byte: next row */
-                pf_off = 0;
-                pf_row += pf_stride;
-                pf_rows--;
-            }
-        }
         GT_V bv[GT_NV];
         for (int v = 0; v < nv; v++)
             bv[v] = GT_LOAD(b + p * GT_NR + v * GT_VL);
@@ -696,9 +696,6 @@ KERNEL(const int mr, const int nv, const int arow, int64_t kc, const GT_T *restr
                 acc[i][v] = GT_FMA(av, bv[v], acc[i][v]);
         }
     }
-    pf->row = pf_row;
-    pf->off = pf_off;
-    pf->rows_left = pf_rows;
     GT_V va = GT_SET1(alpha);
     if (mode == 2) {
         for (int i = 0; i < mr; i++)
@@ -731,28 +728,27 @@ KERNEL(const int mr, const int nv, const int arow, int64_t kc, const GT_T *restr
 /* The kernel for a constant mr: picks nv (1 or GT_NV vectors) and the a layout. */
 static GT_TARGET inline __attribute__((always_inline)) void
 KERNEL_R(const int mr, int nv, bool arow, int64_t kc, const GT_T *a, const GT_T *b, GT_T *c,
-         int64_t ldc, GT_T alpha, GT_T beta, int mode, pf_walk *pf GT_REM_PARAM)
+         int64_t ldc, GT_T alpha, GT_T beta, int mode GT_REM_PARAM)
 {
     if (nv == GT_NV && arow)
-        KERNEL(mr, GT_NV, 1, kc, a, b, c, ldc, alpha, beta, mode, pf GT_REM_ARG);
+        KERNEL(mr, GT_NV, 1, kc, a, b, c, ldc, alpha, beta, mode GT_REM_ARG);
     else if (nv == GT_NV)
-        KERNEL(mr, GT_NV, 0, kc, a, b, c, ldc, alpha, beta, mode, pf GT_REM_ARG);
+        KERNEL(mr, GT_NV, 0, kc, a, b, c, ldc, alpha, beta, mode GT_REM_ARG);
 #if GT_NV > 1
     else if (arow)
-        KERNEL(mr, 1, 1, kc, a, b, c, ldc, alpha, beta, mode, pf GT_REM_ARG);
+        KERNEL(mr, 1, 1, kc, a, b, c, ldc, alpha, beta, mode GT_REM_ARG);
     else
-        KERNEL(mr, 1, 0, kc, a, b, c, ldc, alpha, beta, mode, pf GT_REM_ARG);
+        KERNEL(mr, 1, 0, kc, a, b, c, ldc, alpha, beta, mode GT_REM_ARG);
 #endif
 }
 
 /* One tile of mr rows (1..GT_MR): one instance of the kernel per height. */
 static GT_TARGET void MICRO(int mr, int nv, bool arow, int64_t kc, const GT_T *a, const GT_T *b,
-                            GT_T *c, int64_t ldc, GT_T alpha, GT_T beta, int mode,
-                            pf_walk *pf GT_REM_PARAM)
+                            GT_T *c, int64_t ldc, GT_T alpha, GT_T beta, int mode GT_REM_PARAM)
 {
 #define GT_CASE(R)                                                                                 \
     case R:                                                                                        \
-        KERNEL_R(R, nv, arow, kc, a, b, c, ldc, alpha, beta, mode, pf GT_REM_ARG);                 \
+        KERNEL_R(R, nv, arow, kc, a, b, c, ldc, alpha, beta, mode GT_REM_ARG);                     \
         return;
     switch (mr) {
         GT_CASE(1)
@@ -781,15 +777,15 @@ static GT_TARGET void MICRO(int mr, int nv, bool arow, int64_t kc, const GT_T *a
 
 /* One tile of c, mr x nr (nr <= GT_NR). */
 static GT_TARGET void TILE(int mr, int nr, bool arow, int64_t kc, const GT_T *a, const GT_T *b,
-                           GT_T *c, int64_t ldc, GT_T alpha, GT_T beta, int mode, pf_walk *pf)
+                           GT_T *c, int64_t ldc, GT_T alpha, GT_T beta, int mode)
 {
 #ifdef GT_MASKED
     const int nv = nr > GT_VL ? 2 : 1;
-    MICRO(mr, nv, arow, kc, a, b, c, ldc, alpha, beta, mode, pf, nr - (nv - 1) * GT_VL);
+    MICRO(mr, nv, arow, kc, a, b, c, ldc, alpha, beta, mode, nr - (nv - 1) * GT_VL);
 #else
     const int nv = nr > GT_VL ? GT_NV : 1;
     if (nr == nv * GT_VL) {
-        MICRO(mr, nv, arow, kc, a, b, c, ldc, alpha, beta, mode, pf);
+        MICRO(mr, nv, arow, kc, a, b, c, ldc, alpha, beta, mode);
         return;
     }
     _Alignas(64) GT_T t[GT_MR * GT_NR];
@@ -797,8 +793,7 @@ static GT_TARGET void TILE(int mr, int nr, bool arow, int64_t kc, const GT_T *a,
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < GT_NR; j++)
             t[i * GT_NR + j] = !reads_c || j >= nr ? 0 : c[i * ldc + j];
-    MICRO(mr, nv, arow, kc, a, b, t, GT_NR, alpha, beta, mode == 2 ? 1 : mode,
-          pf); /* no streaming */
+    MICRO(mr, nv, arow, kc, a, b, t, GT_NR, alpha, beta, mode == 2 ? 1 : mode); /* no streaming */
     for (int i = 0; i < mr; i++)
         memcpy(c + i * ldc, t + i * GT_NR, (size_t)nr * sizeof(GT_T));
 #endif
@@ -944,16 +939,16 @@ static GT_TARGET void RUN(const gemm_job *jb)
                         pf.bytes = (ta ? nmc : kc) * es;
                         pf.stride = lda * es;
                         pf.rows_left = ta ? kc : nmc;
-                        /* every other step of k if that is enough */
                         const int64_t lines = pf.rows_left * (pf.bytes / 64 + 2);
-                        pf.mask = lines * 2 <= ceil_div(mc, GT_MR) * ceil_div(nc, GT_NR) * kc;
+                        pf.per_tile = ceil_div(lines, ceil_div(mc, GT_MR) * ceil_div(nc, GT_NR));
                     }
-                    for (int64_t ir = 0; ir < mc; ir += GT_MR) {
-                        const int mr = (int)min64(GT_MR, mc - ir);
-                        const GT_T *apan = abuf + ir * GT_KC;
-                        for (int64_t jr = 0; jr < nc; jr += GT_NR)
-                            TILE(mr, (int)min64(GT_NR, nc - jr), !ta, kc, apan, bblk + jr * kc,
-                                 c + (ic + ir) * ldc + jc + jr, ldc, aq, bq, mode, &pf);
+                    for (int64_t jr = 0; jr < nc; jr += GT_NR) {
+                        const int nr = (int)min64(GT_NR, nc - jr);
+                        for (int64_t ir = 0; ir < mc; ir += GT_MR) {
+                            TILE((int)min64(GT_MR, mc - ir), nr, !ta, kc, abuf + ir * GT_KC,
+                                 bblk + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, aq, bq, mode);
+                            pf_step(&pf);
+                        }
                     }
                 }
             }
