@@ -15,7 +15,6 @@
 
 #include <assert.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -113,7 +112,7 @@ static int64_t run_tasks(uint64_t epoch)
     return ran;
 }
 
-/* A worker: wait for a new epoch (spin, yield, then sleep), join the loop if seated, repeat. */
+/* A worker: wait for a new epoch (spin, then sleep), join the loop if seated, repeat. */
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -123,17 +122,11 @@ static void *worker_main(void *arg)
     for (;;) {
         uint64_t word = atomic_load_explicit(&pool.word, memory_order_acquire);
         if ((word >> EPOCH_SHIFT) == seen) {
-            const int64_t t0 = now_ns(), spin = sx__par_spin_ns();
-            int64_t waited = 0;
+            const int64_t t0 = now_ns();
             for (int i = 1; (word >> EPOCH_SHIFT) == seen; i++) {
-                if ((i & 63) == 0)
-                    waited = now_ns() - t0;
-                if (waited > spin) /* the caller may be finishing its last task: stay ready */
-                    sched_yield();
-                else
-                    cpu_relax();
+                cpu_relax();
                 word = atomic_load_explicit(&pool.word, memory_order_acquire);
-                if (waited > SX__PAR_WAIT_NS)
+                if ((i & 63) == 0 && now_ns() - t0 > sx__par_spin_ns())
                     break;
             }
         }
@@ -314,7 +307,7 @@ void sx__par_for_upto(int max_threads, int64_t n_tasks, sx__par_task_fn fn, void
         }
     }
 
-    /* take part, then wait for the tasks that workers claimed: spin, yield, then sleep */
+    /* take part, then wait for the tasks that workers claimed: spin briefly, then sleep */
     const int outer = slot;
     in_task = true;
     slot = 0;
@@ -323,15 +316,9 @@ void sx__par_for_upto(int max_threads, int64_t n_tasks, sx__par_task_fn fn, void
     slot = outer;
     if (atomic_fetch_add(&pool.done, mine) + mine != n_tasks) {
         const int64_t t0 = now_ns();
-        int64_t waited = 0;
         for (int i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) != n_tasks; i++) {
-            if ((i & 63) == 0)
-                waited = now_ns() - t0;
-            if (waited > SX__PAR_SPIN_NS) /* a worker is finishing a task: offer the core */
-                sched_yield();
-            else
-                cpu_relax();
-            if (waited > SX__PAR_WAIT_NS) {
+            cpu_relax();
+            if ((i & 63) == 0 && now_ns() - t0 > SX__PAR_SPIN_NS) {
                 pthread_mutex_lock(&pool.mu);
                 atomic_store(&pool.waiting, 1);
                 while (atomic_load(&pool.done) != n_tasks)

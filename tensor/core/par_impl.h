@@ -20,20 +20,13 @@
 #define SX_PAR_MIN 32768
 #define SX_PAR_MIN_HEAVY 4096
 
-/* How long an idle worker (and a caller waiting for a worker's last task) spins before it starts
- * yielding: about the time a loop of SX_PAR_MIN cheap elements takes. */
+/* How long an idle worker (and a caller waiting for a worker's last task) spins before it
+ * sleeps: about the time a loop of SX_PAR_MIN cheap elements takes, and a few times the cost of
+ * waking a sleeping thread, so that back-to-back parallel loops keep their workers awake while
+ * an idle pool leaves the cores to others within tens of microseconds. */
 #define SX__PAR_SPIN_NS 50000
 
-/* How long, from the start of its wait, an idle worker (or a caller waiting for the workers'
- * last tasks) stays ready before it sleeps: after the spin it yields the core to any other
- * runnable thread, so a loaded machine loses little. A task can take milliseconds (a share of a
- * GEMM, during which the other thread finishes first and waits), and waking a sleeping thread
- * costs microseconds on bare metal but up to milliseconds on a virtual machine whose idle CPU
- * the host has given away: with sleeping after the spin alone, a 2-thread GEMM ran at 0.65-0.8x
- * of its back-to-back speed on a 2-core VM. */
-#define SX__PAR_WAIT_NS 5000000
-
-/* The spin while a caller holds the pool (sx__par_hold): the gaps between the parallel loops of
+/* The same while a caller holds the pool (sx__par_hold): the gaps between the parallel loops of
  * a graph evaluation (its serial small-vector kernels, its bookkeeping) often outlast
  * SX__PAR_SPIN_NS, and a worker woken from sleep joins the next loop tens of microseconds late
  * (resnet20's training step: about 15 such wakes). */
@@ -79,7 +72,7 @@ int sx__par_slot(void);
 void sx__par_range(int64_t n, int64_t grain, sx__par_range_fn fn, void *ctx);
 
 /* Between sx__par_hold() and the matching sx__par_release(), idle workers spin for up to
- * SX__PAR_HOLD_SPIN_NS instead of SX__PAR_SPIN_NS before they yield: for a caller about to run
+ * SX__PAR_HOLD_SPIN_NS instead of SX__PAR_SPIN_NS before they sleep: for a caller about to run
  * many loops with short serial gaps between them (a graph evaluation). Holds nest and may come
  * from several threads; each hold must be released. */
 void sx__par_hold(void);
