@@ -39,18 +39,24 @@
 #else
 #define GEMM_X86 0
 #endif
+#if defined(__aarch64__) && !defined(STRIX_GEMM_PORTABLE)
+#define GEMM_ARM 1
+#include <arm_neon.h>
+#else
+#define GEMM_ARM 0
+#endif
 
 /* Test hooks (prototypes here; the tests declare them extern).
- * sx__gemm_isa: select kernel set 0 (portable C), 1 (AVX2+FMA) or 2 (AVX-512); want < 0 only
- * queries. A set above sx__isa() (this CPU, capped by SX_ISA) or missing from the build is not
- * selected (STRIX_GEMM_ISA does not limit the hook). Returns the set in use after the
- * call. Call it between GEMMs, not during one.
- * sx__gemm_blocks: the blocking of a kernel set for a dtype: blocks = {MR, NR, KC, MC, NC};
- * returns false for a set this build does not have. */
+ * sx__gemm_isa: select kernel set 0 (portable C), 1 (AVX2+FMA), 2 (AVX-512) or 3 (NEON: the
+ * numbers of sx__isa()); want < 0 only queries. A set above sx__isa() (this CPU, capped by SX_ISA)
+ * or missing from the build is not selected (STRIX_GEMM_ISA does not limit the hook). Returns the
+ * set in use after the call. Call it between GEMMs, not during one. sx__gemm_blocks: the blocking
+ * of a kernel set for a dtype: blocks = {MR, NR, KC, MC, NC}; returns false for a set this build
+ * does not have. */
 int sx__gemm_isa(int want);
 bool sx__gemm_blocks(int isa, sx_dtype dt, int blocks[5]);
 
-enum { GEMM_GENERIC = 0, GEMM_AVX2 = 1, GEMM_AVX512 = 2, GEMM_ISA_COUNT = 3 };
+enum { GEMM_GENERIC = 0, GEMM_AVX2 = 1, GEMM_AVX512 = 2, GEMM_NEON = 3, GEMM_ISA_COUNT = 4 };
 
 /* One GEMM, or one thread's rectangle of it: op(a) (m, k), op(b) (k, n), c (m, n). */
 typedef struct gemm_job {
@@ -401,14 +407,111 @@ __attribute__((target("avx2"))) static void tr_avx2_f64(const double *src, int64
 #define GT_MASKED
 #include "gemm.c"
 #endif /* GEMM_X86 */
+
+#if GEMM_ARM
+/* NEON (AArch64): 32 registers of 128 bits, 8 x 3-vector tiles (24 accumulators, 3 for b, one
+ * for the broadcast of a); edge tiles through the scratch tile. Partial vectors go through a
+ * small buffer (NEON has no masked moves). */
+static inline float32x4_t neon_loadn_f32(const float *p, int n)
+{
+    float t[4] = {0, 0, 0, 0};
+    memcpy(t, p, (size_t)n * sizeof *t);
+    return vld1q_f32(t);
+}
+static inline void neon_storen_f32(float *p, float32x4_t v, int n)
+{
+    float t[4];
+    vst1q_f32(t, v);
+    memcpy(p, t, (size_t)n * sizeof *t);
+}
+static inline float64x2_t neon_loadn_f64(const double *p, int n)
+{
+    double t[2] = {0, 0};
+    memcpy(t, p, (size_t)n * sizeof *t);
+    return vld1q_f64(t);
+}
+static inline void neon_storen_f64(double *p, float64x2_t v, int n)
+{
+    double t[2];
+    vst1q_f64(t, v);
+    memcpy(p, t, (size_t)n * sizeof *t);
+}
+/* The vector-square transposes of op(b)'s packing (see tr_avx2_f32). */
+static inline void tr_neon_f32(const float *src, int64_t ld, float *dst, int64_t ds)
+{
+    float32x4x2_t t01 = vtrnq_f32(vld1q_f32(src), vld1q_f32(src + ld));
+    float32x4x2_t t23 = vtrnq_f32(vld1q_f32(src + 2 * ld), vld1q_f32(src + 3 * ld));
+    vst1q_f32(dst, vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+    vst1q_f32(dst + ds, vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+    vst1q_f32(dst + 2 * ds, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+    vst1q_f32(dst + 3 * ds, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+}
+static inline void tr_neon_f64(const double *src, int64_t ld, double *dst, int64_t ds)
+{
+    float64x2_t r0 = vld1q_f64(src), r1 = vld1q_f64(src + ld);
+    vst1q_f64(dst, vzip1q_f64(r0, r1));
+    vst1q_f64(dst + ds, vzip2q_f64(r0, r1));
+}
+
+#define GT_SUF neon_f32
+#define GT_T float
+#define GT_V float32x4_t
+#define GT_VL 4
+#define GT_NV 3
+#define GT_MR 8
+#define GT_KC 256
+#define GT_MC 128
+#define GT_NC 504
+#define GT_TARGET
+#define GT_ZERO() vdupq_n_f32(0.0f)
+#define GT_LOAD(p) vld1q_f32(p)
+#define GT_LOADU(p) vld1q_f32(p)
+#define GT_LOADN(p, n) neon_loadn_f32(p, n)
+#define GT_STOREU(p, v) vst1q_f32(p, v)
+#define GT_STOREN(p, v, n) neon_storen_f32(p, v, n)
+#define GT_SET1(x) vdupq_n_f32(x)
+#define GT_MUL(x, y) vmulq_f32(x, y)
+#define GT_FMA(x, y, z) vfmaq_f32(z, x, y)
+#define GT_STREAM(p, v) vst1q_f32(p, v)
+#define GT_FENCE() ((void)0)
+#define GT_TRANSPOSE(src, ld, dst, ds) tr_neon_f32(src, ld, dst, ds)
+#include "gemm.c"
+
+#define GT_SUF neon_f64
+#define GT_T double
+#define GT_V float64x2_t
+#define GT_VL 2
+#define GT_NV 3
+#define GT_MR 8
+#define GT_KC 256
+#define GT_MC 64
+#define GT_NC 252
+#define GT_TARGET
+#define GT_ZERO() vdupq_n_f64(0.0)
+#define GT_LOAD(p) vld1q_f64(p)
+#define GT_LOADU(p) vld1q_f64(p)
+#define GT_LOADN(p, n) neon_loadn_f64(p, n)
+#define GT_STOREU(p, v) vst1q_f64(p, v)
+#define GT_STOREN(p, v, n) neon_storen_f64(p, v, n)
+#define GT_SET1(x) vdupq_n_f64(x)
+#define GT_MUL(x, y) vmulq_f64(x, y)
+#define GT_FMA(x, y, z) vfmaq_f64(z, x, y)
+#define GT_STREAM(p, v) vst1q_f64(p, v)
+#define GT_FENCE() ((void)0)
+#define GT_TRANSPOSE(src, ld, dst, ds) tr_neon_f64(src, ld, dst, ds)
+#include "gemm.c"
+#endif /* GEMM_ARM */
 #undef GEMM_TEMPLATE
 
 /* The kernel sets by GEMM_GENERIC... and dtype (0: f32, 1: f64); NULL where the build has none. */
 static const gemm_impl *const impls[GEMM_ISA_COUNT][2] = {
-    {&impl_generic_f32, &impl_generic_f64},
+    [GEMM_GENERIC] = {&impl_generic_f32, &impl_generic_f64},
 #if GEMM_X86
-    {&impl_avx2_f32, &impl_avx2_f64},
-    {&impl_avx512_f32, &impl_avx512_f64},
+    [GEMM_AVX2] = {&impl_avx2_f32, &impl_avx2_f64},
+    [GEMM_AVX512] = {&impl_avx512_f32, &impl_avx512_f64},
+#endif
+#if GEMM_ARM
+    [GEMM_NEON] = {&impl_neon_f32, &impl_neon_f64},
 #endif
 };
 
@@ -428,7 +531,18 @@ static int isa_best(void)
         break;
     }
 #endif
+#if GEMM_ARM
+    if (sx__isa() == SX__ISA_NEON)
+        return GEMM_NEON;
+#endif
     return GEMM_GENERIC;
+}
+
+/* Whether kernel set `isa` may run here: in the build, and no wider than isa_best() (the x86
+ * sets nest: AVX-512 machines run AVX2 too). */
+static bool isa_allowed(int isa)
+{
+    return isa >= 0 && isa < GEMM_ISA_COUNT && impls[isa][0] != NULL && isa <= isa_best();
 }
 
 /* -1 until first use, then the kernel set in use; use_blas: STRIX_GEMM=blas. */
@@ -445,8 +559,8 @@ static int isa_get(void)
     if (env != NULL) {
         int cap = strcmp(env, "generic") == 0 ? GEMM_GENERIC
                   : strcmp(env, "avx2") == 0  ? GEMM_AVX2
-                                              : GEMM_AVX512;
-        isa = isa < cap ? isa : cap;
+                                              : isa;
+        isa = cap < isa && isa_allowed(cap) ? cap : isa;
     }
     env = getenv("STRIX_GEMM");
     atomic_store_explicit(&use_blas, env != NULL && strcmp(env, "blas") == 0, memory_order_relaxed);
@@ -457,7 +571,7 @@ static int isa_get(void)
 int sx__gemm_isa(int want)
 {
     int isa = isa_get();
-    if (want >= 0 && want < GEMM_ISA_COUNT && want <= isa_best()) {
+    if (isa_allowed(want)) {
         atomic_store_explicit(&isa_cur, want, memory_order_relaxed);
         isa = want;
     }
@@ -642,6 +756,8 @@ void sx__gemm(sx_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, do
 _Static_assert(GT_KC == GEMM_KC, "one K block for every kernel set");
 _Static_assert(sizeof(GT_T) * GT_KC * GT_NC <= GEMM_WS_B, "b block fits the workspace");
 _Static_assert(sizeof(GT_T) * GT_MC * GT_KC <= GEMM_WS_A, "a block fits the workspace");
+_Static_assert(GT_MR == 4 || GT_MR == 6 || GT_MR == 8 || GT_MR == 14,
+               "MICRO has a case for every tile height up to GT_MR");
 _Static_assert(GT_MC % GT_MR == 0 && GT_NC % GT_NR == 0 && GT_KC % 16 == 0,
                "blocks of whole micro-tiles");
 
@@ -762,6 +878,8 @@ static GT_TARGET void MICRO(int mr, int nv, bool arow, int64_t kc, const GT_T *a
 #if GT_MR > 6
         GT_CASE(7)
         GT_CASE(8)
+#endif
+#if GT_MR > 8
         GT_CASE(9)
         GT_CASE(10)
         GT_CASE(11)
