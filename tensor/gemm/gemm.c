@@ -41,7 +41,7 @@
 #endif
 #if defined(__aarch64__) && !defined(STRIX_GEMM_PORTABLE)
 #define GEMM_ARM 1
-#include <arm_neon.h>
+#include "simd.h" /* arm_neon.h and the partial moves */
 #else
 #define GEMM_ARM 0
 #endif
@@ -410,32 +410,8 @@ __attribute__((target("avx2"))) static void tr_avx2_f64(const double *src, int64
 
 #if GEMM_ARM
 /* NEON (AArch64): 32 registers of 128 bits, 8 x 3-vector tiles (24 accumulators, 3 for b, one
- * for the broadcast of a); edge tiles through the scratch tile. Partial vectors go through a
- * small buffer (NEON has no masked moves). */
-static inline float32x4_t neon_loadn_f32(const float *p, int n)
-{
-    float t[4] = {0, 0, 0, 0};
-    memcpy(t, p, (size_t)n * sizeof *t);
-    return vld1q_f32(t);
-}
-static inline void neon_storen_f32(float *p, float32x4_t v, int n)
-{
-    float t[4];
-    vst1q_f32(t, v);
-    memcpy(p, t, (size_t)n * sizeof *t);
-}
-static inline float64x2_t neon_loadn_f64(const double *p, int n)
-{
-    double t[2] = {0, 0};
-    memcpy(t, p, (size_t)n * sizeof *t);
-    return vld1q_f64(t);
-}
-static inline void neon_storen_f64(double *p, float64x2_t v, int n)
-{
-    double t[2];
-    vst1q_f64(t, v);
-    memcpy(p, t, (size_t)n * sizeof *t);
-}
+ * for the broadcast of a); edge tiles through the scratch tile. Partial vectors go through
+ * simd.h's small buffers (NEON has no masked moves). */
 /* The vector-square transposes of op(b)'s packing (see tr_avx2_f32). */
 static inline void tr_neon_f32(const float *src, int64_t ld, float *dst, int64_t ds)
 {
@@ -466,9 +442,9 @@ static inline void tr_neon_f64(const double *src, int64_t ld, double *dst, int64
 #define GT_ZERO() vdupq_n_f32(0.0f)
 #define GT_LOAD(p) vld1q_f32(p)
 #define GT_LOADU(p) vld1q_f32(p)
-#define GT_LOADN(p, n) neon_loadn_f32(p, n)
+#define GT_LOADN(p, n) simd_nload4(n, p)
 #define GT_STOREU(p, v) vst1q_f32(p, v)
-#define GT_STOREN(p, v, n) neon_storen_f32(p, v, n)
+#define GT_STOREN(p, v, n) simd_nstore4(p, n, v)
 #define GT_SET1(x) vdupq_n_f32(x)
 #define GT_MUL(x, y) vmulq_f32(x, y)
 #define GT_FMA(x, y, z) vfmaq_f32(z, x, y)
@@ -490,9 +466,9 @@ static inline void tr_neon_f64(const double *src, int64_t ld, double *dst, int64
 #define GT_ZERO() vdupq_n_f64(0.0)
 #define GT_LOAD(p) vld1q_f64(p)
 #define GT_LOADU(p) vld1q_f64(p)
-#define GT_LOADN(p, n) neon_loadn_f64(p, n)
+#define GT_LOADN(p, n) simd_nload2(n, p)
 #define GT_STOREU(p, v) vst1q_f64(p, v)
-#define GT_STOREN(p, v, n) neon_storen_f64(p, v, n)
+#define GT_STOREN(p, v, n) simd_nstore2(p, n, v)
 #define GT_SET1(x) vdupq_n_f64(x)
 #define GT_MUL(x, y) vmulq_f64(x, y)
 #define GT_FMA(x, y, z) vfmaq_f64(z, x, y)
