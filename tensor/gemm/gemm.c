@@ -998,12 +998,16 @@ static GT_TARGET void RUN(const gemm_job *jb)
      * stores save reading it into the cache first */
     const bool stream =
         nkb == 1 && jb->beta == 0.0 && jb->big_c && (uintptr_t)c % 64 == 0 && ldc * es % 64 == 0;
+    /* one row block (a short a, as a dense layer's batch): every b panel is used by it alone, so
+     * it is packed right before its tiles, into L1, instead of with the whole b block through L2
+     * (dense_fwd 100 x 1024 x 6272) */
+    const bool b_late = m <= GT_MC;
     for (int64_t jc = 0; jc < n; jc += GT_NC) {
         const int64_t nc = min64(GT_NC, n - jc), ncr = ceil_div(nc, GT_NR) * GT_NR;
         const int64_t gmax = (int64_t)(GEMM_WS_B / sizeof(GT_T)) / (GT_KC * ncr);
         for (int64_t q0 = 0; q0 < nkb; q0 += gmax) {
             const int64_t q1 = min64(q0 + gmax, nkb), kg = kblock_start(k, nkb, q0);
-            for (int64_t q = q0; q < q1; q++) {
+            for (int64_t q = q0; q < q1 && !b_late; q++) {
                 const int64_t k0 = kblock_start(k, nkb, q), k1 = kblock_start(k, nkb, q + 1);
                 PACK_B(tb, k1 - k0, nc, tb ? b + jc * ldb + k0 : b + k0 * ldb + jc, ldb,
                        bbuf + (k0 - kg) * ncr);
@@ -1038,9 +1042,33 @@ static GT_TARGET void RUN(const gemm_job *jb)
                     }
                     for (int64_t jr = 0; jr < nc; jr += GT_NR) {
                         const int nr = (int)min64(GT_NR, nc - jr);
+                        const GT_T *bpan = bblk + jr * kc;
+                        if (b_late) {
+                            const int64_t j = jc + jr;
+                            PACK_B(tb, kc, nr, tb ? b + j * ldb + k0 : b + k0 * ldb + j, ldb, bbuf);
+                            bpan = bbuf;
+                            /* the next panel (of this K block, or the next one's first), from
+                             * memory during these tiles: its rows are far apart */
+                            const int64_t jn = jr + GT_NR < nc ? jr + GT_NR : 0;
+                            const int64_t qn = jr + GT_NR < nc ? q : q + 1;
+                            pf.rows_left = 0;
+                            if (qn < nkb) {
+                                const int64_t n0 = kblock_start(k, nkb, qn);
+                                const int64_t nk = kblock_start(k, nkb, qn + 1) - n0;
+                                const int64_t nw = min64(GT_NR, nc - jn);
+                                pf.row = (const char *)(tb ? b + (jc + jn) * ldb + n0
+                                                           : b + n0 * ldb + jc + jn);
+                                pf.off = 0;
+                                pf.bytes = (tb ? nk : nw) * es;
+                                pf.rows_left = tb ? nw : nk;
+                                pf.stride = ldb * es;
+                                pf.per_tile = ceil_div(pf.rows_left * (pf.bytes / 64 + 2),
+                                                       ceil_div(mc, GT_MR));
+                            }
+                        }
                         for (int64_t ir = 0; ir < mc; ir += GT_MR) {
-                            TILE((int)min64(GT_MR, mc - ir), nr, !ta, kc, abuf + ir * GT_KC,
-                                 bblk + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, aq, bq, mode);
+                            TILE((int)min64(GT_MR, mc - ir), nr, !ta, kc, abuf + ir * GT_KC, bpan,
+                                 c + (ic + ir) * ldc + jc + jr, ldc, aq, bq, mode);
                             pf_step(&pf);
                         }
                     }

@@ -342,6 +342,28 @@ static void *concurrent_main(void *arg)
     return NULL;
 }
 
+/* A short op(a) (one row block: every b panel is packed just before its tiles) with several K
+ * blocks, wide and narrow n, edge tiles, every flag, alpha and beta, in every kernel set,
+ * against the reference. */
+Test(tensor_gemm, short_a_with_several_k_blocks)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 31);
+    static const int64_t shapes[][3] = {{100, 1100, 700}, {7, 45, 1000}, {1, 600, 513}};
+    int best = sx__gemm_isa(-1);
+    for (int isa = 0; isa <= best; isa++) {
+        if (!sx__gemm_blocks(isa, SX_F32, (int[5]){0}))
+            continue;
+        cr_assert_eq(sx__gemm_isa(isa), isa);
+        for (int d = 0; d < 2; d++)
+            for (int t = 0; t < 4; t++)
+                for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++)
+                    check_one(&rng, dtypes[d], t & 1, t & 2, shapes[q][0], shapes[q][1],
+                              shapes[q][2], q == 1 ? 1.0 : -0.5, q == 2 ? 0.25 : 0.0, 3, "short a");
+    }
+    sx__gemm_isa(best);
+}
+
 /* With beta = 0, alpha scales the finished sum: alpha A B has the bits of A B (alpha = 1)
  * followed by a multiplication by alpha, as the graph's matmul and mul nodes compute it, for an
  * inner size of one K block or several, in every kernel set (edge tiles too: n is not a multiple
