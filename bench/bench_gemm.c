@@ -396,7 +396,7 @@ int main(int argc, char **argv)
     const int isa = sx__gemm_isa(-1);
     printf("%s GEMM, GFLOP/s median (best); strix kernel set %s; OPENBLAS_CORETYPE=%s; BLIS %s\n",
            dt == SX_F32 ? "f32" : "f64", isa_names[isa], core ? core : "(unset)",
-           blis_path ? blis_path : "not installed (Debian: libblis-dev)");
+           blis_path ? blis_path : "not installed (scripts/setup --bench)");
     double peak[MAX_THREADS];
     printf("FMA peak (%s, all threads at once):", isa_names[isa]);
     for (int ti = 0; ti < n_t; ti++) {
