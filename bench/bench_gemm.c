@@ -31,7 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* the kernel set in use (tensor/gemm/gemm.c's test hook): 0 portable C, 1 AVX2+FMA, 2 AVX-512 */
+/* the kernel set in use (tensor/gemm/gemm.c's test hook): 0 portable C, 1 AVX2+FMA, 2 AVX-512,
+ * 3 NEON */
 int sx__gemm_isa(int want);
 
 enum { MAX_REPS = 61, MAX_THREADS = 8 };
@@ -146,8 +147,7 @@ static void blis_load(void)
 /* Independent multiply-adds on 12 accumulators (more than latency x ports on these CPUs) of the
  * widest vectors of strix's GEMM kernel set; flops per call returned. */
 enum { PEAK_ITERS = 20000000 };
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
+static volatile double peak_sink;
 #define PEAK_BODY(V, SET1, FMA, STORE, T, VL)                                                      \
     V acc[12], x = SET1((T)0.999999), y = SET1((T)1e-7);                                           \
     for (int i = 0; i < 12; i++)                                                                   \
@@ -162,7 +162,8 @@ enum { PEAK_ITERS = 20000000 };
     STORE(out, acc[0]);                                                                            \
     peak_sink += (double)out[0];                                                                   \
     return 2.0 * 12 * (VL)*PEAK_ITERS;
-static volatile double peak_sink;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
 __attribute__((target("avx2,fma"))) static double peak_avx2_f32(void)
 {
     PEAK_BODY(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps, float, 8)
@@ -178,6 +179,19 @@ __attribute__((target("avx512f"))) static double peak_avx512_f32(void)
 __attribute__((target("avx512f"))) static double peak_avx512_f64(void)
 {
     PEAK_BODY(__m512d, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd, double, 8)
+}
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define NEON_FMA_F32(a, x, y) vfmaq_f32(y, a, x)
+#define NEON_FMA_F64(a, x, y) vfmaq_f64(y, a, x)
+static double peak_neon_f32(void)
+{
+    PEAK_BODY(float32x4_t, vdupq_n_f32, NEON_FMA_F32, vst1q_f32, float, 4)
+}
+static double peak_neon_f64(void)
+{
+    PEAK_BODY(float64x2_t, vdupq_n_f64, NEON_FMA_F64, vst1q_f64, double, 2)
 }
 #endif
 
@@ -199,6 +213,10 @@ static void *peak_thread(void *p)
         pa->flops = pa->dt == SX_F32 ? peak_avx2_f32() : peak_avx2_f64();
     else if (pa->isa == 2)
         pa->flops = pa->dt == SX_F32 ? peak_avx512_f32() : peak_avx512_f64();
+#endif
+#if defined(__aarch64__)
+    if (pa->isa == 3)
+        pa->flops = pa->dt == SX_F32 ? peak_neon_f32() : peak_neon_f64();
 #endif
     return NULL;
 }
@@ -392,7 +410,7 @@ int main(int argc, char **argv)
     }
     blis_load();
     const char *core = getenv("OPENBLAS_CORETYPE");
-    static const char *const isa_names[] = {"portable C", "AVX2+FMA", "AVX-512"};
+    static const char *const isa_names[] = {"portable C", "AVX2+FMA", "AVX-512", "NEON"};
     const int isa = sx__gemm_isa(-1);
     printf("%s GEMM, GFLOP/s median (best); strix kernel set %s; OPENBLAS_CORETYPE=%s; BLIS %s\n",
            dt == SX_F32 ? "f32" : "f64", isa_names[isa], core ? core : "(unset)",

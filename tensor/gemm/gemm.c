@@ -50,9 +50,9 @@
  * sx__gemm_isa: select kernel set 0 (portable C), 1 (AVX2+FMA), 2 (AVX-512) or 3 (NEON: the
  * numbers of sx__isa()); want < 0 only queries. A set above sx__isa() (this CPU, capped by SX_ISA)
  * or missing from the build is not selected (STRIX_GEMM_ISA does not limit the hook). Returns the
- * set in use after the call. Call it between GEMMs, not during one. sx__gemm_blocks: the blocking
- * of a kernel set for a dtype: blocks = {MR, NR, KC, MC, NC}; returns false for a set this build
- * does not have. */
+ * set in use after the call. Call it between GEMMs, not during one.
+ * sx__gemm_blocks: the blocking of a kernel set for a dtype: blocks = {MR, NR, KC, MC, NC};
+ * returns false for a set this build does not have. */
 int sx__gemm_isa(int want);
 bool sx__gemm_blocks(int isa, sx_dtype dt, int blocks[5]);
 
