@@ -164,7 +164,7 @@ static sx_cg_node *prelu_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const 
 
 static void prelu_describe(const sx_nn_layer *l, char *buf, size_t size)
 {
-    snprintf(buf, size, "%lld slopes", (long long)l->params[0].value->size);
+    snprintf(buf, size, "%lld slopes", (long long)nn_param_value(&l->params[0])->size);
 }
 
 const nn_layer_ops nn_prelu_ops = {"prelu", 0, prelu_forward, prelu_describe};

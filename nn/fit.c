@@ -590,22 +590,23 @@ void nn_fit_free(nn_fit *f)
     sx_free(f);
 }
 
-/* The network's parameters in order: *n of them; param(net, j) is the j-th. */
+/* The parameters the network stores (shared slots skipped), in order: count_params of them;
+ * param_at(net, j) is the j-th. */
 static int count_params(const sx_nn_net *net)
 {
     int n = 0;
     for (int i = 0; i < net->n_layers; i++)
-        n += net->layers[i]->n_params;
+        for (int k = 0; k < net->layers[i]->n_params; k++)
+            n += nn_param_stored(&net->layers[i]->params[k]);
     return n;
 }
 
 static nn_param *param_at(const sx_nn_net *net, int j)
 {
-    for (int i = 0; i < net->n_layers; i++) {
-        if (j < net->layers[i]->n_params)
-            return &net->layers[i]->params[j];
-        j -= net->layers[i]->n_params;
-    }
+    for (int i = 0; i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i]->n_params; k++)
+            if (nn_param_stored(&net->layers[i]->params[k]) && j-- == 0)
+                return &net->layers[i]->params[k];
     return NULL;
 }
 

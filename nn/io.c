@@ -103,6 +103,8 @@ sx_status nn_checkpoint_save_state(sx_nn_net *net, const sx_nn_train_params *tp,
     for (int i = 0; s == SX_OK && i < net->n_layers; i++) {
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
             nn_param *p = &net->layers[i]->params[k];
+            if (!nn_param_stored(p))
+                continue;
             s = named_add(&t, p->name, p->value);
             for (int j = 0; s == SX_OK && j < NN_MAX_STATES; j++) {
                 if (p->state[j] == NULL)
@@ -393,6 +395,8 @@ sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *tp,
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
             nn_param *p = &net->layers[i]->params[k];
+            if (!nn_param_stored(p))
+                continue;
             int ns = ok == SX_OPTIM_COUNT || !p->trainable ? 0 : sx_optim_n_states(ok);
             for (int j = -1; s == SX_OK && j < ns; j++) {
                 char name[128];
@@ -409,6 +413,8 @@ sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *tp,
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; s == SX_OK && k < net->layers[i]->n_params; k++) {
             nn_param *p = &net->layers[i]->params[k];
+            if (!nn_param_stored(p))
+                continue;
             s = copy_into(path, p->name, sx_cg_file_tensor(f, p->name), p->value);
             if (s != SX_OK || ok == SX_OPTIM_COUNT || !p->trainable)
                 continue;

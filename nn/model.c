@@ -332,7 +332,7 @@ static sx_status collect_params(sx_nn_model *m, sx_cg_node **loss, sx_cg_node **
         for (int k = 0; k < net->layers[i]->n_params; k++) {
             nn_param *pr = &net->layers[i]->params[k];
             sx_cg_node *node = nn_param_node(&m->b, net, i, k);
-            if (!pr->trainable || node == NULL)
+            if (!pr->trainable || !nn_param_stored(pr) || node == NULL)
                 continue;
             if (pr->regularised && p->l2 > 0)
                 *loss = sx_cg_add(g, *loss,

@@ -116,7 +116,7 @@ int64_t sx_nn_net_param_count(const sx_nn_net *net)
     int64_t c = 0;
     for (int i = 0; net != NULL && i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++)
-            if (net->layers[i]->params[k].trainable)
+            if (net->layers[i]->params[k].trainable && nn_param_stored(&net->layers[i]->params[k]))
                 c += net->layers[i]->params[k].value->size;
     return c;
 }
@@ -152,7 +152,7 @@ void sx_nn_net_print(const sx_nn_net *net, FILE *f)
         char shape[96], full[112];
         int64_t p = 0;
         for (int k = 0; k < l->n_params; k++)
-            if (l->params[k].trainable)
+            if (l->params[k].trainable && nn_param_stored(&l->params[k]))
                 p += l->params[k].value->size;
         sx_shape_str(l->rank, l->shape, shape, sizeof shape);
         snprintf(full, sizeof full, "(batch,%s", shape + 1);
@@ -386,11 +386,19 @@ sx_cg_node *nn_param_node(nn_build *b, const sx_nn_net *net, int layer, int para
     return b->param_nodes ? b->param_nodes[layer * NN_MAX_PARAMS + param] : NULL;
 }
 
+/* A shared slot reads its source's node (one node per parameter, so that the gradients of every
+ * use are summed into it), transposed when asked (the optimiser folds the transpose into the
+ * matrix products that read it). */
 sx_cg_node *nn_param_node_of(nn_build *b, const sx_nn_layer *l, int k)
 {
     sx_cg_node **slot = &b->param_nodes[l->index * NN_MAX_PARAMS + k];
-    if (*slot == NULL)
-        *slot = sx_cg_param_borrow(b->g, l->params[k].name, l->params[k].value);
+    const nn_param *p = &l->params[k];
+    if (*slot == NULL && nn_param_stored(p))
+        *slot = sx_cg_param_borrow(b->g, p->name, p->value);
+    else if (*slot == NULL) {
+        sx_cg_node *src = nn_param_node_of(b, p->src_layer, p->src_k);
+        *slot = p->transposed ? sx_cg_transpose(b->g, src) : src;
+    }
     return *slot;
 }
 

@@ -29,7 +29,22 @@ typedef struct nn_param {
     bool regularised;                /* weights, not biases */
     sx_tensor *state[NN_MAX_STATES]; /* optimiser state, created at compile time */
     sx_optim_kind state_kind;        /* which optimiser the state belongs to */
+    /* A slot that uses another layer's parameter (sx_nn_share) stores nothing: value NULL,
+     * src_layer/src_k the parameter it reads (never itself shared), transposed when it reads
+     * that (2-d) parameter transposed. Loops over what a network stores skip it
+     * (nn_param_stored). */
+    const sx_nn_layer *src_layer;
+    int src_k;
+    bool transposed;
 } nn_param;
+
+/* The parameter stores its own tensor (it is not a shared slot). */
+static inline bool nn_param_stored(const nn_param *p)
+{
+    return p->src_layer == NULL;
+}
+/* The tensor holding p's values: its own, or its source's for a shared slot (params.c). */
+const sx_tensor *nn_param_value(const nn_param *p);
 
 typedef struct nn_build nn_build;
 

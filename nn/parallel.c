@@ -166,6 +166,8 @@ sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c)
         for (int k = 0; k < net->layers[i]->n_params; k++) {
             nn_param *pr = &net->layers[i]->params[k];
             const sx_tensor *v = pr->value;
+            if (!nn_param_stored(pr))
+                continue;
             SX_TRY(c->bcast(c->ctx, v->data, v->size * (int64_t)sx_dtype_size(v->dtype), 0));
             for (int s = 0; s < NN_MAX_STATES; s++) {
                 const sx_tensor *st = pr->state[s];
@@ -185,7 +187,7 @@ sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum
     int64_t n = 1;
     for (int i = 0; i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++)
-            if (!net->layers[i]->params[k].trainable)
+            if (!net->layers[i]->params[k].trainable && nn_param_stored(&net->layers[i]->params[k]))
                 n += net->layers[i]->params[k].value->size;
     double one[1], *pack = n == 1 ? one : sx_alloc((size_t)n * sizeof *pack);
     if (pack == NULL)
@@ -195,7 +197,8 @@ sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum
     for (int i = 0; i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++) {
             const sx_tensor *v = net->layers[i]->params[k].value;
-            for (int64_t j = 0; !net->layers[i]->params[k].trainable && j < v->size; j++)
+            for (int64_t j = 0; !net->layers[i]->params[k].trainable && v != NULL && j < v->size;
+                 j++)
                 pack[at++] = sx_tensor_get(v, j);
         }
     sx_status s = c->allreduce(c->ctx, pack, n, SX_F64, false);
@@ -204,7 +207,8 @@ sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum
     for (int i = 0; s == SX_OK && i < net->n_layers; i++)
         for (int k = 0; k < net->layers[i]->n_params; k++) {
             sx_tensor *v = net->layers[i]->params[k].value;
-            for (int64_t j = 0; !net->layers[i]->params[k].trainable && j < v->size; j++)
+            for (int64_t j = 0; !net->layers[i]->params[k].trainable && v != NULL && j < v->size;
+                 j++)
                 sx_tensor_set(v, j, pack[at++] / (double)c->size);
         }
     if (pack != one)

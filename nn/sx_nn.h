@@ -234,6 +234,74 @@ void sx_nn_net_print(const sx_nn_net *net, FILE *f);
 const char *sx_nn_layer_name(const sx_nn_layer *l);
 int sx_nn_layer_rank(const sx_nn_layer *l);
 const int64_t *sx_nn_layer_shape(const sx_nn_layer *l);
+/* The layer of that name, or NULL. */
+sx_nn_layer *sx_nn_net_layer(const sx_nn_net *net, const char *name);
+/* Rename layer l (and so its parameters: "wte.weight"): 1..47 letters, digits, '_', '-' or '.'
+ * not already a layer's name. Checkpoints find parameters by name, so rename before saving or
+ * loading one. Errors: SX_E_ARG (NULL, a name of another form or taken, l not net's),
+ * SX_E_STATE (compiled models alive: they know the old names). */
+SX_NODISCARD sx_status sx_nn_layer_rename(sx_nn_net *net, sx_nn_layer *l, const char *name);
+
+/* ---------------------------------------------------------------- parameters
+ *
+ * A network's parameters are named "<layer>.<what>", the layer's name (sx_nn_layer_rename)
+ * and what the layer kind calls the tensor, in the layer's order:
+ *   dense                 weight (in, units), bias (units)
+ *   conv2d                kernel (kh, kw, c / groups, filters), bias (filters)
+ *   depthwise_conv2d      kernel (kh, kw, 1, c * multiplier), bias
+ *   separable_conv2d      depthwise_kernel, pointwise_kernel (1, 1, c * m, filters), bias
+ *   conv1d                kernel (k, c / groups, filters), bias
+ *   conv_transpose2d      kernel (kh, kw, filters / groups, c), bias
+ *   batch_norm            gamma, beta (c), running_mean, running_var (c, not trained)
+ *   layer_norm, group_norm gamma, beta (the normalised shape)
+ *   embedding             weight (vocab, dim); position_embedding: weight (T, dim)
+ *   attention             query_weight, key_weight, value_weight, out_weight (d, d), then
+ *                         query_bias, key_bias, value_bias, out_bias (d)
+ *   lstm, gru             weight_ih (d, G units), weight_hh (units, G units), bias_ih, bias_hh
+ *   prelu                 alpha (channels)
+ * (sx_nn_net_print lists them; a dense weight is PyTorch's nn.Linear.weight transposed.)
+ * Values are the network's own tensors, shared by every model compiled from it: a value set here
+ * is what the next step or prediction of any of its models reads; never change one while a
+ * model runs. Errors of the functions below: SX_E_ARG (NULL, or a name no parameter has: the
+ * message names it and the network), SX_E_SHAPE (a value of another shape than the
+ * parameter's). */
+
+typedef struct sx_nn_param_info {
+    const char *name; /* "dense_1.weight" (valid until the layer is renamed) */
+    const sx_nn_layer *layer;
+    int rank; /* the parameter's shape, as its layer reads it */
+    int64_t shape[SX_MAX_RANK];
+    bool trainable;          /* false: state the forward pass keeps (running statistics) */
+    const char *shared_from; /* the parameter whose tensor it uses (sx_nn_share), or NULL */
+    bool transposed;         /* it reads shared_from's tensor transposed */
+} sx_nn_param_info;
+
+/* Number of named parameters (shared ones included), and parameter i of them (0 <= i < n, in
+ * layer order): SX_E_RANGE past the end. */
+int sx_nn_net_n_params(const sx_nn_net *net);
+SX_NODISCARD sx_status sx_nn_net_param_info(const sx_nn_net *net, int i, sx_nn_param_info *out);
+/* Copy the named parameter's value into out (its shape, any dtype: converted), or set it from
+ * value (its shape, any dtype). A shared parameter reads and writes its source's tensor
+ * (transposed when it is used so). */
+SX_NODISCARD sx_status sx_nn_net_param_get(const sx_nn_net *net, const char *name, sx_tensor *out);
+SX_NODISCARD sx_status sx_nn_net_param_set(sx_nn_net *net, const char *name,
+                                           const sx_tensor *value);
+/* The tensor that stores the named parameter (its source's for a shared one: check
+ * sx_nn_param_info.transposed), borrowed from the network for reading and writing in place;
+ * NULL (and sx_last_error set) when there is none. */
+sx_tensor *sx_nn_net_param(sx_nn_net *net, const char *name);
+
+/* Share a parameter: `name` uses the tensor of `source` from now on, transposed (2-d only) when
+ * `transposed`, as PyTorch's `head.weight = emb.weight` ties a language model's output layer to
+ * its embedding: sx_nn_share(net, "head.weight", "wte.weight", true) for a dense head (C, V) over
+ * an embedding (V, C). The gradients of every use are summed into the source, which alone is
+ * trained, saved in checkpoints and counted; name's own tensor is freed. Both must be trainable
+ * or both not, of the network's dtype, of equal shape (transposed: swapped). Errors: SX_E_ARG
+ * (NULL, unknown names, name == source, name already shared or the source of another,
+ * transposed and not 2-d), SX_E_SHAPE, SX_E_STATE (compiled models alive; the two differ in
+ * trainability). */
+SX_NODISCARD sx_status sx_nn_share(sx_nn_net *net, const char *name, const char *source,
+                                   bool transposed);
 
 /* ---------------------------------------------------------------- layers */
 

@@ -471,6 +471,14 @@ static const char *const null_calls[] = {
     "sx_nn_layer_name",
     "sx_nn_layer_rank",
     "sx_nn_layer_shape",
+    "sx_nn_net_layer",
+    "sx_nn_layer_rename",
+    "sx_nn_net_n_params",
+    "sx_nn_net_param_info",
+    "sx_nn_net_param_get",
+    "sx_nn_net_param_set",
+    "sx_nn_net_param",
+    "sx_nn_share",
     "sx_nn_input",
     "sx_nn_input_add",
     "sx_nn_conv2d",
@@ -589,6 +597,14 @@ static void call_everything_with_null(void)
     cr_assert_str_eq(sx_nn_layer_name(NULL), "");
     cr_assert_eq(sx_nn_layer_rank(NULL), 0);
     cr_assert_null(sx_nn_layer_shape(NULL));
+    cr_assert_null(sx_nn_net_layer(NULL, "dense_1"));
+    ASSERT_FAILS(sx_nn_layer_rename(NULL, NULL, "a"), SX_E_ARG);
+    cr_assert_eq(sx_nn_net_n_params(NULL), 0);
+    ASSERT_FAILS(sx_nn_net_param_info(NULL, 0, NULL), SX_E_ARG);
+    ASSERT_FAILS(sx_nn_net_param_get(NULL, "a", &t), SX_E_ARG);
+    ASSERT_FAILS(sx_nn_net_param_set(NULL, "a", &t), SX_E_ARG);
+    cr_assert_null(sx_nn_net_param(NULL, "a"));
+    ASSERT_FAILS(sx_nn_share(NULL, "a", "b", false), SX_E_ARG);
 
     cr_assert_null(sx_nn_input(NULL, 3, s3));
     cr_assert_null(sx_nn_input_add(NULL, 3, s3));
