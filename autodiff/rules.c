@@ -894,6 +894,36 @@ sx_status grad_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *
     DONE();
 }
 
+/* loss_i = lse_i - (1 - e) l_{i,t_i} - e/k sum_j l_ij: dl = sparse_xent_backward(l, t, G); the
+ * indices have no gradient */
+sx_status grad_sparse_xent(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                           sx_cg_node **gin)
+{
+    const sx_cg_attr *a = sx_cg_node_attr(y);
+    if (need[0])
+        gin[0] = sx_cg_sparse_xent_backward(g, IN(0), IN(1), gy, a->ints[0], a->alpha);
+    DONE();
+}
+
+/* out_ij = d_i v_i (s_ij - q_ij), s = softmax(l), q the smoothed one-hot row, v_i = [t_i is not
+ * ignored]: dl = softmax_backward(s, G d_i v_i); dd_i = sum_j G_ij v_i (s_ij - q_ij), which is
+ * this op again with v as dout */
+sx_status grad_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                                    sx_cg_node **gin)
+{
+    const sx_cg_attr *a = sx_cg_node_attr(y);
+    sx_cg_node *l = IN(0), *t = IN(1), *d = IN(2);
+    sx_cg_node *v = sx_cg_ne(g, t, sx_cg_scalar_like(g, t, (double)a->ints[0]));
+    if (need[0])
+        gin[0] = sx_cg_softmax_backward(g, sx_cg_softmax(g, l, 1),
+                                        sx_cg_mul(g, gy, column(g, sx_cg_mul(g, d, v))), 1);
+    if (need[2])
+        gin[2] = sx_cg_sum(
+            g, sx_cg_mul(g, gy, sx_cg_sparse_xent_backward(g, l, t, v, a->ints[0], a->alpha)),
+            SX_AXIS(1), false);
+    DONE();
+}
+
 /* ---------------------------------------------------------------- mutation */
 
 sx_status grad_assign(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
@@ -934,6 +964,8 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_SCATTER_ADD] = BUT_INPUT0,
     [SX_OP_EMBEDDING] = BUT_INPUT0, /* the indices of embedding and its adjoint */
     [SX_OP_EMBEDDING_BACKWARD] = BUT_INPUT0,
+    [SX_OP_SPARSE_XENT] = 1u << 1, /* the class indices */
+    [SX_OP_SPARSE_XENT_BACKWARD] = 1u << 1,
     /* piecewise constant in x, linear in dy */
     [SX_OP_MAXPOOL2D_BACKWARD] = BUT_INPUT1,
     [SX_OP_MAXPOOL2D_RELU_BACKWARD] = BUT_INPUT1,

@@ -452,6 +452,14 @@ sx_cg_node *sx_cg_instance_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *gamma
 sx_cg_node *sx_cg_softmax_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target);
 sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *target,
                                         sx_cg_node *dout);
+/* Cross-entropy against class indices: logits (n,k), idx (n) of their dtype (a class 0..k-1 or
+ * `ignore` per row) -> (n), each row's loss (0 where ignored), with label smoothing e
+ * (sx_tensor_sparse_xent_out). Its gradient reaches the logits only (sparse_xent_backward: dout
+ * (n) -> (n,k)); no one-hot target is made. */
+sx_cg_node *sx_cg_sparse_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *idx, int64_t ignore,
+                              double smoothing);
+sx_cg_node *sx_cg_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *idx,
+                                       sx_cg_node *dout, int64_t ignore, double smoothing);
 
 /* Random generators owned by the graph, named by an id; a dropout mask draws from one.
  * sx_cg_rng gives access to a generator's state (to save or restore it), NULL for a bad id. */

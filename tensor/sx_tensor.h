@@ -696,6 +696,20 @@ SX_NODISCARD sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logi
                                                            const sx_tensor *target,
                                                            const sx_tensor *dout,
                                                            sx_tensor *dlogits);
+/* Cross-entropy against class indices (PyTorch's cross_entropy with integer targets,
+ * ignore_index and label_smoothing), softmax folded in: logits (n,k), k >= 1, and idx (n) of
+ * logits' dtype holding a class in 0..k-1 or `ignore` per row -> out (n):
+ * out[i] = logsumexp(logits[i]) - (1 - e) logits[i,idx[i]] - e/k sum_j logits[i,j], 0 for an
+ * ignored row; 0 <= smoothing e < 1. Backward: dlogits[i,j] = dout[i] * (softmax(logits)[i,j] -
+ * e/k - (1 - e) [j == idx[i]]), zero rows where ignored. No one-hot target is made; each row is
+ * read from memory once. Errors: SX_E_RANK, SX_E_SHAPE, SX_E_DTYPE, SX_E_RANGE (an index that
+ * is not a class nor `ignore`, named with its position), SX_E_ARG (smoothing). */
+SX_NODISCARD sx_status sx_tensor_sparse_xent_out(const sx_tensor *logits, const sx_tensor *idx,
+                                                 int64_t ignore, double smoothing, sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_sparse_xent_backward_out(const sx_tensor *logits,
+                                                          const sx_tensor *idx,
+                                                          const sx_tensor *dout, int64_t ignore,
+                                                          double smoothing, sx_tensor *dlogits);
 /* Batch normalisation over the last axis (tensor/norm/batch_norm.c). x (..., c) of rank
  * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
  * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so

@@ -46,6 +46,27 @@ sx_cg_node *sx_cg_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_c
     return cg_op3(g, SX_OP_SOFTMAX_XENT_BACKWARD, logits, target, dout, NULL);
 }
 
+static sx_cg_node *sparse_op(sx_cg_graph *g, sx_cg_op op, sx_cg_node *logits, sx_cg_node *idx,
+                             sx_cg_node *dout, int64_t ignore, double smoothing)
+{
+    sx_cg_attr a = sx_cg_attr_default();
+    a.ints[0] = ignore;
+    a.alpha = smoothing;
+    return dout == NULL ? cg_op2(g, op, logits, idx, &a) : cg_op3(g, op, logits, idx, dout, &a);
+}
+
+sx_cg_node *sx_cg_sparse_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *idx, int64_t ignore,
+                              double smoothing)
+{
+    return sparse_op(g, SX_OP_SPARSE_XENT, logits, idx, NULL, ignore, smoothing);
+}
+
+sx_cg_node *sx_cg_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *idx,
+                                       sx_cg_node *dout, int64_t ignore, double smoothing)
+{
+    return sparse_op(g, SX_OP_SPARSE_XENT_BACKWARD, logits, idx, dout, ignore, smoothing);
+}
+
 /* ---------------------------------------------------------------- shape rules */
 
 /* Same shapes, plus an axis that is normalised to 0..rank-1 (so hashing sees one form). */
@@ -78,6 +99,30 @@ sx_status cg_shape_softmax_xent(sx_cg_node *n)
     SX_TRY(cg_want_rank(n, 0, 2));
     SX_TRY(cg_want_same_shape(n, 0, 1));
     cg_set_shape(n, 1, IN_VALUE(0)->shape);
+    return SX_OK;
+}
+
+/* sparse_xent(logits (n,k), idx (n)) -> (n); sparse_xent_backward(logits, idx, dout (n)) ->
+ * (n,k); k >= 1, 0 <= smoothing < 1 */
+sx_status cg_shape_sparse_xent(sx_cg_node *n)
+{
+    SX_TRY(cg_same_dtypes(n));
+    SX_TRY(cg_want_rank(n, 0, 2));
+    const sx_tensor *l = IN_VALUE(0);
+    if (l->shape[1] < 1)
+        return sx_error(SX_E_SHAPE, "%s: logits of %lld classes (want >= 1)", cg_who(n),
+                        (long long)l->shape[1]);
+    for (int i = 1; i < n->n_in; i++) {
+        SX_TRY(cg_want_rank(n, i, 1));
+        if (IN_VALUE(i)->shape[0] != l->shape[0])
+            return sx_error(SX_E_SHAPE, "%s: %s has %lld rows, logits %lld", cg_who(n),
+                            i == 1 ? "idx" : "dout", (long long)IN_VALUE(i)->shape[0],
+                            (long long)l->shape[0]);
+    }
+    if (!(n->attr.alpha >= 0 && n->attr.alpha < 1))
+        return sx_error(SX_E_ARG, "%s: label smoothing %g (want 0 <= e < 1)", cg_who(n),
+                        n->attr.alpha);
+    cg_set_shape(n, n->n_in == 2 ? 1 : 2, l->shape);
     return SX_OK;
 }
 
@@ -119,6 +164,19 @@ sx_status cg_eval_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *n)
     return sx_tensor_softmax_xent_backward_out(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), OUT);
 }
 
+sx_status cg_eval_sparse_xent(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_sparse_xent_out(IN_VALUE(0), IN_VALUE(1), n->attr.ints[0], n->attr.alpha, OUT);
+}
+
+sx_status cg_eval_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *n)
+{
+    (void)g;
+    return sx_tensor_sparse_xent_backward_out(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2),
+                                              n->attr.ints[0], n->attr.alpha, OUT);
+}
+
 /* ---------------------------------------------------------------- flop model */
 
 /* max, exp, sum and a division (or log) per element */
@@ -152,4 +210,16 @@ cg_cost cg_eval_softmax_xent_cost(const sx_cg_node *n)
 cg_cost cg_eval_softmax_xent_backward_cost(const sx_cg_node *n)
 {
     return cg_cost_per_out(n, 6);
+}
+
+/* a max, an exp and two sums per logit */
+cg_cost cg_eval_sparse_xent_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_in(n, 0, 4);
+}
+
+/* a max, two exps and a multiply-add per logit */
+cg_cost cg_eval_sparse_xent_backward_cost(const sx_cg_node *n)
+{
+    return cg_cost_per_out(n, 5);
 }

@@ -146,3 +146,66 @@ sx_status sx_tensor_softmax_xent_backward_out(const sx_tensor *logits, const sx_
         xent_run_f64(n, k, logits->data, target->data, dout->data, dlogits->data);
     return SX_OK;
 }
+
+/* ---------------------------------------------------------------- cross-entropy, class indices */
+
+/* logits (n,k) with k >= 1, idx (n) of its dtype holding integers in [0, k) or `ignore`,
+ * 0 <= e < 1. */
+static sx_status sxent_check(const char *who, const sx_tensor *logits, const sx_tensor *idx,
+                             int64_t ignore, double e)
+{
+    SX_TRY(sx__check_tensor(who, "logits", logits));
+    if (logits->rank != 2 || logits->shape[1] < 1) {
+        char a[128];
+        return sx_error(SX_E_RANK, "%s: logits has shape %s, want (n,k) with k >= 1", who,
+                        sx_shape_str(logits->rank, logits->shape, a, sizeof a));
+    }
+    const sx_tensor rows = {.dtype = logits->dtype, .rank = 1, .shape = {logits->shape[0]}};
+    SX_TRY(check_like(who, "idx", idx, &rows));
+    if (!(e >= 0 && e < 1))
+        return sx_error(SX_E_ARG, "%s: label smoothing %g (want 0 <= e < 1)", who, e);
+    const int64_t k = logits->shape[1];
+    for (int64_t i = 0; i < idx->size; i++) {
+        double v = sx_tensor_get(idx, i);
+        if (v != (double)ignore && !(v >= 0 && v < (double)k && v == floor(v)))
+            return sx_error(SX_E_RANGE, "%s: idx[%lld] = %g (want a class in 0..%lld or %lld)", who,
+                            (long long)i, v, (long long)k - 1, (long long)ignore);
+    }
+    return SX_OK;
+}
+
+sx_status sx_tensor_sparse_xent_out(const sx_tensor *logits, const sx_tensor *idx, int64_t ignore,
+                                    double smoothing, sx_tensor *out)
+{
+    const char *who = "sx_tensor_sparse_xent_out";
+    SX_TRY(sxent_check(who, logits, idx, ignore, smoothing));
+    SX_TRY(sx__check_out(who, out, logits->dtype, 1, logits->shape));
+    SX_TRY(sx__check_apart(who, "logits", logits, "out", out));
+    SX_TRY(sx__check_apart(who, "idx", idx, "out", out));
+    const int64_t n = logits->shape[0], k = logits->shape[1];
+    if (logits->dtype == SX_F32)
+        sxent_run_f32(n, k, logits->data, idx->data, ignore, smoothing, NULL, out->data);
+    else
+        sxent_run_f64(n, k, logits->data, idx->data, ignore, smoothing, NULL, out->data);
+    return SX_OK;
+}
+
+sx_status sx_tensor_sparse_xent_backward_out(const sx_tensor *logits, const sx_tensor *idx,
+                                             const sx_tensor *dout, int64_t ignore,
+                                             double smoothing, sx_tensor *dlogits)
+{
+    const char *who = "sx_tensor_sparse_xent_backward_out";
+    SX_TRY(sxent_check(who, logits, idx, ignore, smoothing));
+    const sx_tensor rows = {.dtype = logits->dtype, .rank = 1, .shape = {logits->shape[0]}};
+    SX_TRY(check_like(who, "dout", dout, &rows));
+    SX_TRY(check_like(who, "dlogits", dlogits, logits));
+    SX_TRY(sx__check_apart(who, "logits", logits, "dlogits", dlogits));
+    SX_TRY(sx__check_apart(who, "idx", idx, "dlogits", dlogits));
+    SX_TRY(sx__check_apart(who, "dout", dout, "dlogits", dlogits));
+    const int64_t n = logits->shape[0], k = logits->shape[1];
+    if (logits->dtype == SX_F32)
+        sxent_run_f32(n, k, logits->data, idx->data, ignore, smoothing, dout->data, dlogits->data);
+    else
+        sxent_run_f64(n, k, logits->data, idx->data, ignore, smoothing, dout->data, dlogits->data);
+    return SX_OK;
+}

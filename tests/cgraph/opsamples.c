@@ -2324,6 +2324,42 @@ static sx_cg_node *sample_softmax_xent_backward(GEN_ARGS)
     return sx_cg_softmax_xent_backward(g, logits, target, dout);
 }
 
+/* Cross-entropy against class indices: ignored rows (index -1), label smoothing, one class, no
+ * rows. */
+static const struct {
+    shp l;
+    int64_t lo;    /* indices drawn from lo..k-1: -1 is the ignored index */
+    double smooth; /* label smoothing */
+} sxent_cases[] = {
+    {{2, {4, 5}}, -1, 0}, {{2, {3, 6}}, -1, 0.1}, {{2, {3, 1}}, 0, 0.2}, {{2, {0, 4}}, 0, 0}};
+
+static sx_cg_node *sxent_idx(ctx *c, int v)
+{
+    return in_fixed(c, (shp){1, {sxent_cases[v].l.d[0]}}, V_INT, (double)sxent_cases[v].lo,
+                    (double)sxent_cases[v].l.d[1] - 1);
+}
+
+#define SPEC_sparse_xent 4, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_sparse_xent, plain_sparse_xent)
+#define DT_sparse_xent SAMPLE(2)
+static sx_cg_node *sample_sparse_xent(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *logits = in(c, sxent_cases[v].l, V_UNIFORM, -3, 3);
+    return sx_cg_sparse_xent(g, logits, sxent_idx(c, v), -1, sxent_cases[v].smooth);
+}
+
+#define SPEC_sparse_xent_backward                                                                  \
+    4, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_sparse_xent_backward, plain_sparse_xent)
+#define DT_sparse_xent_backward SAMPLE(2)
+static sx_cg_node *sample_sparse_xent_backward(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *logits = in(c, sxent_cases[v].l, V_UNIFORM, -3, 3);
+    sx_cg_node *idx = sxent_idx(c, v);
+    sx_cg_node *dout = in(c, (shp){1, {sxent_cases[v].l.d[0]}}, V_UNIFORM, -1, 1);
+    return sx_cg_sparse_xent_backward(g, logits, idx, dout, -1, sxent_cases[v].smooth);
+}
+
 /* ---- softmax family references */
 
 static sx_status kernel_softmax(KERNEL_ARGS)
@@ -2405,6 +2441,57 @@ static sx_status plain_softmax(PLAIN_ARGS)
             }
 #undef AT
         }
+    return SX_OK;
+}
+
+static sx_status kernel_sparse_xent(KERNEL_ARGS)
+{
+    (void)s;
+    const sx_cg_attr *a = sx_cg_node_attr(n);
+    return sx_tensor_sparse_xent_out(x[0], x[1], a->ints[0], a->alpha, out);
+}
+
+static sx_status kernel_sparse_xent_backward(KERNEL_ARGS)
+{
+    (void)s;
+    const sx_cg_attr *a = sx_cg_node_attr(n);
+    return sx_tensor_sparse_xent_backward_out(x[0], x[1], x[2], a->ints[0], a->alpha, out);
+}
+
+/* The cross-entropy of softmax(logits) against the smoothed one-hot row q of each index,
+ * q_j = e/k + (1 - e) [j == t], in double: -sum_j q_j log_softmax_j (0 for an ignored row); its
+ * backward dout_i (softmax - q). */
+static sx_status plain_sparse_xent(PLAIN_ARGS)
+{
+    (void)compare;
+    const sx_tensor *l = x[0], *t = x[1];
+    const sx_cg_attr *a = sx_cg_node_attr(n);
+    const sx_tensor *dout = sx_cg_node_op(n) == SX_OP_SPARSE_XENT_BACKWARD ? x[2] : NULL;
+    const int64_t rows = l->shape[0], k = l->shape[1];
+    const double e = a->alpha;
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t ti = (int64_t)ref_get(t, i);
+        const bool skip = ti == a->ints[0];
+        double m = -HUGE_VAL, se = 0, sum = 0, ms = 0;
+        for (int64_t j = 0; j < k; j++)
+            m = fmax(m, ref_get(l, i * k + j));
+        for (int64_t j = 0; j < k; j++)
+            se += exp(ref_get(l, i * k + j) - m);
+        for (int64_t j = 0; j < k; j++) {
+            const double ls = ref_get(l, i * k + j) - m - log(se);
+            const double q = skip ? 0 : e / (double)k + (j == ti ? 1 - e : 0);
+            if (dout != NULL) {
+                want[i * k + j] = skip ? 0 : ref_get(dout, i) * (exp(ls) - q);
+                mag[i * k + j] = fabs(ref_get(dout, i));
+            }
+            sum -= q * ls;
+            ms += fabs(q * ls) + q * (fabs(m) + 1);
+        }
+        if (dout == NULL) {
+            want[i] = sum;
+            mag[i] = ms;
+        }
+    }
     return SX_OK;
 }
 
