@@ -204,9 +204,26 @@ sx_cg_node *nn_part_node(sx_cg_graph *g, const nn_loss_part *pt, sx_cg_node *x)
     return sx_cg_reshape(g, last_slice(g, x, pt->off, pt->size), pt->rank + 1, shape);
 }
 
+/* Cross-entropy of logits (batch, ..., k) against class indices y (batch, ...): the mean over
+ * the positions whose index is not ignored (0 when all are). */
+static sx_cg_node *sparse_loss(sx_cg_graph *g, const sx_nn_train_params *p, sx_cg_node *logits,
+                               sx_cg_node *y)
+{
+    int r = sx_cg_node_rank(logits);
+    int64_t k = sx_cg_node_shape(logits)[r - 1], flat[2] = {-1, k}, col[1] = {-1};
+    sx_cg_node *z = sx_cg_reshape(g, logits, 2, flat), *t = sx_cg_reshape(g, y, 1, col);
+    sx_cg_node *rows = sx_cg_sparse_xent(g, z, t, p->ignore_index, p->label_smoothing);
+    sx_cg_node *n = sx_cg_sum(g, sx_cg_ne(g, t, sx_cg_scalar_like(g, t, (double)p->ignore_index)),
+                              SX_AXES_ALL, false);
+    n = sx_cg_max(g, n, sx_cg_scalar_like(g, t, 1));
+    return sx_cg_div(g, sx_cg_sum(g, rows, SX_AXES_ALL, false), n);
+}
+
 sx_cg_node *nn_loss_node(sx_cg_graph *g, const sx_nn_train_params *p, const nn_loss_part *parts,
                          int np, sx_cg_node *out, sx_cg_node *logits, sx_cg_node *y)
 {
+    if (p->sparse_targets)
+        return sparse_loss(g, p, logits, y);
     if (np == 1 && parts[0].whole) /* one loss over the whole output */
         return part_node(g, p, parts[0].loss, out, logits, y);
     sx_dtype dt = sx_cg_node_dtype(out);

@@ -34,6 +34,7 @@ sx_nn_train_params sx_nn_train_params_default(void)
     p.optimise = true;
     p.plan_memory = true;
     p.huber_delta = 1;
+    p.ignore_index = -100;
     return p;
 }
 
@@ -265,6 +266,16 @@ static sx_status targets_input(sx_nn_model *m, bool softmax)
     ys[0] = m->batch;
     memcpy(ys + 1, last->shape, (size_t)last->rank * sizeof *ys);
     SX_TRY(nn_loss_check_net("sx_nn_compile_train", m->net, p));
+    if (p->sparse_targets) {
+        if (p->loss != SX_LOSS_CROSS_ENTROPY || p->n_heads > 0 || p->loss_fn != NULL ||
+            m->net->n_outputs >= 2 || p->accumulate > 1 || p->eager || last->rank < 1)
+            return sx_error(SX_E_UNSUPPORTED,
+                            "sx_nn_compile_train: sparse targets take the cross-entropy loss "
+                            "over one output of rank >= 1, without heads, a loss function, "
+                            "accumulation or the eager path");
+        m->y = sx_cg_input(m->g, "y", m->net->dtype, last->rank, ys);
+        return SX_OK;
+    }
     if (p->n_heads > 0 && softmax && m->net->n_outputs < 2)
         return sx_error(SX_E_ARG,
                         "sx_nn_compile_train: network %s ends in a softmax: heads take logits "
@@ -284,7 +295,7 @@ static sx_status training_inputs(sx_nn_model *m, const feed *f, bool softmax)
     m->lr = sx_cg_input(g, "lr", dt, 0, NULL);
     m->step = sx_cg_input(g, "step", dt, 0, NULL);
     /* the loss compares the output with standardised targets when the network scales them */
-    m->yt = m->y != NULL ? nn_prep_target(g, m->net, m->y) : NULL;
+    m->yt = m->y == NULL || m->params.sparse_targets ? m->y : nn_prep_target(g, m->net, m->y);
     if (m->y == NULL || m->yt == NULL || m->lr == NULL || m->step == NULL)
         return graph_status(g);
     if (f != NULL) {
@@ -357,6 +368,12 @@ static sx_cg_node *correct_node(const sx_nn_model *m, sx_cg_node *logits, sx_cg_
 {
     sx_cg_graph *g = m->g;
     int ax = nn_output_layer(m->net)->rank;
+    if (m->params.sparse_targets) /* the class indices, not the ignored ones */
+        return sx_cg_sum(
+            g,
+            sx_cg_mul(g, sx_cg_eq(g, sx_cg_argmax(g, logits, SX_AXIS(ax), false), y),
+                      sx_cg_ne(g, y, sx_cg_scalar_like(g, y, (double)m->params.ignore_index))),
+            SX_AXES_ALL, false);
     if (m->net->n_outputs >= 2) {
         nn_loss_part parts[SX_NN_MAX_HEADS];
         nn_loss_parts(m->net, &m->params, parts);

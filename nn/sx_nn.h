@@ -760,6 +760,17 @@ typedef struct sx_nn_train_params {
                                     (false) */
     double huber_delta;          /* SX_LOSS_HUBER's delta, > 0: 1 */
     double label_smoothing;      /* cross-entropy's e, 0 <= e < 1: 0 */
+    bool sparse_targets;         /* cross-entropy against class indices (PyTorch's
+                                    cross_entropy with integer targets): sx_nn_model_step's y is
+                                    (batch, output shape without its last axis) holding class
+                                    numbers 0..classes-1 as values of the network's dtype, or
+                                    ignore_index (no loss; the mean is over the other positions),
+                                    instead of one-hot rows; no (positions, classes) target is
+                                    made, and the softmax is folded into one pass per row forward
+                                    and one backward. One output, no heads, no loss_fn, no
+                                    accumulate; compiled steps only (sx_nn_fit and sx_nn_train
+                                    refuse it: not yet): false */
+    int64_t ignore_index;        /* the class index sparse_targets skips: -100 */
     int n_heads;                 /* 0: one loss (`loss`) over the whole output; else 1..
                                     SX_NN_MAX_HEADS heads whose sizes add up to the output's last
                                     axis (`loss` is then unused); with several named outputs

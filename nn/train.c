@@ -23,6 +23,9 @@ static void on_sigint(int sig)
 
 static sx_status check_params(const char *who, const sx_nn_train_params *p)
 {
+    if (p->sparse_targets)
+        return sx_error(SX_E_UNSUPPORTED,
+                        "%s: sparse targets are for compiled steps (sx_nn_model_step) only", who);
     if (p->epochs < 1 || p->batch < 1)
         return sx_error(SX_E_ARG, "%s: epochs %d, batch %d (want >= 1)", who, p->epochs, p->batch);
     if ((unsigned)p->optim.kind >= SX_OPTIM_COUNT)

@@ -332,3 +332,81 @@ Test(nn_params, share_refuses_what_cannot_be_tied)
     sx_nn_model_free(m);
     sx_nn_net_free(net);
 }
+
+/* A step with class-index targets gives the loss, accuracy count and weights of the same step
+ * with one-hot targets (label smoothing too); an ignored position adds nothing. */
+static void lm_step(sx_nn_net *net, bool sparse, double smoothing, int64_t ignore_at, double *loss,
+                    int64_t *correct)
+{
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.optim.kind = SX_OPTIM_ADAM;
+    p.optim.lr = 0.05;
+    p.label_smoothing = smoothing;
+    p.sparse_targets = sparse;
+    p.ignore_index = -1;
+    p.verbose = 0;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_compile_train(net, &p, B, &m), SX_OK, "%s", sx_last_error());
+    int64_t xs[2] = {B, T}, ys[3] = {B, T, V};
+    sx_tensor *x = NULL, *y = NULL;
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, xs, &x), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_F64, sparse ? 2 : 3, sparse ? xs : ys, &y), SX_OK);
+    cr_assert_eq(sx_tensor_fill(y, 0), SX_OK);
+    for (int64_t i = 0; i < B * T; i++) {
+        sx_tensor_set(x, i, (double)((i * 5 + 2) % V));
+        int64_t cls = (i * 3 + 1) % V;
+        if (sparse)
+            sx_tensor_set(y, i, i == ignore_at ? -1 : (double)cls);
+        else
+            sx_tensor_set(y, i * V + cls, 1);
+    }
+    cr_assert_eq(sx_nn_model_step(m, x, y, p.optim.lr, 1, loss, correct), SX_OK, "%s",
+                 sx_last_error());
+    sx_nn_model_free(m);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+}
+
+Test(nn_params, sparse_targets_step_as_one_hot_targets)
+{
+    for (int k = 0; k < 2; k++) {
+        double e = k == 0 ? 0 : 0.1;
+        sx_nn_net *a = lm(7, true), *b = lm(7, true);
+        double la = 0, lb = 0;
+        int64_t ca = 0, cb = 0;
+        lm_step(a, false, e, -1, &la, &ca);
+        lm_step(b, true, e, -1, &lb, &cb);
+        cr_assert_float_eq(la, lb, 1e-12 * fabs(la), "smoothing %g: %.17g vs %.17g", e, la, lb);
+        cr_assert_eq(ca, cb);
+        sx_tensor *wa = get(a, "wte.weight", V, C), *wb = get(b, "wte.weight", V, C);
+        cr_assert_leq(sx_tensor_max_abs_diff(wa, wb), 1e-12);
+        sx_tensor_free(wa);
+        sx_tensor_free(wb);
+        sx_nn_net_free(a);
+        sx_nn_net_free(b);
+    }
+    /* one ignored position: the mean over the others */
+    sx_nn_net *a = lm(8, true), *b = lm(8, true);
+    double l_all = 0, l_ign = 0;
+    lm_step(a, true, 0, -1, &l_all, NULL);
+    lm_step(b, true, 0, 0, &l_ign, NULL);
+    cr_assert(fabs(l_all - l_ign) > 1e-9, "the ignored position changed nothing");
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+    /* fit refuses them (compiled steps only) */
+    sx_nn_net *c = lm(9, false);
+    sx_nn_fit_params fp = sx_nn_fit_params_default();
+    fp.train.sparse_targets = true;
+    int64_t xs[2] = {4, T}, ys[2] = {4, T};
+    sx_tensor *x = NULL, *y = NULL;
+    cr_assert_eq(sx_tensor_zeros(SX_F64, 2, xs, &x), SX_OK);
+    cr_assert_eq(sx_tensor_zeros(SX_F64, 2, ys, &y), SX_OK);
+    sx_ds_source *src = NULL;
+    cr_assert_eq(sx_ds_source_tensors(x, y, 0, &src), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_fit(c, &fp, src, NULL, NULL), SX_E_UNSUPPORTED);
+    cr_assert(strstr(sx_last_error(), "sparse targets") != NULL, "%s", sx_last_error());
+    sx_ds_source_free(src);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+    sx_nn_net_free(c);
+}
