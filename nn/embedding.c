@@ -80,30 +80,51 @@ sx_nn_layer *sx_nn_embedding(sx_nn_net *net, sx_nn_layer *in, const sx_nn_embedd
     return nn_layer_finish(net, who, l, s);
 }
 
-/* x (batch, T, d) + P (T, d) */
+/* x (batch, T, d) + P[0:T] (T, d), P (max_len, d) */
 static sx_cg_node *position_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                                     sx_cg_node **pre_softmax)
 {
     (void)pre_softmax;
-    return sx_cg_add(b->g, in[0], nn_param_node_of(b, l, 0));
+    sx_cg_node *p = nn_param_node_of(b, l, 0);
+    const int64_t T = l->shape[0];
+    if (sx_cg_node_shape(p) != NULL && sx_cg_node_shape(p)[0] != T) {
+        sx_slice s[2] = {{0, T, 1}, SX_SLICE_ALL};
+        p = sx_cg_slice(b->g, p, s);
+    }
+    return sx_cg_add(b->g, in[0], p);
 }
 
-const nn_layer_ops nn_position_embedding_ops = {"position_embedding", 0, position_forward, NULL};
+static void position_describe(const sx_nn_layer *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "%lld positions", (long long)nn_param_value(&l->params[0])->shape[0]);
+}
+
+const nn_layer_ops nn_position_embedding_ops = {"position_embedding", 0, position_forward,
+                                                position_describe};
 
 sx_nn_layer *sx_nn_position_embedding(sx_nn_net *net, sx_nn_layer *in)
+{
+    return sx_nn_position_embedding_max(net, in, in != NULL && in->rank == 2 ? in->shape[0] : 1);
+}
+
+sx_nn_layer *sx_nn_position_embedding_max(sx_nn_net *net, sx_nn_layer *in, int64_t max_len)
 {
     const char *who = "sx_nn_position_embedding";
     sx_nn_layer *l = nn_layer_begin(net, who, L_POSITION_EMBEDDING, 1, &in);
     if (l == NULL)
         return NULL;
     sx_status s = SX_OK;
+    int64_t ts[2] = {max_len, in->rank == 2 ? in->shape[1] : 1};
     if (in->rank != 2)
         s = sx_error(SX_E_RANK, "%s: input of rank %d (want 2: (steps, features))", l->name,
                      in->rank);
+    else if (max_len < in->shape[0] || !nn_shape_fits(2, ts))
+        s = sx_error(SX_E_SHAPE, "%s: a table of %lld positions for sequences of %lld", l->name,
+                     (long long)max_len, (long long)in->shape[0]);
     if (s == SX_OK) {
         bool own = net->init.kind == SX_INIT_DEFAULT;
-        s = nn_layer_add_param(net, l, "weight", 2, in->shape, own ? 0 : (double)NAN, in->shape[1],
-                               in->shape[0], true, true);
+        s = nn_layer_add_param(net, l, "weight", 2, ts, own ? 0 : (double)NAN, in->shape[1],
+                               max_len, true, true);
         if (s == SX_OK && own) /* as an nn.Embedding over the positions: N(0, 1) */
             s = sx_tensor_rand_normal(l->params[0].value, &net->init_rng, 0, 1);
     }

@@ -254,7 +254,7 @@ SX_NODISCARD sx_status sx_nn_layer_rename(sx_nn_net *net, sx_nn_layer *l, const 
  *   conv_transpose2d      kernel (kh, kw, filters / groups, c), bias
  *   batch_norm            gamma, beta (c), running_mean, running_var (c, not trained)
  *   layer_norm, group_norm gamma, beta (the normalised shape)
- *   embedding             weight (vocab, dim); position_embedding: weight (T, dim)
+ *   embedding             weight (vocab, dim); position_embedding: weight (max_len, dim)
  *   attention             query_weight, key_weight, value_weight, out_weight (d, d), then
  *                         query_bias, key_bias, value_bias, out_bias (d)
  *   lstm, gru             weight_ih (d, G units), weight_hh (units, G units), bias_ih, bias_hh
@@ -556,6 +556,10 @@ sx_nn_layer *sx_nn_embedding(sx_nn_net *net, sx_nn_layer *in, const sx_nn_embedd
 /* A learned position embedding: (T, d) + P, P (T, d) initialised N(0, 1). Input rank != 2:
  * SX_E_RANK. */
 sx_nn_layer *sx_nn_position_embedding(sx_nn_net *net, sx_nn_layer *in);
+/* The same with a table of max_len >= T positions, of which a sequence of T reads the first T
+ * rows (GPT-2's wpe (1024, 768) over shorter sequences; the rows past T get no gradient).
+ * max_len < T: SX_E_SHAPE. */
+sx_nn_layer *sx_nn_position_embedding_max(sx_nn_net *net, sx_nn_layer *in, int64_t max_len);
 
 /* Recurrent layers over (T, d) sequences (batch first: x is (batch, T, d)), unrolled over the
  * fixed T into the compiled graph. As PyTorch's nn.LSTM / nn.GRU (batch_first, zero initial

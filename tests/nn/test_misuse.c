@@ -562,6 +562,7 @@ static const char *const null_calls[] = {
     "sx_nn_softmax",
     "sx_nn_embedding",
     "sx_nn_position_embedding",
+    "sx_nn_position_embedding_max",
     "sx_nn_lstm",
     "sx_nn_gru",
     "sx_nn_attention",
@@ -757,6 +758,7 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_softmax(NULL, NULL, -1));
     cr_assert_null(sx_nn_embedding(NULL, NULL, NULL));
     cr_assert_null(sx_nn_position_embedding(NULL, NULL));
+    cr_assert_null(sx_nn_position_embedding_max(NULL, NULL, 4));
     cr_assert_null(sx_nn_lstm(NULL, NULL, NULL));
     cr_assert_null(sx_nn_gru(NULL, NULL, NULL));
     cr_assert_null(sx_nn_attention(NULL, NULL, NULL));

@@ -410,3 +410,57 @@ Test(nn_params, sparse_targets_step_as_one_hot_targets)
     sx_tensor_free(y);
     sx_nn_net_free(c);
 }
+
+/* A position table longer than the sequence: the first T rows are added and trained, the rest
+ * untouched; a table shorter than the sequence is refused. */
+Test(nn_params, position_table_of_a_maximum_length)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("pos", SX_F64, 1, &net), SX_OK);
+    sx_nn_net_set_input_scale(net, 1);
+    int64_t in[2] = {T, C};
+    sx_nn_layer *x = sx_nn_input(net, 2, in);
+    sx_nn_layer *p = sx_nn_position_embedding_max(net, x, 10);
+    cr_assert_not_null(p, "%s", sx_last_error());
+    sx_nn_param_info pi;
+    cr_assert_eq(sx_nn_net_param_info(net, 0, &pi), SX_OK);
+    cr_assert_eq(pi.shape[0], 10);
+    cr_assert_eq(pi.shape[1], C);
+    sx_tensor *w0 = get(net, pi.name, 10, C);
+    int64_t xs[3] = {B, T, C};
+    sx_tensor *xt = NULL, *y = NULL, *out = NULL;
+    cr_assert_eq(sx_tensor_new(SX_F64, 3, xs, &xt), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_F64, 3, xs, &y), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_F64, 3, xs, &out), SX_OK);
+    for (int64_t i = 0; i < B * T * C; i++) {
+        sx_tensor_set(xt, i, cos((double)i));
+        sx_tensor_set(y, i, 0);
+    }
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, B, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_predict(m, xt, out), SX_OK, "%s", sx_last_error());
+    for (int64_t i = 0; i < B * T * C; i++)
+        cr_assert_eq(sx_tensor_get(out, i), sx_tensor_get(xt, i) + sx_tensor_get(w0, i % (T * C)));
+    sx_nn_model_free(m);
+    sx_nn_train_params tp = sx_nn_train_params_default();
+    tp.loss = SX_LOSS_MSE;
+    tp.optim.kind = SX_OPTIM_SGD;
+    tp.verbose = 0;
+    cr_assert_eq(sx_nn_compile_train(net, &tp, B, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_step(m, xt, y, 0.1, 1, NULL, NULL), SX_OK, "%s", sx_last_error());
+    sx_nn_model_free(m);
+    sx_tensor *w1 = get(net, pi.name, 10, C);
+    for (int64_t i = 0; i < 10 * C; i++) {
+        bool used = i < T * C;
+        cr_assert_eq(sx_tensor_get(w1, i) != sx_tensor_get(w0, i), used, "row %lld",
+                     (long long)(i / C));
+    }
+    cr_assert_null(sx_nn_position_embedding_max(net, x, T - 1));
+    cr_assert_eq(sx_nn_net_status(net), SX_E_SHAPE);
+    cr_assert(strstr(sx_last_error(), "a table of 3 positions for sequences of 4") != NULL, "%s",
+              sx_last_error());
+    sx_tensor *tensors[] = {w0, w1, xt, y, out};
+    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
+        sx_tensor_free(tensors[i]);
+    sx_nn_net_free(net);
+}
