@@ -771,9 +771,9 @@ typedef struct sx_nn_train_params {
                                     ignore_index (no loss; the mean is over the other positions),
                                     instead of one-hot rows; no (positions, classes) target is
                                     made, and the softmax is folded into one pass per row forward
-                                    and one backward. One output, no heads, no loss_fn, no
-                                    accumulate; compiled steps only (sx_nn_fit and sx_nn_train
-                                    refuse it: not yet): false */
+                                    and one backward. sx_nn_fit and sx_nn_train load a source's
+                                    class indices so. One output, no heads, no loss_fn, no
+                                    accumulate, not eager: false */
     int64_t ignore_index;        /* the class index sparse_targets skips: -100 */
     int n_heads;                 /* 0: one loss (`loss`) over the whole output; else 1..
                                     SX_NN_MAX_HEADS heads whose sizes add up to the output's last

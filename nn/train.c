@@ -23,9 +23,6 @@ static void on_sigint(int sig)
 
 static sx_status check_params(const char *who, const sx_nn_train_params *p)
 {
-    if (p->sparse_targets)
-        return sx_error(SX_E_UNSUPPORTED,
-                        "%s: sparse targets are for compiled steps (sx_nn_model_step) only", who);
     if (p->epochs < 1 || p->batch < 1)
         return sx_error(SX_E_ARG, "%s: epochs %d, batch %d (want >= 1)", who, p->epochs, p->batch);
     if ((unsigned)p->optim.kind >= SX_OPTIM_COUNT)
@@ -255,7 +252,8 @@ static sx_status run_start_source(run *r, const sx_ds_source *train, const sx_ds
     r->x_size = sx_ds_spec_x_size(sx_ds_source_spec(train));
     SX_TRY(sx_ds_loader_new(train, &lp, &r->loader));
     SX_TRY(sx_tensor_new(net->dtype, xr + 1, xs, &r->x));
-    SX_TRY(sx_tensor_new(net->dtype, last->rank + 1, ys, &r->y));
+    /* class-index targets: one index per position of the output's last axis */
+    SX_TRY(sx_tensor_new(net->dtype, last->rank + (r->p.sparse_targets ? 0 : 1), ys, &r->y));
     return SX_OK;
 }
 

@@ -393,22 +393,6 @@ Test(nn_params, sparse_targets_step_as_one_hot_targets)
     cr_assert(fabs(l_all - l_ign) > 1e-9, "the ignored position changed nothing");
     sx_nn_net_free(a);
     sx_nn_net_free(b);
-    /* fit refuses them (compiled steps only) */
-    sx_nn_net *c = lm(9, false);
-    sx_nn_fit_params fp = sx_nn_fit_params_default();
-    fp.train.sparse_targets = true;
-    int64_t xs[2] = {4, T}, ys[2] = {4, T};
-    sx_tensor *x = NULL, *y = NULL;
-    cr_assert_eq(sx_tensor_zeros(SX_F64, 2, xs, &x), SX_OK);
-    cr_assert_eq(sx_tensor_zeros(SX_F64, 2, ys, &y), SX_OK);
-    sx_ds_source *src = NULL;
-    cr_assert_eq(sx_ds_source_tensors(x, y, 0, &src), SX_OK, "%s", sx_last_error());
-    cr_assert_eq(sx_nn_fit(c, &fp, src, NULL, NULL), SX_E_UNSUPPORTED);
-    cr_assert(strstr(sx_last_error(), "sparse targets") != NULL, "%s", sx_last_error());
-    sx_ds_source_free(src);
-    sx_tensor_free(x);
-    sx_tensor_free(y);
-    sx_nn_net_free(c);
 }
 
 /* A position table longer than the sequence: the first T rows are added and trained, the rest
@@ -463,4 +447,47 @@ Test(nn_params, position_table_of_a_maximum_length)
     for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
         sx_tensor_free(tensors[i]);
     sx_nn_net_free(net);
+}
+
+/* sx_nn_fit over a source of class indices trains with index targets as with one-hot ones. */
+Test(nn_params, fit_with_sparse_targets_as_with_one_hot)
+{
+    enum { N = 24 };
+    int64_t xs[2] = {N, T}, ys[2] = {N, T};
+    sx_tensor *x = NULL, *y = NULL;
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, xs, &x), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, ys, &y), SX_OK);
+    for (int64_t i = 0; i < N * T; i++) {
+        sx_tensor_set(x, i, (double)((i * 5 + 2) % V));
+        sx_tensor_set(y, i, (double)((i * 3 + 1) % V));
+    }
+    sx_ds_source *src = NULL;
+    cr_assert_eq(sx_ds_source_tensors(x, y, V, &src), SX_OK, "%s", sx_last_error());
+    double loss[2];
+    sx_tensor *w[2];
+    for (int k = 0; k < 2; k++) {
+        sx_nn_net *net = lm(10, true);
+        sx_nn_fit_params fp = sx_nn_fit_params_default();
+        fp.train.sparse_targets = k == 1;
+        fp.train.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+        fp.train.optim.lr = 0.01;
+        fp.train.batch = 5; /* a last batch of 4 */
+        fp.train.epochs = 2;
+        fp.train.verbose = 0;
+        fp.train.shuffle = false;
+        sx_nn_history h = {0};
+        cr_assert_eq(sx_nn_fit(net, &fp, src, NULL, &h), SX_OK, "%s", sx_last_error());
+        cr_assert_eq(h.n, 2);
+        loss[k] = h.rows[1].train_loss;
+        w[k] = get(net, "wte.weight", V, C);
+        sx_nn_history_free(&h);
+        sx_nn_net_free(net);
+    }
+    cr_assert_float_eq(loss[0], loss[1], 1e-10, "%.17g vs %.17g", loss[0], loss[1]);
+    cr_assert_leq(sx_tensor_max_abs_diff(w[0], w[1]), 1e-10);
+    sx_tensor_free(w[0]);
+    sx_tensor_free(w[1]);
+    sx_ds_source_free(src);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
 }
