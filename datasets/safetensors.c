@@ -472,7 +472,8 @@ static sx_status check_bytes(const sx__in *in, const st_entry *e)
 /* Sort the entries by offset and check they tile [0, region) (region UINT64_MAX: unknown). */
 static sx_status check_tiling(const sx__in *in, jp *p, uint64_t region)
 {
-    qsort(p->e, (size_t)p->ne, sizeof *p->e, by_offset);
+    if (p->ne > 1)
+        qsort(p->e, (size_t)p->ne, sizeof *p->e, by_offset);
     uint64_t at = 0;
     for (int64_t i = 0; i < p->ne; i++) {
         const st_entry *e = &p->e[i];

@@ -132,6 +132,17 @@ Test(datasets_llmc, write_lays_out_llmc_bytes)
     cr_assert_eq(f32_at(b, 1024 + 4 * 1352), value(11, 1, 0));
     /* ln_f.bias: the last 8 floats */
     cr_assert_eq(f32_at(b, n - 4), value(15, 0, 7));
+    /* every tensor's first and last element where llm.c's order puts it */
+    size_t at = 1024;
+    for (int k = 0; k < 16; k++)
+        for (int l = 0; l < (kinds[k].per_layer ? L : 1); l++) {
+            int64_t size = kinds[k].rows * (kinds[k].cols ? kinds[k].cols : 1);
+            int64_t last = k == 0 ? V * C - 1 : size - 1;
+            cr_assert_eq(f32_at(b, at), value(k, l, 0), "%s, layer %d", kinds[k].name, l);
+            cr_assert_eq(f32_at(b, at + 4 * (size_t)last), value(k, l, last), "%s", kinds[k].name);
+            at += 4 * (size_t)size;
+        }
+    cr_assert_eq(at, n);
     free(b);
     unlink(path);
     sx_ds_tensors_free(set);
