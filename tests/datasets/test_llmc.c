@@ -283,6 +283,8 @@ Test(datasets_llmc, headers_that_lie_are_refused_before_allocating)
         /* 4C*C*L overflows 64 bits */
         {20240326, 3, {1, 1, 2147483647, 1, 2147483647, 1}, 0, "overflows 64 bits"},
         {20240326, 3, {2147483647, 1, 2147483647, 1, 1 << 20, 1}, 0, "overflows 64 bits"},
+        /* every array fits 63 bits, their sum does not */
+        {20240326, 3, {1, 1, 1, 1, 1 << 30, 1}, 0, "overflows 64 bits"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         size_t n = header(b, cases[k].magic, cases[k].version, cases[k].cfg, cases[k].extra);

@@ -201,6 +201,20 @@ Test(datasets_safetensors, write_lays_out_the_bytes)
     cr_assert(memcmp(b + 8 + hl, half, 8) == 0);
     cr_assert(memcmp(b + 8 + hl + 8, hand_data, 8) == 0);
     free(b);
+    /* names of 1..16 bytes: every header is padded to a multiple of 8 with fewer than 8 spaces */
+    for (int len = 1; len <= 16; len++) {
+        char name[17];
+        memset(name, 'n', (size_t)len);
+        name[len] = '\0';
+        cr_assert_eq(sx_ds_tensors_add(set, name, x), SX_OK);
+        cr_assert_eq(sx_ds_safetensors_write(path, set), SX_OK, "%s", sx_last_error());
+        b = slurp(path, &n);
+        size_t h = b[0] | (size_t)b[1] << 8, spaces = 0;
+        while (b[8 + h - 1 - spaces] == ' ')
+            spaces++;
+        cr_assert(h % 8 == 0 && spaces < 8 && b[8 + h - 1 - spaces] == '}', "%zu, %zu", h, spaces);
+        free(b);
+    }
     unlink(path);
     sx_tensor_free(x);
     sx_tensor_free(y);
@@ -444,6 +458,8 @@ static const struct {
      "tensor 'a': data_offsets [8, 4] end before they begin"},
     {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 20, SX_E_FORMAT,
      "tensor 'a': data_offsets [0, 20] hold 20 bytes but shape (2,3) of F32 needs 24"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,28]}}", 28, SX_E_FORMAT,
+     "tensor 'a': data_offsets [0, 28] hold 28 bytes but shape (2,3) of F32 needs 24"},
     {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
      12, SX_E_FORMAT, "tensor 'b' begins at byte 8 of the data region, want 4 (the end of 'a')"},
@@ -498,6 +514,17 @@ Test(datasets_safetensors, bad_lengths_and_short_files)
                   sx_last_error());
         free(b);
     }
+    /* a file of 100000018 bytes (sparse) whose header would be 100000001 bytes: refused for
+     * its length before it is read */
+    char big[128];
+    FILE *g = fopen(temp_path(big, sizeof big, "big.safetensors"), "wb");
+    const uint8_t len8[8] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0}; /* 100000001 */
+    cr_assert(g != NULL && fwrite(len8, 1, 8, g) == 8 && fclose(g) == 0);
+    cr_assert_eq(truncate(big, 100000018), 0);
+    cr_assert_eq(sx_ds_safetensors_read(big, &set), SX_E_FORMAT);
+    cr_assert(strstr(sx_last_error(), "header length 100000001 is above the limit"), "%s",
+              sx_last_error());
+    unlink(big);
     cr_assert_eq(sx_ds_safetensors_parse("", 0, "hdr", &set), SX_E_FORMAT);
     cr_assert_str_eq(sx_last_error(), "hdr: empty file");
     /* a file: truncated data is found by the size check, and a folder is not a file */
