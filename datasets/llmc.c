@@ -186,8 +186,7 @@ static sx_status read_all(sx__in *in, sx_ds_tensors **out)
     uint64_t count = 0;
     SX_TRY(read_header(in, cfg, &bf16, &count));
     sx_ds_tensors *set = NULL;
-    SX_TRY(sx_ds_tensors_new(&set));
-    sx_status s = SX_OK;
+    sx_status s = sx_ds_tensors_new(&set);
     for (int k = 0; k < C_COUNT && s == SX_OK; k++) {
         char v[24];
         snprintf(v, sizeof v, "%lld", (long long)cfg[k]);
@@ -197,6 +196,8 @@ static sx_status read_all(sx__in *in, sx_ds_tensors **out)
         s = read_params(in, cfg, bf16, set);
     if (s == SX_OK)
         s = sx__in_end(in, "the parameters");
+    if (s == SX_E_NOMEM) /* the message names the input, whichever allocation failed */
+        s = sx__in_fail(in, SX_E_NOMEM, "out of memory");
     if (s != SX_OK) {
         sx_ds_tensors_free(set);
         return s;

@@ -605,6 +605,8 @@ static sx_status read_all(sx__in *in, sx_ds_tensors **out)
     for (int64_t i = 0; i < p.ne; i++)
         sx_free(p.e[i].name);
     sx_free(p.e);
+    if (s == SX_E_NOMEM) /* the message names the input, whichever allocation failed */
+        s = sx__in_fail(in, SX_E_NOMEM, "out of memory");
     if (s != SX_OK) {
         sx_ds_tensors_free(set);
         return s;

@@ -348,3 +348,33 @@ Test(datasets_llmc, write_refuses_what_does_not_fit)
     sx_ds_tensors_free(empty);
     sx_ds_tensors_free(set);
 }
+
+/* Every allocation of a read and a write may fail: an error naming the input, nothing leaked. */
+Test(datasets_llmc, out_of_memory_anywhere)
+{
+    sx_ds_tensors *set = tiny_set(true);
+    char path[128];
+    temp(path, sizeof path, "oom.bin");
+    cr_assert_eq(sx_ds_llmc_write(path, set), SX_OK, "%s", sx_last_error());
+    size_t n = 0;
+    uint8_t *b = slurp(path, &n);
+    for (long k = 0;; k++) {
+        sx_ds_tensors *back = NULL;
+        tu_fail_after(k);
+        sx_status s = sx_ds_llmc_parse(b, n, "oom", &back);
+        if (s == SX_OK)
+            s = sx_ds_llmc_write(path, back);
+        sx_ds_tensors_free(back);
+        tu_fail_reset();
+        if (s == SX_OK)
+            break;
+        cr_assert_eq(s, SX_E_NOMEM, "after %ld: %s", k, sx_last_error());
+        cr_assert(strncmp(sx_last_error(), "oom: ", 5) == 0 || strstr(sx_last_error(), "oom.bin") ||
+                      strncmp(sx_last_error(), "sx_ds_llmc_write: ", 18) == 0,
+                  "%s", sx_last_error());
+        cr_assert_lt(k, 500);
+    }
+    free(b);
+    unlink(path);
+    sx_ds_tensors_free(set);
+}

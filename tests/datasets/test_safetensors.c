@@ -587,6 +587,9 @@ Test(datasets_safetensors, out_of_memory_anywhere)
         if (s == SX_OK)
             break;
         cr_assert_eq(s, SX_E_NOMEM, "after %ld: %s", k, sx_last_error());
+        cr_assert(strncmp(sx_last_error(), "oom: ", 5) == 0 || strstr(sx_last_error(), "oom.st") ||
+                      strncmp(sx_last_error(), "sx_ds_safetensors_write: ", 25) == 0,
+                  "%s", sx_last_error());
         cr_assert_lt(k, 200);
     }
     unlink(path);
