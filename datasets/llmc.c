@@ -352,3 +352,121 @@ sx_status sx_ds_llmc_write(const char *path, const sx_ds_tensors *set)
     llmc_write w = {set, cfg};
     return sx__write_atomic(path, fill, &w);
 }
+
+/* ---------------------------------------------------------------- from Hugging Face's names */
+
+/* c_attn, attn.c_proj, c_fc and mlp.c_proj: Conv1D weights, (in, out) in Hugging Face's files. */
+static bool conv1d(int k)
+{
+    return params[k].per_layer && params[k].cols_mul != 0;
+}
+
+/* Hugging Face's name of tensor k, layer l: llm.c's without "transformer.", after `prefix`. */
+static void hf_name(const char *prefix, int k, int64_t l, char *buf, size_t n)
+{
+    char own[96];
+    param_name(k, l, own, sizeof own);
+    snprintf(buf, n, "%s%s", prefix, own + strlen("transformer."));
+}
+
+/* The config from wte, wpe and the layers present; *prefix "" or "transformer.". */
+static sx_status hf_config(const char *who, const sx_ds_tensors *hf, int64_t nh,
+                           const char **prefix, int64_t *cfg)
+{
+    *prefix = sx_ds_tensors_get(hf, "wte.weight") ? "" : "transformer.";
+    char name[128];
+    snprintf(name, sizeof name, "%swte.weight", *prefix);
+    const sx_tensor *wte = sx_ds_tensors_get(hf, name);
+    snprintf(name, sizeof name, "%swpe.weight", *prefix);
+    const sx_tensor *wpe = sx_ds_tensors_get(hf, name);
+    if (wte == NULL)
+        return sx_error(SX_E_ARG, "%s: no tensor 'wte.weight' (nor 'transformer.wte.weight')", who);
+    if (wpe == NULL)
+        return sx_error(SX_E_ARG, "%s: no tensor '%s'", who, name);
+    if (wte->rank != 2 || wpe->rank != 2 || wte->shape[1] != wpe->shape[1])
+        return sx_error(SX_E_SHAPE, "%s: wte and wpe are not (V, C) and (maxT, C) of one C", who);
+    int64_t L = 0;
+    for (;; L++) {
+        hf_name(*prefix, 2, L, name, sizeof name);
+        if (sx_ds_tensors_get(hf, name) == NULL)
+            break;
+    }
+    int64_t v[C_COUNT] = {wpe->shape[0], wte->shape[0], L, nh, wte->shape[1], 0};
+    v[C_VP] = (v[C_V] + 127) / 128 * 128;
+    for (int k = 0; k < C_COUNT; k++)
+        if (v[k] < 1 || v[k] > INT32_MAX)
+            return sx_error(SX_E_ARG, "%s: %s %lld is not in 1..2147483647%s", who, cfg_keys[k],
+                            (long long)v[k], k == C_L ? " (no layer h.0)" : "");
+    memcpy(cfg, v, sizeof v);
+    if (cfg[C_C] % nh != 0)
+        return sx_error(SX_E_ARG, "%s: channels %lld is not a multiple of num_heads %lld", who,
+                        (long long)cfg[C_C], (long long)nh);
+    uint64_t count = 0;
+    if (!total_elements(cfg, &count))
+        return sx_error(SX_E_ARG, "%s: the parameter count overflows 64 bits", who);
+    return SX_OK;
+}
+
+/* Tensor k of one layer in llm.c's layout: transposed (Conv1D), padded (wte), f32. */
+static sx_status hf_tensor(const char *who, const sx_tensor *src, const char *name, int k,
+                           const int64_t *cfg, sx_tensor **out)
+{
+    int64_t d[2] = {1, 1}, want[2];
+    int rank = param_shape(k, cfg, d);
+    want[0] = conv1d(k) ? d[1] : k == 0 ? cfg[C_V] : d[0];
+    want[1] = conv1d(k) ? d[0] : d[1];
+    char a[64], b[64];
+    if (!sx_shape_equal(src->rank, src->shape, rank, want))
+        return sx_error(SX_E_SHAPE, "%s: tensor '%s' is %s, want %s%s", who, name,
+                        sx_shape_str(src->rank, src->shape, a, sizeof a),
+                        sx_shape_str(rank, want, b, sizeof b),
+                        conv1d(k) ? " (Hugging Face's (in, out))" : "");
+    SX_TRY(sx_tensor_zeros(SX_F32, rank, d, out));
+    float *o = SX_F32P(*out);
+    for (int64_t i = 0; i < src->size; i++) {
+        /* element i of src is (r, c) of its shape; Conv1D's goes to (c, r) */
+        int64_t r = rank == 2 ? i / want[1] : i, c = rank == 2 ? i % want[1] : 0;
+        int64_t at = conv1d(k) ? c * d[1] + r : i;
+        o[at] = src->dtype == SX_F32 ? SX_F32P(src)[i] : (float)SX_F64P(src)[i];
+    }
+    return SX_OK;
+}
+
+sx_status sx_ds_llmc_from_hf(const sx_ds_tensors *hf, int64_t num_heads, sx_ds_tensors **out)
+{
+    const char *who = "sx_ds_llmc_from_hf", *prefix = "";
+    if (out != NULL)
+        *out = NULL;
+    if (hf == NULL || out == NULL || num_heads < 1)
+        return sx_error(SX_E_ARG, "%s: %s", who,
+                        num_heads < 1 ? "num_heads < 1"
+                        : hf          ? "out is NULL"
+                                      : "hf is NULL");
+    int64_t cfg[C_COUNT];
+    SX_TRY(hf_config(who, hf, num_heads, &prefix, cfg));
+    sx_ds_tensors *set = NULL;
+    sx_status s = sx_ds_tensors_new(&set);
+    for (int k = 0; k < C_COUNT && s == SX_OK; k++) {
+        char v[24];
+        snprintf(v, sizeof v, "%lld", (long long)cfg[k]);
+        s = sx_ds_tensors_meta_set(set, cfg_keys[k], v);
+    }
+    for (int k = 0; k < NPARAMS && s == SX_OK; k++)
+        for (int64_t l = 0; l < (params[k].per_layer ? cfg[C_L] : 1) && s == SX_OK; l++) {
+            char name[128], own[96];
+            hf_name(prefix, k, l, name, sizeof name);
+            param_name(k, l, own, sizeof own);
+            const sx_tensor *src = sx_ds_tensors_get(hf, name);
+            sx_tensor *t = NULL;
+            s = src == NULL ? sx_error(SX_E_ARG, "%s: no tensor '%s'", who, name)
+                            : hf_tensor(who, src, name, k, cfg, &t);
+            if (s == SX_OK)
+                s = sx__tensors_put(set, who, own, strlen(own), t);
+        }
+    if (s != SX_OK) {
+        sx_ds_tensors_free(set);
+        return s;
+    }
+    *out = set;
+    return SX_OK;
+}

@@ -655,11 +655,13 @@ SX_NODISCARD sx_status sx_ds_safetensors_write(const char *path, const sx_ds_ten
  *   transformer.h.<l>.mlp.c_proj.weight (C, 4C)    transformer.h.<l>.mlp.c_proj.bias (C)
  *   transformer.ln_f.weight (C)             transformer.ln_f.bias (C)
  * for l = 0..L-1; the set's order is the file's (wte, wpe, the L ln_1.weight, the L ln_1.bias,
- * ..., ln_f.bias). The LM head is wte (tied) and has no tensor. Hugging Face's own GPT-2 files
- * name these without "transformer." and store the four c_attn/c_proj/c_fc weights transposed
- * (Conv1D's (in, out)); the distinct names keep the two layouts apart. The config is metadata
- * under llm.c's names, as decimal strings: "max_seq_len", "vocab_size", "padded_vocab_size",
- * "num_layers", "num_heads", "channels".
+ * ..., ln_f.bias). The LM head is wte (tied) and has no tensor. The config is metadata under
+ * llm.c's names, as decimal strings: "max_seq_len", "vocab_size", "padded_vocab_size",
+ * "num_layers", "num_heads", "channels". Hugging Face's own GPT-2 files (transformers'
+ * GPT2Model / GPT2LMHeadModel) use the same names without "transformer." or with it, but store
+ * the four c_attn, attn.c_proj, c_fc, mlp.c_proj weights transposed (Conv1D's (in, out)): convert
+ * such a set with sx_ds_llmc_from_hf; do not use it as it is (attn.c_proj.weight is square, so a
+ * shape check cannot tell the layouts apart).
  *
  * Read the checkpoint at `path` into a new set (version 5's bfloat16 converted to f32 exactly).
  * The header is checked and the parameters' total size compared with the file's before anything
@@ -692,6 +694,22 @@ SX_NODISCARD sx_status sx_ds_llmc_parse(const void *buf, size_t len, const char 
  * tensor 'transformer.wpe.weight' is (4,8), want (5,8)"), SX_E_IO ("PATH: cannot write:
  * <reason>"), SX_E_NOMEM. */
 SX_NODISCARD sx_status sx_ds_llmc_write(const char *path, const sx_ds_tensors *set);
+/* A new set in the layout above from a set holding Hugging Face's GPT-2 tensors (a
+ * model.safetensors of transformers' GPT2Model or GPT2LMHeadModel, read by
+ * sx_ds_safetensors_read): "wte.weight" (V, C), "wpe.weight" (maxT, C), "h.<l>.ln_1.weight",
+ * "h.<l>.attn.c_attn.weight" (C, 3C), ..., "ln_f.bias", each name with or without the prefix
+ * "transformer." (whichever "wte.weight" has). The four Conv1D weights are transposed to
+ * (out, in); the layers are h.0, h.1, ... as long as "h.<l>.ln_1.weight" exists; V, C and maxT
+ * come from wte and wpe, num_heads (not in the weights: config.json's n_head) from the argument;
+ * wte is padded with zero rows to padded_vocab_size, V rounded up to a multiple of 128, as
+ * llm.c's train_gpt2.py pads it. f64 tensors are rounded to f32. Other tensors (lm_head.weight,
+ * the attn.bias and attn.masked_bias buffers) are left out. `hf` is not changed.
+ * Errors (*out NULL): SX_E_ARG (hf or out NULL; num_heads < 1 or not dividing C; no wte.weight;
+ * no layer; a tensor missing: "sx_ds_llmc_from_hf: no tensor 'h.1.mlp.c_fc.bias'"), SX_E_SHAPE
+ * ("sx_ds_llmc_from_hf: tensor 'h.0.attn.c_attn.weight' is (24,8), want (8,24) (Hugging Face's
+ * (in, out))"; wte or wpe not of rank 2, or their C differ), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_llmc_from_hf(const sx_ds_tensors *hf, int64_t num_heads,
+                                          sx_ds_tensors **out);
 
 /* ---------------------------------------------------------------- CSV files */
 

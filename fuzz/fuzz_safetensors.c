@@ -2,7 +2,8 @@
  * (datasets/safetensors.c). Each input is parsed from memory, then read again as a file (an
  * in-memory file, memfd); both must agree on the status and the set, a failure must leave no set
  * and a message naming the input, and a success must hold valid, uniquely named f32/f64 tensors
- * that survive a write and a read back bit for bit. ASan/UBSan catch the rest. Build and run:
+ * that survive a write and a read back bit for bit (and convert from Hugging Face's GPT-2 names
+ * to llm.c's, or fail saying why). ASan/UBSan catch the rest. Build and run:
  * fuzz/CMakeLists.txt. */
 #define _GNU_SOURCE /* memfd_create */
 #define FUZZ_NAME "fuzz_safetensors"
@@ -84,6 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         check_set(a);
         round_trip(a);
+        /* a set of Hugging Face's GPT-2 names converts to llm.c's layout, or says why not */
+        sx_ds_tensors *g = (sx_ds_tensors *)1;
+        sx_status gs = sx_ds_llmc_from_hf(a, 1, &g);
+        CHECK(gs == SX_OK ? g != NULL : g == NULL && strstr(sx_last_error(), "sx_ds_llmc_from_hf"));
+        sx_ds_tensors_free(g);
     }
 
     /* The file reader agrees with the memory reader. */

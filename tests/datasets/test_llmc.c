@@ -378,3 +378,107 @@ Test(datasets_llmc, out_of_memory_anywhere)
     unlink(path);
     sx_ds_tensors_free(set);
 }
+
+/* The tiny model under Hugging Face's names and layouts: the Conv1D weights (in, out), each
+ * holding the value llm.c's layout has at (out, in); wte of V rows; and two tensors the
+ * conversion leaves out. `drop` names a tensor not to add. */
+static sx_ds_tensors *hf_set(const char *prefix, bool square_c_attn, const char *drop)
+{
+    sx_ds_tensors *set = NULL;
+    cr_assert_eq(sx_ds_tensors_new(&set), SX_OK);
+    for (int k = 0; k < 16; k++)
+        for (int l = 0; l < (kinds[k].per_layer ? L : 1); l++) {
+            char own[96], name[128];
+            snprintf(own, sizeof own, kinds[k].name, l);
+            snprintf(name, sizeof name, "%s%s", prefix, own + strlen("transformer."));
+            if (drop != NULL && strcmp(name, drop) == 0)
+                continue;
+            bool conv = kinds[k].per_layer && kinds[k].cols != 0;
+            int64_t rows = k == 0 ? V : kinds[k].rows, cols = kinds[k].cols;
+            bool t_ = conv && !square_c_attn;
+            int64_t shape[2] = {t_ ? cols : rows, t_ ? rows : cols};
+            sx_tensor *t = NULL;
+            cr_assert_eq(sx_tensor_new(k == 2 ? SX_F64 : SX_F32, cols ? 2 : 1, shape, &t), SX_OK);
+            for (int64_t i = 0; i < t->size; i++) {
+                int64_t r = cols ? i / shape[1] : i, c = cols ? i % shape[1] : 0;
+                sx_tensor_set(t, i, value(k, l, t_ ? c * cols + r : i));
+            }
+            cr_assert_eq(sx_ds_tensors_add(set, name, t), SX_OK, "%s", sx_last_error());
+            sx_tensor_free(t);
+        }
+    sx_tensor *buf = NULL;
+    cr_assert_eq(sx_tensor_zeros(SX_F32, 2, (int64_t[]){MAXT, MAXT}, &buf), SX_OK);
+    char name[64];
+    snprintf(name, sizeof name, "%sh.0.attn.bias", prefix);
+    cr_assert_eq(sx_ds_tensors_add(set, name, buf), SX_OK);
+    cr_assert_eq(sx_ds_tensors_add(set, "lm_head.weight", buf), SX_OK);
+    sx_tensor_free(buf);
+    return set;
+}
+
+Test(datasets_llmc, hugging_face_names_and_layouts_convert)
+{
+    const char *prefixes[2] = {"", "transformer."};
+    for (int p = 0; p < 2; p++) {
+        sx_ds_tensors *hf = hf_set(prefixes[p], false, NULL), *set = NULL;
+        cr_assert_eq(sx_ds_llmc_from_hf(hf, NH, &set), SX_OK, "%s", sx_last_error());
+        const char *want[6] = {"5", "11", "2", "2", "8", "128"}; /* Vp: 11 rounded up to 128 */
+        for (int k = 0; k < 6; k++)
+            cr_assert_str_eq(sx_ds_tensors_meta_get(set, cfg_keys[k]), want[k], "%s", cfg_keys[k]);
+        cr_assert_eq(sx_ds_tensors_count(set), 2 + 12 * L + 2);
+        int64_t pos = 0;
+        for (int k = 0; k < 16; k++)
+            for (int l = 0; l < (kinds[k].per_layer ? L : 1); l++, pos++) {
+                char name[96];
+                snprintf(name, sizeof name, kinds[k].name, l);
+                cr_assert_str_eq(sx_ds_tensors_name(set, pos), name);
+                const sx_tensor *t = sx_ds_tensors_at(set, pos);
+                int64_t rows = k == 0 ? 128 : kinds[k].rows;
+                cr_assert(t->dtype == SX_F32 && t->shape[0] == rows, "%s", name);
+                cr_assert_eq(t->size, rows * (kinds[k].cols ? kinds[k].cols : 1), "%s", name);
+                for (int64_t i = 0; i < t->size; i++)
+                    cr_assert_eq(SX_F32P(t)[i], k == 0 && i >= V * C ? 0.0f : value(k, l, i),
+                                 "%s[%lld]", name, (long long)i);
+            }
+        /* and it is a valid llm.c checkpoint */
+        char path[128];
+        temp(path, sizeof path, "hf.bin");
+        cr_assert_eq(sx_ds_llmc_write(path, set), SX_OK, "%s", sx_last_error());
+        unlink(path);
+        sx_ds_tensors_free(set);
+        sx_ds_tensors_free(hf);
+    }
+}
+
+Test(datasets_llmc, hugging_face_sets_that_do_not_fit)
+{
+    sx_ds_tensors *hf = hf_set("", false, NULL), *set = (sx_ds_tensors *)1;
+    cr_assert_eq(sx_ds_llmc_from_hf(hf, 3, &set), SX_E_ARG);
+    cr_assert_null(set);
+    cr_assert_str_eq(sx_last_error(),
+                     "sx_ds_llmc_from_hf: channels 8 is not a multiple of num_heads 3");
+    cr_assert_eq(sx_ds_llmc_from_hf(hf, 0, &set), SX_E_ARG);
+    cr_assert_eq(sx_ds_llmc_from_hf(NULL, 2, &set), SX_E_ARG);
+    sx_ds_tensors_free(hf);
+    /* a set already in llm.c's (out, in) layout is not Hugging Face's */
+    hf = hf_set("", true, NULL);
+    cr_assert_eq(sx_ds_llmc_from_hf(hf, NH, &set), SX_E_SHAPE);
+    cr_assert_str_eq(sx_last_error(), "sx_ds_llmc_from_hf: tensor 'h.0.attn.c_attn.weight' is "
+                                      "(24,8), want (8,24) (Hugging Face's (in, out))");
+    sx_ds_tensors_free(hf);
+    hf = hf_set("transformer.", false, "transformer.h.1.mlp.c_fc.bias");
+    cr_assert_eq(sx_ds_llmc_from_hf(hf, NH, &set), SX_E_ARG);
+    cr_assert_str_eq(sx_last_error(),
+                     "sx_ds_llmc_from_hf: no tensor 'transformer.h.1.mlp.c_fc.bias'");
+    sx_ds_tensors_free(hf);
+    hf = hf_set("", false, "h.0.ln_1.weight");
+    cr_assert_eq(sx_ds_llmc_from_hf(hf, NH, &set), SX_E_ARG);
+    cr_assert_str_eq(sx_last_error(),
+                     "sx_ds_llmc_from_hf: num_layers 0 is not in 1..2147483647 (no layer h.0)");
+    sx_ds_tensors_free(hf);
+    cr_assert_eq(sx_ds_tensors_new(&hf), SX_OK);
+    cr_assert_eq(sx_ds_llmc_from_hf(hf, NH, &set), SX_E_ARG);
+    cr_assert_str_eq(sx_last_error(), "sx_ds_llmc_from_hf: no tensor 'wte.weight' (nor "
+                                      "'transformer.wte.weight')");
+    sx_ds_tensors_free(hf);
+}
