@@ -5,7 +5,8 @@
 corpus_safetensors/: the test fixtures (tests/datasets/safetensors, an independent writer's
 files with PyTorch's F16/BF16 conversions), small files of every dtype strix reads, with and
 without metadata, and hostile headers (a duplicate name, overlapping offsets, a gap, a header
-longer than the file, an integer dtype, escapes, a rank of 9).
+longer than the file, an integer dtype, escapes, a rank of 9), and a tiny GPT-2 under Hugging
+Face's names (hf_gpt2_tiny) for sx_ds_llmc_from_hf.
 corpus_llmc/: llm.c checkpoints of a tiny config (L=2, C=8, NH=2, V=11, Vp=16, maxT=5) in f32
 (version 3) and bf16 (version 5), and headers that lie (a short file, GPT-2 124M's config over a
 tiny file, an overflowing config).
@@ -58,6 +59,21 @@ def safetensors_corpus():
     st(d + "/bad_gap", [("a", "F32", [1], f32(1))], extra=b"\0\0\0\0")
     st(d + "/escapes", [], raw_header=b'{"\\u00e9\\ud83d\\ude00\\n":{"dtype":"F32",'
        b'"shape":[1],"data_offsets":[0,4]},"__metadata__":{"\\"":"\\\\"}}', extra=f32(1))
+    # Hugging Face's GPT-2 names and (in, out) Conv1D layouts, L=1, C=4, V=3, maxT=2
+    C, hf = 4, []
+    shapes = [("wte.weight", [3, C]), ("wpe.weight", [2, C]), ("h.0.ln_1.weight", [C]),
+              ("h.0.ln_1.bias", [C]), ("h.0.attn.c_attn.weight", [C, 3 * C]),
+              ("h.0.attn.c_attn.bias", [3 * C]), ("h.0.attn.c_proj.weight", [C, C]),
+              ("h.0.attn.c_proj.bias", [C]), ("h.0.ln_2.weight", [C]), ("h.0.ln_2.bias", [C]),
+              ("h.0.mlp.c_fc.weight", [C, 4 * C]), ("h.0.mlp.c_fc.bias", [4 * C]),
+              ("h.0.mlp.c_proj.weight", [4 * C, C]), ("h.0.mlp.c_proj.bias", [C]),
+              ("ln_f.weight", [C]), ("ln_f.bias", [C])]
+    for name, shape in shapes:
+        n = 1
+        for x in shape:
+            n *= x
+        hf.append((name, "F32", shape, f32(*[(i % 7) / 8 for i in range(n)])))
+    st(d + "/hf_gpt2_tiny", hf, {"format": "pt"})
     with open(d + "/bad_header_length", "wb") as f:
         f.write(struct.pack("<Q", 1 << 40) + b'{"a":{}}')
 
