@@ -637,7 +637,8 @@ SX_NODISCARD sx_status sx_ds_safetensors_write(const char *path, const sx_ds_ten
 /* llm.c's GPT-2 checkpoint (datasets/llmc.c; karpathy/llm.c, train_gpt2.c and train_gpt2.py's
  * write_model, e.g. gpt2_124M.bin): a header of 256 little-endian int32 (magic 20240326, version
  * 3 for f32 parameters or 5 for bfloat16, max_seq_len maxT, vocab_size V, num_layers L,
- * num_heads NH, channels C, padded_vocab_size Vp, then zeros), then every parameter as one
+ * num_heads NH, channels C, padded_vocab_size Vp; ints 8..255 are written as zeros and not
+ * read), then every parameter as one
  * array per kind, the L layers' arrays one after another:
  *   wte (Vp, C), wpe (maxT, C), ln1w (L, C), ln1b (L, C), qkvw (L, 3C, C), qkvb (L, 3C),
  *   attprojw (L, C, C), attprojb (L, C), ln2w (L, C), ln2b (L, C), fcw (L, 4C, C), fcb (L, 4C),
