@@ -225,6 +225,7 @@ Test(datasets_llmc, version_5_bf16_is_read_as_f32)
                   sx_ds_tensors_name(back, i));
     }
     /* a short bf16 file is measured in 2-byte parameters */
+    sx_ds_tensors_free(back);
     cr_assert_eq(sx_ds_llmc_parse(h, m - 2, "v5", &back), SX_E_FORMAT);
     cr_assert(strstr(sx_last_error(), "1928 bf16 parameters (3856 bytes) but the file has 3854"),
               "%s", sx_last_error());
