@@ -597,3 +597,36 @@ Test(datasets_safetensors, out_of_memory_anywhere)
     unlink(path);
     free(b);
 }
+
+/* Read `n` bytes through a pipe (a file of unknown size): the sizes cannot be checked first,
+ * so the reader finds a short or long data region while reading. */
+static sx_status read_pipe(const uint8_t *b, size_t n, sx_ds_tensors **out)
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    cr_assert(n < 4096 && write(fd[1], b, n) == (ssize_t)n); /* fits the pipe's buffer */
+    close(fd[1]);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd[0]);
+    sx_status s = sx_ds_safetensors_read(path, out);
+    close(fd[0]);
+    return s;
+}
+
+Test(datasets_safetensors, a_pipe_is_read_to_its_end)
+{
+    uint8_t *b = NULL, data[12] = {0};
+    memcpy(data, hand_data, 8);
+    size_t n = image(hand_header, -1, data, 12, &b);
+    sx_ds_tensors *set = NULL;
+    cr_assert_eq(read_pipe(b, n - 4, &set), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(SX_F32P(sx_ds_tensors_get(set, "w"))[1], -2.5f);
+    sx_ds_tensors_free(set);
+    cr_assert_eq(read_pipe(b, n, &set), SX_E_FORMAT);
+    cr_assert(strstr(sx_last_error(), "trailing bytes after the last tensor"), "%s",
+              sx_last_error());
+    cr_assert_null(set);
+    cr_assert_eq(read_pipe(b, n - 5, &set), SX_E_FORMAT);
+    cr_assert(strstr(sx_last_error(), "truncated data (7 of 8 bytes)"), "%s", sx_last_error());
+    free(b);
+}
