@@ -9,6 +9,7 @@
 #include "sx_datasets.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #define ZLIB_CONST /* next_in is const: the memory reader never writes its buffer */
 #include <zlib.h>
@@ -117,5 +118,49 @@ void sx__image_bytes(const sx_ds_images *d, int64_t i, uint8_t *dst);
  * frees; NULL on error). Errors as sx_ds_image_decode's, naming `name` (decode_stb.c). */
 sx_status sx__stb_decode(const char *name, const char *fmt, const uint8_t *buf, size_t len,
                          int64_t c, uint8_t **pixels, int64_t *h, int64_t *w);
+
+/* ---------------------------------------------------------------- checkpoint files */
+
+/* A byte input over a file or a memory buffer (tensors.c), for the checkpoint readers. Every
+ * message starts with `name`. size is the file's or buffer's bytes (UINT64_MAX: unknown, a
+ * pipe); pos the bytes consumed. */
+typedef struct sx__in {
+    const char *name; /* a path or a buffer's name (borrowed) */
+    FILE *f;          /* a file, or NULL for memory */
+    const uint8_t *mem;
+    size_t mem_len;
+    uint64_t pos, size;
+} sx__in;
+
+sx_status sx__in_open_file(sx__in *in, const char *path);
+void sx__in_open_mem(sx__in *in, const void *buf, size_t len, const char *name);
+/* Exactly n bytes into dst; SX_E_FORMAT "NAME: truncated WHAT (k of n bytes)" at the end. */
+sx_status sx__in_read(sx__in *in, void *dst, size_t n, const char *what);
+/* The memory input's next n bytes in place (NULL for a file input or fewer than n left). */
+const uint8_t *sx__in_peek(sx__in *in, size_t n);
+/* SX_E_FORMAT "NAME: trailing bytes after WHAT" unless the input is at its end. */
+sx_status sx__in_end(sx__in *in, const char *what);
+void sx__in_close(sx__in *in);
+/* An SX_E_FORMAT (or other) error whose message starts with the input's name. */
+sx_status sx__in_fail(const sx__in *in, sx_status s, const char *fmt, ...) SX_PRINTF(3, 4);
+
+/* Write a file atomically: `fill(f, ctx)` writes the content to a new file next to `path`
+ * (path.tmpXXXXXX), which is flushed, synced and renamed over `path`; on any failure the
+ * temporary file is removed and `path` left as it was. fill returns SX_OK or SX_E_IO (errno set)
+ * with no message, or another status with its message set. SX_E_IO: "PATH: cannot write:
+ * <reason>". */
+sx_status sx__write_atomic(const char *path, sx_status (*fill)(FILE *f, void *ctx), void *ctx);
+
+/* Is s[0..n) valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF)? */
+bool sx__utf8_valid(const uint8_t *s, size_t n);
+/* Add `t` (owned by the set from now on, even on failure: then freed) under the name s[0..n) to
+ * the set, without checking the name (the caller did). SX_E_NOMEM with `who`'s message. */
+sx_status sx__tensors_put(sx_ds_tensors *set, const char *who, const char *name, size_t n,
+                          sx_tensor *t);
+/* The f32 bits of an f16 / bf16 value, exactly (infinities and NaN payloads kept). */
+uint32_t sx__f16_bits(uint16_t h);
+uint32_t sx__bf16_bits(uint16_t h);
+/* The host stores multi-byte numbers little-endian. */
+bool sx__host_little(void);
 
 #endif

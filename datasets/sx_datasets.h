@@ -31,6 +31,8 @@
  *                message says which check failed; see sx_ds_idx_read_raw for the list)
  *   SX_E_RANGE   a label >= the number of classes; an example index outside the data set
  *   SX_E_SHAPE   a caller-provided batch tensor of the wrong shape
+ *   SX_E_UNSUPPORTED  a valid file holding what strix cannot represent (a safetensors tensor
+ *                of an integer dtype)
  *   SX_E_NOMEM   an allocation failed
  *
  * Threads: the functions are reentrant (no global state); one object (sx_ds_images,
@@ -536,6 +538,179 @@ SX_NODISCARD sx_status sx_ds_npy_write_tensor(const char *path, const sx_tensor 
  * exactly), SX_E_NOMEM. */
 SX_NODISCARD sx_status sx_ds_source_npy(const char *x_path, const char *y_path, int64_t classes,
                                         sx_ds_source **out);
+
+/* ---------------------------------------------------------------- named tensors, checkpoints */
+
+/* A set of named tensors with string metadata (datasets/tensors.c): what a checkpoint file
+ * holds. The set owns its tensors (f32 or f64), names and metadata; sx_ds_tensors_free releases
+ * all of it. Names and metadata keys are unique, non-empty, valid UTF-8 C strings. The order is
+ * the order of adding (a set read from a file: the file's order, see each reader); writers keep
+ * it. Pointers returned by the accessors stay valid until the set is freed; a tensor may be
+ * changed in place through sx_ds_tensors_at/_get (its values, not its shape or dtype). Readers
+ * take the file as hostile: every field is checked before anything of the size it announces is
+ * allocated. */
+typedef struct sx_ds_tensors sx_ds_tensors;
+
+/* A new, empty set. Errors (*out NULL): SX_E_ARG (out NULL), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_tensors_new(sx_ds_tensors **out);
+/* Add a copy of `t` (f32 or f64, any valid shape) under `name`, at the end of the order. `t` and
+ * `name` are not kept. On failure the set is unchanged.
+ * Errors: SX_E_ARG (set, name or t NULL; t not a valid f32/f64 tensor; name empty, not valid
+ * UTF-8, or "__metadata__", the key safetensors reserves: "sx_ds_tensors_add: name '...' ...";
+ * a name already in the set: "sx_ds_tensors_add: a tensor named 'x' is already in the set"),
+ * SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_tensors_add(sx_ds_tensors *set, const char *name, const sx_tensor *t);
+/* Tensors in the set; 0 for NULL. */
+int64_t sx_ds_tensors_count(const sx_ds_tensors *set);
+/* The name and the tensor at position i (0 <= i < count); NULL for NULL or i out of range. */
+const char *sx_ds_tensors_name(const sx_ds_tensors *set, int64_t i);
+sx_tensor *sx_ds_tensors_at(const sx_ds_tensors *set, int64_t i);
+/* The tensor named `name`, or NULL when there is none (or set or name is NULL). Constant time
+ * (a hash index). */
+sx_tensor *sx_ds_tensors_get(const sx_ds_tensors *set, const char *name);
+/* Set metadata `key` to `value` (both copied; an existing key's value is replaced in place,
+ * a new key goes at the end of the metadata order). On failure the set is unchanged.
+ * Errors: SX_E_ARG (a NULL argument; key empty; key or value not valid UTF-8), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_tensors_meta_set(sx_ds_tensors *set, const char *key,
+                                              const char *value);
+/* The value of `key`, or NULL when absent (or set or key is NULL). */
+const char *sx_ds_tensors_meta_get(const sx_ds_tensors *set, const char *key);
+/* Metadata entries, and the key at position i (NULL out of range); 0 / NULL for NULL. */
+int64_t sx_ds_tensors_meta_count(const sx_ds_tensors *set);
+const char *sx_ds_tensors_meta_key(const sx_ds_tensors *set, int64_t i);
+void sx_ds_tensors_free(sx_ds_tensors *set); /* NULL is fine */
+
+/* safetensors files (datasets/safetensors.c), the weights format of the Hugging Face ecosystem:
+ * an 8-byte little-endian header length N, N bytes of a JSON object
+ *   {"__metadata__": {"key": "value", ...},
+ *    "NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [BEGIN, END]}, ...}
+ * (the metadata optional; trailing spaces allowed), then the data region: each tensor's
+ * elements, row-major, little-endian, at [BEGIN, END) counted from the region's start.
+ *
+ * Read the file at `path` into a new set. F32 and F64 tensors are read as they are; F16 and BF16
+ * are converted to f32 (exactly: every half and bfloat16 value is an f32 value; infinities and
+ * NaN payloads kept). The set holds the tensors in the order of their data in the file (for a
+ * file written by sx_ds_safetensors_write: the written set's order) and the metadata in the
+ * header's order. The header (at most 100,000,000 bytes, as Hugging Face's reader) is parsed and
+ * every tensor checked before any tensor is allocated; then the data is read in one pass.
+ * On success *out owns the set (sx_ds_tensors_free); on failure *out is NULL, nothing leaked.
+ * Errors:
+ *   SX_E_ARG     path or out NULL
+ *   SX_E_IO      "PATH: cannot open: <reason>", "PATH: is a directory", a read error
+ *   SX_E_FORMAT  "PATH: <problem>": empty file; shorter than 8 bytes; a header length of 0,
+ *                above 100,000,000, or beyond the end of the file; malformed JSON ("bad header:
+ *                <what> at byte K of the header": not an object, a missing ',' ':' '}' ']', a
+ *                value of the wrong kind (a nested object or array where a string or number is
+ *                wanted, a string metadata value wanted), an unterminated string, a control
+ *                character or invalid escape or invalid UTF-8 or a \u0000 in a string, a number
+ *                with a sign, fraction, exponent or leading zero, or above 2^63 - 1, text after
+ *                the object other than spaces); "__metadata__" twice, or a metadata key twice; a
+ *                tensor name twice ("tensor 'x' appears twice"); an empty tensor name; a tensor
+ *                entry with an unknown key, a key twice, or without dtype, shape or
+ *                data_offsets; data_offsets not two numbers; a rank above 8; a shape whose
+ *                element count or bytes overflow 64 bits; an unknown dtype ("tensor 'x': unknown
+ *                dtype 'Q7'"); END < BEGIN, or END - BEGIN not the shape's bytes ("tensor 'x':
+ *                data_offsets [0, 20] hold 20 bytes but shape (2,3) of F32 needs 24"); offsets
+ *                that do not tile the data region exactly (a gap, an overlap, a tensor past the
+ *                end, or bytes after the last tensor: "tensor 'x' begins at byte 28 of the data
+ *                region, want 24 (...)"); a data region longer or shorter than the offsets say
+ *   SX_E_UNSUPPORTED  a tensor of a dtype strix does not hold: integers, BOOL, F8_*, and the
+ *                other dtypes safetensors names ("PATH: tensor 'ids' has dtype I64: strix reads
+ *                F32, F64, F16 and BF16 only")
+ *   SX_E_NOMEM   an allocation failed */
+SX_NODISCARD sx_status sx_ds_safetensors_read(const char *path, sx_ds_tensors **out);
+/* The same from `len` bytes at `buf` (not kept; the tensors are copies); `name` (NULL:
+ * "<memory>") is used in messages in place of a path. Errors as sx_ds_safetensors_read's
+ * (SX_E_ARG also for buf NULL with len > 0), never SX_E_IO. */
+SX_NODISCARD sx_status sx_ds_safetensors_parse(const void *buf, size_t len, const char *name,
+                                               sx_ds_tensors **out);
+/* Write the set as a safetensors file: "__metadata__" first (when the set has metadata; its
+ * entries in the set's metadata order), then the tensors in the set's order, each as F32 or F64
+ * (its dtype), the data in the same order with no gaps; the header padded with spaces to a
+ * multiple of 8 bytes, as Hugging Face's writer pads it (so the data region starts 8-aligned).
+ * Strings are written as JSON (", \ and control characters escaped, other UTF-8 as it is). The
+ * bytes go to a new file next to `path` (path.tmpXXXXXX), synced and renamed over `path`: on
+ * failure `path` is left as it was and the temporary file removed. An empty set is a valid file.
+ * Errors: SX_E_ARG (path or set NULL), SX_E_IO ("PATH: cannot write: <reason>"), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_safetensors_write(const char *path, const sx_ds_tensors *set);
+
+/* llm.c's GPT-2 checkpoint (datasets/llmc.c; karpathy/llm.c, train_gpt2.c and train_gpt2.py's
+ * write_model, e.g. gpt2_124M.bin): a header of 256 little-endian int32 (magic 20240326, version
+ * 3 for f32 parameters or 5 for bfloat16, max_seq_len maxT, vocab_size V, num_layers L,
+ * num_heads NH, channels C, padded_vocab_size Vp; ints 8..255 are written as zeros and not
+ * read), then every parameter as one
+ * array per kind, the L layers' arrays one after another:
+ *   wte (Vp, C), wpe (maxT, C), ln1w (L, C), ln1b (L, C), qkvw (L, 3C, C), qkvb (L, 3C),
+ *   attprojw (L, C, C), attprojb (L, C), ln2w (L, C), ln2b (L, C), fcw (L, 4C, C), fcb (L, 4C),
+ *   fcprojw (L, C, 4C), fcprojb (L, C), lnfw (C), lnfb (C).
+ * In a set, these are f32 tensors under the names of the PyTorch model train_gpt2.py writes the
+ * file from (nanoGPT's names), whose layouts are the file's ((out, in) weights, as nn.Linear):
+ *   transformer.wte.weight (Vp, C)          rows V..Vp-1 are llm.c's padding
+ *   transformer.wpe.weight (maxT, C)
+ *   transformer.h.<l>.ln_1.weight (C)       transformer.h.<l>.ln_1.bias (C)
+ *   transformer.h.<l>.attn.c_attn.weight (3C, C)   Q, K, V rows in that order
+ *   transformer.h.<l>.attn.c_attn.bias (3C)
+ *   transformer.h.<l>.attn.c_proj.weight (C, C)    transformer.h.<l>.attn.c_proj.bias (C)
+ *   transformer.h.<l>.ln_2.weight (C)       transformer.h.<l>.ln_2.bias (C)
+ *   transformer.h.<l>.mlp.c_fc.weight (4C, C)      transformer.h.<l>.mlp.c_fc.bias (4C)
+ *   transformer.h.<l>.mlp.c_proj.weight (C, 4C)    transformer.h.<l>.mlp.c_proj.bias (C)
+ *   transformer.ln_f.weight (C)             transformer.ln_f.bias (C)
+ * for l = 0..L-1; the set's order is the file's (wte, wpe, the L ln_1.weight, the L ln_1.bias,
+ * ..., ln_f.bias). The LM head is wte (tied) and has no tensor. The config is metadata under
+ * llm.c's names, as decimal strings: "max_seq_len", "vocab_size", "padded_vocab_size",
+ * "num_layers", "num_heads", "channels". Hugging Face's own GPT-2 files (transformers'
+ * GPT2Model / GPT2LMHeadModel) use the same names without "transformer." or with it, but store
+ * the four c_attn, attn.c_proj, c_fc, mlp.c_proj weights transposed (Conv1D's (in, out)): convert
+ * such a set with sx_ds_llmc_from_hf; do not use it as it is (attn.c_proj.weight is square, so a
+ * shape check cannot tell the layouts apart).
+ *
+ * Read the checkpoint at `path` into a new set (version 5's bfloat16 converted to f32 exactly).
+ * The header is checked and the parameters' total size compared with the file's before anything
+ * is allocated. On success *out owns the set; on failure *out is NULL, nothing leaked.
+ * Errors:
+ *   SX_E_ARG     path or out NULL
+ *   SX_E_IO      "PATH: cannot open: <reason>", "PATH: is a directory", a read error
+ *   SX_E_FORMAT  "PATH: <problem>": empty file; a header shorter than 1024 bytes; bad magic;
+ *                a version other than 3 or 5; a config value <= 0 ("channels is 0"); vocab_size
+ *                above padded_vocab_size; channels not a multiple of num_heads; parameter
+ *                counts that overflow 64 bits; a file whose size is not the header plus the
+ *                parameters ("the header announces 124475904 f32 parameters (497903616 bytes)
+ *                but the file has 1000 bytes after the header"), checked before allocating
+ *   SX_E_NOMEM   an allocation failed */
+SX_NODISCARD sx_status sx_ds_llmc_read(const char *path, sx_ds_tensors **out);
+/* The same from `len` bytes at `buf` (not kept); `name` (NULL: "<memory>") in messages. Errors
+ * as sx_ds_llmc_read's (SX_E_ARG also for buf NULL with len > 0), never SX_E_IO. */
+SX_NODISCARD sx_status sx_ds_llmc_parse(const void *buf, size_t len, const char *name,
+                                        sx_ds_tensors **out);
+/* Write a set holding the names above as an llm.c checkpoint of version 3 (f32), the config
+ * from the six metadata keys (each a decimal integer in 1..2^31-1, V <= Vp, C a multiple of NH).
+ * transformer.wte.weight may be (Vp, C) or (V, C): the padding rows V..Vp-1 are then written as
+ * zeros. f64 tensors are rounded to f32. Tensors of other names (lm_head.weight, attention mask
+ * buffers) are not written. The file is written to a temporary name and renamed, as
+ * sx_ds_safetensors_write's.
+ * Errors: SX_E_ARG (path or set NULL; a metadata key missing or not an integer in range:
+ * "sx_ds_llmc_write: metadata 'channels' is 'x', want an integer in 1..2147483647"; V > Vp; C not
+ * a multiple of NH; a tensor missing: "sx_ds_llmc_write: no tensor
+ * 'transformer.h.1.mlp.c_fc.bias'"), SX_E_SHAPE (a tensor of another shape: "sx_ds_llmc_write:
+ * tensor 'transformer.wpe.weight' is (4,8), want (5,8)"), SX_E_IO ("PATH: cannot write:
+ * <reason>"), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_llmc_write(const char *path, const sx_ds_tensors *set);
+/* A new set in the layout above from a set holding Hugging Face's GPT-2 tensors (a
+ * model.safetensors of transformers' GPT2Model or GPT2LMHeadModel, read by
+ * sx_ds_safetensors_read): "wte.weight" (V, C), "wpe.weight" (maxT, C), "h.<l>.ln_1.weight",
+ * "h.<l>.attn.c_attn.weight" (C, 3C), ..., "ln_f.bias", each name with or without the prefix
+ * "transformer." (whichever "wte.weight" has). The four Conv1D weights are transposed to
+ * (out, in); the layers are h.0, h.1, ... as long as "h.<l>.ln_1.weight" exists; V, C and maxT
+ * come from wte and wpe, num_heads (not in the weights: config.json's n_head) from the argument;
+ * wte is padded with zero rows to padded_vocab_size, V rounded up to a multiple of 128, as
+ * llm.c's train_gpt2.py pads it. f64 tensors are rounded to f32. Other tensors (lm_head.weight,
+ * the attn.bias and attn.masked_bias buffers) are left out. `hf` is not changed.
+ * Errors (*out NULL): SX_E_ARG (hf or out NULL; num_heads < 1 or not dividing C; no wte.weight;
+ * no layer; a tensor missing: "sx_ds_llmc_from_hf: no tensor 'h.1.mlp.c_fc.bias'"), SX_E_SHAPE
+ * ("sx_ds_llmc_from_hf: tensor 'h.0.attn.c_attn.weight' is (24,8), want (8,24) (Hugging Face's
+ * (in, out))"; wte or wpe not of rank 2, or their C differ), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_ds_llmc_from_hf(const sx_ds_tensors *hf, int64_t num_heads,
+                                          sx_ds_tensors **out);
 
 /* ---------------------------------------------------------------- CSV files */
 

@@ -7,6 +7,8 @@
 #   tests/datasets/npy (make_fixtures.py there): valid ones of several types, byte orders,
 #   versions and ranks, and some strix refuses (Fortran order, object, structured, truncated,
 #   trailing bytes, an absurd shape, rank 9).
+# - fuzz/corpus_safetensors/ and fuzz/corpus_llmc/, of fuzz_safetensors and fuzz_llmc: written by
+#   make_st_corpus.py (its docstring lists them).
 # - fuzz/corpus_model/, of fuzz_model: the real files make_model_corpus.c writes (models, one
 #   with fused nodes, checkpoints of three optimisers, a fused training graph, the hostile files
 #   that once crashed the loader), built with the Release build in build/ (deterministic on one
@@ -35,6 +37,8 @@ ls -l corpus_model
     done
     for tag in STRIXMDL GRPH TENS META "END "; do printf '"%s"\n' "$tag"; done
 } >model.dict
+
+python3 make_st_corpus.py
 
 rm -rf corpus_npy
 mkdir corpus_npy
