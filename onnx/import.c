@@ -37,8 +37,9 @@ sx_onnx_import_params sx_onnx_import_params_default(void)
 void ox_ctx_free(ox_ctx *c)
 {
     for (int i = 0; i < c->n_vals; i++) {
-        sx_free(c->vals[i].ints);
-        sx_tensor_free(c->vals[i].cst);
+        sx_free(c->vals[i]->ints);
+        sx_tensor_free(c->vals[i]->cst);
+        sx_free(c->vals[i]);
     }
     sx_free(c->vals);
     sx_cg_graph_free(c->g);
@@ -221,10 +222,13 @@ static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
                            nd->input[i]);
     SX_TRY(check_attrs(c, op));
     c->no_batch = false;
-    SX_TRY(op->fn(c));
+    bool folded;
+    SX_TRY(ox_fold(c, &folded));
+    if (!folded)
+        SX_TRY(op->fn(c));
     if (sx_cg_graph_status(c->g) != SX_OK)
         return ox_graph_fail(c);
-    return SX_OK;
+    return folded ? SX_OK : ox_fold_after(c);
 }
 
 sx_status ox_import_graph(ox_ctx *c)
@@ -468,7 +472,7 @@ static const ox_val *param_val(const sx_onnx_graph *og, int i)
     if (og == NULL || !og->c.trainable || i < 0)
         return NULL;
     for (int k = 0; k < og->c.n_vals; k++) {
-        const ox_val *v = &og->c.vals[k];
+        const ox_val *v = og->c.vals[k];
         if (v->cst != NULL && v->n != NULL && sx_cg_node_op(v->n) == SX_OP_PARAM && i-- == 0)
             return v;
     }

@@ -50,7 +50,7 @@ typedef struct ox_ctx {
     Onnx__TensorProto *const *bound;
     int n_bound;
     int opset;
-    ox_val *vals;
+    ox_val **vals; /* each allocated once: a value's address stays valid while others are added */
     int n_vals, cap_vals;
     const Onnx__NodeProto *node; /* the node being mapped (for messages), or NULL */
     int node_index;
@@ -89,7 +89,8 @@ sx_status ox_in_req(ox_ctx *c, int i, ox_val **out);
 int ox_n_in(ox_ctx *c);
 int ox_n_out(ox_ctx *c);
 /* The node of value v in layout want (a permutation, or a reshape when it only moves axes of
- * size 1, is added when v is kept in the other one). An integer value is SX_E_UNSUPPORTED. */
+ * size 1, is added when v is kept in the other one). Known integers become a constant of the
+ * import dtype (booleans 1/0). */
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out);
 /* Output i of the node: the graph node n holding it in layout lay (its ONNX shape derived). */
 sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
@@ -104,6 +105,17 @@ sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const in
 sx_status ox_in_ints(ox_ctx *c, int i, const int64_t **ints, int64_t *count);
 /* A known float scalar of input i (a constant), e.g. Clip's min; *present false when absent. */
 sx_status ox_in_scalar(ox_ctx *c, int i, double *v, bool *present);
+
+/* Import-time folding (fold.c). A value is known when it is integers or a float constant that
+ * is not a trainable parameter. */
+bool ox_known(const ox_val *v);
+/* Output i as a float constant of (rank, shape) with values f (its const node and cst). */
+sx_status ox_out_const(ox_ctx *c, int i, int rank, const int64_t *shape, const double *f);
+/* Fold the current node when every input is known and fold.c evaluates its op: *done then. */
+sx_status ox_fold(ox_ctx *c, bool *done);
+/* After a mapping: a reshape-like op (Reshape, Flatten, Squeeze, Unsqueeze, Identity) of a
+ * small known float constant gives its output the same numbers. */
+sx_status ox_fold_after(ox_ctx *c);
 
 /* Attributes of the current node. */
 const Onnx__AttributeProto *ox_attr(ox_ctx *c, const char *name);

@@ -194,19 +194,28 @@ static sx_status op_Clip(ox_ctx *c)
     return ox_out(c, 0, x, v->lay);
 }
 
-/* Dropout at inference: the identity (training_mode, when given, must be a constant false). */
+/* Dropout at inference: the identity (training_mode, when given, must be a constant false, or
+ * the ratio a constant 0: PyTorch's functional dropout with p = 0 exports training mode). */
 static sx_status op_Dropout(ox_ctx *c)
 {
-    double t = 0;
-    bool has_t;
+    double t = 0, ratio = 0.5;
+    bool has_t, has_r;
     SX_TRY(ox_in_scalar(c, 2, &t, &has_t));
     if (t != 0)
+        SX_TRY(ox_in_scalar(c, 1, &ratio, &has_r));
+    if (t != 0 && ratio != 0)
         return ox_fail(c, SX_E_UNSUPPORTED, "training_mode true (inference only)");
-    SX_TRY(no_extra_outputs(c, 1));
+    SX_TRY(no_extra_outputs(c, 2));
     ox_val *v;
     sx_cg_node *x;
     SX_TRY(in_any(c, 0, &v, &x));
-    return ox_out(c, 0, x, v->lay);
+    SX_TRY(ox_out(c, 0, x, v->lay));
+    if (ox_n_out(c) < 2 || c->node->output[1][0] == '\0')
+        return SX_OK;
+    /* the mask: every element kept (1) */
+    sx_cg_node *one = sx_cg_scalar_like(c->g, x, 1);
+    return ox_out(c, 1, sx_cg_broadcast(c->g, one, sx_cg_node_rank(x), sx_cg_node_shape(x)),
+                  v->lay);
 }
 
 /* The nodes of a and b in one layout for a broadcasting op: NHWC when either is kept NHWC and
@@ -260,7 +269,62 @@ BINARY(Sub, sub)
 BINARY(Mul, mul)
 BINARY(Div, div)
 BINARY(Pow, pow)
+/* Comparisons and logic on graph values give 1/0 (the booleans of a graph value); and, or and
+ * xor read 1/0 inputs. */
+BINARY(Equal, eq)
+BINARY(Less, lt)
+BINARY(LessOrEqual, le)
+BINARY(Greater, gt)
+BINARY(GreaterOrEqual, ge)
+BINARY(And, mul)
+BINARY(Or, max)
+BINARY(Xor, ne)
 #undef BINARY
+
+/* not(x) = 1 - x on 1/0 */
+static sx_status op_Not(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    return ox_out(c, 0, sx_cg_sub(g, sx_cg_scalar_like(g, x, 1), x), v->lay);
+}
+
+/* where(cond, x, y), broadcast in ONNX order; a known condition is a constant of 1/0 */
+static sx_status op_Where(ox_ctx *c)
+{
+    sx_cg_node *n[3];
+    for (int i = 0; i < 3; i++) {
+        ox_val *v;
+        SX_TRY(in_node(c, i, OX_ONNX, &v, &n[i]));
+    }
+    return ox_out(c, 0, sx_cg_where(c->g, n[0], n[1], n[2]), OX_ONNX);
+}
+
+/* Ops strix computes only at import time (fold.c), on known inputs: reaching the mapping means
+ * an input is computed by the graph. */
+static sx_status op_known_only(ox_ctx *c)
+{
+    for (int i = 0; i < ox_n_in(c); i++) {
+        ox_val *v = ox_in(c, i);
+        if (v != NULL && !ox_known(v))
+            return ox_fail(c, SX_E_UNSUPPORTED,
+                           "input %d ('%s') is computed by the graph (strix evaluates %s only on "
+                           "values known at import time)",
+                           i, v->name, c->node->op_type);
+    }
+    return ox_fail(c, SX_E_FORMAT, "inputs missing");
+}
+
+/* Size: the element count, a known integer. */
+static sx_status op_Size(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t n = sx_shape_size(v->rank, v->shape);
+    return ox_out_ints(c, 0, 0, NULL, &n);
+}
 
 /* Sum, Mean, Max, Min over 1..n inputs, folded left to right. */
 static sx_status variadic(ox_ctx *c, binary_fn f, bool mean)
@@ -2091,6 +2155,7 @@ static sx_status op_Upsample_any(ox_ctx *c)
 static const ox_op ops[] = {
     {"Abs", op_Abs, ""},
     {"Add", op_Add, ""},
+    {"And", op_And, ""},
     {"ArgMax", op_ArgMax, "axis,keepdims,select_last_index"},
     {"ArgMin", op_ArgMin, "axis,keepdims,select_last_index"},
     {"AveragePool", op_AveragePool,
@@ -2109,6 +2174,7 @@ static const ox_op ops[] = {
     {"Div", op_Div, ""},
     {"Dropout", op_Dropout_any, "ratio,seed"},
     {"Elu", op_Elu, "alpha"},
+    {"Equal", op_Equal, ""},
     {"Erf", op_Erf, ""},
     {"Exp", op_Exp, ""},
     {"Expand", op_Expand, ""},
@@ -2118,12 +2184,16 @@ static const ox_op ops[] = {
     {"Gemm", op_Gemm, "alpha,beta,transA,transB"},
     {"GlobalAveragePool", op_GlobalAveragePool, ""},
     {"GlobalMaxPool", op_GlobalMaxPool, ""},
+    {"Greater", op_Greater, ""},
+    {"GreaterOrEqual", op_GreaterOrEqual, ""},
     {"HardSigmoid", op_HardSigmoid, "alpha,beta"},
     {"HardSwish", op_HardSwish, ""},
     {"Identity", op_Identity, ""},
     {"InstanceNormalization", op_InstanceNormalization, "epsilon"},
     {"LayerNormalization", op_LayerNormalization, "axis,epsilon,stash_type"},
     {"LeakyRelu", op_LeakyRelu, "alpha"},
+    {"Less", op_Less, ""},
+    {"LessOrEqual", op_LessOrEqual, ""},
     {"Log", op_Log, ""},
     {"LogSoftmax", op_LogSoftmax, "axis"},
     {"MatMul", op_MatMul, ""},
@@ -2131,11 +2201,15 @@ static const ox_op ops[] = {
     {"MaxPool", op_MaxPool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
     {"Mean", op_Mean, ""},
     {"Min", op_Min, ""},
+    {"Mod", op_known_only, "fmod"},
     {"Mul", op_Mul, ""},
     {"Neg", op_Neg, ""},
+    {"Not", op_Not, ""},
+    {"Or", op_Or, ""},
     {"PRelu", op_PRelu, ""},
     {"Pad", op_Pad_any, "mode,pads,value"},
     {"Pow", op_Pow, ""},
+    {"Range", op_known_only, ""},
     {"Reciprocal", op_Reciprocal, ""},
     {"ReduceL1", op_ReduceL1, "axes,keepdims"},
     {"ReduceL2", op_ReduceL2, "axes,keepdims"},
@@ -2152,11 +2226,13 @@ static const ox_op ops[] = {
      "coordinate_transformation_mode,cubic_coeff_a,exclude_outside,extrapolation_value,mode,"
      "nearest_mode"},
     {"Round", op_Round, ""},
+    {"ScatterND", op_known_only, "reduction"},
     {"Selu", op_Selu, "alpha,gamma"},
     {"Shape", op_Shape, "start,end"},
     {"Sigmoid", op_Sigmoid, ""},
     {"Sign", op_Sign, ""},
     {"Sin", op_Sin, ""},
+    {"Size", op_Size, ""},
     {"Slice", op_Slice_any, "axes,ends,starts"},
     {"Softmax", op_Softmax, "axis"},
     {"Softplus", op_Softplus, ""},
@@ -2173,6 +2249,8 @@ static const ox_op ops[] = {
     {"Transpose", op_Transpose, "perm"},
     {"Unsqueeze", op_Unsqueeze, "axes"},
     {"Upsample", op_Upsample_any, "mode,scales"},
+    {"Where", op_Where, ""},
+    {"Xor", op_Xor, ""},
 };
 
 bool ox_static_input(const char *op_type, int slot)

@@ -249,8 +249,8 @@ sx_status ox_tensor_ints(ox_ctx *c, const Onnx__TensorProto *t, int64_t **out, i
 ox_val *ox_find(ox_ctx *c, const char *name)
 {
     for (int i = c->n_vals - 1; i >= 0; i--)
-        if (strcmp(c->vals[i].name, name) == 0)
-            return &c->vals[i];
+        if (strcmp(c->vals[i]->name, name) == 0)
+            return c->vals[i];
     return NULL;
 }
 
@@ -262,14 +262,16 @@ sx_status ox_define(ox_ctx *c, const char *name, ox_val **out)
         return ox_fail(c, SX_E_FORMAT, "value '%s' defined twice", name);
     if (c->n_vals == c->cap_vals) {
         int cap = c->cap_vals ? 2 * c->cap_vals : 64;
-        ox_val *v = sx_realloc(c->vals, (size_t)cap * sizeof *v);
-        if (v == NULL)
+        ox_val **vs = sx_realloc(c->vals, (size_t)cap * sizeof *vs);
+        if (vs == NULL)
             return SX_E_NOMEM;
-        c->vals = v;
+        c->vals = vs;
         c->cap_vals = cap;
     }
-    ox_val *v = &c->vals[c->n_vals++];
-    memset(v, 0, sizeof *v);
+    ox_val *v = sx_calloc(1, sizeof *v);
+    if (v == NULL)
+        return SX_E_NOMEM;
+    c->vals[c->n_vals++] = v;
     v->name = name;
     *out = v;
     return SX_OK;
@@ -315,26 +317,44 @@ static bool perm_is_reshape(const int *perm, const int64_t *s, int r)
     return true;
 }
 
+/* A constant of the import dtype holding known integers (a fresh node at each use: the
+ * value stays integers for the mappings that read it as such). */
+static sx_status ints_node(ox_ctx *c, const ox_val *v, sx_cg_node **out)
+{
+    sx_tensor *t = NULL;
+    SX_TRY(sx_tensor_new(c->dt, v->rank, v->shape, &t));
+    for (int64_t k = 0; k < t->size; k++)
+        sx_tensor_set(t, k, (double)v->ints[k]);
+    *out = sx_cg_const(c->g, t);
+    sx_tensor_free(t);
+    return *out != NULL ? SX_OK : ox_graph_fail(c);
+}
+
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
 {
     *out = NULL;
-    if (v->n == NULL)
-        return ox_fail(c, SX_E_UNSUPPORTED, "value '%s' is an integer tensor used as data",
-                       v->name);
-    if (v->lay == want) {
-        *out = v->n;
+    if (v->n == NULL && v->ints == NULL)
+        return ox_fail(c, SX_E_FORMAT, "value '%s' has no values", v->name);
+    sx_cg_node *n = v->n;
+    ox_layout lay = v->lay;
+    if (n == NULL) { /* known integers (or booleans as 0/1) read as data: a constant */
+        SX_TRY(ints_node(c, v, &n));
+        lay = OX_ONNX;
+    }
+    if (lay == want || sx_cg_node_rank(n) != 4) {
+        *out = n;
         return SX_OK;
     }
     const int *perm = want == OX_NHWC ? ox_to_nhwc : ox_to_nchw;
-    const int64_t *s = sx_cg_node_shape(v->n);
+    const int64_t *s = sx_cg_node_shape(n);
     sx_cg_node *r;
     if (perm_is_reshape(perm, s, 4)) {
         int64_t t[4];
         for (int i = 0; i < 4; i++)
             t[i] = s[perm[i]];
-        r = ox_reshape(c, v->n, 4, t);
+        r = ox_reshape(c, n, 4, t);
     } else {
-        r = sx_cg_permute(c->g, v->n, perm);
+        r = sx_cg_permute(c->g, n, perm);
     }
     if (r == NULL)
         return ox_graph_fail(c);
