@@ -25,6 +25,7 @@ typedef struct kt {
     int64_t shape[SX_MAX_RANK];
     int64_t n;
     bool isf;
+    int32_t type; /* integers: their ONNX element type (0: INT64) */
     int64_t *i;
     double *f;
     bool own_i;
@@ -93,6 +94,7 @@ static sx_status kt_of(ox_ctx *c, const ox_val *v, kt *t)
     t->n = sx_shape_size(v->rank, v->shape);
     if (v->ints != NULL) {
         t->i = v->ints;
+        t->type = v->itype;
         return SX_OK;
     }
     if (t->n > FOLD_MAX)
@@ -125,11 +127,36 @@ sx_status ox_out_const(ox_ctx *c, int i, int rank, const int64_t *shape, const d
     return s;
 }
 
-static sx_status kt_emit(ox_ctx *c, int i, const kt *t)
+/* v as an integer of ONNX element type `type` (wrapped around as the type's arithmetic does). */
+static int64_t wrap(int32_t type, int64_t v)
+{
+    switch (type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+        return (int8_t)v;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+        return (uint8_t)v;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+        return (int16_t)v;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+        return (uint16_t)v;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+        return (int32_t)v;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        return (uint32_t)v;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return v != 0;
+    default:
+        return v;
+    }
+}
+
+static sx_status kt_emit(ox_ctx *c, int i, kt *t)
 {
     if (t->isf)
         return ox_out_const(c, i, t->rank, t->shape, t->f);
-    return ox_out_ints(c, i, t->rank, t->shape, t->i);
+    for (int64_t k = 0; k < t->n; k++)
+        t->i[k] = wrap(t->type, t->i[k]);
+    return ox_out_ints_typed(c, i, t->rank, t->shape, t->i, t->type);
 }
 
 /* The offset in x (right-aligned, broadcast against an output of rank r) of output coords co. */
@@ -287,6 +314,7 @@ static sx_status fold_binary2(ox_ctx *c, bin_op op, const kt *a, const kt *b, kt
         return ox_fail(c, SX_E_SHAPE, "%s", sx_last_error());
     bool isf = (a->isf || b->isf) && !bin_logical(op);
     SX_TRY(kt_new(c, out, isf, r, s));
+    out->type = bin_logical(op) ? ONNX__TENSOR_PROTO__DATA_TYPE__BOOL : a->type;
     for (int64_t k = 0; k < out->n; k++, next_coord(r, s, co)) {
         int64_t ia = bcast_off(a, r, co), ib = bcast_off(b, r, co);
         if (isf || ((a->isf || b->isf) && bin_logical(op))) {
@@ -312,6 +340,7 @@ static sx_status fold_binary(ox_ctx *c, bin_op op, kt *in, int n, kt *out)
     if (fm)
         op = B_FMOD;
     SX_TRY(kt_new(c, out, in[0].isf, in[0].rank, in[0].shape));
+    out->type = in[0].type;
     for (int64_t k = 0; k < out->n; k++)
         kt_copy1(out, k, &in[0], k);
     for (int i = 1; i < n; i++) {
@@ -332,6 +361,7 @@ static sx_status fold_where(ox_ctx *c, kt *in, kt *out)
         sx_shape_broadcast("Where", r2, s2, in[2].rank, in[2].shape, &r, s) != SX_OK)
         return ox_fail(c, SX_E_SHAPE, "%s", sx_last_error());
     SX_TRY(kt_new(c, out, in[1].isf || in[2].isf, r, s));
+    out->type = in[1].type;
     for (int64_t k = 0; k < out->n; k++, next_coord(r, s, co)) {
         bool t = kt_get(&in[0], bcast_off(&in[0], r, co)) != 0;
         const kt *x = t ? &in[1] : &in[2];
@@ -381,6 +411,7 @@ static sx_status fold_unary(ox_ctx *c, un_op op, const kt *x, kt *out)
     /* integers stay integers through Neg, Abs, Not and Sign (the others are float ops) */
     bool isf = x->isf || !(op == U_NEG || op == U_ABS || op == U_NOT || op == U_SIGN);
     SX_TRY(kt_new(c, out, isf, x->rank, x->shape));
+    out->type = op == U_NOT ? ONNX__TENSOR_PROTO__DATA_TYPE__BOOL : x->type;
     for (int64_t k = 0; k < x->n; k++) {
         if (isf)
             out->f[k] = un_f(op, kt_get(x, k));
@@ -405,6 +436,7 @@ static sx_status fold_cast(ox_ctx *c, const kt *x, kt *out)
          to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16))
         return ox_fail(c, SX_E_UNSUPPORTED, "attribute to = %s", ox_dtype_name((int32_t)to));
     SX_TRY(kt_new(c, out, isf, x->rank, x->shape));
+    out->type = (int32_t)to;
     for (int64_t k = 0; k < x->n; k++) {
         double v = kt_get(x, k);
         if (isf) {
@@ -447,6 +479,7 @@ static sx_status fold_gather(ox_ctx *c, const kt *x, const kt *idx, kt *out)
             return ox_fail(c, SX_E_RANGE, "index %lld out of range for axis %d of size %lld",
                            (long long)idx->i[j], axis, (long long)d);
     SX_TRY(kt_new(c, out, x->isf, r, s));
+    out->type = x->type;
     int64_t k = 0;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < idx->n; j++) {
@@ -522,6 +555,7 @@ static sx_status fold_slice(ox_ctx *c, kt *in, int nin, kt *out)
         step[a] = p;
     }
     SX_TRY(kt_new(c, out, x->isf, x->rank, s));
+    out->type = x->type;
     int64_t co[SX_MAX_RANK] = {0};
     for (int64_t k = 0; k < out->n; k++, next_coord(x->rank, s, co)) {
         int64_t off = 0;
@@ -550,6 +584,7 @@ static sx_status fold_concat(ox_ctx *c, kt *in, int nin, kt *out)
         isf |= in[i].isf;
     }
     SX_TRY(kt_new(c, out, isf, in[0].rank, s));
+    out->type = in[0].type;
     int64_t outer = sx_shape_size(axis, s), k = 0;
     for (int64_t o = 0; o < outer; o++)
         for (int i = 0; i < nin; i++) {
@@ -579,6 +614,7 @@ static sx_status fold_transpose(ox_ctx *c, const kt *x, kt *out)
     for (int i = x->rank - 1, m = 1; i >= 0; m *= (int)x->shape[i], i--)
         st[i] = m;
     SX_TRY(kt_new(c, out, x->isf, x->rank, s));
+    out->type = x->type;
     for (int64_t k = 0; k < out->n; k++, next_coord(x->rank, s, co)) {
         int64_t off = 0;
         for (int i = 0; i < x->rank; i++)
@@ -607,6 +643,7 @@ static sx_status fold_expand(ox_ctx *c, const kt *x, const kt *shape, bool tile,
         return ox_fail(c, SX_E_SHAPE, "%s", sx_last_error());
     }
     SX_TRY(kt_new(c, out, x->isf, r, s));
+    out->type = x->type;
     for (int64_t k = 0; k < out->n; k++, next_coord(r, s, co)) {
         int64_t off = 0;
         for (int j = 0; tile && j < r; j++)
@@ -629,6 +666,7 @@ static sx_status fold_range(ox_ctx *c, kt *in, kt *out)
     double cnt = ceil((b - a) / d);
     int64_t n = cnt > 0 ? (cnt > (double)FOLD_MAX ? FOLD_MAX + 1 : (int64_t)cnt) : 0;
     SX_TRY(kt_new(c, out, isf, 1, &n));
+    out->type = in[0].type;
     for (int64_t k = 0; k < n; k++) {
         if (isf)
             out->f[k] = a + (double)k * d;
@@ -663,6 +701,7 @@ static sx_status fold_constant_of_shape(ox_ctx *c, const kt *shape, kt *out)
             return ox_fail(c, SX_E_FORMAT, "attribute value is not one element");
         if (!isf) {
             SX_TRY(kt_new(c, out, false, (int)shape->n, shape->i));
+            out->type = a->t->data_type;
             for (int64_t k = 0; k < out->n; k++)
                 out->i[k] = first;
             return SX_OK;
@@ -692,6 +731,7 @@ static sx_status fold_scatter_nd(ox_ctx *c, kt *in, kt *out)
         return ox_fail(c, SX_E_SHAPE, "updates of %lld elements, want %lld", (long long)up->n,
                        (long long)(rows * slice));
     SX_TRY(kt_new(c, out, x->isf, x->rank, x->shape));
+    out->type = x->type;
     for (int64_t k = 0; k < x->n; k++)
         kt_copy1(out, k, x, k);
     for (int64_t r = 0; r < rows; r++) {

@@ -104,6 +104,7 @@ static sx_status add_initializers(ox_ctx *c, const Onnx__GraphProto *gr)
         } else {
             int64_t n;
             SX_TRY(ox_tensor_ints(c, t, &v->ints, &n));
+            v->itype = t->data_type;
         }
     }
     return SX_OK;
@@ -181,6 +182,7 @@ static sx_status bind_input(ox_ctx *c, const char *name, const Onnx__TensorProto
         return v->n != NULL ? SX_OK : ox_graph_fail(c);
     }
     int64_t n;
+    v->itype = t->data_type;
     return ox_tensor_ints(c, t, &v->ints, &n);
 }
 
@@ -344,9 +346,7 @@ static sx_status graph_import_bound(Onnx__ModelProto *model, bool own, const cha
         ox_val *v = ox_find(c, name);
         if (v == NULL)
             s = ox_fail(c, SX_E_FORMAT, "output '%s' is not computed by any node", name);
-        else if (v->n == NULL)
-            s = ox_fail(c, SX_E_UNSUPPORTED, "output '%s' is an integer tensor", name);
-        else
+        else /* known integers become a constant of their values */
             s = ox_node(c, v, OX_ONNX, &og->out[og->n_out]);
         if (s == SX_OK)
             og->out_names[og->n_out++] = name;

@@ -24,6 +24,7 @@ typedef struct ox_val {
     int rank; /* the ONNX shape */
     int64_t shape[SX_MAX_RANK];
     int64_t *ints;  /* integer values (owned), or NULL */
+    int32_t itype;  /* the integers' ONNX element type (0: INT64); BOOL values are 0/1 */
     sx_tensor *cst; /* a float constant's values in the import dtype (owned), or NULL */
     bool is_input;  /* a graph input */
     /* Axis 0 is the batch axis (a graph input's first axis, kept through the ops that keep it):
@@ -99,8 +100,10 @@ sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
  * still runs when a copy changes the batch (sx_cg_graph_copy, a .sxm loaded for another batch).
  * The result is the same reshape at this batch. NULL with the graph's status on failure. */
 sx_cg_node *ox_reshape(ox_ctx *c, sx_cg_node *x, int rank, const int64_t *shape);
-/* Output i as known integers. */
+/* Output i as known integers (of ONNX element type INT64; _typed: of type, 0 for INT64). */
 sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints);
+sx_status ox_out_ints_typed(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints,
+                            int32_t type);
 /* Static integer data of input i (required), e.g. Reshape's shape; *count elements. */
 sx_status ox_in_ints(ox_ctx *c, int i, const int64_t **ints, int64_t *count);
 /* A known float scalar of input i (a constant), e.g. Clip's min; *present false when absent. */

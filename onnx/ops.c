@@ -94,7 +94,7 @@ static sx_status op_Identity(ox_ctx *c)
     ox_val *v;
     SX_TRY(ox_in_req(c, 0, &v));
     if (v->n == NULL)
-        return ox_out_ints(c, 0, v->rank, v->shape, v->ints);
+        return ox_out_ints_typed(c, 0, v->rank, v->shape, v->ints, v->itype);
     return ox_out(c, 0, v->n, v->lay);
 }
 
@@ -886,7 +886,7 @@ static sx_status reshape_to(ox_ctx *c, ox_val *v, int rank, const int64_t *shape
         if (sx_shape_size(rank, shape) != sx_shape_size(v->rank, v->shape))
             return ox_fail(c, SX_E_SHAPE, "cannot reshape %lld values",
                            (long long)sx_shape_size(v->rank, v->shape));
-        return ox_out_ints(c, 0, rank, shape, v->ints);
+        return ox_out_ints_typed(c, 0, rank, shape, v->ints, v->itype);
     }
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
@@ -1414,7 +1414,7 @@ static sx_status const_tensor(ox_ctx *c, const Onnx__TensorProto *t)
     int64_t shape[SX_MAX_RANK];
     SX_TRY(ox_tensor_dims(c, t, &rank, shape));
     SX_TRY(ox_tensor_ints(c, t, &v, &n));
-    sx_status s = ox_out_ints(c, 0, rank, shape, v);
+    sx_status s = ox_out_ints_typed(c, 0, rank, shape, v, t->data_type);
     sx_free(v);
     return s;
 }
@@ -1527,7 +1527,7 @@ static sx_status op_Cast(ox_ctx *c)
     if (v->n == NULL && !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
         to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
         to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
-        return ox_out_ints(c, 0, v->rank, v->shape, v->ints);
+        return ox_out_ints_typed(c, 0, v->rank, v->shape, v->ints, (int32_t)to);
     return ox_fail(c, SX_E_UNSUPPORTED, "attribute to = %s from a %s tensor",
                    ox_dtype_name((int32_t)to), v->n ? "float" : "integer");
 }

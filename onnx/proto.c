@@ -416,6 +416,12 @@ sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay)
 
 sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints)
 {
+    return ox_out_ints_typed(c, i, rank, shape, ints, 0);
+}
+
+sx_status ox_out_ints_typed(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints,
+                            int32_t type)
+{
     ox_val *v;
     SX_TRY(out_val(c, i, &v));
     if (v == NULL)
@@ -425,6 +431,7 @@ sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const in
     if (v->ints == NULL)
         return SX_E_NOMEM;
     memcpy(v->ints, ints, (size_t)n * sizeof *ints);
+    v->itype = type;
     v->rank = rank;
     memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
     return SX_OK;
