@@ -1342,16 +1342,13 @@ static sx_status op_Gather(ox_ctx *c)
     const int64_t *idx;
     int64_t ni;
     SX_TRY(ox_in_ints(c, 1, &idx, &ni));
-    int64_t d = v->shape[axis], fixed[256];
-    if (ni > 256)
-        return ox_fail(c, SX_E_UNSUPPORTED, "more than 256 indices");
-    for (int64_t i = 0; i < ni; i++) {
-        fixed[i] = idx[i] < 0 ? idx[i] + d : idx[i];
-        if (fixed[i] < 0 || fixed[i] >= d)
-            return ox_fail(c, SX_E_RANGE, "index %lld out of range for %lld", (long long)idx[i],
-                           (long long)d);
-    }
-    /* the result's ONNX shape: data's with the axis replaced by the indices' shape */
+    int64_t d = v->shape[axis];
+    for (int64_t i = 0; i < ni; i++)
+        if (idx[i] < -d || idx[i] >= d)
+            return ox_fail(c, SX_E_RANGE, "index %lld out of range for axis %d of size %lld",
+                           (long long)idx[i], axis, (long long)d);
+    /* the result's ONNX shape: data's with the axis replaced by the indices' shape (known
+     * integer data is folded before this mapping: fold.c) */
     int r = v->rank - 1 + iv->rank;
     if (r > SX_MAX_RANK)
         return ox_fail(c, SX_E_UNSUPPORTED, "result of rank %d", r);
@@ -1359,15 +1356,6 @@ static sx_status op_Gather(ox_ctx *c)
     memcpy(s, v->shape, (size_t)axis * sizeof *s);
     memcpy(s + axis, iv->shape, (size_t)iv->rank * sizeof *s);
     memcpy(s + axis + iv->rank, v->shape + axis + 1, (size_t)(v->rank - axis - 1) * sizeof *s);
-    if (v->n == NULL) { /* integers (a shape): pick them here */
-        if (v->rank != 1)
-            return ox_fail(c, SX_E_UNSUPPORTED, "gather from an integer tensor of rank %d",
-                           v->rank);
-        int64_t out[256];
-        for (int64_t i = 0; i < ni; i++)
-            out[i] = v->ints[fixed[i]];
-        return ox_out_ints(c, 0, r, s, out);
-    }
     sx_cg_graph *g = c->g;
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
@@ -1380,7 +1368,7 @@ static sx_status op_Gather(ox_ctx *c)
     sx_tensor *it = NULL;
     SX_TRY(sx_tensor_new(c->dt, 1, &ni, &it));
     for (int64_t i = 0; i < ni; i++)
-        sx_tensor_set(it, i, (double)fixed[i]);
+        sx_tensor_set(it, i, (double)(idx[i] < 0 ? idx[i] + d : idx[i]));
     sx_cg_node *in = sx_cg_const(g, it);
     sx_tensor_free(it);
     sx_cg_node *y = sx_cg_gather(g, axis ? sx_cg_permute(g, x, perm) : x, in);
