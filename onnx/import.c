@@ -92,7 +92,8 @@ static sx_status check_opset(ox_ctx *c)
 static sx_status add_initializers(ox_ctx *c, const Onnx__GraphProto *gr)
 {
     for (size_t i = 0; i < gr->n_initializer; i++) {
-        const Onnx__TensorProto *t = gr->initializer[i];
+        Onnx__TensorProto *t = gr->initializer[i];
+        SX_TRY(ox_tensor_external(c, t));
         ox_val *v;
         SX_TRY(ox_define(c, t->name, &v));
         SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));

@@ -69,6 +69,11 @@ sx_status ox_graph_fail(ox_ctx *c);
 /* Read a whole file into memory (*data owned by the caller, sx_free). */
 sx_status ox_read_file(const char *path, uint8_t **data, size_t *size);
 
+/* A tensor stored outside the model (data_location EXTERNAL: the external_data entries location,
+ * offset, length name a file in the model file's folder) read into its raw_data, once: later
+ * imports of the same proto find it there. A location that is absolute or holds ".." is
+ * SX_E_FORMAT. Nothing happens for a tensor held in the model. */
+sx_status ox_tensor_external(ox_ctx *c, Onnx__TensorProto *t);
 /* A TensorProto's element count after checking dims (>= 0, rank <= SX_MAX_RANK). */
 sx_status ox_tensor_dims(ox_ctx *c, const Onnx__TensorProto *t, int *rank, int64_t *shape);
 /* A float tensor (FLOAT, DOUBLE; also FLOAT16? no) converted to dtype dt. */

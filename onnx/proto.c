@@ -92,6 +92,91 @@ sx_status ox_read_file(const char *path, uint8_t **data, size_t *size)
 
 /* ---------------------------------------------------------------- tensors */
 
+/* The external_data entries of t: location, offset and length (-1 when absent). */
+static sx_status external_entries(ox_ctx *c, const Onnx__TensorProto *t, const char **loc,
+                                  long long *off, long long *len)
+{
+    *loc = NULL;
+    *off = 0;
+    *len = -1;
+    const char *name = t->name ? t->name : "";
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *kv = t->external_data[i];
+        if (kv->key == NULL || kv->value == NULL)
+            continue;
+        char *end = NULL;
+        if (strcmp(kv->key, "location") == 0)
+            *loc = kv->value;
+        else if (strcmp(kv->key, "offset") == 0)
+            *off = strtoll(kv->value, &end, 10);
+        else if (strcmp(kv->key, "length") == 0)
+            *len = strtoll(kv->value, &end, 10);
+        if (end != NULL && (*end != '\0' || end == kv->value || *off < 0))
+            return ox_fail(c, SX_E_FORMAT, "tensor '%s': external data %s '%s'", name, kv->key,
+                           kv->value);
+    }
+    if (*loc == NULL || (*loc)[0] == '\0')
+        return ox_fail(c, SX_E_FORMAT, "tensor '%s': external data without a location", name);
+    if ((*loc)[0] == '/' || strstr(*loc, "..") != NULL)
+        return ox_fail(c, SX_E_FORMAT,
+                       "tensor '%s': external data location '%s' outside the "
+                       "model's folder",
+                       name, *loc);
+    return SX_OK;
+}
+
+/* Bytes [off, off + len) of the file at path (len -1: to its end) into *buf, *n. */
+static sx_status read_range(ox_ctx *c, const char *path, long long off, long long len,
+                            uint8_t **buf, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return ox_fail(c, SX_E_IO, "external data '%s': cannot open: %s", path, strerror(errno));
+    struct stat st;
+    sx_status s = SX_OK;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || off > (long long)st.st_size ||
+        (len >= 0 && len > (long long)st.st_size - off))
+        s = ox_fail(c, SX_E_FORMAT, "external data '%s': bytes %lld..%lld beyond the file", path,
+                    off, len < 0 ? -1 : off + len);
+    *n = s == SX_OK ? (size_t)(len >= 0 ? len : (long long)st.st_size - off) : 0;
+    if (s == SX_OK && (*buf = sx_alloc(*n ? *n : 1)) == NULL)
+        s = SX_E_NOMEM;
+    if (s == SX_OK && (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(*buf, 1, *n, f) != *n)) {
+        sx_free(*buf);
+        s = ox_fail(c, SX_E_IO, "external data '%s': short read", path);
+    }
+    fclose(f);
+    return s;
+}
+
+sx_status ox_tensor_external(ox_ctx *c, Onnx__TensorProto *t)
+{
+    if (!t->has_data_location || t->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return SX_OK;
+    const char *loc;
+    long long off, len;
+    SX_TRY(external_entries(c, t, &loc, &off, &len));
+    const char *slash = strrchr(c->file, '/');
+    int dir = slash ? (int)(slash - c->file) + 1 : 0;
+    size_t size = (size_t)dir + strlen(loc) + 1;
+    char *path = sx_alloc(size);
+    if (path == NULL)
+        return SX_E_NOMEM;
+    snprintf(path, size, "%.*s%s", dir, c->file, loc);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    sx_status s = read_range(c, path, off, len, &buf, &n);
+    sx_free(path);
+    if (s != SX_OK)
+        return s;
+    sx_free(t->raw_data.data); /* (the unpacked bytes are ox_allocator's) */
+    t->raw_data.data = buf;
+    t->raw_data.len = n;
+    t->has_raw_data = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    return SX_OK;
+}
+
 bool ox_dtype_is_float(int32_t t)
 {
     return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;

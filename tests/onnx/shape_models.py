@@ -224,6 +224,28 @@ def case_int_arith():
     return model(nodes, inits, (v.size,), 2), (v.size,), lambda x: x + v
 
 
+def case_external():
+    """A weight kept outside the model file (external data, as PyTorch writes models over 2 GB):
+    x @ w + b, b in external.data at an offset after w."""
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    b = np.array([0.5, -1, 2], dtype=np.float32)
+    nodes = [node("MatMul", ["x", "w"], ["e_xw"]), node("Add", ["e_xw", "b"], ["y"])]
+    m = model(nodes, [floats("w", w), floats("b", b)], (4,), 2)
+    return m, (4,), lambda x: x @ w + b
+
+
+def bad_external():
+    """External data whose location leaves the model's folder."""
+    m, _, _ = case_external()
+    t = m.graph.initializer[0]
+    t.data_location = TensorProto.EXTERNAL
+    del t.external_data[:]
+    t.external_data.add(key="location", value="../escape.data")
+    t.ClearField("float_data")
+    t.ClearField("raw_data")
+    return m, ["'w'", "outside the model's folder"]
+
+
 def bad_gather():
     """Gather from the shape at an index past its end."""
     nodes = [node("Shape", ["x"], ["b_shape"]),
@@ -255,8 +277,8 @@ def bad_div():
 
 CASES = {"flatten": case_flatten, "heads": case_heads, "shuffle": case_shuffle,
          "window_mask": case_window_mask, "class_token": case_class_token, "causal": case_causal,
-         "int_arith": case_int_arith}
-BAD = {"gather": bad_gather, "range": bad_range, "div": bad_div}
+         "int_arith": case_int_arith, "external": case_external}
+BAD = {"gather": bad_gather, "range": bad_range, "div": bad_div, "external": bad_external}
 
 
 def main():
@@ -266,7 +288,11 @@ def main():
     for name, make in CASES.items():
         m, xshape, ref = make()
         onnx.checker.check_model(m)
-        onnx.save(m, os.path.join(out, name + ".onnx"))
+        if name == "external":  # both tensors in one file beside the model
+            onnx.save(m, os.path.join(out, name + ".onnx"), save_as_external_data=True,
+                      all_tensors_to_one_file=True, location="external.data", size_threshold=0)
+        else:
+            onnx.save(m, os.path.join(out, name + ".onnx"))
         x = rng.uniform(-1, 1, (3,) + tuple(xshape)).astype(np.float32)
         y = np.asarray(ref(x), dtype=np.float32)
         for suffix, t in (("_x.pb", x), ("_y.pb", y)):

@@ -101,6 +101,15 @@ Test(onnx_fold, integer_arithmetic_with_negative_numbers)
     remove_models();
 }
 
+/* A model whose weights are in a file beside it (external data), as PyTorch writes those over
+ * 2 GB. */
+Test(onnx_fold, weights_in_external_data)
+{
+    make_models();
+    check_case("external");
+    remove_models();
+}
+
 Test(onnx_fold, channel_shuffle_of_rank_5)
 {
     make_models();
@@ -117,12 +126,13 @@ Test(onnx_fold, masks_from_scatter_range_and_where)
     remove_models();
 }
 
-/* An index out of range, an op strix only folds given a graph value, a division by zero: an
+/* An index out of range, an op strix only folds given a graph value, a division by zero,
+ * external data outside the model's folder: an
  * SX_E_* status whose message names the node, the op and the reason (bad_<case>.txt). */
 Test(onnx_fold, what_does_not_fold_is_a_clear_error)
 {
     make_models();
-    static const char *const bad[] = {"gather", "range", "div"};
+    static const char *const bad[] = {"gather", "range", "div", "external"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char path[512], words[512];
         snprintf(path, sizeof path, "%s/bad_%s.txt", dir, bad[i]);
