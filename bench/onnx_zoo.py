@@ -44,12 +44,13 @@ FAMILIES = ("resnet", "resnext", "wide_resnet", "vgg", "alexnet", "squeezenet", 
 
 
 class TextEncoder(torch.nn.Module):
-    """A small text model: token embeddings (given as floats, (batch, seq, d_model)) plus a
-    learned position embedding, two TransformerEncoder layers, mean over the sequence and a
-    linear classifier."""
+    """A small text model: token embeddings (given as floats, (batch, seq, d_model), or with
+    vocab, token ids (batch, seq) of int64 looked up in an nn.Embedding) plus a learned position
+    embedding, two TransformerEncoder layers, mean over the sequence and a linear classifier."""
 
-    def __init__(self, d_model=64, nhead=4, layers=2, seq=16, classes=5):
+    def __init__(self, d_model=64, nhead=4, layers=2, seq=16, classes=5, vocab=None):
         super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d_model) if vocab else None
         self.pos = torch.nn.Parameter(torch.randn(1, seq, d_model) * 0.1)
         layer = torch.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=128,
                                                  dropout=0.1, batch_first=True)
@@ -57,13 +58,25 @@ class TextEncoder(torch.nn.Module):
         self.head = torch.nn.Linear(d_model, classes)
 
     def forward(self, x):
+        if self.embed is not None:
+            x = self.embed(x)
         return self.head(self.enc(x + self.pos).mean(dim=1))
+
+
+VOCAB = 100
+
+
+def example(shape, n):
+    """n random inputs of a model taking shape: token ids for (seq,), floats otherwise."""
+    if len(shape) == 1:
+        return torch.randint(0, VOCAB, (n,) + tuple(shape))
+    return torch.randn(n, *shape)
 
 
 def model_names():
     names = [n for n in torchvision.models.list_models(module=torchvision.models)
              if n.startswith(FAMILIES)]
-    return sorted(names) + ["text_encoder"]
+    return sorted(names) + ["text_encoder", "text_encoder_ids"]
 
 
 def make_model(name):
@@ -71,6 +84,8 @@ def make_model(name):
     torch.manual_seed(0)
     if name == "text_encoder":
         return TextEncoder().eval(), (16, 64)
+    if name == "text_encoder_ids":
+        return TextEncoder(vocab=VOCAB).eval(), (16,)
     kw = {"weights": None}
     if name in ("googlenet", "inception_v3"):
         # PyTorch's default initialisation: theirs (truncated normal, std 0.01 or 0.1) shrinks
@@ -95,7 +110,7 @@ def zero_symbolic(g, x):
 def export(name, model, shape, path, opset):
     # with gradients on: under no_grad PyTorch's eval-mode attention takes its fused fast path
     # (aten::_native_multi_head_attention), which has no ONNX export
-    x = torch.randn(2, *shape)
+    x = example(shape, 2)
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"],
                       output_names=["y"], dynamic_axes={"x": {0: "n"}, "y": {0: "n"}})
 
@@ -103,7 +118,7 @@ def export(name, model, shape, path, opset):
 def check(a, name, model, shape, path):
     """(True, max relative error) or (False, strix's message)."""
     torch.manual_seed(1)
-    x = torch.randn(a.batch, *shape)
+    x = example(shape, a.batch)
     with torch.no_grad():
         want = model(x).numpy().astype(np.float64)
     d = os.path.dirname(path)
@@ -134,7 +149,7 @@ def torch_bench(a, model, shape, batch):
     out = []
     with torch.no_grad():
         for n in (1, batch):
-            x = torch.rand(n, *shape)
+            x = example(shape, n)
             model(x)
             t = []
             for _ in range(a.runs):

@@ -119,7 +119,28 @@ static bool is_initializer(const Onnx__GraphProto *gr, const char *name)
     return false;
 }
 
-/* A graph input: a float tensor of fixed dims but the first, which may be the batch. */
+/* Element types of graph inputs computed as the import dtype: floats, and integers whose values
+ * it holds exactly up to 2^24 (f32), e.g. token ids read by Gather. */
+static bool input_type_ok(int32_t t)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A graph input: a float or integer tensor of fixed dims but the first, which may be the
+ * batch. */
 static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node **out)
 {
     const char *name = vi->name ? vi->name : "";
@@ -128,10 +149,10 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
         tp->tensor_type == NULL)
         return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is not a tensor", name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    if (!ox_dtype_is_float(tt->elem_type))
+    if (!input_type_ok(tt->elem_type))
         return ox_fail(c, SX_E_UNSUPPORTED,
-                       "input '%s' of type %s (strix computes FLOAT or "
-                       "DOUBLE)",
+                       "input '%s' of type %s (strix takes FLOAT, DOUBLE and integers up to "
+                       "32 bits)",
                        name, ox_dtype_name(tt->elem_type));
     const Onnx__TensorShapeProto *sh = tt->shape;
     if (sh == NULL)
@@ -161,6 +182,7 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     SX_TRY(ox_define(c, name, &v));
     v->is_input = true;
     v->batch0 = batch0;
+    v->int_graph = !ox_dtype_is_float(tt->elem_type);
     v->n = sx_cg_input(c->g, name, c->dt, (int)sh->n_dim, s);
     if (v->n == NULL)
         return ox_graph_fail(c);
@@ -208,6 +230,24 @@ static sx_status check_attrs(ox_ctx *c, const ox_op *op)
     return SX_OK;
 }
 
+/* After a reshape or a Cast to an integer type of a graph value holding integers: the output
+ * holds integers too. */
+static void keep_int_graph(ox_ctx *c)
+{
+    static const char *const keep[] = {"Cast",    "Flatten", "Identity",
+                                       "Reshape", "Squeeze", "Unsqueeze"};
+    ox_val *x = ox_in(c, 0), *y = ox_n_out(c) > 0 ? ox_find(c, c->node->output[0]) : NULL;
+    if (x == NULL || y == NULL || !x->int_graph || y->n == NULL)
+        return;
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+        if (strcmp(c->node->op_type, keep[i]) == 0)
+            y->int_graph = true;
+    int64_t to = 0;
+    if (strcmp(c->node->op_type, "Cast") == 0 && ox_attr_int(c, "to", 0, &to) == SX_OK &&
+        ox_dtype_is_float((int32_t)to))
+        y->int_graph = false;
+}
+
 static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
 {
     c->node = nd;
@@ -231,6 +271,8 @@ static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
         SX_TRY(op->fn(c));
     if (sx_cg_graph_status(c->g) != SX_OK)
         return ox_graph_fail(c);
+    if (!folded)
+        keep_int_graph(c);
     return folded ? SX_OK : ox_fold_after(c);
 }
 

@@ -27,6 +27,9 @@ typedef struct ox_val {
     int32_t itype;  /* the integers' ONNX element type (0: INT64); BOOL values are 0/1 */
     sx_tensor *cst; /* a float constant's values in the import dtype (owned), or NULL */
     bool is_input;  /* a graph input */
+    /* A graph node holding integers (an integer graph input, reshaped or cast to an integer
+     * type): only the ops of ox_int_graph_ok read it, where float arithmetic gives the same. */
+    bool int_graph;
     /* Axis 0 is the batch axis (a graph input's first axis, kept through the ops that keep it):
      * a Reshape of such a value keeps that axis however the file spells its size. */
     bool batch0;
@@ -98,6 +101,9 @@ int ox_n_out(ox_ctx *c);
  * size 1, is added when v is kept in the other one). Known integers become a constant of the
  * import dtype (booleans 1/0). */
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out);
+/* Whether the current node may read a graph value holding integers (v->int_graph) as input
+ * slot i: Gather's indices, Cast, comparisons, Where's condition and the reshapes. */
+bool ox_int_graph_ok(ox_ctx *c, int slot);
 /* Output i of the node: the graph node n holding it in layout lay (its ONNX shape derived). */
 sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
 /* A reshape of x to shape (rank, shape) written so that, when it keeps axis 0 (the same size,

@@ -1328,8 +1328,34 @@ static sx_status op_Tile(ox_ctx *c)
     return ox_out(c, 0, sx_cg_tile(c->g, x, t), OX_ONNX);
 }
 
-/* Gather along an axis with known indices: a slice for a scalar index, else rows of the axis
- * brought to the front. */
+/* The indices of Gather's input 1 as a rank-1 node of the import dtype, d the gathered axis's
+ * size: known indices checked and made non-negative; indices the graph computes (a model's
+ * integer input, token ids) flattened, checked when evaluated (they must be in [0, d)). */
+static sx_status gather_indices(ox_ctx *c, ox_val *iv, int64_t d, sx_cg_node **out)
+{
+    int64_t ni = sx_shape_size(iv->rank, iv->shape);
+    if (iv->ints == NULL) {
+        sx_cg_node *n;
+        SX_TRY(ox_node(c, iv, OX_ONNX, &n));
+        *out = ox_reshape(c, n, 1, &ni);
+        return *out != NULL ? SX_OK : ox_graph_fail(c);
+    }
+    const int64_t *idx = iv->ints;
+    for (int64_t i = 0; i < ni; i++)
+        if (idx[i] < -d || idx[i] >= d)
+            return ox_fail(c, SX_E_RANGE, "index %lld out of range for an axis of size %lld",
+                           (long long)idx[i], (long long)d);
+    sx_tensor *it = NULL;
+    SX_TRY(sx_tensor_new(c->dt, 1, &ni, &it));
+    for (int64_t i = 0; i < ni; i++)
+        sx_tensor_set(it, i, (double)(idx[i] < 0 ? idx[i] + d : idx[i]));
+    *out = sx_cg_const(c->g, it);
+    sx_tensor_free(it);
+    return *out != NULL ? SX_OK : ox_graph_fail(c);
+}
+
+/* Gather along an axis: rows of the axis brought to the front (known integer data is folded
+ * before this mapping: fold.c). */
 static sx_status op_Gather(ox_ctx *c)
 {
     ox_val *v, *iv;
@@ -1339,16 +1365,7 @@ static sx_status op_Gather(ox_ctx *c)
     SX_TRY(ox_attr_int(c, "axis", 0, &a));
     int axis;
     SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
-    const int64_t *idx;
-    int64_t ni;
-    SX_TRY(ox_in_ints(c, 1, &idx, &ni));
-    int64_t d = v->shape[axis];
-    for (int64_t i = 0; i < ni; i++)
-        if (idx[i] < -d || idx[i] >= d)
-            return ox_fail(c, SX_E_RANGE, "index %lld out of range for axis %d of size %lld",
-                           (long long)idx[i], axis, (long long)d);
-    /* the result's ONNX shape: data's with the axis replaced by the indices' shape (known
-     * integer data is folded before this mapping: fold.c) */
+    /* the result's ONNX shape: data's with the axis replaced by the indices' shape */
     int r = v->rank - 1 + iv->rank;
     if (r > SX_MAX_RANK)
         return ox_fail(c, SX_E_UNSUPPORTED, "result of rank %d", r);
@@ -1357,20 +1374,16 @@ static sx_status op_Gather(ox_ctx *c)
     memcpy(s + axis, iv->shape, (size_t)iv->rank * sizeof *s);
     memcpy(s + axis + iv->rank, v->shape + axis + 1, (size_t)(v->rank - axis - 1) * sizeof *s);
     sx_cg_graph *g = c->g;
-    sx_cg_node *x;
+    sx_cg_node *x, *in;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
-    c->no_batch = axis == 0;
+    SX_TRY(gather_indices(c, iv, v->shape[axis], &in));
+    /* axis 0 of the result is the indices' first axis when axis is 0: the batch of token ids */
+    c->no_batch = axis == 0 && !(iv->batch0 && iv->rank > 0);
     int perm[SX_MAX_RANK];
     perm[0] = axis;
     for (int i = 0, k = 1; i < v->rank; i++)
         if (i != axis)
             perm[k++] = i;
-    sx_tensor *it = NULL;
-    SX_TRY(sx_tensor_new(c->dt, 1, &ni, &it));
-    for (int64_t i = 0; i < ni; i++)
-        sx_tensor_set(it, i, (double)(idx[i] < 0 ? idx[i] + d : idx[i]));
-    sx_cg_node *in = sx_cg_const(g, it);
-    sx_tensor_free(it);
     sx_cg_node *y = sx_cg_gather(g, axis ? sx_cg_permute(g, x, perm) : x, in);
     if (axis && y != NULL) { /* back: the gathered axis to its place */
         int back[SX_MAX_RANK];
@@ -1510,7 +1523,12 @@ static sx_status op_Cast(ox_ctx *c)
     int64_t to;
     SX_TRY(ox_attr_int(c, "to", 0, &to));
     bool to_float = ox_dtype_is_float((int32_t)to);
-    if (v->n != NULL && to_float)
+    /* a graph value holding integers cast to another integer type: the same numbers (a
+     * narrower type's wrapping is not computed) */
+    bool int_to_int =
+        v->int_graph && !to_float &&
+        (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+    if (v->n != NULL && (to_float || int_to_int))
         return ox_out(c, 0, v->n, v->lay);
     if (v->n == NULL && !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
         to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&

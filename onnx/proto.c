@@ -415,11 +415,40 @@ static sx_status ints_node(ox_ctx *c, const ox_val *v, sx_cg_node **out)
     return *out != NULL ? SX_OK : ox_graph_fail(c);
 }
 
+bool ox_int_graph_ok(ox_ctx *c, int slot)
+{
+    static const char *const ok[] = {"Cast",           "Equal",    "Flatten",  "Greater",
+                                     "GreaterOrEqual", "Identity", "Less",     "LessOrEqual",
+                                     "Reshape",        "Squeeze",  "Unsqueeze"};
+    const char *op = c->node != NULL ? c->node->op_type : "";
+    if ((strcmp(op, "Gather") == 0 && slot == 1) || (strcmp(op, "Where") == 0 && slot == 0))
+        return true;
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (strcmp(op, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The input slot of the current node that reads v (-1 when none does). */
+static int slot_of(ox_ctx *c, const ox_val *v)
+{
+    for (int i = 0; c->node != NULL && i < ox_n_in(c); i++)
+        if (ox_in(c, i) == v)
+            return i;
+    return -1;
+}
+
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
 {
     *out = NULL;
     if (v->n == NULL && v->ints == NULL)
         return ox_fail(c, SX_E_FORMAT, "value '%s' has no values", v->name);
+    if (v->int_graph && !ox_int_graph_ok(c, slot_of(c, v)))
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "value '%s' holds integers computed by the graph (strix reads them only "
+                       "as Gather's indices, Where's condition, in comparisons, casts and "
+                       "reshapes)",
+                       v->name);
     sx_cg_node *n = v->n;
     ox_layout lay = v->lay;
     if (n == NULL) { /* known integers (or booleans as 0/1) read as data: a constant */

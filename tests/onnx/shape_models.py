@@ -33,8 +33,8 @@ def node(op, ins, outs, **kw):
     return helper.make_node(op, ins, outs, name=outs[0] + "_node", **kw)
 
 
-def model(nodes, inits, xshape, yrank, opset=13):
-    x = helper.make_tensor_value_info("x", F32, ["n"] + list(xshape))
+def model(nodes, inits, xshape, yrank, opset=13, xtype=F32):
+    x = helper.make_tensor_value_info("x", xtype, ["n"] + list(xshape))
     y = helper.make_tensor_value_info("y", F32, ["n"] + [None] * (yrank - 1))
     g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
@@ -246,6 +246,29 @@ def bad_external():
     return m, ["'w'", "outside the model's folder"]
 
 
+def case_embed():
+    """Token ids (an int64 input) looked up in an embedding table by Gather, as PyTorch exports
+    nn.Embedding; the ids reshaped (Unsqueeze) and compared (Equal) on the way, to a padding
+    mask that zeroes the rows of id 0."""
+    table = np.linspace(-2, 2, 7 * 3).reshape(7, 3).astype(np.float32)
+    nodes = [node("Gather", ["table", "x"], ["m_rows"], axis=0),
+             node("Unsqueeze", ["x", "axes2"], ["m_ids"]),
+             node("Equal", ["m_ids", "zero"], ["m_pad"]),
+             node("Where", ["m_pad", "zf", "m_rows"], ["y"])]
+    inits = COMMON + [floats("table", table), ints("axes2", [2]), floats("zf", 0.0)]
+
+    def ref(x):
+        return np.where((x == 0)[..., None], 0, table[x])
+    return model(nodes, inits, (5,), 3, xtype=I64), (5,), ref
+
+
+def bad_int_div():
+    """An integer graph input divided in the graph (float division would not truncate)."""
+    nodes = [node("Div", ["x", "two"], ["i_q"]), node("Cast", ["i_q"], ["y"], to=F32)]
+    return model(nodes, COMMON, (4,), 2, xtype=I64), \
+        ["i_q_node", "Div", "integers computed by the graph"]
+
+
 def bad_gather():
     """Gather from the shape at an index past its end."""
     nodes = [node("Shape", ["x"], ["b_shape"]),
@@ -277,8 +300,9 @@ def bad_div():
 
 CASES = {"flatten": case_flatten, "heads": case_heads, "shuffle": case_shuffle,
          "window_mask": case_window_mask, "class_token": case_class_token, "causal": case_causal,
-         "int_arith": case_int_arith, "external": case_external}
-BAD = {"gather": bad_gather, "range": bad_range, "div": bad_div, "external": bad_external}
+         "int_arith": case_int_arith, "external": case_external, "embed": case_embed}
+BAD = {"gather": bad_gather, "range": bad_range, "div": bad_div, "external": bad_external,
+       "int_div": bad_int_div}
 
 
 def main():
@@ -293,7 +317,10 @@ def main():
                       all_tensors_to_one_file=True, location="external.data", size_threshold=0)
         else:
             onnx.save(m, os.path.join(out, name + ".onnx"))
-        x = rng.uniform(-1, 1, (3,) + tuple(xshape)).astype(np.float32)
+        if m.graph.input[0].type.tensor_type.elem_type == I64:  # token ids, 0 the padding
+            x = rng.integers(0, 7, (3,) + tuple(xshape)).astype(np.int64)
+        else:
+            x = rng.uniform(-1, 1, (3,) + tuple(xshape)).astype(np.float32)
         y = np.asarray(ref(x), dtype=np.float32)
         for suffix, t in (("_x.pb", x), ("_y.pb", y)):
             with open(os.path.join(out, name + suffix), "wb") as f:

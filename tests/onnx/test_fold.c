@@ -110,6 +110,15 @@ Test(onnx_fold, weights_in_external_data)
     remove_models();
 }
 
+/* An int64 input of token ids: Gather's indices into an embedding table, compared to a
+ * padding id. */
+Test(onnx_fold, integer_input_as_gather_indices)
+{
+    make_models();
+    check_case("embed");
+    remove_models();
+}
+
 Test(onnx_fold, channel_shuffle_of_rank_5)
 {
     make_models();
@@ -127,12 +136,12 @@ Test(onnx_fold, masks_from_scatter_range_and_where)
 }
 
 /* An index out of range, an op strix only folds given a graph value, a division by zero,
- * external data outside the model's folder: an
+ * external data outside the model's folder, integer arithmetic on an integer input: an
  * SX_E_* status whose message names the node, the op and the reason (bad_<case>.txt). */
 Test(onnx_fold, what_does_not_fold_is_a_clear_error)
 {
     make_models();
-    static const char *const bad[] = {"gather", "range", "div", "external"};
+    static const char *const bad[] = {"gather", "range", "div", "external", "int_div"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char path[512], words[512];
         snprintf(path, sizeof path, "%s/bad_%s.txt", dir, bad[i]);
