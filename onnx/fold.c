@@ -799,8 +799,7 @@ static sx_status fold_run(ox_ctx *c, const char *op, kt *in, int nin, kt *out, b
     return SX_OK;
 }
 
-/* The number of inputs each folded op takes (a missing one is a malformed node). */
-static int fold_arity(const char *op)
+int ox_fold_arity(const char *op)
 {
     if (strcmp(op, "Where") == 0 || strcmp(op, "Range") == 0 || strcmp(op, "ScatterND") == 0)
         return 3;
@@ -843,12 +842,12 @@ sx_status ox_fold(ox_ctx *c, bool *done)
         return SX_OK;
     for (int i = 0; i < nin; i++) {
         ox_val *v = ox_in(c, i);
-        if (v == NULL ? i < fold_arity(op) : !ox_known(v))
+        if (v == NULL ? i < ox_fold_arity(op) : !ox_known(v))
             return SX_OK;
         if (v != NULL && v->ints == NULL && sx_shape_size(v->rank, v->shape) > FOLD_MAX)
             return SX_OK; /* a large float constant: the graph computes it */
     }
-    if (nin < fold_arity(op))
+    if (nin < ox_fold_arity(op))
         return SX_OK;
     kt in[64], out;
     memset(&out, 0, sizeof out);

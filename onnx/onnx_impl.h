@@ -125,6 +125,8 @@ sx_status ox_in_scalar(ox_ctx *c, int i, double *v, bool *present);
 bool ox_known(const ox_val *v);
 /* Output i as a float constant of (rank, shape) with values f (its const node and cst). */
 sx_status ox_out_const(ox_ctx *c, int i, int rank, const int64_t *shape, const double *f);
+/* The inputs op_type needs to be folded (a missing one is a malformed node). */
+int ox_fold_arity(const char *op_type);
 /* Fold the current node when every input is known and fold.c evaluates its op: *done then. */
 sx_status ox_fold(ox_ctx *c, bool *done);
 /* After a mapping: a reshape-like op (Reshape, Flatten, Squeeze, Unsqueeze, Identity) of a

@@ -314,7 +314,10 @@ static sx_status op_known_only(ox_ctx *c)
                            "values known at import time)",
                            i, v->name, c->node->op_type);
     }
-    return ox_fail(c, SX_E_FORMAT, "inputs missing");
+    for (int i = 0; i < ox_fold_arity(c->node->op_type); i++)
+        if (ox_in(c, i) == NULL)
+            return ox_fail(c, SX_E_FORMAT, "input %d missing", i);
+    return ox_fail(c, SX_E_UNSUPPORTED, "inputs too large to evaluate at import time");
 }
 
 /* Size: the element count, a known integer. */
