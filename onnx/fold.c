@@ -344,7 +344,8 @@ static sx_status fold_binary(ox_ctx *c, bin_op op, kt *in, int n, kt *out)
     for (int64_t k = 0; k < out->n; k++)
         kt_copy1(out, k, &in[0], k);
     for (int i = 1; i < n; i++) {
-        kt acc = *out;
+        kt acc = *out; /* out is made anew from it (and left empty on failure) */
+        memset(out, 0, sizeof *out);
         sx_status s = fold_binary2(c, op, &acc, &in[i], out);
         kt_free(&acc);
         SX_TRY(s);

@@ -544,10 +544,12 @@ sx_status ox_out_ints_typed(ox_ctx *c, int i, int rank, const int64_t *shape, co
     v->ints = sx_alloc((size_t)(n ? n : 1) * sizeof *v->ints);
     if (v->ints == NULL)
         return SX_E_NOMEM;
-    memcpy(v->ints, ints, (size_t)n * sizeof *ints);
+    if (n > 0)
+        memcpy(v->ints, ints, (size_t)n * sizeof *ints);
     v->itype = type;
     v->rank = rank;
-    memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
+    if (rank > 0) /* (a scalar's shape may be NULL) */
+        memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
     return SX_OK;
 }
 
