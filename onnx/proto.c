@@ -92,6 +92,15 @@ sx_status ox_read_file(const char *path, uint8_t **data, size_t *size)
 
 /* ---------------------------------------------------------------- tensors */
 
+/* Whether path has a ".." component. */
+static bool has_parent(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")) != NULL; p += 2)
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
+            return true;
+    return false;
+}
+
 /* The external_data entries of t: location, offset and length (-1 when absent). */
 static sx_status external_entries(ox_ctx *c, const Onnx__TensorProto *t, const char **loc,
                                   long long *off, long long *len)
@@ -117,7 +126,7 @@ static sx_status external_entries(ox_ctx *c, const Onnx__TensorProto *t, const c
     }
     if (*loc == NULL || (*loc)[0] == '\0')
         return ox_fail(c, SX_E_FORMAT, "tensor '%s': external data without a location", name);
-    if ((*loc)[0] == '/' || strstr(*loc, "..") != NULL)
+    if ((*loc)[0] == '/' || has_parent(*loc))
         return ox_fail(c, SX_E_FORMAT,
                        "tensor '%s': external data location '%s' outside the "
                        "model's folder",
