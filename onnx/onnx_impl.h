@@ -24,8 +24,12 @@ typedef struct ox_val {
     int rank; /* the ONNX shape */
     int64_t shape[SX_MAX_RANK];
     int64_t *ints;  /* integer values (owned), or NULL */
+    int32_t itype;  /* the integers' ONNX element type (0: INT64); BOOL values are 0/1 */
     sx_tensor *cst; /* a float constant's values in the import dtype (owned), or NULL */
     bool is_input;  /* a graph input */
+    /* A graph node holding integers (an integer graph input, reshaped or cast to an integer
+     * type): only the ops of ox_int_graph_ok read it, where float arithmetic gives the same. */
+    bool int_graph;
     /* Axis 0 is the batch axis (a graph input's first axis, kept through the ops that keep it):
      * a Reshape of such a value keeps that axis however the file spells its size. */
     bool batch0;
@@ -50,7 +54,7 @@ typedef struct ox_ctx {
     Onnx__TensorProto *const *bound;
     int n_bound;
     int opset;
-    ox_val *vals;
+    ox_val **vals; /* each allocated once: a value's address stays valid while others are added */
     int n_vals, cap_vals;
     const Onnx__NodeProto *node; /* the node being mapped (for messages), or NULL */
     int node_index;
@@ -68,6 +72,11 @@ sx_status ox_graph_fail(ox_ctx *c);
 /* Read a whole file into memory (*data owned by the caller, sx_free). */
 sx_status ox_read_file(const char *path, uint8_t **data, size_t *size);
 
+/* A tensor stored outside the model (data_location EXTERNAL: the external_data entries location,
+ * offset, length name a file in the model file's folder) read into its raw_data, once: later
+ * imports of the same proto find it there. A location that is absolute or holds ".." is
+ * SX_E_FORMAT. Nothing happens for a tensor held in the model. */
+sx_status ox_tensor_external(ox_ctx *c, Onnx__TensorProto *t);
 /* A TensorProto's element count after checking dims (>= 0, rank <= SX_MAX_RANK). */
 sx_status ox_tensor_dims(ox_ctx *c, const Onnx__TensorProto *t, int *rank, int64_t *shape);
 /* A float tensor (FLOAT, DOUBLE; also FLOAT16? no) converted to dtype dt. */
@@ -89,8 +98,12 @@ sx_status ox_in_req(ox_ctx *c, int i, ox_val **out);
 int ox_n_in(ox_ctx *c);
 int ox_n_out(ox_ctx *c);
 /* The node of value v in layout want (a permutation, or a reshape when it only moves axes of
- * size 1, is added when v is kept in the other one). An integer value is SX_E_UNSUPPORTED. */
+ * size 1, is added when v is kept in the other one). Known integers become a constant of the
+ * import dtype (booleans 1/0). */
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out);
+/* Whether the current node may read a graph value holding integers (v->int_graph) as input
+ * slot i: Gather's indices, Cast, comparisons, Where's condition and the reshapes. */
+bool ox_int_graph_ok(ox_ctx *c, int slot);
 /* Output i of the node: the graph node n holding it in layout lay (its ONNX shape derived). */
 sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
 /* A reshape of x to shape (rank, shape) written so that, when it keeps axis 0 (the same size,
@@ -98,12 +111,27 @@ sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay);
  * still runs when a copy changes the batch (sx_cg_graph_copy, a .sxm loaded for another batch).
  * The result is the same reshape at this batch. NULL with the graph's status on failure. */
 sx_cg_node *ox_reshape(ox_ctx *c, sx_cg_node *x, int rank, const int64_t *shape);
-/* Output i as known integers. */
+/* Output i as known integers (of ONNX element type INT64; _typed: of type, 0 for INT64). */
 sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints);
+sx_status ox_out_ints_typed(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints,
+                            int32_t type);
 /* Static integer data of input i (required), e.g. Reshape's shape; *count elements. */
 sx_status ox_in_ints(ox_ctx *c, int i, const int64_t **ints, int64_t *count);
 /* A known float scalar of input i (a constant), e.g. Clip's min; *present false when absent. */
 sx_status ox_in_scalar(ox_ctx *c, int i, double *v, bool *present);
+
+/* Import-time folding (fold.c). A value is known when it is integers or a float constant that
+ * is not a trainable parameter. */
+bool ox_known(const ox_val *v);
+/* Output i as a float constant of (rank, shape) with values f (its const node and cst). */
+sx_status ox_out_const(ox_ctx *c, int i, int rank, const int64_t *shape, const double *f);
+/* The inputs op_type needs to be folded (a missing one is a malformed node). */
+int ox_fold_arity(const char *op_type);
+/* Fold the current node when every input is known and fold.c evaluates its op: *done then. */
+sx_status ox_fold(ox_ctx *c, bool *done);
+/* After a mapping: a reshape-like op (Reshape, Flatten, Squeeze, Unsqueeze, Identity) of a
+ * small known float constant gives its output the same numbers. */
+sx_status ox_fold_after(ox_ctx *c);
 
 /* Attributes of the current node. */
 const Onnx__AttributeProto *ox_attr(ox_ctx *c, const char *name);

@@ -94,7 +94,7 @@ static sx_status op_Identity(ox_ctx *c)
     ox_val *v;
     SX_TRY(ox_in_req(c, 0, &v));
     if (v->n == NULL)
-        return ox_out_ints(c, 0, v->rank, v->shape, v->ints);
+        return ox_out_ints_typed(c, 0, v->rank, v->shape, v->ints, v->itype);
     return ox_out(c, 0, v->n, v->lay);
 }
 
@@ -194,19 +194,28 @@ static sx_status op_Clip(ox_ctx *c)
     return ox_out(c, 0, x, v->lay);
 }
 
-/* Dropout at inference: the identity (training_mode, when given, must be a constant false). */
+/* Dropout at inference: the identity (training_mode, when given, must be a constant false, or
+ * the ratio a constant 0: PyTorch's functional dropout with p = 0 exports training mode). */
 static sx_status op_Dropout(ox_ctx *c)
 {
-    double t = 0;
-    bool has_t;
+    double t = 0, ratio = 0.5;
+    bool has_t, has_r;
     SX_TRY(ox_in_scalar(c, 2, &t, &has_t));
     if (t != 0)
+        SX_TRY(ox_in_scalar(c, 1, &ratio, &has_r));
+    if (t != 0 && ratio != 0)
         return ox_fail(c, SX_E_UNSUPPORTED, "training_mode true (inference only)");
-    SX_TRY(no_extra_outputs(c, 1));
+    SX_TRY(no_extra_outputs(c, 2));
     ox_val *v;
     sx_cg_node *x;
     SX_TRY(in_any(c, 0, &v, &x));
-    return ox_out(c, 0, x, v->lay);
+    SX_TRY(ox_out(c, 0, x, v->lay));
+    if (ox_n_out(c) < 2 || c->node->output[1][0] == '\0')
+        return SX_OK;
+    /* the mask: every element kept (1) */
+    sx_cg_node *one = sx_cg_scalar_like(c->g, x, 1);
+    return ox_out(c, 1, sx_cg_broadcast(c->g, one, sx_cg_node_rank(x), sx_cg_node_shape(x)),
+                  v->lay);
 }
 
 /* The nodes of a and b in one layout for a broadcasting op: NHWC when either is kept NHWC and
@@ -260,7 +269,65 @@ BINARY(Sub, sub)
 BINARY(Mul, mul)
 BINARY(Div, div)
 BINARY(Pow, pow)
+/* Comparisons and logic on graph values give 1/0 (the booleans of a graph value); and, or and
+ * xor read 1/0 inputs. */
+BINARY(Equal, eq)
+BINARY(Less, lt)
+BINARY(LessOrEqual, le)
+BINARY(Greater, gt)
+BINARY(GreaterOrEqual, ge)
+BINARY(And, mul)
+BINARY(Or, max)
+BINARY(Xor, ne)
 #undef BINARY
+
+/* not(x) = 1 - x on 1/0 */
+static sx_status op_Not(ox_ctx *c)
+{
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(in_any(c, 0, &v, &x));
+    sx_cg_graph *g = c->g;
+    return ox_out(c, 0, sx_cg_sub(g, sx_cg_scalar_like(g, x, 1), x), v->lay);
+}
+
+/* where(cond, x, y), broadcast in ONNX order; a known condition is a constant of 1/0 */
+static sx_status op_Where(ox_ctx *c)
+{
+    sx_cg_node *n[3];
+    for (int i = 0; i < 3; i++) {
+        ox_val *v;
+        SX_TRY(in_node(c, i, OX_ONNX, &v, &n[i]));
+    }
+    return ox_out(c, 0, sx_cg_where(c->g, n[0], n[1], n[2]), OX_ONNX);
+}
+
+/* Ops strix computes only at import time (fold.c), on known inputs: reaching the mapping means
+ * an input is computed by the graph. */
+static sx_status op_known_only(ox_ctx *c)
+{
+    for (int i = 0; i < ox_n_in(c); i++) {
+        ox_val *v = ox_in(c, i);
+        if (v != NULL && !ox_known(v))
+            return ox_fail(c, SX_E_UNSUPPORTED,
+                           "input %d ('%s') is computed by the graph (strix evaluates %s only on "
+                           "values known at import time)",
+                           i, v->name, c->node->op_type);
+    }
+    for (int i = 0; i < ox_fold_arity(c->node->op_type); i++)
+        if (ox_in(c, i) == NULL)
+            return ox_fail(c, SX_E_FORMAT, "input %d missing", i);
+    return ox_fail(c, SX_E_UNSUPPORTED, "inputs too large to evaluate at import time");
+}
+
+/* Size: the element count, a known integer. */
+static sx_status op_Size(ox_ctx *c)
+{
+    ox_val *v;
+    SX_TRY(ox_in_req(c, 0, &v));
+    int64_t n = sx_shape_size(v->rank, v->shape);
+    return ox_out_ints(c, 0, 0, NULL, &n);
+}
 
 /* Sum, Mean, Max, Min over 1..n inputs, folded left to right. */
 static sx_status variadic(ox_ctx *c, binary_fn f, bool mean)
@@ -822,7 +889,7 @@ static sx_status reshape_to(ox_ctx *c, ox_val *v, int rank, const int64_t *shape
         if (sx_shape_size(rank, shape) != sx_shape_size(v->rank, v->shape))
             return ox_fail(c, SX_E_SHAPE, "cannot reshape %lld values",
                            (long long)sx_shape_size(v->rank, v->shape));
-        return ox_out_ints(c, 0, rank, shape, v->ints);
+        return ox_out_ints_typed(c, 0, rank, shape, v->ints, v->itype);
     }
     sx_cg_node *x;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
@@ -1264,8 +1331,34 @@ static sx_status op_Tile(ox_ctx *c)
     return ox_out(c, 0, sx_cg_tile(c->g, x, t), OX_ONNX);
 }
 
-/* Gather along an axis with known indices: a slice for a scalar index, else rows of the axis
- * brought to the front. */
+/* The indices of Gather's input 1 as a rank-1 node of the import dtype, d the gathered axis's
+ * size: known indices checked and made non-negative; indices the graph computes (a model's
+ * integer input, token ids) flattened, checked when evaluated (they must be in [0, d)). */
+static sx_status gather_indices(ox_ctx *c, ox_val *iv, int64_t d, sx_cg_node **out)
+{
+    int64_t ni = sx_shape_size(iv->rank, iv->shape);
+    if (iv->ints == NULL) {
+        sx_cg_node *n;
+        SX_TRY(ox_node(c, iv, OX_ONNX, &n));
+        *out = ox_reshape(c, n, 1, &ni);
+        return *out != NULL ? SX_OK : ox_graph_fail(c);
+    }
+    const int64_t *idx = iv->ints;
+    for (int64_t i = 0; i < ni; i++)
+        if (idx[i] < -d || idx[i] >= d)
+            return ox_fail(c, SX_E_RANGE, "index %lld out of range for an axis of size %lld",
+                           (long long)idx[i], (long long)d);
+    sx_tensor *it = NULL;
+    SX_TRY(sx_tensor_new(c->dt, 1, &ni, &it));
+    for (int64_t i = 0; i < ni; i++)
+        sx_tensor_set(it, i, (double)(idx[i] < 0 ? idx[i] + d : idx[i]));
+    *out = sx_cg_const(c->g, it);
+    sx_tensor_free(it);
+    return *out != NULL ? SX_OK : ox_graph_fail(c);
+}
+
+/* Gather along an axis: rows of the axis brought to the front (known integer data is folded
+ * before this mapping: fold.c). */
 static sx_status op_Gather(ox_ctx *c)
 {
     ox_val *v, *iv;
@@ -1275,18 +1368,6 @@ static sx_status op_Gather(ox_ctx *c)
     SX_TRY(ox_attr_int(c, "axis", 0, &a));
     int axis;
     SX_TRY(ox_axis(c, a, v->rank, "attribute axis", &axis));
-    const int64_t *idx;
-    int64_t ni;
-    SX_TRY(ox_in_ints(c, 1, &idx, &ni));
-    int64_t d = v->shape[axis], fixed[256];
-    if (ni > 256)
-        return ox_fail(c, SX_E_UNSUPPORTED, "more than 256 indices");
-    for (int64_t i = 0; i < ni; i++) {
-        fixed[i] = idx[i] < 0 ? idx[i] + d : idx[i];
-        if (fixed[i] < 0 || fixed[i] >= d)
-            return ox_fail(c, SX_E_RANGE, "index %lld out of range for %lld", (long long)idx[i],
-                           (long long)d);
-    }
     /* the result's ONNX shape: data's with the axis replaced by the indices' shape */
     int r = v->rank - 1 + iv->rank;
     if (r > SX_MAX_RANK)
@@ -1295,30 +1376,17 @@ static sx_status op_Gather(ox_ctx *c)
     memcpy(s, v->shape, (size_t)axis * sizeof *s);
     memcpy(s + axis, iv->shape, (size_t)iv->rank * sizeof *s);
     memcpy(s + axis + iv->rank, v->shape + axis + 1, (size_t)(v->rank - axis - 1) * sizeof *s);
-    if (v->n == NULL) { /* integers (a shape): pick them here */
-        if (v->rank != 1)
-            return ox_fail(c, SX_E_UNSUPPORTED, "gather from an integer tensor of rank %d",
-                           v->rank);
-        int64_t out[256];
-        for (int64_t i = 0; i < ni; i++)
-            out[i] = v->ints[fixed[i]];
-        return ox_out_ints(c, 0, r, s, out);
-    }
     sx_cg_graph *g = c->g;
-    sx_cg_node *x;
+    sx_cg_node *x, *in;
     SX_TRY(ox_node(c, v, OX_ONNX, &x));
-    c->no_batch = axis == 0;
+    SX_TRY(gather_indices(c, iv, v->shape[axis], &in));
+    /* axis 0 of the result is the indices' first axis when axis is 0: the batch of token ids */
+    c->no_batch = axis == 0 && !(iv->batch0 && iv->rank > 0);
     int perm[SX_MAX_RANK];
     perm[0] = axis;
     for (int i = 0, k = 1; i < v->rank; i++)
         if (i != axis)
             perm[k++] = i;
-    sx_tensor *it = NULL;
-    SX_TRY(sx_tensor_new(c->dt, 1, &ni, &it));
-    for (int64_t i = 0; i < ni; i++)
-        sx_tensor_set(it, i, (double)fixed[i]);
-    sx_cg_node *in = sx_cg_const(g, it);
-    sx_tensor_free(it);
     sx_cg_node *y = sx_cg_gather(g, axis ? sx_cg_permute(g, x, perm) : x, in);
     if (axis && y != NULL) { /* back: the gathered axis to its place */
         int back[SX_MAX_RANK];
@@ -1350,7 +1418,7 @@ static sx_status const_tensor(ox_ctx *c, const Onnx__TensorProto *t)
     int64_t shape[SX_MAX_RANK];
     SX_TRY(ox_tensor_dims(c, t, &rank, shape));
     SX_TRY(ox_tensor_ints(c, t, &v, &n));
-    sx_status s = ox_out_ints(c, 0, rank, shape, v);
+    sx_status s = ox_out_ints_typed(c, 0, rank, shape, v, t->data_type);
     sx_free(v);
     return s;
 }
@@ -1458,12 +1526,17 @@ static sx_status op_Cast(ox_ctx *c)
     int64_t to;
     SX_TRY(ox_attr_int(c, "to", 0, &to));
     bool to_float = ox_dtype_is_float((int32_t)to);
-    if (v->n != NULL && to_float)
+    /* a graph value holding integers cast to another integer type: the same numbers (a
+     * narrower type's wrapping is not computed) */
+    bool int_to_int =
+        v->int_graph && !to_float &&
+        (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+    if (v->n != NULL && (to_float || int_to_int))
         return ox_out(c, 0, v->n, v->lay);
     if (v->n == NULL && !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
         to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
         to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
-        return ox_out_ints(c, 0, v->rank, v->shape, v->ints);
+        return ox_out_ints_typed(c, 0, v->rank, v->shape, v->ints, (int32_t)to);
     return ox_fail(c, SX_E_UNSUPPORTED, "attribute to = %s from a %s tensor",
                    ox_dtype_name((int32_t)to), v->n ? "float" : "integer");
 }
@@ -2091,6 +2164,7 @@ static sx_status op_Upsample_any(ox_ctx *c)
 static const ox_op ops[] = {
     {"Abs", op_Abs, ""},
     {"Add", op_Add, ""},
+    {"And", op_And, ""},
     {"ArgMax", op_ArgMax, "axis,keepdims,select_last_index"},
     {"ArgMin", op_ArgMin, "axis,keepdims,select_last_index"},
     {"AveragePool", op_AveragePool,
@@ -2109,6 +2183,7 @@ static const ox_op ops[] = {
     {"Div", op_Div, ""},
     {"Dropout", op_Dropout_any, "ratio,seed"},
     {"Elu", op_Elu, "alpha"},
+    {"Equal", op_Equal, ""},
     {"Erf", op_Erf, ""},
     {"Exp", op_Exp, ""},
     {"Expand", op_Expand, ""},
@@ -2118,12 +2193,16 @@ static const ox_op ops[] = {
     {"Gemm", op_Gemm, "alpha,beta,transA,transB"},
     {"GlobalAveragePool", op_GlobalAveragePool, ""},
     {"GlobalMaxPool", op_GlobalMaxPool, ""},
+    {"Greater", op_Greater, ""},
+    {"GreaterOrEqual", op_GreaterOrEqual, ""},
     {"HardSigmoid", op_HardSigmoid, "alpha,beta"},
     {"HardSwish", op_HardSwish, ""},
     {"Identity", op_Identity, ""},
     {"InstanceNormalization", op_InstanceNormalization, "epsilon"},
     {"LayerNormalization", op_LayerNormalization, "axis,epsilon,stash_type"},
     {"LeakyRelu", op_LeakyRelu, "alpha"},
+    {"Less", op_Less, ""},
+    {"LessOrEqual", op_LessOrEqual, ""},
     {"Log", op_Log, ""},
     {"LogSoftmax", op_LogSoftmax, "axis"},
     {"MatMul", op_MatMul, ""},
@@ -2131,11 +2210,15 @@ static const ox_op ops[] = {
     {"MaxPool", op_MaxPool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
     {"Mean", op_Mean, ""},
     {"Min", op_Min, ""},
+    {"Mod", op_known_only, "fmod"},
     {"Mul", op_Mul, ""},
     {"Neg", op_Neg, ""},
+    {"Not", op_Not, ""},
+    {"Or", op_Or, ""},
     {"PRelu", op_PRelu, ""},
     {"Pad", op_Pad_any, "mode,pads,value"},
     {"Pow", op_Pow, ""},
+    {"Range", op_known_only, ""},
     {"Reciprocal", op_Reciprocal, ""},
     {"ReduceL1", op_ReduceL1, "axes,keepdims"},
     {"ReduceL2", op_ReduceL2, "axes,keepdims"},
@@ -2152,11 +2235,13 @@ static const ox_op ops[] = {
      "coordinate_transformation_mode,cubic_coeff_a,exclude_outside,extrapolation_value,mode,"
      "nearest_mode"},
     {"Round", op_Round, ""},
+    {"ScatterND", op_known_only, "reduction"},
     {"Selu", op_Selu, "alpha,gamma"},
     {"Shape", op_Shape, "start,end"},
     {"Sigmoid", op_Sigmoid, ""},
     {"Sign", op_Sign, ""},
     {"Sin", op_Sin, ""},
+    {"Size", op_Size, ""},
     {"Slice", op_Slice_any, "axes,ends,starts"},
     {"Softmax", op_Softmax, "axis"},
     {"Softplus", op_Softplus, ""},
@@ -2173,6 +2258,8 @@ static const ox_op ops[] = {
     {"Transpose", op_Transpose, "perm"},
     {"Unsqueeze", op_Unsqueeze, "axes"},
     {"Upsample", op_Upsample_any, "mode,scales"},
+    {"Where", op_Where, ""},
+    {"Xor", op_Xor, ""},
 };
 
 bool ox_static_input(const char *op_type, int slot)

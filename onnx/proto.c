@@ -92,6 +92,100 @@ sx_status ox_read_file(const char *path, uint8_t **data, size_t *size)
 
 /* ---------------------------------------------------------------- tensors */
 
+/* Whether path has a ".." component. */
+static bool has_parent(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")) != NULL; p += 2)
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
+            return true;
+    return false;
+}
+
+/* The external_data entries of t: location, offset and length (-1 when absent). */
+static sx_status external_entries(ox_ctx *c, const Onnx__TensorProto *t, const char **loc,
+                                  long long *off, long long *len)
+{
+    *loc = NULL;
+    *off = 0;
+    *len = -1;
+    const char *name = t->name ? t->name : "";
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *kv = t->external_data[i];
+        if (kv->key == NULL || kv->value == NULL)
+            continue;
+        char *end = NULL;
+        if (strcmp(kv->key, "location") == 0)
+            *loc = kv->value;
+        else if (strcmp(kv->key, "offset") == 0)
+            *off = strtoll(kv->value, &end, 10);
+        else if (strcmp(kv->key, "length") == 0)
+            *len = strtoll(kv->value, &end, 10);
+        if (end != NULL && (*end != '\0' || end == kv->value || *off < 0))
+            return ox_fail(c, SX_E_FORMAT, "tensor '%s': external data %s '%s'", name, kv->key,
+                           kv->value);
+    }
+    if (*loc == NULL || (*loc)[0] == '\0')
+        return ox_fail(c, SX_E_FORMAT, "tensor '%s': external data without a location", name);
+    if ((*loc)[0] == '/' || has_parent(*loc))
+        return ox_fail(c, SX_E_FORMAT,
+                       "tensor '%s': external data location '%s' outside the "
+                       "model's folder",
+                       name, *loc);
+    return SX_OK;
+}
+
+/* Bytes [off, off + len) of the file at path (len -1: to its end) into *buf, *n. */
+static sx_status read_range(ox_ctx *c, const char *path, long long off, long long len,
+                            uint8_t **buf, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return ox_fail(c, SX_E_IO, "external data '%s': cannot open: %s", path, strerror(errno));
+    struct stat st;
+    sx_status s = SX_OK;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || off > (long long)st.st_size ||
+        (len >= 0 && len > (long long)st.st_size - off))
+        s = ox_fail(c, SX_E_FORMAT, "external data '%s': bytes %lld..%lld beyond the file", path,
+                    off, len < 0 ? -1 : off + len);
+    *n = s == SX_OK ? (size_t)(len >= 0 ? len : (long long)st.st_size - off) : 0;
+    if (s == SX_OK && (*buf = sx_alloc(*n ? *n : 1)) == NULL)
+        s = SX_E_NOMEM;
+    if (s == SX_OK && (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(*buf, 1, *n, f) != *n)) {
+        sx_free(*buf);
+        s = ox_fail(c, SX_E_IO, "external data '%s': short read", path);
+    }
+    fclose(f);
+    return s;
+}
+
+sx_status ox_tensor_external(ox_ctx *c, Onnx__TensorProto *t)
+{
+    if (!t->has_data_location || t->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return SX_OK;
+    const char *loc;
+    long long off, len;
+    SX_TRY(external_entries(c, t, &loc, &off, &len));
+    const char *slash = strrchr(c->file, '/');
+    int dir = slash ? (int)(slash - c->file) + 1 : 0;
+    size_t size = (size_t)dir + strlen(loc) + 1;
+    char *path = sx_alloc(size);
+    if (path == NULL)
+        return SX_E_NOMEM;
+    snprintf(path, size, "%.*s%s", dir, c->file, loc);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    sx_status s = read_range(c, path, off, len, &buf, &n);
+    sx_free(path);
+    if (s != SX_OK)
+        return s;
+    sx_free(t->raw_data.data); /* (the unpacked bytes are ox_allocator's) */
+    t->raw_data.data = buf;
+    t->raw_data.len = n;
+    t->has_raw_data = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    return SX_OK;
+}
+
 bool ox_dtype_is_float(int32_t t)
 {
     return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
@@ -249,8 +343,8 @@ sx_status ox_tensor_ints(ox_ctx *c, const Onnx__TensorProto *t, int64_t **out, i
 ox_val *ox_find(ox_ctx *c, const char *name)
 {
     for (int i = c->n_vals - 1; i >= 0; i--)
-        if (strcmp(c->vals[i].name, name) == 0)
-            return &c->vals[i];
+        if (strcmp(c->vals[i]->name, name) == 0)
+            return c->vals[i];
     return NULL;
 }
 
@@ -262,14 +356,16 @@ sx_status ox_define(ox_ctx *c, const char *name, ox_val **out)
         return ox_fail(c, SX_E_FORMAT, "value '%s' defined twice", name);
     if (c->n_vals == c->cap_vals) {
         int cap = c->cap_vals ? 2 * c->cap_vals : 64;
-        ox_val *v = sx_realloc(c->vals, (size_t)cap * sizeof *v);
-        if (v == NULL)
+        ox_val **vs = sx_realloc(c->vals, (size_t)cap * sizeof *vs);
+        if (vs == NULL)
             return SX_E_NOMEM;
-        c->vals = v;
+        c->vals = vs;
         c->cap_vals = cap;
     }
-    ox_val *v = &c->vals[c->n_vals++];
-    memset(v, 0, sizeof *v);
+    ox_val *v = sx_calloc(1, sizeof *v);
+    if (v == NULL)
+        return SX_E_NOMEM;
+    c->vals[c->n_vals++] = v;
     v->name = name;
     *out = v;
     return SX_OK;
@@ -315,26 +411,73 @@ static bool perm_is_reshape(const int *perm, const int64_t *s, int r)
     return true;
 }
 
+/* A constant of the import dtype holding known integers (a fresh node at each use: the
+ * value stays integers for the mappings that read it as such). */
+static sx_status ints_node(ox_ctx *c, const ox_val *v, sx_cg_node **out)
+{
+    sx_tensor *t = NULL;
+    SX_TRY(sx_tensor_new(c->dt, v->rank, v->shape, &t));
+    for (int64_t k = 0; k < t->size; k++)
+        sx_tensor_set(t, k, (double)v->ints[k]);
+    *out = sx_cg_const(c->g, t);
+    sx_tensor_free(t);
+    return *out != NULL ? SX_OK : ox_graph_fail(c);
+}
+
+bool ox_int_graph_ok(ox_ctx *c, int slot)
+{
+    static const char *const ok[] = {"Cast",           "Equal",    "Flatten",  "Greater",
+                                     "GreaterOrEqual", "Identity", "Less",     "LessOrEqual",
+                                     "Reshape",        "Squeeze",  "Unsqueeze"};
+    const char *op = c->node != NULL ? c->node->op_type : "";
+    if ((strcmp(op, "Gather") == 0 && slot == 1) || (strcmp(op, "Where") == 0 && slot == 0))
+        return true;
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (strcmp(op, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The input slot of the current node that reads v (-1 when none does). */
+static int slot_of(ox_ctx *c, const ox_val *v)
+{
+    for (int i = 0; c->node != NULL && i < ox_n_in(c); i++)
+        if (ox_in(c, i) == v)
+            return i;
+    return -1;
+}
+
 sx_status ox_node(ox_ctx *c, ox_val *v, ox_layout want, sx_cg_node **out)
 {
     *out = NULL;
-    if (v->n == NULL)
-        return ox_fail(c, SX_E_UNSUPPORTED, "value '%s' is an integer tensor used as data",
+    if (v->n == NULL && v->ints == NULL)
+        return ox_fail(c, SX_E_FORMAT, "value '%s' has no values", v->name);
+    if (v->int_graph && !ox_int_graph_ok(c, slot_of(c, v)))
+        return ox_fail(c, SX_E_UNSUPPORTED,
+                       "value '%s' holds integers computed by the graph (strix reads them only "
+                       "as Gather's indices, Where's condition, in comparisons, casts and "
+                       "reshapes)",
                        v->name);
-    if (v->lay == want) {
-        *out = v->n;
+    sx_cg_node *n = v->n;
+    ox_layout lay = v->lay;
+    if (n == NULL) { /* known integers (or booleans as 0/1) read as data: a constant */
+        SX_TRY(ints_node(c, v, &n));
+        lay = OX_ONNX;
+    }
+    if (lay == want || sx_cg_node_rank(n) != 4) {
+        *out = n;
         return SX_OK;
     }
     const int *perm = want == OX_NHWC ? ox_to_nhwc : ox_to_nchw;
-    const int64_t *s = sx_cg_node_shape(v->n);
+    const int64_t *s = sx_cg_node_shape(n);
     sx_cg_node *r;
     if (perm_is_reshape(perm, s, 4)) {
         int64_t t[4];
         for (int i = 0; i < 4; i++)
             t[i] = s[perm[i]];
-        r = ox_reshape(c, v->n, 4, t);
+        r = ox_reshape(c, n, 4, t);
     } else {
-        r = sx_cg_permute(c->g, v->n, perm);
+        r = sx_cg_permute(c->g, n, perm);
     }
     if (r == NULL)
         return ox_graph_fail(c);
@@ -396,6 +539,12 @@ sx_status ox_out(ox_ctx *c, int i, sx_cg_node *n, ox_layout lay)
 
 sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints)
 {
+    return ox_out_ints_typed(c, i, rank, shape, ints, 0);
+}
+
+sx_status ox_out_ints_typed(ox_ctx *c, int i, int rank, const int64_t *shape, const int64_t *ints,
+                            int32_t type)
+{
     ox_val *v;
     SX_TRY(out_val(c, i, &v));
     if (v == NULL)
@@ -404,9 +553,12 @@ sx_status ox_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, const in
     v->ints = sx_alloc((size_t)(n ? n : 1) * sizeof *v->ints);
     if (v->ints == NULL)
         return SX_E_NOMEM;
-    memcpy(v->ints, ints, (size_t)n * sizeof *ints);
+    if (n > 0)
+        memcpy(v->ints, ints, (size_t)n * sizeof *ints);
+    v->itype = type;
     v->rank = rank;
-    memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
+    if (rank > 0) /* (a scalar's shape may be NULL) */
+        memcpy(v->shape, shape, (size_t)rank * sizeof *shape);
     return SX_OK;
 }
 

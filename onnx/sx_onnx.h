@@ -11,9 +11,25 @@
  * and passes element-wise ops, Softmax, Concat, Pad and reductions through in either order (their
  * axes are mapped), so the permutations of a chain conv -> relu -> pool -> conv cancel and only
  * those at the model's input and output remain. Inputs and outputs keep the ONNX order and
- * shapes. Floating-point tensors (FLOAT, DOUBLE) are computed in p->dtype; integer tensors are
- * read only where their values are known at import time (Reshape's shape, Gather's indices,
- * Pad's pads, Shape of a static shape, Constant, ...); float values an op needs at import time
+ * shapes. Floating-point tensors (FLOAT, DOUBLE) are computed in p->dtype. Integer and boolean
+ * tensors are known at import time: the graph is built for one batch size, so Shape gives
+ * numbers, and a node whose inputs are all known (integers, or float constants that are not
+ * trainable parameters) is evaluated by the importer (folded) when its op is one of the shape
+ * arithmetic exporters write: Add, Sub, Mul, Div, Mod, Pow, Max, Min, Sum, Neg, Abs, Sign, Not,
+ * Sqrt, Floor, Ceil, Reciprocal, Exp, Log, Equal, Less(OrEqual), Greater(OrEqual), And, Or, Xor,
+ * Where, Cast, Gather, Slice, Concat, Transpose, Expand, Tile, Range, ConstantOfShape, ScatterND
+ * (and Reshape, Flatten, Squeeze, Unsqueeze, Identity carry known values through). Integers
+ * keep their ONNX element type (int8..uint32 wrap around as that type's arithmetic does). Known
+ * integers read as data by a graph op (Where's condition, an integer model output) become a
+ * constant of their values in p->dtype, booleans 1/0; comparisons and logic on graph values
+ * give 1/0. Range, Mod and ScatterND are computed only on known inputs: one computed by the
+ * graph is SX_E_UNSUPPORTED naming the input. A graph input of an integer type (INT8..INT64,
+ * UINT8, UINT16, BOOL: token ids) is an input of p->dtype holding integers (exact up to 2^24 in
+ * f32); strix reads such a value only as Gather's indices (an embedding lookup), Where's
+ * condition, in comparisons, casts and reshapes (integer arithmetic on it, which floats would
+ * not reproduce, is SX_E_UNSUPPORTED). Initializers may be stored in external data (a file
+ * beside the model, as PyTorch writes models over 2 GB; its location is relative to the model
+ * file's folder). Float values an op needs at import time
  * (Resize's scales and roi, Upsample's scales) must be constants or initializers. ArgMax and
  * ArgMin give their indices as floating-point values of p->dtype. Resize and Upsample (nearest,
  * linear and cubic, every coordinate transformation of opsets 10-17) become a fixed linear map
@@ -33,8 +49,8 @@
  * (1, -1), which then runs any batch.
  *
  * Every op listed by sx_onnx_op_supported maps; an op outside the list, an attribute or input
- * the mapping does not take (e.g. Conv with a 3-d kernel, a non-constant Reshape
- * shape, an integer graph input), is SX_E_UNSUPPORTED with a message naming the node, the op
+ * the mapping does not take (e.g. Conv with a 3-d kernel, a Reshape shape computed by the graph,
+ * a graph input of type STRING), is SX_E_UNSUPPORTED with a message naming the node, the op
  * and the attribute: "model.onnx: node 'conv1' (Conv): attribute kernel_shape of rank 3 (only
  * 2-d convolutions)". Never a wrong result.
  *
