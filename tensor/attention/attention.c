@@ -152,11 +152,10 @@ static void attn_go(attn_job *jb, size_t ws_bytes, attn_task_fn *fn, int64_t n_t
     sx__par_for_upto((int)slots, n_tasks, fn, jb);
 }
 
-sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k, const sx_tensor *v,
-                                 double scale, bool causal, sx_tensor *out, void *ws,
-                                 size_t ws_bytes)
+static sx_status attn_forward(const char *who, const sx_tensor *q, const sx_tensor *k,
+                              const sx_tensor *v, double scale, bool causal, sx_tensor *out,
+                              void *ws, size_t ws_bytes)
 {
-    const char *who = "sx_tensor_attention_ws";
     SX_TRY(attn_check(who, q, k, v, scale, causal));
     const int64_t bh = q->shape[0], tq = q->shape[1], tk = k->shape[1], dh = q->shape[2];
     const int64_t os[3] = {bh, tq, dh + 1};
@@ -174,10 +173,17 @@ sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k, const s
     return SX_OK;
 }
 
+sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k, const sx_tensor *v,
+                                 double scale, bool causal, sx_tensor *out, void *ws,
+                                 size_t ws_bytes)
+{
+    return attn_forward("sx_tensor_attention_ws", q, k, v, scale, causal, out, ws, ws_bytes);
+}
+
 sx_status sx_tensor_attention_out(const sx_tensor *q, const sx_tensor *k, const sx_tensor *v,
                                   double scale, bool causal, sx_tensor *out)
 {
-    return sx_tensor_attention_ws(q, k, v, scale, causal, out, NULL, 0);
+    return attn_forward("sx_tensor_attention_out", q, k, v, scale, causal, out, NULL, 0);
 }
 
 /* y and dy (bh, tq, dh + 1) of q's dtype. */
@@ -196,12 +202,10 @@ static sx_status attn_check_packed(const char *who, const char *name, const sx_t
     return SX_OK;
 }
 
-sx_status sx_tensor_attention_backward_ws(const sx_tensor *q, const sx_tensor *k,
-                                          const sx_tensor *v, const sx_tensor *y,
-                                          const sx_tensor *dy, double scale, bool causal,
-                                          sx_tensor *out, void *ws, size_t ws_bytes)
+static sx_status attn_backward(const char *who, const sx_tensor *q, const sx_tensor *k,
+                               const sx_tensor *v, const sx_tensor *y, const sx_tensor *dy,
+                               double scale, bool causal, sx_tensor *out, void *ws, size_t ws_bytes)
 {
-    const char *who = "sx_tensor_attention_backward_ws";
     SX_TRY(attn_check(who, q, k, v, scale, causal));
     SX_TRY(attn_check_packed(who, "y", y, q));
     SX_TRY(attn_check_packed(who, "dy", dy, q));
@@ -227,5 +231,15 @@ sx_status sx_tensor_attention_backward_out(const sx_tensor *q, const sx_tensor *
                                            const sx_tensor *dy, double scale, bool causal,
                                            sx_tensor *out)
 {
-    return sx_tensor_attention_backward_ws(q, k, v, y, dy, scale, causal, out, NULL, 0);
+    return attn_backward("sx_tensor_attention_backward_out", q, k, v, y, dy, scale, causal, out,
+                         NULL, 0);
+}
+
+sx_status sx_tensor_attention_backward_ws(const sx_tensor *q, const sx_tensor *k,
+                                          const sx_tensor *v, const sx_tensor *y,
+                                          const sx_tensor *dy, double scale, bool causal,
+                                          sx_tensor *out, void *ws, size_t ws_bytes)
+{
+    return attn_backward("sx_tensor_attention_backward_ws", q, k, v, y, dy, scale, causal, out, ws,
+                         ws_bytes);
 }

@@ -214,7 +214,7 @@ Test(tensor_attention, errors)
     sx_tensor *r2 = tu_zeros(SX_F32, 2, q2);
     char ws[16];
     cr_assert_eq(sx_tensor_attention_out(NULL, k, k, 1, false, y), SX_E_ARG);
-    cr_assert(strstr(sx_last_error(), "sx_tensor_attention_ws") != NULL, "%s", sx_last_error());
+    cr_assert(strstr(sx_last_error(), "sx_tensor_attention_out") != NULL, "%s", sx_last_error());
     cr_assert_eq(sx_tensor_attention_out(r2, k, k, 1, false, y), SX_E_RANK);
     cr_assert_eq(sx_tensor_attention_out(q, qd, k, 1, false, y), SX_E_DTYPE);
     cr_assert_eq(sx_tensor_attention_out(q, k, q, 1, false, y), SX_E_SHAPE); /* k and v */
@@ -228,7 +228,7 @@ Test(tensor_attention, errors)
     cr_assert_eq(sx_tensor_attention_backward_out(q, k, k, yb, y, 1, false, g), SX_E_SHAPE);
     cr_assert_eq(sx_tensor_attention_backward_out(q, k, k, y, y, 1, false, y), SX_E_SHAPE);
     cr_assert_eq(sx_tensor_attention_backward_out(q, k, k, y, NULL, 1, false, g), SX_E_ARG);
-    cr_assert(strstr(sx_last_error(), "sx_tensor_attention_backward_ws") != NULL, "%s",
+    cr_assert(strstr(sx_last_error(), "sx_tensor_attention_backward_out") != NULL, "%s",
               sx_last_error());
     cr_assert_eq(sx_tensor_attention_backward_out(q, k, k, y, y, 1, false, g), SX_OK);
     cr_assert_eq(sx_attention_workspace(SX_F32, NULL, false), 0);
