@@ -29,14 +29,18 @@ typedef struct attn_job {
     size_t slot_bytes;
 } attn_job;
 
+#define AT_DT SX_F32
 #define ISA_TMPL "attention/attention_tmpl.h"
 #include "isa_each.h"
 #undef ISA_TMPL
+#undef AT_DT
+#define AT_DT SX_F64
 #define T double
 #define SFX f64
 #include "attention_tmpl.h"
 #undef T
 #undef SFX
+#undef AT_DT
 
 typedef void attn_task_fn(void *ctx, int64_t task);
 
