@@ -4242,7 +4242,7 @@ static void attn_leaves(ctx *c, int v, sx_cg_node **q, sx_cg_node **k, sx_cg_nod
 }
 
 #define SPEC_attention 6, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_attention, plain_attention)
-#define DT_attention SAMPLE(2)
+#define DT_attention SAMPLE(1)
 static sx_cg_node *sample_attention(GEN_ARGS)
 {
     CTX;
@@ -4254,7 +4254,7 @@ static sx_cg_node *sample_attention(GEN_ARGS)
 /* y (o and lse) and dy are free leaves: the op is a function of all five inputs. */
 #define SPEC_attention_backward                                                                    \
     6, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_attention_backward, plain_attention)
-#define DT_attention_backward SAMPLE(2)
+#define DT_attention_backward SAMPLE(1)
 static sx_cg_node *sample_attention_backward(GEN_ARGS)
 {
     CTX;
