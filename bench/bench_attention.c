@@ -123,6 +123,13 @@ int main(int argc, char **argv)
             t[j] = t[j - 1];
             t[j - 1] = tmp;
         }
+    if (getenv("SX_BENCH_PROFILE") != NULL) {
+        sx_cg_profile_enable(g, true);
+        for (int i = 1; i < 9; i++)
+            CHECK(sx_cg_invalidate(g, wrt[i]));
+        CHECK(sx_cg_eval(g, 10, out));
+        sx_cg_profile_print(g, 15, stdout);
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("result: variant=%s B=%lld T=%lld C=%lld H=%lld causal=%d threads=%d ms=%.2f "
