@@ -461,6 +461,22 @@ sx_cg_node *sx_cg_sparse_xent(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *id
 sx_cg_node *sx_cg_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg_node *idx,
                                        sx_cg_node *dout, int64_t ignore, double smoothing);
 
+/* Fused scaled-dot-product attention (sx_tensor_attention_ws): q (bh, tq, dh), k and v (bh, tk,
+ * dh) -> y (bh, tq, dh + 1), per query row the output o = softmax(scale q k^T + m) v (columns
+ * 0..dh-1) and the softmax's log-sum-exp (column dh), m = -inf above the diagonal when causal
+ * (key j hidden from query t when j > t + tk - tq; tk >= tq), else 0. The (tq, tk) scores are
+ * never stored. sx_cg_attention_o(y) is o (bh, tq, dh), sx_cg_attention_lse(y) the log-sum-exp
+ * (bh, tq): slices of y. Its gradient is attention_backward(q, k, v, y, dy) -> (bh, tq + 2 tk,
+ * dh), dq, dk and dv of each head one after another (dy's column dh is lse's adjoint). Errors:
+ * SX_E_RANK, SX_E_SHAPE (shapes that do not agree, dh or tk of 0, causal with tk < tq),
+ * SX_E_DTYPE (not f32 or f64), SX_E_ARG (a non-finite scale; y not of rank 3). */
+sx_cg_node *sx_cg_attention(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
+                            double scale, bool causal);
+sx_cg_node *sx_cg_attention_o(sx_cg_graph *g, sx_cg_node *y);
+sx_cg_node *sx_cg_attention_lse(sx_cg_graph *g, sx_cg_node *y);
+sx_cg_node *sx_cg_attention_backward(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
+                                     sx_cg_node *y, sx_cg_node *dy, double scale, bool causal);
+
 /* Random generators owned by the graph, named by an id; a dropout mask draws from one.
  * sx_cg_rng gives access to a generator's state (to save or restore it), NULL for a bad id. */
 SX_NODISCARD sx_status sx_cg_rng_new(sx_cg_graph *g, uint64_t seed, int *id);

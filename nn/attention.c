@@ -1,8 +1,11 @@
-/* attention.c: multi-head scaled-dot-product self-attention over (T, d) sequences, from ops the
- * graph optimiser and planner handle like any other: projections by matmul, heads by reshape and
- * permute, scores by batched matmul, an optional causal mask added as a constant, softmax over
- * the last axis. softmax(Q K^T / sqrt(d_head) + M) V per head, then the output projection; the
- * projections are dense layers' (x W + b, W (d, d)), so PyTorch's in_proj_weight rows are W^T. */
+/* attention.c: multi-head scaled-dot-product self-attention over (T, d) sequences:
+ * softmax(Q K^T / sqrt(d_head) + M) V per head, then the output projection. The projections are
+ * dense layers' (x W + b, W (d, d), or one (d, 3d) product for Q, K and V with fused_qkv), heads
+ * are split by reshape and permute, and each head's attention is the fused attention op
+ * (cgraph/ops/attention.c: tiled, causal mask from the indices, no (T, T) scores). Dropout on the
+ * attention weights needs them whole: in training with a dropout rate the layer uses the plain
+ * composition (scores by batched matmul, a constant -inf mask, softmax, the dropout mask), and the
+ * fused op everywhere else (inference, saved models). */
 #include "nn_impl.h"
 
 #include <math.h>
@@ -10,23 +13,31 @@
 
 typedef struct attention_attr {
     int heads;
-    bool causal, bias;
+    bool causal, bias, fused_qkv;
+    double dropout;
 } attention_attr;
 
 sx_nn_attention_params sx_nn_attention_params_default(int heads)
 {
-    sx_nn_attention_params p = {heads, false, true};
+    sx_nn_attention_params p = {heads, false, true, false, 0};
     return p;
 }
 
-/* x W_k (+ b_k) over (n T, d) */
+/* The layer's weights: query, key, value, out (or qkv, out with fused_qkv), then the biases in
+ * the same order. */
+static int n_weights(const attention_attr *a)
+{
+    return a->fused_qkv ? 2 : 4;
+}
+
+/* x W_k (+ b_k) over (n T, d): k indexes the weights (the out projection is the last) */
 static sx_cg_node *project(nn_build *b, sx_nn_layer *l, sx_cg_node *x, int k)
 {
     const attention_attr *a = l->attr;
     sx_cg_node *w = nn_param_node_of(b, l, k);
     if (!a->bias)
         return sx_cg_matmul(b->g, x, w, false, false);
-    return sx_cg_gemm(b->g, x, w, false, false, 1, nn_param_node_of(b, l, 4 + k), 1);
+    return sx_cg_gemm(b->g, x, w, false, false, 1, nn_param_node_of(b, l, n_weights(a) + k), 1);
 }
 
 /* (n T, d) -> (n H, T, d / H) */
@@ -35,6 +46,59 @@ static sx_cg_node *split_heads(sx_cg_graph *g, sx_cg_node *x, int64_t T, int64_t
     int64_t s4[4] = {-1, T, H, dh}, s3[3] = {-1, T, dh};
     int perm[4] = {0, 2, 1, 3};
     return sx_cg_reshape(g, sx_cg_permute(g, sx_cg_reshape(g, x, 4, s4), perm), 3, s3);
+}
+
+/* Q, K, V as (n H, T, dh) each from x (n T, d): three products, or one (n T, 3d) product whose
+ * columns are Q, K, V, split as (n, T, 3, H, dh) -> (3, n, H, T, dh). */
+static void project_qkv(nn_build *b, sx_nn_layer *l, sx_cg_node *x, int64_t T, int64_t H,
+                        int64_t dh, sx_cg_node **qkv)
+{
+    const attention_attr *a = l->attr;
+    sx_cg_graph *g = b->g;
+    if (!a->fused_qkv) {
+        for (int i = 0; i < 3; i++)
+            qkv[i] = split_heads(g, project(b, l, x, i), T, H, dh);
+        return;
+    }
+    int64_t s5[5] = {-1, T, 3, H, dh}, s4[4] = {3, -1, T, dh};
+    int perm[5] = {2, 0, 3, 1, 4};
+    sx_cg_node *p = sx_cg_reshape(
+        g, sx_cg_permute(g, sx_cg_reshape(g, project(b, l, x, 0), 5, s5), perm), 4, s4);
+    for (int i = 0; i < 3; i++) {
+        sx_slice sl[4] = {{i, i + 1, 1}, SX_SLICE_ALL, SX_SLICE_ALL, SX_SLICE_ALL};
+        int64_t s3[3] = {-1, T, dh};
+        qkv[i] = sx_cg_reshape(g, sx_cg_slice(g, p, sl), 3, s3);
+    }
+}
+
+/* softmax(q k^T s + M) v with M a constant -inf above the diagonal when causal, the weights
+ * through a dropout mask: (n H, T, dh) */
+static sx_cg_node *composed(nn_build *b, const attention_attr *a, sx_cg_node *q, sx_cg_node *k,
+                            sx_cg_node *v, int64_t T, double scale)
+{
+    sx_cg_graph *g = b->g;
+    sx_cg_node *s = sx_cg_gemm(g, q, k, false, true, scale, NULL, 0);
+    if (a->causal) { /* -inf above the diagonal: position t sees positions <= t */
+        int64_t ms[2] = {T, T};
+        sx_tensor *m = NULL;
+        sx_status st = sx_tensor_new(sx_cg_node_dtype(q), 2, ms, &m);
+        if (st != SX_OK) {
+            b->err = st;
+            return NULL;
+        }
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < T; j++)
+                sx_tensor_set(m, i * T + j, j > i ? -INFINITY : 0);
+        sx_cg_node *mask = sx_cg_const(g, m);
+        sx_tensor_free(m);
+        s = sx_cg_add(g, s, mask);
+    }
+    sx_cg_node *p = sx_cg_softmax(g, s, -1);
+    sx_cg_node *dm =
+        sx_cg_dropout_mask(g, b->rng_id, a->dropout, sx_cg_node_rank(p), sx_cg_node_shape(p));
+    if (dm == NULL || nn_build_add_mask(b, dm) != SX_OK)
+        return NULL;
+    return sx_cg_matmul(g, sx_cg_mul(g, p, dm), v, false, false);
 }
 
 /* x (n, T, d) -> (n, T, d) */
@@ -48,41 +112,32 @@ static sx_cg_node *attention_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *co
     if (xs == NULL)
         return NULL;
     const int64_t T = xs[1], d = xs[2], H = a->heads, dh = d / H;
+    const double scale = 1 / sqrt((double)dh);
     int64_t flat[2] = {-1, d}; /* -1: the batch axis (model files change it) */
-    sx_cg_node *x = sx_cg_reshape(g, in[0], 2, flat);
-    sx_cg_node *q = split_heads(g, project(b, l, x, 0), T, H, dh);
-    sx_cg_node *k = split_heads(g, project(b, l, x, 1), T, H, dh);
-    sx_cg_node *v = split_heads(g, project(b, l, x, 2), T, H, dh);
-    sx_cg_node *s = sx_cg_gemm(g, q, k, false, true, 1 / sqrt((double)dh), NULL, 0);
-    if (a->causal) { /* -inf above the diagonal: position t sees positions <= t */
-        int64_t ms[2] = {T, T};
-        sx_tensor *m = NULL;
-        sx_status st = sx_tensor_new(sx_cg_node_dtype(in[0]), 2, ms, &m);
-        if (st != SX_OK) {
-            b->err = st;
-            return NULL;
-        }
-        for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < T; j++)
-                sx_tensor_set(m, i * T + j, j > i ? -INFINITY : 0);
-        sx_cg_node *mask = sx_cg_const(g, m);
-        sx_tensor_free(m);
-        s = sx_cg_add(g, s, mask);
-    }
-    sx_cg_node *o = sx_cg_matmul(g, sx_cg_softmax(g, s, -1), v, false, false);
+    sx_cg_node *x = sx_cg_reshape(g, in[0], 2, flat), *qkv[3];
+    project_qkv(b, l, x, T, H, dh, qkv);
+    sx_cg_node *o;
+    if (b->mode == NN_TRAIN && a->dropout > 0)
+        o = composed(b, a, qkv[0], qkv[1], qkv[2], T, scale);
+    else
+        o = sx_cg_attention_o(g, sx_cg_attention(g, qkv[0], qkv[1], qkv[2], scale, a->causal));
+    if (o == NULL)
+        return NULL;
     /* (n H, T, dh) -> (T, H, dh) -> (n T, d) */
     int64_t s4[4] = {-1, H, T, dh};
     int perm[4] = {0, 2, 1, 3};
     o = sx_cg_reshape(g, sx_cg_permute(g, sx_cg_reshape(g, o, 4, s4), perm), 2, flat);
     int64_t out[3] = {-1, T, d};
-    return sx_cg_reshape(g, project(b, l, o, 3), 3, out);
+    return sx_cg_reshape(g, project(b, l, o, n_weights(a) - 1), 3, out);
 }
 
 static void attention_describe(const sx_nn_layer *l, char *buf, size_t size)
 {
     const attention_attr *a = l->attr;
-    snprintf(buf, size, "%d heads%s%s", a->heads, a->causal ? ", causal" : "",
-             a->bias ? "" : ", no bias");
+    int n = snprintf(buf, size, "%d heads%s%s%s", a->heads, a->causal ? ", causal" : "",
+                     a->bias ? "" : ", no bias", a->fused_qkv ? ", fused qkv" : "");
+    if (a->dropout > 0 && n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", dropout %g", a->dropout);
 }
 
 const nn_layer_ops nn_attention_ops = {"attention", sizeof(attention_attr), attention_forward,
@@ -105,19 +160,27 @@ sx_nn_layer *sx_nn_attention(sx_nn_net *net, sx_nn_layer *in, const sx_nn_attent
     else if (p->heads < 1 || in->shape[1] % p->heads != 0)
         s = sx_error(SX_E_ARG, "%s: %d heads do not divide %lld features", l->name, p->heads,
                      (long long)in->shape[1]);
+    else if (!(p->dropout >= 0 && p->dropout < 1))
+        s = sx_error(SX_E_ARG, "%s: dropout %g (want 0 <= rate < 1)", l->name, p->dropout);
     if (s == SX_OK) {
         attention_attr *a = l->attr;
         a->heads = p->heads;
         a->causal = p->causal;
         a->bias = p->bias;
-        const int64_t d = in->shape[1], ws[2] = {d, d}, bs[1] = {d};
-        const char *w[4] = {"query", "key", "value", "out"};
+        a->fused_qkv = p->fused_qkv;
+        a->dropout = p->dropout;
+        /* Q, K, V, out; or QKV (d, 3d), out */
+        const int64_t d = in->shape[1], wide = p->fused_qkv ? 3 * d : d;
+        const char *sep[4] = {"query", "key", "value", "out"}, *fused[2] = {"qkv", "out"};
+        const char *const *w = p->fused_qkv ? fused : sep;
         char name[32];
-        for (int k = 0; k < 4 && s == SX_OK; k++) {
+        for (int k = 0; k < n_weights(a) && s == SX_OK; k++) {
+            const int64_t ws[2] = {d, k + 1 < n_weights(a) ? wide : d};
             snprintf(name, sizeof name, "%s_weight", w[k]);
             s = nn_layer_add_param(net, l, name, 2, ws, (double)NAN, d, d, true, true);
         }
-        for (int k = 0; k < 4 && s == SX_OK && p->bias; k++) {
+        for (int k = 0; k < n_weights(a) && s == SX_OK && p->bias; k++) {
+            const int64_t bs[1] = {k + 1 < n_weights(a) ? wide : d};
             snprintf(name, sizeof name, "%s_bias", w[k]);
             s = nn_layer_add_param(net, l, name, 1, bs, 0, 0, 0, true, false);
         }

@@ -256,7 +256,8 @@ SX_NODISCARD sx_status sx_nn_layer_rename(sx_nn_net *net, sx_nn_layer *l, const 
  *   layer_norm, group_norm gamma, beta (the normalised shape)
  *   embedding             weight (vocab, dim); position_embedding: weight (max_len, dim)
  *   attention             query_weight, key_weight, value_weight, out_weight (d, d), then
- *                         query_bias, key_bias, value_bias, out_bias (d)
+ *                         query_bias, key_bias, value_bias, out_bias (d); with fused_qkv
+ *                         qkv_weight (d, 3d), out_weight, qkv_bias (3d), out_bias
  *   lstm, gru             weight_ih (d, G units), weight_hh (units, G units), bias_ih, bias_hh
  *   prelu                 alpha (channels)
  * (sx_nn_net_print lists them; a dense weight is PyTorch's nn.Linear.weight transposed.)
@@ -585,15 +586,25 @@ sx_nn_layer *sx_nn_gru(sx_nn_net *net, sx_nn_layer *in, const sx_nn_rnn_params *
  * initialised by the network's initialiser, biases 0), per head h of d / heads columns
  * softmax(Q_h K_h^T / sqrt(d / heads) + M) V_h with M = -inf above the diagonal when causal (a
  * position sees itself and earlier ones) else 0, the heads concatenated, then x W_o + b_o:
- * (T, d) -> (T, d). PyTorch's nn.MultiheadAttention with in_proj_weight = [W_q; W_k; W_v]^T. */
+ * (T, d) -> (T, d). PyTorch's nn.MultiheadAttention with in_proj_weight = [W_q; W_k; W_v]^T.
+ * Each head runs as one fused attention op (sx_cg_attention: tiled, the mask computed from the
+ * indices, no (T, T) scores in memory). With fused_qkv, Q, K and V come from one (d, 3d) weight
+ * "qkv_weight" = [W_q, W_k, W_v] (columns in that order: PyTorch's in_proj_weight or llm.c's
+ * c_attn weight transposed) and a (3d) bias "qkv_bias", one product instead of three. dropout
+ * drops attention weights in training (scaled by 1 / (1 - rate), as PyTorch's dropout_p): it needs
+ * the (T, T) weights, so a training graph with a rate > 0 computes the layer by the plain
+ * composition (the fused op in inference and in saved models). */
 typedef struct sx_nn_attention_params {
-    int heads;   /* >= 1, dividing d */
-    bool causal; /* false */
-    bool bias;   /* true */
+    int heads;      /* >= 1, dividing d */
+    bool causal;    /* false */
+    bool bias;      /* true */
+    bool fused_qkv; /* one (d, 3d) projection "qkv_weight" / "qkv_bias": false */
+    double dropout; /* rate on the attention weights in training, 0 <= rate < 1: 0 */
 } sx_nn_attention_params;
 
 sx_nn_attention_params sx_nn_attention_params_default(int heads);
-/* p NULL or heads not dividing d: SX_E_ARG; an input not of rank 2: SX_E_RANK. */
+/* p NULL, heads not dividing d or a dropout rate outside [0, 1): SX_E_ARG; an input not of rank
+ * 2: SX_E_RANK. */
 sx_nn_layer *sx_nn_attention(sx_nn_net *net, sx_nn_layer *in, const sx_nn_attention_params *p);
 
 /* ---------------------------------------------------------------- training parameters */

@@ -8,6 +8,7 @@
 #include "onnx_impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -614,6 +615,47 @@ static void export_pad(ex *e, const sx_cg_node *n, char **in, const char *out)
     node_add(e, "Pad", 3, xs, out, NULL);
 }
 
+/* attention(q, k, v) (o and the log-sum-exp packed) as its composition: S = scale q k^T, plus a
+ * constant -inf above the diagonal when causal, o = Softmax(S) v, lse = ReduceLogSumExp(S) on
+ * the last axis, the two concatenated. ONNX has no fused attention at opset 13; a runtime
+ * materialises the (tq, tk) scores. */
+static void export_attention(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    const sx_cg_attr *at = sx_cg_node_attr(n);
+    const int64_t tq = sx_cg_node_shape(n)[1], tk = sx_cg_node_shape(sx_cg_node_input(n, 1))[1];
+    Onnx__AttributeProto *a[3] = {attr_ints(e, "perm", 3, (const int64_t[]){0, 2, 1}), NULL, NULL};
+    char *qk[2] = {in[0], unary(e, "Transpose", in[1], NULL, a)}, *p = fresh(e);
+    node_add(e, "MatMul", 2, qk, p, NULL);
+    char *sc[2] = {p, init_scalar(e, at->alpha)}, *s = fresh(e);
+    node_add(e, "Mul", 2, sc, s, NULL);
+    if (at->ints[0] != 0) {
+        const int64_t ms[2] = {tq, tk};
+        char *name = fresh(e), *masked = fresh(e);
+        sx_tensor *m = NULL;
+        if (name == NULL || sx_tensor_zeros(e->dt, 2, ms, &m) != SX_OK) {
+            e->err = SX_E_NOMEM;
+            return;
+        }
+        for (int64_t i = 0; i < tq; i++)
+            for (int64_t j = i + tk - tq + 1; j < tk; j++)
+                sx_tensor_set(m, i * tk + j, -INFINITY);
+        init_float(e, name, m);
+        sx_tensor_free(m);
+        char *ad[2] = {s, name};
+        node_add(e, "Add", 2, ad, masked, NULL);
+        s = masked;
+    }
+    a[0] = attr_int(e, "axis", 2);
+    char *pv[2] = {unary(e, "Softmax", s, NULL, a), in[2]}, *o = fresh(e);
+    node_add(e, "MatMul", 2, pv, o, NULL);
+    a[0] = attr_int(e, "keepdims", 1);
+    a[1] = attr_ints(e, "axes", 1, (const int64_t[]){2});
+    char *cat[2] = {o, unary(e, "ReduceLogSumExp", s, NULL, a)};
+    a[0] = attr_int(e, "axis", 2);
+    a[1] = NULL;
+    node_add(e, "Concat", 2, cat, out, a);
+}
+
 static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, bool batch_dep)
 {
     sx_cg_op op = sx_cg_node_op(n);
@@ -699,6 +741,10 @@ static void export_node(ex *e, const sx_cg_node *n, char **in, const char *out, 
     if (op == SX_OP_SOFTMAX || op == SX_OP_LOG_SOFTMAX) {
         a[0] = attr_int(e, "axis", at->axis);
         unary(e, op == SX_OP_SOFTMAX ? "Softmax" : "LogSoftmax", in[0], out, a);
+        return;
+    }
+    if (op == SX_OP_ATTENTION) {
+        export_attention(e, n, in, out);
         return;
     }
     unsupported(e, n, "no ONNX counterpart in the exporter");

@@ -710,6 +710,39 @@ SX_NODISCARD sx_status sx_tensor_sparse_xent_backward_out(const sx_tensor *logit
                                                           const sx_tensor *idx,
                                                           const sx_tensor *dout, int64_t ignore,
                                                           double smoothing, sx_tensor *dlogits);
+/* Fused scaled-dot-product attention (tensor/attention/attention.c), FlashAttention's tiling
+ * with an online softmax: q (bh, tq, dh), k and v (bh, tk, dh) of one dtype (f32 or f64; bh
+ * folds batch and heads), dh >= 1, tk >= 1 -> out (bh, tq, dh + 1), per query row t the output
+ * o_t = sum_j softmax_j(scale q_t . k_j + m_tj) v_j in columns 0..dh-1 and the softmax's
+ * log-sum-exp lse_t = log sum_j exp(scale q_t . k_j + m_tj) in column dh (what the backward pass
+ * needs). m_tj = -inf where causal hides key j from query t (j > t + tk - tq, the diagonal at the
+ * last query: tk >= tq required), else 0; the mask is computed from the indices, and the (tq, tk)
+ * scores are never stored (blocks of 64 queries x 64 keys in scratch). Backward: from y = the
+ * forward output and dy its adjoint (both (bh, tq, dh + 1): dO and dlse), out (bh, tq + 2 tk, dh)
+ * holds per head dq (rows 0..tq-1), dk (the next tk) and dv (the last tk), the scores recomputed
+ * per block. Results do not depend on the thread count (forward tasks: a head's query block;
+ * backward: a head). Errors: SX_E_ARG (NULL, a non-finite scale, a short workspace), SX_E_DTYPE,
+ * SX_E_RANK, SX_E_SHAPE (shapes that do not agree, dh or tk of 0, causal with tk < tq), and
+ * outputs sharing memory with an input (SX_E_ARG). The _ws forms take scratch of
+ * sx_attention_workspace(dtype, q's shape, backward) bytes, aligned for doubles: a slot per
+ * thread, up to 16 (a smaller one runs on fewer threads, with the same results; less than one
+ * slot is SX_E_ARG), or NULL with 0 to have one allocated (as the _out forms do). */
+size_t sx_attention_workspace(sx_dtype dtype, const int64_t *q_shape, bool backward);
+SX_NODISCARD sx_status sx_tensor_attention_out(const sx_tensor *q, const sx_tensor *k,
+                                               const sx_tensor *v, double scale, bool causal,
+                                               sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k,
+                                              const sx_tensor *v, double scale, bool causal,
+                                              sx_tensor *out, void *ws, size_t ws_bytes);
+SX_NODISCARD sx_status sx_tensor_attention_backward_out(const sx_tensor *q, const sx_tensor *k,
+                                                        const sx_tensor *v, const sx_tensor *y,
+                                                        const sx_tensor *dy, double scale,
+                                                        bool causal, sx_tensor *out);
+SX_NODISCARD sx_status sx_tensor_attention_backward_ws(const sx_tensor *q, const sx_tensor *k,
+                                                       const sx_tensor *v, const sx_tensor *y,
+                                                       const sx_tensor *dy, double scale,
+                                                       bool causal, sx_tensor *out, void *ws,
+                                                       size_t ws_bytes);
 /* Batch normalisation over the last axis (tensor/norm/batch_norm.c). x (..., c) of rank
  * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
  * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so
