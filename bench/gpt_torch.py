@@ -6,7 +6,8 @@ norm, an output layer tied to the token table; no dropout), for bench/compare_gp
 Its parameters are named and laid out as strix's (x @ W with W (in, out); attention's
 qkv_weight (C, 3C) with Q, K, V columns, out_weight (C, C), and biases), so one safetensors file initialises both:
 
-  gpt_torch.py --write-init FILE --write-tokens FILE [config]   random weights and tokens
+  gpt_torch.py --write-init FILE --write-tokens FILE [--write-llmc FILE] [config]
+                                                 random weights (also as llm.c's checkpoint) and tokens
   gpt_torch.py --init FILE --tokens FILE [config] --steps N      N AdamW steps on the tokens
 
 The second form prints one line per step, `step K loss L ms M`, then
@@ -72,6 +73,27 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def write_llmc(path, a, w):
+    """The weights as llm.c's GPT-2 checkpoint (train_gpt2.c's gpt2_build_from_checkpoint):
+    256 int32 of header, then each kind's array for all layers, (out, in) weights."""
+    L, C, V = a.layers, a.dim, a.vocab
+    Vp = (V + 127) // 128 * 128
+    maxT = w["wpe.weight"].shape[0]
+    wte = torch.zeros(Vp, C)
+    wte[:V] = w["wte.weight"]
+    per = lambda name, t=False: torch.stack([w["h.%d.%s" % (l, name)].t() if t else w["h.%d.%s" % (l, name)]
+                                             for l in range(L)])
+    arrays = [wte, w["wpe.weight"], per("ln_1.gamma"), per("ln_1.beta"), per("attn.qkv_weight", True),
+              per("attn.qkv_bias"), per("attn.out_weight", True), per("attn.out_bias"), per("ln_2.gamma"),
+              per("ln_2.beta"), per("mlp.c_fc.weight", True), per("mlp.c_fc.bias"), per("mlp.c_proj.weight", True),
+              per("mlp.c_proj.bias"), w["ln_f.gamma"], w["ln_f.beta"]]
+    header = [20240326, 3, maxT, V, L, a.heads, C, Vp] + [0] * 248
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        for t in arrays:
+            f.write(t.contiguous().to(torch.float32).numpy().astype("<f4").tobytes())
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -127,11 +149,15 @@ def main():
     ap.add_argument("--clip", type=float, default=0)
     ap.add_argument("--write-init")
     ap.add_argument("--write-tokens")
+    ap.add_argument("--write-llmc")
     ap.add_argument("--init")
     ap.add_argument("--tokens")
     a = ap.parse_args()
     if a.write_init:
-        write_safetensors(a.write_init, init_weights(a))
+        w = init_weights(a)
+        write_safetensors(a.write_init, w)
+        if a.write_llmc:
+            write_llmc(a.write_llmc, a, w)
         g = torch.Generator().manual_seed(a.seed + 1)
         n = a.batch * (a.seq + 1) * a.steps
         tok = torch.randint(0, a.vocab, (n,), generator=g, dtype=torch.int32)

@@ -8,15 +8,18 @@
  *             [--layers L] [--dim C] [--heads H] [--seq T] [--max-len N] [--batch B]
  *             [--steps S] [--lr X] [--clip X] [--eval-every N] [--sample N] [--temperature X]
  *             [--top-k K] [--seed S] [--save PATH] [--limit N] [--check LOSS] [--bench]
- *             [--profile]
+ *             [--save-init safetensors|llmc FILE] [--profile]
  *
  * --text: a file, or a folder whose files are read one after another (default: Debian's
  * `fortunes` texts, /usr/share/games/fortunes, without its .dat and .u8 files); --tokens: token
  * ids as little-endian int32, each below --vocab. The last 5% is the validation part. --init:
  * start from a checkpoint: a safetensors file holding this program's parameter names (as
- * bench/gpt_torch.py writes) or GPT-2's (nanoGPT's or Hugging Face's names), or llm.c's
- * gpt2_124M.bin; its config (layers, channels, vocabulary, positions) replaces the options.
- * --save: the trained model as a strix model file (`strix predict` and sx_nn_load read it).
+ * bench/gpt_torch.py writes) or GPT-2's (nanoGPT's, or Hugging Face's model.safetensors with
+ * --heads from its config.json), or llm.c's gpt2_124M.bin; its config (layers, channels,
+ * vocabulary, positions) replaces the options.
+ * --save-init: the initial weights as such a checkpoint (for a peer to start from the same
+ * weights). --save: the trained model as a strix model file (`strix predict` and sx_nn_load read
+ * it).
  * --check: exit 1 unless the last validation loss is below LOSS (ctest). --bench: consecutive
  * windows from the start of the data, one line per step (`step K loss L ms M`), no evaluation
  * (bench/compare_gpt). --profile: the time of each op kind and layer of the training step, on
@@ -34,7 +37,7 @@
 #include <string.h>
 
 typedef struct options {
-    const char *text, *tokens, *init_kind, *init, *save;
+    const char *text, *tokens, *init_kind, *init, *save, *save_init_kind, *save_init;
     long layers, dim, heads, seq, max_len, vocab, batch, steps, eval_every, sample, top_k, seed,
         limit, bench, profile;
     double lr, clip, temperature, check;
@@ -179,6 +182,66 @@ static void load_set(sx_nn_net *net, const sx_ds_tensors *set, long layers)
     set_from(net, "ln_f.beta", sx_ds_tensors_get(set, a), false);
 }
 
+/* Add parameter `ours` to the set as `name`, transposed when asked; the token table padded with
+ * zero rows to `rows` (llm.c's padded vocabulary) when rows > its own. */
+static void add_param(sx_ds_tensors *set, sx_nn_net *net, const char *name, const char *ours,
+                      bool transpose, int64_t rows)
+{
+    const sx_tensor *v = sx_nn_net_param(net, ours);
+    if (v == NULL)
+        DIE("%s", sx_last_error());
+    int64_t r = v->rank == 2 ? v->shape[0] : v->size, c = v->rank == 2 ? v->shape[1] : 1;
+    int64_t shape[2] = {transpose ? c : r > rows ? r : rows, transpose ? r : c};
+    sx_tensor *t = NULL;
+    CHECK(sx_tensor_zeros(SX_F32, v->rank, shape, &t));
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++)
+            sx_tensor_set(t, transpose ? j * r + i : i * c + j, sx_tensor_get(v, i * c + j));
+    CHECK(sx_ds_tensors_add(set, name, t));
+    sx_tensor_free(t);
+}
+
+/* The network's weights as a checkpoint: a safetensors file under this program's names, or
+ * llm.c's GPT-2 checkpoint (nanoGPT's names and layouts, the config as metadata). */
+static void save_init(sx_nn_net *net, const options *o, const char *kind, const char *path)
+{
+    sx_ds_tensors *set = NULL;
+    CHECK(sx_ds_tensors_new(&set));
+    char a[128], b[128];
+    if (strcmp(kind, "safetensors") == 0) {
+        for (int i = 0; i < sx_nn_net_n_params(net); i++) {
+            sx_nn_param_info pi;
+            CHECK(sx_nn_net_param_info(net, i, &pi));
+            if (pi.shared_from == NULL)
+                add_param(set, net, pi.name, pi.name, false, 0);
+        }
+        CHECK(sx_ds_safetensors_write(path, set));
+    } else if (strcmp(kind, "llmc") == 0) {
+        long vp = (o->vocab + 127) / 128 * 128,
+             cfg[6] = {o->max_len, o->vocab, vp, o->layers, o->heads, o->dim};
+        const char *keys[6] = {"max_seq_len", "vocab_size", "padded_vocab_size",
+                               "num_layers",  "num_heads",  "channels"};
+        for (int k = 0; k < 6; k++) {
+            snprintf(a, sizeof a, "%ld", cfg[k]);
+            CHECK(sx_ds_tensors_meta_set(set, keys[k], a));
+        }
+        add_param(set, net, "transformer.wte.weight", "wte.weight", false, vp);
+        add_param(set, net, "transformer.wpe.weight", "wpe.weight", false, 0);
+        for (long l = 0; l < o->layers; l++)
+            for (size_t k = 0; k < sizeof gpt2_names / sizeof *gpt2_names; k++) {
+                snprintf(a, sizeof a, "transformer.h.%ld.%s", l, gpt2_names[k].gpt2);
+                snprintf(b, sizeof b, "h.%ld.%s", l, gpt2_names[k].ours);
+                add_param(set, net, a, b, gpt2_names[k].t, 0);
+            }
+        add_param(set, net, "transformer.ln_f.weight", "ln_f.gamma", false, 0);
+        add_param(set, net, "transformer.ln_f.bias", "ln_f.beta", false, 0);
+        CHECK(sx_ds_llmc_write(path, set));
+    } else {
+        DIE("--save-init takes safetensors or llmc, not '%s'", kind);
+    }
+    sx_ds_tensors_free(set);
+}
+
 static long meta(const sx_ds_tensors *set, const char *key)
 {
     const char *v = sx_ds_tensors_meta_get(set, key);
@@ -197,6 +260,17 @@ static sx_ds_tensors *read_init(options *o)
         DIE("--init takes safetensors or llmc, not '%s'", o->init_kind);
     const char *pre = sx_ds_tensors_get(set, "transformer.wte.weight") ? "transformer." : "";
     char a[64];
+    snprintf(a, sizeof a, "%sh.0.attn.c_attn.weight", pre);
+    const sx_tensor *qkv = sx_ds_tensors_get(set, a);
+    if (qkv != NULL && qkv->rank == 2 && qkv->shape[0] * 3 == qkv->shape[1]) {
+        /* Hugging Face's GPT-2 (Conv1D weights, (in, out)): into llm.c's layout; the heads are
+         * not in the weights (config.json's n_head: --heads) */
+        sx_ds_tensors *conv = NULL;
+        CHECK(sx_ds_llmc_from_hf(set, o->heads, &conv));
+        sx_ds_tensors_free(set);
+        set = conv;
+        pre = "transformer.";
+    }
     snprintf(a, sizeof a, "%swte.weight", pre);
     const sx_tensor *wte = sx_ds_tensors_get(set, a);
     snprintf(a, sizeof a, "%swpe.weight", pre);
@@ -276,6 +350,11 @@ static options parse(int argc, char **argv)
             if (i + 1 >= argc)
                 DIE("--init wants a kind and a file");
             o.init = argv[++i];
+        } else if (strcmp(a, "--save-init") == 0) {
+            o.save_init_kind = v;
+            if (i + 1 >= argc)
+                DIE("--save-init wants a kind and a file");
+            o.save_init = argv[++i];
         } else if (strcmp(a, "--save") == 0)
             o.save = v;
         else if (strcmp(a, "--layers") == 0)
@@ -538,6 +617,8 @@ int main(int argc, char **argv)
     if (init != NULL)
         load_set(net, init, o.layers);
     sx_ds_tensors_free(init);
+    if (o.save_init != NULL)
+        save_init(net, &o, o.save_init_kind, o.save_init);
     printf("data: %s, %zu tokens (%zu training, %zu validation)\n", o.tokens ? o.tokens : o.text,
            len, n_train, n_val);
     printf("model: %ld layers, %ld channels, %ld heads, %lld of %ld positions, vocabulary %lld, "
