@@ -13,7 +13,7 @@ qkv_weight (C, 3C) with Q, K, V columns, out_weight (C, C), and biases), so one 
 The second form prints one line per step, `step K loss L ms M`, then
 `result: torch_ms=MEDIAN peak_rss_mb=R` (the median step time after the first, and the process's
 peak resident memory). Config: --layers L --dim C --heads H --seq T --max-len N (positions in the
-table, default T) --batch B --vocab V --lr X --clip X --threads N (default: PyTorch's own).
+table, default T) --batch B --vocab V --lr X --clip X --wd X --threads N (default: PyTorch's own).
 """
 import argparse
 import json
@@ -147,6 +147,7 @@ def main():
         ap.add_argument("--" + k.replace("_", "-"), type=int, default=v)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--clip", type=float, default=0)
+    ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--write-init")
     ap.add_argument("--write-tokens")
     ap.add_argument("--write-llmc")
@@ -159,7 +160,7 @@ def main():
         if a.write_llmc:
             write_llmc(a.write_llmc, a, w)
         g = torch.Generator().manual_seed(a.seed + 1)
-        n = a.batch * (a.seq + 1) * a.steps
+        n = a.batch * a.seq * a.steps + 1
         tok = torch.randint(0, a.vocab, (n,), generator=g, dtype=torch.int32)
         with open(a.write_tokens, "wb") as f:
             f.write(tok.numpy().astype("<i4").tobytes())
@@ -169,12 +170,13 @@ def main():
     model = GPT(a, read_safetensors(a.init))
     with open(a.tokens, "rb") as f:
         tok = torch.frombuffer(bytearray(f.read()), dtype=torch.int32).long()
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    span = a.batch * (a.seq + 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.wd)
+    span = a.batch * a.seq  # llm.c's loader: B T + 1 tokens from s B T on, row b from b T
     times = []
     for s in range(a.steps):
-        chunk = tok[(s * span) % (len(tok) - span + 1):][:span].view(a.batch, a.seq + 1)
-        x, y = chunk[:, :-1], chunk[:, 1:]
+        at = s % ((len(tok) - 1) // span) * span
+        x = tok[at:at + span].view(a.batch, a.seq)
+        y = tok[at + 1:at + span + 1].view(a.batch, a.seq)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x).view(-1, a.vocab), y.reshape(-1))

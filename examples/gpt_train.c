@@ -6,7 +6,8 @@
  *
  *   gpt_train [--text FILE|DIR | --tokens FILE --vocab V] [--init safetensors|llmc FILE]
  *             [--layers L] [--dim C] [--heads H] [--seq T] [--max-len N] [--batch B]
- *             [--steps S] [--lr X] [--clip X] [--eval-every N] [--sample N] [--temperature X]
+ *             [--steps S] [--lr X] [--clip X] [--wd X] [--eval-every N] [--sample N]
+ *             [--temperature X]
  *             [--top-k K] [--seed S] [--save PATH] [--limit N] [--check LOSS] [--bench]
  *             [--save-init safetensors|llmc FILE] [--profile]
  *
@@ -20,12 +21,12 @@
  * --save-init: the initial weights as such a checkpoint (for a peer to start from the same
  * weights). --save: the trained model as a strix model file (`strix predict` and sx_nn_load read
  * it).
- * --check: exit 1 unless the last validation loss is below LOSS (ctest). --bench: consecutive
- * windows from the start of the data, one line per step (`step K loss L ms M`), no evaluation
- * (bench/compare_gpt). --profile: the time of each op kind and layer of the training step, on
- * stderr at the end. Ends with:
- *   result: steps=S train_loss=L val_loss=V tokens_per_second=R params=P strix_ms=M
- *           peak_rss_mb=R */
+ * --wd: AdamW's weight decay (0.01); --clip: the gradients' global norm (1; 0: none).
+ * --check: exit 1 unless the last validation loss is below LOSS (ctest). --bench: batches one
+ * after another from the start of the data, as llm.c's loader takes them, one line per step (`step
+ * K loss L ms M`), no evaluation (bench/compare_gpt). --profile: the time of each op kind and layer
+ * of the training step, on stderr at the end. Ends with: result: steps=S train_loss=L val_loss=V
+ * tokens_per_second=R params=P strix_ms=M peak_rss_mb=R */
 #include <sx_nn.h>
 
 #include <dirent.h>
@@ -40,7 +41,7 @@ typedef struct options {
     const char *text, *tokens, *init_kind, *init, *save, *save_init_kind, *save_init;
     long layers, dim, heads, seq, max_len, vocab, batch, steps, eval_every, sample, top_k, seed,
         limit, bench, profile;
-    double lr, clip, temperature, check;
+    double lr, clip, wd, temperature, check;
 } options;
 
 #define DIE(...)                                                                                   \
@@ -331,6 +332,7 @@ static options parse(int argc, char **argv)
                  .seed = 1,
                  .lr = 2e-3,
                  .clip = 1,
+                 .wd = 0.01,
                  .temperature = 0.8};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -387,6 +389,8 @@ static options parse(int argc, char **argv)
             o.lr = real(a, v);
         else if (strcmp(a, "--clip") == 0)
             o.clip = real(a, v);
+        else if (strcmp(a, "--wd") == 0)
+            o.wd = real(a, v);
         else if (strcmp(a, "--temperature") == 0)
             o.temperature = real(a, v);
         else if (strcmp(a, "--check") == 0)
@@ -485,16 +489,17 @@ static int32_t *read_tokens(const options *o, size_t *len)
     return tok;
 }
 
-/* Windows of T + 1 tokens: at random offsets of tok[0, len), or (at >= 0) one after another from
- * window `at` on; inputs (B, T) and the next tokens (B, T) as class indices. */
+/* Inputs (B, T) and the next tokens (B, T) as class indices: windows of T + 1 tokens at random
+ * offsets of tok[0, len), or (batch `at` >= 0) llm.c's order: the batch's B T + 1 tokens from
+ * at B T on (modulo the data), row b from b T. */
 static void fill_batch(const int32_t *tok, size_t len, long at, sx_rng *r, sx_tensor *x,
                        sx_tensor *y)
 {
     int64_t B = x->shape[0], T = x->shape[1];
     float *xv = x->data, *yv = y->data;
-    size_t windows = len / (size_t)(T + 1);
+    size_t span = (size_t)(B * T), batches = (len - 1) / span;
     for (int64_t b = 0; b < B; b++) {
-        size_t from = at >= 0 ? ((size_t)at * (size_t)B + (size_t)b) % windows * (size_t)(T + 1)
+        size_t from = at >= 0 ? (size_t)at % batches * span + (size_t)(b * T)
                               : (size_t)sx_rng_below(r, (uint64_t)(len - (size_t)T - 1));
         for (int64_t t = 0; t < T; t++) {
             xv[b * T + t] = (float)tok[from + (size_t)t];
@@ -628,6 +633,7 @@ int main(int argc, char **argv)
     sx_nn_train_params p = sx_nn_train_params_default();
     p.optim = sx_optim_params_default(SX_OPTIM_ADAMW);
     p.optim.lr = o.lr;
+    p.optim.weight_decay = o.wd;
     p.clip_norm = o.clip;
     p.sparse_targets = true; /* y holds the next tokens, not one-hot rows */
     p.verbose = 0;
