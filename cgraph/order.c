@@ -9,7 +9,11 @@ enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
 /* The dependencies of n that must run before it in this traversal: its inputs, and for a
  * mutating node the other readers of the parameters it writes (only those in the current set,
  * i.e. marked with this epoch; a reader that reads the mutating node itself, like seq, sees the
- * new value by definition). Runs BODY with `dep` bound to each. */
+ * new value by definition). A reader through views (a reshape of the parameter, a reshape of
+ * that) reads the same storage, so the readers of a view are readers too, up to CG_VIEW_DEPTH
+ * views deep (deeper chains: the evaluation refuses the graph rather than risk reading a value
+ * the mutation already overwrote). Runs BODY with `dep` bound to each. */
+#define CG_VIEW_DEPTH 16
 #define FOR_EACH_DEP(g, n, dep, BODY)                                                              \
     do {                                                                                           \
         for (int di_ = 0; di_ < (n)->n_in; di_++) {                                                \
@@ -17,12 +21,29 @@ enum { ST_NONE = 0, ST_OPEN = 1, ST_DONE = 2 };
             BODY;                                                                                  \
         }                                                                                          \
         for (int mi_ = 0; mi_ < cg_mutated(n); mi_++) {                                            \
-            sx_cg_node *p_ = (n)->in[mi_];                                                         \
-            for (int di_ = 0; di_ < p_->n_users; di_++) {                                          \
-                sx_cg_node *dep = p_->users[di_];                                                  \
+            sx_cg_node *at_[CG_VIEW_DEPTH + 1];                                                    \
+            int ui_[CG_VIEW_DEPTH + 1], top_ = 1;                                                  \
+            at_[0] = (n)->in[mi_];                                                                 \
+            ui_[0] = 0;                                                                            \
+            while (top_ > 0) {                                                                     \
+                if (ui_[top_ - 1] == at_[top_ - 1]->n_users) {                                     \
+                    top_--;                                                                        \
+                    continue;                                                                      \
+                }                                                                                  \
+                sx_cg_node *dep = at_[top_ - 1]->users[ui_[top_ - 1]++];                           \
                 if (dep == (n) || cg_mutated(dep) > 0 || dep->mark != (g)->epoch ||                \
                     cg_reads(dep, (n)))                                                            \
                     continue;                                                                      \
+                if (sx_cg_ops[dep->op].flags & SX_OPF_VIEW) {                                      \
+                    if (top_ > CG_VIEW_DEPTH)                                                      \
+                        return sx_error(SX_E_STATE,                                                \
+                                        "sx_cg_eval: node %lld (%s) reads a parameter through "    \
+                                        "more than %d views",                                      \
+                                        (long long)dep->id, sx_cg_op_name(dep->op),                \
+                                        CG_VIEW_DEPTH);                                            \
+                    at_[top_] = dep;                                                               \
+                    ui_[top_++] = 0;                                                               \
+                }                                                                                  \
                 BODY;                                                                              \
             }                                                                                      \
         }                                                                                          \

@@ -1,10 +1,13 @@
 /* mpi_train.c: the program tests/mpi/run_mpi_tests runs under mpirun (and alone) to check
  * data-parallel training. A small CNN (with --dropout, a dropout layer of rate 0.3
  * after the convolution; with --bn, batch norm) on synthetic 8x8 images (200 of them: a global
- * batch of 16 leaves a last batch of 8, split over the ranks).
+ * batch of 16 leaves a last batch of 8, split over the ranks); with --gpt, a tiny GPT (token and
+ * position embeddings, a pre-norm block of causal attention with fused QKV and an MLP, an output
+ * layer tied to the token table) on 200 sequences of 8 tokens with class-index targets (the next
+ * token), through sx_nn_fit.
  *
  *   mpi_train train --batch B --epochs E --out PATH [--fit] [--optimiser NAME] [--clip]
- *                   [--checkpoint PATH] [--die-at STEP] [--bn] [--dropout]
+ *                   [--checkpoint PATH] [--die-at STEP] [--bn] [--dropout] [--gpt]
  *       trains (sx_nn_train, or sx_nn_fit with --fit) and writes every rank's weights to
  *       PATH.RANK (sx_nn_checkpoint_save); --die-at: rank 1 kills itself (SIGKILL) after that step.
  *   mpi_train compare A B TOL
@@ -59,10 +62,59 @@ static sx_status make_net(bool bn, bool dropout, sx_nn_net **out)
     return sx_nn_net_status(net);
 }
 
+/* A tiny GPT over sequences of T tokens of a vocabulary of V. */
+enum { T = 8, V = 13, C = 16 };
+
+static sx_status make_gpt(sx_nn_net **out)
+{
+    SX_TRY(sx_nn_net_new("mpi_gpt", SX_F32, 7, out));
+    sx_nn_net *net = *out;
+    sx_nn_net_set_input_scale(net, 1);
+    sx_nn_net_set_init(net, (sx_nn_init){.kind = SX_INIT_GAUSSIAN, .a = 0, .b = 0.1});
+    int64_t t = T;
+    sx_nn_embedding_params ep = sx_nn_embedding_params_default(V, C);
+    sx_nn_layer *x = sx_nn_embedding(net, sx_nn_input(net, 1, &t), &ep);
+    x = sx_nn_position_embedding(net, x);
+    sx_nn_attention_params ap = sx_nn_attention_params_default(2);
+    ap.causal = true;
+    ap.fused_qkv = true;
+    sx_nn_layer *h = sx_nn_attention(net, sx_nn_layer_norm(net, x, NULL), &ap);
+    x = sx_nn_add(net, 2, (sx_nn_layer *[]){x, h});
+    h = sx_nn_linear(net, sx_nn_layer_norm(net, x, NULL), 4 * C, SX_ACT_GELU_TANH);
+    x = sx_nn_add(net, 2, (sx_nn_layer *[]){x, sx_nn_linear(net, h, C, SX_ACT_NONE)});
+    sx_nn_layer *head = sx_nn_linear_nobias(net, sx_nn_layer_norm(net, x, NULL), V, SX_ACT_NONE);
+    SX_TRY(sx_nn_net_status(net));
+    SX_TRY(sx_nn_share(net, "dense_3.weight", "embedding_1.weight", true));
+    (void)head;
+    return SX_OK;
+}
+
+/* Sequences of a noisy counter (each token the previous one plus 1 or 2, mod V) and the next
+ * tokens as class indices. */
+static sx_status gpt_source(sx_tensor **x, sx_tensor **y, sx_ds_source **out)
+{
+    int64_t s[2] = {N, T};
+    SX_TRY(sx_tensor_new(SX_F32, 2, s, x));
+    SX_TRY(sx_tensor_new(SX_F32, 2, s, y));
+    sx_rng r;
+    sx_rng_seed(&r, 99);
+    for (int i = 0; i < N; i++) {
+        int v = (int)sx_rng_below(&r, V);
+        for (int t = 0; t <= T; t++) {
+            if (t < T)
+                sx_tensor_set(*x, i * T + t, v);
+            if (t > 0)
+                sx_tensor_set(*y, i * T + t - 1, v);
+            v = (v + 1 + (int)sx_rng_below(&r, 2)) % V;
+        }
+    }
+    return sx_ds_source_tensors(*x, *y, V, out);
+}
+
 typedef struct opts {
     int batch, epochs;
     const char *out, *ckpt;
-    bool fit, clip, bn, dropout;
+    bool fit, clip, bn, dropout, gpt;
     long die_at;
     sx_optim_kind opt;
 } opts;
@@ -84,7 +136,8 @@ static int train(const opts *o)
     sx_ds_images set = {N, H, W, 1, CLASSES, pixels, labels, NULL, NULL, NULL, NULL};
     sx_nn_net *net = NULL;
     sx_ds_source *src = NULL;
-    sx_status s = make_net(o->bn, o->dropout, &net);
+    sx_tensor *gx = NULL, *gy = NULL;
+    sx_status s = o->gpt ? make_gpt(&net) : make_net(o->bn, o->dropout, &net);
     sx_nn_train_params p = sx_nn_train_params_default();
     p.epochs = o->epochs;
     p.batch = o->batch;
@@ -92,7 +145,15 @@ static int train(const opts *o)
     p.optim.lr = o->opt == SX_OPTIM_ADAGRAD ? 0.05 : 0.01;
     p.clip_norm = o->clip ? 0.5 : 0;
     p.checkpoint_path = o->ckpt;
-    if (s == SX_OK && o->fit) {
+    p.sparse_targets = o->gpt;
+    if (s == SX_OK && o->gpt) {
+        sx_nn_fit_params fp = sx_nn_fit_params_default();
+        fp.train = p;
+        fp.train_metric = false;
+        s = gpt_source(&gx, &gy, &src);
+        if (s == SX_OK)
+            s = sx_nn_fit(net, &fp, src, NULL, NULL);
+    } else if (s == SX_OK && o->fit) {
         sx_nn_fit_params fp = sx_nn_fit_params_default();
         fp.train = p;
         fp.train_metric = false;
@@ -112,6 +173,8 @@ static int train(const opts *o)
     if (s != SX_OK)
         fprintf(stderr, "mpi_train: %s\n", sx_last_error());
     sx_ds_source_free(src);
+    sx_tensor_free(gx);
+    sx_tensor_free(gy);
     sx_nn_net_free(net);
     return s == SX_OK ? 0 : 1;
 }
@@ -180,7 +243,7 @@ static int errors(void)
 
 static int parse_train(int argc, char **argv, opts *o)
 {
-    *o = (opts){8, 2, NULL, NULL, false, false, false, false, 0, SX_OPTIM_ADAGRAD};
+    *o = (opts){8, 2, NULL, NULL, false, false, false, false, false, 0, SX_OPTIM_ADAGRAD};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(a, "--batch") == 0)
@@ -205,6 +268,8 @@ static int parse_train(int argc, char **argv, opts *o)
             o->bn = true;
         else if (strcmp(a, "--dropout") == 0)
             o->dropout = true;
+        else if (strcmp(a, "--gpt") == 0)
+            o->gpt = true;
         else
             return 2;
     }
