@@ -21,7 +21,9 @@
  * --save-init: the initial weights as such a checkpoint (for a peer to start from the same
  * weights). --save: the trained model as a strix model file (`strix predict` and sx_nn_load read
  * it).
- * --wd: AdamW's weight decay (0.01); --clip: the gradients' global norm (1; 0: none).
+ * --lr: the peak rate (0.002), reached after the first 5% of the steps and decayed along a
+ * cosine to a tenth of it at the end; --wd: AdamW's weight decay (0.01); --clip: the gradients'
+ * global norm (1; 0: none).
  * --check: exit 1 unless the last validation loss is below LOSS (ctest). --bench: batches one
  * after another from the start of the data, as llm.c's loader takes them, one line per step (`step
  * K loss L ms M`), no evaluation (bench/compare_gpt). --profile: the time of each op kind and layer
@@ -636,6 +638,12 @@ int main(int argc, char **argv)
     p.optim.weight_decay = o.wd;
     p.clip_norm = o.clip;
     p.sparse_targets = true; /* y holds the next tokens, not one-hot rows */
+    if (!o.bench) { /* a short warmup, then cosine decay to a tenth (a benchmark: constant) */
+        p.schedule = sx_nn_schedule_default(SX_SCHED_COSINE);
+        p.schedule.warmup_steps = o.steps / 20;
+        p.schedule.total_steps = o.steps;
+        p.schedule.min_lr = o.lr / 10;
+    }
     p.verbose = 0;
     sx_nn_model *train = NULL, *infer = NULL;
     CHECK(sx_nn_compile_train(net, &p, B, &train));
