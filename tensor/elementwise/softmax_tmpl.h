@@ -202,22 +202,24 @@ static void SM_CAT(sxent_rows, SFX)(void *ctx, int64_t i0, int64_t i1)
             continue;
         }
         T m = xr[0];
+#pragma omp simd reduction(max : m)
         for (int64_t j = 1; j < k; j++)
             m = xr[j] > m ? xr[j] : m;
+        double s = 0; /* the sum of exp(x - m), vectorised (its order fixed by the row alone) */
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < k; j++)
+            s += (double)VM_EXP(xr[j] - m);
         if (dout == NULL) {
-            double s = 0, sum = 0;
-            for (int64_t j = 0; j < k; j++) {
-                s += (double)VM_EXP(xr[j] - m);
+            double sum = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < k; j++)
                 sum += (double)xr[j];
-            }
             const double lse = (double)m + log(s);
             out[i] = (T)(lse - (1 - e) * (double)xr[t] - ek * sum);
         } else {
-            double s = 0;
-            for (int64_t j = 0; j < k; j++)
-                s += (double)VM_EXP(xr[j] - m);
             const T shift = (T)((double)m + log(s)), d = dout[i], dq = (T)((double)dout[i] * ek);
             T *dr = out + i * k;
+#pragma omp simd
             for (int64_t j = 0; j < k; j++)
                 dr[j] = d * VM_EXP(xr[j] - shift) - dq;
             dr[t] -= (T)((double)d * (1 - e));
