@@ -26,6 +26,30 @@ typedef struct sm_geom {
 #include "softmax_tmpl.h"
 #undef T
 #undef SFX
+#define ISA_TMPL "elementwise/sxent_tmpl.h"
+#include "isa_each.h"
+#undef ISA_TMPL
+#define T double
+#define SFX f64
+#include "sxent_tmpl.h"
+#undef T
+#undef SFX
+
+typedef void sxent_fn(int64_t n, int64_t k, const void *x, const void *idx, int64_t ignore,
+                      double e, const void *dout, void *out);
+/* f32 with the widest instruction set this CPU has (vm_isa), f64 once */
+static void sxent_run(const sx_tensor *logits, const sx_tensor *idx, int64_t ignore, double e,
+                      const sx_tensor *dout, sx_tensor *out)
+{
+#if VM_DISPATCH
+    sxent_fn *const f32[3] = {sxent_run_f32, sxent_run_f32_avx2, sxent_run_f32_avx512};
+#else
+    sxent_fn *const f32[3] = {sxent_run_f32, sxent_run_f32, sxent_run_f32};
+#endif
+    sxent_fn *f = logits->dtype == SX_F32 ? f32[vm_isa()] : sxent_run_f64;
+    f(logits->shape[0], logits->shape[1], logits->data, idx->data, ignore, e,
+      dout != NULL ? dout->data : NULL, out->data);
+}
 
 static sm_geom sm_geometry(const sx_tensor *x, int axis)
 {
@@ -182,11 +206,7 @@ sx_status sx_tensor_sparse_xent_out(const sx_tensor *logits, const sx_tensor *id
     SX_TRY(sx__check_out(who, out, logits->dtype, 1, logits->shape));
     SX_TRY(sx__check_apart(who, "logits", logits, "out", out));
     SX_TRY(sx__check_apart(who, "idx", idx, "out", out));
-    const int64_t n = logits->shape[0], k = logits->shape[1];
-    if (logits->dtype == SX_F32)
-        sxent_run_f32(n, k, logits->data, idx->data, ignore, smoothing, NULL, out->data);
-    else
-        sxent_run_f64(n, k, logits->data, idx->data, ignore, smoothing, NULL, out->data);
+    sxent_run(logits, idx, ignore, smoothing, NULL, out);
     return SX_OK;
 }
 
@@ -202,10 +222,6 @@ sx_status sx_tensor_sparse_xent_backward_out(const sx_tensor *logits, const sx_t
     SX_TRY(sx__check_apart(who, "logits", logits, "dlogits", dlogits));
     SX_TRY(sx__check_apart(who, "idx", idx, "dlogits", dlogits));
     SX_TRY(sx__check_apart(who, "dout", dout, "dlogits", dlogits));
-    const int64_t n = logits->shape[0], k = logits->shape[1];
-    if (logits->dtype == SX_F32)
-        sxent_run_f32(n, k, logits->data, idx->data, ignore, smoothing, dout->data, dlogits->data);
-    else
-        sxent_run_f64(n, k, logits->data, idx->data, ignore, smoothing, dout->data, dlogits->data);
+    sxent_run(logits, idx, ignore, smoothing, dout, dlogits);
     return SX_OK;
 }
