@@ -9,7 +9,8 @@
  *   other than SX_OK, sets a one-line message readable with sx_last_error() ("sx_tensor_binary_out:
  *   shapes (3,4) and (5,4) do not broadcast"), and leaves its outputs unchanged unless the
  *   function says otherwise. Bad user input never aborts the process.
- * - Tensors are row-major and contiguous, of dtype f32 or f64, rank 0..SX_MAX_RANK. A rank-0
+ * - Tensors are row-major and contiguous, of dtype f32 or f64 (or an integer dtype, which only
+ *   holds indices: see sx_dtype), rank 0..SX_MAX_RANK. A rank-0
  *   tensor is a scalar with one element. Shapes may contain 0 (empty tensors); kernels accept
  *   them and do nothing (folds of an empty set give the identity of the fold, or an error where
  *   there is none: max/min/argmax/argmin of nothing is SX_E_SHAPE).
@@ -192,11 +193,25 @@ uint64_t sx_rng_below(sx_rng *r, uint64_t n);
 #define SX_AXIS(i) (1u << (i))
 #define SX_AXES_ALL 0xFFu
 
-typedef enum { SX_F32 = 0, SX_F64 = 1 } sx_dtype;
+/* Element types. f32 and f64 are what strix computes with. The integer dtypes hold indices
+ * (token ids, class labels, an ONNX model's int64 data): they are storage, not arithmetic. An
+ * integer tensor can be made (sx_tensor_new/_wrap/_zeros/_ones/_full/_scalar/_from_doubles),
+ * cloned, reshaped, filled (sx_tensor_fill, sx_tensor_arange), copied, converted
+ * (sx_tensor_cast_out), read and written element by element, compared (sx_tensor_max_abs_diff)
+ * and printed, and it is what the layers that take indices accept at their boundary (nn's
+ * sx_nn_input_ids and sparse targets, datasets' sources); every other function refuses it with
+ * SX_E_DTYPE ("sx_tensor_binary_out: a is an integer tensor (i64); this function takes f32 or
+ * f64"). A double given for an integer element (sx_tensor_set, a fill) is truncated toward
+ * zero; it must be finite and within the dtype's range (sx_tensor_cast_out checks, and fails
+ * with SX_E_RANGE; the element functions assert). */
+typedef enum { SX_F32 = 0, SX_F64 = 1, SX_I32 = 2, SX_I64 = 3 } sx_dtype;
 
-/* Bytes of one element (4 or 8) and the name ("f32", "f64"). */
+/* Bytes of one element (4 or 8) and the name ("f32", "f64", "i32", "i64"; "bad-dtype" for a value
+ * that is none of them). */
 size_t sx_dtype_size(sx_dtype d);
 const char *sx_dtype_name(sx_dtype d);
+/* True for SX_I32 and SX_I64. */
+bool sx_dtype_is_int(sx_dtype d);
 
 /* A dense row-major tensor. The descriptor is open so that kernels and the graph engine can make
  * views on the stack (sx_tensor_view) with no allocation.
@@ -216,6 +231,8 @@ typedef struct sx_tensor {
 /* Element accessors for code that knows the dtype. */
 #define SX_F32P(t) ((float *)(t)->data)
 #define SX_F64P(t) ((double *)(t)->data)
+#define SX_I32P(t) ((int32_t *)(t)->data)
+#define SX_I64P(t) ((int64_t *)(t)->data)
 
 /* Check a shape: 0 <= rank <= SX_MAX_RANK, every dim >= 0, the element count fits in int64
  * (SX_E_RANK, SX_E_ARG for a NULL shape of rank > 0, SX_E_SHAPE). `who` names the caller in the
@@ -275,7 +292,10 @@ SX_NODISCARD sx_status sx_tensor_rand_normal(sx_tensor *out, sx_rng *rng, double
 
 /* Copy values (same dtype, same size; shapes may differ, as in a reshape). */
 SX_NODISCARD sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out);
-/* Convert between dtypes (same shape). */
+/* Convert between dtypes (same shape; any two dtypes, integers included). Floats to integers
+ * truncate toward zero; a value that is not finite or outside the integer dtype's range fails
+ * with SX_E_RANGE naming the element (out is then partly written). Integers to f32 round to the
+ * nearest float (exact below 2^24), i64 to f64 exact below 2^53. */
 SX_NODISCARD sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out);
 
 /* Print like NumPy: shape and dtype, then the values; more than 1000 elements are summarised

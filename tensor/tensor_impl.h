@@ -23,13 +23,20 @@
             BODY(double);                                                                          \
             break;                                                                                 \
         }                                                                                          \
+        case SX_I32:                                                                               \
+        case SX_I64:                                                                               \
+            assert(!"an integer tensor reached a float kernel");                                   \
+            break;                                                                                 \
         }                                                                                          \
     } while (0)
 
 /* NULL and dtype checks: SX_E_ARG naming the argument / SX_E_DTYPE naming both dtypes.
- * sx__check_desc checks a descriptor only (shape functions accept tensors without data). */
+ * sx__check_desc checks a descriptor only (shape functions accept tensors without data).
+ * Both refuse an integer tensor (SX_E_DTYPE): they guard the float kernels. sx__check_any is
+ * sx__check_tensor for the functions that also take integer tensors (see sx_dtype). */
 sx_status sx__check_tensor(const char *who, const char *name, const sx_tensor *t);
 sx_status sx__check_desc(const char *who, const char *name, const sx_tensor *t);
+sx_status sx__check_any(const char *who, const char *name, const sx_tensor *t);
 sx_status sx__check_same_dtype(const char *who, const sx_tensor *a, const sx_tensor *b);
 /* `out` must exist, have x's dtype and exactly the given shape (SX_E_SHAPE naming both). */
 sx_status sx__check_out(const char *who, const sx_tensor *out, sx_dtype dtype, int rank,

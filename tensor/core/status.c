@@ -30,12 +30,27 @@ const char *sx_status_str(sx_status s)
 /* Element types: every module names and sizes them. */
 size_t sx_dtype_size(sx_dtype d)
 {
-    return d == SX_F64 ? 8 : 4;
+    return d == SX_F64 || d == SX_I64 ? 8 : 4;
 }
 
 const char *sx_dtype_name(sx_dtype d)
 {
-    return d == SX_F64 ? "f64" : d == SX_F32 ? "f32" : "bad-dtype";
+    switch (d) {
+    case SX_F32:
+        return "f32";
+    case SX_F64:
+        return "f64";
+    case SX_I32:
+        return "i32";
+    case SX_I64:
+        return "i64";
+    }
+    return "bad-dtype";
+}
+
+bool sx_dtype_is_int(sx_dtype d)
+{
+    return d == SX_I32 || d == SX_I64;
 }
 
 static _Thread_local char last_error[512];

@@ -103,13 +103,29 @@ sx_tensor sx_tensor_view(sx_dtype dtype, int rank, const int64_t *shape, void *d
     return t;
 }
 
+/* Whether v converts to an integer of dtype d (truncated toward zero) without overflow. */
+static bool int_fits(sx_dtype d, double v)
+{
+    if (d == SX_I32)
+        return v > -2147483649.0 && v < 2147483648.0;
+    return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+}
+
+/* A value for the integer tensor `out` must be finite and fit its dtype. */
+static sx_status check_int_value(const char *who, const sx_tensor *out, double v)
+{
+    if (sx_dtype_is_int(out->dtype) && !int_fits(out->dtype, v))
+        return sx_error(SX_E_RANGE, "%s: %g does not fit %s", who, v, sx_dtype_name(out->dtype));
+    return SX_OK;
+}
+
 static sx_status make(const char *who, sx_dtype dtype, int rank, const int64_t *shape, void *data,
                       sx_tensor **out)
 {
     if (out == NULL)
         return sx_error(SX_E_ARG, "%s: out is NULL", who);
     *out = NULL;
-    if (dtype != SX_F32 && dtype != SX_F64)
+    if (dtype != SX_F32 && dtype != SX_F64 && !sx_dtype_is_int(dtype))
         return sx_error(SX_E_DTYPE, "%s: unknown dtype %d", who, (int)dtype);
     SX_TRY(sx_shape_check(who, rank, shape));
     sx_tensor *t = sx_alloc(sizeof *t);
@@ -184,8 +200,15 @@ sx_status sx_tensor_from_doubles(sx_dtype dtype, int rank, const int64_t *shape,
         return sx_error(SX_E_SHAPE, "%s: %lld values for %lld elements", who, (long long)count,
                         (long long)sx_shape_size(rank, shape));
     SX_TRY(make(who, dtype, rank, shape, NULL, out));
-    for (int64_t i = 0; i < count; i++)
+    for (int64_t i = 0; i < count; i++) {
+        sx_status s = check_int_value(who, *out, values[i]);
+        if (s != SX_OK) {
+            sx_tensor_free(*out);
+            *out = NULL;
+            return s;
+        }
         sx_tensor_set(*out, i, values[i]);
+    }
     return SX_OK;
 }
 
@@ -193,7 +216,7 @@ sx_status sx_tensor_clone(const sx_tensor *x, sx_tensor **out)
 {
     if (out != NULL)
         *out = NULL;
-    SX_TRY(sx__check_tensor("sx_tensor_clone", "x", x));
+    SX_TRY(sx__check_any("sx_tensor_clone", "x", x));
     SX_TRY(make("sx_tensor_clone", x->dtype, x->rank, x->shape, NULL, out));
     if (x->size > 0)
         memcpy((*out)->data, x->data, (size_t)x->size * sx_dtype_size(x->dtype));
@@ -212,7 +235,7 @@ void sx_tensor_free(sx_tensor *t)
 sx_status sx_tensor_reshape(sx_tensor *t, int rank, const int64_t *shape)
 {
     const char *who = "sx_tensor_reshape";
-    SX_TRY(sx__check_tensor(who, "t", t));
+    SX_TRY(sx__check_any(who, "t", t));
     SX_TRY(sx_shape_check(who, rank, shape));
     if (sx_shape_size(rank, shape) != t->size) {
         char a[128], b[128];
@@ -231,16 +254,38 @@ sx_status sx_tensor_reshape(sx_tensor *t, int rank, const int64_t *shape)
 double sx_tensor_get(const sx_tensor *t, int64_t i)
 {
     assert(i >= 0 && i < t->size);
-    return t->dtype == SX_F32 ? (double)SX_F32P(t)[i] : SX_F64P(t)[i];
+    switch (t->dtype) {
+    case SX_F32:
+        return (double)SX_F32P(t)[i];
+    case SX_I32:
+        return (double)SX_I32P(t)[i];
+    case SX_I64:
+        return (double)SX_I64P(t)[i];
+    case SX_F64:
+        break;
+    }
+    return SX_F64P(t)[i];
 }
 
 void sx_tensor_set(sx_tensor *t, int64_t i, double v)
 {
     assert(i >= 0 && i < t->size);
-    if (t->dtype == SX_F32)
+    switch (t->dtype) {
+    case SX_F32:
         SX_F32P(t)[i] = (float)v;
-    else
-        SX_F64P(t)[i] = v;
+        return;
+    case SX_I32:
+        assert(int_fits(SX_I32, v));
+        SX_I32P(t)[i] = (int32_t)v;
+        return;
+    case SX_I64:
+        assert(int_fits(SX_I64, v));
+        SX_I64P(t)[i] = (int64_t)v;
+        return;
+    case SX_F64:
+        break;
+    }
+    SX_F64P(t)[i] = v;
 }
 
 /* ---------------------------------------------------------------- fills */
@@ -258,13 +303,20 @@ static void fill_range(void *c, int64_t lo, int64_t hi)
     T *p = (T *)f->p;                                                                              \
     const T v = (T)f->value;                                                                       \
     _Pragma("omp simd") for (int64_t i = lo; i < hi; i++) p[i] = v
-    SX_DISPATCH(f->dtype, FILL);
+    if (f->dtype == SX_I32) {
+        FILL(int32_t);
+    } else if (f->dtype == SX_I64) {
+        FILL(int64_t);
+    } else {
+        SX_DISPATCH(f->dtype, FILL);
+    }
 #undef FILL
 }
 
 sx_status sx_tensor_fill(sx_tensor *out, double value)
 {
-    SX_TRY(sx__check_tensor("sx_tensor_fill", "out", out));
+    SX_TRY(sx__check_any("sx_tensor_fill", "out", out));
+    SX_TRY(check_int_value("sx_tensor_fill", out, value));
     fill_ctx f = {out->data, out->dtype, value};
     sx__par_range(out->size, SX_PAR_MIN / 2, fill_range, &f);
     return SX_OK;
@@ -272,7 +324,11 @@ sx_status sx_tensor_fill(sx_tensor *out, double value)
 
 sx_status sx_tensor_arange(sx_tensor *out, double start, double step)
 {
-    SX_TRY(sx__check_tensor("sx_tensor_arange", "out", out));
+    SX_TRY(sx__check_any("sx_tensor_arange", "out", out));
+    if (out->size > 0) {
+        SX_TRY(check_int_value("sx_tensor_arange", out, start));
+        SX_TRY(check_int_value("sx_tensor_arange", out, start + (double)(out->size - 1) * step));
+    }
     for (int64_t i = 0; i < out->size; i++)
         sx_tensor_set(out, i, start + (double)i * step);
     return SX_OK;
@@ -316,8 +372,8 @@ sx_status sx_tensor_rand_normal(sx_tensor *out, sx_rng *rng, double mean, double
 sx_status sx_tensor_copy_out(const sx_tensor *x, sx_tensor *out)
 {
     const char *who = "sx_tensor_copy_out";
-    SX_TRY(sx__check_tensor(who, "x", x));
-    SX_TRY(sx__check_tensor(who, "out", out));
+    SX_TRY(sx__check_any(who, "x", x));
+    SX_TRY(sx__check_any(who, "out", out));
     SX_TRY(sx__check_same_dtype(who, x, out));
     if (x->size != out->size)
         return sx_error(SX_E_SHAPE, "%s: %lld elements into %lld", who, (long long)x->size,
@@ -351,13 +407,52 @@ static void cast_range(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* Element i of an integer tensor as int64. */
+static int64_t int_at(const sx_tensor *t, int64_t i)
+{
+    return t->dtype == SX_I32 ? (int64_t)SX_I32P(t)[i] : SX_I64P(t)[i];
+}
+
+/* A conversion with an integer side, element by element (index data is small; no threads). */
+static sx_status cast_int(const char *who, const sx_tensor *x, sx_tensor *out)
+{
+    for (int64_t i = 0; i < x->size; i++) {
+        if (!sx_dtype_is_int(x->dtype)) { /* float -> integer */
+            double v = sx_tensor_get(x, i);
+            if (!isfinite(v) || !int_fits(out->dtype, v))
+                return sx_error(SX_E_RANGE, "%s: element %lld (%g) does not fit %s", who,
+                                (long long)i, v, sx_dtype_name(out->dtype));
+            sx_tensor_set(out, i, v);
+        } else if (!sx_dtype_is_int(out->dtype)) { /* integer -> float */
+            sx_tensor_set(out, i, (double)int_at(x, i));
+        } else if (out->dtype == SX_I64) {
+            SX_I64P(out)[i] = int_at(x, i);
+        } else { /* i64 -> i32 */
+            int64_t v = int_at(x, i);
+            if (v < INT32_MIN || v > INT32_MAX)
+                return sx_error(SX_E_RANGE, "%s: element %lld (%lld) does not fit i32", who,
+                                (long long)i, (long long)v);
+            SX_I32P(out)[i] = (int32_t)v;
+        }
+    }
+    return SX_OK;
+}
+
 sx_status sx_tensor_cast_out(const sx_tensor *x, sx_tensor *out)
 {
     const char *who = "sx_tensor_cast_out";
-    SX_TRY(sx__check_tensor(who, "x", x));
-    SX_TRY(sx__check_out(who, out, out ? out->dtype : SX_F32, x->rank, x->shape));
+    SX_TRY(sx__check_any(who, "x", x));
+    SX_TRY(sx__check_any(who, "out", out));
+    if (!sx_shape_equal(x->rank, x->shape, out->rank, out->shape)) {
+        char a[128], b[128];
+        return sx_error(SX_E_SHAPE, "%s: out has shape %s, want %s", who,
+                        sx_shape_str(out->rank, out->shape, a, sizeof a),
+                        sx_shape_str(x->rank, x->shape, b, sizeof b));
+    }
     if (x->dtype == out->dtype)
         return sx_tensor_copy_out(x, out);
+    if (sx_dtype_is_int(x->dtype) || sx_dtype_is_int(out->dtype))
+        return cast_int(who, x, out);
     cast_ctx c = {x->data, out->data, x->dtype == SX_F32};
     sx__par_range(x->size, SX_PAR_MIN / 2, cast_range, &c);
     return SX_OK;
@@ -386,6 +481,14 @@ double sx_tensor_max_abs_diff(const sx_tensor *a, const sx_tensor *b)
 
 /* ---------------------------------------------------------------- printing */
 
+static void print_elem(const sx_tensor *t, FILE *f, int64_t i)
+{
+    if (sx_dtype_is_int(t->dtype))
+        fprintf(f, "%lld", (long long)int_at(t, i));
+    else
+        fprintf(f, "%.6g", sx_tensor_get(t, i));
+}
+
 static void print_rec(const sx_tensor *t, FILE *f, int axis, int64_t offset, int64_t stride,
                       bool summarise, int indent)
 {
@@ -401,7 +504,7 @@ static void print_rec(const sx_tensor *t, FILE *f, int axis, int64_t offset, int
             continue;
         }
         if (axis == t->rank - 1)
-            fprintf(f, "%.6g", sx_tensor_get(t, offset + i));
+            print_elem(t, f, offset + i);
         else
             print_rec(t, f, axis + 1, offset + i * inner, inner, summarise, indent + 1);
         if (i + 1 < n) {
@@ -426,7 +529,7 @@ void sx_tensor_print(const sx_tensor *t, FILE *f)
     fprintf(f, "tensor %s %s\n", sx_dtype_name(t->dtype),
             sx_shape_str(t->rank, t->shape, s, sizeof s));
     if (t->rank == 0)
-        fprintf(f, "%.6g", sx_tensor_get(t, 0));
+        print_elem(t, f, 0);
     else
         print_rec(t, f, 0, 0, t->size, t->size > 1000, 0);
     fputc('\n', f);
@@ -434,10 +537,26 @@ void sx_tensor_print(const sx_tensor *t, FILE *f)
 
 /* ---------------------------------------------------------------- checks (tensor_impl.h) */
 
+sx_status sx__check_any(const char *who, const char *name, const sx_tensor *t)
+{
+    if (t == NULL)
+        return sx_error(SX_E_ARG, "%s: %s is NULL", who, name);
+    if ((t->dtype != SX_F32 && t->dtype != SX_F64 && !sx_dtype_is_int(t->dtype)) || t->rank < 0 ||
+        t->rank > SX_MAX_RANK)
+        return sx_error(SX_E_ARG, "%s: %s is not a valid tensor", who, name);
+    if (t->data == NULL && t->size > 0)
+        return sx_error(SX_E_ARG, "%s: %s has no data", who, name);
+    return SX_OK;
+}
+
 sx_status sx__check_desc(const char *who, const char *name, const sx_tensor *t)
 {
     if (t == NULL)
         return sx_error(SX_E_ARG, "%s: %s is NULL", who, name);
+    if (sx_dtype_is_int(t->dtype))
+        return sx_error(SX_E_DTYPE,
+                        "%s: %s is an integer tensor (%s); this function takes f32 or f64", who,
+                        name, sx_dtype_name(t->dtype));
     if ((t->dtype != SX_F32 && t->dtype != SX_F64) || t->rank < 0 || t->rank > SX_MAX_RANK)
         return sx_error(SX_E_ARG, "%s: %s is not a valid tensor", who, name);
     return SX_OK;

@@ -241,3 +241,61 @@ Test(tensor_core, out_of_memory_every_allocation)
         }
     }
 }
+
+/* Integer tensors hold indices: made, filled, converted, printed; compute functions refuse them. */
+Test(tensor_core, integer_tensors_are_storage)
+{
+    cr_assert_str_eq(sx_dtype_name(SX_I32), "i32");
+    cr_assert_str_eq(sx_dtype_name(SX_I64), "i64");
+    cr_assert_eq(sx_dtype_size(SX_I32), 4);
+    cr_assert_eq(sx_dtype_size(SX_I64), 8);
+    cr_assert(sx_dtype_is_int(SX_I64) && !sx_dtype_is_int(SX_F64));
+    sx_tensor *a = NULL, *b = NULL, *f = NULL, *c = NULL;
+    cr_assert_eq(sx_tensor_full(SX_I64, 2, (int64_t[]){2, 3}, 7.9, &a), SX_OK);
+    cr_assert_eq(SX_I64P(a)[5], 7); /* truncated toward zero */
+    cr_assert_eq(sx_tensor_arange(a, -2, 3), SX_OK);
+    cr_assert_eq(SX_I64P(a)[0], -2);
+    cr_assert_eq(SX_I64P(a)[5], 13);
+    SX_I64P(a)[4] = ((int64_t)1 << 40) + 1; /* beyond what f32 and i32 hold exactly */
+    cr_assert_eq(sx_tensor_clone(a, &b), SX_OK);
+    cr_assert_eq(SX_I64P(b)[4], ((int64_t)1 << 40) + 1);
+    cr_assert_eq(sx_tensor_reshape(b, 1, (int64_t[]){6}), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_F64, 2, (int64_t[]){2, 3}, &f), SX_OK);
+    cr_assert_eq(sx_tensor_cast_out(a, f), SX_OK);
+    cr_assert_eq(SX_F64P(f)[4], (double)(((int64_t)1 << 40) + 1));
+    cr_assert_eq(SX_F64P(f)[1], 1.0);
+    /* i64 -> i32 out of range, and f64 -> i32 with a NaN: SX_E_RANGE naming the element */
+    cr_assert_eq(sx_tensor_new(SX_I32, 2, (int64_t[]){2, 3}, &c), SX_OK);
+    cr_assert_eq(sx_tensor_cast_out(a, c), SX_E_RANGE);
+    cr_assert(strstr(sx_last_error(), "element 4") != NULL, "%s", sx_last_error());
+    SX_F64P(f)[4] = -3.7;
+    cr_assert_eq(sx_tensor_cast_out(f, c), SX_OK);
+    cr_assert_eq(SX_I32P(c)[4], -3);
+    cr_assert_eq(SX_I32P(c)[5], 13);
+    SX_F64P(f)[2] = NAN;
+    cr_assert_eq(sx_tensor_cast_out(f, c), SX_E_RANGE);
+    SX_F64P(f)[2] = 3e9;
+    cr_assert_eq(sx_tensor_cast_out(f, c), SX_E_RANGE);
+    cr_assert_eq(sx_tensor_fill(c, 3e9), SX_E_RANGE);
+    /* a compute function refuses an integer tensor, naming it */
+    cr_assert_eq(sx_tensor_binary_out(SX_BINARY_ADD, a, a, a), SX_E_DTYPE);
+    cr_assert(strstr(sx_last_error(), "integer tensor (i64)") != NULL, "%s", sx_last_error());
+    cr_assert_eq(sx_tensor_copy_out(a, f), SX_E_DTYPE); /* copies keep the dtype */
+    /* printing shows integers in full */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    sx_tensor_print(b, m);
+    fclose(m);
+    cr_assert(strstr(buf, "tensor i64 (6)") != NULL, "%s", buf);
+    cr_assert(strstr(buf, "1099511627777") != NULL, "%s", buf);
+    free(buf);
+    double vals[2] = {1, 1e300};
+    sx_tensor *d = NULL;
+    cr_assert_eq(sx_tensor_from_doubles(SX_I32, 1, (int64_t[]){2}, vals, 2, &d), SX_E_RANGE);
+    cr_assert_null(d);
+    sx_tensor_free(a);
+    sx_tensor_free(b);
+    sx_tensor_free(c);
+    sx_tensor_free(f);
+}
