@@ -34,6 +34,8 @@ const char *sx_ds_type_name(sx_ds_type t)
         return "f32";
     case SX_DS_F64:
         return "f64";
+    case SX_DS_I64:
+        return "i64";
     }
     return "?";
 }
@@ -50,6 +52,7 @@ size_t sx_ds_type_size(sx_ds_type t)
     case SX_DS_F32:
         return 4;
     case SX_DS_F64:
+    case SX_DS_I64:
         return 8;
     }
     return 0;
@@ -342,7 +345,7 @@ sx_status sx__idx_read_header(sx__idx_reader *r)
                     h[0], h[1], h[2], h[3]);
     r->type = (sx_ds_type)h[2];
     r->esize = sx_ds_type_size(r->type);
-    if (r->esize == 0)
+    if (r->esize == 0 || r->type == SX_DS_I64)
         return fail(r, SX_E_FORMAT,
                     "unknown element type code 0x%02x (IDX has 0x08 u8, 0x09 i8, 0x0b i16, "
                     "0x0c i32, 0x0d f32, 0x0e f64)",
@@ -519,6 +522,8 @@ NE_LOADER(double, ne_f64)
         case SX_DS_F64:                                                                            \
             for (size_t i = 0; i < n; i++)                                                         \
                 out[i] = (T)(F64(p + 8 * i) * scale);                                              \
+            break;                                                                                 \
+        case SX_DS_I64: /* never in an IDX file: the reader refuses the code */                    \
             break;                                                                                 \
         }                                                                                          \
     }

@@ -69,6 +69,8 @@ double sx__elem(const void *row, sx_ds_type t, int64_t k)
         return ((const float *)row)[k];
     case SX_DS_F64:
         return ((const double *)row)[k];
+    case SX_DS_I64:
+        return (double)((const int64_t *)row)[k];
     }
     return NAN;
 }
@@ -110,6 +112,9 @@ void sx__convert(const void *src, sx_ds_type t, int64_t n, double scale, void *d
         break;
     case SX_DS_F64:
         CONVERT_TO(double);
+        break;
+    case SX_DS_I64:
+        CONVERT_TO(int64_t);
         break;
     }
 }
@@ -242,9 +247,24 @@ sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, const void *x, 
     return memory_new(who, spec, n, x, y, out);
 }
 
+static bool dtype_ok(sx_dtype d)
+{
+    return d == SX_F32 || d == SX_F64 || sx_dtype_is_int(d);
+}
+
 static sx_ds_type tensor_type(sx_dtype d)
 {
-    return d == SX_F32 ? SX_DS_F32 : SX_DS_F64;
+    switch (d) {
+    case SX_F32:
+        return SX_DS_F32;
+    case SX_I32:
+        return SX_DS_I32;
+    case SX_I64:
+        return SX_DS_I64;
+    case SX_F64:
+        break;
+    }
+    return SX_DS_F64;
 }
 
 sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t classes,
@@ -257,10 +277,10 @@ sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t c
                         classes < 0 ? "classes < 0"
                         : x == NULL ? "x is NULL"
                                     : "y is NULL");
-    if (x->rank < 1 || y->rank < 1 || (x->dtype != SX_F32 && x->dtype != SX_F64) ||
-        (y->dtype != SX_F32 && y->dtype != SX_F64) || x->shape[0] < 1)
-        return sx_error(SX_E_ARG, "%s: x and y must be f32/f64 tensors of rank >= 1 with n >= 1",
-                        who);
+    if (x->rank < 1 || y->rank < 1 || !dtype_ok(x->dtype) || !dtype_ok(y->dtype) || x->shape[0] < 1)
+        return sx_error(
+            SX_E_ARG, "%s: x and y must be tensors (f32, f64, i32 or i64) of rank >= 1 with n >= 1",
+            who);
     char a[160], b[160];
     if (x->shape[0] != y->shape[0])
         return sx_error(SX_E_SHAPE, "%s: x %s and y %s (want the same first dim)", who,

@@ -57,12 +57,13 @@ typedef enum {
     SX_DS_I16 = 0x0B, /* short */
     SX_DS_I32 = 0x0C, /* int */
     SX_DS_F32 = 0x0D, /* float */
-    SX_DS_F64 = 0x0E  /* double */
+    SX_DS_F64 = 0x0E, /* double */
+    SX_DS_I64 = 0x40  /* int64_t (not an IDX type: IDX files never hold it) */
 } sx_ds_type;
 
-/* "u8", "i8", "i16", "i32", "f32", "f64"; "?" for a value that is not an sx_ds_type. */
+/* "u8", "i8", "i16", "i32", "f32", "f64", "i64"; "?" for a value that is not an sx_ds_type. */
 const char *sx_ds_type_name(sx_ds_type t);
-/* Bytes of one element (1, 1, 2, 4, 4, 8); 0 for a value that is not an sx_ds_type. */
+/* Bytes of one element (1, 1, 2, 4, 4, 8, 8); 0 for a value that is not an sx_ds_type. */
 size_t sx_ds_type_size(sx_ds_type t);
 
 /* The contents of an IDX file as stored: its element type, shape and elements in native byte
@@ -364,9 +365,11 @@ SX_NODISCARD sx_status sx_ds_source_memory(const sx_ds_spec *spec, int64_t n, co
                                            const void *y, sx_ds_source **out);
 
 /* A source over tensors, which it borrows: x is (n, ...) (rank >= 1); classes > 0: y is (n) of
- * class indices held as floats (checked when read), or (n, ...) of one class index per position
- * (e.g. (n, h, w) pixel labels); classes == 0: y is (n, ...) targets. x_type and y_type are
- * SX_DS_F32 / SX_DS_F64 after the tensors' dtypes; x_scale 1.
+ * class indices (integer tensors, or floats holding integers; checked when read), or (n, ...) of
+ * one class index per position (e.g. (n, h, w) pixel labels, (n, T) next tokens); classes == 0:
+ * y is (n, ...) targets. x_type and y_type are SX_DS_F32 / SX_DS_F64 / SX_DS_I32 / SX_DS_I64
+ * after the tensors' dtypes (token ids: an i32 or i64 x for a network of sx_nn_input_ids);
+ * x_scale 1.
  * Errors (*out NULL): SX_E_ARG (x, y or out NULL; x of rank 0; classes < 0), SX_E_SHAPE (x and y
  * with different first dims), SX_E_NOMEM. */
 SX_NODISCARD sx_status sx_ds_source_tensors(const sx_tensor *x, const sx_tensor *y, int64_t classes,

@@ -23,6 +23,8 @@ static double value_at(const sx_ds_idx *x, int64_t i)
         return (double)((const float *)x->data)[i];
     case SX_DS_F64:
         return ((const double *)x->data)[i];
+    case SX_DS_I64: /* not an IDX type; sources only */
+        return (double)((const int64_t *)x->data)[i];
     }
     return 0;
 }

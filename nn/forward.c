@@ -19,7 +19,6 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     if (nn_input_layer(net) == NULL)
         return sx_error(SX_E_STATE, "network %s has no input layer", net->name);
     SX_TRY(nn_prep_check("nn_forward", net));
-    x = nn_prep_input(b, net, x); /* raw data -> the values the input layers read */
     if (x == NULL)
         return sx_cg_graph_status(b->g) != SX_OK ? sx_cg_graph_status(b->g) : SX_E_NOMEM;
     int n = net->n_layers;
@@ -38,7 +37,12 @@ sx_status nn_forward(sx_nn_net *net, nn_build *b, sx_cg_node *x, sx_cg_node **ou
     for (int i = 0; i < n && s == SX_OK; i++) {
         sx_nn_layer *l = net->layers[i];
         /* an input layer reads x, or its part of x when the network has several */
-        sx_cg_node *in[NN_MAX_IN] = {l->n_in == 0 ? nn_input_node(b, net, l, x) : x};
+        sx_cg_node *in[NN_MAX_IN] = {x};
+        if (l->n_in == 0) { /* raw data -> the values the layers read (ids as they are) */
+            in[0] = nn_input_node(b, net, l, x);
+            if (!nn_input_is_ids(l))
+                in[0] = nn_prep_input(b, net, in[0]);
+        }
         for (int k = 0; k < l->n_in; k++) {
             int j = layer_index(net, l->in[k]);
             if (j < 0 || j >= i) {

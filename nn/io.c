@@ -498,6 +498,7 @@ static void dims_str(int rank, const int64_t *shape, char *buf, size_t size)
  * Version 2 adds "model_version" 2, "outputs" ("name:d1xd2..." per output, ',' between them; y
  * has the one output's shape, or (batch, total) with several, their elements one after
  * another) and "inputs" ("d1xd2..." per input layer; x is (batch, total) with several);
+ * "input_ids" is "1" when every input takes ids (sx_nn_input_ids; absent otherwise);
  * "classes" is 0 for an output that is not (batch, classes). Version 3: the graph holds the
  * network's preprocessing (x is raw data), and the metadata describe it for tools
  * (preprocess.c: normalize_mean/std, target_mean/std, class_names, feature_names,
@@ -568,9 +569,10 @@ sx_status sx_nn_save(sx_nn_net *net, const char *path)
     snprintf(version, sizeof version, "%d", MODEL_VERSION);
     net_parts_str(net, outs_s, sizeof outs_s, ins_s, sizeof ins_s);
     const char *keys[16] = {"strix.kind",    "network", "input_scale", "classes",
-                            "model_version", "outputs", "inputs"};
-    const char *vals[16] = {"model", net->name, scale, classes, version, outs_s, ins_s};
-    sx_status s = save_model(g, x, out, 7, keys, vals, &net->prep, path);
+                            "model_version", "outputs", "inputs",      "input_ids"};
+    const char *vals[16] = {"model", net->name, scale, classes, version, outs_s, ins_s, "1"};
+    bool ids = nn_input_ids_count(net) == nn_input_count(net);
+    sx_status s = save_model(g, x, out, ids ? 8 : 7, keys, vals, &net->prep, path);
     sx_cg_graph_free(g);
     return s;
 }
@@ -650,6 +652,10 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     for (int i = 4; i < nk; i++)
         if (vals[i] == NULL)
             vals[i] = "";
+    if (m->ids_in) {
+        keys[nk] = "input_ids";
+        vals[nk++] = "1";
+    }
     sx_cg_node *outs[2] = {NULL, NULL};
     sx_cg_graph *g = NULL;
     SX_TRY(nn_model_infer_graph(m, 1, &g, &outs[0], &outs[1]));
@@ -744,6 +750,10 @@ static sx_status loaded_meta(const char *path, const sx_cg_file *f, sx_nn_model 
     if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->lprep->scale))
         return sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path, sc ? sc : "");
     m->lprep->in_graph = *version >= 3;
+    const char *ids = sx_cg_file_meta(f, "input_ids"); /* every input takes ids */
+    if (ids != NULL && strcmp(ids, "1") != 0)
+        return sx_error(SX_E_FORMAT, "%s: bad 'input_ids' ('%s')", path, ids);
+    m->ids_in = ids != NULL;
     if (*version >= 3)
         SX_TRY(nn_prep_meta_read(path, f, m->lprep));
     SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(f, "classes"), &m->classes));

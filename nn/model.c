@@ -65,6 +65,8 @@ void sx_nn_model_free(sx_nn_model *m)
         sx_nn_model_free(m->rep[i]);
     nn_build_free(&m->b);
     nn_dp_free(m->dp);
+    sx_tensor_free(m->stage_x);
+    sx_tensor_free(m->stage_y);
     sx_cg_graph_free(m->g);
     sx_free(m->outs);
     if (!m->sibling) { /* after every graph that reads its weights */
@@ -730,6 +732,7 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     m->params = params;
     m->n_layers = net->n_layers;
     m->dtype = net->dtype;
+    m->ids_in = nn_input_ids_count(net) > 0 && nn_input_ids_count(net) == nn_input_count(net);
     const sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
     if (in != NULL)
         m->in_rank = nn_input_shape(net, m->in_shape); /* (total) with several inputs */
@@ -801,6 +804,38 @@ sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model
     return nn_compile_infer_at("sx_nn_compile_infer", net, batch, lend, bytes, false, out);
 }
 
+sx_status nn_batch_float(const char *who, const char *what, const sx_nn_model *m,
+                         const sx_tensor *x, bool ints_ok, sx_tensor **stage, const sx_tensor **out)
+{
+    *out = x;
+    if (x == NULL || !sx_dtype_is_int(x->dtype))
+        return SX_OK; /* nn_check_batch judges it */
+    if (!ints_ok)
+        return sx_error(SX_E_DTYPE,
+                        "%s: %s is %s; integer batches are for inputs of ids (sx_nn_input_ids) "
+                        "and sparse targets, this model takes %s",
+                        who, what, sx_dtype_name(x->dtype), sx_dtype_name(m->dtype));
+    if (*stage == NULL || !sx_shape_equal((*stage)->rank, (*stage)->shape, x->rank, x->shape)) {
+        sx_tensor_free(*stage);
+        *stage = NULL;
+        SX_TRY(sx_tensor_new(m->dtype, x->rank, x->shape, stage));
+    }
+    /* an index travels through the graph as a float: it must be held exactly */
+    const int64_t lim = m->dtype == SX_F32 ? (int64_t)1 << 24 : (int64_t)1 << 53;
+    for (int64_t i = 0; i < x->size; i++) {
+        int64_t v = x->dtype == SX_I32 ? SX_I32P(x)[i] : SX_I64P(x)[i];
+        if (v > lim || v < -lim)
+            return sx_error(SX_E_RANGE,
+                            "%s: %s element %lld is %lld, beyond the %s model's exact "
+                            "integers (|v| <= %lld)",
+                            who, what, (long long)i, (long long)v, sx_dtype_name(m->dtype),
+                            (long long)lim);
+    }
+    SX_TRY(sx_tensor_cast_out(x, *stage));
+    *out = *stage;
+    return SX_OK;
+}
+
 sx_status nn_check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
                          const int64_t *shape, int64_t rows)
 {
@@ -850,6 +885,8 @@ sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *
     const char *who = "sx_nn_model_step";
     if (m == NULL || !m->train)
         return sx_error(SX_E_ARG, "%s: not a training model", who);
+    SX_TRY(nn_batch_float(who, "x", m, x, m->ids_in, &m->stage_x, &x));
+    SX_TRY(nn_batch_float(who, "y", m, y, m->params.sparse_targets, &m->stage_y, &y));
     SX_TRY(nn_check_batch(who, m, x, sx_cg_node_rank(m->x), sx_cg_node_shape(m->x), m->batch));
     SX_TRY(nn_check_batch(who, m, y, sx_cg_node_rank(m->y), sx_cg_node_shape(m->y), m->batch));
     sx_nn_net *net = m->net;
@@ -903,7 +940,9 @@ sx_status sx_nn_predict_eager(sx_nn_net *net, const sx_tensor *x, sx_tensor *out
     memcpy(want + 1, m->out_shape, (size_t)m->out_rank * sizeof *want);
     xs[0] = n;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
-    sx_status s = nn_check_batch(who, m, x, m->in_rank + 1, xs, n);
+    sx_status s = nn_batch_float(who, "x", m, x, m->ids_in, &m->stage_x, &x);
+    if (s == SX_OK)
+        s = nn_check_batch(who, m, x, m->in_rank + 1, xs, n);
     if (s == SX_OK && out->dtype != m->dtype)
         s = sx_error(SX_E_DTYPE, "%s: out is %s, the network's outputs %s", who,
                      sx_dtype_name(out->dtype), sx_dtype_name(m->dtype));

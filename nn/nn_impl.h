@@ -322,10 +322,12 @@ struct sx_nn_model {
     void *lend;      /* arena lent by another model (nn_compile_infer_lent), or NULL */
     bool sibling;    /* one of another model's smaller graphs */
     size_t lend_bytes;
-    struct nn_model_source *src; /* a model built by outside code (nn_model_from_source), shared
-                                    with its siblings (owned unless sibling), else NULL */
-    const sx_nn_comm *comm;      /* a training model's communicator (NULL: alone) */
-    nn_dp *dp;                   /* its data-parallel state (NULL: alone) */
+    struct nn_model_source *src;  /* a model built by outside code (nn_model_from_source), shared
+                                     with its siblings (owned unless sibling), else NULL */
+    const sx_nn_comm *comm;       /* a training model's communicator (NULL: alone) */
+    nn_dp *dp;                    /* its data-parallel state (NULL: alone) */
+    bool ids_in;                  /* every input takes ids: integer batches are accepted */
+    sx_tensor *stage_x, *stage_y; /* integer batches converted (nn_batch_float), owned */
 };
 
 /* A model whose graph outside code builds (onnx/): build writes a new lazy graph (*g, owned by
@@ -538,6 +540,22 @@ sx_nn_layer *nn_input_layer(const sx_nn_net *net);
 int nn_input_count(const sx_nn_net *net);
 int nn_input_shape(const sx_nn_net *net, int64_t *shape);
 sx_cg_node *nn_input_node(nn_build *b, const sx_nn_net *net, const sx_nn_layer *l, sx_cg_node *x);
+/* An input layer's options: ids (sx_nn_input_ids) bypass the preprocessing, and their batches
+ * may be integer tensors. */
+typedef struct nn_input_attr {
+    bool ids;
+} nn_input_attr;
+sx_nn_layer *nn_input_make(const char *who, sx_nn_net *net, int rank, const int64_t *shape,
+                           bool ids);
+bool nn_input_is_ids(const sx_nn_layer *l);
+int nn_input_ids_count(const sx_nn_net *net);
+/* A batch for model m as m's float dtype: x itself when it has that dtype; an integer tensor
+ * (allowed: `ints_ok`) converted into *stage (made or remade for x's shape, kept by the model),
+ * each value checked to be held exactly (SX_E_RANGE naming the element); another dtype
+ * SX_E_DTYPE naming `what`. */
+sx_status nn_batch_float(const char *who, const char *what, const sx_nn_model *m,
+                         const sx_tensor *x, bool ints_ok, sx_tensor **stage,
+                         const sx_tensor **out);
 /* Outputs (outputs.c). The layer whose shape is the network's output: the last layer, the one
  * output marked, or with several outputs the pseudo-layer net->flat_out ((total), never run). */
 sx_nn_layer *nn_output_layer(const sx_nn_net *net);

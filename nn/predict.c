@@ -60,7 +60,8 @@ static sx_status model_for_batch(sx_nn_model *m, int64_t n, bool lend, sx_nn_mod
                        .in_rank = m->in_rank,
                        .classes = m->classes,
                        .out_rank = m->out_rank,
-                       .lprep = m->lprep};
+                       .lprep = m->lprep,
+                       .ids_in = m->ids_in};
     memcpy(s->in_shape, m->in_shape, sizeof s->in_shape);
     memcpy(s->out_shape, m->out_shape, sizeof s->out_shape);
     sx_status st = nn_loaded_graph(s, n);
@@ -263,6 +264,7 @@ sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out
     }
     xs[0] = n;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
+    SX_TRY(nn_batch_float(who, "x", m, x, m->ids_in, &m->stage_x, &x));
     SX_TRY(nn_check_batch(who, m, x, m->in_rank + 1, xs, n));
     const int64_t sub = sub_rows(m);
     const int threads = sx__par_threads();

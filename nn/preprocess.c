@@ -133,9 +133,11 @@ sx_status sx_nn_net_set_normalization(sx_nn_net *net, int64_t n, const double *m
         return sx_error(SX_E_ARG, "%s: NULL network", who);
     SX_TRY(check_stats(who, n, mean, std));
     const sx_nn_layer *in = nn_input_layer(net);
-    if (in == NULL || nn_input_count(net) > 1)
+    if (in == NULL || nn_input_count(net) > 1 || (n > 0 && nn_input_is_ids(in)))
         return sx_error(SX_E_STATE, "%s: network %s has %s", who, net->name,
-                        in == NULL ? "no input layer yet" : "several inputs");
+                        in == NULL                ? "no input layer yet"
+                        : nn_input_count(net) > 1 ? "several inputs"
+                                                  : "an input of ids (never normalised)");
     int64_t size = sx_shape_size(in->rank, in->shape), c = in->shape[in->rank - 1];
     if (n != 0 && n != c && n != size)
         return sx_error(SX_E_SHAPE,
@@ -304,6 +306,8 @@ sx_status nn_prep_check(const char *who, const sx_nn_net *net)
     int xr = nn_input_shape(net, xs);
     int64_t in_size = sx_shape_size(xr, xs), out_size = sx_shape_size(last->rank, last->shape);
     int64_t out_last = last->shape[last->rank - 1];
+    if (p->norm_n > 0 && nn_input_is_ids(in))
+        return sx_error(SX_E_STATE, "%s: network %s normalises its input of ids", who, net->name);
     if (p->norm_n > 0 && p->norm_n != xs[xr - 1] && p->norm_n != in_size)
         return sx_error(SX_E_SHAPE, "%s: network %s normalises %lld values, its input has %lld",
                         who, net->name, (long long)p->norm_n, (long long)in_size);

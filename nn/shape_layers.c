@@ -8,29 +8,6 @@
 
 /* ---------------------------------------------------------------- input */
 
-static sx_cg_node *input_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
-                                 sx_cg_node **pre_softmax)
-{
-    (void)b, (void)l, (void)pre_softmax;
-    return in[0]; /* the graph's input x, given by nn_forward */
-}
-
-const nn_layer_ops nn_input_ops = {"input", 0, input_forward, NULL};
-
-sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape)
-{
-    const char *who = "sx_nn_input";
-    sx_nn_layer *l = nn_layer_begin(net, who, L_INPUT, 0, NULL);
-    if (l == NULL)
-        return NULL;
-    sx_status s = nn_user_shape(who, l->name, rank, shape);
-    if (s == SX_OK) {
-        l->rank = rank;
-        memcpy(l->shape, shape, (size_t)rank * sizeof *shape);
-    }
-    return nn_layer_finish(net, who, l, s);
-}
-
 /* ---------------------------------------------------------------- reshape, flatten */
 
 /* x (batch, ...) -> (batch, l's shape) */

@@ -313,6 +313,17 @@ sx_nn_layer *sx_nn_input(sx_nn_net *net, int rank, const int64_t *shape);
  * after another in the order the inputs were made (a source's x row likewise), and each input
  * layer reads its part in its own shape. sx_nn_model_input_shape is then (total). */
 sx_nn_layer *sx_nn_input_add(sx_nn_net *net, int rank, const int64_t *shape);
+/* An input of integer indices: token ids, or class numbers, for an embedding (sx_nn_embedding)
+ * to look up. The network's preprocessing never touches it (no input scale, no normalisation:
+ * sx_nn_net_set_normalization is SX_E_STATE for a network whose only input is ids), and when
+ * every input of the network is ids, sx_nn_model_step, sx_nn_model_predict and
+ * sx_nn_predict_eager take its batches as integer tensors (SX_I32 or SX_I64) as well as of the
+ * network's dtype. Inside the graph an id is a value of the network's dtype, so an integer batch
+ * holding a value above 2^24 in magnitude (f32; 2^53 for f64) is refused with SX_E_RANGE rather
+ * than rounded. A saved model keeps this (its file says which inputs are ids). The first input
+ * of the network, as sx_nn_input; after it, a further input, as sx_nn_input_add. Errors as
+ * theirs. */
+sx_nn_layer *sx_nn_input_ids(sx_nn_net *net, int rank, const int64_t *shape);
 /* A 2-d convolution layer over (h,w,c): y = act(conv2d(x, kernel) + bias), kernel
  * (kernel_h, kernel_w, c / groups, filters), bias (filters). `conv` is the op's own parameter
  * struct (tensor/sx_tensor.h): strides, padding (VALID, SAME(_UPPER), SAME_LOWER or EXPLICIT
@@ -859,15 +870,18 @@ sx_cg_graph *sx_nn_model_graph(sx_nn_model *m);
  * batch (rows rank x batch.. of the global batch, for its dropout masks): the gradients, each
  * scaled by 1/ranks, are summed over the ranks inside the step, before the update (see
  * "Data-parallel training"; the gemm-update fusion does not apply); loss and correct stay this
- * rank's own; a communicator failure is its error (SX_E_IO from mpi/). */
+ * rank's own; a communicator failure is its error (SX_E_IO from mpi/).
+ * x is of the model's dtype, or an integer tensor (SX_I32, SX_I64) for a network whose inputs
+ * are all ids (sx_nn_input_ids); with sparse_targets y may be an integer tensor of class
+ * indices too (else SX_E_DTYPE; a value the model's dtype does not hold exactly: SX_E_RANGE). */
 SX_NODISCARD sx_status sx_nn_model_step(sx_nn_model *m, const sx_tensor *x, const sx_tensor *y,
                                         double lr, int64_t step, double *loss, int64_t *correct);
 /* Outputs (n, output shape) for x (n, input shape), n <= the compiled (or loaded) batch; a
  * smaller n runs a graph of its own size, made on first use and kept. x must be of the model's
- * dtype and input shape, `out` (n, sx_nn_model_output_shape) of its dtype ((n, classes) for a
- * (batch, classes) output, (n, total) with several outputs): another shape, even of as many
- * elements, is SX_E_SHAPE naming both shapes, another dtype SX_E_DTYPE (out unchanged); a
- * training model is SX_E_ARG. */
+ * dtype (or an integer tensor of ids, as for sx_nn_model_step) and input shape, `out` (n,
+ * sx_nn_model_output_shape) of its dtype ((n, classes) for a (batch, classes) output, (n, total)
+ * with several outputs): another shape, even of as many elements, is SX_E_SHAPE naming both shapes,
+ * another dtype SX_E_DTYPE (out unchanged); a training model is SX_E_ARG. */
 SX_NODISCARD sx_status sx_nn_model_predict(sx_nn_model *m, const sx_tensor *x, sx_tensor *out);
 /* How sx_nn_model_predict runs a batch of many small examples: cut into sub-batches of `rows`
  * rows that the threads (sx_threads_get) run side by side, each through its own copy of the

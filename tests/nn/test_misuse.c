@@ -481,6 +481,7 @@ static const char *const null_calls[] = {
     "sx_nn_share",
     "sx_nn_input",
     "sx_nn_input_add",
+    "sx_nn_input_ids",
     "sx_nn_conv2d",
     "sx_nn_depthwise_conv2d",
     "sx_nn_separable_conv2d",
@@ -609,6 +610,7 @@ static void call_everything_with_null(void)
 
     cr_assert_null(sx_nn_input(NULL, 3, s3));
     cr_assert_null(sx_nn_input_add(NULL, 3, s3));
+    cr_assert_null(sx_nn_input_ids(NULL, 3, s3));
     cr_assert_null(sx_nn_conv2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_depthwise_conv2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_separable_conv2d(NULL, NULL, NULL));
