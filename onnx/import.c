@@ -577,6 +577,7 @@ typedef struct model_src {
      * axis (0 for a (batch) tensor; shapes above), for sx_onnx_model_input / _output */
     char *in_names[SX_NN_MAX_HEADS], *out_names[SX_NN_MAX_HEADS];
     int onnx_in_rank[SX_NN_MAX_HEADS], onnx_out_rank[SX_NN_MAX_HEADS];
+    bool in_int[SX_NN_MAX_HEADS]; /* an input of an integer type (token ids) */
 } model_src;
 
 static void src_free(void *ctx)
@@ -635,11 +636,13 @@ static sx_status keep_name(char **slot, const char *name)
 }
 
 /* The file's names of og's inputs and outputs and their ranks without the batch axis into ms. */
-static sx_status src_names(model_src *ms, const sx_onnx_graph *og)
+static sx_status src_names(model_src *ms, sx_onnx_graph *og)
 {
     for (int k = 0; k < og->n_in; k++) {
         SX_TRY(keep_name(&ms->in_names[k], og->in_names[k]));
         ms->onnx_in_rank[k] = sx_cg_node_rank(og->in[k]) - 1;
+        const ox_val *v = ox_find(&og->c, og->in_names[k]);
+        ms->in_int[k] = v != NULL && v->int_graph;
     }
     for (int k = 0; k < og->n_out; k++) {
         SX_TRY(keep_name(&ms->out_names[k], og->out_names[k]));
@@ -787,6 +790,12 @@ const char *sx_onnx_model_input(const sx_nn_model *m, int k, int *rank, const in
     if (shape != NULL)
         *shape = ms->in_shapes[k];
     return ms->in_names[k];
+}
+
+bool sx_onnx_model_input_integer(const sx_nn_model *m, int k)
+{
+    const model_src *ms = imported(m);
+    return ms != NULL && k >= 0 && k < ms->n_in && ms->in_int[k];
 }
 
 const char *sx_onnx_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape)

@@ -118,6 +118,10 @@ SX_NODISCARD sx_status sx_onnx_import(const char *path, const sx_onnx_import_par
  * not make. For tools that show the file's names without importing the graph again. */
 const char *sx_onnx_model_input(const sx_nn_model *m, int k, int *rank, const int64_t **shape);
 const char *sx_onnx_model_output(const sx_nn_model *m, int k, int *rank, const int64_t **shape);
+/* Whether graph input k of an imported model holds integers in the file (INT8..INT64, UINT8,
+ * UINT16, BOOL: token ids, which the model takes as whole numbers of its dtype); false for k out
+ * of range or a model sx_onnx_import did not make. */
+bool sx_onnx_model_input_integer(const sx_nn_model *m, int k);
 
 /* Export an inference model (compiled from a network, loaded from .sxm, or imported) to an
  * ONNX file at `path` (opset 13, ir_version 7): its plain inference graph for a batch of 1

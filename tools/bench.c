@@ -1,18 +1,23 @@
-/* bench.c: `strix bench MODEL [--batch N] [--runs R]`: inference speed of a model on random
- * inputs: the latency of one example and the time of one batch of N, each the median of R timed
- * runs after one untimed run (which makes the graphs and touches their memory). */
+/* bench.c: `strix bench MODEL [--batch N] [--runs R] [--input [NAME=]FILE...]`: inference speed
+ * of a model on random inputs (or given ones): the latency of one example and the time of one batch
+ * of N, each the median of R timed runs after one untimed run (which makes the graphs and touches
+ * their memory). */
 #include "tool.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const bench_help =
-    "usage: strix bench MODEL [--batch N] [--runs R]\n"
+    "usage: strix bench MODEL [--batch N] [--runs R] [--input [NAME=]FILE...]\n"
     "Time MODEL's inference on random inputs in [0, 1): the latency of one example and of a\n"
     "batch of N (32), each the median of R (10) runs after a warm-up run; prints\n"
     "  result: batch=N runs=R latency_ms=L batch_ms=B images_per_second=T\n"
     "(images_per_second = N / the batch's median time). Any model: outputs of any shape,\n"
-    "several outputs (all computed each run), several inputs (random rows).\n";
+    "several outputs (all computed each run), several inputs (random rows; an ONNX input\n"
+    "of integers, token ids, gets 0s).\n"
+    "  --input [NAME=]FILE  the inputs' values instead of random ones, as strix predict\n"
+    "                       takes them (one file per input, by name; e.g. token ids, which\n"
+    "                       random values are not); their examples repeat to fill the batch\n";
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -47,22 +52,47 @@ static sx_status time_rows(sx_nn_model *m, const sx_tensor *x, sx_tensor *out, i
     return s;
 }
 
-static int bench(const char *model, long batch, long runs)
+/* x's rows: random in [0, 1) (0 for an integer input: token ids, which must be whole numbers
+ * and index any table), or the given inputs' examples over and over. */
+static sx_status fill(const char *model, const tool_io *io, int n_specs, const char *const *specs,
+                      sx_tensor *x)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 1);
+    if (n_specs == 0) {
+        SX_TRY(sx_tensor_rand_uniform(x, &rng, 0, 1));
+        int64_t row = x->size / x->shape[0];
+        for (int k = 0; k < io->n_in; k++)
+            for (int64_t i = 0; io->in[k].integer && i < x->shape[0]; i++)
+                for (int64_t j = 0; j < io->in[k].size; j++)
+                    sx_tensor_set(x, i * row + io->in[k].offset + j, 0);
+        return SX_OK;
+    }
+    tool_array a;
+    SX_TRY(tool_inputs_read(model, io, n_specs, specs, &a));
+    int64_t row = a.dims[1], n = a.dims[0];
+    sx_status s = n > 0 ? SX_OK : sx_error(SX_E_SHAPE, "%s: the inputs hold no example", model);
+    for (int64_t i = 0; s == SX_OK && i < x->size; i++)
+        sx_tensor_set(x, i, a.v[(i / row) % n * row + i % row]);
+    tool_array_free(&a);
+    return s;
+}
+
+static int bench(const char *model, long batch, long runs, int n_specs, const char *const *specs)
 {
     sx_nn_model *m = NULL;
     sx_tensor *x = NULL, *out = NULL;
-    if (tool_load_model(model, batch, &m) != SX_OK)
+    tool_io io;
+    if (tool_load_model_io(model, batch, &m, &io) != SX_OK)
         return tool_fail("bench", "%s", sx_last_error());
     int r = sx_nn_model_input_rank(m), q = sx_nn_model_output_rank(m);
     int64_t xs[SX_MAX_RANK + 1] = {batch}, os[SX_MAX_RANK + 1] = {batch};
     memcpy(xs + 1, sx_nn_model_input_shape(m), (size_t)r * sizeof *xs);
     memcpy(os + 1, sx_nn_model_output_shape(m), (size_t)q * sizeof *os);
-    sx_rng rng;
-    sx_rng_seed(&rng, 1);
     double one = 0, all = 0;
     sx_status s = sx_tensor_new(sx_nn_model_dtype(m), r + 1, xs, &x);
     if (s == SX_OK)
-        s = sx_tensor_rand_uniform(x, &rng, 0, 1);
+        s = fill(model, &io, n_specs, specs, x);
     if (s == SX_OK)
         s = sx_tensor_new(sx_nn_model_dtype(m), q + 1, os, &out);
     if (s == SX_OK)
@@ -81,8 +111,9 @@ static int bench(const char *model, long batch, long runs)
 
 int tool_cmd_bench(int argc, char **argv)
 {
-    const char *model = NULL;
+    const char *model = NULL, *specs[SX_NN_MAX_HEADS];
     long batch = 32, runs = 10;
+    int n_specs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -93,6 +124,10 @@ int tool_cmd_bench(int argc, char **argv)
             ok = tool_parse_long(v, 1, 65536, &batch), i++;
         else if (strcmp(a, "--runs") == 0)
             ok = tool_parse_long(v, 1, 100000, &runs), i++;
+        else if (strcmp(a, "--input") == 0 && n_specs == SX_NN_MAX_HEADS)
+            return tool_usage("bench", "more than %d --input", SX_NN_MAX_HEADS);
+        else if (strcmp(a, "--input") == 0)
+            ok = (specs[n_specs++] = v) != NULL, i++;
         else if (a[0] == '-' && a[1] != '\0')
             return tool_usage("bench", "unknown option %s", a);
         else if (model == NULL)
@@ -104,5 +139,5 @@ int tool_cmd_bench(int argc, char **argv)
     }
     if (model == NULL)
         return tool_usage("bench", "no MODEL");
-    return bench(model, batch, runs);
+    return bench(model, batch, runs, n_specs, specs);
 }

@@ -61,6 +61,8 @@ sx_status tool_onnx_io(const sx_nn_model *m, tool_io *io)
         if (name == NULL)
             return sx_error(SX_E_STATE, "tool_onnx_io: not a model sx_onnx_import made");
         onnx_part(name, r, shape, in ? &io->in[j] : &io->out[j]);
+        if (in)
+            io->in[j].integer = sx_onnx_model_input_integer(m, j);
     }
     return SX_OK;
 }

@@ -1,15 +1,16 @@
-/* predict.c: `strix predict MODEL --input FILE [--output FILE.npy] [--output-name NAME]
- * [--batch N] [--scale X]`: run a model over the examples of a .npy or IDX file, or over one
- * PNG/JPEG image, in batches; write each output as an (n, output shape...) .npy file (one file
- * per output, or the one named), or print each example's best class for an (n, classes) output
- * and each output's shape and range otherwise. */
+/* predict.c: `strix predict MODEL --input [NAME=]FILE... [--output FILE.npy] [--output-name NAME]
+ * [--batch N] [--scale X]`: run a model over the examples of a .npy or IDX file (or one file per
+ * input, by name), or over one PNG/JPEG image, in batches; write each output as an (n, output
+ * shape...) .npy file (one file per output, or the one named), or print each example's best class
+ * for an (n, classes) output and each output's shape and range otherwise. */
 #include "tool.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static const char *const predict_help =
-    "usage: strix predict MODEL --input FILE [--output FILE.npy] [--output-name NAME]\n"
-    "                     [--batch N] [--scale X] [--no-header]\n"
+    "usage: strix predict MODEL --input [NAME=]FILE... [--output FILE.npy]\n"
+    "                     [--output-name NAME] [--batch N] [--scale X] [--no-header]\n"
     "Run MODEL (.sxm, or .onnx when built with ONNX support) over the examples in FILE:\n"
     "  a .npy or IDX file (raw or gzip) of shape (n, example...) or (example...), the example\n"
     "  having as many elements as the model's input (a model with several inputs takes them as\n"
@@ -19,6 +20,10 @@ static const char *const predict_help =
     "  CSV table (FILE.csv, a header line first unless --no-header): one example per row, the\n"
     "  columns chosen by the model's feature names (a model trained on a CSV file knows them;\n"
     "  a label or id column is ignored), else every column but a last label column.\n"
+    "  A model with several inputs also takes one .npy or IDX file per input, --input\n"
+    "  NAME=FILE for each (strix info lists the names; files without NAME= go to the other\n"
+    "  inputs in order): each (n, that input's shape...) or one example, the same n for all;\n"
+    "  integer arrays (int64 token ids) are read as numbers.\n"
     "  The data are given raw (pixel values 0..255, a table's own values): the model applies\n"
     "  its preprocessing itself (strix info shows it). A classifier prints its class names.\n"
     "  --output FILE.npy  write the outputs in the model's dtype, each as the full array\n"
@@ -38,6 +43,8 @@ static const char *const predict_help =
 
 typedef struct predict_opts {
     const char *model, *input, *output, *output_name;
+    const char *inputs[SX_NN_MAX_HEADS]; /* each --input; input is the first */
+    int n_inputs;
     long batch;
     double scale;
     bool has_scale, no_header;
@@ -53,9 +60,12 @@ static int parse(int argc, char **argv, predict_opts *o)
         if (tool_is_help(a)) {
             fputs(predict_help, stdout);
             return -1;
-        } else if (strcmp(a, "--input") == 0)
-            ok = (o->input = v) != NULL, i++;
-        else if (strcmp(a, "--output") == 0)
+        } else if (strcmp(a, "--input") == 0) {
+            if (o->n_inputs == SX_NN_MAX_HEADS)
+                return tool_usage("predict", "more than %d --input", SX_NN_MAX_HEADS);
+            ok = (o->inputs[o->n_inputs++] = v) != NULL, i++;
+            o->input = o->inputs[0];
+        } else if (strcmp(a, "--output") == 0)
             ok = (o->output = v) != NULL, i++;
         else if (strcmp(a, "--output-name") == 0)
             ok = (o->output_name = v) != NULL, i++;
@@ -130,8 +140,15 @@ static int read_csv(const predict_opts *o, sx_nn_model *m, tool_array *a)
     return TOOL_OK;
 }
 
-static int read_input(const predict_opts *o, sx_nn_model *m, tool_array *a)
+static int read_input(const predict_opts *o, sx_nn_model *m, const tool_io *io, tool_array *a)
 {
+    /* one file per input, or one named: packed into rows */
+    const char *eq = strchr(o->input, '=');
+    if (o->n_inputs > 1 || (eq != NULL && eq != o->input && access(o->input, F_OK) != 0)) {
+        if (tool_inputs_read(o->model, io, o->n_inputs, o->inputs, a) != SX_OK)
+            return tool_fail("predict", "%s", sx_last_error());
+        return TOOL_OK;
+    }
     if (tool_has_ext(o->input, ".csv"))
         return read_csv(o, m, a);
     if (tool_file_kind(o->input) == TOOL_FILE_IMAGE) {
@@ -329,7 +346,7 @@ int tool_cmd_predict(int argc, char **argv)
         return tool_fail("predict", "%s", sx_last_error());
     rc = select_output(&o, &io, &sel);
     if (rc == TOOL_OK)
-        rc = read_input(&o, m, &a);
+        rc = read_input(&o, m, &io, &a);
     if (rc == TOOL_OK)
         rc = examples(&o, m, &a, &n);
     /* raw data: the model preprocesses it (a file before version 3 wants it scaled) */

@@ -78,6 +78,7 @@ typedef struct tool_part {
     int rank;
     int64_t shape[SX_MAX_RANK];
     int64_t size, offset;
+    bool integer; /* an ONNX input of an integer type (token ids) */
 } tool_part;
 
 typedef struct tool_io {
@@ -91,6 +92,16 @@ typedef struct tool_io {
  * tool_load_model's, the importer's, SX_E_FORMAT (an ONNX graph's outputs that do not add up to
  * the model's row); *m NULL on error. */
 sx_status tool_load_model_io(const char *path, int64_t batch, sx_nn_model **m, tool_io *io);
+/* The model's inputs from n_specs files (.npy or IDX), each spec "NAME=FILE" (the input named
+ * NAME, as io->in names them) or "FILE" (the next input not named, in order), packed into a as
+ * (n, the inputs' total size): a row holds example i of every input one after another, as the
+ * model takes them. Each file holds one example (the input's shape) or n of them (n, the
+ * input's shape...), the same n for every input; integers (token ids) are read as numbers.
+ * Errors (the message names the input and the model's inputs): SX_E_ARG (an unknown name, an
+ * input given twice, more files than inputs, an input without a file), SX_E_SHAPE (a file of
+ * another shape, inputs with different numbers of examples), the readers'. */
+sx_status tool_inputs_read(const char *model, const tool_io *io, int n_specs,
+                           const char *const *specs, tool_array *a);
 /* The index of the output named `name`, or -1. */
 int tool_io_find(const tool_io *io, const char *name);
 

@@ -608,3 +608,47 @@ Test(onnx_onnx, new_ops_refuse_what_they_do_not_map)
             cr_assert(strstr(sx_last_error(), cases[i].words[k]) != NULL, "%s", sx_last_error());
     }
 }
+
+/* Token ids (int64) and floats as two inputs, two outputs (data/make_multi_io.py, NumPy's
+ * reference): sx_onnx_import names each, tells the integer input apart, and runs a row holding
+ * one example's ids then its floats, at batches 5, 2 and 1. */
+Test(onnx_onnx, int64_ids_and_floats_as_two_inputs_two_outputs)
+{
+    char model[512], xf[512], yf[512];
+    data_path(model, sizeof model, "multi_io.onnx");
+    data_path(xf, sizeof xf, "multi_io_x.pb");
+    data_path(yf, sizeof yf, "multi_io_y.pb");
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 5;
+    sx_nn_model *m = NULL;
+    cr_assert_eq(sx_onnx_import(model, &p, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_nn_model_n_inputs(m), 2);
+    cr_assert_eq(sx_nn_model_n_outputs(m), 2);
+    int rk = 0;
+    const int64_t *sh = NULL;
+    cr_assert_str_eq(sx_onnx_model_input(m, 0, &rk, &sh), "ids");
+    cr_assert(sx_shape_equal(rk, sh, 1, (int64_t[]){4}));
+    cr_assert_str_eq(sx_onnx_model_input(m, 1, NULL, NULL), "feat");
+    cr_assert_str_eq(sx_onnx_model_output(m, 0, &rk, &sh), "emb");
+    cr_assert(sx_shape_equal(rk, sh, 2, (int64_t[]){4, 3}));
+    cr_assert(sx_onnx_model_input_integer(m, 0));
+    cr_assert(!sx_onnx_model_input_integer(m, 1));
+    cr_assert(!sx_onnx_model_input_integer(m, 2));
+    cr_assert(!sx_onnx_model_input_integer(m, -1));
+    cr_assert(!sx_onnx_model_input_integer(NULL, 0));
+    sx_tensor *x = NULL, *want = NULL;
+    cr_assert_eq(sx_onnx_tensor_read(xf, SX_F32, &x, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(sx_onnx_tensor_read(yf, SX_F32, &want, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert(sx_shape_equal(x->rank, x->shape, 2, (int64_t[]){5, 7}));
+    for (int64_t n = 5; n >= 1; n -= n > 2 ? 3 : 1)
+        check_batches(m, x, want, n, "multi_io");
+    sx_nn_model *native = NULL;
+    sx_nn_net *net = make_net(false);
+    cr_assert_eq(sx_nn_compile_infer(net, 1, &native), SX_OK, "%s", sx_last_error());
+    cr_assert(!sx_onnx_model_input_integer(native, 0)); /* not an imported model */
+    sx_nn_model_free(native);
+    sx_nn_net_free(net);
+    sx_tensor_free(x);
+    sx_tensor_free(want);
+    sx_nn_model_free(m);
+}

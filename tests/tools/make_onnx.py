@@ -9,7 +9,11 @@ DIR/two_out.onnx: the same Conv + Relu with two outputs: "y" (N, 3, 5, 5) and "p
 the mean of y over its 5x5 pixels (GlobalAveragePool, Flatten); DIR/pooled_ref.npy (4, 3) f32.
 DIR/rank1.onnx: the same Conv + Relu, then the mean of y over all but the batch axis
 (ReduceMean, keepdims 0): an output "score" (N) of rank 1, one value per example;
-DIR/score_ref.npy (4,) f32."""
+DIR/score_ref.npy (4,) f32.
+DIR/two_in.onnx: two inputs, token ids "ids" (N, 4) of int64 and floats "feat" (N, 3), and two
+outputs: "emb" (N, 4, 3), the ids' rows of a (10, 3) embedding table (Gather), and "y" (N, 3),
+their mean over the 4 tokens plus feat; DIR/ids.npy (5, 4) int64, DIR/feat.npy (5, 3) f32,
+DIR/emb_ref.npy and DIR/y_ref.npy f32."""
 import sys
 
 import numpy as np
@@ -63,8 +67,33 @@ def main(out):
     onnx.checker.check_model(model3)
     onnx.save(model3, out + "/rank1.onnx")
     np.save(out + "/score_ref.npy", y.mean(axis=(1, 2, 3)).astype(np.float32))
+    two_inputs(out, rng)
     np.save(out + "/conv_x.npy", x)
     np.save(out + "/conv_ref.npy", y.astype(np.float32))
+
+
+def two_inputs(out, rng):
+    table = rng.standard_normal((10, 3)).astype(np.float32)
+    ids = rng.integers(0, 10, (5, 4)).astype(np.int64)
+    feat = rng.standard_normal((5, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["emb"]),
+         helper.make_node("ReduceMean", ["emb"], ["m"], axes=[1], keepdims=0),
+         helper.make_node("Add", ["m", "feat"], ["y"])], "two_in",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", 4]),
+         helper.make_tensor_value_info("feat", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["N", 4, 3]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(table, "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    onnx.save(model, out + "/two_in.onnx")
+    emb = table.astype(np.float64)[ids]
+    np.save(out + "/ids.npy", ids)
+    np.save(out + "/feat.npy", feat)
+    np.save(out + "/emb_ref.npy", emb.astype(np.float32))
+    np.save(out + "/y_ref.npy", (emb.mean(axis=1) + feat).astype(np.float32))
 
 
 if __name__ == "__main__":

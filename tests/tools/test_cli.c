@@ -642,6 +642,104 @@ Test(tools_cli, onnx_two_outputs_through_import_and_predict)
         sx_tensor_free(ts2[k]);
 }
 
+/* An ONNX model with two inputs, token ids "ids" (n,4) of int64 and floats "feat" (n,3), and two
+ * outputs (tests/tools/make_onnx.py): predict takes one .npy per input by name (in either order,
+ * or unnamed in the inputs' order) and writes one .npy per output, equal to numpy's reference to
+ * f32 rounding; bench runs it on random inputs (0s for the ids) and on the given ones; a missing,
+ * unknown, repeated or mis-shaped input is one clear line and exit 1. */
+Test(tools_cli, onnx_named_inputs_int64_ids_one_file_each)
+{
+    run_result *r = malloc(sizeof *r);
+    const char *why = make_onnx_models(r);
+    if (why != NULL) {
+        free(r);
+        cr_skip_test("%s", why);
+    }
+    char model[128], ids[128], feat[128], op[128], f1[128], f2[128], args[1024];
+    path(model, sizeof model, "two_in.onnx");
+    path(ids, sizeof ids, "ids.npy");
+    path(feat, sizeof feat, "feat.npy");
+    path(op, sizeof op, "out.npy");
+    path(f1, sizeof f1, "out_emb.npy");
+    path(f2, sizeof f2, "out_y.npy");
+    char er[128], yr[128];
+    path(er, sizeof er, "emb_ref.npy");
+    path(yr, sizeof yr, "y_ref.npy");
+    sx_tensor *we = read_npy(er), *wy = read_npy(yr);
+    const char *forms[] = {"--input ids=%s --input feat=%s", "--input feat=%2$s --input ids=%1$s",
+                           "--input %s --input %s"};
+    for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
+        char ins[400];
+        snprintf(ins, sizeof ins, forms[k], ids, feat);
+        snprintf(args, sizeof args, "predict %s %s --output %s --batch 2", model, ins, op);
+        remove(f1);
+        remove(f2);
+        run(r, args);
+        cr_assert_eq(r->status, 0, "%s: %s", args, r->err);
+        sx_tensor *ge = read_npy(f1), *gy = read_npy(f2);
+        cr_assert(sx_shape_equal(ge->rank, ge->shape, 3, (int64_t[]){5, 4, 3}));
+        cr_assert(sx_shape_equal(gy->rank, gy->shape, 2, (int64_t[]){5, 3}));
+        cr_assert(tu_close(ge, we, 1e-6, 1e-6), "%s", args);
+        cr_assert(tu_close(gy, wy, 1e-5, 1e-5), "%s", args);
+        sx_tensor_free(ge);
+        sx_tensor_free(gy);
+    }
+    snprintf(args, sizeof args, "bench %s --batch 3 --runs 2", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    snprintf(args, sizeof args, "bench %s --batch 8 --runs 2 --input ids=%s --input feat=%s", model,
+             ids, feat);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strstr(r->out, "result: batch=8 runs=2") != NULL, "%s", r->out);
+    const struct {
+        const char *ins, *msg;
+    } bad[] = {
+        {"--input feat=FEAT", "no --input for 'ids' (MODEL's inputs: 'ids' (4), 'feat' (3);"},
+        {"--input feat=FEAT --input idz=IDS", "has no input named 'idz' (its inputs: 'ids' (4), "
+                                              "'feat' (3))"},
+        {"--input feat=FEAT --input feat=IDS", "input 'feat' given twice"},
+        {"--input ids=FEAT --input feat=IDS",
+         "input 'ids': FEAT has shape (5,3), want (n,4) or (4)"},
+        {"--input ids=IDS --input feat=FEAT --input IDS", "3 inputs given, MODEL takes 2"},
+        {"--input ids=IDS --input feat=ONE", "input 'feat' has 1 examples, 'ids' 5"},
+    };
+    char one[128];
+    path(one, sizeof one, "one.npy");
+    sx_tensor *t = tu_zeros(SX_F32, 1, (int64_t[]){3});
+    cr_assert_eq(sx_ds_npy_write_tensor(one, t), SX_OK);
+    sx_tensor_free(t);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char ins[600] = "", msg[600] = "";
+        for (const char *c = bad[k].ins; *c; c++) { /* IDS, FEAT, ONE: the files */
+            bool i = strncmp(c, "IDS", 3) == 0, f = strncmp(c, "FEAT", 4) == 0,
+                 o = strncmp(c, "ONE", 3) == 0;
+            snprintf(ins + strlen(ins), sizeof ins - strlen(ins), "%s",
+                     i   ? ids
+                     : f ? feat
+                     : o ? one
+                         : (char[]){*c, 0});
+            c += i || o ? 2 : f ? 3 : 0;
+        }
+        for (const char *c = bad[k].msg; *c; c++) {
+            bool f = strncmp(c, "FEAT", 4) == 0, m = strncmp(c, "MODEL", 5) == 0;
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s",
+                     f   ? feat
+                     : m ? model
+                         : (char[]){*c, 0});
+            c += f ? 3 : m ? 4 : 0;
+        }
+        snprintf(args, sizeof args, "predict %s %s", model, ins);
+        run(r, args);
+        cr_assert_eq(r->status, 1, "%s", args);
+        cr_assert(strstr(r->err, msg) != NULL, "%s: want '%s', got %s", args, msg, r->err);
+        cr_assert_eq(strchr(r->err, '\n'), r->err + strlen(r->err) - 1, "one line: %s", r->err);
+    }
+    free(r);
+    sx_tensor_free(we);
+    sx_tensor_free(wy);
+}
+
 /* An ONNX output of rank 1, (n): one value per example, the model's output (1); info shows the
  * file's shape () without the batch axis, predict writes the (n) array, the library's results bit
  * for bit (at the batch and at the smaller last batch) and numpy's reference to f32 rounding. */
