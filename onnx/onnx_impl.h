@@ -157,6 +157,22 @@ const ox_op *ox_op_find(const char *op_type);
  * sizes, Upsample's scales): the conformance runner binds a float graph input read only there. */
 bool ox_static_input(const char *op_type, int slot);
 
+/* A constant node of (rank, shape) with values f in the import dtype. */
+sx_status ox_const(ox_ctx *c, int rank, const int64_t *shape, const double *f, sx_cg_node **out);
+/* The elements of x (any shape, taken flat) at flat positions idx, as (rank, shape): one gather
+ * with a constant index (ops_index.c). An index outside x is SX_E_RANGE. */
+sx_status ox_gather_flat(ox_ctx *c, sx_cg_node *x, const int64_t *idx, int rank,
+                         const int64_t *shape, sx_cg_node **out);
+
+/* The mappings of the per-family files, listed in ops.c's table. */
+#define OX_FAMILY_OPS(X)                                                                           \
+    X(Compress)                                                                                    \
+    X(GatherElements) X(GatherND) X(NegativeLogLikelihoodLoss) X(OneHot) X(ReverseSequence)        \
+        X(ScatterElements) X(ScatterND) X(SoftmaxCrossEntropyLoss)
+#define OX_DECLARE_OP(Name) sx_status ox_op_##Name(ox_ctx *c);
+OX_FAMILY_OPS(OX_DECLARE_OP)
+#undef OX_DECLARE_OP
+
 /* The permutations between NCHW and NHWC. */
 extern const int ox_to_nhwc[4], ox_to_nchw[4];
 
