@@ -165,13 +165,45 @@ sx_status ox_gather_flat(ox_ctx *c, sx_cg_node *x, const int64_t *idx, int rank,
                          const int64_t *shape, sx_cg_node **out);
 
 /* The mappings of the per-family files, listed in ops.c's table. */
-#define OX_FAMILY_OPS(X)                                                                           \
-    X(Compress)                                                                                    \
-    X(GatherElements) X(GatherND) X(NegativeLogLikelihoodLoss) X(OneHot) X(ReverseSequence)        \
-        X(ScatterElements) X(ScatterND) X(SoftmaxCrossEntropyLoss)
-#define OX_DECLARE_OP(Name) sx_status ox_op_##Name(ox_ctx *c);
-OX_FAMILY_OPS(OX_DECLARE_OP)
-#undef OX_DECLARE_OP
+/* ops_index.c */
+sx_status ox_op_Compress(ox_ctx *c);
+sx_status ox_op_GatherElements(ox_ctx *c);
+sx_status ox_op_GatherND(ox_ctx *c);
+sx_status ox_op_OneHot(ox_ctx *c);
+sx_status ox_op_ReverseSequence(ox_ctx *c);
+sx_status ox_op_ScatterElements(ox_ctx *c);
+sx_status ox_op_ScatterND(ox_ctx *c);
+sx_status ox_op_DepthToSpace(ox_ctx *c);
+sx_status ox_op_SpaceToDepth(ox_ctx *c);
+/* ops_loss.c */
+sx_status ox_op_NegativeLogLikelihoodLoss(ox_ctx *c);
+sx_status ox_op_SoftmaxCrossEntropyLoss(ox_ctx *c);
+/* ops_math.c */
+sx_status ox_op_Sinh(ox_ctx *c);
+sx_status ox_op_Cosh(ox_ctx *c);
+sx_status ox_op_Asinh(ox_ctx *c);
+sx_status ox_op_Acosh(ox_ctx *c);
+sx_status ox_op_Atanh(ox_ctx *c);
+sx_status ox_op_Asin(ox_ctx *c);
+sx_status ox_op_Acos(ox_ctx *c);
+sx_status ox_op_Atan(ox_ctx *c);
+sx_status ox_op_Mod(ox_ctx *c);
+sx_status ox_op_Shrink(ox_ctx *c);
+sx_status ox_op_Celu(ox_ctx *c);
+sx_status ox_op_IsInf(ox_ctx *c);
+sx_status ox_op_IsNaN(ox_ctx *c);
+sx_status ox_op_Trilu(ox_ctx *c);
+sx_status ox_op_CumSum(ox_ctx *c);
+sx_status ox_op_Hardmax(ox_ctx *c);
+sx_status ox_op_TopK(ox_ctx *c);
+sx_status ox_op_EyeLike(ox_ctx *c);
+sx_status ox_op_HannWindow(ox_ctx *c);
+sx_status ox_op_HammingWindow(ox_ctx *c);
+sx_status ox_op_BlackmanWindow(ox_ctx *c);
+sx_status ox_op_Det(ox_ctx *c);
+sx_status ox_op_BitShift(ox_ctx *c);
+sx_status ox_op_LRN(ox_ctx *c);
+sx_status ox_op_MeanVarianceNormalization(ox_ctx *c);
 
 /* The permutations between NCHW and NHWC. */
 extern const int ox_to_nhwc[4], ox_to_nchw[4];

@@ -69,11 +69,17 @@ static sx_status wrap_index(ox_ctx *c, int64_t i, int64_t d, int64_t *out)
     return SX_OK;
 }
 
-/* The known integer input i (required) of the current node. */
+/* Element k of a known value (integers, or a float constant truncated). */
+static int64_t kv(const ox_val *v, int64_t k)
+{
+    return v->ints != NULL ? v->ints[k] : (int64_t)sx_tensor_get(v->cst, k);
+}
+
+/* The known input i (required) of the current node: integers or a float constant. */
 static sx_status known_ints(ox_ctx *c, int i, ox_val **v)
 {
     SX_TRY(ox_in_req(c, i, v));
-    if ((*v)->ints == NULL)
+    if (!ox_known(*v))
         return ox_fail(c, SX_E_UNSUPPORTED,
                        "input %d ('%s') is computed by the graph (strix needs %s's indices at "
                        "import time)",
@@ -93,7 +99,7 @@ static sx_status element_map(ox_ctx *c, const ox_val *dv, const ox_val *iv, int 
     int64_t n = sx_shape_size(iv->rank, iv->shape);
     for (int64_t p = 0; p < n; p++) {
         coords_of(p, iv->rank, iv->shape, co);
-        SX_TRY(wrap_index(c, iv->ints[p], dv->shape[axis], &co[axis]));
+        SX_TRY(wrap_index(c, kv(iv, p), dv->shape[axis], &co[axis]));
         map[p] = 0;
         for (int k = 0; k < dv->rank; k++)
             map[p] += co[k] * st[k];
@@ -228,7 +234,7 @@ static sx_status nd_map(ox_ctx *c, const ox_val *dv, const ox_val *iv, int b, in
     for (int64_t t = 0; t < tuples; t++) {
         int64_t base = b > 0 ? (t / per_batch) * st[b - 1] : 0, x = 0;
         for (int j = 0; j < k; j++) {
-            SX_TRY(wrap_index(c, iv->ints[t * k + j], dv->shape[b + j], &x));
+            SX_TRY(wrap_index(c, kv(iv, t * k + j), dv->shape[b + j], &x));
             base += x * st[b + j];
         }
         for (int64_t e = 0; e < *slice; e++)
@@ -295,11 +301,11 @@ sx_status ox_op_ScatterND(ox_ctx *c)
 /* OneHot(indices, depth, values = [off, on], axis): a gather from values. */
 sx_status ox_op_OneHot(ox_ctx *c)
 {
-    ox_val *iv, *vv;
-    const int64_t *dp;
-    int64_t nd, a;
+    ox_val *iv, *vv, *dv;
+    int64_t a;
     SX_TRY(known_ints(c, 0, &iv));
-    SX_TRY(ox_in_ints(c, 1, &dp, &nd));
+    SX_TRY(known_ints(c, 1, &dv));
+    int64_t nd = sx_shape_size(dv->rank, dv->shape), dp[1] = {nd == 1 ? kv(dv, 0) : 0};
     SX_TRY(ox_in_req(c, 2, &vv));
     SX_TRY(ox_attr_int(c, "axis", -1, &a));
     if (nd != 1 || dp[0] < 1 || sx_shape_size(vv->rank, vv->shape) != 2 ||
@@ -319,7 +325,7 @@ sx_status ox_op_OneHot(ox_ctx *c)
         for (int k = 0, j = 0; k < r; k++)
             if (k != axis)
                 q += co[k] * st[j++];
-        int64_t i = iv->ints[q] < 0 ? iv->ints[q] + d : iv->ints[q];
+        int64_t i = kv(iv, q) < 0 ? kv(iv, q) + d : kv(iv, q);
         map[p] = i == co[axis];
     }
     sx_cg_node *vals, *y = NULL;
@@ -353,7 +359,7 @@ sx_status ox_op_Compress(ox_ctx *c)
     int64_t kept = 0, *sel, *map;
     SX_TRY(ints_new(s[axis], &sel));
     for (int64_t i = 0; i < s[axis] && i < nc; i++)
-        if (cv->ints[i] != 0)
+        if (kv(cv, i) != 0)
             sel[kept++] = i;
     int64_t os[SX_MAX_RANK];
     memcpy(os, s, sizeof os);
@@ -398,7 +404,7 @@ sx_status ox_op_ReverseSequence(ox_ctx *c)
     SX_TRY(ints_new(n, &map));
     for (int64_t p = 0; p < n; p++) {
         coords_of(p, xv->rank, xv->shape, co);
-        int64_t len = lv->ints[co[ba]];
+        int64_t len = kv(lv, co[ba]);
         if (co[ta] < len)
             co[ta] = len - 1 - co[ta];
         map[p] = 0;
@@ -410,4 +416,53 @@ sx_status ox_op_ReverseSequence(ox_ctx *c)
     sx_free(map);
     SX_TRY(e);
     return ox_out(c, 0, y, OX_ONNX);
+}
+
+/* DepthToSpace (mode DCR or CRD) and SpaceToDepth on (N, C, H, W): a reshape to six axes, a
+ * permutation, a reshape back. */
+static sx_status depth_space(ox_ctx *c, bool to_space)
+{
+    int64_t b;
+    char mode[8];
+    SX_TRY(ox_attr_int(c, "blocksize", 0, &b));
+    SX_TRY(ox_attr_str(c, "mode", "DCR", mode, sizeof mode));
+    bool crd = strcmp(mode, "CRD") == 0;
+    if (!crd && strcmp(mode, "DCR") != 0)
+        return ox_fail(c, SX_E_FORMAT, "attribute mode '%s'", mode);
+    ox_val *v;
+    sx_cg_node *x;
+    SX_TRY(ox_in_req(c, 0, &v));
+    if (v->rank != 4 || b < 1 || (to_space && v->shape[1] % (b * b) != 0) ||
+        (!to_space && (v->shape[2] % b != 0 || v->shape[3] % b != 0)))
+        return ox_fail(c, SX_E_SHAPE, "input of rank %d for blocksize %lld", v->rank, (long long)b);
+    SX_TRY(ox_node(c, v, OX_ONNX, &x));
+    int64_t n = v->shape[0], ch = v->shape[1], h = v->shape[2], w = v->shape[3];
+    int64_t s6[6], out[4];
+    const int *perm;
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crdp[6] = {0, 1, 4, 2, 5, 3},
+                     s2d[6] = {0, 3, 5, 1, 2, 4};
+    if (to_space) {
+        int64_t cc = ch / (b * b);
+        memcpy(s6, crd ? (int64_t[]){n, cc, b, b, h, w} : (int64_t[]){n, b, b, cc, h, w},
+               sizeof s6);
+        memcpy(out, (int64_t[]){n, cc, h * b, w * b}, sizeof out);
+        perm = crd ? crdp : dcr;
+    } else {
+        memcpy(s6, (int64_t[]){n, ch, h / b, b, w / b, b}, sizeof s6);
+        memcpy(out, (int64_t[]){n, ch * b * b, h / b, w / b}, sizeof out);
+        perm = s2d;
+    }
+    sx_cg_graph *g = c->g;
+    x = sx_cg_permute(g, sx_cg_reshape(g, x, 6, s6), perm);
+    return ox_out(c, 0, sx_cg_reshape(g, x, 4, out), OX_ONNX);
+}
+
+sx_status ox_op_DepthToSpace(ox_ctx *c)
+{
+    return depth_space(c, true);
+}
+
+sx_status ox_op_SpaceToDepth(ox_ctx *c)
+{
+    return depth_space(c, false);
 }
