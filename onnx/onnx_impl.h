@@ -175,6 +175,10 @@ sx_status ox_op_ScatterElements(ox_ctx *c);
 sx_status ox_op_ScatterND(ox_ctx *c);
 sx_status ox_op_DepthToSpace(ox_ctx *c);
 sx_status ox_op_SpaceToDepth(ox_ctx *c);
+/* ops_quant.c */
+sx_status ox_op_QuantizeLinear(ox_ctx *c);
+sx_status ox_op_DequantizeLinear(ox_ctx *c);
+sx_status ox_op_DynamicQuantizeLinear(ox_ctx *c);
 /* ops_loss.c */
 sx_status ox_op_NegativeLogLikelihoodLoss(ox_ctx *c);
 sx_status ox_op_SoftmaxCrossEntropyLoss(ox_ctx *c);

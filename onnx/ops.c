@@ -1539,10 +1539,20 @@ static sx_status op_Cast(ox_ctx *c)
         (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
     if (v->n != NULL && (to_float || int_to_int))
         return ox_out(c, 0, v->n, v->lay);
-    if (v->n == NULL && !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
-        to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
-        to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
+    bool to_int = !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
+                  to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
+                  to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    if (v->n == NULL && to_int)
         return ox_out_ints_typed(c, 0, v->rank, v->shape, v->ints, (int32_t)to);
+    if (to_int) { /* floats to integers: toward zero (bool: x != 0); out of range not wrapped */
+        sx_cg_graph *g = c->g;
+        sx_cg_node *zero = sx_cg_scalar_like(g, v->n, 0), *y;
+        if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+            y = sx_cg_ne(g, v->n, zero);
+        else
+            y = sx_cg_where(g, sx_cg_lt(g, v->n, zero), sx_cg_ceil(g, v->n), sx_cg_floor(g, v->n));
+        return ox_out(c, 0, y, v->lay);
+    }
     return ox_fail(c, SX_E_UNSUPPORTED, "attribute to = %s from a %s tensor",
                    ox_dtype_name((int32_t)to), v->n ? "float" : "integer");
 }
@@ -2199,9 +2209,11 @@ static const ox_op ops[] = {
     {"Cosh", ox_op_Cosh, ""},
     {"CumSum", ox_op_CumSum, "exclusive,reverse"},
     {"DepthToSpace", ox_op_DepthToSpace, "blocksize,mode"},
+    {"DequantizeLinear", ox_op_DequantizeLinear, "axis"},
     {"Det", ox_op_Det, ""},
     {"Div", op_Div, ""},
     {"Dropout", op_Dropout_any, "ratio,seed"},
+    {"DynamicQuantizeLinear", ox_op_DynamicQuantizeLinear, ""},
     {"Elu", op_Elu, "alpha"},
     {"Equal", op_Equal, ""},
     {"Erf", op_Erf, ""},
@@ -2250,6 +2262,7 @@ static const ox_op ops[] = {
     {"PRelu", op_PRelu, ""},
     {"Pad", op_Pad_any, "mode,pads,value"},
     {"Pow", op_Pow, ""},
+    {"QuantizeLinear", ox_op_QuantizeLinear, "axis"},
     {"Range", op_known_only, ""},
     {"Reciprocal", op_Reciprocal, ""},
     {"ReduceL1", op_ReduceL1, "axes,keepdims"},

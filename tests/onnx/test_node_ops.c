@@ -1,6 +1,7 @@
 /* test_node_ops.c: the ONNX ops mapped by gathers of import-time indices (ops_index.c), the
  * losses (ops_loss.c) and the compositions of ops_math.c, each against ONNX's own backend node
- * tests (libonnx-testdata: model, inputs, expected outputs); what strix cannot map is refused
+ * tests (libonnx-testdata: model, inputs, expected outputs), and quantisation (ops_quant.c);
+ * what strix cannot map is refused
  * with a message naming node, op and reason; bad indices are a range error, never a crash. */
 #include "testutil.h"
 
@@ -96,6 +97,18 @@ Test(onnx_node_ops, math_ops_match_onnx)
                            "test_mvn",
                            "test_reduce_log_sum_desc_axes",
                            "test_range_float_type_positive_delta"};
+    check_cases(cases, sizeof cases / sizeof *cases);
+}
+
+Test(onnx_node_ops, quantisation_uint64_and_float_to_int_casts_match_onnx)
+{
+    const char *cases[] = {"test_quantizelinear_axis",
+                           "test_dequantizelinear_axis",
+                           "test_dynamicquantizelinear_min_adjusted",
+                           "test_dynamicquantizelinear_max_adjusted_expanded",
+                           "test_bitshift_left_uint64",
+                           "test_mod_uint64",
+                           "test_pow_types_float32_uint64"};
     check_cases(cases, sizeof cases / sizeof *cases);
 }
 
