@@ -1,8 +1,8 @@
 /* test_node_ops.c: the ONNX ops mapped by gathers of import-time indices (ops_index.c), the
- * losses (ops_loss.c) and the compositions of ops_math.c, each against ONNX's own backend node
- * tests (libonnx-testdata: model, inputs, expected outputs), and quantisation (ops_quant.c);
- * what strix cannot map is refused
- * with a message naming node, op and reason; bad indices are a range error, never a crash. */
+ * losses (ops_loss.c), the compositions of ops_math.c and quantisation (ops_quant.c), each
+ * against ONNX's own backend node tests (libonnx-testdata: model, inputs, expected outputs);
+ * what strix cannot map is refused with a message naming node, op and reason; bad indices are
+ * a range error, never a crash. */
 #include "testutil.h"
 
 #include <sx_onnx.h>
