@@ -208,6 +208,7 @@ sx_status ox_op_Det(ox_ctx *c);
 sx_status ox_op_BitShift(ox_ctx *c);
 sx_status ox_op_LRN(ox_ctx *c);
 sx_status ox_op_MeanVarianceNormalization(ox_ctx *c);
+sx_status ox_op_Einsum(ox_ctx *c);
 
 /* The permutations between NCHW and NHWC. */
 extern const int ox_to_nhwc[4], ox_to_nchw[4];

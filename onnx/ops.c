@@ -2214,6 +2214,7 @@ static const ox_op ops[] = {
     {"Div", op_Div, ""},
     {"Dropout", op_Dropout_any, "ratio,seed"},
     {"DynamicQuantizeLinear", ox_op_DynamicQuantizeLinear, ""},
+    {"Einsum", ox_op_Einsum, "equation"},
     {"Elu", op_Elu, "alpha"},
     {"Equal", op_Equal, ""},
     {"Erf", op_Erf, ""},

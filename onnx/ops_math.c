@@ -499,3 +499,182 @@ sx_status ox_op_MeanVarianceNormalization(ox_ctx *c)
     sx_cg_node *sd = sx_cg_add_scalar(g, sx_cg_sqrt(g, var), 1e-9);
     return ox_out(c, 0, sx_cg_div(g, sx_cg_sub(g, x, m), sd), OX_ONNX);
 }
+
+/* ---------------------------------------------------------------- Einsum */
+
+/* One term of the equation: its labels, the ellipsis axes spelled '0' + their place among the
+ * 8 rightmost axes any ellipsis can hold (so that they line up across operands). */
+typedef struct es_term {
+    char lab[SX_MAX_RANK + 1];
+    int n;
+} es_term;
+
+static bool is_letter(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+}
+
+/* Parse [t, end) for an operand of rank r (r < 0: the output, whose ellipsis has *ell axes;
+ * an operand's raises *ell to its own). */
+static sx_status es_parse(ox_ctx *c, const char *t, const char *end, int r, int *ell, es_term *out)
+{
+    int letters = 0;
+    for (const char *p = t; p < end; p++)
+        letters += is_letter(*p);
+    int e = r >= 0 ? r - letters : *ell;
+    out->n = 0;
+    for (const char *p = t; p < end; p++) {
+        if (*p == ' ')
+            continue;
+        if (end - p >= 3 && strncmp(p, "...", 3) == 0 && e >= 0 && out->n + e <= SX_MAX_RANK) {
+            for (int k = 0; k < e; k++)
+                out->lab[out->n++] = (char)('0' + SX_MAX_RANK - e + k);
+            p += 2;
+            continue;
+        }
+        if (!is_letter(*p) || out->n == SX_MAX_RANK)
+            return ox_fail(c, SX_E_FORMAT, "attribute equation: '%c' or too many axes", *p);
+        out->lab[out->n++] = *p;
+    }
+    out->lab[out->n] = '\0';
+    if (r >= 0 && out->n != r)
+        return ox_fail(c, SX_E_SHAPE, "attribute equation: %d labels for an input of rank %d",
+                       out->n, r);
+    if (r >= 0 && e > *ell)
+        *ell = e;
+    return SX_OK;
+}
+
+/* x (labels t) with each repeated label reduced to its diagonal: labels u, shape us. */
+static sx_status es_diagonal(ox_ctx *c, sx_cg_node **x, const es_term *t, char *u, int *nu,
+                             int64_t *us)
+{
+    const int64_t *xs = sx_cg_node_shape(*x);
+    int64_t st[SX_MAX_RANK], acc = 1;
+    for (int k = t->n - 1; k >= 0; k--) {
+        st[k] = acc;
+        acc *= xs[k];
+    }
+    *nu = 0;
+    u[0] = '\0';
+    for (int k = 0; k < t->n; k++)
+        if (strchr(u, t->lab[k]) == NULL) {
+            us[*nu] = xs[k];
+            u[(*nu)++] = t->lab[k];
+            u[*nu] = '\0';
+        }
+    if (*nu == t->n)
+        return SX_OK;
+    int64_t n = sx_shape_size(*nu, us), co[SX_MAX_RANK];
+    int64_t *map = sx_alloc((size_t)(n ? n : 1) * sizeof *map);
+    if (map == NULL)
+        return SX_E_NOMEM;
+    for (int64_t p = 0; p < n; p++) {
+        for (int k = *nu - 1, q = 0; k >= 0; k--, q++) /* p's coordinates in us */
+            co[k] = p / sx_shape_size(q, us + k + 1) % us[k];
+        map[p] = 0;
+        for (int k = 0; k < t->n; k++)
+            map[p] += co[strchr(u, t->lab[k]) - u] * st[k];
+    }
+    sx_status e = ox_gather_flat(c, *x, map, *nu, us, x);
+    sx_free(map);
+    return e;
+}
+
+/* The operand's axes permuted and reshaped to the global labels gl (size 1 where absent). */
+static sx_status es_align(ox_ctx *c, sx_cg_node *x, const es_term *t, const char *gl,
+                          sx_cg_node **out)
+{
+    char u[SX_MAX_RANK + 1];
+    int nu, perm[SX_MAX_RANK], np = 0, ng = (int)strlen(gl);
+    int64_t us[SX_MAX_RANK], shape[SX_MAX_RANK];
+    SX_TRY(es_diagonal(c, &x, t, u, &nu, us));
+    for (int k = 0; k < ng; k++) {
+        const char *q = strchr(u, gl[k]);
+        if (q != NULL)
+            perm[np++] = (int)(q - u);
+        shape[k] = q != NULL ? us[q - u] : 1;
+    }
+    *out = sx_cg_reshape(c->g, sx_cg_permute(c->g, x, perm), ng, shape);
+    return *out != NULL ? SX_OK : ox_graph_fail(c);
+}
+
+/* The output labels of an implicit equation: the ellipsis, then the letters seen once, sorted. */
+static void es_implicit(const es_term *in, int n, es_term *out)
+{
+    out->n = 0;
+    for (char ch = '0'; ch < '0' + SX_MAX_RANK; ch++)
+        for (int i = 0; i < n; i++)
+            if (strchr(in[i].lab, ch) != NULL && strchr(out->lab, ch) == NULL) {
+                out->lab[out->n++] = ch;
+                out->lab[out->n] = '\0';
+            }
+    for (char ch = 'A'; ch <= 'z'; ch++) {
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < in[i].n; k++)
+                seen += in[i].lab[k] == ch;
+        if (is_letter(ch) && seen == 1 && out->n < SX_MAX_RANK)
+            out->lab[out->n++] = ch;
+    }
+    out->lab[out->n] = '\0';
+}
+
+/* Einsum: every operand aligned to all the labels, multiplied (broadcast), summed over the
+ * labels not in the output, permuted to the output's order. */
+sx_status ox_op_Einsum(ox_ctx *c)
+{
+    char eq[256], gl[SX_MAX_RANK + 1] = "";
+    SX_TRY(ox_attr_str(c, "equation", "", eq, sizeof eq));
+    int n = ox_n_in(c), ell = 0, ng = 0;
+    if (n < 1 || n > 8)
+        return ox_fail(c, SX_E_UNSUPPORTED, "%d operands (1 to 8)", n);
+    es_term t[8], o;
+    const char *arrow = strstr(eq, "->"), *p = eq, *end = arrow ? arrow : eq + strlen(eq);
+    for (int i = 0; i < n; i++) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        ox_val *v;
+        SX_TRY(ox_in_req(c, i, &v));
+        if ((comma == NULL) != (i == n - 1))
+            return ox_fail(c, SX_E_FORMAT, "attribute equation '%s' for %d operands", eq, n);
+        SX_TRY(es_parse(c, p, comma ? comma : end, v->rank, &ell, &t[i]));
+        p = comma ? comma + 1 : end;
+        for (int k = 0; k < t[i].n; k++)
+            if (strchr(gl, t[i].lab[k]) == NULL) {
+                if (ng == SX_MAX_RANK)
+                    return ox_fail(c, SX_E_UNSUPPORTED, "more than %d labels", SX_MAX_RANK);
+                gl[ng++] = t[i].lab[k];
+                gl[ng] = '\0';
+            }
+    }
+    if (arrow)
+        SX_TRY(es_parse(c, arrow + 2, eq + strlen(eq), -1, &ell, &o));
+    else
+        es_implicit(t, n, &o);
+    sx_cg_graph *g = c->g;
+    sx_cg_node *y = NULL, *x;
+    for (int i = 0; i < n; i++) {
+        ox_val *v = ox_in(c, i);
+        SX_TRY(ox_node(c, v, OX_ONNX, &x));
+        SX_TRY(es_align(c, x, &t[i], gl, &x));
+        y = y ? sx_cg_mul(g, y, x) : x;
+    }
+    unsigned mask = 0;
+    char kept[SX_MAX_RANK + 1];
+    int nk = 0, perm[SX_MAX_RANK];
+    for (int k = 0; k < ng; k++)
+        if (strchr(o.lab, gl[k]) == NULL)
+            mask |= SX_AXIS(k);
+        else
+            kept[nk++] = gl[k];
+    kept[nk] = '\0';
+    if (nk != o.n)
+        return ox_fail(c, SX_E_FORMAT, "attribute equation '%s': an output label twice or unknown",
+                       eq);
+    if (mask != 0)
+        y = sx_cg_sum(g, y, mask, false);
+    for (int k = 0; k < o.n; k++)
+        perm[k] = (int)(strchr(kept, o.lab[k]) - kept);
+    c->no_batch = true;
+    return ox_out(c, 0, o.n > 1 ? sx_cg_permute(g, y, perm) : y, OX_ONNX);
+}
