@@ -139,6 +139,10 @@ Test(onnx_node_ops, indices_computed_by_the_graph_are_refused)
     check_refused("test_scatternd", "ScatterND", "computed by the graph");
     check_refused("test_nllloss_NC", "NegativeLogLikelihoodLoss", "import time");
     check_refused("test_bitshift_left_uint8", "BitShift", "import time");
+    /* refusals of a graph input or of the model name the first node that reads it */
+    check_refused("test_sequence_insert_at_back", "SequenceInsert", "not a tensor");
+    check_refused("test_strnormalizer_nostopwords_nochangecase", "StringNormalizer", "STRING");
+    check_refused("test_adam", "Adam", "no opset of the default domain");
 }
 
 /* A copy of test_gather_elements_0 whose first index (of an axis of size 2) is 5. */
