@@ -154,7 +154,8 @@ typedef struct ox_op {
 } ox_op;
 const ox_op *ox_op_find(const char *op_type);
 /* Whether input `slot` of op_type must be known at import time (Resize's roi, scales and
- * sizes, Upsample's scales): the conformance runner binds a float graph input read only there. */
+ * sizes, Upsample's scales, OneHot's indices and depth, Range's inputs): the conformance runner
+ * binds a float graph input read only there. */
 bool ox_static_input(const char *op_type, int slot);
 
 /* A constant node of (rank, shape) with values f in the import dtype. */

@@ -2,7 +2,8 @@
  * inputs through ox_node in the layout it wants: convolutions and pooling NHWC, element-wise
  * ops, Softmax, Concat, Pad and reductions whichever their inputs are in (axes mapped), and the
  * rest (Reshape, Flatten, MatMul, ...) the ONNX order. The table at the end lists each op with
- * the attributes it reads; a node carrying any other attribute is refused by import.c. */
+ * the attributes it reads (also those of the families in ops_index.c, ops_loss.c, ops_math.c
+ * and ops_quant.c); a node carrying any other attribute is refused by import.c. */
 #include "onnx_impl.h"
 
 #include <math.h>
