@@ -81,8 +81,13 @@ static sx_status check_opset(ox_ctx *c)
         if (o->domain == NULL || o->domain[0] == '\0' || strcmp(o->domain, "ai.onnx") == 0)
             c->opset = (int)(o->version < 0 ? -1 : o->version > 1000 ? 1000 : o->version);
     }
+    if (c->opset < 0 && m->graph != NULL && m->graph->n_node > 0) { /* name the first node */
+        c->node = m->graph->node[0];
+        c->node_index = 0;
+    }
     if (c->opset < 0)
-        return ox_fail(c, SX_E_UNSUPPORTED, "no opset of the default domain");
+        return ox_fail(c, SX_E_UNSUPPORTED, "no opset of the default domain (domain '%s')",
+                       c->node && c->node->domain ? c->node->domain : "");
     if ((c->opset < OX_OPSET_MIN && !old_opset_ok(c)) || c->opset > OX_OPSET_MAX)
         return ox_fail(c, SX_E_UNSUPPORTED, "opset %d (strix maps opsets %d..%d)", c->opset,
                        OX_OPSET_MIN, OX_OPSET_MAX);
@@ -139,14 +144,30 @@ static bool input_type_ok(int32_t t)
     }
 }
 
+/* Point c->node at the first node reading value `name`, so that a refusal of the value names
+ * the node and its op. */
+static void blame_reader(ox_ctx *c, const char *name)
+{
+    const Onnx__GraphProto *gr = c->model->graph;
+    for (size_t i = 0; gr != NULL && i < gr->n_node && c->node == NULL; i++)
+        for (size_t k = 0; k < gr->node[i]->n_input && c->node == NULL; k++)
+            if (strcmp(gr->node[i]->input[k], name) == 0 && gr->node[i]->op_type != NULL) {
+                c->node = gr->node[i];
+                c->node_index = (int)i;
+            }
+}
+
 /* A graph input: a float or integer tensor of fixed dims but the first, which may be the
  * batch. */
 static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node **out)
 {
     const char *name = vi->name ? vi->name : "";
     const Onnx__TypeProto *tp = vi->type;
-    if (tp == NULL || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
-        tp->tensor_type == NULL)
+    bool tensor = tp != NULL && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+                  tp->tensor_type != NULL;
+    if (!tensor || !input_type_ok(tp->tensor_type->elem_type))
+        blame_reader(c, name);
+    if (!tensor)
         return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is not a tensor", name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (!input_type_ok(tt->elem_type))

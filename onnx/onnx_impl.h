@@ -154,8 +154,62 @@ typedef struct ox_op {
 } ox_op;
 const ox_op *ox_op_find(const char *op_type);
 /* Whether input `slot` of op_type must be known at import time (Resize's roi, scales and
- * sizes, Upsample's scales): the conformance runner binds a float graph input read only there. */
+ * sizes, Upsample's scales, OneHot's indices and depth, Range's inputs): the conformance runner
+ * binds a float graph input read only there. */
 bool ox_static_input(const char *op_type, int slot);
+
+/* A constant node of (rank, shape) with values f in the import dtype. */
+sx_status ox_const(ox_ctx *c, int rank, const int64_t *shape, const double *f, sx_cg_node **out);
+/* The elements of x (any shape, taken flat) at flat positions idx, as (rank, shape): one gather
+ * with a constant index (ops_index.c). An index outside x is SX_E_RANGE. */
+sx_status ox_gather_flat(ox_ctx *c, sx_cg_node *x, const int64_t *idx, int rank,
+                         const int64_t *shape, sx_cg_node **out);
+
+/* The mappings of the per-family files, listed in ops.c's table. */
+/* ops_index.c */
+sx_status ox_op_Compress(ox_ctx *c);
+sx_status ox_op_GatherElements(ox_ctx *c);
+sx_status ox_op_GatherND(ox_ctx *c);
+sx_status ox_op_OneHot(ox_ctx *c);
+sx_status ox_op_ReverseSequence(ox_ctx *c);
+sx_status ox_op_ScatterElements(ox_ctx *c);
+sx_status ox_op_ScatterND(ox_ctx *c);
+sx_status ox_op_DepthToSpace(ox_ctx *c);
+sx_status ox_op_SpaceToDepth(ox_ctx *c);
+/* ops_quant.c */
+sx_status ox_op_QuantizeLinear(ox_ctx *c);
+sx_status ox_op_DequantizeLinear(ox_ctx *c);
+sx_status ox_op_DynamicQuantizeLinear(ox_ctx *c);
+/* ops_loss.c */
+sx_status ox_op_NegativeLogLikelihoodLoss(ox_ctx *c);
+sx_status ox_op_SoftmaxCrossEntropyLoss(ox_ctx *c);
+/* ops_math.c */
+sx_status ox_op_Sinh(ox_ctx *c);
+sx_status ox_op_Cosh(ox_ctx *c);
+sx_status ox_op_Asinh(ox_ctx *c);
+sx_status ox_op_Acosh(ox_ctx *c);
+sx_status ox_op_Atanh(ox_ctx *c);
+sx_status ox_op_Asin(ox_ctx *c);
+sx_status ox_op_Acos(ox_ctx *c);
+sx_status ox_op_Atan(ox_ctx *c);
+sx_status ox_op_Mod(ox_ctx *c);
+sx_status ox_op_Shrink(ox_ctx *c);
+sx_status ox_op_Celu(ox_ctx *c);
+sx_status ox_op_IsInf(ox_ctx *c);
+sx_status ox_op_IsNaN(ox_ctx *c);
+sx_status ox_op_Trilu(ox_ctx *c);
+sx_status ox_op_CumSum(ox_ctx *c);
+sx_status ox_op_Hardmax(ox_ctx *c);
+sx_status ox_op_TopK(ox_ctx *c);
+sx_status ox_op_EyeLike(ox_ctx *c);
+sx_status ox_op_HannWindow(ox_ctx *c);
+sx_status ox_op_HammingWindow(ox_ctx *c);
+sx_status ox_op_BlackmanWindow(ox_ctx *c);
+sx_status ox_op_Det(ox_ctx *c);
+sx_status ox_op_BitShift(ox_ctx *c);
+sx_status ox_op_LRN(ox_ctx *c);
+sx_status ox_op_MeanVarianceNormalization(ox_ctx *c);
+sx_status ox_op_Einsum(ox_ctx *c);
 
 /* The permutations between NCHW and NHWC. */
 extern const int ox_to_nhwc[4], ox_to_nchw[4];

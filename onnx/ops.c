@@ -2,7 +2,8 @@
  * inputs through ox_node in the layout it wants: convolutions and pooling NHWC, element-wise
  * ops, Softmax, Concat, Pad and reductions whichever their inputs are in (axes mapped), and the
  * rest (Reshape, Flatten, MatMul, ...) the ONNX order. The table at the end lists each op with
- * the attributes it reads; a node carrying any other attribute is refused by import.c. */
+ * the attributes it reads (also those of the families in ops_index.c, ops_loss.c, ops_math.c
+ * and ops_quant.c); a node carrying any other attribute is refused by import.c. */
 #include "onnx_impl.h"
 
 #include <math.h>
@@ -829,6 +830,11 @@ static sx_cg_node *sum_square(sx_cg_graph *g, sx_cg_node *x, unsigned axes, bool
     return sx_cg_sum(g, sx_cg_sqr(g, x), axes, keep);
 }
 
+static sx_cg_node *log_sum(sx_cg_graph *g, sx_cg_node *x, unsigned axes, bool keep)
+{
+    return sx_cg_log(g, sx_cg_sum(g, x, axes, keep));
+}
+
 static sx_status reduce(ox_ctx *c, fold_fn f)
 {
     ox_val *v;
@@ -879,6 +885,7 @@ REDUCE(ReduceL1, sx_cg_l1norm)
 REDUCE(ReduceL2, sx_cg_l2norm)
 REDUCE(ReduceLogSumExp, sx_cg_logsumexp)
 REDUCE(ReduceSumSquare, sum_square)
+REDUCE(ReduceLogSum, log_sum)
 #undef REDUCE
 
 /* ---------------------------------------------------------------- layout */
@@ -1533,10 +1540,20 @@ static sx_status op_Cast(ox_ctx *c)
         (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
     if (v->n != NULL && (to_float || int_to_int))
         return ox_out(c, 0, v->n, v->lay);
-    if (v->n == NULL && !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
-        to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
-        to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
+    bool to_int = !to_float && to != ONNX__TENSOR_PROTO__DATA_TYPE__STRING &&
+                  to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
+                  to != ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    if (v->n == NULL && to_int)
         return ox_out_ints_typed(c, 0, v->rank, v->shape, v->ints, (int32_t)to);
+    if (to_int) { /* floats to integers: toward zero (bool: x != 0); out of range not wrapped */
+        sx_cg_graph *g = c->g;
+        sx_cg_node *zero = sx_cg_scalar_like(g, v->n, 0), *y;
+        if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+            y = sx_cg_ne(g, v->n, zero);
+        else
+            y = sx_cg_where(g, sx_cg_lt(g, v->n, zero), sx_cg_ceil(g, v->n), sx_cg_floor(g, v->n));
+        return ox_out(c, 0, y, v->lay);
+    }
     return ox_fail(c, SX_E_UNSUPPORTED, "attribute to = %s from a %s tensor",
                    ox_dtype_name((int32_t)to), v->n ? "float" : "integer");
 }
@@ -2163,16 +2180,26 @@ static sx_status op_Upsample_any(ox_ctx *c)
 /* Alphabetical (sx_onnx_op_name lists them in this order). */
 static const ox_op ops[] = {
     {"Abs", op_Abs, ""},
+    {"Acos", ox_op_Acos, ""},
+    {"Acosh", ox_op_Acosh, ""},
     {"Add", op_Add, ""},
     {"And", op_And, ""},
     {"ArgMax", op_ArgMax, "axis,keepdims,select_last_index"},
     {"ArgMin", op_ArgMin, "axis,keepdims,select_last_index"},
+    {"Asin", ox_op_Asin, ""},
+    {"Asinh", ox_op_Asinh, ""},
+    {"Atan", ox_op_Atan, ""},
+    {"Atanh", ox_op_Atanh, ""},
     {"AveragePool", op_AveragePool,
      "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides"},
     {"BatchNormalization", op_BatchNormalization_any, "epsilon,momentum,spatial,training_mode"},
+    {"BitShift", ox_op_BitShift, "direction"},
+    {"BlackmanWindow", ox_op_BlackmanWindow, "output_datatype,periodic"},
     {"Cast", op_Cast_any, "to"},
     {"Ceil", op_Ceil, ""},
+    {"Celu", ox_op_Celu, "alpha"},
     {"Clip", op_Clip_any, "max,min"},
+    {"Compress", ox_op_Compress, "axis"},
     {"Concat", op_Concat_any, "axis"},
     {"Constant", op_Constant, "value,value_float,value_floats,value_int,value_ints"},
     {"ConstantOfShape", op_ConstantOfShape, "value"},
@@ -2180,25 +2207,41 @@ static const ox_op ops[] = {
     {"ConvTranspose", op_ConvTranspose,
      "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
     {"Cos", op_Cos, ""},
+    {"Cosh", ox_op_Cosh, ""},
+    {"CumSum", ox_op_CumSum, "exclusive,reverse"},
+    {"DepthToSpace", ox_op_DepthToSpace, "blocksize,mode"},
+    {"DequantizeLinear", ox_op_DequantizeLinear, "axis"},
+    {"Det", ox_op_Det, ""},
     {"Div", op_Div, ""},
     {"Dropout", op_Dropout_any, "ratio,seed"},
+    {"DynamicQuantizeLinear", ox_op_DynamicQuantizeLinear, ""},
+    {"Einsum", ox_op_Einsum, "equation"},
     {"Elu", op_Elu, "alpha"},
     {"Equal", op_Equal, ""},
     {"Erf", op_Erf, ""},
     {"Exp", op_Exp, ""},
     {"Expand", op_Expand, ""},
+    {"EyeLike", ox_op_EyeLike, "dtype,k"},
     {"Flatten", op_Flatten, "axis"},
     {"Floor", op_Floor, ""},
     {"Gather", op_Gather, "axis"},
+    {"GatherElements", ox_op_GatherElements, "axis"},
+    {"GatherND", ox_op_GatherND, "batch_dims"},
     {"Gemm", op_Gemm, "alpha,beta,transA,transB"},
     {"GlobalAveragePool", op_GlobalAveragePool, ""},
     {"GlobalMaxPool", op_GlobalMaxPool, ""},
     {"Greater", op_Greater, ""},
     {"GreaterOrEqual", op_GreaterOrEqual, ""},
+    {"HammingWindow", ox_op_HammingWindow, "output_datatype,periodic"},
+    {"HannWindow", ox_op_HannWindow, "output_datatype,periodic"},
     {"HardSigmoid", op_HardSigmoid, "alpha,beta"},
     {"HardSwish", op_HardSwish, ""},
+    {"Hardmax", ox_op_Hardmax, "axis"},
     {"Identity", op_Identity, ""},
     {"InstanceNormalization", op_InstanceNormalization, "epsilon"},
+    {"IsInf", ox_op_IsInf, "detect_negative,detect_positive"},
+    {"IsNaN", ox_op_IsNaN, ""},
+    {"LRN", ox_op_LRN, "alpha,beta,bias,size"},
     {"LayerNormalization", op_LayerNormalization, "axis,epsilon,stash_type"},
     {"LeakyRelu", op_LeakyRelu, "alpha"},
     {"Less", op_Less, ""},
@@ -2209,19 +2252,24 @@ static const ox_op ops[] = {
     {"Max", op_Max, ""},
     {"MaxPool", op_MaxPool, "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
     {"Mean", op_Mean, ""},
+    {"MeanVarianceNormalization", ox_op_MeanVarianceNormalization, "axes"},
     {"Min", op_Min, ""},
-    {"Mod", op_known_only, "fmod"},
+    {"Mod", ox_op_Mod, "fmod"},
     {"Mul", op_Mul, ""},
     {"Neg", op_Neg, ""},
+    {"NegativeLogLikelihoodLoss", ox_op_NegativeLogLikelihoodLoss, "ignore_index,reduction"},
     {"Not", op_Not, ""},
+    {"OneHot", ox_op_OneHot, "axis"},
     {"Or", op_Or, ""},
     {"PRelu", op_PRelu, ""},
     {"Pad", op_Pad_any, "mode,pads,value"},
     {"Pow", op_Pow, ""},
+    {"QuantizeLinear", ox_op_QuantizeLinear, "axis"},
     {"Range", op_known_only, ""},
     {"Reciprocal", op_Reciprocal, ""},
     {"ReduceL1", op_ReduceL1, "axes,keepdims"},
     {"ReduceL2", op_ReduceL2, "axes,keepdims"},
+    {"ReduceLogSum", op_ReduceLogSum, "axes,keepdims"},
     {"ReduceLogSumExp", op_ReduceLogSumExp, "axes,keepdims"},
     {"ReduceMax", op_ReduceMax, "axes,keepdims"},
     {"ReduceMean", op_ReduceMean, "axes,keepdims"},
@@ -2234,18 +2282,25 @@ static const ox_op ops[] = {
     {"Resize", op_Resize,
      "coordinate_transformation_mode,cubic_coeff_a,exclude_outside,extrapolation_value,mode,"
      "nearest_mode"},
+    {"ReverseSequence", ox_op_ReverseSequence, "batch_axis,time_axis"},
     {"Round", op_Round, ""},
-    {"ScatterND", op_known_only, "reduction"},
+    {"Scatter", ox_op_ScatterElements, "axis"},
+    {"ScatterElements", ox_op_ScatterElements, "axis,reduction"},
+    {"ScatterND", ox_op_ScatterND, "reduction"},
     {"Selu", op_Selu, "alpha,gamma"},
     {"Shape", op_Shape, "start,end"},
+    {"Shrink", ox_op_Shrink, "bias,lambd"},
     {"Sigmoid", op_Sigmoid, ""},
     {"Sign", op_Sign, ""},
     {"Sin", op_Sin, ""},
+    {"Sinh", ox_op_Sinh, ""},
     {"Size", op_Size, ""},
     {"Slice", op_Slice_any, "axes,ends,starts"},
     {"Softmax", op_Softmax, "axis"},
+    {"SoftmaxCrossEntropyLoss", ox_op_SoftmaxCrossEntropyLoss, "ignore_index,reduction"},
     {"Softplus", op_Softplus, ""},
     {"Softsign", op_Softsign, ""},
+    {"SpaceToDepth", ox_op_SpaceToDepth, "blocksize"},
     {"Split", op_Split, "axis,split"},
     {"Sqrt", op_Sqrt, ""},
     {"Squeeze", op_Squeeze, "axes"},
@@ -2255,7 +2310,9 @@ static const ox_op ops[] = {
     {"Tanh", op_Tanh, ""},
     {"ThresholdedRelu", op_ThresholdedRelu, "alpha"},
     {"Tile", op_Tile_any, ""},
+    {"TopK", ox_op_TopK, "axis,largest,sorted"},
     {"Transpose", op_Transpose, "perm"},
+    {"Trilu", ox_op_Trilu, "upper"},
     {"Unsqueeze", op_Unsqueeze, "axes"},
     {"Upsample", op_Upsample_any, "mode,scales"},
     {"Where", op_Where, ""},
@@ -2265,6 +2322,7 @@ static const ox_op ops[] = {
 bool ox_static_input(const char *op_type, int slot)
 {
     return (strcmp(op_type, "Resize") == 0 && slot >= 1) ||
+           (strcmp(op_type, "OneHot") == 0 && slot <= 1) || strcmp(op_type, "Range") == 0 ||
            (strcmp(op_type, "Upsample") == 0 && slot == 1);
 }
 

@@ -279,6 +279,10 @@ sx_status ox_tensor_ints(ox_ctx *c, const Onnx__TensorProto *t, int64_t **out, i
         elem = 4;
         typed = t->n_uint64_data;
         break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: /* up to 2^63 - 1 (checked below) */
+        elem = 8;
+        typed = t->n_uint64_data;
+        break;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
         elem = 4;
         break;
@@ -303,11 +307,22 @@ sx_status ox_tensor_ints(ox_ctx *c, const Onnx__TensorProto *t, int64_t **out, i
     int32_t type = t->data_type;
     for (int64_t i = 0; i < count; i++) {
         if (raw == NULL) {
-            v[i] = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64    ? t->int64_data[i]
-                   : type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ? (int64_t)t->uint64_data[i]
-                                                                   : t->int32_data[i];
-            continue;
+            bool u64 = type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
+                       type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64;
+            v[i] = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->int64_data[i]
+                   : u64                                        ? (int64_t)t->uint64_data[i]
+                                                                : t->int32_data[i];
+        } else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+                   type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
+            memcpy(&v[i], raw + (size_t)i * elem, 8);
         }
+        if (type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 && v[i] < 0) {
+            sx_free(v);
+            return ox_fail(c, SX_E_UNSUPPORTED, "tensor '%s': a UINT64 value above 2^63 - 1",
+                           t->name ? t->name : "");
+        }
+        if (raw == NULL || elem == 8)
+            continue;
         const uint8_t *p = raw + (size_t)i * elem;
         if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
             memcpy(&v[i], p, 8);
