@@ -706,7 +706,7 @@ SX_NODISCARD sx_status sx_nn_generate(sx_nn_generator *gen, const int32_t *promp
  * sx_rng_uniform per row unless greedy; may be NULL when greedy), as described above. s NULL:
  * greedy. Errors: SX_E_ARG (NULL logits or out, a NULL rng when not greedy, a temperature not
  * finite and >= 0, top_k < 0, top_p outside (0, 1]), SX_E_RANK (logits not of rank 2),
- * SX_E_DTYPE, SX_E_RANGE (a row with a NaN or no finite logit), SX_E_NOMEM. */
+ * SX_E_DTYPE, SX_E_RANGE (a row with a NaN or +inf logit, or no finite one), SX_E_NOMEM. */
 SX_NODISCARD sx_status sx_nn_sample(const sx_tensor *logits, const sx_nn_sampling *s, sx_rng *rng,
                                     int32_t *out);
 

@@ -4,12 +4,14 @@
  * model run over the whole prefix (to 1e-5) and its greedy tokens are the same, for a batch of
  * two sequences; sampling: top-k 1 and a tiny top-p are greedy, draws never leave the top-k set or
  * the nucleus, frequencies follow the softmax at the temperature, a seed repeats its tokens; rope
- * against a plain double loop and central differences; the documented errors. */
+ * against a plain double loop (and through a saved model) and central differences; the
+ * documented errors. */
 #include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nn_impl.h"
 
@@ -429,7 +431,19 @@ Test(nn_generate, rope_matches_a_double_loop)
             cr_assert_leq(fabs(sx_tensor_get(y, i) - ref[i]), 1e-12 * fmax(1, fabs(ref[i])),
                           "%s y[%lld] = %.15g, want %.15g", f ? "fused" : "separate", (long long)i,
                           sx_tensor_get(y, i), ref[i]);
-        /* rope changes the result: the same weights without it differ */
+        /* a saved model (the rope tables in its graph) predicts the same */
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/strix_test_rope_%d.sxm", (int)getpid());
+        cr_assert_eq(sx_nn_save(net, path), SX_OK, "%s", sx_last_error());
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_nn_load(path, RN, &m), SX_OK, "%s", sx_last_error());
+        sx_tensor *y2 = tu_zeros(SX_F64, 3, xs);
+        cr_assert_eq(sx_nn_model_predict(m, x, y2), SX_OK, "%s", sx_last_error());
+        for (int64_t i = 0; i < y->size; i++)
+            cr_assert_float_eq(sx_tensor_get(y2, i), sx_tensor_get(y, i), 1e-12);
+        unlink(path);
+        sx_nn_model_free(m);
+        sx_tensor_free(y2);
         sx_tensor_free(x);
         sx_tensor_free(y);
         sx_nn_net_free(net);
