@@ -7,7 +7,7 @@
  *   gpt_train [--text FILE|DIR | --tokens FILE --vocab V] [--init safetensors|llmc FILE]
  *             [--layers L] [--dim C] [--heads H] [--seq T] [--max-len N] [--batch B]
  *             [--steps S] [--lr X] [--clip X] [--wd X] [--eval-every N] [--sample N]
- *             [--temperature X]
+ *             [--temperature X] [--top-p P]
  *             [--top-k K] [--seed S] [--save PATH] [--limit N] [--check LOSS] [--bench]
  *             [--save-init safetensors|llmc FILE] [--profile]
  *
@@ -24,6 +24,10 @@
  * --lr: the peak rate (0.002), reached after the first 5% of the steps and decayed along a
  * cosine to a tenth of it at the end; --wd: AdamW's weight decay (0.01); --clip: the gradients'
  * global norm (1; 0: none).
+ * --sample N (300; 0: none): at the end, N tokens generated after a prompt ("Q: ", or the
+ * validation part's first token) with a key/value cache (sx_nn_generator), sampled at
+ * --temperature (0.8; 0: greedy) from the --top-k (0: all) most likely tokens and the --top-p
+ * nucleus (0.95), seeded by --seed.
  * --check: exit 1 unless the last validation loss is below LOSS (ctest). --bench: batches one
  * after another from the start of the data, as llm.c's loader takes them, one line per step (`step
  * K loss L ms M`), no evaluation (bench/compare_gpt). --profile: the time of each op kind and layer
@@ -43,7 +47,7 @@ typedef struct options {
     const char *text, *tokens, *init_kind, *init, *save, *save_init_kind, *save_init;
     long layers, dim, heads, seq, max_len, vocab, batch, steps, eval_every, sample, top_k, seed,
         limit, bench, profile;
-    double lr, clip, wd, temperature, check;
+    double lr, clip, wd, temperature, top_p, check;
 } options;
 
 #define DIE(...)                                                                                   \
@@ -335,7 +339,8 @@ static options parse(int argc, char **argv)
                  .lr = 2e-3,
                  .clip = 1,
                  .wd = 0.01,
-                 .temperature = 0.8};
+                 .temperature = 0.8,
+                 .top_p = 0.95};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--bench") == 0 || strcmp(a, "--profile") == 0) {
@@ -395,6 +400,8 @@ static options parse(int argc, char **argv)
             o.wd = real(a, v);
         else if (strcmp(a, "--temperature") == 0)
             o.temperature = real(a, v);
+        else if (strcmp(a, "--top-p") == 0)
+            o.top_p = real(a, v);
         else if (strcmp(a, "--check") == 0)
             o.check = real(a, v);
         else
@@ -406,10 +413,11 @@ static options parse(int argc, char **argv)
         o.max_len = o.seq;
     if (o.layers < 1 || o.dim < 1 || o.heads < 1 || o.dim % o.heads != 0 || o.seq < 2 ||
         o.max_len < o.seq || o.batch < 1 || o.steps < 1 || !(o.lr > 0) || o.vocab < 2 ||
-        o.vocab > (1L << 24) || (o.tokens == NULL && o.vocab != 256) || o.top_k > o.vocab)
+        o.vocab > (1L << 24) || (o.tokens == NULL && o.vocab != 256) || o.top_k > o.vocab ||
+        !(o.top_p > 0 && o.top_p <= 1))
         DIE("want --layers, --dim, --heads, --batch, --steps >= 1, --heads dividing --dim, "
             "--seq >= 2, --max-len >= --seq, --lr > 0, --vocab 2..2^24 (256 for a text), "
-            "--top-k <= --vocab");
+            "--top-k <= --vocab, 0 < --top-p <= 1");
     return o;
 }
 
@@ -540,65 +548,42 @@ static double evaluate(sx_nn_model *m, const int32_t *tok, size_t len, sx_tensor
     return count > 0 ? sum / (double)count : (double)NAN;
 }
 
-/* A token from logits z (V): softmax(z / temperature) over the top_k largest (0: all); the most
- * likely token at temperature 0. */
-static int32_t sample_token(const float *z, int64_t V, double temperature, long top_k, sx_rng *r)
+/* n tokens generated after `prompt` by a generator (key/value cache: one position per step, the
+ * prefix never run again), sampled at --temperature from the --top-k and --top-p candidates,
+ * seeded by --seed. Its context holds the position table's rows; when it is full, the next chunk
+ * starts again from the last half of the text as its prompt. Printed as bytes for a text, as ids
+ * otherwise. */
+static void generate(sx_nn_net *net, const int32_t *prompt, size_t len, long n, const options *o)
 {
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; v++)
-        best = z[v] > z[best] ? v : best;
-    if (temperature == 0)
-        return (int32_t)best;
-    double cut = -INFINITY; /* the k-th largest logit: k passes of "largest below the last" */
-    for (long i = 0; i < top_k && top_k < V; i++) {
-        double next = -INFINITY;
-        for (int64_t v = 0; v < V; v++)
-            if ((double)z[v] < (i == 0 ? (double)INFINITY : cut) && (double)z[v] > next)
-                next = (double)z[v];
-        cut = next;
-    }
-    double s = 0;
-    for (int64_t v = 0; v < V; v++)
-        s += (double)z[v] >= cut ? exp((double)(z[v] - z[best]) / temperature) : 0;
-    double u = sx_rng_uniform(r) * s;
-    for (int64_t v = 0; v < V; v++)
-        if ((double)z[v] >= cut && (u -= exp((double)(z[v] - z[best]) / temperature)) < 0)
-            return (int32_t)v;
-    return (int32_t)best;
-}
-
-/* n tokens generated after `prompt`: the model runs on the last T tokens; a shorter context sits
- * at the start of the window (causal attention: what follows it changes nothing) and the next
- * token is read at its last position. Printed as bytes for a text, as ids otherwise. */
-static void generate(sx_nn_model *m, const int32_t *prompt, size_t len, long n, const options *o,
-                     sx_rng *r)
-{
-    int64_t T = o->seq, V = o->vocab, xs[2] = {1, T}, zs[3] = {1, T, V};
-    sx_tensor *x = NULL, *z = NULL;
-    CHECK(sx_tensor_zeros(SX_F32, 2, xs, &x));
-    CHECK(sx_tensor_new(SX_F32, 3, zs, &z));
-    int32_t *ctx = malloc((len + (size_t)n) * sizeof *ctx);
-    if (ctx == NULL)
+    sx_nn_generator *gen = NULL;
+    CHECK(sx_nn_generator_new(net, NULL, &gen));
+    const size_t ctx = (size_t)sx_nn_generator_max_len(gen);
+    int32_t *text = malloc((len + (size_t)n) * sizeof *text);
+    if (text == NULL)
         DIE("out of memory");
-    memcpy(ctx, prompt, len * sizeof *ctx);
-    for (long k = 0; k < n; k++) {
-        size_t from = len > (size_t)T ? len - (size_t)T : 0, used = len - from;
-        for (size_t t = 0; t < (size_t)T; t++)
-            ((float *)x->data)[t] = t < used ? (float)ctx[from + t] : 0;
-        CHECK(sx_nn_model_predict(m, x, z));
-        ctx[len++] = sample_token((const float *)z->data + (int64_t)(used - 1) * V, V,
-                                  o->temperature, o->top_k, r);
+    memcpy(text, prompt, len * sizeof *text);
+    sx_nn_sampling s = sx_nn_sampling_default();
+    s.temperature = o->temperature;
+    s.top_k = o->top_k;
+    s.top_p = o->top_p;
+    s.seed = (uint64_t)o->seed;
+    size_t have = len;
+    for (long left = n; left > 0; s.seed++) {
+        size_t keep = have < (ctx + 1) / 2 ? have : (ctx + 1) / 2;
+        long chunk = left < (long)(ctx - keep) ? left : (long)(ctx - keep);
+        CHECK(sx_nn_generate(gen, text + have - keep, (int64_t)keep, chunk, &s, text + have));
+        have += (size_t)chunk;
+        left -= chunk;
     }
     printf("sample:\n");
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = 0; i < have; i++)
         if (o->tokens == NULL)
-            putchar(ctx[i]);
+            putchar(text[i]);
         else
-            printf("%d ", ctx[i]);
+            printf("%d ", text[i]);
     printf("\n-- end of sample\n");
-    free(ctx);
-    sx_tensor_free(x);
-    sx_tensor_free(z);
+    free(text);
+    sx_nn_generator_free(gen);
 }
 
 /* ---------------------------------------------------------------- training */
@@ -688,13 +673,10 @@ int main(int argc, char **argv)
     if (o.bench)
         train_loss = sum / (double)since;
     if (o.sample > 0 && !o.bench) {
-        sx_nn_model *one = NULL;
-        CHECK(sx_nn_compile_infer(net, 1, &one));
         if (o.tokens == NULL)
-            generate(one, (const int32_t[]){'Q', ':', ' '}, 3, o.sample, &o, &r);
+            generate(net, (const int32_t[]){'Q', ':', ' '}, 3, o.sample, &o);
         else
-            generate(one, tok + n_train, 1, o.sample, &o, &r);
-        sx_nn_model_free(one);
+            generate(net, tok + n_train, 1, o.sample, &o);
     }
     if (o.save != NULL) {
         CHECK(sx_nn_save(net, o.save));

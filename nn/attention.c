@@ -5,7 +5,9 @@
  * (cgraph/ops/attention.c: tiled, causal mask from the indices, no (T, T) scores). Dropout on the
  * attention weights needs them whole: in training with a dropout rate the layer uses the plain
  * composition (scores by batched matmul, a constant -inf mask, softmax, the dropout mask), and the
- * fused op everywhere else (inference, saved models). */
+ * fused op everywhere else (inference, saved models). Rotary position embedding (rope) rotates Q
+ * and K by constant cos / sin tables. In a generation step (b->gen) the layer attends over its
+ * key/value cache and records the step's key and value (nn_gen). */
 #include "nn_impl.h"
 
 #include <math.h>
@@ -13,14 +15,19 @@
 
 typedef struct attention_attr {
     int heads;
-    bool causal, bias, fused_qkv;
-    double dropout;
+    bool causal, bias, fused_qkv, rope;
+    double dropout, rope_theta;
 } attention_attr;
 
 sx_nn_attention_params sx_nn_attention_params_default(int heads)
 {
-    sx_nn_attention_params p = {heads, false, true, false, 0};
+    sx_nn_attention_params p = {heads, false, true, false, 0, false, 10000};
     return p;
+}
+
+bool nn_attention_causal(const sx_nn_layer *l)
+{
+    return ((const attention_attr *)l->attr)->causal;
 }
 
 /* The layer's weights: query, key, value, out (or qkv, out with fused_qkv), then the biases in
@@ -101,6 +108,95 @@ static sx_cg_node *composed(nn_build *b, const attention_attr *a, sx_cg_node *q,
     return sx_cg_matmul(g, sx_cg_mul(g, p, dm), v, false, false);
 }
 
+/* The rope table of cos (or sin) of the angles, (rows, dh): row t, column i: the angle
+ * t theta^(-2 (i mod h) / dh), h = dh / 2, computed in double and rounded to dt. */
+static sx_cg_node *rope_table(nn_build *b, sx_dtype dt, int64_t rows, int64_t dh, double theta,
+                              bool cosine)
+{
+    int64_t ts[2] = {rows, dh}, h = dh / 2;
+    sx_tensor *t = NULL;
+    sx_status st = sx_tensor_new(dt, 2, ts, &t);
+    if (st != SX_OK) {
+        b->err = st;
+        return NULL;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < dh; i++) {
+            double a = (double)r * pow(theta, -2.0 * (double)(i % h) / (double)dh);
+            sx_tensor_set(t, r * dh + i, cosine ? cos(a) : sin(a));
+        }
+    sx_cg_node *n = sx_cg_const(b->g, t);
+    sx_tensor_free(t);
+    return n;
+}
+
+/* x (m, T, dh) rotated: x cos + rotate_half(x) sin, rotate_half(x) = (-x[h:], x[:h]); c and s
+ * broadcast to x: (T, dh), or (1, 1, dh) in a generation step */
+static sx_cg_node *rotate(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *c, sx_cg_node *s, int64_t dh)
+{
+    sx_slice lo[3] = {SX_SLICE_ALL, SX_SLICE_ALL, {0, dh / 2, 1}};
+    sx_slice hi[3] = {SX_SLICE_ALL, SX_SLICE_ALL, {dh / 2, dh, 1}};
+    sx_cg_node *halves[2] = {sx_cg_neg(g, sx_cg_slice(g, x, hi)), sx_cg_slice(g, x, lo)};
+    sx_cg_node *r = sx_cg_concat(g, 2, halves, -1);
+    return sx_cg_add(g, sx_cg_mul(g, x, c), sx_cg_mul(g, r, s));
+}
+
+/* Q and K (qk[0], qk[1]: (n H, T, dh)) rotated at positions 0..T-1, or at the step's position
+ * in a generation step (the tables' row gen->pos) */
+static void rope(nn_build *b, const attention_attr *a, sx_cg_node **qk, int64_t T, int64_t dh)
+{
+    if (qk[0] == NULL || qk[1] == NULL)
+        return;
+    sx_dtype dt = sx_cg_node_dtype(qk[0]);
+    sx_cg_node *cs[2];
+    for (int c = 0; c < 2; c++) {
+        cs[c] = rope_table(b, dt, b->gen ? b->gen->max_len : T, dh, a->rope_theta, c == 0);
+        if (b->gen != NULL)
+            cs[c] = sx_cg_embedding(b->g, cs[c], b->gen->pos, -1);
+    }
+    for (int i = 0; i < 2; i++)
+        qk[i] = rotate(b->g, qk[i], cs[0], cs[1], dh);
+}
+
+/* A generation step: q, k, v (n H, 1, dh) of the new position; softmax over the scores of the
+ * cached keys (those past the cache's filled positions masked to -inf) and of the step's own
+ * key, the weights applied to the cached values and the step's value: (n H, 1, dh). The caches
+ * are made here (zeros) and borrowed by the graph; k and v are recorded for the generator. */
+static sx_cg_node *cached(nn_build *b, sx_nn_layer *l, sx_cg_node **qkv, int64_t dh, double scale)
+{
+    nn_gen *gen = b->gen;
+    sx_cg_graph *g = b->g;
+    const attention_attr *a = l->attr;
+    const int i = l->index;
+    if (qkv[0] == NULL || qkv[1] == NULL || qkv[2] == NULL)
+        return NULL;
+    int64_t cs[3] = {gen->batch * a->heads, gen->max_len, dh};
+    sx_status st = sx_tensor_zeros(sx_cg_node_dtype(qkv[0]), 3, cs, &gen->k_cache[i]);
+    if (st == SX_OK)
+        st = sx_tensor_zeros(sx_cg_node_dtype(qkv[0]), 3, cs, &gen->v_cache[i]);
+    if (st != SX_OK) {
+        b->err = st;
+        return NULL;
+    }
+    char kn[96], vn[96];
+    snprintf(kn, sizeof kn, "%s.key_cache", l->name);
+    snprintf(vn, sizeof vn, "%s.value_cache", l->name);
+    sx_cg_node *kc = sx_cg_param_borrow(g, kn, gen->k_cache[i]);
+    sx_cg_node *vc = sx_cg_param_borrow(g, vn, gen->v_cache[i]);
+    gen->k_new[i] = qkv[1];
+    gen->v_new[i] = qkv[2];
+    sx_cg_node *sc =
+        sx_cg_add(g, sx_cg_gemm(g, qkv[0], kc, false, true, scale, NULL, 0), gen->mask);
+    sx_cg_node *sn =
+        sx_cg_mul_scalar(g, sx_cg_sum(g, sx_cg_mul(g, qkv[0], qkv[1]), SX_AXIS(2), true), scale);
+    sx_cg_node *both[2] = {sc, sn};
+    sx_cg_node *p = sx_cg_softmax(g, sx_cg_concat(g, 2, both, -1), -1);
+    sx_slice pc[3] = {SX_SLICE_ALL, SX_SLICE_ALL, {0, gen->max_len, 1}};
+    sx_slice pn[3] = {SX_SLICE_ALL, SX_SLICE_ALL, {gen->max_len, gen->max_len + 1, 1}};
+    return sx_cg_add(g, sx_cg_matmul(g, sx_cg_slice(g, p, pc), vc, false, false),
+                     sx_cg_mul(g, sx_cg_slice(g, p, pn), qkv[2]));
+}
+
 /* x (n, T, d) -> (n, T, d) */
 static sx_cg_node *attention_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                                      sx_cg_node **pre_softmax)
@@ -116,8 +212,12 @@ static sx_cg_node *attention_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *co
     int64_t flat[2] = {-1, d}; /* -1: the batch axis (model files change it) */
     sx_cg_node *x = sx_cg_reshape(g, in[0], 2, flat), *qkv[3];
     project_qkv(b, l, x, T, H, dh, qkv);
+    if (a->rope)
+        rope(b, a, qkv, T, dh);
     sx_cg_node *o;
-    if (b->mode == NN_TRAIN && a->dropout > 0)
+    if (b->gen != NULL)
+        o = cached(b, l, qkv, dh, scale);
+    else if (b->mode == NN_TRAIN && a->dropout > 0)
         o = composed(b, a, qkv[0], qkv[1], qkv[2], T, scale);
     else
         o = sx_cg_attention_o(g, sx_cg_attention(g, qkv[0], qkv[1], qkv[2], scale, a->causal));
@@ -134,8 +234,9 @@ static sx_cg_node *attention_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *co
 static void attention_describe(const sx_nn_layer *l, char *buf, size_t size)
 {
     const attention_attr *a = l->attr;
-    int n = snprintf(buf, size, "%d heads%s%s%s", a->heads, a->causal ? ", causal" : "",
-                     a->bias ? "" : ", no bias", a->fused_qkv ? ", fused qkv" : "");
+    int n = snprintf(buf, size, "%d heads%s%s%s%s", a->heads, a->causal ? ", causal" : "",
+                     a->bias ? "" : ", no bias", a->fused_qkv ? ", fused qkv" : "",
+                     a->rope ? ", rope" : "");
     if (a->dropout > 0 && n >= 0 && (size_t)n < size)
         snprintf(buf + n, size - (size_t)n, ", dropout %g", a->dropout);
 }
@@ -162,6 +263,11 @@ sx_nn_layer *sx_nn_attention(sx_nn_net *net, sx_nn_layer *in, const sx_nn_attent
                      (long long)in->shape[1]);
     else if (!(p->dropout >= 0 && p->dropout < 1))
         s = sx_error(SX_E_ARG, "%s: dropout %g (want 0 <= rate < 1)", l->name, p->dropout);
+    else if (p->rope && (in->shape[1] / p->heads) % 2 != 0)
+        s = sx_error(SX_E_ARG, "%s: rope rotates pairs: a head size of %lld is odd", l->name,
+                     (long long)(in->shape[1] / p->heads));
+    else if (p->rope && !(isfinite(p->rope_theta) && p->rope_theta > 0))
+        s = sx_error(SX_E_ARG, "%s: rope base %g (want finite > 0)", l->name, p->rope_theta);
     if (s == SX_OK) {
         attention_attr *a = l->attr;
         a->heads = p->heads;
@@ -169,6 +275,8 @@ sx_nn_layer *sx_nn_attention(sx_nn_net *net, sx_nn_layer *in, const sx_nn_attent
         a->bias = p->bias;
         a->fused_qkv = p->fused_qkv;
         a->dropout = p->dropout;
+        a->rope = p->rope;
+        a->rope_theta = p->rope_theta;
         /* Q, K, V, out; or QKV (d, 3d), out */
         const int64_t d = in->shape[1], wide = p->fused_qkv ? 3 * d : d;
         const char *sep[4] = {"query", "key", "value", "out"}, *fused[2] = {"qkv", "out"};

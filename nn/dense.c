@@ -90,3 +90,8 @@ sx_nn_layer *sx_nn_linear_nobias(sx_nn_net *net, sx_nn_layer *in, int64_t units,
 {
     return dense(net, "sx_nn_linear_nobias", in, units, act, false, false);
 }
+
+bool nn_dense_flattens(const sx_nn_layer *l)
+{
+    return ((const dense_attr *)l->attr)->flatten;
+}

@@ -80,12 +80,15 @@ sx_nn_layer *sx_nn_embedding(sx_nn_net *net, sx_nn_layer *in, const sx_nn_embedd
     return nn_layer_finish(net, who, l, s);
 }
 
-/* x (batch, T, d) + P[0:T] (T, d), P (max_len, d) */
+/* x (batch, T, d) + P[0:T] (T, d), P (max_len, d); in a generation step x (batch, 1, d) +
+ * P[pos] */
 static sx_cg_node *position_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                                     sx_cg_node **pre_softmax)
 {
     (void)pre_softmax;
     sx_cg_node *p = nn_param_node_of(b, l, 0);
+    if (b->gen != NULL)
+        return sx_cg_add(b->g, in[0], sx_cg_embedding(b->g, p, b->gen->pos, -1));
     const int64_t T = l->shape[0];
     if (sx_cg_node_shape(p) != NULL && sx_cg_node_shape(p)[0] != T) {
         sx_slice s[2] = {{0, T, 1}, SX_SLICE_ALL};

@@ -179,9 +179,24 @@ struct sx_nn_net {
                              elements one after another (its rank and shape only) */
 };
 
+/* Generation with a key/value cache (generate.c): a step graph runs one new position of each
+ * sequence (its x is (batch, 1)). The layers that depend on where a position is read this:
+ * the position embedding takes row `pos` of its table; attention rotates (rope) at `pos`,
+ * attends over its cache (keys and values of the positions before, masked by `mask`) and the
+ * step's own key and value, and records those (k_new, v_new) for the generator to append. */
+typedef struct nn_gen {
+    int64_t batch, max_len;
+    sx_cg_node *pos;  /* (1, 1) input: the step's position, an index of the network's dtype */
+    sx_cg_node *mask; /* (1, 1, max_len) input: 0 at the cached positions (< pos), -inf after */
+    /* per layer index; attention layers only: */
+    sx_tensor **k_cache, **v_cache; /* (batch heads, max_len, dh), owned by the generator */
+    sx_cg_node **k_new, **v_new;    /* (batch heads, 1, dh): the step's key and value */
+} nn_gen;
+
 /* Graph building (forward.c; the parameter nodes and the nodes a layer records: net.c). */
 typedef enum { NN_TRAIN, NN_INFER } nn_mode;
 struct nn_build {
+    nn_gen *gen; /* a generation step's graph (inference), or NULL */
     sx_cg_graph *g;
     nn_mode mode;
     int rng_id;         /* dropout generator of the graph */
@@ -239,6 +254,15 @@ sx_status nn_layer_add_param(sx_nn_net *net, sx_nn_layer *l, const char *what, i
 bool nn_shape_fits(int rank, const int64_t *shape);
 /* A shape given by the user: rank 1..SX_MAX_RANK-1, dims >= 1, an element count that fits. */
 sx_status nn_user_shape(const char *who, const char *name, int rank, const int64_t *shape);
+
+/* What the generator (generate.c) asks of a layer's options: a dense layer over the flattened
+ * input (dense.c); the trailing axes a layer norm normalises, 0 for group and instance norm
+ * (norm.c); a softmax layer's axis of the example, 0..rank-1 (softmax.c); whether an attention
+ * layer is causal (attention.c). */
+bool nn_dense_flattens(const sx_nn_layer *l);
+int nn_norm_axes(const sx_nn_layer *l);
+int nn_softmax_axis(const sx_nn_layer *l);
+bool nn_attention_causal(const sx_nn_layer *l);
 
 /* ---------------------------------------------------------------- activations (activation.c) */
 

@@ -127,3 +127,8 @@ sx_nn_layer *sx_nn_instance_norm(sx_nn_net *net, sx_nn_layer *in,
     return norm_layer(net, "sx_nn_instance_norm", L_INSTANCENORM, in, at,
                       in != NULL && in->rank > 0 ? 1 : 0);
 }
+
+int nn_norm_axes(const sx_nn_layer *l)
+{
+    return l->kind == L_LAYERNORM ? ((const norm_attr *)l->attr)->axes : 0;
+}

@@ -57,3 +57,8 @@ sx_nn_layer *sx_nn_log_softmax(sx_nn_net *net, sx_nn_layer *in, int axis)
 {
     return softmax_layer(net, "sx_nn_log_softmax", in, axis, true);
 }
+
+int nn_softmax_axis(const sx_nn_layer *l)
+{
+    return ((const softmax_attr *)l->attr)->axis;
+}

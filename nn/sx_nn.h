@@ -611,12 +611,115 @@ typedef struct sx_nn_attention_params {
     bool bias;      /* true */
     bool fused_qkv; /* one (d, 3d) projection "qkv_weight" / "qkv_bias": false */
     double dropout; /* rate on the attention weights in training, 0 <= rate < 1: 0 */
+    /* Rotary position embedding (RoFormer's RoPE) of Q and K, per head, before the scores, in
+     * the half-rotation convention of GPT-NeoX and Hugging Face's LLaMA (rotate_half): with
+     * dh = d / heads (even), h = dh / 2 and the angle a_i = t theta^(-2 i / dh) of position t
+     * (0-based, absolute) and pair i < h, a head's row x becomes
+     *   x'[i]     = x[i] cos a_i - x[i + h] sin a_i,
+     *   x'[i + h] = x[i + h] cos a_i + x[i] sin a_i.
+     * (Meta's original LLaMA code rotates interleaved pairs (x[2i], x[2i+1]) instead: the same
+     * up to a permutation of Q's and K's columns.) Composed of slices, a concatenation and
+     * products with constant cos / sin tables; a generator (sx_nn_generator_new) rotates each
+     * new key at its absolute position and caches it rotated. */
+    bool rope;         /* false */
+    double rope_theta; /* the base, finite > 0: 10000 */
 } sx_nn_attention_params;
 
 sx_nn_attention_params sx_nn_attention_params_default(int heads);
-/* p NULL, heads not dividing d or a dropout rate outside [0, 1): SX_E_ARG; an input not of rank
- * 2: SX_E_RANK. */
+/* p NULL, heads not dividing d, a dropout rate outside [0, 1), rope with an odd head size or a
+ * base not finite and > 0: SX_E_ARG; an input not of rank 2: SX_E_RANK. */
 sx_nn_layer *sx_nn_attention(sx_nn_net *net, sx_nn_layer *in, const sx_nn_attention_params *p);
+
+/* ---------------------------------------------------------------- text generation
+ *
+ * A generator runs a GPT-style network one token per step with a key/value cache, as Hugging
+ * Face's generate(use_cache=True) does: each step feeds one new token per sequence at the next
+ * position; every causal attention layer computes that position's query, key and value, attends
+ * over the keys and values of the earlier positions kept in the generator's caches ((batch
+ * heads, max_len, d / heads) per layer) and appends its own; the prefix is never run again. Its
+ * logits are those of the ordinary inference model run over the whole prefix, at its last
+ * position, to rounding (the step attends by an explicit softmax over the cache, the full
+ * model by the fused attention op).
+ *
+ * The network: its input (T) token ids (values of its dtype; input scale 1), its output (T, V)
+ * logits over a vocabulary of V (after a last softmax layer or activation, the logits before
+ * it), one input and one output, every layer applied position by position except attention.
+ * Supported layer kinds: input, embedding, position embedding (the step's row of the table:
+ * sx_nn_position_embedding_max's table sets how far generation may go), attention (causal;
+ * rope rotates at the absolute position), layer norm (over the last axis), dense over the last
+ * axis (sx_nn_linear, _nobias; a tied weight through sx_nn_share), activations, prelu, softmax
+ * and log-softmax over the last axis, add, mul, max, average, concatenate, dropout (identity, as
+ * at inference). Any other layer (convolutions, pooling, recurrent layers, reshapes, lambdas,
+ * sx_nn_fully_connected, batch or group norm, non-causal attention) makes a network the
+ * generator refuses, naming the layer. The generator reads the network's weights as they are
+ * when each step runs (training between calls is seen).
+ *
+ * Sampling (sx_nn_sample): temperature 0 is greedy (the largest logit; ties: the lowest id).
+ * Otherwise, as Hugging Face's warpers in this order: the logits divided by the temperature;
+ * top_k > 0 keeps the k largest (ties by the lower id); top_p < 1 then keeps the smallest set of
+ * the most likely remaining tokens whose softmax probabilities add up to at least top_p (always
+ * the most likely one); one token is drawn from the softmax over what is kept, by the inverse of
+ * its distribution function over the kept tokens in that order, with one uniform number
+ * (sx_rng_uniform: xoshiro256** seeded by splitmix64, sx_rng_seed) per sequence and step. */
+typedef struct sx_nn_generator sx_nn_generator;
+
+typedef struct sx_nn_generate_params {
+    int64_t batch;   /* sequences generated side by side, each with its own cache, >= 1: 1 */
+    int64_t max_len; /* positions a sequence may hold (prompt and new tokens), >= 1; 0: the
+                        smallest position table's rows, or the network's T without one: 0 */
+} sx_nn_generate_params;
+
+typedef struct sx_nn_sampling {
+    double temperature; /* >= 0; 0 greedy: 1 */
+    int64_t top_k;      /* >= 0; 0: every token: 0 */
+    double top_p;       /* nucleus, 0 < p <= 1; 1: every token: 1 */
+    uint64_t seed;      /* sx_nn_generate draws from sx_rng_seed(seed) at each call: 0 */
+} sx_nn_sampling;
+
+sx_nn_generate_params sx_nn_generate_params_default(void);
+sx_nn_sampling sx_nn_sampling_default(void);
+
+/* A generator over net for p's batch and context (p NULL: the defaults). It holds the step's
+ * compiled graph and the caches, and borrows the network as a compiled model does (no layer
+ * can be added while it lives; sx_nn_net_free leaves the network to it). Errors (*out NULL):
+ * SX_E_ARG (NULL net or out, batch < 1, max_len < 0 or past a position table's rows),
+ * SX_E_UNSUPPORTED (a layer the generator cannot run step by step, named, with the kinds it
+ * can), SX_E_SHAPE (an input not (T) or an output not (T, V)), SX_E_DTYPE (not f32 or f64),
+ * the network's own error, SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_nn_generator_new(sx_nn_net *net, const sx_nn_generate_params *p,
+                                           sx_nn_generator **out);
+/* NULL is fine. */
+void sx_nn_generator_free(sx_nn_generator *gen);
+/* The vocabulary V, the batch, the context max_len, and the positions filled so far (0 after
+ * sx_nn_generator_reset); 0 for NULL. */
+int64_t sx_nn_generator_vocab(const sx_nn_generator *gen);
+int64_t sx_nn_generator_batch(const sx_nn_generator *gen);
+int64_t sx_nn_generator_max_len(const sx_nn_generator *gen);
+int64_t sx_nn_generator_pos(const sx_nn_generator *gen);
+/* Empty the caches: the next step is position 0. */
+void sx_nn_generator_reset(sx_nn_generator *gen);
+/* One step: tokens (batch) at the next position of each sequence, logits (batch, V) of the
+ * network's dtype (the distribution of the token after them) when not NULL. Errors (nothing
+ * changed): SX_E_ARG (NULL gen or tokens), SX_E_RANGE (the context is full: max_len positions;
+ * a token outside [0, V)), SX_E_SHAPE / SX_E_DTYPE (logits not (batch, V) of the dtype). */
+SX_NODISCARD sx_status sx_nn_generator_step(sx_nn_generator *gen, const int32_t *tokens,
+                                            sx_tensor *logits);
+/* Generate: reset, run the prompt (batch, n_prompt) (row b: sequence b's tokens), then n_new
+ * tokens per sequence into out (batch, n_new), each sampled by s (NULL: greedy) from the
+ * logits of the step before and fed back; seeded by s->seed, so the same call gives the same
+ * tokens. Errors (out unchanged on an argument error): SX_E_ARG (NULL gen, prompt, or out with
+ * n_new > 0; n_prompt < 1, n_new < 0; bad sampling, see sx_nn_sample), SX_E_RANGE (n_prompt +
+ * n_new over max_len: the context would overflow; a prompt token outside [0, V)), and
+ * sx_nn_generator_step's. */
+SX_NODISCARD sx_status sx_nn_generate(sx_nn_generator *gen, const int32_t *prompt, int64_t n_prompt,
+                                      int64_t n_new, const sx_nn_sampling *s, int32_t *out);
+/* Sample one token per row of logits (n, V) (f32 or f64) into out (n), drawing from rng (one
+ * sx_rng_uniform per row unless greedy; may be NULL when greedy), as described above. s NULL:
+ * greedy. Errors: SX_E_ARG (NULL logits or out, a NULL rng when not greedy, a temperature not
+ * finite and >= 0, top_k < 0, top_p outside (0, 1]), SX_E_RANK (logits not of rank 2),
+ * SX_E_DTYPE, SX_E_RANGE (a row with a NaN or +inf logit, or no finite one), SX_E_NOMEM. */
+SX_NODISCARD sx_status sx_nn_sample(const sx_tensor *logits, const sx_nn_sampling *s, sx_rng *rng,
+                                    int32_t *out);
 
 /* ---------------------------------------------------------------- training parameters */
 
