@@ -482,6 +482,16 @@ static const char *const null_calls[] = {
     "sx_nn_input",
     "sx_nn_input_add",
     "sx_nn_input_ids",
+    "sx_nn_generator_new",
+    "sx_nn_generator_free",
+    "sx_nn_generator_vocab",
+    "sx_nn_generator_batch",
+    "sx_nn_generator_max_len",
+    "sx_nn_generator_pos",
+    "sx_nn_generator_reset",
+    "sx_nn_generator_step",
+    "sx_nn_generate",
+    "sx_nn_sample",
     "sx_nn_conv2d",
     "sx_nn_depthwise_conv2d",
     "sx_nn_separable_conv2d",
@@ -611,6 +621,18 @@ static void call_everything_with_null(void)
     cr_assert_null(sx_nn_input(NULL, 3, s3));
     cr_assert_null(sx_nn_input_add(NULL, 3, s3));
     cr_assert_null(sx_nn_input_ids(NULL, 3, s3));
+    sx_nn_generator *gen = (sx_nn_generator *)1;
+    cr_assert_eq(sx_nn_generator_new(NULL, NULL, &gen), SX_E_ARG);
+    cr_assert_null(gen);
+    sx_nn_generator_free(NULL);
+    cr_assert_eq(sx_nn_generator_vocab(NULL) + sx_nn_generator_batch(NULL) +
+                     sx_nn_generator_max_len(NULL) + sx_nn_generator_pos(NULL),
+                 0);
+    sx_nn_generator_reset(NULL);
+    int32_t tok[1] = {0};
+    cr_assert_eq(sx_nn_generator_step(NULL, tok, NULL), SX_E_ARG);
+    cr_assert_eq(sx_nn_generate(NULL, tok, 1, 1, NULL, tok), SX_E_ARG);
+    cr_assert_eq(sx_nn_sample(NULL, NULL, NULL, tok), SX_E_ARG);
     cr_assert_null(sx_nn_conv2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_depthwise_conv2d(NULL, NULL, NULL));
     cr_assert_null(sx_nn_separable_conv2d(NULL, NULL, NULL));
