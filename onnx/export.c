@@ -25,6 +25,7 @@ typedef struct ex {
     sx_status err;
     const sx_cg_node *node; /* the node being exported, for messages */
     int opset;              /* the model's opset: 13, 17 with a LayerNormalization */
+    bool ids;               /* the input is token ids: int64 in the file, cast to the dtype */
 } ex;
 
 static void *ex_alloc(ex *e, size_t n)
@@ -403,6 +404,36 @@ static void export_gather(ex *e, const sx_cg_node *n, char **in, const char *out
     node_add(e, "Gather", 2, xs, out, a);
 }
 
+/* embedding: Gather of the table's rows at the indices cast to int64 (PyTorch's nn.Embedding
+ * exports a Gather too); a padding index reads zeros: the rows times (idx != pad). */
+static void export_embedding(ex *e, const sx_cg_node *n, char **in, const char *out)
+{
+    int64_t pad = sx_cg_node_attr(n)->ints[0];
+    Onnx__AttributeProto *c[2] = {attr_int(e, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64), NULL};
+    char *ids = unary(e, "Cast", in[1], NULL, c);
+    Onnx__AttributeProto *a[2] = {attr_int(e, "axis", 0), NULL};
+    char *xs[2] = {in[0], ids};
+    if (pad < 0) {
+        node_add(e, "Gather", 2, xs, out, a);
+        return;
+    }
+    char *rows = fresh(e), *eq = fresh(e), *keep_f = fresh(e), *keep = fresh(e);
+    node_add(e, "Gather", 2, xs, rows, a);
+    char *q[2] = {ids, init_ints(e, 1, &pad)};
+    node_add(e, "Equal", 2, q, eq, NULL);
+    char *keep_b = unary(e, "Not", eq, NULL, NULL);
+    Onnx__AttributeProto *f[2] = {attr_int(e, "to",
+                                           e->dt == SX_F32 ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                                                           : ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE),
+                                  NULL};
+    unary(e, "Cast", keep_b, keep_f, f);
+    int64_t last = -1;
+    char *u[2] = {keep_f, init_ints(e, 1, &last)};
+    node_add(e, "Unsqueeze", 2, u, keep, NULL);
+    char *m[2] = {rows, keep};
+    node_add(e, "Mul", 2, m, out, NULL);
+}
+
 /* argmax / argmin over one axis: ArgMax / ArgMin (int64), then a Cast to the model's dtype. */
 static void export_arg(ex *e, const sx_cg_node *n, char **in, const char *out, bool max)
 {
@@ -454,6 +485,8 @@ static bool export_layout_op(ex *e, const sx_cg_node *n, char **in, const char *
         export_conv_transpose(e, n, in, out);
     else if (op == SX_OP_GATHER)
         export_gather(e, n, in, out);
+    else if (op == SX_OP_EMBEDDING)
+        export_embedding(e, n, in, out);
     else if (op == SX_OP_ARGMAX || op == SX_OP_ARGMIN)
         export_arg(e, n, in, out, op == SX_OP_ARGMAX);
     else if (op == SX_OP_SLICE)
@@ -785,12 +818,23 @@ static Onnx__ValueInfoProto *value_info(ex *e, const char *name, const sx_cg_nod
     tt->has_elem_type = 1;
     tt->elem_type = e->dt == SX_F32 ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
                                     : ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    if (e->ids && strcmp(name, "x") == 0)
+        tt->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     tt->shape = sh;
     tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
     tp->tensor_type = tt;
     vi->name = ex_str(e, name);
     vi->type = tp;
     return vi;
+}
+
+static void export_ids_cast(ex *e)
+{
+    Onnx__AttributeProto *c[2] = {attr_int(e, "to",
+                                           e->dt == SX_F32 ? ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+                                                           : ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE),
+                                  NULL};
+    unary(e, "Cast", ex_str(e, "x"), "x_value", c);
 }
 
 /* Every node of g that y needs, in creation order, as ONNX nodes and initializers. */
@@ -824,6 +868,8 @@ static sx_status export_graph(ex *e, sx_cg_graph *g, sx_cg_node *x, sx_cg_node *
         if (op == SX_OP_INPUT) {
             if (n != x)
                 unsupported(e, n, "a second input");
+            else if (e->ids) /* int64 ids as the graph's values: "x" -> Cast -> "x_value" */
+                export_ids_cast(e);
             dep[i] = true;
             continue;
         }
@@ -835,7 +881,7 @@ static sx_status export_graph(ex *e, sx_cg_graph *g, sx_cg_node *x, sx_cg_node *
             sx_cg_node *a = sx_cg_node_input(n, k);
             char b[32];
             val_name(a, b, sizeof b);
-            in[k] = ex_str(e, a == x ? "x" : b);
+            in[k] = ex_str(e, a != x ? b : e->ids ? "x_value" : "x");
             dep[i] |= dep[sx_cg_node_id(a)];
         }
         export_node(e, n, in, out, dep[i]);
@@ -919,6 +965,7 @@ sx_status sx_onnx_export(sx_nn_model *m, const char *path)
     memset(&e, 0, sizeof e);
     e.dt = sx_cg_node_dtype(y);
     e.opset = 13;
+    e.ids = m->ids_in && sx_nn_model_n_inputs(m) <= 1;
     sx_status s = export_graph(&e, g, x, y);
     Onnx__ModelProto *mp = ex_alloc(&e, sizeof *mp);
     Onnx__GraphProto *gp = ex_alloc(&e, sizeof *gp);

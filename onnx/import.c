@@ -787,6 +787,9 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
         memcpy(m->part_rank, ms->ranks, sizeof ms->ranks);
         memcpy(m->part_shape, ms->shapes, sizeof ms->shapes);
     }
+    m->ids_in = ms->n_in > 0; /* integer inputs (token ids) take integer batches as well */
+    for (int k = 0; k < ms->n_in; k++)
+        m->ids_in = m->ids_in && ms->in_int[k];
     if (ms->n_in > 1) { /* a row of the input holds the inputs one after another */
         m->n_in_parts = ms->n_in;
         memcpy(m->in_part_rank, ms->in_ranks, sizeof ms->in_ranks);

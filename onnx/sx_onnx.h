@@ -122,11 +122,14 @@ const char *sx_onnx_model_output(const sx_nn_model *m, int k, int *rank, const i
  * UINT16, BOOL: token ids, which the model takes as whole numbers of its dtype); false for k out
  * of range or a model sx_onnx_import did not make. */
 bool sx_onnx_model_input_integer(const sx_nn_model *m, int k);
+/* An imported model whose every input holds integers takes its batches (sx_nn_model_predict) as
+ * SX_I32 / SX_I64 tensors as well as of its dtype, as a network of sx_nn_input_ids does. */
 
 /* Export an inference model (compiled from a network, loaded from .sxm, or imported) to an
  * ONNX file at `path` (opset 13, ir_version 7): its plain inference graph for a batch of 1
  * with the batch axis named "N" (any batch), the weights as initializers. The input and output
- * are named "x" and "y" and keep strix's shapes, e.g. an image model's input (N, h, w, c) in
+ * are named "x" and "y" and keep strix's shapes (x is int64 when the network's input is ids,
+ * sx_nn_input_ids: a Cast makes it the model's dtype), e.g. an image model's input (N, h, w, c) in
  * NHWC order; the graph transposes around each Conv, ConvTranspose, MaxPool and AveragePool
  * (ONNX's are NCHW). Ops: matmul (Gemm or MatMul), conv2d (Conv), conv_transpose2d
  * (ConvTranspose), max/avg pooling (MaxPool, AveragePool), gather by constant indices (Gather),

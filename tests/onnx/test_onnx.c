@@ -652,3 +652,69 @@ Test(onnx_onnx, int64_ids_and_floats_as_two_inputs_two_outputs)
     sx_tensor_free(want);
     sx_nn_model_free(m);
 }
+
+/* A network of token ids exports an int64 input (as PyTorch's exports of an nn.Embedding have),
+ * which ONNX's checker accepts; imported back, it takes i64 and i32 batches and gives the
+ * network's outputs. */
+static void ids_round_trip(int64_t pad)
+{
+    sx_nn_net *net = NULL;
+    cr_assert_eq(sx_nn_net_new("ids", SX_F32, 3, &net), SX_OK);
+    sx_nn_embedding_params ep = sx_nn_embedding_params_default(11, 4);
+    ep.pad = pad;
+    sx_nn_layer *x = sx_nn_embedding(net, sx_nn_input_ids(net, 1, (int64_t[]){5}), &ep);
+    sx_nn_linear(net, sx_nn_flatten(net, x), 3, SX_ACT_SOFTMAX);
+    cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+    sx_nn_param_info pi;
+    cr_assert_eq(sx_nn_net_param_info(net, 0, &pi), SX_OK);
+    sx_tensor *w = tu_zeros(SX_F32, 2, (int64_t[]){11, 4});
+    cr_assert_eq(sx_nn_net_param_get(net, pi.name, w), SX_OK);
+    for (int64_t i = 0; i < 44; i++) /* every row non-zero: the padding row must be masked */
+        SX_F32P(w)[i] += 1;
+    cr_assert_eq(sx_nn_net_param_set(net, pi.name, w), SX_OK, "%s", sx_last_error());
+    sx_tensor_free(w);
+    sx_nn_model *ref = NULL, *imp = NULL;
+    cr_assert_eq(sx_nn_compile_infer(net, 2, &ref), SX_OK, "%s", sx_last_error());
+    char path[256], cmd[600];
+    tmp_path(path, sizeof path, pad < 0 ? "ids" : "ids_pad");
+    cr_assert_eq(sx_onnx_export(ref, path), SX_OK, "%s", sx_last_error());
+    if (system("/usr/bin/python3 -c 'import onnx' > /dev/null 2>&1") == 0) {
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+                 "onnx.checker.check_model(m, full_check=True); "
+                 "assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64' %s",
+                 path);
+        cr_assert_eq(system(cmd), 0, "onnx.checker rejected %s or its input is not int64", path);
+    }
+    sx_onnx_import_params p = sx_onnx_import_params_default();
+    p.batch = 2;
+    cr_assert_eq(sx_onnx_import(path, &p, &imp), SX_OK, "%s", sx_last_error());
+    cr_assert(sx_onnx_model_input_integer(imp, 0));
+    sx_tensor *xi = NULL, *xl = NULL;
+    cr_assert_eq(sx_tensor_new(SX_I32, 2, (int64_t[]){2, 5}, &xi), SX_OK);
+    cr_assert_eq(sx_tensor_new(SX_I64, 2, (int64_t[]){2, 5}, &xl), SX_OK);
+    for (int64_t i = 0; i < 10; i++) {
+        SX_I32P(xi)[i] = (int32_t)((i * 7 + 3) % 11);
+        SX_I64P(xl)[i] = (i * 7 + 3) % 11;
+    }
+    sx_tensor *a = predict(ref, xi), *b = predict(imp, xl);
+    cr_assert(tu_close(b, a, 1e-6, 1e-7));
+    SX_I64P(xl)[3] = 11; /* not a row of the table */
+    sx_tensor *c = tu_zeros(SX_F32, 2, (int64_t[]){2, 3});
+    cr_assert_neq(sx_nn_model_predict(imp, xl, c), SX_OK);
+    sx_tensor_free(a);
+    sx_tensor_free(b);
+    sx_tensor_free(c);
+    sx_tensor_free(xi);
+    sx_tensor_free(xl);
+    sx_nn_model_free(imp);
+    sx_nn_model_free(ref);
+    sx_nn_net_free(net);
+    remove(path);
+}
+
+Test(onnx_onnx, ids_network_exports_int64_input_and_imports_back)
+{
+    ids_round_trip(-1);
+    ids_round_trip(3); /* a padding index: its rows read zeros (id 3 is in the batch) */
+}
