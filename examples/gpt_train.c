@@ -80,11 +80,10 @@ static sx_nn_net *gpt(const options *o)
 {
     sx_nn_net *net = NULL;
     CHECK(sx_nn_net_new("gpt", SX_F32, (uint64_t)o->seed, &net));
-    sx_nn_net_set_input_scale(net, 1); /* token ids, not pixels */
     sx_nn_net_set_init(net,
                        (sx_nn_init){.kind = SX_INIT_GAUSSIAN, .a = 0, .b = 0.02}); /* GPT-2's */
     int64_t T = o->seq, C = o->dim, V = o->vocab;
-    sx_nn_layer *x = sx_nn_input(net, 1, &T);
+    sx_nn_layer *x = sx_nn_input_ids(net, 1, &T); /* token ids: batches of int32 */
     sx_nn_embedding_params ep = sx_nn_embedding_params_default(V, C);
     x = named(net, sx_nn_embedding(net, x, &ep), "wte", 0);
     x = named(net, sx_nn_position_embedding_max(net, x, o->max_len), "wpe", 0);
@@ -506,14 +505,14 @@ static void fill_batch(const int32_t *tok, size_t len, long at, sx_rng *r, sx_te
                        sx_tensor *y)
 {
     int64_t B = x->shape[0], T = x->shape[1];
-    float *xv = x->data, *yv = y->data;
+    int32_t *xv = x->data, *yv = y->data;
     size_t span = (size_t)(B * T), batches = (len - 1) / span;
     for (int64_t b = 0; b < B; b++) {
         size_t from = at >= 0 ? (size_t)at % batches * span + (size_t)(b * T)
                               : (size_t)sx_rng_below(r, (uint64_t)(len - (size_t)T - 1));
         for (int64_t t = 0; t < T; t++) {
-            xv[b * T + t] = (float)tok[from + (size_t)t];
-            yv[b * T + t] = (float)tok[from + (size_t)t + 1];
+            xv[b * T + t] = tok[from + (size_t)t];
+            yv[b * T + t] = tok[from + (size_t)t + 1];
         }
     }
 }
@@ -525,12 +524,12 @@ static double evaluate(sx_nn_model *m, const int32_t *tok, size_t len, sx_tensor
     int64_t B = x->shape[0], T = x->shape[1], V = logits->shape[2];
     long windows = (long)((len - 1) / (size_t)T), count = 0;
     double sum = 0;
-    float *xv = x->data;
+    int32_t *xv = x->data;
     for (long w0 = 0; w0 < windows; w0 += B) {
         int64_t nb = windows - w0 < B ? windows - w0 : B;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++)
-                xv[b * T + t] = (float)tok[(size_t)(w0 + (b < nb ? b : 0)) * (size_t)T + (size_t)t];
+                xv[b * T + t] = tok[(size_t)(w0 + (b < nb ? b : 0)) * (size_t)T + (size_t)t];
         CHECK(sx_nn_model_predict(m, x, logits));
         for (int64_t b = 0; b < nb; b++)
             for (int64_t t = 0; t < T; t++) {
@@ -638,8 +637,8 @@ int main(int argc, char **argv)
         CHECK(sx_nn_compile_infer(net, B, &infer)); /* reads the weights training updates */
     int64_t xs[2] = {B, T}, zs[3] = {B, T, V};
     sx_tensor *x = NULL, *y = NULL, *logits = NULL;
-    CHECK(sx_tensor_new(SX_F32, 2, xs, &x));
-    CHECK(sx_tensor_new(SX_F32, 2, xs, &y));
+    CHECK(sx_tensor_new(SX_I32, 2, xs, &x)); /* token ids and next tokens as integers */
+    CHECK(sx_tensor_new(SX_I32, 2, xs, &y));
     if (!o.bench)
         CHECK(sx_tensor_new(SX_F32, 3, zs, &logits));
     double *ms = malloc((size_t)o.steps * sizeof *ms);
