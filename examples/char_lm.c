@@ -147,9 +147,8 @@ static sx_nn_net *make_net(const options *o, int64_t vocab)
 {
     sx_nn_net *net = NULL;
     CHECK(sx_nn_net_new("char_lm", SX_F32, (uint64_t)o->seed, &net));
-    sx_nn_net_set_input_scale(net, 1); /* the inputs are indices, not pixels */
     int64_t T = o->seq;
-    sx_nn_layer *x = sx_nn_input(net, 1, &T);
+    sx_nn_layer *x = sx_nn_input_ids(net, 1, &T); /* character indices, as int32 */
     if (strcmp(o->model, "transformer") == 0) {
         /* one pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)), and a norm
          * before the head (GPT-2's layout) */
@@ -184,12 +183,13 @@ static void fill_batch(const int *tok, long len, int64_t T, int64_t vocab, sx_rn
                        sx_tensor *y)
 {
     int64_t B = x->shape[0];
-    float *xv = x->data, *yv = y->data;
+    int32_t *xv = x->data;
+    float *yv = y->data;
     memset(yv, 0, (size_t)y->size * sizeof *yv);
     for (int64_t b = 0; b < B; b++) {
         long at = (long)(sx_rng_uniform(r) * (double)(len - T - 1));
         for (int64_t t = 0; t < T; t++) {
-            xv[b * T + t] = (float)tok[at + t];
+            xv[b * T + t] = tok[at + t];
             yv[(b * T + t) * vocab + tok[at + t + 1]] = 1;
         }
     }
@@ -202,12 +202,12 @@ static double evaluate(sx_nn_model *m, const int *tok, long len, int64_t T, int6
     int64_t B = x->shape[0];
     double sum = 0;
     long count = 0, windows = (len - 1) / T;
-    float *xv = x->data;
+    int32_t *xv = x->data;
     for (long w0 = 0; w0 < windows; w0 += B) {
         int64_t nb = windows - w0 < B ? windows - w0 : B;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++)
-                xv[b * T + t] = (float)tok[(w0 + (b < nb ? b : 0)) * T + t];
+                xv[b * T + t] = tok[(w0 + (b < nb ? b : 0)) * T + t];
         CHECK(sx_nn_model_predict(m, x, p));
         const float *pv = p->data;
         for (int64_t b = 0; b < nb; b++)
@@ -230,12 +230,12 @@ static void generate(sx_nn_model *m, const int *start, int64_t T, int64_t vocab,
     if (win == NULL)
         DIE("out of memory");
     memcpy(win, start, (size_t)T * sizeof *win);
-    float *xv = x->data;
+    int32_t *xv = x->data;
     printf("sample: \"");
     for (long k = 0; k < n; k++) {
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++)
-                xv[b * T + t] = (float)win[t];
+                xv[b * T + t] = win[t];
         CHECK(sx_nn_model_predict(m, x, p));
         const float *pv = (const float *)p->data + (T - 1) * vocab;
         double u = sx_rng_uniform(r), acc = 0;
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
     CHECK(sx_nn_compile_infer(net, B, &infer));
     int64_t xs[2] = {B, T}, ys[3] = {B, T, vocab};
     sx_tensor *x = NULL, *y = NULL, *probs = NULL;
-    CHECK(sx_tensor_new(SX_F32, 2, xs, &x));
+    CHECK(sx_tensor_new(SX_I32, 2, xs, &x));
     CHECK(sx_tensor_new(SX_F32, 3, ys, &y));
     CHECK(sx_tensor_new(SX_F32, 3, ys, &probs));
     sx_rng r;
