@@ -168,13 +168,15 @@ static sx_status add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, sx_cg_node
     if (!tensor || !input_type_ok(tp->tensor_type->elem_type))
         blame_reader(c, name);
     if (!tensor)
-        return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' is not a tensor", name);
+        return ox_fail(c, SX_E_UNSUPPORTED, "input '%s'%s is not a tensor", name,
+                       c->node == NULL ? " (a graph input no node reads)" : "");
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (!input_type_ok(tt->elem_type))
         return ox_fail(c, SX_E_UNSUPPORTED,
-                       "input '%s' of type %s (strix takes FLOAT, DOUBLE and integers up to "
-                       "32 bits)",
-                       name, ox_dtype_name(tt->elem_type));
+                       "input '%s'%s of type %s (strix takes FLOAT, DOUBLE, BOOL and integers: "
+                       "INT8 to INT64, UINT8, UINT16)",
+                       name, c->node == NULL ? " (a graph input no node reads)" : "",
+                       ox_dtype_name(tt->elem_type));
     const Onnx__TensorShapeProto *sh = tt->shape;
     if (sh == NULL)
         return ox_fail(c, SX_E_UNSUPPORTED, "input '%s' has no shape", name);
