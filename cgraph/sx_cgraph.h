@@ -68,7 +68,7 @@ enum {
 };
 
 typedef enum {
-#define X(NAME, name, arity, shape, eval, flags, kernel) SX_OP_##NAME,
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) SX_OP_##NAME,
 #include "sx_ops.def"
 #undef X
     SX_OP_COUNT
@@ -287,11 +287,11 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
  * Binary with NumPy broadcasting, comparisons giving 1/0: sx_cg_add(g, a, b), ... */
 #define SX_CG_MAP_PARAM_NONE
 #define SX_CG_MAP_PARAM_ALPHA(p) , double p
-#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at, nograd)                                          \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x SX_CG_MAP_PARAM_##param);
 #include "sx_map.def"
 #undef SX_MAP_ROW
-#define SX_BINARY_ROW(NAME, name, expr, at)                                                        \
+#define SX_BINARY_ROW(NAME, name, expr, at, nograd)                                                        \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
 #include "sx_binary.def"
 #undef SX_BINARY_ROW

@@ -4389,7 +4389,7 @@ static sx_status plain_attention(PLAIN_ARGS)
 /* ---------------------------------------------------------------- the table */
 
 const os_op os_ops[SX_OP_COUNT] = {
-#define X(NAME, nm, arity, shape, eval, flags, kernel)                                             \
+#define X(NAME, nm, arity, shape, eval, flags, kernel, nograd)                                             \
     [SX_OP_##NAME] = {.op = SX_OP_##NAME, .name = #nm, .gen = sample_##nm, SPEC_##nm},
 #include "sx_ops.def"
 #undef X

@@ -1,9 +1,7 @@
-/* attention_rules.c: the gradient rules of the fused attention ops (cgraph/ops/attention.c).
+/* attention.c: the gradient rules of the fused attention ops (cgraph/ops/attention.c).
  * attention's rule is its fused backward op; attention_backward's rule, for second order, is
  * written with plain ops (batched products over the (tq, tk) scores, which it materialises). */
-#include "autodiff_impl.h"
-
-#define IN(i) sx_cg_node_input(y, i)
+#include "rule.h"
 
 /* Rows [r0, r1) of axis 1 of a rank-3 node. */
 static sx_cg_node *rows(sx_cg_graph *g, sx_cg_node *x, int64_t r0, int64_t r1)

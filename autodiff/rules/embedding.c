@@ -1,9 +1,7 @@
-/* embedding_rules.c: the gradient rules of the embedding ops (cgraph/ops/embedding.c).
+/* embedding.c: the gradient rules of the embedding ops (cgraph/ops/embedding.c).
  * The two ops are each other's adjoint in the table / gradient argument, so each rule is the
  * other op with the same indices and padding index; the indices have no gradient. */
-#include "autodiff_impl.h"
-
-#define IN(i) sx_cg_node_input(y, i)
+#include "rule.h"
 
 /* embedding(T, idx): dT = embedding_backward(G, idx), the padding row left at zero (its rows
  * read as zeros, so T's padding row does not reach y) */
