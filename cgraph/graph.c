@@ -9,7 +9,7 @@
 #include <string.h>
 
 const cg_op_info sx_cg_ops[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     [SX_OP_##NAME] = {#name, arity, cg_##shape, cg_##eval, flags, kernel},
 #include "sx_ops.def"
 #undef X

@@ -10,7 +10,8 @@ sx_status grad_embedding(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     if (need[0]) {
-        gin[0] = sx_cg_embedding_backward(g, gy, IN(1), a->ints[0], sx_cg_node_shape(IN(0))[0]);
+        gin[0] =
+            sx_cg_embedding_backward(g, gy, IN(1), a->embedding.pad, sx_cg_node_shape(IN(0))[0]);
         if (gin[0] == NULL)
             return ad_status(g);
     }
@@ -23,7 +24,7 @@ sx_status grad_embedding_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     if (need[0]) {
-        gin[0] = sx_cg_embedding(g, gy, IN(1), a->ints[0]);
+        gin[0] = sx_cg_embedding(g, gy, IN(1), a->embedding.pad);
         if (gin[0] == NULL)
             return ad_status(g);
     }

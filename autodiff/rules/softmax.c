@@ -102,7 +102,8 @@ sx_status grad_sparse_xent(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const 
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     if (need[0])
-        gin[0] = sx_cg_sparse_xent_backward(g, IN(0), IN(1), gy, a->ints[0], a->alpha);
+        gin[0] = sx_cg_sparse_xent_backward(g, IN(0), IN(1), gy, a->sparse_xent.ignore,
+                                            a->sparse_xent.smoothing);
     DONE();
 }
 
@@ -114,13 +115,15 @@ sx_status grad_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *g
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     sx_cg_node *l = IN(0), *t = IN(1), *d = IN(2);
-    sx_cg_node *v = sx_cg_ne(g, t, sx_cg_scalar_like(g, t, (double)a->ints[0]));
+    sx_cg_node *v = sx_cg_ne(g, t, sx_cg_scalar_like(g, t, (double)a->sparse_xent.ignore));
     if (need[0])
         gin[0] = sx_cg_softmax_backward(g, sx_cg_softmax(g, l, 1),
                                         sx_cg_mul(g, gy, column(g, sx_cg_mul(g, d, v))), 1);
     if (need[2])
-        gin[2] = sx_cg_sum(
-            g, sx_cg_mul(g, gy, sx_cg_sparse_xent_backward(g, l, t, v, a->ints[0], a->alpha)),
-            SX_AXIS(1), false);
+        gin[2] = sx_cg_sum(g,
+                           sx_cg_mul(g, gy,
+                                     sx_cg_sparse_xent_backward(g, l, t, v, a->sparse_xent.ignore,
+                                                                a->sparse_xent.smoothing)),
+                           SX_AXIS(1), false);
     DONE();
 }
