@@ -6,11 +6,65 @@
 
 #include <string.h>
 
+/* The rule of an NG_ALL op: no input has a gradient. */
+sx_status ad_rule_none(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                       sx_cg_node **gin)
+{
+    (void)g, (void)y, (void)gy, (void)need, (void)gin;
+    return SX_OK;
+}
+
+/* The rule of an NG_REFUSED op: it writes state (assign, the fused optimiser steps, collectives)
+ * or is made by the optimiser after differentiation (fused chains). */
+sx_status ad_rule_refused(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                          sx_cg_node **gin)
+{
+    (void)g, (void)gy, (void)need, (void)gin;
+    return sx_error(SX_E_UNSUPPORTED,
+                    "sx_ad_grad: cannot differentiate through %s (it writes state or is made "
+                    "after differentiation: differentiate before optimising)",
+                    sx_cg_op_name(sx_cg_node_op(y)));
+}
+
 static const ad_rule rules[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = grad_##name,
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
+    [SX_OP_##NAME] = AD_RULE(name, nograd),
 #include "sx_ops.def"
 #undef X
 };
+_Static_assert(sizeof rules / sizeof rules[0] == SX_OP_COUNT, "one gradient rule per op");
+
+/* The nograd column of sx_ops.def as bit masks. */
+static const unsigned no_gradient[SX_OP_COUNT] = {
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) [SX_OP_##NAME] = AD_NOGRAD(nograd),
+#include "sx_ops.def"
+#undef X
+};
+
+bool sx_ad_differentiable(sx_cg_op op, int input)
+{
+    if ((unsigned)op >= SX_OP_COUNT || input < 0)
+        return false;
+    return !((no_gradient[op] >> (input < 31 ? input : 31)) & 1u);
+}
+
+sx_cg_node *ad_scale(sx_cg_graph *g, sx_cg_node *x, double s)
+{
+    return sx_cg_mul(g, x, sx_cg_scalar_like(g, x, s));
+}
+
+sx_cg_node *ad_positive_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
+{
+    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0);
+    return sx_cg_where(g, sx_cg_gt(g, x, zero), G, zero);
+}
+
+sx_cg_node *ad_signed_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
+{
+    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0);
+    return sx_cg_where(g, sx_cg_gt(g, x, zero), G,
+                       sx_cg_where(g, sx_cg_lt(g, x, zero), sx_cg_neg(g, G), zero));
+}
 
 sx_status ad_status(sx_cg_graph *g)
 {

@@ -123,7 +123,7 @@ typedef struct cg_op_info {
 
 extern const cg_op_info sx_cg_ops[SX_OP_COUNT];
 
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     sx_status cg_##shape(sx_cg_node *n);                                                           \
     sx_status cg_##eval(sx_cg_graph *g, sx_cg_node *n);                                            \
     cg_cost cg_##eval##_cost(const sx_cg_node *n);

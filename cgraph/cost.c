@@ -20,7 +20,7 @@ cg_cost cg_eval_view_cost(const sx_cg_node *n)
 }
 
 static const cost_fn costs[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = cg_##eval##_cost,
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) [SX_OP_##NAME] = cg_##eval##_cost,
 #include "sx_ops.def"
 #undef X
 };

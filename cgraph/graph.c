@@ -9,14 +9,14 @@
 #include <string.h>
 
 const cg_op_info sx_cg_ops[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     [SX_OP_##NAME] = {#name, arity, cg_##shape, cg_##eval, flags, kernel},
 #include "sx_ops.def"
 #undef X
 };
 
 static const char *const op_who[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = "sx_cg_" #name,
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) [SX_OP_##NAME] = "sx_cg_" #name,
 #include "sx_ops.def"
 #undef X
 };

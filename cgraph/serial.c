@@ -93,6 +93,22 @@ static const char magic[8] = {'S', 'T', 'R', 'I', 'X', 'M', 'D', 'L'};
 /* The attribute encoding below lists every field of sx_cg_attr. A new field must be added to
  * put_attr/get_attr (and the format version bumped); this catches most additions. */
 #if defined(__x86_64__) || defined(__aarch64__)
+/* The typed views of (alpha, ints[]) store as those fields: their double over alpha, their
+ * integers over ints[0], ints[1], ... (sx_cgraph.h). */
+#define TYPED_VIEW(f, d, i0)                                                                       \
+    _Static_assert(offsetof(sx_cg_attr, f.d) == offsetof(sx_cg_attr, alpha) &&                     \
+                       offsetof(sx_cg_attr, f.i0) == offsetof(sx_cg_attr, ints),                   \
+                   "sx_cg_attr." #f " is not a view of (alpha, ints[])");
+TYPED_VIEW(sparse_xent, smoothing, ignore)
+TYPED_VIEW(attention, scale, causal)
+TYPED_VIEW(norm, eps, lead)
+TYPED_VIEW(batch_norm, eps, folded)
+#undef TYPED_VIEW
+_Static_assert(offsetof(sx_cg_attr, embedding.pad) == offsetof(sx_cg_attr, ints) &&
+                   offsetof(sx_cg_attr, adaptive_pool.out_h) == offsetof(sx_cg_attr, ints) &&
+                   offsetof(sx_cg_attr, allreduce.offset) == offsetof(sx_cg_attr, ints) &&
+                   offsetof(sx_cg_attr, index.count) == offsetof(sx_cg_attr, ints),
+               "the integer views of sx_cg_attr start at ints[0]");
 _Static_assert(sizeof(sx_cg_attr) == 832, "sx_cg_attr changed: update the attribute encoding "
                                           "of serial.c and bump FORMAT_VERSION");
 #endif

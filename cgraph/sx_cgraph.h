@@ -68,7 +68,7 @@ enum {
 };
 
 typedef enum {
-#define X(NAME, name, arity, shape, eval, flags, kernel) SX_OP_##NAME,
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) SX_OP_##NAME,
 #include "sx_ops.def"
 #undef X
     SX_OP_COUNT
@@ -101,21 +101,73 @@ typedef struct sx_cg_adam_coef {
     double eps;                    /* p <- p - lr m / (sqrt(v) + eps) */
 } sx_cg_adam_coef;
 
-/* Op attributes. One flat struct for every op (unused fields stay zero), so that generic code
- * (structural hashing, autodiff, the optimiser, save/load) handles every op alike. Which fields
- * an op reads is said in sx_ops.def. Always start from sx_cg_attr_default(). */
+/* The attributes of the op families whose parameters are not per-axis lists, one struct each
+ * and read by name (attr.sparse_xent.ignore, attr.norm.eps). Each is a view of the same memory
+ * as the untyped pair (alpha, ints[]) of sx_cg_attr: its double, if it has one, first (alpha),
+ * then its integers (ints[0], ints[1], ...), so saved graphs store them as they always have. */
+typedef struct sx_cg_sparse_xent_attr { /* sparse_xent, sparse_xent_backward */
+    double smoothing;                   /* label smoothing e in [0, 1) */
+    int64_t ignore;                     /* the class index whose rows count 0 */
+} sx_cg_sparse_xent_attr;
+typedef struct sx_cg_attention_attr { /* attention, attention_backward */
+    double scale;                     /* the scores' factor (1 / sqrt(dh) usually) */
+    int64_t causal;                   /* 1: query i sees keys j <= i + tk - tq only */
+} sx_cg_attention_attr;
+typedef struct sx_cg_norm_attr { /* norm_stats, norm, norm_sums (sx_norm_axes) */
+    double eps;                  /* added to the variance */
+    int64_t lead, tail, groups;  /* x viewed as (n, s, c), c in groups */
+} sx_cg_norm_attr;
+typedef struct sx_cg_batch_norm_attr { /* batch_norm, batch_norm_dx, ... */
+    double eps;                        /* added to the variance */
+    int64_t folded;                    /* 1: a batch norm the optimiser folded (SX_PASS_BN_*) */
+    int64_t relu;                      /* 1: relu applied last in the same pass */
+} sx_cg_batch_norm_attr;
+typedef struct sx_cg_embedding_attr { /* embedding, embedding_backward */
+    int64_t pad;                      /* the padding index (its rows zero; -1: none) */
+    int64_t vocab;                    /* embedding_backward: the table's rows */
+} sx_cg_embedding_attr;
+typedef struct sx_cg_adaptive_pool_attr { /* adaptive_avgpool2d */
+    int64_t out_h, out_w;                 /* the pooled size */
+} sx_cg_adaptive_pool_attr;
+typedef struct sx_cg_allreduce_attr { /* allreduce_part */
+    int64_t offset;                   /* its first element in the bucket */
+} sx_cg_allreduce_attr;
+typedef struct sx_cg_index_attr { /* one_hot: depth; scatter_add: the rows of its result */
+    int64_t count;
+} sx_cg_index_attr;
+
+/* Op attributes. One struct for every op (unused fields stay zero), so that generic code
+ * (structural hashing, autodiff, the optimiser, save/load) handles every op alike: the shared
+ * fields by name, and each family's own parameters as its struct above, in a union. Which
+ * fields an op reads is said in sx_ops.def. Always start from sx_cg_attr_default(). */
 typedef struct sx_cg_attr {
-    double alpha, beta; /* map parameter; matmul alpha/beta; pad value; dropout p */
-    unsigned axes;      /* reductions: bit mask of axes */
-    union {             /* one byte, two names (saved graphs store it once) */
-        bool keepdims;  /* reductions */
-        bool nesterov;  /* momentum_update: Nesterov's form */
+    double beta;       /* matmul beta */
+    unsigned axes;     /* reductions: bit mask of axes */
+    union {            /* one byte, two names (saved graphs store it once) */
+        bool keepdims; /* reductions */
+        bool nesterov; /* momentum_update: Nesterov's form */
     };
     bool trans_a, trans_b; /* matmul */
     int axis;              /* softmax family, concat */
     int rank; /* target shape: reshape, broadcast, unslice, backward ops, dropout mask */
     int64_t shape[SX_MAX_RANK];
-    int64_t ints[SX_MAX_RANK];  /* repeat/tile reps, permute perm, pad before, one_hot depth */
+    union {
+        struct {          /* the untyped view (the saved form's fields) */
+            double alpha; /* map parameter; matmul alpha; pad value; dropout p */
+            union {
+                int64_t ints[SX_MAX_RANK]; /* per axis: repeat/tile reps, permute perm, pad
+                                              before; matmul_update: its update op */
+                sx_cg_embedding_attr embedding;
+                sx_cg_adaptive_pool_attr adaptive_pool;
+                sx_cg_allreduce_attr allreduce;
+                sx_cg_index_attr index;
+            };
+        };
+        sx_cg_sparse_xent_attr sparse_xent;
+        sx_cg_attention_attr attention;
+        sx_cg_norm_attr norm;
+        sx_cg_batch_norm_attr batch_norm;
+    };
     int64_t ints2[SX_MAX_RANK]; /* pad after */
     sx_slice slice[SX_MAX_RANK];
     sx_conv2d_params conv;
@@ -287,11 +339,11 @@ sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *cons
  * Binary with NumPy broadcasting, comparisons giving 1/0: sx_cg_add(g, a, b), ... */
 #define SX_CG_MAP_PARAM_NONE
 #define SX_CG_MAP_PARAM_ALPHA(p) , double p
-#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at, nograd)                                  \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x SX_CG_MAP_PARAM_##param);
 #include "sx_map.def"
 #undef SX_MAP_ROW
-#define SX_BINARY_ROW(NAME, name, expr, at)                                                        \
+#define SX_BINARY_ROW(NAME, name, expr, at, nograd)                                                \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b);
 #include "sx_binary.def"
 #undef SX_BINARY_ROW

@@ -659,9 +659,9 @@ static void export_attention(ex *e, const sx_cg_node *n, char **in, const char *
     Onnx__AttributeProto *a[3] = {attr_ints(e, "perm", 3, (const int64_t[]){0, 2, 1}), NULL, NULL};
     char *qk[2] = {in[0], unary(e, "Transpose", in[1], NULL, a)}, *p = fresh(e);
     node_add(e, "MatMul", 2, qk, p, NULL);
-    char *sc[2] = {p, init_scalar(e, at->alpha)}, *s = fresh(e);
+    char *sc[2] = {p, init_scalar(e, at->attention.scale)}, *s = fresh(e);
     node_add(e, "Mul", 2, sc, s, NULL);
-    if (at->ints[0] != 0) {
+    if (at->attention.causal != 0) {
         const int64_t ms[2] = {tq, tk};
         char *name = fresh(e), *masked = fresh(e);
         sx_tensor *m = NULL;

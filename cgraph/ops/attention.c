@@ -6,8 +6,8 @@
  * would add a product of q and k to every tile. sx_cg_attention_o and sx_cg_attention_lse are
  * slices of y. attention_backward(q, k, v, y, dy) -> (bh, tq + 2 tk, dh) packs dq, dk and dv of
  * each head (one pass over the tiles makes all three); its dy column dh is the adjoint of lse,
- * so a graph that uses lse is differentiated too. attr.alpha is the scale, attr.ints[0] 1 for
- * causal. */
+ * so a graph that uses lse is differentiated too. attr.attention.scale is the scale,
+ * attr.attention.causal 1 for causal. */
 #include "cgraph_impl.h"
 
 #include <math.h>
@@ -20,8 +20,8 @@
 static sx_cg_attr attention_attr(double scale, bool causal)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.alpha = scale;
-    a.ints[0] = causal ? 1 : 0;
+    a.attention.scale = scale;
+    a.attention.causal = causal ? 1 : 0;
     return a;
 }
 
@@ -96,13 +96,14 @@ static sx_status check_qkv(const sx_cg_node *n)
     if (q.shape[2] < 1 || k.shape[1] < 1)
         return sx_error(SX_E_SHAPE, "%s: %lld features and %lld keys (want >= 1 of each)",
                         cg_who(n), (long long)q.shape[2], (long long)k.shape[1]);
-    if (n->attr.ints[0] != 0 && k.shape[1] < q.shape[1])
+    if (n->attr.attention.causal != 0 && k.shape[1] < q.shape[1])
         return sx_error(SX_E_SHAPE,
                         "%s: causal with %lld queries and %lld keys (want keys >= "
                         "queries)",
                         cg_who(n), (long long)q.shape[1], (long long)k.shape[1]);
-    if (!isfinite(n->attr.alpha))
-        return sx_error(SX_E_ARG, "%s: scale %g (want a finite number)", cg_who(n), n->attr.alpha);
+    if (!isfinite(n->attr.attention.scale))
+        return sx_error(SX_E_ARG, "%s: scale %g (want a finite number)", cg_who(n),
+                        n->attr.attention.scale);
     return SX_OK;
 }
 
@@ -138,8 +139,8 @@ sx_status cg_eval_attention(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_attention_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), n->attr.alpha,
-                                  n->attr.ints[0] != 0, OUT, ws, n->ws_bytes);
+    return sx_tensor_attention_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), n->attr.attention.scale,
+                                  n->attr.attention.causal != 0, OUT, ws, n->ws_bytes);
 }
 
 sx_status cg_eval_attention_backward(sx_cg_graph *g, sx_cg_node *n)
@@ -147,8 +148,8 @@ sx_status cg_eval_attention_backward(sx_cg_graph *g, sx_cg_node *n)
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
     return sx_tensor_attention_backward_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), IN_VALUE(3),
-                                           IN_VALUE(4), n->attr.alpha, n->attr.ints[0] != 0, OUT,
-                                           ws, n->ws_bytes);
+                                           IN_VALUE(4), n->attr.attention.scale,
+                                           n->attr.attention.causal != 0, OUT, ws, n->ws_bytes);
 }
 
 /* ---------------------------------------------------------------- flop model */
@@ -157,7 +158,8 @@ sx_status cg_eval_attention_backward(sx_cg_graph *g, sx_cg_node *n)
 static double pairs(const sx_cg_node *n)
 {
     const double tq = (double)n->in[0]->value.shape[1], tk = (double)n->in[1]->value.shape[1];
-    return (double)n->in[0]->value.shape[0] * (n->attr.ints[0] != 0 ? tq * (tk - tq / 2) : tq * tk);
+    return (double)n->in[0]->value.shape[0] *
+           (n->attr.attention.causal != 0 ? tq * (tk - tq / 2) : tq * tk);
 }
 
 /* two products (scores, P V) of dh multiply-adds per pair, and an exp */

@@ -1,7 +1,7 @@
 /* batch_norm.c: the batch-norm graph ops, one self-contained block: shape rules,
  * evaluators, costs and constructors of batch_norm_stats, batch_norm, batch_norm_sums and
  * batch_norm_dx (their
- * gradient rules are in autodiff/batch_norm_rules.c). The kernels:
+ * gradient rules are in autodiff/rules/batch_norm.c). The kernels:
  * tensor/norm/batch_norm.c. x (..., c) has its channels last. */
 #include "cgraph_impl.h"
 

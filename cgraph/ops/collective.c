@@ -56,7 +56,7 @@ sx_cg_node *sx_cg_allreduce_part(sx_cg_graph *g, sx_cg_node *bucket, int64_t off
                                  const int64_t *shape)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = offset;
+    a.allreduce.offset = offset;
     if (!cg_set_target_shape(g, &a, rank, shape, "sx_cg_allreduce_part"))
         return NULL;
     return sx_cg_op_new(g, SX_OP_ALLREDUCE_PART, 1, &bucket, &a);
@@ -84,7 +84,7 @@ sx_status cg_shape_allreduce_start(sx_cg_node *n)
     return SX_OK;
 }
 
-/* attr.rank/shape, inside the bucket from attr.ints[0] */
+/* attr.rank/shape, inside the bucket from attr.allreduce.offset */
 sx_status cg_shape_allreduce_part(sx_cg_node *n)
 {
     if (n->in[0]->op != SX_OP_ALLREDUCE_START)
@@ -92,7 +92,7 @@ sx_status cg_shape_allreduce_part(sx_cg_node *n)
                         sx_cg_op_name(n->in[0]->op));
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_attr_shape(n));
-    int64_t at = n->attr.ints[0], size = OUT->size, have = IN_VALUE(0)->size;
+    int64_t at = n->attr.allreduce.offset, size = OUT->size, have = IN_VALUE(0)->size;
     if (at < 0 || at > have || size > have - at)
         return sx_error(SX_E_SHAPE, "%s: elements [%lld, %lld) of a bucket of %lld", cg_who(n),
                         (long long)at, (long long)(at + size), (long long)have);
@@ -145,7 +145,7 @@ sx_status cg_eval_allreduce_part(sx_cg_graph *g, sx_cg_node *n)
     const sx_tensor *b = IN_VALUE(0);
     if (g->comm.wait != NULL)
         SX_TRY(g->comm.wait(g->comm.ctx, b->data));
-    OUT->data = (char *)b->data + (size_t)n->attr.ints[0] * sx_dtype_size(b->dtype);
+    OUT->data = (char *)b->data + (size_t)n->attr.allreduce.offset * sx_dtype_size(b->dtype);
     return SX_OK;
 }
 

@@ -19,7 +19,7 @@
     at.alpha = (p);
 #define MAP_ATTR_NONE NULL
 #define MAP_ATTR_ALPHA(p) &at
-#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at_end)                                      \
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at_end, nograd)                              \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *x SX_CG_MAP_PARAM_##param)                \
     {                                                                                              \
         MAP_SET_##param return cg_op1(g, SX_OP_##NAME, x, MAP_ATTR_##param);                       \
@@ -30,7 +30,7 @@
 #undef MAP_SET_ALPHA
 #undef MAP_ATTR_NONE
 #undef MAP_ATTR_ALPHA
-#define SX_BINARY_ROW(NAME, name, expr, at)                                                        \
+#define SX_BINARY_ROW(NAME, name, expr, at, nograd)                                                \
     sx_cg_node *sx_cg_##name(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b)                         \
     {                                                                                              \
         return cg_op2(g, SX_OP_##NAME, a, b, NULL);                                                \

@@ -1,7 +1,7 @@
 /* ops/embedding.c: embedding(table, idx), the rows of a (vocab, dim) table at integer indices
- * (zeros at the padding index attr.ints[0], -1 for none), and embedding_backward(g, idx), its
- * adjoint: a (vocab = attr.ints[1], dim) table with g's rows added at idx, the padding row left
- * at zero. Indices travel as values of the graph's float dtype, as for gather and one_hot. */
+ * (zeros at the padding index attr.embedding.pad, -1 for none), and embedding_backward(g, idx), its
+ * adjoint: a (vocab = attr.embedding.vocab, dim) table with g's rows added at idx, the padding row
+ * left at zero. Indices travel as values of the graph's float dtype, as for gather and one_hot. */
 #include "cgraph_impl.h"
 
 #include <string.h>
@@ -14,7 +14,7 @@
 sx_cg_node *sx_cg_embedding(sx_cg_graph *g, sx_cg_node *table, sx_cg_node *idx, int64_t pad)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = pad;
+    a.embedding.pad = pad;
     return cg_op2(g, SX_OP_EMBEDDING, table, idx, &a);
 }
 
@@ -22,8 +22,8 @@ sx_cg_node *sx_cg_embedding_backward(sx_cg_graph *g, sx_cg_node *grad, sx_cg_nod
                                      int64_t vocab)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = pad;
-    a.ints[1] = vocab;
+    a.embedding.pad = pad;
+    a.embedding.vocab = vocab;
     return cg_op2(g, SX_OP_EMBEDDING_BACKWARD, grad, idx, &a);
 }
 
@@ -32,7 +32,7 @@ sx_cg_node *sx_cg_embedding_backward(sx_cg_graph *g, sx_cg_node *grad, sx_cg_nod
 /* The padding index against the vocabulary: -1, or a row of the table. */
 static sx_status check_pad(const sx_cg_node *n, int64_t vocab)
 {
-    int64_t pad = n->attr.ints[0];
+    int64_t pad = n->attr.embedding.pad;
     if (pad < -1 || pad >= vocab)
         return sx_error(SX_E_RANGE, "%s: padding index %lld (want -1 for none, or 0..%lld)",
                         cg_who(n), (long long)pad, (long long)vocab - 1);
@@ -69,11 +69,11 @@ sx_status cg_shape_embedding_backward(sx_cg_node *n)
                         cg_who(n), sx_shape_str(gr->rank, gr->shape, a, sizeof a),
                         sx_shape_str(idx->rank, idx->shape, b, sizeof b));
     }
-    if (n->attr.ints[1] < 1)
+    if (n->attr.embedding.vocab < 1)
         return sx_error(SX_E_ARG, "%s: vocabulary of %lld rows (want >= 1)", cg_who(n),
-                        (long long)n->attr.ints[1]);
-    SX_TRY(check_pad(n, n->attr.ints[1]));
-    int64_t s[2] = {n->attr.ints[1], gr->shape[gr->rank - 1]};
+                        (long long)n->attr.embedding.vocab);
+    SX_TRY(check_pad(n, n->attr.embedding.vocab));
+    int64_t s[2] = {n->attr.embedding.vocab, gr->shape[gr->rank - 1]};
     SX_TRY(sx_shape_check(cg_who(n), 2, s));
     cg_set_shape(n, 2, s);
     return SX_OK;
@@ -84,13 +84,13 @@ sx_status cg_shape_embedding_backward(sx_cg_node *n)
 sx_status cg_eval_embedding(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_embedding_out(IN_VALUE(0), IN_VALUE(1), n->attr.ints[0], OUT);
+    return sx_tensor_embedding_out(IN_VALUE(0), IN_VALUE(1), n->attr.embedding.pad, OUT);
 }
 
 sx_status cg_eval_embedding_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_embedding_backward_out(IN_VALUE(0), IN_VALUE(1), n->attr.ints[0], OUT);
+    return sx_tensor_embedding_backward_out(IN_VALUE(0), IN_VALUE(1), n->attr.embedding.pad, OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */

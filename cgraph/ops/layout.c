@@ -120,14 +120,14 @@ sx_cg_node *sx_cg_gather(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *idx)
 sx_cg_node *sx_cg_one_hot(sx_cg_graph *g, sx_cg_node *idx, int64_t depth)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = depth;
+    a.index.count = depth;
     return cg_op1(g, SX_OP_ONE_HOT, idx, &a);
 }
 
 sx_cg_node *sx_cg_scatter_add(sx_cg_graph *g, sx_cg_node *grad, sx_cg_node *idx, int64_t x_rows)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = x_rows;
+    a.index.count = x_rows;
     return cg_op2(g, SX_OP_SCATTER_ADD, grad, idx, &a);
 }
 
@@ -287,12 +287,12 @@ sx_status cg_shape_one_hot(sx_cg_node *n)
     if (IN_VALUE(0)->rank >= SX_MAX_RANK)
         return sx_error(SX_E_RANK, "%s: rank %d input leaves no room for the class axis", cg_who(n),
                         IN_VALUE(0)->rank);
-    if (n->attr.ints[0] < 1)
+    if (n->attr.index.count < 1)
         return sx_error(SX_E_ARG, "%s: depth %lld (want >= 1)", cg_who(n),
-                        (long long)n->attr.ints[0]);
+                        (long long)n->attr.index.count);
     int64_t s[SX_MAX_RANK];
     memcpy(s, IN_VALUE(0)->shape, sizeof s);
-    s[IN_VALUE(0)->rank] = n->attr.ints[0];
+    s[IN_VALUE(0)->rank] = n->attr.index.count;
     SX_TRY(sx_shape_check(cg_who(n), IN_VALUE(0)->rank + 1, s));
     cg_set_shape(n, IN_VALUE(0)->rank + 1, s);
     return SX_OK;
@@ -320,11 +320,11 @@ sx_status cg_shape_scatter_add(sx_cg_node *n)
     if (IN_VALUE(1)->shape[0] != IN_VALUE(0)->shape[0])
         return sx_error(SX_E_SHAPE, "%s: %lld indices for %lld rows", cg_who(n),
                         (long long)IN_VALUE(1)->shape[0], (long long)IN_VALUE(0)->shape[0]);
-    if (n->attr.ints[0] < 0)
+    if (n->attr.index.count < 0)
         return sx_error(SX_E_ARG, "%s: negative row count", cg_who(n));
     int64_t s[SX_MAX_RANK];
     memcpy(s, IN_VALUE(0)->shape, sizeof s);
-    s[0] = n->attr.ints[0];
+    s[0] = n->attr.index.count;
     cg_set_shape(n, IN_VALUE(0)->rank, s);
     return SX_OK;
 }
@@ -386,7 +386,7 @@ sx_status cg_eval_pad(sx_cg_graph *g, sx_cg_node *n)
 sx_status cg_eval_one_hot(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_one_hot_out(IN_VALUE(0), n->attr.ints[0], OUT);
+    return sx_tensor_one_hot_out(IN_VALUE(0), n->attr.index.count, OUT);
 }
 
 sx_status cg_eval_gather(sx_cg_graph *g, sx_cg_node *n)

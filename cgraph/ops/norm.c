@@ -1,7 +1,7 @@
 /* norm.c: the group-normalisation graph ops, one self-contained block: shape rules,
  * evaluators, costs and constructors of norm_stats, norm and norm_sums, and the LayerNorm,
  * GroupNorm and InstanceNorm constructors built from them (gradient rules:
- * autodiff/norm_rules.c; kernels: tensor/norm/norm.c). attr.ints[0..2] = lead, tail, groups (the
+ * autodiff/rules/norm.c; kernels: tensor/norm/norm.c). attr.ints[0..2] = lead, tail, groups (the
  * view of x as (n, s, c) with c in groups, sx_norm_axes), attr.alpha = eps. */
 #include "cgraph_impl.h"
 

@@ -187,13 +187,13 @@ cg_cost cg_eval_avgpool2d_backward_cost(const sx_cg_node *n)
 
 /* ---------------------------------------------------------------- adaptive average pooling */
 
-/* adaptive_avgpool2d(x) to attr.ints[0] x attr.ints[1] (sx_tensor_adaptive_avgpool2d_out);
+/* adaptive_avgpool2d(x) to attr.adaptive_pool.out_h x out_w (sx_tensor_adaptive_avgpool2d_out);
  * adaptive_avgpool2d_backward(dy) -> attr.rank/shape, x's shape. */
 sx_cg_node *sx_cg_adaptive_avgpool2d(sx_cg_graph *g, sx_cg_node *x, int64_t out_h, int64_t out_w)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = out_h;
-    a.ints[1] = out_w;
+    a.adaptive_pool.out_h = out_h;
+    a.adaptive_pool.out_w = out_w;
     return cg_op1(g, SX_OP_ADAPTIVE_AVGPOOL2D, x, &a);
 }
 
@@ -226,7 +226,7 @@ sx_status cg_shape_adaptive_avgpool2d(sx_cg_node *n)
     SX_TRY(cg_same_dtypes(n));
     SX_TRY(cg_want_rank(n, 0, 4));
     const int64_t *x = IN_VALUE(0)->shape;
-    int64_t s[4] = {x[0], n->attr.ints[0], n->attr.ints[1], x[3]};
+    int64_t s[4] = {x[0], n->attr.adaptive_pool.out_h, n->attr.adaptive_pool.out_w, x[3]};
     SX_TRY(adaptive_check(n, x, s));
     SX_TRY(sx_shape_check(cg_who(n), 4, s));
     cg_set_shape(n, 4, s);

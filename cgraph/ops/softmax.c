@@ -50,8 +50,8 @@ static sx_cg_node *sparse_op(sx_cg_graph *g, sx_cg_op op, sx_cg_node *logits, sx
                              sx_cg_node *dout, int64_t ignore, double smoothing)
 {
     sx_cg_attr a = sx_cg_attr_default();
-    a.ints[0] = ignore;
-    a.alpha = smoothing;
+    a.sparse_xent.ignore = ignore;
+    a.sparse_xent.smoothing = smoothing;
     return dout == NULL ? cg_op2(g, op, logits, idx, &a) : cg_op3(g, op, logits, idx, dout, &a);
 }
 
@@ -119,9 +119,9 @@ sx_status cg_shape_sparse_xent(sx_cg_node *n)
                             i == 1 ? "idx" : "dout", (long long)IN_VALUE(i)->shape[0],
                             (long long)l->shape[0]);
     }
-    if (!(n->attr.alpha >= 0 && n->attr.alpha < 1))
-        return sx_error(SX_E_ARG, "%s: label smoothing %g (want 0 <= e < 1)", cg_who(n),
-                        n->attr.alpha);
+    const double e = n->attr.sparse_xent.smoothing;
+    if (!(e >= 0 && e < 1))
+        return sx_error(SX_E_ARG, "%s: label smoothing %g (want 0 <= e < 1)", cg_who(n), e);
     cg_set_shape(n, n->n_in == 2 ? 1 : 2, l->shape);
     return SX_OK;
 }
@@ -167,14 +167,16 @@ sx_status cg_eval_softmax_xent_backward(sx_cg_graph *g, sx_cg_node *n)
 sx_status cg_eval_sparse_xent(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    return sx_tensor_sparse_xent_out(IN_VALUE(0), IN_VALUE(1), n->attr.ints[0], n->attr.alpha, OUT);
+    return sx_tensor_sparse_xent_out(IN_VALUE(0), IN_VALUE(1), n->attr.sparse_xent.ignore,
+                                     n->attr.sparse_xent.smoothing, OUT);
 }
 
 sx_status cg_eval_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
     return sx_tensor_sparse_xent_backward_out(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2),
-                                              n->attr.ints[0], n->attr.alpha, OUT);
+                                              n->attr.sparse_xent.ignore,
+                                              n->attr.sparse_xent.smoothing, OUT);
 }
 
 /* ---------------------------------------------------------------- flop model */

@@ -191,6 +191,35 @@ Test(autodiff_api, differentiable_table)
     cr_assert(sx_ad_differentiable(SX_OP_CHOLESKY, 0) && sx_ad_differentiable(SX_OP_SOLVE, 1));
     cr_assert(!sx_ad_differentiable(SX_OP_COUNT, 0));
     cr_assert(!sx_ad_differentiable((sx_cg_op)-1, 0));
+    /* the nograd column's other kinds: NG_ALL_BUT (seq, embedding), NG_INPUT (sparse_xent),
+     * NG_ALL (allreduce_part, dropout_mask has no inputs), NG_REFUSED (fused, updates) */
+    cr_assert(sx_ad_differentiable(SX_OP_SEQ, 0) && !sx_ad_differentiable(SX_OP_SEQ, 1));
+    cr_assert(sx_ad_differentiable(SX_OP_EMBEDDING, 0));
+    cr_assert(!sx_ad_differentiable(SX_OP_EMBEDDING, 1));
+    cr_assert(sx_ad_differentiable(SX_OP_SPARSE_XENT, 0));
+    cr_assert(!sx_ad_differentiable(SX_OP_SPARSE_XENT, 1));
+    cr_assert(!sx_ad_differentiable(SX_OP_ALLREDUCE_PART, 0));
+    cr_assert(!sx_ad_differentiable(SX_OP_FUSED, 0) && !sx_ad_differentiable(SX_OP_FUSED, 40));
+    cr_assert(!sx_ad_differentiable(SX_OP_SGD_UPDATE, 2));
+}
+
+/* The typed attribute views read what the constructors store, as the untyped fields the saved
+ * form holds (alpha, ints[]). */
+Test(autodiff_api, typed_attributes_view_the_saved_fields)
+{
+    sx_cg_graph *g = NULL;
+    cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F64, &g), SX_OK);
+    int64_t ls[2] = {3, 4}, is[1] = {3};
+    sx_cg_node *l = sx_cg_input(g, "l", SX_F64, 2, ls), *t = sx_cg_input(g, "t", SX_F64, 1, is);
+    sx_cg_node *y = sx_cg_sparse_xent(g, l, t, 2, 0.25);
+    cr_assert_not_null(y);
+    const sx_cg_attr *a = sx_cg_node_attr(y);
+    cr_assert(a->sparse_xent.ignore == 2 && a->sparse_xent.smoothing == 0.25);
+    cr_assert(a->ints[0] == 2 && a->alpha == 0.25);
+    sx_cg_node *e = sx_cg_embedding(g, l, t, 1);
+    cr_assert_not_null(e);
+    cr_assert(sx_cg_node_attr(e)->embedding.pad == 1 && sx_cg_node_attr(e)->ints[0] == 1);
+    sx_cg_graph_free(g);
 }
 
 /* ---------------------------------------------------------------- conventions at kinks */

@@ -201,7 +201,7 @@ static void check_op(sx_cg_op op)
     }
 }
 
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     Test(autodiff_grad, name)                                                                      \
     {                                                                                              \
         check_op(SX_OP_##NAME);                                                                    \

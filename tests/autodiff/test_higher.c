@@ -128,7 +128,7 @@ static void check_second(sx_cg_op op)
     }
 }
 
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     Test(autodiff_higher, name)                                                                    \
     {                                                                                              \
         check_second(SX_OP_##NAME);                                                                \

@@ -1033,8 +1033,8 @@ static int gen_one_hot(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
     sx_cg_attr at = sx_cg_attr_default();
-    at.ints[0] = 2 + gb(G, 3);
-    int idx = g_index(G, at.ints[0], 0);
+    at.index.count = 2 + gb(G, 3);
+    int idx = g_index(G, at.index.count, 0);
     return idx < 0 ? -1 : g_op(G, op, 1, &idx, &at);
 }
 
@@ -1057,8 +1057,8 @@ static int gen_scatter_add(gen *G, sx_cg_op op, int dom)
     if (gn(G, in[0])->rank == 0)
         return -1;
     sx_cg_attr at = sx_cg_attr_default();
-    at.ints[0] = 1 + gb(G, 4);
-    in[1] = g_index(G, at.ints[0], gn(G, in[0])->shape[0]);
+    at.index.count = 1 + gb(G, 4);
+    in[1] = g_index(G, at.index.count, gn(G, in[0])->shape[0]);
     return in[1] < 0 ? -1 : g_op(G, op, 2, in, &at);
 }
 
@@ -1770,14 +1770,14 @@ typedef struct gen_row {
  * generator's rows, and their public view (weight and reason) for the tests. */
 static const gen_row gen_rows[SX_OP_COUNT] = {
 #define SX_OPS_NO_ELEMWISE
-#define X(NAME, name, arity, shape, eval, flags, kernel) [SX_OP_##NAME] = {DT_##name},
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) [SX_OP_##NAME] = {DT_##name},
 #include "sx_ops.def"
 #undef X
 #undef SX_OPS_NO_ELEMWISE
 #define SX_BINARY_ROW(NAME, name, ...) [SX_OP_##NAME] = {DT_##name},
 #include "sx_binary.def"
 #undef SX_BINARY_ROW
-#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at, nograd)                                  \
     [SX_OP_##NAME] = {gen_unary, UN_WEIGHT(NAME), DOM_##dom, NULL},
 #include "sx_map.def"
 #undef SX_MAP_ROW
@@ -1787,7 +1787,7 @@ static const gen_row gen_rows[SX_OP_COUNT] = {
 #define PUBLIC_ROW_(fn, w, dom, why) w, why
 const dt_rule dt_rules[SX_OP_COUNT] = {
 #define SX_OPS_NO_ELEMWISE
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     [SX_OP_##NAME] = {SX_OP_##NAME, #name, PUBLIC_ROW(DT_##name)},
 #include "sx_ops.def"
 #undef X
@@ -1796,7 +1796,7 @@ const dt_rule dt_rules[SX_OP_COUNT] = {
     [SX_OP_##NAME] = {SX_OP_##NAME, #name, PUBLIC_ROW(DT_##name)},
 #include "sx_binary.def"
 #undef SX_BINARY_ROW
-#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at)                                          \
+#define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at, nograd)                                  \
     [SX_OP_##NAME] = {SX_OP_##NAME, #name, UN_WEIGHT(NAME), NULL},
 #include "sx_map.def"
 #undef SX_MAP_ROW
@@ -3207,7 +3207,7 @@ static void print_shape(FILE *o, int rank, const int64_t *s)
 
 /* The eval column of sx_ops.def: which named constructor prints an op. */
 static const char *const op_eval[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel) #eval,
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) #eval,
 #include "sx_ops.def"
 #undef X
 };

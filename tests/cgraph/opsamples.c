@@ -1182,7 +1182,7 @@ static sx_status kernel_pad(KERNEL_ARGS)
 static sx_status kernel_one_hot(KERNEL_ARGS)
 {
     (void)s;
-    return sx_tensor_one_hot_out(x[0], sx_cg_node_attr(n)->ints[0], out);
+    return sx_tensor_one_hot_out(x[0], sx_cg_node_attr(n)->index.count, out);
 }
 
 static sx_status kernel_gather(KERNEL_ARGS)
@@ -1277,7 +1277,7 @@ static sx_status plain_concat(PLAIN_ARGS)
 static sx_status plain_one_hot(PLAIN_ARGS)
 {
     (void)mag, (void)compare;
-    int64_t depth = sx_cg_node_attr(n)->ints[0];
+    int64_t depth = sx_cg_node_attr(n)->index.count;
     for (int64_t i = 0; i < sx_cg_value(n)->size; i++)
         want[i] = ref_get(x[0], i / depth) == (double)(i % depth);
     return SX_OK;
@@ -2448,14 +2448,16 @@ static sx_status kernel_sparse_xent(KERNEL_ARGS)
 {
     (void)s;
     const sx_cg_attr *a = sx_cg_node_attr(n);
-    return sx_tensor_sparse_xent_out(x[0], x[1], a->ints[0], a->alpha, out);
+    return sx_tensor_sparse_xent_out(x[0], x[1], a->sparse_xent.ignore, a->sparse_xent.smoothing,
+                                     out);
 }
 
 static sx_status kernel_sparse_xent_backward(KERNEL_ARGS)
 {
     (void)s;
     const sx_cg_attr *a = sx_cg_node_attr(n);
-    return sx_tensor_sparse_xent_backward_out(x[0], x[1], x[2], a->ints[0], a->alpha, out);
+    return sx_tensor_sparse_xent_backward_out(x[0], x[1], x[2], a->sparse_xent.ignore,
+                                              a->sparse_xent.smoothing, out);
 }
 
 /* The cross-entropy of softmax(logits) against the smoothed one-hot row q of each index,
@@ -2471,7 +2473,7 @@ static sx_status plain_sparse_xent(PLAIN_ARGS)
     const double e = a->alpha;
     for (int64_t i = 0; i < rows; i++) {
         const int64_t ti = (int64_t)ref_get(t, i);
-        const bool skip = ti == a->ints[0];
+        const bool skip = ti == a->sparse_xent.ignore;
         double m = -HUGE_VAL, se = 0, sum = 0, ms = 0;
         for (int64_t j = 0; j < k; j++)
             m = fmax(m, ref_get(l, i * k + j));
@@ -2649,9 +2651,10 @@ static sx_status kernel_allreduce_part(KERNEL_ARGS)
 {
     (void)s;
     int64_t len = out->size;
-    sx_tensor from = sx_tensor_view(x[0]->dtype, 1, &len,
-                                    (char *)x[0]->data + (size_t)sx_cg_node_attr(n)->ints[0] *
-                                                             sx_dtype_size(x[0]->dtype));
+    sx_tensor from =
+        sx_tensor_view(x[0]->dtype, 1, &len,
+                       (char *)x[0]->data + (size_t)sx_cg_node_attr(n)->allreduce.offset *
+                                                sx_dtype_size(x[0]->dtype));
     sx_tensor to = sx_tensor_view(out->dtype, 1, &len, out->data);
     return sx_tensor_copy_out(&from, &to);
 }
@@ -2659,7 +2662,7 @@ static sx_status kernel_allreduce_part(KERNEL_ARGS)
 static sx_status plain_allreduce_part(PLAIN_ARGS)
 {
     (void)mag, (void)compare;
-    int64_t at = sx_cg_node_attr(n)->ints[0];
+    int64_t at = sx_cg_node_attr(n)->allreduce.offset;
     for (int64_t j = 0; j < sx_cg_value(n)->size; j++)
         want[j] = ref_get(x[0], at + j);
     return SX_OK;
@@ -4151,13 +4154,13 @@ static sx_status plain_norm(PLAIN_ARGS)
 static sx_status kernel_embedding(KERNEL_ARGS)
 {
     (void)s;
-    return sx_tensor_embedding_out(x[0], x[1], sx_cg_node_attr(n)->ints[0], out);
+    return sx_tensor_embedding_out(x[0], x[1], sx_cg_node_attr(n)->embedding.pad, out);
 }
 
 static sx_status kernel_embedding_backward(KERNEL_ARGS)
 {
     (void)s;
-    return sx_tensor_embedding_backward_out(x[0], x[1], sx_cg_node_attr(n)->ints[0], out);
+    return sx_tensor_embedding_backward_out(x[0], x[1], sx_cg_node_attr(n)->embedding.pad, out);
 }
 
 /* Row i of the indices reads / adds to table row idx[i]; the padding index reads zeros and adds
@@ -4166,7 +4169,7 @@ static sx_status plain_embedding(PLAIN_ARGS)
 {
     (void)compare;
     const sx_tensor *y = sx_cg_value(n);
-    const int64_t d = y->shape[y->rank - 1], pad = sx_cg_node_attr(n)->ints[0];
+    const int64_t d = y->shape[y->rank - 1], pad = sx_cg_node_attr(n)->embedding.pad;
     const bool fwd = sx_cg_node_op(n) == SX_OP_EMBEDDING;
     for (int64_t i = 0; i < x[1]->size; i++) {
         int64_t j = (int64_t)ref_get(x[1], i);
@@ -4269,15 +4272,16 @@ static sx_status kernel_attention(KERNEL_ARGS)
 {
     (void)s;
     const sx_cg_attr *a = sx_cg_node_attr(n);
-    return sx_tensor_attention_out(x[0], x[1], x[2], a->alpha, a->ints[0] != 0, out);
+    return sx_tensor_attention_out(x[0], x[1], x[2], a->attention.scale, a->attention.causal != 0,
+                                   out);
 }
 
 static sx_status kernel_attention_backward(KERNEL_ARGS)
 {
     (void)s;
     const sx_cg_attr *a = sx_cg_node_attr(n);
-    return sx_tensor_attention_backward_out(x[0], x[1], x[2], x[3], x[4], a->alpha, a->ints[0] != 0,
-                                            out);
+    return sx_tensor_attention_backward_out(x[0], x[1], x[2], x[3], x[4], a->attention.scale,
+                                            a->attention.causal != 0, out);
 }
 
 /* The plain composition in double, per head: S = scale q k^T (-inf where causal hides a key),
@@ -4307,7 +4311,7 @@ static sx_status plain_attention(PLAIN_ARGS)
                     acc += Q(i, d) * K(j, d);
                     am += fabs(Q(i, d) * K(j, d));
                 }
-                const bool hidden = a->ints[0] != 0 && j > i + tk - tq;
+                const bool hidden = a->attention.causal != 0 && j > i + tk - tq;
                 S[i * tk + j] = hidden ? -HUGE_VAL : a->alpha * acc;
                 A[i * tk + j] = fabs(a->alpha) * am;
             }
@@ -4389,7 +4393,7 @@ static sx_status plain_attention(PLAIN_ARGS)
 /* ---------------------------------------------------------------- the table */
 
 const os_op os_ops[SX_OP_COUNT] = {
-#define X(NAME, nm, arity, shape, eval, flags, kernel)                                             \
+#define X(NAME, nm, arity, shape, eval, flags, kernel, nograd)                                     \
     [SX_OP_##NAME] = {.op = SX_OP_##NAME, .name = #nm, .gen = sample_##nm, SPEC_##nm},
 #include "sx_ops.def"
 #undef X

@@ -544,7 +544,7 @@ Test(cgraph_ops, every_op_has_its_references)
 
 /* One test case per row of the op table: forward (lazy = eager = kernel = reference, frozen
  * re-evaluation), finite-difference readiness and cost. */
-#define X(NAME, name, arity, shape, eval, flags, kernel)                                           \
+#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
     Test(cgraph_ops, name)                                                                         \
     {                                                                                              \
         check_op(SX_OP_##NAME);                                                                    \

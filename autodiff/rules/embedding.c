@@ -1,9 +1,7 @@
-/* embedding_rules.c: the gradient rules of the embedding ops (cgraph/ops/embedding.c).
+/* embedding.c: the gradient rules of the embedding ops (cgraph/ops/embedding.c).
  * The two ops are each other's adjoint in the table / gradient argument, so each rule is the
  * other op with the same indices and padding index; the indices have no gradient. */
-#include "autodiff_impl.h"
-
-#define IN(i) sx_cg_node_input(y, i)
+#include "rule.h"
 
 /* embedding(T, idx): dT = embedding_backward(G, idx), the padding row left at zero (its rows
  * read as zeros, so T's padding row does not reach y) */
@@ -12,7 +10,8 @@ sx_status grad_embedding(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     if (need[0]) {
-        gin[0] = sx_cg_embedding_backward(g, gy, IN(1), a->ints[0], sx_cg_node_shape(IN(0))[0]);
+        gin[0] =
+            sx_cg_embedding_backward(g, gy, IN(1), a->embedding.pad, sx_cg_node_shape(IN(0))[0]);
         if (gin[0] == NULL)
             return ad_status(g);
     }
@@ -25,7 +24,7 @@ sx_status grad_embedding_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     if (need[0]) {
-        gin[0] = sx_cg_embedding(g, gy, IN(1), a->ints[0]);
+        gin[0] = sx_cg_embedding(g, gy, IN(1), a->embedding.pad);
         if (gin[0] == NULL)
             return ad_status(g);
     }

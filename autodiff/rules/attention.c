@@ -1,9 +1,7 @@
-/* attention_rules.c: the gradient rules of the fused attention ops (cgraph/ops/attention.c).
+/* attention.c: the gradient rules of the fused attention ops (cgraph/ops/attention.c).
  * attention's rule is its fused backward op; attention_backward's rule, for second order, is
  * written with plain ops (batched products over the (tq, tk) scores, which it materialises). */
-#include "autodiff_impl.h"
-
-#define IN(i) sx_cg_node_input(y, i)
+#include "rule.h"
 
 /* Rows [r0, r1) of axis 1 of a rank-3 node. */
 static sx_cg_node *rows(sx_cg_graph *g, sx_cg_node *x, int64_t r0, int64_t r1)
@@ -26,8 +24,8 @@ sx_status grad_attention(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
     const int64_t tq = sx_cg_node_shape(IN(0))[1], tk = sx_cg_node_shape(IN(1))[1];
-    sx_cg_node *b =
-        sx_cg_attention_backward(g, IN(0), IN(1), IN(2), y, gy, a->alpha, a->ints[0] != 0);
+    sx_cg_node *b = sx_cg_attention_backward(g, IN(0), IN(1), IN(2), y, gy, a->attention.scale,
+                                             a->attention.causal != 0);
     const int64_t at[4] = {0, tq, tq + tk, tq + 2 * tk};
     for (int i = 0; i < 3; i++)
         if (need[i] && (gin[i] = rows(g, b, at[i], at[i + 1])) == NULL)
@@ -64,7 +62,7 @@ sx_status grad_attention_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
                                   sx_cg_node **gin)
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
-    const double s = a->alpha;
+    const double s = a->attention.scale;
     sx_cg_node *q = IN(0), *k = IN(1), *v = IN(2), *yy = IN(3), *dy = IN(4);
     const int64_t tq = sx_cg_node_shape(q)[1], tk = sx_cg_node_shape(k)[1];
     const int64_t dh = sx_cg_node_shape(q)[2];
@@ -73,7 +71,7 @@ sx_status grad_attention_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy,
     sx_cg_node *Gq = rows(g, gy, 0, tq), *Gk = rows(g, gy, tq, tq + tk);
     sx_cg_node *Gv = rows(g, gy, tq + tk, tq + 2 * tk);
     sx_cg_node *P = sx_cg_exp(g, sx_cg_sub(g, sx_cg_gemm(g, q, k, false, true, s, NULL, 0), lse));
-    if (a->ints[0] != 0)
+    if (a->attention.causal != 0)
         P = sx_cg_where(g, visible(g, sx_cg_node_dtype(q), tq, tk), P, sx_cg_scalar_like(g, q, 0));
     sx_cg_node *dP = sx_cg_matmul(g, dO, v, false, true);
     sx_cg_node *D = sx_cg_sub(g, sx_cg_sum(g, sx_cg_mul(g, dO, o), SX_AXIS(2), true), dlse);

@@ -1,10 +1,10 @@
-/* linalg_rules.c: gradient rules of the LAPACKE ops, the standard matrix-calculus results.
+/* linalg.c: gradient rules of the LAPACKE ops, the standard matrix-calculus results.
  * Every rule is written with ordinary graph ops (matmul, solve, inv, eigh, masks as constants),
  * so the gradients are themselves differentiable (second order through a factorisation works).
  * Ops that read only the lower triangle of A (cholesky, eigh) get gradients that are zero in the
  * strict upper triangle: exactly what finite differences on each element of A give.
  * Notation: A = input 0, Y = the op's result, G = the adjoint of Y, tril/triu = triangles. */
-#include "autodiff_impl.h"
+#include "rule.h"
 
 /* Constant (n,n) masks of like's dtype. */
 typedef enum {

@@ -1,11 +1,9 @@
-/* batch_norm_rules.c: the gradient rules of the batch-norm ops (cgraph/ops/batch_norm.c),
+/* batch_norm.c: the gradient rules of the batch-norm ops (cgraph/ops/batch_norm.c),
  * one self-contained block. Each is exact for its op's inputs taken as independent (the
  * statistics too), so the rules compose: the gradient of batch_norm(x, batch_norm_stats(x), ...)
  * reaches x along both paths. The per-channel work is on (c) vectors; the passes over x are
  * batch_norm_sums (both reductions in one) and element-wise products and fmas. */
-#include "autodiff_impl.h"
-
-#define IN(i) sx_cg_node_input(y, i)
+#include "rule.h"
 
 /* v where mask > 0, else 0 (mask NULL: v) */
 static sx_cg_node *masked(sx_cg_graph *g, sx_cg_node *mask, sx_cg_node *v)

@@ -1,13 +1,11 @@
-/* norm_rules.c: the gradient rules of the group-normalisation ops (cgraph/ops/norm.c), one
- * self-contained block, built as batch_norm_rules.c's: each rule is exact for its op's inputs taken
+/* norm.c: the gradient rules of the group-normalisation ops (cgraph/ops/norm.c), one
+ * self-contained block, built as rules/batch_norm.c's: each rule is exact for its op's inputs taken
  * as independent (the statistics too), so the gradient of norm(x, norm_stats(x), ...) reaches x
  * along both paths, and the rules use only norm_sums, norm, sums over axes and broadcasting
  * element-wise ops, whose rules exist: every order of derivative follows. Per-group values (p)
  * broadcast against x through the 4-d view (n, s, G, k) of x as (n, 1, G, 1); per-channel values
  * (gamma) as (1, 1, G, k). */
-#include "autodiff_impl.h"
-
-#define IN(i) sx_cg_node_input(y, i)
+#include "rule.h"
 
 /* The view (n, s, G, k) of x under y's attributes (ints[0..2] = lead, tail, groups). */
 typedef struct view {
