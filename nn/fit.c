@@ -238,7 +238,7 @@ static sx_status eval_next(evaluation *e, int64_t *count)
     if (*count == 0)
         return SX_OK;
     const sx_nn_model *m = e->m;
-    const sx_nn_layer *last = nn_output_layer(m->net);
+    const sx_nn_layer *last = nn_output_layer(m->c.net);
     int64_t xs[SX_MAX_RANK], os[SX_MAX_RANK];
     xs[0] = os[0] = *count;
     memcpy(xs + 1, m->in_shape, (size_t)m->in_rank * sizeof *xs);
@@ -258,7 +258,7 @@ typedef struct judged {
 /* Whether part h of model m's output ends in a softmax (its outputs are probabilities). */
 static bool part_softmax(const sx_nn_model *m, int h)
 {
-    return m->net->n_outputs >= 2 ? m->b.out_softmax[h] : m->softmax_out;
+    return m->c.net->n_outputs >= 2 ? m->c.b.out_softmax[h] : m->c.softmax_out;
 }
 
 /* One example's outputs and targets (e each, one after the other in row) in the standardised

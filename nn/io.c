@@ -583,18 +583,18 @@ sx_status nn_model_infer_graph(sx_nn_model *m, int64_t n, sx_cg_graph **g, sx_cg
     if (m == NULL || g == NULL || x == NULL || y == NULL || m->train || n < 1)
         return sx_error(SX_E_ARG, "nn_model_infer_graph: NULL argument, a training model or "
                                   "batch < 1");
-    if (m->src != NULL)
-        return m->src->build(m->src->ctx, n, g, x, y);
-    if (m->net != NULL) {
-        if (m->net->status != SX_OK || nn_input_layer(m->net) == NULL)
+    if (m->c.net == NULL && m->file->src != NULL)
+        return m->file->src->build(m->file->src->ctx, n, g, x, y);
+    if (m->c.net != NULL) {
+        if (m->c.net->status != SX_OK || nn_input_layer(m->c.net) == NULL)
             return sx_error(SX_E_STATE,
                             "nn_model_infer_graph: network %s has an error or no "
                             "input",
-                            m->net->name);
-        return net_infer_graph(m->net, n, g, x, y);
+                            m->c.net->name);
+        return net_infer_graph(m->c.net, n, g, x, y);
     }
-    sx_cg_node *outs[2] = {m->plain_x, m->plain_y};
-    sx_status s = sx_cg_graph_copy_shared(m->plain, 2, outs, n, g, outs);
+    sx_cg_node *outs[2] = {m->file->plain_x, m->file->plain_y};
+    sx_status s = sx_cg_graph_copy_shared(m->file->plain, 2, outs, n, g, outs);
     if (s == SX_OK) {
         *x = outs[0];
         *y = outs[1];
@@ -612,10 +612,10 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
     if (m->train)
         return sx_error(SX_E_ARG, "sx_nn_model_save: a training model (save its network with "
                                   "sx_nn_save)");
-    if (m->net != NULL)
-        return sx_nn_save(m->net, path);
-    const char *net = m->file_meta[0]; /* a loaded model's (NULL: none) */
-    const nn_prep *prep = m->lprep;
+    if (m->c.net != NULL)
+        return sx_nn_save(m->c.net, path);
+    const char *net = m->file->meta[0]; /* a loaded model's (NULL: none) */
+    const nn_prep *prep = &m->file->prep;
     char scale[40], classes[32];
     snprintf(scale, sizeof scale, "%.17g", prep ? prep->scale : 1.0);
     snprintf(classes, sizeof classes, "%" PRId64, m->classes);
@@ -624,23 +624,24 @@ sx_status sx_nn_model_save(sx_nn_model *m, const char *path)
                             "model_version", "outputs", "inputs"};
     const char *vals[16] = {"model", net ? net : "model", scale, classes, NULL, NULL, NULL};
     int nk = 4;
-    for (int i = 4; m->plain != NULL && i < 7; i++)
-        if ((vals[i] = m->file_meta[i - 3]) != NULL)
+    for (int i = 4; m->file->plain != NULL && i < 7; i++)
+        if ((vals[i] = m->file->meta[i - 3]) != NULL)
             nk = i + 1;
     /* an imported model (a row holds its outputs and inputs one after another): the current
      * version, its parts listed */
     char version[16], outs_s[SX_NN_MAX_HEADS * 200] = "", ins_s[SX_NN_MAX_HEADS * 160] = "";
-    if (m->plain == NULL) {
+    if (m->file->plain == NULL) {
         snprintf(version, sizeof version, "%d", MODEL_VERSION);
-        for (int k = 0; k < m->n_parts; k++) {
+        for (int k = 0; k < m->file->n_parts; k++) {
             char d[160];
-            dims_str(m->part_rank[k], m->part_shape[k], d, sizeof d);
+            dims_str(m->file->part_rank[k], m->file->part_shape[k], d, sizeof d);
             size_t at = strlen(outs_s);
-            snprintf(outs_s + at, sizeof outs_s - at, "%s%s:%s", k ? "," : "", m->part_names[k], d);
+            snprintf(outs_s + at, sizeof outs_s - at, "%s%s:%s", k ? "," : "",
+                     m->file->part_names[k], d);
         }
-        for (int k = 0; k < m->n_in_parts; k++) {
+        for (int k = 0; k < m->file->n_in_parts; k++) {
             char d[160];
-            dims_str(m->in_part_rank[k], m->in_part_shape[k], d, sizeof d);
+            dims_str(m->file->in_part_rank[k], m->file->in_part_shape[k], d, sizeof d);
             size_t at = strlen(ins_s);
             snprintf(ins_s + at, sizeof ins_s - at, "%s%s", k ? "," : "", d);
         }
@@ -744,34 +745,33 @@ static sx_status loaded_meta(const char *path, const sx_cg_file *f, sx_nn_model 
         return sx_error(SX_E_FORMAT, "%s: model_version 0", path);
     const char *sc = sx_cg_file_meta(f, "input_scale");
     char *e1 = NULL;
-    if ((m->lprep = sx_calloc(1, sizeof *m->lprep)) == NULL)
-        return sx_error(SX_E_NOMEM, "%s: out of memory", path);
-    m->lprep->scale = sc ? strtod(sc, &e1) : 0;
-    if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->lprep->scale))
+    m->file->prep.scale = sc ? strtod(sc, &e1) : 0;
+    if (sc == NULL || e1 == sc || *e1 != '\0' || !isfinite(m->file->prep.scale))
         return sx_error(SX_E_FORMAT, "%s: bad or missing 'input_scale' ('%s')", path, sc ? sc : "");
-    m->lprep->in_graph = *version >= 3;
+    m->file->prep.in_graph = *version >= 3;
     const char *ids = sx_cg_file_meta(f, "input_ids"); /* every input takes ids */
     if (ids != NULL && strcmp(ids, "1") != 0)
         return sx_error(SX_E_FORMAT, "%s: bad 'input_ids' ('%s')", path, ids);
     m->ids_in = ids != NULL;
     if (*version >= 3)
-        SX_TRY(nn_prep_meta_read(path, f, m->lprep));
+        SX_TRY(nn_prep_meta_read(path, f, &m->file->prep));
     SX_TRY(parse_i64(path, "classes", sx_cg_file_meta(f, "classes"), &m->classes));
     if (m->classes < 1 && *version < 2)
         return sx_error(SX_E_FORMAT, "%s: 'classes' is 0", path);
     if (*version < 2)
         return SX_OK;
-    SX_TRY(parse_parts(path, "outputs", sx_cg_file_meta(f, "outputs"), &m->n_parts, m->part_names,
-                       m->part_rank, m->part_shape));
-    for (int a = 0; a < m->n_parts; a++)
+    SX_TRY(parse_parts(path, "outputs", sx_cg_file_meta(f, "outputs"), &m->file->n_parts,
+                       m->file->part_names, m->file->part_rank, m->file->part_shape));
+    for (int a = 0; a < m->file->n_parts; a++)
         for (int b = 0; b < a; b++)
-            if (strcmp(m->part_names[a], m->part_names[b]) == 0)
-                return sx_error(SX_E_FORMAT, "%s: two outputs named %s", path, m->part_names[a]);
-    return parse_parts(path, "inputs", sx_cg_file_meta(f, "inputs"), &m->n_in_parts, NULL,
-                       m->in_part_rank, m->in_part_shape);
+            if (strcmp(m->file->part_names[a], m->file->part_names[b]) == 0)
+                return sx_error(SX_E_FORMAT, "%s: two outputs named %s", path,
+                                m->file->part_names[a]);
+    return parse_parts(path, "inputs", sx_cg_file_meta(f, "inputs"), &m->file->n_in_parts, NULL,
+                       m->file->in_part_rank, m->file->in_part_shape);
 }
 
-/* The metadata sx_nn_model_save writes back, copied from the file into m->file_meta. */
+/* The metadata sx_nn_model_save writes back, copied from the file into m->file->meta. */
 static sx_status keep_meta(const sx_cg_file *f, sx_nn_model *m)
 {
     static const char *const keys[NN_FILE_META] = {"network", "model_version", "outputs", "inputs"};
@@ -779,9 +779,9 @@ static sx_status keep_meta(const sx_cg_file *f, sx_nn_model *m)
         const char *v = sx_cg_file_meta(f, keys[i]);
         if (v == NULL)
             continue;
-        if ((m->file_meta[i] = sx_alloc(strlen(v) + 1)) == NULL)
+        if ((m->file->meta[i] = sx_alloc(strlen(v) + 1)) == NULL)
             return SX_E_NOMEM;
-        strcpy(m->file_meta[i], v);
+        strcpy(m->file->meta[i], v);
     }
     return SX_OK;
 }
@@ -812,8 +812,10 @@ static sx_status loaded_io(const char *path, sx_nn_model *m, int64_t version)
     if (version >= 2) {
         int64_t want_y[SX_MAX_RANK], want_x[SX_MAX_RANK];
         want_y[0] = want_x[0] = batch;
-        int wy = 1 + parts_shape(m->n_parts, m->part_rank, m->part_shape, want_y + 1);
-        int wx = 1 + parts_shape(m->n_in_parts, m->in_part_rank, m->in_part_shape, want_x + 1);
+        int wy =
+            1 + parts_shape(m->file->n_parts, m->file->part_rank, m->file->part_shape, want_y + 1);
+        int wx = 1 + parts_shape(m->file->n_in_parts, m->file->in_part_rank, m->file->in_part_shape,
+                                 want_x + 1);
         bool cls = m->classes == 0 || (wy == 2 && want_y[1] == m->classes);
         if (sx_cg_node_op(x) != SX_OP_INPUT || !sx_shape_equal(xr, xs, wx, want_x) ||
             !sx_shape_equal(yr, ys, wy, want_y) || sx_cg_node_dtype(y) != sx_cg_node_dtype(x) ||
@@ -845,20 +847,20 @@ static sx_status loaded_io(const char *path, sx_nn_model *m, int64_t version)
     m->out_rank = yr - 1;
     memcpy(m->out_shape, ys + 1, (size_t)m->out_rank * sizeof *m->out_shape);
     if (version < 2) { /* one unnamed output, one input */
-        m->n_parts = 1;
-        snprintf(m->part_names[0], sizeof m->part_names[0], "y");
-        m->part_rank[0] = m->out_rank;
-        memcpy(m->part_shape[0], m->out_shape, sizeof m->part_shape[0]);
-        m->n_in_parts = 1;
-        m->in_part_rank[0] = m->in_rank;
-        memcpy(m->in_part_shape[0], m->in_shape, sizeof m->in_part_shape[0]);
+        m->file->n_parts = 1;
+        snprintf(m->file->part_names[0], sizeof m->file->part_names[0], "y");
+        m->file->part_rank[0] = m->out_rank;
+        memcpy(m->file->part_shape[0], m->out_shape, sizeof m->file->part_shape[0]);
+        m->file->n_in_parts = 1;
+        m->file->in_part_rank[0] = m->in_rank;
+        memcpy(m->file->in_part_shape[0], m->in_shape, sizeof m->file->in_part_shape[0]);
     }
     return SX_OK;
 }
 
 sx_status nn_model_prep_check(const char *path, const sx_nn_model *m)
 {
-    const nn_prep *p = m->lprep;
+    const nn_prep *p = &m->file->prep;
     int64_t in_size = sx_shape_size(m->in_rank, m->in_shape);
     int64_t out_last = m->out_rank > 0 ? m->out_shape[m->out_rank - 1] : 1;
     int64_t out_size = sx_shape_size(m->out_rank, m->out_shape);
@@ -886,8 +888,10 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
     if (batch < 1)
         return sx_error(SX_E_ARG, "sx_nn_load: batch %lld (want >= 1)", (long long)batch);
     sx_nn_model *m = sx_calloc(1, sizeof *m);
-    if (m == NULL)
+    if (m == NULL || (m->file = sx_calloc(1, sizeof *m->file)) == NULL) {
+        sx_free(m);
         return SX_E_NOMEM;
+    }
     m->batch = batch;
     sx_cg_file *f = NULL;
     sx_status s = sx_cg_file_read(path, &f);
@@ -902,9 +906,9 @@ sx_status sx_nn_load(const char *path, int64_t batch, sx_nn_model **out)
     const char *names[2] = {"x", "y"};
     sx_cg_node *xy[2];
     bool graph_stage = s == SX_OK;
-    if (s == SX_OK && (s = sx_cg_file_graph(f, 2, names, &m->plain, xy)) == SX_OK) {
-        m->plain_x = xy[0];
-        m->plain_y = xy[1];
+    if (s == SX_OK && (s = sx_cg_file_graph(f, 2, names, &m->file->plain, xy)) == SX_OK) {
+        m->file->plain_x = xy[0];
+        m->file->plain_y = xy[1];
     }
     sx_cg_file_free(f);
     if (s == SX_OK)
@@ -938,22 +942,22 @@ sx_status nn_model_from_source(const nn_model_source *src, int64_t batch, sx_nn_
                         (long long)batch);
     }
     sx_nn_model *m = sx_calloc(1, sizeof *m);
-    nn_model_source *own = m != NULL ? sx_alloc(sizeof *own) : NULL;
-    if (own == NULL) {
+    nn_model_file *file = sx_calloc(1, sizeof *file);
+    nn_model_source *own = sx_alloc(sizeof *own);
+    if (m == NULL || file == NULL || own == NULL) {
         sx_free(m);
+        sx_free(file);
+        sx_free(own);
         if (src->free != NULL)
             src->free(src->ctx);
         return SX_E_NOMEM;
     }
     *own = *src;
-    m->src = own;
+    m->file = file;
+    m->file->src = own;
     m->batch = batch;
-    if ((m->lprep = sx_calloc(1, sizeof *m->lprep)) == NULL) {
-        sx_nn_model_free(m);
-        return SX_E_NOMEM;
-    }
-    m->lprep->scale = 1;
-    m->lprep->in_graph = true;
+    m->file->prep.scale = 1;
+    m->file->prep.in_graph = true;
     sx_status s = nn_loaded_graph(m, batch);
     if (s == SX_OK) {
         const int64_t *ys = sx_cg_node_shape(m->out);

@@ -336,8 +336,8 @@ static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t coun
         }
         m = r->partial;
     }
-    m->dp->weight = (double)n / (double)count;
-    m->dp->first_row = lo; /* its rows of the global batch's dropout masks */
+    m->train->dp->weight = (double)n / (double)count;
+    m->train->dp->first_row = lo; /* its rows of the global batch's dropout masks */
     double mine = 0;
     SX_TRY(sx_nn_model_step(m, &xv, &yv, lr, step, &mine, NULL));
     double sum = n > 0 ? mine * (double)n : 0;
