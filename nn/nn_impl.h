@@ -478,7 +478,7 @@ sx_status nn_check_batch(const char *who, const sx_nn_model *m, const sx_tensor 
 /* Before a run: the weights may have changed since the last one (another model sharing them
  * trained, or a checkpoint was loaded), so what depends on them is recomputed. */
 sx_status nn_invalidate_params(sx_nn_model *m);
-/* sx_nn_evaluate with the evaluation graph in `lender`'s arena (NULL: its own). */
+/* sx_nn_evaluate with the evaluation graph in `lender`'s arena (NULL: its own; evaluate.c). */
 sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
                       const sx_nn_model *lender, double *accuracy);
 
@@ -500,7 +500,7 @@ sx_status nn_schedule_check(const char *who, const sx_nn_schedule *s);
 void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *bad, double v,
                       bool higher_better, int verbose);
 
-/* What a training loop keeps from step to step outside the network (train.c): the in-graph
+/* What a training loop keeps from step to step outside the network (loop.c): the in-graph
  * schedule's total steps and the reduce-on-plateau state. */
 typedef struct nn_run_state {
     int64_t total_steps;             /* an in-graph schedule's T (0: none) */
@@ -509,7 +509,7 @@ typedef struct nn_run_state {
     int plateau_bad;                 /* epochs without improvement */
 } nn_run_state;
 
-/* Checkpoints (io.c): weights, optimiser state, step, epoch, the dropout generator, and the
+/* Checkpoints (checkpoint.c): weights, optimiser state, step, epoch, the dropout generator, and the
  * run's batch size and optimiser (kind and hyper-parameters, weight decay and dampening) from
  * p, and the loop's state rs (may be NULL: none). Loading refuses a checkpoint of another
  * optimiser or, mid-epoch, of another batch size, before changing anything; `verbose` > 0 notes
@@ -523,16 +523,35 @@ sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *p, 
 /* The same without the loop's state (rs NULL). */
 sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
+/* A count (>= 0) in a file's metadata entry `key` (SX_E_FORMAT naming path and key). */
+sx_status nn_parse_i64(const char *path, const char *key, const char *v, int64_t *out);
 
-/* sx_nn_fit's per-epoch part (fit.c): validation, early stopping, best weights, history. */
+/* Judging data (evaluate.c). A source's loss (weighted parts), metric and each part's loss and
+ * metric. */
+typedef struct nn_judged {
+    double loss, metric;
+    double part[SX_NN_MAX_HEADS];
+    double part_metric[SX_NN_MAX_HEADS];
+} nn_judged;
+/* sx_nn_evaluate_source with the inference graph in `lender`'s arena (NULL: its own). */
+sx_status nn_judge(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
+                   const sx_nn_model *lender, nn_judged *out);
+/* The metric p asks for on source s (AUTO resolved); whether it is better higher. */
+sx_nn_metric nn_metric_resolve(const sx_nn_net *net, const sx_nn_fit_params *p,
+                               const sx_ds_source *s);
+bool nn_metric_higher_better(sx_nn_metric m);
+
+/* A fit's per-epoch part (monitor.c): validation, early stopping, best weights, history. */
 typedef struct nn_fit nn_fit;
 /* The network against the sources and parameters (who names the caller in messages). */
 sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_params *p,
                        const sx_ds_source *train, const sx_ds_source *val);
 /* Before the checkpoint is resumed: the run starts from p->start_epoch, or the network's count;
  * the monitor resolved (SX_E_ARG when it names no column this fit computes). */
+/* stateless: the run keeps no state of its own (no PATH.fit written or read, no history line
+ * printed: sx_nn_train's runs). */
 sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
-                     const sx_ds_source *val, nn_fit **out);
+                     const sx_ds_source *val, bool stateless, nn_fit **out);
 /* The epoch the run ends at: its start plus p->train.epochs (what the loop runs to). */
 int nn_fit_last_epoch(const nn_fit *f);
 /* After a checkpoint was loaded: read PATH.fit (the history, best value and weights, patience
@@ -557,9 +576,20 @@ sx_status nn_history_append(const char *path, const sx_nn_history *h, const sx_n
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 /* The last epoch's validation metric into *v (unchanged without validation), *higher_better
- * for an accuracy-like metric: what reduce-on-plateau watches (train.c). */
+ * for an accuracy-like metric: what reduce-on-plateau watches (loop.c). */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better);
 void nn_fit_free(nn_fit *f);
+
+/* The training loop (loop.c): one run of the public calls (fit.c), after their checks. */
+typedef struct nn_loop_args {
+    const char *who; /* the public function, for messages */
+    sx_nn_net *net;
+    sx_nn_fit_params fp;
+    const sx_ds_source *train, *val; /* val may be NULL */
+    const sx_ds_images *test;        /* judged after every epoch into the report, or NULL */
+    bool stateless;                  /* see nn_fit_new */
+} nn_loop_args;
+sx_status nn_loop(const nn_loop_args *a, sx_nn_history *history, sx_nn_train_report *report);
 
 /* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis (a
  * head: rank 0), or over one of several outputs (rank > 0: elements [off, off + size) of the
