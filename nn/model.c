@@ -105,6 +105,7 @@ static sx_status model_new(const char *who, sx_nn_net *net, const sx_nn_train_pa
     nn_model_train *tr = train ? sx_calloc(1, sizeof *tr) : NULL;
     if (m == NULL || (train && tr == NULL)) {
         sx_free(m);
+        sx_free(tr);
         return SX_E_NOMEM;
     }
     m->c.net = net;

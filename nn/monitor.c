@@ -652,7 +652,7 @@ sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h)
     return s;
 }
 
-/* The value reduce-on-plateau watches (train.c): the last epoch's validation metric, or its
+/* The value reduce-on-plateau watches (loop.c): the last epoch's validation metric, or its
  * training loss without a validation source; *higher_better for an accuracy-like metric
  * (accuracy, top_k, binary_accuracy). */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better)

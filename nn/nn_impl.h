@@ -7,7 +7,7 @@
 /* Limits, each checked where a layer is made: inputs of a merge layer (nn_layer_begin); tensors
  * a layer keeps, e.g. weight and bias, or gamma, beta and running statistics, room for an
  * attention layer's four projections and biases (nn_layer_add_param); optimiser states per
- * parameter (ensure_states in model.c). */
+ * parameter (ensure_states in compile.c). */
 #define NN_MAX_IN 16
 #define NN_MAX_PARAMS 8
 #define NN_MAX_STATES 3
