@@ -1,19 +1,17 @@
-/* batch.c: the minibatch iterator. It owns only a permutation of the example indices and fills
- * the caller's batch tensors from the borrowed bytes, one batch at a time. The order of epoch e
- * is a Fisher-Yates shuffle of 0..n-1 with a generator seeded from (seed, e) alone, so any epoch
- * can be replayed (resumed training) without replaying the ones before it. */
+/* batch.c: the minibatch iterator over an image set, a thin layer over sx_ds_loader: a loader
+ * over the set as a source (its pixel scale the batcher's), so the order of epoch e (a
+ * Fisher-Yates shuffle seeded from (seed, e) alone) and the bits of every batch are the
+ * loader's. The batcher keeps its own checks: the batch shapes of sx_ds_images_gather_out, and
+ * a batch's labels checked before anything is written. */
 #include "datasets_impl.h"
 
 #include <math.h>
-#include <string.h>
 
 struct sx_ds_batcher {
     const sx_ds_images *d; /* borrowed */
-    sx_ds_batcher_params p;
-    int64_t *perm;   /* (n) the order of the current epoch */
-    int64_t epoch;   /* current epoch */
-    int64_t next;    /* position in perm of the next batch */
-    int64_t batches; /* per epoch */
+    sx_ds_source *src;     /* the set as a source (borrows d), owned */
+    sx_ds_loader *l;       /* over src, owned */
+    int64_t batch_size;
 };
 
 sx_ds_batcher_params sx_ds_batcher_params_default(void)
@@ -25,28 +23,13 @@ sx_ds_batcher_params sx_ds_batcher_params_default(void)
                                   .scale = SX_DS_PIXEL_SCALE};
 }
 
-void sx__order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch)
+void sx_ds_batcher_free(sx_ds_batcher *b)
 {
-    for (int64_t i = 0; i < n; i++)
-        perm[i] = i;
-    if (!shuffle)
+    if (b == NULL)
         return;
-    /* A generator for (seed, epoch): the seed's first draw, mixed with the epoch, seeds it. */
-    sx_rng rng;
-    sx_rng_seed(&rng, seed);
-    sx_rng_seed(&rng, sx_rng_u64(&rng) ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ULL));
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)sx_rng_below(&rng, (uint64_t)i + 1);
-        int64_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-}
-
-/* The order of the current epoch: identity, shuffled when asked. */
-static void make_order(sx_ds_batcher *b)
-{
-    sx__order(b->perm, b->d->n, b->p.shuffle, b->p.seed, b->epoch);
+    sx_ds_loader_free(b->l);
+    sx_ds_source_free(b->src);
+    sx_free(b);
 }
 
 sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p,
@@ -69,15 +52,22 @@ sx_status sx_ds_batcher_new(const sx_ds_images *d, const sx_ds_batcher_params *p
     sx_ds_batcher *b = sx_calloc(1, sizeof *b);
     if (b == NULL)
         return SX_E_NOMEM;
-    b->perm = sx_calloc((size_t)d->n, sizeof *b->perm);
-    if (b->perm == NULL) {
-        sx_free(b);
-        return SX_E_NOMEM;
-    }
     b->d = d;
-    b->p = q;
-    b->batches = q.drop_last ? d->n / q.batch_size : (d->n + q.batch_size - 1) / q.batch_size;
-    make_order(b);
+    b->batch_size = q.batch_size;
+    sx_ds_loader_params lp = sx_ds_loader_params_default();
+    lp.batch_size = q.batch_size;
+    lp.shuffle = q.shuffle;
+    lp.seed = q.seed;
+    lp.drop_last = q.drop_last;
+    sx_status s = sx_ds_source_images(d, &b->src);
+    if (s == SX_OK) {
+        b->src->spec.x_scale = q.scale; /* pixel -> value, as the loader converts it */
+        s = sx_ds_loader_new(b->src, &lp, &b->l);
+    }
+    if (s != SX_OK) {
+        sx_ds_batcher_free(b);
+        return s;
+    }
     *out = b;
     return SX_OK;
 }
@@ -87,22 +77,17 @@ sx_status sx_ds_batcher_next(sx_ds_batcher *b, sx_tensor *x, sx_tensor *y, int64
     const char *who = "sx_ds_batcher_next";
     if (b == NULL || count == NULL)
         return sx_error(SX_E_ARG, "%s: %s is NULL", who, b == NULL ? "the batcher" : "count");
-    int64_t rows;
-    SX_TRY(sx__check_batch(who, b->d, x, y, b->p.batch_size, &rows));
-    int64_t left = b->d->n - b->next;
-    int64_t m = left < b->p.batch_size ? left : b->p.batch_size;
-    if (m == 0 || (b->p.drop_last && m < b->p.batch_size)) {
-        /* End of the epoch: report it, and be ready for the next one. */
-        *count = 0;
-        b->epoch++;
-        b->next = 0;
-        make_order(b);
-        return SX_OK;
+    int64_t rows, m = 0;
+    SX_TRY(sx__check_batch(who, b->d, x, y, b->batch_size, &rows));
+    /* a set the caller filled may hold a label >= classes: refused before anything is written */
+    const int64_t *idx = sx__loader_upcoming(b->l, &m);
+    for (int64_t r = 0; y != NULL && r < m; r++) {
+        int64_t lab = sx__label(b->d, idx[r]);
+        if (lab < 0 || lab >= b->d->classes)
+            return sx_error(SX_E_RANGE, "%s: example %lld has label %lld, not in 0..%lld", who,
+                            (long long)idx[r], (long long)lab, (long long)b->d->classes - 1);
     }
-    SX_TRY(sx_ds_images_gather_out(b->d, b->perm + b->next, m, b->p.scale, x, y));
-    b->next += m;
-    *count = m;
-    return SX_OK;
+    return sx_ds_loader_next(b->l, x, y, count);
 }
 
 sx_status sx_ds_batcher_set_epoch(sx_ds_batcher *b, int64_t epoch)
@@ -112,26 +97,15 @@ sx_status sx_ds_batcher_set_epoch(sx_ds_batcher *b, int64_t epoch)
     if (epoch < 0)
         return sx_error(SX_E_ARG, "sx_ds_batcher_set_epoch: epoch %lld (want >= 0)",
                         (long long)epoch);
-    b->epoch = epoch;
-    b->next = 0;
-    make_order(b);
-    return SX_OK;
+    return sx_ds_loader_set_epoch(b->l, epoch);
 }
 
 int64_t sx_ds_batcher_epoch(const sx_ds_batcher *b)
 {
-    return b ? b->epoch : -1;
+    return b ? sx_ds_loader_epoch(b->l) : -1;
 }
 
 int64_t sx_ds_batcher_batches(const sx_ds_batcher *b)
 {
-    return b ? b->batches : -1;
-}
-
-void sx_ds_batcher_free(sx_ds_batcher *b)
-{
-    if (b == NULL)
-        return;
-    sx_free(b->perm);
-    sx_free(b);
+    return b ? sx_ds_loader_batches(b->l) : -1;
 }

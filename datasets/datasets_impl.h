@@ -75,9 +75,12 @@ static inline int64_t sx__label(const sx_ds_images *d, int64_t i)
 sx_status sx__check_batch(const char *who, const sx_ds_images *d, const sx_tensor *x,
                           const sx_tensor *y, int64_t want_rows, int64_t *rows);
 
-/* The order of an epoch (batch.c): perm = 0..n-1, Fisher-Yates shuffled with a generator seeded
- * from (seed, epoch) when shuffle is true. Shared by sx_ds_batcher and sx_ds_loader. */
+/* The order of an epoch (loader.c): perm = 0..n-1, Fisher-Yates shuffled with a generator
+ * seeded from (seed, epoch) when shuffle is true. Every batch and split uses it. */
 void sx__order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+/* The examples the loader's next batch holds, in order: *count of them (0 at the end of an
+ * epoch) from the returned pointer (loader.c; for checks before sx_ds_loader_next). */
+const int64_t *sx__loader_upcoming(const sx_ds_loader *l, int64_t *count);
 
 /* A source: its spec, count and a small vtable (source.c). get copies example i (in range,
  * checked by the caller) into the rows (either may be NULL); class_name may be NULL (no names);

@@ -1,5 +1,6 @@
-/* loader.c: minibatches over any source, with augmentation of images. The loader owns the
- * epoch's permutation (the same order sx_ds_batcher gives) and one scratch example; each batch
+/* loader.c: minibatches over any source, with augmentation of images: the one batching path
+ * (sx_ds_batcher is a loader over an image set). The loader owns the epoch's permutation and
+ * one scratch example; each batch
  * row is the source's example in its own type, converted to the batch's dtype (and cropped,
  * flipped, normalised when asked), so a step allocates nothing. The random choices of an example
  * come from a generator seeded by (seed, epoch, example index) alone: the same seed gives the
@@ -19,6 +20,24 @@ struct sx_ds_loader {
     int64_t epoch, next, batches;
     bool augment; /* crop, flip or normalisation asked */
 };
+
+void sx__order(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = i;
+    if (!shuffle)
+        return;
+    /* A generator for (seed, epoch): the seed's first draw, mixed with the epoch, seeds it. */
+    sx_rng rng;
+    sx_rng_seed(&rng, seed);
+    sx_rng_seed(&rng, sx_rng_u64(&rng) ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ULL));
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)sx_rng_below(&rng, (uint64_t)i + 1);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
 
 sx_ds_loader_params sx_ds_loader_params_default(void)
 {
@@ -303,6 +322,15 @@ sx_status sx_ds_loader_set_epoch(sx_ds_loader *l, int64_t epoch)
     l->next = 0;
     sx__order(l->perm, l->s->n, l->p.shuffle, l->p.seed, epoch);
     return SX_OK;
+}
+
+const int64_t *sx__loader_upcoming(const sx_ds_loader *l, int64_t *count)
+{
+    int64_t left = l->s->n - l->next, b = l->p.batch_size;
+    *count = left < b ? left : b;
+    if (l->p.drop_last && *count < b)
+        *count = 0;
+    return l->perm + l->next;
 }
 
 int64_t sx_ds_loader_epoch(const sx_ds_loader *l)

@@ -253,9 +253,10 @@ SX_NODISCARD sx_status sx_ds_images_gather_out(const sx_ds_images *d, const int6
 
 /* ---------------------------------------------------------------- minibatches */
 
-/* An iterator over minibatches of an sx_ds_images, one epoch after another. It keeps one
- * permutation of the example indices (8 bytes per example) and converts each batch from the
- * bytes into the caller's tensors: the data set is never copied. */
+/* An iterator over minibatches of an sx_ds_images, one epoch after another: an sx_ds_loader over
+ * the set as a source (sx_ds_source_images) with the batcher's pixel scale, so its order and bits
+ * are the loader's. It keeps one permutation of the example indices (8 bytes per example) and
+ * converts each batch from the bytes into the caller's tensors: the data set is never copied. */
 typedef struct sx_ds_batcher sx_ds_batcher;
 
 typedef struct sx_ds_batcher_params {
@@ -912,7 +913,7 @@ typedef struct sx_ds_augment {
     const double *std;  /* (c) per-channel stds > 0, with mean (copied) */
 } sx_ds_augment;
 
-/* An iterator over minibatches of any source: the batcher of sx_ds_batcher, generalised. */
+/* An iterator over minibatches of any source (sx_ds_batcher is one over an image set). */
 typedef struct sx_ds_loader sx_ds_loader;
 
 typedef struct sx_ds_loader_params {

@@ -7,7 +7,7 @@
 /* Limits, each checked where a layer is made: inputs of a merge layer (nn_layer_begin); tensors
  * a layer keeps, e.g. weight and bias, or gamma, beta and running statistics, room for an
  * attention layer's four projections and biases (nn_layer_add_param); optimiser states per
- * parameter (ensure_states in model.c). */
+ * parameter (ensure_states in compile.c). */
 #define NN_MAX_IN 16
 #define NN_MAX_PARAMS 8
 #define NN_MAX_STATES 3
@@ -298,62 +298,6 @@ typedef struct nn_dp {
     sx_cg_graph *g;       /* the graph they live in */
 } nn_dp;
 
-/* A model: a compiled graph over a network (net, training or inference), or a model file's
- * graph (plain, inference only); both predict through the same path. A loaded model holds its
- * weights once: in `plain`, the file's graph as read (the file's bytes are freed after
- * loading); g and every smaller graph are copies of it for their batch sizes whose leaves read
- * plain's values in place (sx_cg_graph_copy_shared). */
-struct sx_nn_model {
-    sx_nn_net *net;      /* the network it borrows, or NULL for a loaded model */
-    sx_cg_graph *plain;  /* a loaded model's file graph (owned unless sibling), else NULL */
-    sx_cg_node *plain_x; /* its input (file batch, example) */
-    sx_cg_node *plain_y; /* its output (file batch, result) */
-    char *file_meta[NN_FILE_META]; /* a loaded model's metadata for saving (owned unless sibling;
-                                      NULL: absent) */
-    bool train;
-    int64_t batch;
-    int in_rank; /* the input without the batch axis */
-    int64_t in_shape[SX_MAX_RANK];
-    int64_t classes;
-    int out_rank; /* the result of one example (predict's out without the batch axis) */
-    int64_t out_shape[SX_MAX_RANK];
-    int n_parts; /* a loaded model's outputs (a network's live in the network): names, shapes */
-    char part_names[SX_NN_MAX_HEADS][32];
-    int part_rank[SX_NN_MAX_HEADS];
-    int64_t part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
-    int n_in_parts; /* a loaded model's inputs (version-2 files): shapes */
-    int in_part_rank[SX_NN_MAX_HEADS];
-    int64_t in_part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
-    nn_prep *lprep; /* a loaded or imported model's preprocessing (owned unless sibling; a
-                       network's lives in the network) */
-    sx_dtype dtype;
-    sx_nn_train_params params;
-    sx_cg_graph *g;
-    nn_build b;
-    sx_cg_node *x, *y, *lr, *step, *loss, *correct, *out;
-    sx_cg_node *yt; /* the targets the loss reads: y, standardised when the network scales them */
-    sx_cg_node **outs;
-    int n_outs;
-    bool softmax_out; /* the network's last layer ends in a softmax (out != its logits) */
-    int n_layers;     /* the network's layers when the model was made (b.param_nodes has as many) */
-    sx_nn_compile_report report;
-    sx_nn_model *smaller[NN_SMALLER]; /* inference graphs for smaller batches, made on demand */
-    sx_nn_model *rep[NN_REPLICAS];    /* graphs for sub-batches of `sub` rows, one per thread, each
-                                         with its own arena, made on demand (predict_split) */
-    int64_t sub;                      /* rows per sub-batch (0: whole batches), once sub_known */
-    bool sub_known;
-    int64_t sub_set; /* sx_nn_model_set_sub_batch's rows (0: automatic) */
-    void *lend;      /* arena lent by another model (nn_compile_infer_lent), or NULL */
-    bool sibling;    /* one of another model's smaller graphs */
-    size_t lend_bytes;
-    struct nn_model_source *src;  /* a model built by outside code (nn_model_from_source), shared
-                                     with its siblings (owned unless sibling), else NULL */
-    const sx_nn_comm *comm;       /* a training model's communicator (NULL: alone) */
-    nn_dp *dp;                    /* its data-parallel state (NULL: alone) */
-    bool ids_in;                  /* every input takes ids: integer batches are accepted */
-    sx_tensor *stage_x, *stage_y; /* integer batches converted (nn_batch_float), owned */
-};
-
 /* A model whose graph outside code builds (onnx/): build writes a new lazy graph (*g, owned by
  * the caller) holding the plain inference graph for batches of n, its input *x (n, example)
  * and output *y (n, classes) of x's dtype; free (may be NULL) releases ctx. */
@@ -363,6 +307,94 @@ typedef struct nn_model_source {
     void *ctx;
     bool optimise; /* run the graph optimiser on each graph built */
 } nn_model_source;
+
+/* A model is a small core (its graph, the shapes it takes and gives) and the parts of its role.
+ * Roles: compiled over a network (part `c`, c.net set), for training (part `train` too) or
+ * inference; or loaded from a model file or imported through a source (part `file`). Every
+ * inference model predicts through the same path (part `pred`: its graphs for smaller batches
+ * and its sub-batch replicas, themselves models whose `owner` is this one).
+ * Ownership: a model owns its graph, its staging tensors and every part it points to, except
+ * that a model with an owner (a smaller graph or replica) borrows its owner's `file` part and
+ * may plan in its owner's arena (`lend`); the owner frees them after its smaller graphs and
+ * replicas. A compiled model borrows its network (counted in net->n_models). */
+
+/* Part of a model compiled over a network. */
+typedef struct nn_model_net {
+    sx_nn_net *net;            /* borrowed, counted in net->n_models (NULL: not compiled) */
+    sx_nn_train_params params; /* the training parameters (an inference model: the defaults) */
+    nn_build b;                /* the build's parameter nodes, masks and updates (owned) */
+    int n_layers;     /* the network's layers when the model was made (b.param_nodes has as many) */
+    bool softmax_out; /* the network's last layer ends in a softmax (out != its logits) */
+} nn_model_net;
+
+/* Part of a training model: the inputs and results of a step (nodes of the model's graph). */
+typedef struct nn_model_train {
+    sx_cg_node *y, *lr, *step, *loss, *correct;
+    sx_cg_node *yt;         /* the targets the loss reads: y, standardised when the network
+                               scales them */
+    const sx_nn_comm *comm; /* the communicator (borrowed; NULL: alone) */
+    nn_dp *dp;              /* its data-parallel state (owned; NULL: alone) */
+} nn_model_train;
+
+/* Part of a loaded or imported model: what the file or source says (owned by the model without
+ * an owner; its smaller graphs and replicas point to the same part). A loaded model holds its
+ * weights once, in `plain`, the file's graph as read (the file's bytes are freed after
+ * loading); the model's graph and every smaller graph are copies of it for their batch sizes
+ * whose leaves read plain's values in place (sx_cg_graph_copy_shared). */
+typedef struct nn_model_file {
+    sx_cg_graph *plain;       /* a loaded model's file graph, else NULL */
+    sx_cg_node *plain_x;      /* its input (file batch, example) */
+    sx_cg_node *plain_y;      /* its output (file batch, result) */
+    nn_model_source *src;     /* an imported model's builder (nn_model_from_source) */
+    char *meta[NN_FILE_META]; /* a loaded model's metadata for saving (NULL: absent) */
+    nn_prep prep;             /* the preprocessing it describes */
+    int n_parts;              /* its outputs: names, shapes */
+    char part_names[SX_NN_MAX_HEADS][32];
+    int part_rank[SX_NN_MAX_HEADS];
+    int64_t part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
+    int n_in_parts; /* its inputs (version-2 files): shapes */
+    int in_part_rank[SX_NN_MAX_HEADS];
+    int64_t in_part_shape[SX_NN_MAX_HEADS][SX_MAX_RANK];
+} nn_model_file;
+
+/* Part of an inference model for prediction (predict.c), each graph made on demand and owned. */
+typedef struct nn_model_predict {
+    sx_nn_model *smaller[NN_SMALLER]; /* inference graphs for smaller batches */
+    sx_nn_model *rep[NN_REPLICAS];    /* graphs for sub-batches of `sub` rows, one per thread,
+                                         each with its own arena (predict_split) */
+    int64_t sub;                      /* rows per sub-batch (0: whole batches), once sub_known */
+    bool sub_known;
+    int64_t sub_set; /* sx_nn_model_set_sub_batch's rows (0: automatic) */
+} nn_model_predict;
+
+struct sx_nn_model {
+    /* the core */
+    sx_dtype dtype;
+    int64_t batch;
+    int in_rank; /* the input without the batch axis */
+    int64_t in_shape[SX_MAX_RANK];
+    int64_t classes;
+    int out_rank; /* the result of one example (predict's out without the batch axis) */
+    int64_t out_shape[SX_MAX_RANK];
+    bool ids_in;         /* every input takes ids: integer batches are accepted */
+    sx_cg_graph *g;      /* owned */
+    sx_cg_node *x, *out; /* its input and output */
+    sx_cg_node **outs;   /* what a run computes (owned array) */
+    int n_outs;
+    sx_tensor *stage_x, *stage_y; /* integer batches converted (nn_batch_float), owned */
+    sx_nn_compile_report report;
+    sx_nn_model *owner; /* the model this one is a smaller graph or replica of, or NULL */
+    void *lend;         /* arena lent by another model (nn_compile_infer_lent), or NULL */
+    size_t lend_bytes;
+    /* the parts */
+    nn_model_net c;        /* compiled over a network (c.net NULL otherwise) */
+    nn_model_train *train; /* a training model's (owned), NULL for inference */
+    nn_model_file *file;   /* a loaded or imported model's (owned unless owner), else NULL */
+    nn_model_predict pred; /* an inference model's */
+};
+
+/* Free a file part and what it owns (NULL is fine). */
+void nn_model_file_free(nn_model_file *f);
 
 /* An inference model over src for batches of up to `batch`, like a loaded model file's
  * (sx_nn_model_predict and the accessors; input scale 1; a smaller batch builds its own graph
@@ -397,13 +429,32 @@ sx_status nn_dp_broadcast(sx_nn_net *net, const sx_nn_comm *c);
 sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum);
 
 /* Prediction (predict.c). A model's inference graph for batches of n (n < m->batch), kept in
- * m: a sibling of the same source (the network, planned in m's arena, or the file). */
+ * m (m its owner): compiled over the same network (planned in m's arena), or over m's file
+ * part. */
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out);
 /* A view of rows [lo, lo + rows) of a batch tensor t (its first axis). */
 sx_tensor nn_rows_at(const sx_tensor *t, int64_t lo, int64_t rows);
 /* The frozen inference graph of a loaded model (over its plain graph's weights) or of a
  * source's for batches of n into m (g, x, out). */
 sx_status nn_loaded_graph(sx_nn_model *m, int64_t n);
+
+/* The compiler (compile.c). The values of the inputs of an eager graph (which computes while it
+ * is built). */
+typedef struct nn_feed {
+    const sx_tensor *x, *y;
+    double lr;
+    int64_t step;
+} nn_feed;
+/* Build model m's graph (m->c.net, m->batch, m->train, m->c.params set by model.c) for the
+ * public function `who`: the forward pass, and for training the loss, gradients, clipping and
+ * updates. f != NULL: an eager graph computed with these input values. */
+sx_status nn_model_build(const char *who, sx_nn_model *m, const nn_feed *f);
+/* Optimise and freeze m's lazy graph (in m->lend when it fits there), filling m->report. */
+sx_status nn_model_compile(sx_nn_model *m);
+/* A scalar input of g set to v (in its dtype). */
+sx_status nn_set_scalar(sx_cg_graph *g, sx_cg_node *in, double v);
+/* g's status, or SX_E_STATE when a node could not be made without one. */
+sx_status nn_graph_status(sx_cg_graph *g);
 
 /* One training step without the compiler (model.c). */
 sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_tensor *x,
@@ -416,10 +467,10 @@ sx_status nn_eager_step(sx_nn_net *net, const sx_nn_train_params *p, const sx_te
 sx_status nn_compile_infer_lent(sx_nn_net *net, int64_t batch, const sx_nn_model *lender,
                                 sx_nn_model **out);
 /* The inference graph of net for batches of `batch` rows (model.c), planned in `lend`
- * (lend_bytes) when it fits there, else in an arena of its own; sibling: one of another model's
- * smaller graphs or replicas (predict.c). who names the caller in messages. */
+ * (lend_bytes) when it fits there, else in an arena of its own; owner: the model whose smaller
+ * graph or replica it is (predict.c), or NULL. who names the caller in messages. */
 sx_status nn_compile_infer_at(const char *who, sx_nn_net *net, int64_t batch, void *lend,
-                              size_t lend_bytes, bool sibling, sx_nn_model **out);
+                              size_t lend_bytes, sx_nn_model *owner, sx_nn_model **out);
 /* A batch tensor t against the model: m's dtype, rank `rank`, `rows` rows and shape[1..) after
  * them (SX_E_ARG, SX_E_DTYPE, SX_E_SHAPE naming who). */
 sx_status nn_check_batch(const char *who, const sx_nn_model *m, const sx_tensor *t, int rank,
@@ -427,7 +478,7 @@ sx_status nn_check_batch(const char *who, const sx_nn_model *m, const sx_tensor 
 /* Before a run: the weights may have changed since the last one (another model sharing them
  * trained, or a checkpoint was loaded), so what depends on them is recomputed. */
 sx_status nn_invalidate_params(sx_nn_model *m);
-/* sx_nn_evaluate with the evaluation graph in `lender`'s arena (NULL: its own). */
+/* sx_nn_evaluate with the evaluation graph in `lender`'s arena (NULL: its own; evaluate.c). */
 sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
                       const sx_nn_model *lender, double *accuracy);
 
@@ -449,7 +500,7 @@ sx_status nn_schedule_check(const char *who, const sx_nn_schedule *s);
 void nn_plateau_epoch(const sx_nn_schedule *s, double *lr, double *best, int *bad, double v,
                       bool higher_better, int verbose);
 
-/* What a training loop keeps from step to step outside the network (train.c): the in-graph
+/* What a training loop keeps from step to step outside the network (loop.c): the in-graph
  * schedule's total steps and the reduce-on-plateau state. */
 typedef struct nn_run_state {
     int64_t total_steps;             /* an in-graph schedule's T (0: none) */
@@ -458,7 +509,7 @@ typedef struct nn_run_state {
     int plateau_bad;                 /* epochs without improvement */
 } nn_run_state;
 
-/* Checkpoints (io.c): weights, optimiser state, step, epoch, the dropout generator, and the
+/* Checkpoints (checkpoint.c): weights, optimiser state, step, epoch, the dropout generator, and the
  * run's batch size and optimiser (kind and hyper-parameters, weight decay and dampening) from
  * p, and the loop's state rs (may be NULL: none). Loading refuses a checkpoint of another
  * optimiser or, mid-epoch, of another batch size, before changing anything; `verbose` > 0 notes
@@ -472,16 +523,35 @@ sx_status nn_checkpoint_load_state(sx_nn_net *net, const sx_nn_train_params *p, 
 /* The same without the loop's state (rs NULL). */
 sx_status nn_checkpoint_save(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
 sx_status nn_checkpoint_load(sx_nn_net *net, const sx_nn_train_params *p, const char *path);
+/* A count (>= 0) in a file's metadata entry `key` (SX_E_FORMAT naming path and key). */
+sx_status nn_parse_i64(const char *path, const char *key, const char *v, int64_t *out);
 
-/* sx_nn_fit's per-epoch part (fit.c): validation, early stopping, best weights, history. */
+/* Judging data (evaluate.c). A source's loss (weighted parts), metric and each part's loss and
+ * metric. */
+typedef struct nn_judged {
+    double loss, metric;
+    double part[SX_NN_MAX_HEADS];
+    double part_metric[SX_NN_MAX_HEADS];
+} nn_judged;
+/* sx_nn_evaluate_source with the inference graph in `lender`'s arena (NULL: its own). */
+sx_status nn_judge(sx_nn_net *net, const sx_ds_source *s, const sx_nn_fit_params *p,
+                   const sx_nn_model *lender, nn_judged *out);
+/* The metric p asks for on source s (AUTO resolved); whether it is better higher. */
+sx_nn_metric nn_metric_resolve(const sx_nn_net *net, const sx_nn_fit_params *p,
+                               const sx_ds_source *s);
+bool nn_metric_higher_better(sx_nn_metric m);
+
+/* A fit's per-epoch part (monitor.c): validation, early stopping, best weights, history. */
 typedef struct nn_fit nn_fit;
 /* The network against the sources and parameters (who names the caller in messages). */
 sx_status nn_fit_check(const char *who, const sx_nn_net *net, const sx_nn_fit_params *p,
                        const sx_ds_source *train, const sx_ds_source *val);
 /* Before the checkpoint is resumed: the run starts from p->start_epoch, or the network's count;
  * the monitor resolved (SX_E_ARG when it names no column this fit computes). */
+/* stateless: the run keeps no state of its own (no PATH.fit written or read, no history line
+ * printed: sx_nn_train's runs). */
 sx_status nn_fit_new(sx_nn_net *net, const sx_nn_fit_params *p, const sx_ds_source *train,
-                     const sx_ds_source *val, nn_fit **out);
+                     const sx_ds_source *val, bool stateless, nn_fit **out);
 /* The epoch the run ends at: its start plus p->train.epochs (what the loop runs to). */
 int nn_fit_last_epoch(const nn_fit *f);
 /* After a checkpoint was loaded: read PATH.fit (the history, best value and weights, patience
@@ -506,9 +576,20 @@ sx_status nn_history_append(const char *path, const sx_nn_history *h, const sx_n
 /* Restore the best weights (when ok and asked) and move the rows into h (may be NULL). */
 sx_status nn_fit_finish(nn_fit *f, bool ok, sx_nn_history *h);
 /* The last epoch's validation metric into *v (unchanged without validation), *higher_better
- * for an accuracy-like metric: what reduce-on-plateau watches (train.c). */
+ * for an accuracy-like metric: what reduce-on-plateau watches (loop.c). */
 void nn_fit_last_metric(const nn_fit *f, double *v, bool *higher_better);
 void nn_fit_free(nn_fit *f);
+
+/* The training loop (loop.c): one run of the public calls (fit.c), after their checks. */
+typedef struct nn_loop_args {
+    const char *who; /* the public function, for messages */
+    sx_nn_net *net;
+    sx_nn_fit_params fp;
+    const sx_ds_source *train, *val; /* val may be NULL */
+    const sx_ds_images *test;        /* judged after every epoch into the report, or NULL */
+    bool stateless;                  /* see nn_fit_new */
+} nn_loop_args;
+sx_status nn_loop(const nn_loop_args *a, sx_nn_history *history, sx_nn_train_report *report);
 
 /* Losses (loss.c). A part: one loss over a slice [off, off + size) of the output's last axis (a
  * head: rank 0), or over one of several outputs (rank > 0: elements [off, off + size) of the

@@ -57,14 +57,14 @@ static sx_status dp_wait(void *ctx, void *buf)
 
 sx_status nn_dp_new(sx_nn_model *m)
 {
-    m->dp = sx_calloc(1, sizeof *m->dp);
-    if (m->dp == NULL)
+    m->train->dp = sx_calloc(1, sizeof *m->train->dp);
+    if (m->train->dp == NULL)
         return SX_E_NOMEM;
-    m->dp->comm = m->comm;
-    m->dp->weight = 1.0 / (double)m->comm->size;
-    m->dp->first_row = (int64_t)m->comm->rank * m->batch;
-    m->dp->cg = (sx_cg_comm){m->dp, dp_start, dp_wait};
-    m->dp->g = m->g;
+    m->train->dp->comm = m->train->comm;
+    m->train->dp->weight = 1.0 / (double)m->train->comm->size;
+    m->train->dp->first_row = (int64_t)m->train->comm->rank * m->batch;
+    m->train->dp->cg = (sx_cg_comm){m->train->dp, dp_start, dp_wait};
+    m->train->dp->g = m->g;
     return SX_OK;
 }
 
@@ -86,7 +86,7 @@ void nn_dp_free(nn_dp *dp)
  * part of the sum. */
 static sx_status close_bucket(sx_nn_model *m, sx_cg_node **grads, const int *ids, int k)
 {
-    nn_dp *dp = m->dp;
+    nn_dp *dp = m->train->dp;
     sx_cg_graph *g = m->g;
     sx_cg_node *xs[SX_CG_MAX_BUCKET], *w = dp->w;
     for (int i = 0; i < k; i++)
@@ -117,7 +117,7 @@ static sx_status close_bucket(sx_nn_model *m, sx_cg_node **grads, const int *ids
 
 sx_status nn_dp_buckets(sx_nn_model *m, int np, sx_cg_node **grads)
 {
-    nn_dp *dp = m->dp;
+    nn_dp *dp = m->train->dp;
     sx_cg_graph *g = m->g;
     dp->w = sx_cg_input(g, "dp.share", m->dtype, 0, NULL);
     if (dp->w == NULL)
@@ -140,7 +140,7 @@ sx_status nn_dp_buckets(sx_nn_model *m, int np, sx_cg_node **grads)
 
 sx_status nn_dp_before_step(sx_nn_model *m)
 {
-    nn_dp *dp = m->dp;
+    nn_dp *dp = m->train->dp;
     for (int i = 0; i < dp->n_buckets; i++) /* the optimiser may have replaced them */
         dp->buckets[i] = m->outs[dp->bucket_at + i];
     double d = dp->weight;
@@ -218,5 +218,5 @@ sx_status nn_dp_after_step(sx_nn_net *net, const sx_nn_comm *c, double *loss_sum
 
 int64_t sx_nn_model_comm_bytes(const sx_nn_model *m)
 {
-    return m != NULL && m->dp != NULL ? m->dp->bytes : 0;
+    return m != NULL && m->train->dp != NULL ? m->train->dp->bytes : 0;
 }

@@ -1,6 +1,6 @@
 /* predict.c: inference through a compiled or loaded model: a batch smaller than the model's
  * runs on a graph of its own size kept for the next call (compiled over the network in the
- * model's arena, or a sibling of a loaded model's file graph), and a large batch of small
+ * model's arena, or over a loaded model's file graph), and a large batch of small
  * examples is cut into sub-batches that threads run side by side on replicas of the graph. */
 #include "nn_impl.h"
 #include "par_impl.h"
@@ -15,15 +15,16 @@ sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
 {
     sx_cg_node *outs[2];
     sx_cg_graph *g = NULL;
-    if (m->src != NULL) {
-        SX_TRY(m->src->build(m->src->ctx, n, &g, &outs[0], &outs[1]));
+    if (m->file->src != NULL) {
+        SX_TRY(m->file->src->build(m->file->src->ctx, n, &g, &outs[0], &outs[1]));
     } else { /* over the plain graph's weights, not a copy of them */
-        outs[0] = m->plain_x;
-        outs[1] = m->plain_y;
-        SX_TRY(sx_cg_graph_copy_shared(m->plain, 2, outs, n, &g, outs));
+        outs[0] = m->file->plain_x;
+        outs[1] = m->file->plain_y;
+        SX_TRY(sx_cg_graph_copy_shared(m->file->plain, 2, outs, n, &g, outs));
     }
-    sx_status s =
-        m->src != NULL && !m->src->optimise ? SX_OK : sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
+    sx_status s = m->file->src != NULL && !m->file->src->optimise
+                      ? SX_OK
+                      : sx_cg_optimise(g, 1, &outs[1], NULL, NULL);
     if (s == SX_OK)
         s = sx_cg_freeze(g, 1, &outs[1]);
     if (s != SX_OK) {
@@ -36,31 +37,27 @@ sx_status nn_loaded_graph(sx_nn_model *m, int64_t n)
     return SX_OK;
 }
 
-/* An inference model over m's weights for batches of n rows: compiled over m's network (in m's
- * arena when lend: the two never run at the same time; else in its own), or a sibling graph of a
- * loaded or imported model (its own arena). */
+/* An inference model over m's weights for batches of n rows, m its owner: compiled over m's
+ * network (in m's arena when lend: the two never run at the same time; else in its own), or
+ * over a loaded or imported model's file part (its own arena). */
 static sx_status model_for_batch(sx_nn_model *m, int64_t n, bool lend, sx_nn_model **out)
 {
     *out = NULL;
-    if (m->net != NULL) {
+    if (m->c.net != NULL) {
         size_t bytes = 0;
         void *arena = lend ? sx_cg_arena(m->g, &bytes) : NULL;
-        return nn_compile_infer_at("sx_nn_model_predict", m->net, n, arena, bytes, true, out);
+        return nn_compile_infer_at("sx_nn_model_predict", m->c.net, n, arena, bytes, m, out);
     }
     sx_nn_model *s = sx_calloc(1, sizeof *s);
     if (s == NULL)
         return SX_E_NOMEM;
-    *s = (sx_nn_model){.plain = m->plain,
-                       .plain_x = m->plain_x,
-                       .plain_y = m->plain_y,
-                       .src = m->src,
-                       .sibling = true,
+    *s = (sx_nn_model){.file = m->file, /* the owner's */
+                       .owner = m,
                        .batch = n,
                        .dtype = m->dtype,
                        .in_rank = m->in_rank,
                        .classes = m->classes,
                        .out_rank = m->out_rank,
-                       .lprep = m->lprep,
                        .ids_in = m->ids_in};
     memcpy(s->in_shape, m->in_shape, sizeof s->in_shape);
     memcpy(s->out_shape, m->out_shape, sizeof s->out_shape);
@@ -76,20 +73,20 @@ static sx_status model_for_batch(sx_nn_model *m, int64_t n, bool lend, sx_nn_mod
 sx_status nn_model_smaller(sx_nn_model *m, int64_t n, sx_nn_model **out)
 {
     for (int i = 0; i < NN_SMALLER; i++)
-        if (m->smaller[i] != NULL && m->smaller[i]->batch == n) {
-            *out = m->smaller[i];
+        if (m->pred.smaller[i] != NULL && m->pred.smaller[i]->batch == n) {
+            *out = m->pred.smaller[i];
             return SX_OK;
         }
     int slot = 0;
     for (int i = 0; i < NN_SMALLER; i++)
-        if (m->smaller[i] == NULL) {
+        if (m->pred.smaller[i] == NULL) {
             slot = i;
             break;
         }
-    sx_nn_model_free(m->smaller[slot]);
-    m->smaller[slot] = NULL;
-    SX_TRY(model_for_batch(m, n, true, &m->smaller[slot]));
-    *out = m->smaller[slot];
+    sx_nn_model_free(m->pred.smaller[slot]);
+    m->pred.smaller[slot] = NULL;
+    SX_TRY(model_for_batch(m, n, true, &m->pred.smaller[slot]));
+    *out = m->pred.smaller[slot];
     return SX_OK;
 }
 
@@ -114,13 +111,13 @@ sx_status sx_nn_model_set_sub_batch(sx_nn_model *m, int64_t rows)
     if (m == NULL || rows < 0)
         return sx_error(SX_E_ARG, "sx_nn_model_set_sub_batch: %s",
                         m == NULL ? "NULL model" : "rows < 0");
-    if (rows != m->sub_set) /* the copies were made for the old rows */
+    if (rows != m->pred.sub_set) /* the copies were made for the old rows */
         for (int i = 0; i < NN_REPLICAS; i++) {
-            sx_nn_model_free(m->rep[i]);
-            m->rep[i] = NULL;
+            sx_nn_model_free(m->pred.rep[i]);
+            m->pred.rep[i] = NULL;
         }
-    m->sub_set = rows;
-    m->sub_known = false;
+    m->pred.sub_set = rows;
+    m->pred.sub_known = false;
     return SX_OK;
 }
 
@@ -139,11 +136,11 @@ static size_t weight_bytes(const sx_nn_model *m)
 /* Rows per sub-batch for m (0: whole batches). */
 static int64_t sub_rows(sx_nn_model *m)
 {
-    if (m->sub_known)
-        return m->sub;
+    if (m->pred.sub_known)
+        return m->pred.sub;
     int64_t s = 0;
-    if (m->sub_set > 0) {
-        s = m->sub_set < m->batch ? m->sub_set : 0;
+    if (m->pred.sub_set > 0) {
+        s = m->pred.sub_set < m->batch ? m->pred.sub_set : 0;
     } else {
         size_t bytes = 0;
         (void)sx_cg_arena(m->g, &bytes); /* 0 for an unplanned graph: no cut */
@@ -157,8 +154,8 @@ static int64_t sub_rows(sx_nn_model *m)
             s = 0;
         s = s < m->batch ? s : 0;
     }
-    m->sub = s;
-    m->sub_known = true;
+    m->pred.sub = s;
+    m->pred.sub_known = true;
     return s;
 }
 
@@ -205,7 +202,7 @@ static void split_task(void *ctx, int64_t t)
         return;
     sx_tensor xv = nn_rows_at(c->x, t * c->sub, c->sub),
               ov = nn_rows_at(c->out, t * c->sub, c->sub);
-    sx_status s = predict_rows(c->m->rep[sx__par_slot()], &xv, &ov);
+    sx_status s = predict_rows(c->m->pred.rep[sx__par_slot()], &xv, &ov);
     if (s != SX_OK && atomic_exchange(&c->failed, 1) == 0) {
         c->status = s;
         snprintf(c->msg, sizeof c->msg, "%s", sx_last_error());
@@ -221,8 +218,8 @@ static sx_status predict_split(sx_nn_model *m, const sx_tensor *x, sx_tensor *ou
     threads = threads < NN_REPLICAS ? threads : NN_REPLICAS;
     threads = (int64_t)threads < chunks ? threads : (int)chunks;
     for (int i = 0; i < threads; i++)
-        if (m->rep[i] == NULL)
-            SX_TRY(model_for_batch(m, sub, false, &m->rep[i]));
+        if (m->pred.rep[i] == NULL)
+            SX_TRY(model_for_batch(m, sub, false, &m->pred.rep[i]));
     split_ctx c = {.m = m, .x = x, .out = out, .sub = sub, .status = SX_OK};
     atomic_init(&c.failed, 0);
     sx__par_for_upto(threads, chunks, split_task, &c);

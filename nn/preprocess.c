@@ -242,9 +242,9 @@ sx_nn_preprocess sx_nn_net_preprocess(const sx_nn_net *net)
 
 sx_nn_preprocess sx_nn_model_preprocess(const sx_nn_model *m)
 {
-    if (m != NULL && m->net != NULL)
-        return sx_nn_net_preprocess(m->net);
-    return view_of(m ? m->lprep : NULL);
+    if (m != NULL && m->c.net != NULL)
+        return sx_nn_net_preprocess(m->c.net);
+    return view_of(m != NULL && m->file != NULL ? &m->file->prep : NULL);
 }
 
 const char *sx_nn_model_class_name(const sx_nn_model *m, int64_t k)
@@ -827,5 +827,8 @@ sx_status nn_prep_meta_read(const char *path, const sx_cg_file *f, nn_prep *p)
 
 const nn_prep *nn_model_prep(const sx_nn_model *m)
 {
-    return m == NULL ? NULL : m->net != NULL ? &m->net->prep : m->lprep;
+    return m == NULL          ? NULL
+           : m->c.net != NULL ? &m->c.net->prep
+           : m->file != NULL  ? &m->file->prep
+                              : NULL;
 }

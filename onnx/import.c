@@ -771,11 +771,11 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
     sx_nn_model *m = *out;
     /* a strix export's description of its preprocessing (class and feature names...) */
     nn_meta_src meta = {model_meta, ms->model};
-    nn_prep_free(m->lprep);
-    sx_status ps = nn_prep_meta_read_from(path, &meta, m->lprep);
+    nn_prep_free(&m->file->prep);
+    sx_status ps = nn_prep_meta_read_from(path, &meta, &m->file->prep);
     /* informative only: the graph applies it (1 for a model from elsewhere) */
     const char *sc = model_meta(ms->model, "input_scale");
-    m->lprep->scale = sc != NULL && strtod(sc, NULL) > 0 ? strtod(sc, NULL) : 1;
+    m->file->prep.scale = sc != NULL && strtod(sc, NULL) > 0 ? strtod(sc, NULL) : 1;
     if (ps == SX_OK)
         ps = nn_model_prep_check(path, m);
     if (ps != SX_OK) {
@@ -784,18 +784,18 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
         return ps;
     }
     if (ms->n_parts > 1) { /* the outputs by name (one output keeps the name "y") */
-        m->n_parts = ms->n_parts;
-        memcpy(m->part_names, ms->names, sizeof ms->names);
-        memcpy(m->part_rank, ms->ranks, sizeof ms->ranks);
-        memcpy(m->part_shape, ms->shapes, sizeof ms->shapes);
+        m->file->n_parts = ms->n_parts;
+        memcpy(m->file->part_names, ms->names, sizeof ms->names);
+        memcpy(m->file->part_rank, ms->ranks, sizeof ms->ranks);
+        memcpy(m->file->part_shape, ms->shapes, sizeof ms->shapes);
     }
     m->ids_in = ms->n_in > 0; /* integer inputs (token ids) take integer batches as well */
     for (int k = 0; k < ms->n_in; k++)
         m->ids_in = m->ids_in && ms->in_int[k];
     if (ms->n_in > 1) { /* a row of the input holds the inputs one after another */
-        m->n_in_parts = ms->n_in;
-        memcpy(m->in_part_rank, ms->in_ranks, sizeof ms->in_ranks);
-        memcpy(m->in_part_shape, ms->in_shapes, sizeof ms->in_shapes);
+        m->file->n_in_parts = ms->n_in;
+        memcpy(m->file->in_part_rank, ms->in_ranks, sizeof ms->in_ranks);
+        memcpy(m->file->in_part_shape, ms->in_shapes, sizeof ms->in_shapes);
     }
     return SX_OK;
 }
@@ -803,7 +803,9 @@ sx_status sx_onnx_import(const char *path, const sx_onnx_import_params *p, sx_nn
 /* The source of a model sx_onnx_import made (NULL for any other model). */
 static const model_src *imported(const sx_nn_model *m)
 {
-    return m != NULL && m->src != NULL && m->src->build == src_build ? m->src->ctx : NULL;
+    return m != NULL && m->file != NULL && m->file->src != NULL && m->file->src->build == src_build
+               ? m->file->src->ctx
+               : NULL;
 }
 
 const char *sx_onnx_model_input(const sx_nn_model *m, int k, int *rank, const int64_t **shape)

@@ -436,6 +436,38 @@ Test(datasets_batch, out_of_memory_every_allocation)
             break;
         cr_assert_eq(st, SX_E_NOMEM, "k=%ld: %s", k, sx_last_error());
     }
-    cr_assert_eq(k, 2, "the batcher makes two allocations");
+    /* its own struct, and a loader over the set as a source: the source, the loader, its
+     * permutation and one scratch example (x and y) */
+    cr_assert_eq(k, 6, "the batcher makes six allocations, not %ld", k);
+    data_free(&s);
+}
+
+/* A caller-filled set with a label >= classes: the batch holding it is refused before anything
+ * is written, and the batcher does not move; without y the label is not read. */
+Test(datasets_batch, bad_label_refused_before_writing)
+{
+    data s = data_make(6, 3);
+    s.labels[4] = 3;
+    sx_ds_batcher_params p = sx_ds_batcher_params_default();
+    p.batch_size = 4;
+    p.shuffle = false;
+    p.scale = 1.0;
+    sx_ds_batcher *b = NULL;
+    cr_assert_eq(sx_ds_batcher_new(&s.d, &p, &b), SX_OK, "%s", sx_last_error());
+    int64_t xs[4] = {4, H, W, C}, ys[1] = {4}, m = 0;
+    sx_tensor *x = tu_zeros(SX_F32, 4, xs), *y = tu_zeros(SX_F32, 1, ys);
+    cr_assert_eq(sx_ds_batcher_next(b, x, y, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(m, 4);
+    cr_assert_eq(sx_tensor_fill(x, 9.0), SX_OK);
+    cr_assert_eq(sx_ds_batcher_next(b, x, y, &m), SX_E_RANGE);
+    cr_assert(fx_msg_has("example 4 has label 3"));
+    for (int64_t i = 0; i < x->size; i++)
+        cr_assert_eq(sx_tensor_get(x, i), 9.0, "x untouched on error");
+    cr_assert_eq(sx_ds_batcher_next(b, x, NULL, &m), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(m, 2);
+    cr_assert_eq(example_of(x, 0), 4);
+    sx_tensor_free(x);
+    sx_tensor_free(y);
+    sx_ds_batcher_free(b);
     data_free(&s);
 }

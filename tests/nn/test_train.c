@@ -895,6 +895,49 @@ Test(nn_train, resume_from_a_checkpoint_at_an_epochs_last_step_is_bit_identical,
     resume_case(SX_OPTIM_RMSPROP, SX_F32, 3);
 }
 
+/* sx_nn_train is sx_nn_fit's run over its image set as a source, epochs counted from the
+ * network's start (start_epoch 0): the same weights, optimiser state and counters bit for bit,
+ * a network already trained counting towards p.epochs, and no fit state of its own (no
+ * PATH.fit next to its checkpoint). */
+Test(nn_train, train_is_fit_over_the_image_source, .init = make_tmpdir, .fini = remove_tmpdir,
+     .timeout = 120)
+{
+    sx_ds_images d = images(250, 6, 6, 3, 10);
+    char ckpt[128], state[160];
+    snprintf(ckpt, sizeof ckpt, "%s/train.ckpt", tmpdir);
+    snprintf(state, sizeof state, "%s.fit", ckpt);
+    sx_nn_train_params p = sx_nn_train_params_default();
+    p.batch = 64; /* a last partial batch */
+    p.verbose = 0;
+    p.epochs = 2;
+    p.optim = sx_optim_params_default(SX_OPTIM_ADAM);
+    p.optim.lr = 0.01;
+    p.schedule = (sx_nn_schedule){.kind = SX_SCHED_COSINE};
+    sx_nn_net *a = small_cnn(41, SX_F32, true), *b = small_cnn(41, SX_F32, true);
+    p.checkpoint_path = ckpt;
+    cr_assert_eq(sx_nn_train(a, &p, &d, NULL, NULL), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(access(ckpt, F_OK), 0, "no checkpoint written");
+    cr_assert_neq(access(state, F_OK), 0, "sx_nn_train wrote a fit state");
+    p.checkpoint_path = NULL;
+    sx_ds_source *src = NULL;
+    cr_assert_eq(sx_ds_source_images(&d, &src), SX_OK);
+    sx_nn_fit_params fp = sx_nn_fit_params_default();
+    fp.train = p;
+    fp.train_metric = false;
+    fp.start_epoch = 0;
+    cr_assert_eq(sx_nn_fit(b, &fp, src, NULL, NULL), SX_OK, "%s", sx_last_error());
+    assert_identical(a, b);
+    /* p.epochs is the network's total: nothing more to train */
+    sx_nn_train_report r;
+    cr_assert_eq(sx_nn_train(a, &p, &d, NULL, &r), SX_OK, "%s", sx_last_error());
+    cr_assert_eq(r.steps, 0);
+    assert_identical(a, b);
+    sx_ds_source_free(src);
+    sx_nn_net_free(a);
+    sx_nn_net_free(b);
+    images_free(&d);
+}
+
 Test(nn_train, training_on_other_data_starts_at_its_first_batch)
 {
     sx_ds_images a = images(100, 6, 6, 3, 14), b = images(30, 6, 6, 3, 15);

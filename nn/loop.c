@@ -1,9 +1,9 @@
-/* train.c: the training loop around the compiled model: minibatches from any source through a
- * loader (sx_nn_train's byte images as a source, or sx_nn_fit's), the learning-rate schedule
- * fed as an input every step, progress, test accuracy per epoch, checkpoints (atomic) with
- * resume, and a clean stop on Ctrl-C. A last partial batch runs on a second compiled graph of its
- * own size that shares the weights: nothing dropped or padded. sx_nn_fit's validation, early
- * stopping and history are in fit.c, called at the end of every epoch. */
+/* loop.c: the training loop around the compiled model: minibatches from any source through a
+ * loader, the learning-rate schedule fed as an input every step, progress, test accuracy per
+ * epoch (sx_nn_train's), checkpoints (atomic) with resume, and a clean stop on Ctrl-C. A last
+ * partial batch runs on a second compiled graph of its own size that shares the weights: nothing
+ * dropped or padded. Validation, early stopping and history are monitor.c's, called at the end
+ * of every epoch. fit.c's public calls run it (nn_loop). */
 #include "nn_impl.h"
 
 #include <math.h>
@@ -21,56 +21,6 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static sx_status check_params(const char *who, const sx_nn_train_params *p)
-{
-    if (p->epochs < 1 || p->batch < 1)
-        return sx_error(SX_E_ARG, "%s: epochs %d, batch %d (want >= 1)", who, p->epochs, p->batch);
-    if ((unsigned)p->optim.kind >= SX_OPTIM_COUNT)
-        return sx_error(SX_E_ARG, "%s: unknown optimiser %d", who, (int)p->optim.kind);
-    if (!(p->optim.lr > 0) || !isfinite(p->optim.lr))
-        return sx_error(SX_E_ARG, "%s: learning rate %g (want > 0)", who, p->optim.lr);
-    if (!(p->l1 >= 0) || !(p->l2 >= 0) || !(p->clip_value >= 0) || !(p->clip_norm >= 0) ||
-        !isfinite(p->l1 + p->l2 + p->clip_value + p->clip_norm))
-        return sx_error(SX_E_ARG,
-                        "%s: regularisation l1 %g, l2 %g or clipping %g, %g (want finite "
-                        ">= 0)",
-                        who, p->l1, p->l2, p->clip_value, p->clip_norm);
-    if (p->checkpoint_every < 0 || p->progress_every < 0)
-        return sx_error(SX_E_ARG, "%s: checkpoint_every %lld, progress_every %lld (want >= 0)", who,
-                        (long long)p->checkpoint_every, (long long)p->progress_every);
-    if (p->schedule.kind == SX_SCHED_EXPLICIT &&
-        (p->schedule.values == NULL || p->schedule.n_values < 1))
-        return sx_error(SX_E_ARG, "%s: an explicit schedule needs values", who);
-    if (p->eager && sx_nn_comm_of(p) != NULL)
-        return sx_error(SX_E_ARG, "%s: eager training over %d ranks (want the compiled graph)", who,
-                        sx_nn_comm_of(p)->size);
-    if (p->accumulate < 0 || (p->accumulate > 1 && p->eager))
-        return sx_error(SX_E_ARG, "%s: accumulate %d%s (want >= 0, and the compiled graph)", who,
-                        p->accumulate, p->eager ? " with eager" : "");
-    if (p->n_groups < 0 || (p->n_groups > 0 && p->groups == NULL))
-        return sx_error(SX_E_ARG, "%s: %d parameter groups at %p", who, p->n_groups,
-                        (const void *)p->groups);
-    for (int i = 0; i < p->n_groups; i++) {
-        const sx_nn_param_group *gr = &p->groups[i];
-        if ((unsigned)gr->select > SX_GROUP_NOT_WEIGHTS ||
-            (gr->select == SX_GROUP_NAME && gr->name == NULL) || !(gr->lr_scale >= 0) ||
-            !(gr->weight_decay >= 0) || !isfinite(gr->lr_scale + gr->weight_decay))
-            return sx_error(SX_E_ARG,
-                            "%s: parameter group %d: select %d, name %s, lr_scale %g, "
-                            "weight_decay %g (want a known select, a name for SX_GROUP_NAME, "
-                            "finite values >= 0)",
-                            who, i, (int)gr->select, gr->name ? gr->name : "(null)", gr->lr_scale,
-                            gr->weight_decay);
-    }
-    if (p->schedule.kind != SX_SCHED_COSINE && p->schedule.kind != SX_SCHED_ONE_CYCLE)
-        SX_TRY(nn_schedule_check(who, &p->schedule)); /* those two once total_steps is known */
-    else if (p->schedule.total_steps < 0)
-        return sx_error(SX_E_ARG, "%s: total_steps %lld (want >= 0)", who,
-                        (long long)p->schedule.total_steps);
-    return nn_loss_check(who, p, 0);
-}
-
-/* A view of rows [lo, lo + rows) of t. */
 /* A view of the first `rows` rows of t. */
 static sx_tensor rows_view(const sx_tensor *t, int64_t rows)
 {
@@ -98,103 +48,6 @@ static void progress(const sx_nn_train_params *p, bool tty, int64_t epoch, int64
         fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f %.0f %s/s ETA %.0fs\n",
                 (long long)epoch + 1, (long long)i, (long long)n, loss, ips, unit, eta);
     }
-}
-
-sx_status sx_nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch, double *accuracy)
-{
-    return nn_evaluate(net, set, batch, NULL, accuracy);
-}
-
-sx_status nn_evaluate(sx_nn_net *net, const sx_ds_images *set, int64_t batch,
-                      const sx_nn_model *lender, double *accuracy)
-{
-    if (net == NULL || set == NULL || accuracy == NULL || batch < 1)
-        return sx_error(SX_E_ARG, "sx_nn_evaluate: NULL argument or batch < 1");
-    sx_nn_layer *last = nn_output_layer(net), *in = nn_input_layer(net);
-    if (last == NULL || in == NULL || last->rank != 1 || net->n_outputs >= 2)
-        return sx_error(SX_E_STATE, "sx_nn_evaluate: the network has no (batch, classes) output");
-    if (last->shape[0] != set->classes)
-        return sx_error(SX_E_SHAPE,
-                        "sx_nn_evaluate: the network has %lld outputs, the data %lld "
-                        "classes",
-                        (long long)last->shape[0], (long long)set->classes);
-    int64_t is[3] = {set->h, set->w, set->c};
-    if (!sx_shape_equal(in->rank, in->shape, 3, is)) {
-        char a[160], c[160];
-        return sx_error(SX_E_SHAPE, "sx_nn_evaluate: images %s, the network's input %s",
-                        sx_shape_str(3, is, a, sizeof a),
-                        sx_shape_str(in->rank, in->shape, c, sizeof c));
-    }
-    sx_nn_model *m = NULL;
-    sx_ds_source *src = NULL;
-    sx_ds_loader *b = NULL;
-    sx_tensor *x = NULL, *out = NULL;
-    int64_t xs[2] = {batch, set->h * set->w * set->c}, os[2] = {batch, last->shape[0]};
-    sx_ds_loader_params lp = sx_ds_loader_params_default();
-    lp.batch_size = batch;
-    lp.shuffle = false;
-    lp.raw = true; /* raw bytes: the graph scales them */
-    sx_status s = nn_compile_infer_lent(net, batch, lender, &m);
-    if (s == SX_OK)
-        s = sx_ds_source_images(set, &src);
-    if (s == SX_OK)
-        s = sx_ds_loader_new(src, &lp, &b);
-    if (s == SX_OK)
-        s = sx_tensor_new(net->dtype, 2, xs, &x);
-    if (s == SX_OK)
-        s = sx_tensor_new(net->dtype, 2, os, &out);
-    int64_t correct = 0, seen = 0, count = 0;
-    int64_t ys[1] = {batch};
-    sx_tensor *yi = NULL;
-    if (s == SX_OK)
-        s = sx_tensor_new(net->dtype, 1, ys, &yi);
-    while (s == SX_OK && (s = sx_ds_loader_next(b, x, yi, &count)) == SX_OK && count > 0) {
-        int64_t vs[SX_MAX_RANK] = {count}; /* the rows as (count, input shape) */
-        memcpy(vs + 1, in->shape, (size_t)in->rank * sizeof *vs);
-        sx_tensor xv = sx_tensor_view(x->dtype, in->rank + 1, vs, x->data);
-        sx_tensor ov = rows_view(out, count);
-        s = sx_nn_model_predict(m, &xv, &ov);
-        for (int64_t r = 0; s == SX_OK && r < count; r++) {
-            int64_t best = 0, k = last->shape[0];
-            for (int64_t c = 1; c < k; c++)
-                if (sx_tensor_get(&ov, r * k + c) > sx_tensor_get(&ov, r * k + best))
-                    best = c;
-            correct += best == (int64_t)sx_tensor_get(yi, r);
-        }
-        seen += count;
-    }
-    if (s == SX_OK)
-        *accuracy = seen > 0 ? (double)correct / (double)seen : 0;
-    sx_tensor_free(yi);
-    sx_tensor_free(x);
-    sx_tensor_free(out);
-    sx_ds_loader_free(b);
-    sx_ds_source_free(src);
-    sx_nn_model_free(m);
-    return s;
-}
-
-/* The network against the data: an input of the images' shape, one output per class. */
-static sx_status check_fit(const char *who, const sx_nn_net *net, const sx_ds_images *train)
-{
-    sx_nn_layer *in = nn_input_layer(net), *last = nn_output_layer(net);
-    if (in == NULL || last == NULL || last->rank != 1 || net->n_outputs >= 2)
-        return sx_error(SX_E_STATE,
-                        "%s: the network needs an input and one (batch, classes) output (%d "
-                        "outputs: train them with sx_nn_fit)",
-                        who, net->n_outputs >= 2 ? net->n_outputs : 1);
-    if (last->shape[0] != train->classes)
-        return sx_error(SX_E_SHAPE, "%s: the network has %lld outputs, the data %lld classes", who,
-                        (long long)last->shape[0], (long long)train->classes);
-    if (in->rank != 3 || in->shape[0] != train->h || in->shape[1] != train->w ||
-        in->shape[2] != train->c)
-        return sx_error(SX_E_SHAPE,
-                        "%s: the network takes (%lld,%lld,%lld) images, the data has "
-                        "(%lld,%lld,%lld)",
-                        who, (long long)in->shape[0], (long long)in->shape[1],
-                        (long long)in->shape[2], (long long)train->h, (long long)train->w,
-                        (long long)train->c);
-    return SX_OK;
 }
 
 /* One training run: the network, its parameters, the data and what the steps share. */
@@ -336,8 +189,8 @@ static sx_status run_step_shard(run *r, sx_tensor *x, sx_tensor *y, int64_t coun
         }
         m = r->partial;
     }
-    m->dp->weight = (double)n / (double)count;
-    m->dp->first_row = lo; /* its rows of the global batch's dropout masks */
+    m->train->dp->weight = (double)n / (double)count;
+    m->train->dp->first_row = lo; /* its rows of the global batch's dropout masks */
     double mine = 0;
     SX_TRY(sx_nn_model_step(m, &xv, &yv, lr, step, &mine, NULL));
     double sum = n > 0 ? mine * (double)n : 0;
@@ -523,38 +376,6 @@ static sx_status run_loop(run *r, sx_status s, sx_nn_train_report *report)
     return s;
 }
 
-sx_status sx_nn_train(sx_nn_net *net, const sx_nn_train_params *params, const sx_ds_images *train,
-                      const sx_ds_images *test, sx_nn_train_report *report)
-{
-    const char *who = "sx_nn_train";
-    if (net == NULL || train == NULL)
-        return sx_error(SX_E_ARG, "%s: NULL network or training set", who);
-    run r;
-    memset(&r, 0, sizeof r);
-    r.who = who;
-    r.net = net;
-    r.test = test;
-    r.p = params ? *params : sx_nn_train_params_default();
-    r.rep.test_accuracy = -1;
-    SX_TRY(check_params(who, &r.p));
-    SX_TRY(check_fit(who, net, train));
-    /* the image set as a source: the loader that sx_nn_fit uses (the batcher's order), its
-     * scale (1/255) and class names taken into the network when it has none yet */
-    sx_ds_source *src = NULL;
-    SX_TRY(sx_ds_source_images(train, &src));
-    const sx_ds_source *t = src;
-    sx_nn_fit_params fp = sx_nn_fit_params_default();
-    sx_status s = nn_prep_sources(who, net, &fp, &t, NULL, true);
-    run_comm(&r);
-    if (s == SX_OK)
-        s = run_start_source(&r, t, &fp.augment);
-    if (s == SX_OK)
-        s = run_start(&r);
-    s = run_loop(&r, s, report);
-    sx_ds_source_free(src);
-    return s;
-}
-
 /* A resumed fit whose run had stopped early trains no more (rank 0's state decides). */
 static sx_status run_resumed_stop(run *r)
 {
@@ -565,35 +386,26 @@ static sx_status run_resumed_stop(run *r)
     return SX_OK;
 }
 
-sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_source *train,
-                    const sx_ds_source *val, sx_nn_history *history)
+sx_status nn_loop(const nn_loop_args *a, sx_nn_history *history, sx_nn_train_report *report)
 {
-    const char *who = "sx_nn_fit";
-    if (history != NULL)
-        memset(history, 0, sizeof *history);
-    if (net == NULL || train == NULL)
-        return sx_error(SX_E_ARG, "%s: NULL network or training source", who);
-    sx_nn_fit_params fp = params ? *params : sx_nn_fit_params_default();
+    sx_nn_fit_params fp = a->fp;
     run r;
     memset(&r, 0, sizeof r);
-    r.who = who;
-    r.net = net;
+    r.who = a->who;
+    r.net = a->net;
     r.p = fp.train;
+    r.test = a->test;
     r.rep.test_accuracy = -1;
-    SX_TRY(check_params(who, &r.p));
-    /* the data's preprocessing goes into the network (the loaders then give raw values) */
-    SX_TRY(nn_prep_sources(who, net, &fp, &train, &val, true));
-    SX_TRY(nn_fit_check(who, net, &fp, train, val));
     run_comm(&r);
     if (r.comm != NULL && r.comm->rank != 0) { /* data-parallel: rank 0 alone writes */
         fp.train = r.p;
         fp.history_path = NULL;
     }
-    sx_status s = nn_fit_new(net, &fp, train, val, &r.fit);
-    if (s == SX_OK) /* the call's epochs, from the run's start (fit.c) */
+    sx_status s = nn_fit_new(a->net, &fp, a->train, a->val, a->stateless, &r.fit);
+    if (s == SX_OK) /* the call's epochs, from the run's start (monitor.c) */
         r.p.epochs = nn_fit_last_epoch(r.fit);
     if (s == SX_OK)
-        s = run_start_source(&r, train, &fp.augment);
+        s = run_start_source(&r, a->train, &fp.augment);
     if (s == SX_OK)
         s = run_start(&r);
     if (s == SX_OK)
@@ -601,10 +413,10 @@ sx_status sx_nn_fit(sx_nn_net *net, const sx_nn_fit_params *params, const sx_ds_
     if (s == SX_OK)
         s = run_resumed_stop(&r);
     const sx_nn_comm *comm = r.comm;
-    s = run_loop(&r, s, NULL);
+    s = run_loop(&r, s, report);
     sx_status f = nn_fit_finish(r.fit, s == SX_OK, history);
     nn_fit_free(r.fit);
     if (s == SX_OK && f == SX_OK && comm != NULL && fp.restore_best)
-        f = nn_dp_broadcast(net, comm); /* rank 0's restored best weights */
+        f = nn_dp_broadcast(a->net, comm); /* rank 0's restored best weights */
     return s != SX_OK ? s : f;
 }
