@@ -1,5 +1,5 @@
 /* Depthwise convolution of multiplier 1 (groups = c = f; tensor/conv/conv_depthwise.c at the AVX2
- * and AVX512 levels, conv_general.c's loops below them): forward, backward-input and
+ * and AVX512 levels, conv_depthwise.c's loops below them): forward, backward-input and
  * backward-kernel against plain loops in double, in f32 and f64, over strides 1-3, kernels 1x1 to
  * 5x5 and non-square ones, dilation, the four padding modes with asymmetric pads, odd image sizes
  * and channel counts that are no multiple of a vector (16 or 8 floats, 8 or 4 doubles); the outputs
@@ -336,7 +336,7 @@ static dcase grp(dcase q, int64_t cg, int64_t fg)
  * (a 28-wide row of 12 or 16 expansions takes more than the depthwise ring), unequal channels
  * and filters per group (groups that straddle vectors: two-vector permutes and gathers),
  * depthwise with a multiplier, 1x1 and 5x5 kernels, dilation, odd channel counts; cg = fg = 16
- * runs conv_general.c's im2col GEMM. */
+ * runs conv_im2col.c's grouped GEMMs. */
 Test(tensor_conv_depthwise, grouped_fixed_cases)
 {
     sx_rng rng;
