@@ -497,9 +497,9 @@ static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool 
     FN(wino_unit)(pl, &gf, u, &img, &nimg, &r0, &nr);
     T *xp = slot, *v = xp + pl->ipu * be, *mm = v + 36 * vs;
     const int64_t rr = (nr + m - 1) / m * m, rmax = (pl->rpu + m - 1) / m * m;
+    const T *src = bwdi ? jb->in1 : jb->in0;
     for (int64_t i = 0; i < nimg; i++)
-        FN(sx__conv_pad_x)
-        (&gf, bwdi ? jb->in1 : jb->in0, img + i, r0, rr, rmax, xp + i * be, fresh);
+        FN(sx__conv_pad_x)(&gf, src, img + i, r0, rr, rmax, xp + i * be, fresh);
     const T *uk = (const T *)(const void *)pl->ws;
     const int64_t ti = rr / m * tw, ntiles = nimg * ti, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
@@ -572,7 +572,7 @@ bool FN(sx__conv_wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool
         const conv_geom g1 = FN(wino_gemm_geom)(c, f, nt);
         for (int64_t xi = 0; xi < 36; xi++)
             FN(sx__conv_direct_bwdk_band)
-            (&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
+        (&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
     }
     return !fresh || nimg == pl->ipu;
 }
