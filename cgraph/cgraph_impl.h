@@ -4,6 +4,7 @@
 #define SX_CGRAPH_IMPL_H
 
 #include "sx_cgraph.h"
+#include "sx_tensor_kernels.h"
 #include "tensor_impl.h"
 
 #define SX_CG_INLINE_INPUTS 3

@@ -672,14 +672,6 @@ SX_NODISCARD sx_status sx_tensor_maxpool2d_out(const sx_tensor *x, const sx_pool
  * on both axes, dilation 1); any other overlap of dx with x or dy is SX_E_ARG. */
 SX_NODISCARD sx_status sx_tensor_maxpool2d_backward_out(const sx_tensor *x, const sx_tensor *dy,
                                                         const sx_pool2d_params *p, sx_tensor *dx);
-/* The gradient of maxpool2d(relu(z)) with respect to z, from x = relu(z): the above where
- * x > 0 and +0 elsewhere (a selection, not a product: an infinite or NaN dy gives 0 where
- * x <= 0; the same bits as the two steps), in one pass; dx may be x as above. With it, relu's
- * output dies at the pooling's backward pass and dx takes its memory. */
-SX_NODISCARD sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x,
-                                                             const sx_tensor *dy,
-                                                             const sx_pool2d_params *p,
-                                                             sx_tensor *dx);
 SX_NODISCARD sx_status sx_tensor_avgpool2d_out(const sx_tensor *x, const sx_pool2d_params *p,
                                                sx_tensor *y);
 SX_NODISCARD sx_status sx_tensor_avgpool2d_backward_out(const sx_tensor *dy,
@@ -743,33 +735,23 @@ SX_NODISCARD sx_status sx_tensor_sparse_xent_backward_out(const sx_tensor *logit
  * per block. Results do not depend on the thread count (forward tasks: a head's query block;
  * backward: a head). Errors: SX_E_ARG (NULL, a non-finite scale, a short workspace), SX_E_DTYPE,
  * SX_E_RANK, SX_E_SHAPE (shapes that do not agree, dh or tk of 0, causal with tk < tq), and
- * outputs sharing memory with an input (SX_E_ARG). The _ws forms take scratch of
- * sx_attention_workspace(dtype, q's shape, backward) bytes, aligned for doubles: a slot per
- * thread, up to 16 (a smaller one runs on fewer threads, with the same results; less than one
- * slot is SX_E_ARG), or NULL with 0 to have one allocated (as the _out forms do). */
-size_t sx_attention_workspace(sx_dtype dtype, const int64_t *q_shape, bool backward);
+ * outputs sharing memory with an input (SX_E_ARG). The forms with a caller's workspace, which
+ * a compiled graph runs, are in sx_tensor_kernels.h. */
 SX_NODISCARD sx_status sx_tensor_attention_out(const sx_tensor *q, const sx_tensor *k,
                                                const sx_tensor *v, double scale, bool causal,
                                                sx_tensor *out);
-SX_NODISCARD sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k,
-                                              const sx_tensor *v, double scale, bool causal,
-                                              sx_tensor *out, void *ws, size_t ws_bytes);
 SX_NODISCARD sx_status sx_tensor_attention_backward_out(const sx_tensor *q, const sx_tensor *k,
                                                         const sx_tensor *v, const sx_tensor *y,
                                                         const sx_tensor *dy, double scale,
                                                         bool causal, sx_tensor *out);
-SX_NODISCARD sx_status sx_tensor_attention_backward_ws(const sx_tensor *q, const sx_tensor *k,
-                                                       const sx_tensor *v, const sx_tensor *y,
-                                                       const sx_tensor *dy, double scale,
-                                                       bool causal, sx_tensor *out, void *ws,
-                                                       size_t ws_bytes);
 /* Batch normalisation over the last axis (tensor/norm/batch_norm.c). x (..., c) of rank
  * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
  * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so
  * results never depend on the thread count. Errors: SX_E_ARG (NULL tensor or data; an output
  * overlapping an input it must not, see each), SX_E_DTYPE (dtypes differ), SX_E_RANK (x of rank
  * 0), SX_E_SHAPE (a per-channel tensor not (c), stats/sums not (2,c), dy not x's shape),
- * SX_E_NOMEM (scratch of a few doubles per channel and chunk, see the _ws forms below).
+ * SX_E_NOMEM (scratch of a few doubles per channel and chunk; sx_tensor_kernels.h has forms
+ * with a caller's workspace and fused forms, which a compiled graph runs).
  * stats (2,c): row 0 the mean, row 1 the biased variance (clamped at 0) of each channel, from
  * sums of x - x[0,j] (the first row as shift); stats apart from x. */
 SX_NODISCARD sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats);
@@ -786,18 +768,6 @@ SX_NODISCARD sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_ten
  * sums apart from every input. */
 SX_NODISCARD sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
                                                      const sx_tensor *dy, sx_tensor *sums);
-/* The same three with a caller's workspace (what a compiled graph passes: no allocation): ws of
- * at least sx_batch_norm_workspace(x's rank, x's shape) bytes, aligned for doubles; ws NULL with
- * ws_bytes 0 allocates one (as the _out forms do); a smaller one is SX_E_ARG naming both sizes. */
-size_t sx_batch_norm_workspace(int rank, const int64_t *x_shape);
-SX_NODISCARD sx_status sx_tensor_batch_norm_stats_ws(const sx_tensor *x, sx_tensor *stats, void *ws,
-                                                     size_t ws_bytes);
-SX_NODISCARD sx_status sx_tensor_batch_norm_ws(const sx_tensor *x, const sx_tensor *stats,
-                                               const sx_tensor *gamma, const sx_tensor *beta,
-                                               double eps, sx_tensor *y, void *ws, size_t ws_bytes);
-SX_NODISCARD sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx_tensor *stats,
-                                                    const sx_tensor *dy, sx_tensor *sums, void *ws,
-                                                    size_t ws_bytes);
 /* Group normalisation (tensor/norm/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
  * kernel family. x of rank r is viewed as (n, s, c): n the product of its first `lead` axes, c of
  * its last `tail` axes, s of those between; its c channels form `groups` groups of k = c / groups
@@ -830,41 +800,6 @@ SX_NODISCARD sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *s
 SX_NODISCARD sx_status sx_tensor_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
                                                const sx_tensor *dy, sx_norm_axes ax,
                                                sx_tensor *sums);
-/* sx_tensor_batch_norm_ws, then relu when `relu` (y = max(x a + b, 0), relu's expression of
- * tensor/sx_map.def: the bits of the two kernels run one after the other) in the same pass. */
-SX_NODISCARD sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
-                                                   const sx_tensor *gamma, const sx_tensor *beta,
-                                                   double eps, bool relu, sx_tensor *y, void *ws,
-                                                   size_t ws_bytes);
-/* sx_tensor_batch_norm_act_ws with a residual added before the activation, in the same pass:
- * y = x a + b rounded to the dtype, then v = y + res (rounded), then relu when `relu`: the bits of
- * the normalise, add and relu kernels run one after the other (a basic residual block's end,
- * relu(batch_norm(x) + res): one pass over memory instead of two). res NULL: no residual
- * (sx_tensor_batch_norm_act_ws). res has x's dtype (SX_E_DTYPE) and shape (SX_E_SHAPE: no
- * broadcast); y may be x or res itself (in place), else apart from both; res may be x. */
-SX_NODISCARD sx_status sx_tensor_batch_norm_res_ws(const sx_tensor *x, const sx_tensor *stats,
-                                                   const sx_tensor *gamma, const sx_tensor *beta,
-                                                   double eps, const sx_tensor *res, bool relu,
-                                                   sx_tensor *y, void *ws, size_t ws_bytes);
-/* sx_tensor_batch_norm_sums_ws of dy masked by y (NULL: no mask; else of x's shape, apart from
- * sums): dy taken as 0 where y <= 0, as relu's gradient selects (an infinite or NaN dy there adds
- * nothing): the sums of where(y > 0, dy, 0) without that tensor, the same bits. */
-SX_NODISCARD sx_status sx_tensor_batch_norm_sums_mask_ws(const sx_tensor *x, const sx_tensor *stats,
-                                                         const sx_tensor *dy, const sx_tensor *y,
-                                                         sx_tensor *sums, void *ws,
-                                                         size_t ws_bytes);
-/* The whole input gradient of y = batch_norm(x, stats(x), gamma, beta) in one pass, the
- * statistics' path included: with r = 1 / sqrt(var + eps), (S0; S1) = sums (2,c) of
- * sx_tensor_batch_norm_sums_out over the same dy, dx = dy a + (x - mean) k1 + k0, a = gamma r,
- * k1 = -gamma r^3 S1 / m, k0 = -gamma r S0 / m (the coefficients in double rounded to the dtype,
- * the rest in the dtype). y NULL, or of x's shape: a relu mask, dy taken as 0 where y <= 0
- * (sums must then be of the masked dy too). dx has x's shape; it may be x, dy or y itself, else
- * apart from them. Workspace as the _ws forms above; eps finite and >= 0 (SX_E_ARG). */
-SX_NODISCARD sx_status sx_tensor_batch_norm_dx_ws(const sx_tensor *x, const sx_tensor *stats,
-                                                  const sx_tensor *gamma, const sx_tensor *dy,
-                                                  const sx_tensor *sums, const sx_tensor *y,
-                                                  double eps, sx_tensor *dx, void *ws,
-                                                  size_t ws_bytes);
 /* Inverted-dropout mask: out[i] = 0 with probability p, else 1/(1-p); 0 <= p < 1. The mask
  * depends only on rng's state, p and out's size (never on the thread count or the CPU); the
  * call advances rng by exactly one draw. (That draw keys a counter-based generator: element i
@@ -947,23 +882,6 @@ typedef struct sx_fused_prog {
     int n; /* 1..SX_FUSED_MAX instructions */
     sx_fused_instr ins[SX_FUSED_MAX];
 } sx_fused_prog;
-SX_NODISCARD sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in,
-                                           const sx_tensor *const *in, sx_tensor *out);
-/* y = prog(conv2d(x, k), ops[0], ..., ops[n_ops - 1]): a convolution with an epilogue.
- * The program runs as in sx_tensor_fused_out with the convolution's result as operand 0 and
- * ops[i] as operand i + 1, each operand of y's size or repeated over its leading axes (a bias of
- * f elements), so the result has the same bits as sx_tensor_conv2d_out followed by
- * sx_tensor_fused_out. The dense kernels run it on each unit's rows of y right after the unit
- * writes them (while they are in cache) when every repeated operand's size divides a row of y
- * (ow * f), else over all of y at the end. n_ops 0..SX_FUSED_MAX_OPERANDS - 1 (ops may then be
- * NULL). Errors: those of sx_tensor_conv2d_out and of sx_tensor_fused_out; an operand
- * overlapping y is SX_E_ARG. y is unchanged on error. */
-SX_NODISCARD sx_status sx_tensor_conv2d_fused_out(const sx_tensor *x, const sx_tensor *k,
-                                                  const sx_conv2d_params *p, void *ws,
-                                                  size_t ws_bytes, const sx_fused_prog *prog,
-                                                  int n_ops, const sx_tensor *const *ops,
-                                                  sx_tensor *y);
-
 /* ---------------------------------------------------------------- linear algebra (LAPACKE) */
 
 /* Square matrices are rank 2 (n,n). These call LAPACKE, which allocates its own scratch memory

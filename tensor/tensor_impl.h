@@ -6,6 +6,7 @@
 
 #include "par_impl.h"
 #include "sx_tensor.h"
+#include "sx_tensor_kernels.h"
 
 #include <assert.h>
 #include <string.h>

@@ -1,8 +1,9 @@
-/* conv_direct_tmpl.h: the direct kernels of conv.c, written once over simd.h's vectors and
- * included (by conv_vec.h) once per instruction set and dtype. They keep a tile of results in
- * vector registers (its size set by the set's register count) and read a zero-padded copy of one
- * band of the image, so no tap ever tests a border. Every unit function works on one unit and is
- * called by one thread; the sums never depend on the thread count. */
+/* conv_direct_tmpl.h: the direct kernels of the dense convolution (tensor/conv/conv_direct.c),
+ * written once over simd.h's vectors and included (by conv_vec.h) once per instruction set and
+ * dtype. They keep a tile of results in vector registers (its size set by the set's register count)
+ * and read a zero-padded copy of one band of the image, so no tap ever tests a border. Every unit
+ * function works on one unit and is called by one thread; the sums never depend on the thread
+ * count. */
 #define CONV_CAT_(a, b) a##_##b
 #define CONV_CAT(a, b) CONV_CAT_(a, b)
 #define FN(name) CONV_CAT(name, SFX)
@@ -26,8 +27,8 @@ static inline int64_t FN(tile_pixels)(int64_t npix, int nv)
  * input column j - pl. `fresh` (first use of the slot in this call) zeroes the buffer for the
  * tallest band, maxrows output rows; afterwards the margins stay zero, and only rows that fall
  * outside x are cleared again. */
-static void FN(pad_x)(const conv_geom *g, const T *x, int64_t img, int64_t oy0, int64_t nrows,
-                      int64_t maxrows, T *xp, bool fresh)
+void FN(sx__conv_pad_x)(const conv_geom *g, const T *x, int64_t img, int64_t oy0, int64_t nrows,
+                        int64_t maxrows, T *xp, bool fresh)
 {
     const int64_t wp = g->wp, c = g->c, rows = (nrows - 1) * g->sh + g->kh;
     const int64_t ncol = g->w < wp - g->pl ? g->w : wp - g->pl;
@@ -57,17 +58,8 @@ static const T *FN(direct_src)(const conv_geom *g, const T *x, int64_t img, int6
         gi->wp = g->w;
         return x + (img * g->h + oy0 * g->sh) * g->w * g->c;
     }
-    FN(pad_x)(g, x, img, oy0, nrows, maxrows, slot, fresh);
+    FN(sx__conv_pad_x)(g, x, img, oy0, nrows, maxrows, slot, fresh);
     return slot;
-}
-
-/* Output row band of direct unit u (image, first row, rows). */
-static inline void FN(direct_band)(const conv_plan *pl, int64_t rows, int64_t u, int64_t *img,
-                                   int64_t *r0, int64_t *nr)
-{
-    *img = u / pl->bands;
-    *r0 = (u % pl->bands) * pl->rpu;
-    *nr = rows - *r0 < pl->rpu ? rows - *r0 : pl->rpu;
 }
 
 /* One forward tile: np pixels (bases xq) by nv vectors of filters (only the last one masked, m),
@@ -229,8 +221,8 @@ FN(bwdk_tile)(const conv_geom *g, const T *xp, int64_t o0, const T *dy, int64_t 
 /* dk (kdim, f) (+)= sum over the pixels of one band of x taps (outer) dy. The filters are cut
  * into chunks of nv <= CONV_NVMAX vectors (only the last one partial), each kernel row's taps into
  * near-equal tiles of at most CONV_TILE(nv) taps: about CONV_ACC accumulators. */
-static VATTR void FN(direct_bwdk_band)(const conv_geom *g, const T *xp, const T *dy, int64_t nrows,
-                                       T *dk, bool first)
+VATTR void FN(sx__conv_direct_bwdk_band)(const conv_geom *g, const T *xp, const T *dy,
+                                         int64_t nrows, T *dk, bool first)
 {
     const int64_t c = g->c, f = g->f, wp = g->wp, run = g->kw * c;
     for (int64_t f0 = 0; f0 < f; f0 += CONV_NVMAX * VL) {
@@ -357,13 +349,13 @@ static VATTR void FN(direct_bwdi_band)(const conv_geom *g, const T *dyp, const T
         }
 }
 
-static bool FN(direct_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                                bool first)
+bool FN(sx__conv_direct_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                  bool first)
 {
     (void)acc, (void)first;
     const conv_geom *g = jb->g;
     int64_t img, oy0, nr;
-    FN(direct_band)(jb->pl, g->oh, u, &img, &oy0, &nr);
+    conv_unit_band(jb->pl, g->oh, u, &img, &oy0, &nr);
     conv_geom gi;
     const T *xp = FN(direct_src)(g, jb->in0, img, oy0, nr, jb->pl->rpu, slot, fresh, &gi);
     T *y = (T *)jb->out + (img * g->oh + oy0) * g->ow * g->f;
@@ -371,16 +363,16 @@ static bool FN(direct_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool 
     return xp == slot;
 }
 
-static bool FN(direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                                 bool first)
+bool FN(sx__conv_direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                   bool first)
 {
     const conv_geom *g = jb->g;
     int64_t img, oy0, nr;
-    FN(direct_band)(jb->pl, g->oh, u, &img, &oy0, &nr);
+    conv_unit_band(jb->pl, g->oh, u, &img, &oy0, &nr);
     conv_geom gi;
     const T *xp = FN(direct_src)(g, jb->in0, img, oy0, nr, jb->pl->rpu, slot, fresh, &gi);
     const T *dy = (const T *)jb->in1 + (img * g->oh + oy0) * g->ow * g->f;
-    FN(direct_bwdk_band)(&gi, xp, dy, nr, acc, first);
+    FN(sx__conv_direct_bwdk_band)(&gi, xp, dy, nr, acc, first);
     return xp == slot;
 }
 
@@ -388,7 +380,7 @@ static bool FN(direct_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool
  * kr[ky][kx][fi][ci] = k[kh - 1 - ky][kw - 1 - kx][ci][fi], for the filters fi in [f0, f1).
  * With stride 1, dx is the forward convolution of dy, padded by kh - 1 - pt rows and kw - 1 -
  * pl columns before, with kr. */
-static void FN(rot_k)(const conv_geom *g, const T *k, T *kr, int64_t f0, int64_t f1)
+void FN(sx__conv_rot_k)(const conv_geom *g, const T *k, T *kr, int64_t f0, int64_t f1)
 {
     const int64_t c = g->c, f = g->f;
     for (int64_t ky = 0; ky < g->kh; ky++)
@@ -476,7 +468,7 @@ static bool FN(direct_bwdi_phases)(const conv_job *jb, int64_t u, void *slot, bo
 {
     const conv_geom *g = jb->g;
     int64_t img, iy0, nr;
-    FN(direct_band)(jb->pl, g->h, u, &img, &iy0, &nr);
+    conv_unit_band(jb->pl, g->h, u, &img, &iy0, &nr);
     T *kp = slot, *dyp = kp + CONV_KF_ELEMS(g);
     if (fresh)
         FN(phase_k)(g, jb->in0, kp);
@@ -501,8 +493,8 @@ static bool FN(direct_bwdi_phases)(const conv_job *jb, int64_t u, void *slot, bo
  * kernel over the padded dy band with the rotated kernel (the band has exactly the layout that
  * kernel reads: dy's channels are its input channels, x's its filters); with fewer it gathers
  * over the filters. The slot holds the prepared kernel, then the padded band. */
-static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                                 bool first)
+bool FN(sx__conv_direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                   bool first)
 {
     (void)acc, (void)first;
     const conv_geom *g = jb->g;
@@ -510,11 +502,11 @@ static bool FN(direct_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool
         return FN(direct_bwdi_phases)(jb, u, slot, fresh);
     const bool rot = g->c >= VL;
     int64_t img, iy0, nr;
-    FN(direct_band)(jb->pl, g->h, u, &img, &iy0, &nr);
+    conv_unit_band(jb->pl, g->h, u, &img, &iy0, &nr);
     T *kp = slot, *dyp = kp + CONV_KF_ELEMS(g);
     if (fresh) {
         if (rot)
-            FN(rot_k)(g, jb->in0, kp, 0, g->f);
+            FN(sx__conv_rot_k)(g, jb->in0, kp, 0, g->f);
         else
             FN(flip_k)(g, jb->in0, kp);
     }

@@ -1,8 +1,8 @@
-/* conv_im2col_tmpl.h: the im2col + GEMM path of conv.c, per dtype; included by conv.c with T and
- * SFX (f32, f64) defined. im2col and col2im move whole runs of kw * c contiguous elements (one
- * kernel row of one output pixel); the unit functions run one unit (a band of rows of one image,
- * or whole images) through sx__gemm, on one thread, or split their rows over threads when `par`
- * is set; the sums never depend on the thread count. */
+/* conv_im2col_tmpl.h: the im2col + GEMM kernels of conv_im2col.c, per dtype; included there with
+ * T and SFX (f32, f64) defined. The dense units: im2col and col2im move whole runs of kw * c
+ * contiguous elements (one kernel row of one output pixel); the unit functions run one unit (a band
+ * of rows of one image, or whole images) through sx__gemm, on one thread, or split their rows over
+ * threads when `par` is set; the sums never depend on the thread count. */
 #define CONV_CAT_(a, b) a##_##b
 #define CONV_CAT(a, b) CONV_CAT_(a, b)
 #define FN(name) CONV_CAT(name, SFX)
@@ -193,8 +193,8 @@ static bool FN(unit_col)(const conv_job *jb, int64_t u, void *slot, bool fresh, 
 }
 
 /* y rows of unit u (np * ow, f) = col (np * ow, kdim) @ k (kdim, f). */
-static bool FN(gemm_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                              bool first)
+bool FN(sx__conv_im2col_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                  bool first)
 {
     (void)acc, (void)first;
     const conv_geom *g = jb->g;
@@ -208,8 +208,8 @@ static bool FN(gemm_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fr
 
 /* acc (kdim, f) (+)= col (np * ow, kdim)^T @ dy rows (np * ow, f); the first unit of a group
  * overwrites. */
-static bool FN(gemm_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                               bool first)
+bool FN(sx__conv_im2col_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                   bool first)
 {
     const conv_geom *g = jb->g;
     int64_t p0, np;
@@ -223,8 +223,8 @@ static bool FN(gemm_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool f
 /* dx of the images of unit u: dcol (np * ow, kdim) = dy rows (np * ow, f) @ k^T, then col2im.
  * Units of whole images zero their dx rows as col2im reaches them; banded images are zeroed
  * first and their bands run in order (neighbouring bands share input rows). */
-static bool FN(gemm_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                               bool first)
+bool FN(sx__conv_im2col_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                   bool first)
 {
     (void)fresh, (void)acc, (void)first;
     const conv_geom *g = jb->g;
@@ -243,6 +243,66 @@ static bool FN(gemm_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool f
         FN(col2im)(g, slot, p0, np, jb->out, pl->bands == 1, jb->par);
     }
     return true; /* the GEMM writes every element of dcol */
+}
+
+/* ---------------------------------------------------------------- im2col per group */
+
+/* ---------------------------------------------------------------- im2col per group */
+
+/* col (np * ow, kdim) = the im2col rows of output rows [p0 + q0, p0 + q1) (p = img * oh + oy)
+ * of group gi's channels of x; taps in the padding read 0. */
+static void FN(gx_im2col_rows)(void *ctx, int64_t q0, int64_t q1)
+{
+    const gx_cols *cc = ctx;
+    const gx_geom *g = cc->g;
+    const T *x = cc->x;
+    T *col = cc->col;
+    const int64_t cg = g->cg, kdim = g->kdim;
+    const size_t segb = (size_t)cg * sizeof(T);
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t p = cc->p0 + q, img = p / g->oh, oy = p % g->oh;
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            T *dst = col + (q * g->ow + ox) * kdim;
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                const int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                for (int64_t kx = 0; kx < g->kw; kx++, dst += cg) {
+                    const int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                        memset(dst, 0, segb);
+                    else
+                        memcpy(dst, x + ((img * g->h + iy) * g->w + ix) * g->c + cc->gi * cg, segb);
+                }
+            }
+        }
+    }
+}
+
+/* dx (group gi's channels) += the col2im of col (np * ow, kdim), rows of output rows
+ * [p0, p0 + np), in the order of the rows. */
+static void FN(gx_col2im)(const gx_cols *cc, int64_t np)
+{
+    const gx_geom *g = cc->g;
+    const T *col = cc->col;
+    T *dx = cc->dx;
+    const int64_t cg = g->cg, kdim = g->kdim;
+    for (int64_t q = 0; q < np; q++) {
+        const int64_t p = cc->p0 + q, img = p / g->oh, oy = p % g->oh;
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            const T *src = col + (q * g->ow + ox) * kdim;
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                const int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                for (int64_t kx = 0; kx < g->kw; kx++, src += cg) {
+                    const int64_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+                        continue;
+                    T *d = dx + ((img * g->h + iy) * g->w + ix) * g->c + cc->gi * cg;
+#pragma omp simd
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        d[ci] += src[ci];
+                }
+            }
+        }
+    }
 }
 
 #undef FN

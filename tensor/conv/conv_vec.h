@@ -1,9 +1,10 @@
-/* conv_vec.h: one instance of conv.c's vector kernels (direct and Winograd) for the instruction
- * set and dtype the includer defines (SIMD_ISA, SIMD_BITS, T, SFX: see simd.h); it undefines
- * them all after. The register tiles are sized by the set: about CONV_ACC accumulators, 24 of
- * the 32 registers of AVX-512 and AArch64, 12 of AVX2's 16 (the rest hold the operands: with
- * 24 on AVX2 the tiles spilled). A tile of nv vectors (nv <= CONV_NVMAX) spans at most
- * CONV_TILE(nv) pixels, taps or rows. The filters run in chunks of CONV_NVMAX vectors: AVX2
+/* conv_vec.h: one instance of the convolution's vector template CONV_VEC_TMPL (a quoted file
+ * name: conv_direct_tmpl.h or conv_winograd_tmpl.h) for the instruction set and dtype the
+ * includer defines (SIMD_ISA, SIMD_BITS, T, SFX: see simd.h; conv_vec_each.h defines them for
+ * every set); it undefines them all after. The register tiles are sized by the set: about CONV_ACC
+ * accumulators, 24 of the 32 registers of AVX-512 and AArch64, 12 of AVX2's 16 (the rest hold the
+ * operands: with 24 on AVX2 the tiles spilled). A tile of nv vectors (nv <= CONV_NVMAX) spans at
+ * most CONV_TILE(nv) pixels, taps or rows. The filters run in chunks of CONV_NVMAX vectors: AVX2
  * takes 2 (16 filters by 6 pixels), not 4 by 3 pixels, whose loads of the kernel per multiply
  * made the forward pass L2-bound (47 against 72 GFLOP/s for the GEMM path on a 3x3 layer of
  * 64 channels, Zen 3). */
@@ -40,8 +41,7 @@
 /* clang-format on */
 #define CONV_TILE(nv) ((nv) <= CONV_ACC / 12 ? 12 : CONV_ACC / (nv))
 
-#include "conv_direct_tmpl.h"
-#include "conv_wino_tmpl.h"
+#include CONV_VEC_TMPL
 
 #undef CONV_TILE
 #undef CONV_TILE_CASES

@@ -15,6 +15,7 @@
  * sx_binary.def name none: os_kernel / os_plain give them the element-wise ones.
  * Test files include this file (#include "opsamples.c"): one executable per test file. */
 #include "opsamples.h"
+#include "sx_tensor_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>

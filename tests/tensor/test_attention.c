@@ -4,6 +4,7 @@
  * queries; the same bits on 1 and 2 threads and with a one-slot workspace; lse's adjoint; every
  * error. Tolerances: f32 rtol 2e-5 atol 2e-6 (the f32 sums of dh and of a block's keys),
  * f64 rtol 1e-12 atol 1e-13. */
+#include "sx_tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>

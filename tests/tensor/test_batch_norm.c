@@ -1,6 +1,7 @@
 /* The fused batch-norm kernels (tensor/batch_norm.c) against plain reference loops in double, in
  * f32 and f64: statistics, normalisation (and with relu in the pass: the bits of the relu kernel
  * after it), backward sums; the same bits on any thread count; the errors. */
+#include "sx_tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>

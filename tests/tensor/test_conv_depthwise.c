@@ -1,13 +1,13 @@
-/* Depthwise convolution of multiplier 1 (groups = c = f; tensor/conv/conv_dw.c at the AVX2 and
- * AVX512 levels, conv_general.c's loops below them): forward, backward-input and backward-kernel
- * against plain loops in double, in f32 and f64, over strides 1-3, kernels 1x1 to 5x5 and
- * non-square ones, dilation, the four padding modes with asymmetric pads, odd image sizes and
- * channel counts that are no multiple of a vector (16 or 8 floats, 8 or 4 doubles); the outputs are
- * NaN-filled first, so every element must be written. Then the same bits for one thread and two,
- * and the mobilenet shapes. Then grouped convolutions of 1-16 channels and filters per group
- * (conv_dw.c's grouped kernels, depthwise with a multiplier, and the im2col GEMMs above them) the
- * same way. */
-#include "conv/conv_dw.h"
+/* Depthwise convolution of multiplier 1 (groups = c = f; tensor/conv/conv_depthwise.c at the AVX2
+ * and AVX512 levels, conv_depthwise.c's loops below them): forward, backward-input and
+ * backward-kernel against plain loops in double, in f32 and f64, over strides 1-3, kernels 1x1 to
+ * 5x5 and non-square ones, dilation, the four padding modes with asymmetric pads, odd image sizes
+ * and channel counts that are no multiple of a vector (16 or 8 floats, 8 or 4 doubles); the outputs
+ * are NaN-filled first, so every element must be written. Then the same bits for one thread and
+ * two, and the mobilenet shapes. Then grouped convolutions of 1-16 channels and filters per group
+ * (conv_depthwise.c's grouped kernels, depthwise with a multiplier, and the im2col GEMMs above
+ * them) the same way. */
+#include "conv/conv_depthwise.h"
 #include "tensor_impl.h"
 #include "testutil.h"
 
@@ -336,7 +336,7 @@ static dcase grp(dcase q, int64_t cg, int64_t fg)
  * (a 28-wide row of 12 or 16 expansions takes more than the depthwise ring), unequal channels
  * and filters per group (groups that straddle vectors: two-vector permutes and gathers),
  * depthwise with a multiplier, 1x1 and 5x5 kernels, dilation, odd channel counts; cg = fg = 16
- * runs conv_general.c's im2col GEMM. */
+ * runs conv_im2col.c's grouped GEMMs. */
 Test(tensor_conv_depthwise, grouped_fixed_cases)
 {
     sx_rng rng;
@@ -414,8 +414,8 @@ Test(tensor_conv_depthwise, grouped_same_bits_for_any_thread_count)
     same_bits(&rng, cs, sizeof cs / sizeof cs[0]);
 }
 
-/* conv_dw.c's kernels called directly, so that the test knows they ran: on a CPU with AVX2 (the
- * AVX2 instances, or AVX-512's where it has it; ctest's _avx2 run caps it at AVX2) they take
+/* conv_depthwise.c's kernels called directly, so that the test knows they ran: on a CPU with AVX2
+ * (the AVX2 instances, or AVX-512's where it has it; ctest's _avx2 run caps it at AVX2) they take
  * every case below and match the plain loops, and one thread and two give the same bits; at the
  * baseline they decline, touching nothing. Odd channel counts (masked tail vectors in both
  * widths), strides 1 and 2, asymmetric pads, the 3x3 kernels' constant-geometry instances and
@@ -469,7 +469,7 @@ Test(tensor_conv_depthwise, direct_kernels_match_loops)
     sx_rng rng;
     sx_rng_seed(&rng, 1822);
     const bool avail = sx__isa() == SX__ISA_AVX2 || sx__isa() == SX__ISA_AVX512; /* not NEON yet */
-    /* sizes that pass conv_dw.c's threshold for the pool (2^18 multiply-adds) */
+    /* sizes that pass conv_depthwise.c's threshold for the pool (2^18 multiply-adds) */
     const dcase cs[] = {
         {16, 19, 19, 37, 3, 3, prm(2, 2, SX_PAD_EXPLICIT, 1, 1, 1, 1, 1, 1), 0, 0},
         {12, 14, 15, 13, 3, 3, prm(1, 1, SX_PAD_EXPLICIT, 1, 2, 0, 1, 1, 1), 0, 0},

@@ -5,6 +5,7 @@
  * units), one and two threads, f32 and f64, and operands of every kind: per-channel (a bias, a
  * folded batch norm's scale and shift), a scalar, a residual of y's shape, and a repeated
  * operand larger than a row of y (run over all of y at the end). Errors leave y unchanged. */
+#include "sx_tensor_kernels.h"
 #include "testutil.h"
 
 #include <stdlib.h>

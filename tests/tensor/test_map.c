@@ -3,6 +3,7 @@
  * of leaky_relu and elu; special values; large sizes on the parallel path; the fused interpreter
  * giving the map kernels' bits; every error path. (The f32 functions of vmath.h have their own
  * ulp-level suite, test_vmath.c.) */
+#include "sx_tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -6,6 +6,7 @@
  * thread-count independence; every error.
  * Tolerances: max forward is a selection (exact); sums: f32 rtol 1e-5 atol 1e-6, f64 1e-12;
  * finite differences (step 1e-6, f64): 1e-6 absolute plus 1e-6 relative. */
+#include "sx_tensor_kernels.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -1,8 +1,8 @@
-/* conv_dw_tmpl.h: the kernels of conv_dw.c for one instruction set and dtype; included with T
- * and SFX defined, between simd.h and simd_end.h (V, VL, VMASK, V_*, and the permutes: it needs
- * SIMD_HAS_PERM). Ring rows hold VL lanes per column, 64-byte aligned. */
+/* conv_depthwise_tmpl.h: the kernels of conv_depthwise.c for one instruction set and dtype;
+ * included with T and SFX defined, between simd.h and simd_end.h (V, VL, VMASK, V_*, and the
+ * permutes: it needs SIMD_HAS_PERM). Ring rows hold VL lanes per column, 64-byte aligned. */
 #if !SIMD_HAS_PERM
-#error "conv_dw_tmpl.h: the grouped kernels need the lane permutes and gathers of simd.h"
+#error "conv_depthwise_tmpl.h: the grouped kernels need the lane permutes and gathers of simd.h"
 #endif
 #define DW_CAT_(a, b) a##_##b
 #define DW_CAT(a, b) DW_CAT_(a, b)

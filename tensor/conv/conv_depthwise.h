@@ -1,8 +1,8 @@
-/* conv_dw.h: the direct depthwise and grouped kernels (tensor/conv/conv_dw.c) that conv_general.c
- * runs for depthwise convolutions (groups = c) and groups of at most SX__DW_MAX_GROUP channels
- * and filters at strix's AVX2 and AVX512 levels (never installed). */
-#ifndef SX_CONV_DW_H
-#define SX_CONV_DW_H
+/* conv_depthwise.h: the direct depthwise and grouped kernels (tensor/conv/conv_depthwise.c) that
+ * conv_general.c runs for depthwise convolutions (groups = c) and groups of at most
+ * SX__DW_MAX_GROUP channels and filters at strix's AVX2 and AVX512 levels (never installed). */
+#ifndef SX_CONV_DEPTHWISE_H
+#define SX_CONV_DEPTHWISE_H
 
 #include "sx_tensor.h"
 

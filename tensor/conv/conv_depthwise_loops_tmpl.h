@@ -1,9 +1,7 @@
-/* conv_general_tmpl.h: the per-dtype kernels of conv_general.c; included with T and SFX
- * defined. Depthwise convolution runs over whole pixels, vectorised over the channels (NHWC
- * keeps a pixel's channels contiguous); the grouped and dilated convolutions build per group
- * the im2col block of a band of output rows (kh * kw runs of c/groups contiguous channels per
- * output pixel) for a GEMM, and scatter the GEMM's result back for backward-input. Every
- * element's sum runs in one fixed order, so the bits do not depend on the thread count. */
+/* conv_depthwise_loops_tmpl.h: the portable depthwise loops of conv_depthwise.c, per dtype;
+ * included there with T and SFX defined. Depthwise convolution runs over whole pixels,
+ * vectorised (by the compiler) over the channels (NHWC keeps a pixel's channels contiguous).
+ * Every element's sum runs in one fixed order, so the bits do not depend on the thread count. */
 #define GX_CAT_(a, b) a##_##b
 #define GX_CAT(a, b) GX_CAT_(a, b)
 #define FN(name) GX_CAT(name, SFX)
@@ -133,64 +131,6 @@ static void FN(dw_bwdk_task)(void *ctx, int64_t t)
                 }
             }
         }
-}
-
-/* ---------------------------------------------------------------- im2col per group */
-
-/* col (np * ow, kdim) = the im2col rows of output rows [p0 + q0, p0 + q1) (p = img * oh + oy)
- * of group gi's channels of x; taps in the padding read 0. */
-static void FN(gx_im2col_rows)(void *ctx, int64_t q0, int64_t q1)
-{
-    const gx_cols *cc = ctx;
-    const gx_geom *g = cc->g;
-    const T *x = cc->x;
-    T *col = cc->col;
-    const int64_t cg = g->cg, kdim = g->kdim;
-    const size_t segb = (size_t)cg * sizeof(T);
-    for (int64_t q = q0; q < q1; q++) {
-        const int64_t p = cc->p0 + q, img = p / g->oh, oy = p % g->oh;
-        for (int64_t ox = 0; ox < g->ow; ox++) {
-            T *dst = col + (q * g->ow + ox) * kdim;
-            for (int64_t ky = 0; ky < g->kh; ky++) {
-                const int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-                for (int64_t kx = 0; kx < g->kw; kx++, dst += cg) {
-                    const int64_t ix = ox * g->sw - g->pl + kx * g->dw;
-                    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
-                        memset(dst, 0, segb);
-                    else
-                        memcpy(dst, x + ((img * g->h + iy) * g->w + ix) * g->c + cc->gi * cg, segb);
-                }
-            }
-        }
-    }
-}
-
-/* dx (group gi's channels) += the col2im of col (np * ow, kdim), rows of output rows
- * [p0, p0 + np), in the order of the rows. */
-static void FN(gx_col2im)(const gx_cols *cc, int64_t np)
-{
-    const gx_geom *g = cc->g;
-    const T *col = cc->col;
-    T *dx = cc->dx;
-    const int64_t cg = g->cg, kdim = g->kdim;
-    for (int64_t q = 0; q < np; q++) {
-        const int64_t p = cc->p0 + q, img = p / g->oh, oy = p % g->oh;
-        for (int64_t ox = 0; ox < g->ow; ox++) {
-            const T *src = col + (q * g->ow + ox) * kdim;
-            for (int64_t ky = 0; ky < g->kh; ky++) {
-                const int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-                for (int64_t kx = 0; kx < g->kw; kx++, src += cg) {
-                    const int64_t ix = ox * g->sw - g->pl + kx * g->dw;
-                    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
-                        continue;
-                    T *d = dx + ((img * g->h + iy) * g->w + ix) * g->c + cc->gi * cg;
-#pragma omp simd
-                    for (int64_t ci = 0; ci < cg; ci++)
-                        d[ci] += src[ci];
-                }
-            }
-        }
-    }
 }
 
 #undef FN

@@ -1,23 +1,23 @@
-/* conv_dw.c: direct depthwise and grouped convolution over NHWC images, AVX-512 and AVX2 + FMA
- * (one template, conv_dw_tmpl.h, through simd.h), forward and both backward passes. The channels
- * sit in the vector lanes, in blocks of VL (the last one masked): a task takes a chunk of blocks of
- * one image (forward, backward-input: all channels when the ring holds them) or of every image
- * (backward-kernel: a chunk per thread, which does not change any sum), and copies the rows it
- * reads into a ring of zero-padded rows on its stack (VL lanes per column and block), so no tap
- * tests a border. Forward keeps a tile of up to DWF_P output pixels in registers and adds the taps
- * in order (ky, kx ascending); backward-input adds dy times the taps into a ring of padded dx rows,
- * a tile of its columns in registers, and copies each row out once no later output row reaches it;
- * backward-kernel keeps one accumulator per tap (registers for 3x3) and sums the images, output
- * rows and pixels in order. A task's results depend on the geometry and the instruction set alone,
- * so the bits never depend on the thread count (the tiles differ between the sets: AVX2 has 16
- * vector registers, not 32). 3x3 kernels at strides 1 and 2 without dilation run instances with
- * those constants (the x and dx columns of a tile are loaded once for every tap that reads them);
- * the rest run the same loops with the geometry read at run time. At batch 128 the tensors live in
- * memory, not in the caches, and the kernels wait on loads more than they compute: filling a ring
- * row prefetches the x row DW_PF rows below, and backward-input and backward-kernel the dy row
- * DW_PF rows ahead (measured: forward and backward-kernel twice as fast with them).
- * Grouped convolutions (cg channels and fg filters per group, at most SX__DW_MAX_GROUP each;
- * depthwise with a multiplier too) run the same loops, a vector lane per output filter
+/* conv_depthwise.c: depthwise and grouped convolution over NHWC images. The direct kernels:
+ * AVX-512 and AVX2 + FMA (one template, conv_depthwise_tmpl.h, through simd.h), forward and both
+ * backward passes. The channels sit in the vector lanes, in blocks of VL (the last one masked): a
+ * task takes a chunk of blocks of one image (forward, backward-input: all channels when the ring
+ * holds them) or of every image (backward-kernel: a chunk per thread, which does not change any
+ * sum), and copies the rows it reads into a ring of zero-padded rows on its stack (VL lanes per
+ * column and block), so no tap tests a border. Forward keeps a tile of up to DWF_P output pixels in
+ * registers and adds the taps in order (ky, kx ascending); backward-input adds dy times the taps
+ * into a ring of padded dx rows, a tile of its columns in registers, and copies each row out once
+ * no later output row reaches it; backward-kernel keeps one accumulator per tap (registers for 3x3)
+ * and sums the images, output rows and pixels in order. A task's results depend on the geometry and
+ * the instruction set alone, so the bits never depend on the thread count (the tiles differ between
+ * the sets: AVX2 has 16 vector registers, not 32). 3x3 kernels at strides 1 and 2 without dilation
+ * run instances with those constants (the x and dx columns of a tile are loaded once for every tap
+ * that reads them); the rest run the same loops with the geometry read at run time. At batch 128
+ * the tensors live in memory, not in the caches, and the kernels wait on loads more than they
+ * compute: filling a ring row prefetches the x row DW_PF rows below, and backward-input and
+ * backward-kernel the dy row DW_PF rows ahead (measured: forward and backward-kernel twice as fast
+ * with them). Grouped convolutions (cg channels and fg filters per group, at most SX__DW_MAX_GROUP
+ * each; depthwise with a multiplier too) run the same loops, a vector lane per output filter
  * (forward, backward-kernel) or input channel (backward-input): the ring holds cg expansions of
  * each block, expansion e's lane of filter j holding x's channel j / fg * cg + e of the pixel
  * (a permute of the one or two vectors of channels the block's groups span, a gather when
@@ -26,21 +26,22 @@
  * expands dy the same way (fg expansions, lane of channel i holding dy's filter i / cg * fg + e)
  * and multiplies by taps rearranged per task (kt). These are no GEMMs: the work per output is
  * what the convolution needs, where im2col and a GEMM per group ran small, slow products. */
-#include "conv_dw.h"
+#include "conv_impl.h"
 #include "tensor_impl.h"
 
 #include <string.h>
 
 /* The kernels run on AVX-512 (VL 16 floats, 8 doubles) and AVX2 + FMA (8, 4), grouped ones too
  * (AVX2's permutes and gathers stand in for AVX-512's): one template, instantiated through
- * simd.h for each. Below AVX2 the caller runs its own loops. */
+ * simd.h for each. Below AVX2 depthwise runs the portable loops (conv_depthwise_loops_tmpl.h),
+ * grouped convolutions conv_im2col.c's GEMMs. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #define DW_X86 1
 #endif
 
 /* Bytes of a task's ring of padded rows (on its stack): it holds the rows of as many channel
  * blocks as fit (a chunk; all of mobilenet's), so that a task reads each pixel's channels of
- * the chunk together; rows too wide for one block go to conv_general.c's kernels. A grouped
+ * the chunk together; rows too wide for one block go to the loops below or conv_im2col.c. A grouped
  * block (its expansions) may take up to DW_RING_MAX (a task's frame: the ring array, 32K of
  * accumulators or taps and 8K of tables, about 170K of stack, was 96K before the grouped
  * kernels). */
@@ -83,7 +84,7 @@ typedef struct dw_job {
 #define T float
 #define SFX f32_avx512
 #include "simd.h"
-#include "conv_dw_tmpl.h"
+#include "conv_depthwise_tmpl.h"
 #include "simd_end.h"
 #undef T
 #undef SFX
@@ -92,7 +93,7 @@ typedef struct dw_job {
 #define T double
 #define SFX f64_avx512
 #include "simd.h"
-#include "conv_dw_tmpl.h"
+#include "conv_depthwise_tmpl.h"
 #include "simd_end.h"
 #undef T
 #undef SFX
@@ -101,7 +102,7 @@ typedef struct dw_job {
 #define T float
 #define SFX f32_avx2
 #include "simd.h"
-#include "conv_dw_tmpl.h"
+#include "conv_depthwise_tmpl.h"
 #include "simd_end.h"
 #undef T
 #undef SFX
@@ -110,7 +111,7 @@ typedef struct dw_job {
 #define T double
 #define SFX f64_avx2
 #include "simd.h"
-#include "conv_dw_tmpl.h"
+#include "conv_depthwise_tmpl.h"
 #include "simd_end.h"
 #undef T
 #undef SFX
@@ -202,4 +203,56 @@ bool sx__dw_direct(const sx__dw_geom *g, sx__dw_kind kind, sx_dtype dt, const vo
     (void)g, (void)kind, (void)dt, (void)in0, (void)in1, (void)out, (void)par;
     return false;
 #endif
+}
+
+/* Filters per task of depthwise backward-kernel (the loops). */
+#define GX_DW_CHUNK 512
+
+#define T float
+#define SFX f32
+#include "conv_depthwise_loops_tmpl.h"
+#undef T
+#undef SFX
+#define T double
+#define SFX f64
+#include "conv_depthwise_loops_tmpl.h"
+#undef T
+#undef SFX
+
+bool sx__conv_depthwise_run(const gx_geom *g, gx_kind kind, sx_dtype dt, const void *in0,
+                            const void *in1, void *out, bool par, bool loops)
+{
+    const sx__dw_geom dg = {g->n,  g->h,  g->w,  g->c,  g->kh, g->kw, g->oh, g->ow, g->sh,
+                            g->sw, g->dh, g->dw, g->pt, g->pl, g->f,  g->cg, g->fg};
+    const sx__dw_kind dk = kind == GX_FWD      ? SX__DW_FWD
+                           : kind == GX_BWD_IN ? SX__DW_BWD_IN
+                                               : SX__DW_BWD_K;
+    if (sx__dw_direct(&dg, dk, dt, in0, in1, out, par))
+        return true;
+    if (!loops)
+        return false;
+    const bool d = dt == SX_F64;
+    gx_job jb = {g, in0, in1, out};
+    if (kind == GX_FWD) {
+        sx__par_range_fn fn = d ? dw_fwd_rows_f64 : dw_fwd_rows_f32;
+        if (par)
+            sx__par_range(g->n * g->oh, 1, fn, &jb);
+        else
+            fn(&jb, 0, g->n * g->oh);
+    } else if (kind == GX_BWD_IN) {
+        sx__par_range_fn fn = d ? dw_bwdi_rows_f64 : dw_bwdi_rows_f32;
+        if (par)
+            sx__par_range(g->n * g->h, 1, fn, &jb);
+        else
+            fn(&jb, 0, g->n * g->h);
+    } else {
+        sx__par_task_fn fn = d ? dw_bwdk_task_f64 : dw_bwdk_task_f32;
+        const int64_t tasks = g->kh * g->kw * ((g->f + GX_DW_CHUNK - 1) / GX_DW_CHUNK);
+        if (par)
+            sx__par_for(tasks, fn, &jb);
+        else
+            for (int64_t t = 0; t < tasks; t++)
+                fn(&jb, t);
+    }
+    return true;
 }

@@ -1,12 +1,13 @@
-/* conv_wino_tmpl.h: Winograd's F(2x2, 5x5) and F(4x4, 3x3) for conv.c (the method is described
- * there), written once over simd.h's vectors and included (by conv_vec.h) once per instruction
- * set and dtype, after conv_direct_tmpl.h, whose direct kernels run its 36 GEMMs' small cases
- * and whose padded bands it reads. */
+/* conv_winograd_tmpl.h: Winograd's F(2x2, 5x5) and F(4x4, 3x3) for conv_winograd.c (the method
+ * is described in conv_plan.c, with the thresholds), written once over simd.h's vectors and
+ * included (by conv_vec.h) once per instruction set and dtype. It reads the padded bands of
+ * conv_direct.c (sx__conv_pad_x) and runs backward-kernel's one-tile cases and the rotated
+ * kernel with its functions of the same set. */
 #define CONV_CAT_(a, b) a##_##b
 #define CONV_CAT(a, b) CONV_CAT_(a, b)
 #define FN(name) CONV_CAT(name, SFX)
 
-/* The 1-d transforms of F(2, 5) with the points 0, 1, -1, 2, -1/2, infinity (see conv.c),
+/* The 1-d transforms of F(2, 5) with the points 0, 1, -1, 2, -1/2, infinity (see conv_plan.c),
  * derived by Toom-Cook and checked in exact arithmetic; each is applied along both axes of a
  * tile, on vectors of VL independent lanes (channels):
  *   B^T = [2 3 -4 -3 2 0; 0 2 5 1 -2 0; 0 2 1 -5 2 0; 0 -1 -2 1 2 0; 0 -2 1 2 -1 0;
@@ -475,7 +476,7 @@ static inline void FN(wino_unit)(const conv_plan *pl, const conv_geom *gf, int64
         *r0 = 0, *nr = gf->oh;
     } else {
         *nimg = 1;
-        FN(direct_band)(pl, gf->oh, u, img, r0, nr);
+        conv_unit_band(pl, gf->oh, u, img, r0, nr);
     }
 }
 
@@ -496,8 +497,9 @@ static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool 
     FN(wino_unit)(pl, &gf, u, &img, &nimg, &r0, &nr);
     T *xp = slot, *v = xp + pl->ipu * be, *mm = v + 36 * vs;
     const int64_t rr = (nr + m - 1) / m * m, rmax = (pl->rpu + m - 1) / m * m;
+    const T *src = bwdi ? jb->in1 : jb->in0;
     for (int64_t i = 0; i < nimg; i++)
-        FN(pad_x)(&gf, bwdi ? jb->in1 : jb->in0, img + i, r0, rr, rmax, xp + i * be, fresh);
+        FN(sx__conv_pad_x)(&gf, src, img + i, r0, rr, rmax, xp + i * be, fresh);
     const T *uk = (const T *)(const void *)pl->ws;
     const int64_t ti = rr / m * tw, ntiles = nimg * ti, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
@@ -521,15 +523,15 @@ static bool FN(wino_fwd_common)(const conv_job *jb, int64_t u, void *slot, bool 
     return !fresh || nimg == pl->ipu;
 }
 
-static bool FN(wino_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                              bool first)
+bool FN(sx__conv_wino_fwd_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                bool first)
 {
     (void)acc, (void)first;
     return FN(wino_fwd_common)(jb, u, slot, fresh, false);
 }
 
-static bool FN(wino_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                               bool first)
+bool FN(sx__conv_wino_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                 bool first)
 {
     (void)acc, (void)first;
     return FN(wino_fwd_common)(jb, u, slot, fresh, true);
@@ -538,8 +540,8 @@ static bool FN(wino_bwdi_unit)(const conv_job *jb, int64_t u, void *slot, bool f
 /* Backward-kernel (stride 1, 5x5 or 3x3): acc (36, c, f) (+)= per block of tb tiles of the unit's
  * band or images (a block may span images), the 36 GEMMs v_xi (nt, c)^T @ d_xi (nt, f) of the
  * transformed x tiles and dy blocks; the group sums go back to taps at the end (wino_finish). */
-static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
-                               bool first)
+bool FN(sx__conv_wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool fresh, void *acc,
+                                 bool first)
 {
     const conv_plan *pl = jb->pl;
     const conv_geom gf = wino_geom(jb->g, false);
@@ -556,7 +558,7 @@ static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool f
     for (int64_t i = 0; i < nimg * nr * ow * f; i += 64 / (int64_t)sizeof(T))
         __builtin_prefetch(dy + i, 0, 3);
     for (int64_t i = 0; i < nimg; i++)
-        FN(pad_x)(&gf, jb->in0, img + i, r0, rr, rmax, xp + i * be, fresh);
+        FN(sx__conv_pad_x)(&gf, jb->in0, img + i, r0, rr, rmax, xp + i * be, fresh);
     T *w = acc;
     const int64_t ti = rr / m * tw, ntiles = nimg * ti, nb = (ntiles + tb - 1) / tb;
     for (int64_t b = 0, t0 = 0, nt; b < nb; b++, t0 += nt) { /* near-equal blocks */
@@ -569,7 +571,8 @@ static bool FN(wino_bwdk_unit)(const conv_job *jb, int64_t u, void *slot, bool f
         }
         const conv_geom g1 = FN(wino_gemm_geom)(c, f, nt);
         for (int64_t xi = 0; xi < 36; xi++)
-            FN(direct_bwdk_band)(&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
+            FN(sx__conv_direct_bwdk_band)
+        (&g1, v + xi * vs, d + xi * ds, 1, w + xi * us, first && t0 == 0);
     }
     return !fresh || nimg == pl->ipu;
 }
@@ -594,11 +597,11 @@ static void FN(wino_prep_chans)(void *ctx, int64_t c0, int64_t c1)
         return;
     }
     T *kr = uk + wino_u_elems(g, sizeof(T));
-    FN(rot_k)(g, w->jb->in0, kr, c0, c1);
+    FN(sx__conv_rot_k)(g, w->jb->in0, kr, c0, c1);
     FN(wino_kernel)(kr, g->kh, g->f, g->c, us, uk, c0, c1);
 }
 
-static void FN(wino_prep)(const conv_job *jb, bool bwdi)
+void FN(sx__conv_wino_prep)(const conv_job *jb, bool bwdi)
 {
     const conv_geom *g = jb->g;
     FN(wprep_ctx) w = {jb, bwdi};
@@ -627,7 +630,7 @@ static void FN(wino_finish_chans)(void *ctx, int64_t c0, int64_t c1)
     (w->parts, w->groups, w->pstride, wino_ld(c * f, sizeof(T)), c, f, g->kh, c0, c1, w->jb->out);
 }
 
-static void FN(wino_finish)(const conv_job *jb, const void *parts, int64_t groups, size_t pstride)
+void FN(sx__conv_wino_finish)(const conv_job *jb, const void *parts, int64_t groups, size_t pstride)
 {
     const conv_geom *g = jb->g;
     FN(wfin_ctx) w = {jb, parts, groups, pstride};
