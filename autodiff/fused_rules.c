@@ -22,14 +22,5 @@ sx_status grad_seq(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *ne
                                           " (differentiate before optimising)");                   \
     }
 NOT_DIFFERENTIABLE(fused)
-NOT_DIFFERENTIABLE(sgd_update)
-NOT_DIFFERENTIABLE(momentum_update)
-NOT_DIFFERENTIABLE(adagrad_update)
-NOT_DIFFERENTIABLE(rmsprop_update)
-NOT_DIFFERENTIABLE(adam_update)
-NOT_DIFFERENTIABLE(adamw_update)
-NOT_DIFFERENTIABLE(amsgrad_update)
-NOT_DIFFERENTIABLE(rmsprop_centered_update)
-NOT_DIFFERENTIABLE(momentum_dampened_update)
-NOT_DIFFERENTIABLE(rmsprop_momentum_update)
+NOT_DIFFERENTIABLE(fused_update)
 NOT_DIFFERENTIABLE(matmul_update)

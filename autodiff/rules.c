@@ -973,16 +973,7 @@ static const unsigned no_gradient[SX_OP_COUNT] = {
     [SX_OP_SEQ] = BUT_INPUT0,
     /* made by the optimiser after differentiation: no rules */
     [SX_OP_FUSED] = ALL_INPUTS,
-    [SX_OP_SGD_UPDATE] = ALL_INPUTS,
-    [SX_OP_MOMENTUM_UPDATE] = ALL_INPUTS,
-    [SX_OP_ADAGRAD_UPDATE] = ALL_INPUTS,
-    [SX_OP_RMSPROP_UPDATE] = ALL_INPUTS,
-    [SX_OP_ADAM_UPDATE] = ALL_INPUTS,
-    [SX_OP_ADAMW_UPDATE] = ALL_INPUTS,
-    [SX_OP_AMSGRAD_UPDATE] = ALL_INPUTS,
-    [SX_OP_RMSPROP_CENTERED_UPDATE] = ALL_INPUTS,
-    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = ALL_INPUTS,
-    [SX_OP_RMSPROP_MOMENTUM_UPDATE] = ALL_INPUTS,
+    [SX_OP_FUSED_UPDATE] = ALL_INPUTS,
     [SX_OP_MATMUL_UPDATE] = ALL_INPUTS,
     /* collectives: made after differentiation */
     [SX_OP_ALLREDUCE_START] = ALL_INPUTS,
