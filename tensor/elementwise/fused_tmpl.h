@@ -8,6 +8,37 @@
 #define FU_CAT_(a, b) a##_##b
 #define FU_CAT(a, b) FU_CAT_(a, b)
 
+/* b[i] = v[(at + i) % p] for i < len, by copies: the rest of the period at r = at % p, one
+ * period, then doubling what is written. */
+static void FU_CAT(fused_periodic, SFX)(T *b, const T *v, int64_t p, int64_t at, int len)
+{
+    const int64_t r = at % p;
+    int n = (int)(p - r < len ? p - r : len);
+    memcpy(b, v + r, (size_t)n * sizeof(T));
+    if (n < len) {
+        int first = (int)(p < len - n ? p : len - n);
+        memcpy(b + n, v, (size_t)first * sizeof(T));
+        /* b[n .. n + have) holds whole periods (have = p, 2p, 4p, ...) until the last copy */
+        int have = first;
+        while (n + have < len) {
+            int more = have < len - n - have ? have : len - n - have;
+            memcpy(b + n + have, b + n, (size_t)more * sizeof(T));
+            have += more;
+        }
+    }
+}
+
+/* The stores of a block, in program order, after every other instruction has run. */
+static void FU_CAT(fused_stores, SFX)(const fused_ctx *f, T (*regs)[FUSED_BLOCK], int64_t at,
+                                      int len)
+{
+    for (int k = 0; k < f->prog->n; k++) {
+        const sx_fused_instr *ins = &f->prog->ins[k];
+        if (ins->kind == SX_FUSED_STORE)
+            memcpy((T *)f->wops[ins->b] + at, regs[f->reg[-1 - ins->a]], (size_t)len * sizeof(T));
+    }
+}
+
 /* out[at .. at + len) = the program over elements at .. at + len of the operands (out NULL: a
  * program of stores, sx_tensor_fused_update; its stores run after every other instruction, into
  * wops). tile[s], when not NULL, holds repeated operand s laid out for any block (fused.c's
@@ -48,25 +79,8 @@ static void FU_CAT(fused_block, SFX)(const fused_ctx *f, T *out, int64_t at, int
                 src[j] = (const T *)ops[s] + at % period[s];
             } else if (s >= 0 && period[s] > 1) {
                 /* a periodic operand (element i is operand[i % period]) through a stack block */
-                const T *v = ops[s];
                 T *b = bcast[bslot++];
-                const int64_t p = period[s], r = at % p;
-                /* by copies, the same elements as b[i] = v[(at + i) % p]: the rest of the
-                 * period at r, one period, then doubling what is written */
-                int n = (int)(p - r < len ? p - r : len);
-                memcpy(b, v + r, (size_t)n * sizeof(T));
-                if (n < len) {
-                    int first = (int)(p < len - n ? p : len - n);
-                    memcpy(b + n, v, (size_t)first * sizeof(T));
-                    /* b[n .. n + have) holds whole periods (have = p, 2p, 4p, ...) until the
-                     * last copy */
-                    int have = first;
-                    while (n + have < len) {
-                        int more = have < len - n - have ? have : len - n - have;
-                        memcpy(b + n + have, b + n, (size_t)more * sizeof(T));
-                        have += more;
-                    }
-                }
+                FU_CAT(fused_periodic, SFX)(b, ops[s], period[s], at, len);
                 src[j] = b;
             } else {
                 src[j] = s < 0 ? regs[reg[-1 - s]] : (const T *)ops[s] + at;
@@ -118,11 +132,8 @@ static void FU_CAT(fused_block, SFX)(const fused_ctx *f, T *out, int64_t at, int
             break;
         }
     }
-    for (int k = 0; out == NULL && k < prog->n; k++) {
-        const sx_fused_instr *ins = &prog->ins[k];
-        if (ins->kind == SX_FUSED_STORE)
-            memcpy((T *)f->wops[ins->b] + at, regs[reg[-1 - ins->a]], (size_t)len * sizeof(T));
-    }
+    if (out == NULL)
+        FU_CAT(fused_stores, SFX)(f, regs, at, len);
 }
 
 #undef FU_CAT
