@@ -177,17 +177,9 @@ static inline bool cg_matmul_inplace_ok(const sx_cg_node *n)
  * every other op). */
 static inline int cg_mutated(const sx_cg_node *n)
 {
-    if (n->op == SX_OP_MATMUL_UPDATE)
-        return sx_cg_ops[n->attr.ints[0]].kernel;
+    if (n->op == SX_OP_FUSED_UPDATE || n->op == SX_OP_MATMUL_UPDATE)
+        return (int)n->attr.ints[0];
     return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) ? sx_cg_ops[n->op].kernel : 0;
-}
-
-/* How many elements the rate input (the last) of update op `op` holds (sx_ops.def). */
-static inline int64_t cg_update_rates(sx_cg_op op)
-{
-    if (op == SX_OP_ADAMW_UPDATE || op == SX_OP_AMSGRAD_UPDATE)
-        return 3;
-    return op == SX_OP_MOMENTUM_DAMPENED_UPDATE ? 2 : 1;
 }
 
 /* matmul_update: a block of gradient rows is about CG_MMU_BLOCK bytes (a share of L2: big

@@ -497,6 +497,15 @@ static sx_status pass_pool_relu(sx_cg_graph *g, int64_t *changed)
     return SX_OK;
 }
 
+/* n is the value an assign writes */
+static bool assigned(const sx_cg_node *n)
+{
+    for (int k = 0; k < n->n_users; k++)
+        if (n->users[k]->op == SX_OP_ASSIGN && n->users[k]->in[1] == n)
+            return true;
+    return false;
+}
+
 /* permute that swaps the last two axes and keeps the others */
 static bool is_transpose(const sx_cg_node *p)
 {
@@ -554,8 +563,9 @@ static sx_status pass_gemm_fold(sx_cg_graph *g, int64_t *changed)
                 m->attr.alpha = s;
             } else {
                 /* alpha A B + C: C becomes the addend, added after the product as the add did
-                 * (cg_eval_matmul) */
-                if (m->n_in != 2 || o == m)
+                 * (cg_eval_matmul). Not when an assign writes the sum (an optimiser's new state):
+                 * element-wise fusion makes that step one pass with the product inside it */
+                if (m->n_in != 2 || o == m || assigned(n))
                     continue;
                 sx_cg_node *ins[3] = {m->in[0], m->in[1], o};
                 SX_TRY(opt_set_inputs(m, 3, ins));

@@ -48,9 +48,9 @@
  *                                 pad_bottom, pad_left, pad_right, dilation_h, dilation_w,
  *                                 ceil_mode, count_include_pad (paddings 0 VALID, 1 SAME =
  *                                 SAME_UPPER, 2 SAME_LOWER, 3 EXPLICIT),
- *                           i32 rng_id, 6 x f64 coef,
- *                           prog: i32 n (0..16), then n instructions, each: u8 kind (0 map,
- *                                 1 binary, 2 fma, 3 where), string op (the map or binary
+ *                           i32 rng_id, 6 x f64 (zero; read and ignored),
+ *                           prog: i32 n (0..32), then n instructions, each: u8 kind (0 map,
+ *                                 1 binary, 2 fma, 3 where, 4 store), string op (the map or binary
  *                                 op's name, sx_map_name / sx_binary_name; empty for fma and
  *                                 where), i16 a, i16 b, i16 c, f64 alpha; instructions past
  *                                 n are zero
@@ -109,8 +109,8 @@ _Static_assert(offsetof(sx_cg_attr, embedding.pad) == offsetof(sx_cg_attr, ints)
                    offsetof(sx_cg_attr, allreduce.offset) == offsetof(sx_cg_attr, ints) &&
                    offsetof(sx_cg_attr, index.count) == offsetof(sx_cg_attr, ints),
                "the integer views of sx_cg_attr start at ints[0]");
-_Static_assert(sizeof(sx_cg_attr) == 832, "sx_cg_attr changed: update the attribute encoding "
-                                          "of serial.c and bump FORMAT_VERSION");
+_Static_assert(sizeof(sx_cg_attr) == 1040, "sx_cg_attr changed: update the attribute encoding "
+                                           "of serial.c and bump FORMAT_VERSION");
 #endif
 
 static void put_shape(writer *w, sx_dtype dtype, int rank, const int64_t *shape)
@@ -165,7 +165,7 @@ static void put_attr(writer *w, const sx_cg_attr *a)
         cg_put_i32(w, pool2[i]);
     cg_put_i32(w, a->rng_id);
     for (int i = 0; i < 6; i++)
-        cg_put_f64(w, a->coef[i]);
+        cg_put_f64(w, 0.0);
     cg_put_i32(w, a->prog.n);
     for (int k = 0; k < a->prog.n; k++) {
         const sx_fused_instr *in = &a->prog.ins[k];
@@ -841,8 +841,10 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
     if (r->version >= 2)
         SX_TRY(get_window_attr(r, a));
     SX_TRY(cg_rd_i32(r, &a->rng_id));
-    for (int i = 0; i < 6; i++)
-        SX_TRY(cg_rd_f64(r, &a->coef[i]));
+    for (int i = 0; i < 6; i++) {
+        double unused;
+        SX_TRY(cg_rd_f64(r, &unused));
+    }
     SX_TRY(cg_rd_i32(r, &a->prog.n));
     if (a->prog.n < 0 || a->prog.n > SX_FUSED_MAX)
         return cg_rd_bad(r, "fused program of %d instructions (want 0..%d)", a->prog.n,
@@ -855,7 +857,7 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
         SX_TRY(cg_rd_u8(r, &kind));
         SX_TRY(cg_rd_u32(r, &len));
         SX_TRY(cg_rd_bytes(r, len, &name));
-        if (kind > SX_FUSED_WHERE)
+        if (kind > SX_FUSED_STORE)
             return cg_rd_bad(r, "fused instruction %d has kind %u", k, kind);
         int op = kind == SX_FUSED_MAP      ? find_name(name, len, SX_MAP_COUNT, map_name)
                  : kind == SX_FUSED_BINARY ? find_name(name, len, SX_BINARY_COUNT, binary_name)
@@ -880,9 +882,9 @@ static sx_status get_attr(reader *r, sx_cg_attr *a)
 /* A fused node's program, judged at once by the one validator of programs
  * (tensor/elementwise/fused.c: every field of every instruction), with the node named in the
  * message. */
-static sx_status check_prog(const reader *r, int64_t i, const sx_cg_attr *a, int n_in)
+static sx_status check_prog(const reader *r, int64_t i, const sx_cg_attr *a, int n_in, int n_store)
 {
-    if (sx__fused_check("fused", &a->prog, n_in) == SX_OK)
+    if (sx__fused_check_stores("fused", &a->prog, n_in, n_store) == SX_OK)
         return SX_OK;
     char msg[400];
     snprintf(msg, sizeof msg, "%s", sx_last_error());
@@ -949,7 +951,16 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
         if (memcmp(&fn->attr, &none, sizeof none) != 0)
             return cg_rd_bad(r, "node %lld: a %s with attributes", (long long)i, opname);
     } else if (fn->op == SX_OP_FUSED) {
-        SX_TRY(check_prog(r, i, &fn->attr, fn->n_in));
+        SX_TRY(check_prog(r, i, &fn->attr, fn->n_in, 0));
+    } else if (fn->op == SX_OP_FUSED_UPDATE || fn->op == SX_OP_MATMUL_UPDATE) {
+        /* the program's operands: the inputs, or (matmul_update) all but a and b, then the
+         * product */
+        const int n_ops = fn->op == SX_OP_FUSED_UPDATE ? fn->n_in : fn->n_in - 1;
+        const int64_t k = fn->attr.ints[0];
+        if (k < 1 || k > n_ops)
+            return cg_rd_bad(r, "node %lld: a %s writing %lld of %d inputs", (long long)i, opname,
+                             (long long)k, fn->n_in);
+        SX_TRY(check_prog(r, i, &fn->attr, n_ops, (int)k));
     }
     /* an input's buffer is allocated when the graph is built, yet nothing in the file backs
      * it: refuse what no machine could hold rather than try */

@@ -28,8 +28,8 @@
  * Mutation. sx_cg_assign(param, value) writes value into the parameter's storage. Within one
  * evaluation, every other reader of the parameter runs before the assign, so all of them see the
  * old value; afterwards they are invalid (they depend on a changed parameter). The fused
- * optimiser updates that optim/ emits (SX_OPF_UPDATE) write their parameter and states under the
- * same rule.
+ * updates that element-wise fusion makes of assigns (SX_OPF_UPDATE: an optimiser step) write
+ * their parameter and states under the same rule.
  */
 #ifndef SX_CGRAPH_H
 #define SX_CGRAPH_H
@@ -61,9 +61,8 @@ enum {
      * overlap (stride >= kernel on both axes and no dilation; pads and ceil_mode only clip
      * windows) and nothing else reads it afterwards */
     SX_OPF_INPLACE_POOL = 1 << 7,
-    /* a fused optimiser step (sx_tensor_*_step): inputs (p, states..., g, lr), the leading ones
-     * written in place (count in the kernel column), value the parameter; optim/ emits them and
-     * the gemm-update pass may fold a matmul gradient into one (matmul_update) */
+    /* writes its leading inputs (parameters) in place by an element-wise program (fused_update,
+     * matmul_update): value the parameter, input 0; the count in attr.ints[0] */
     SX_OPF_UPDATE = 1 << 8,
 };
 
@@ -77,29 +76,6 @@ typedef enum {
 const char *sx_cg_op_name(sx_cg_op op); /* "add" */
 int sx_cg_op_arity(sx_cg_op op);        /* -1 = variadic */
 unsigned sx_cg_op_flags(sx_cg_op op);
-
-/* The coefficients of the fused optimiser updates (the *_update rows of sx_ops.def), by name:
- * one struct per update op, each a view of the same six doubles (sx_cg_attr.coef), so that the
- * saved form of a graph is the same whichever name wrote them. optim/ fills them from
- * sx_optim_params; the kernels (sx_tensor_*_step) take them in this order. */
-typedef struct sx_cg_momentum_coef {
-    double mu; /* v <- mu v + g */
-} sx_cg_momentum_coef;
-typedef struct sx_cg_adagrad_coef {
-    double eps; /* p <- p - lr g / (sqrt(a) + eps) */
-} sx_cg_adagrad_coef;
-typedef struct sx_cg_rmsprop_coef {
-    double rho, one_minus_rho, eps; /* a <- rho a + one_minus_rho g g */
-} sx_cg_rmsprop_coef;
-typedef struct sx_cg_rmsprop_momentum_coef {
-    double rho, one_minus_rho, eps; /* a <- rho a + one_minus_rho g g */
-    double mu;                      /* b <- mu b + g / (sqrt(a) + eps); p <- p - lr b */
-} sx_cg_rmsprop_momentum_coef;
-typedef struct sx_cg_adam_coef {
-    double beta1, one_minus_beta1; /* m <- beta1 m + one_minus_beta1 g */
-    double beta2, one_minus_beta2; /* v <- beta2 v + one_minus_beta2 g g */
-    double eps;                    /* p <- p - lr m / (sqrt(v) + eps) */
-} sx_cg_adam_coef;
 
 /* The attributes of the op families whose parameters are not per-axis lists, one struct each
  * and read by name (attr.sparse_xent.ignore, attr.norm.eps). Each is a view of the same memory
@@ -141,12 +117,9 @@ typedef struct sx_cg_index_attr { /* one_hot: depth; scatter_add: the rows of it
  * fields by name, and each family's own parameters as its struct above, in a union. Which
  * fields an op reads is said in sx_ops.def. Always start from sx_cg_attr_default(). */
 typedef struct sx_cg_attr {
-    double beta;       /* matmul beta */
-    unsigned axes;     /* reductions: bit mask of axes */
-    union {            /* one byte, two names (saved graphs store it once) */
-        bool keepdims; /* reductions */
-        bool nesterov; /* momentum_update: Nesterov's form */
-    };
+    double beta;           /* matmul beta */
+    unsigned axes;         /* reductions: bit mask of axes */
+    bool keepdims;         /* reductions */
     bool trans_a, trans_b; /* matmul */
     int axis;              /* softmax family, concat */
     int rank; /* target shape: reshape, broadcast, unslice, backward ops, dropout mask */
@@ -156,7 +129,8 @@ typedef struct sx_cg_attr {
             double alpha; /* map parameter; matmul alpha; pad value; dropout p */
             union {
                 int64_t ints[SX_MAX_RANK]; /* per axis: repeat/tile reps, permute perm, pad
-                                              before; matmul_update: its update op */
+                                              before; fused_update, matmul_update: the
+                                              inputs they write */
                 sx_cg_embedding_attr embedding;
                 sx_cg_adaptive_pool_attr adaptive_pool;
                 sx_cg_allreduce_attr allreduce;
@@ -172,16 +146,8 @@ typedef struct sx_cg_attr {
     sx_slice slice[SX_MAX_RANK];
     sx_conv2d_params conv;
     sx_pool2d_params pool;
-    int rng_id; /* dropout mask: which generator of the graph */
-    union {     /* fused optimiser updates: their coefficients, by position or by name */
-        double coef[6];
-        sx_cg_momentum_coef momentum;
-        sx_cg_adagrad_coef adagrad;
-        sx_cg_rmsprop_coef rmsprop;
-        sx_cg_rmsprop_momentum_coef rmsprop_momentum;
-        sx_cg_adam_coef adam;
-    };
-    sx_fused_prog prog; /* fused element-wise chains: their program */
+    int rng_id;         /* dropout mask: which generator of the graph */
+    sx_fused_prog prog; /* fused element-wise chains and updates: their program */
 } sx_cg_attr;
 
 sx_cg_attr sx_cg_attr_default(void); /* all zero; alpha = 1 for matmul use is set by callers */
@@ -696,10 +662,11 @@ typedef enum {
     SX_PASS_POOL_RELU,       /* where(x > 0, maxpool2d_backward(x, d), 0) (relu's gradient through a
                                 max pooling) -> maxpool2d_relu_backward(x, d): x dies there, and the
                                 result takes its memory when windows do not overlap */
-    SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries */
-    SX_PASS_GEMM_UPDATE,     /* a fused optimiser update (optim/ emits them) whose gradient is a
-                                matmul computes it in row blocks (matmul_update): no gradient
-                                buffer */
+    SX_PASS_ELEMWISE_FUSION, /* chains of element-wise ops -> one loop without temporaries; the
+                                assigns of element-wise chains that share nodes (an optimiser
+                                step: p, m, v) -> one loop writing them all (fused_update) */
+    SX_PASS_GEMM_UPDATE,     /* a fused_update (an optimiser step) whose gradient is a matmul
+                                computes it in row blocks (matmul_update): no gradient buffer */
     SX_PASS_ALGEBRA,      /* off by default (changes values): log(exp x) -> x, exp(log x) -> x for
                              x >= 0, x*0 -> 0 (assumes x finite) */
     SX_PASS_BN_FOLD,      /* off by default (changes rounding; sx_nn's inference graphs turn it on):

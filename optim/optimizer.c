@@ -1,7 +1,8 @@
 /* optimizer.c: the optimisers as graph builders. Each optimiser is one row of a table: its
- * name, its state tensors, the fused update op of cgraph/sx_ops.def it emits (one pass over
- * memory, sx_tensor_*_step) and how its hyper-parameters become that op's named coefficients.
- * The graph holds the update op from the start, optimised or not: nothing has to recognise it. */
+ * name, its state tensors, and its formula, a few lines of element-wise graph ops giving the new
+ * states and the new parameter, each assigned in place. Nothing here is special to the compiler:
+ * element-wise fusion turns the assigns of one step into a single pass over memory that writes
+ * the parameter and its states (fused_update, cgraph/opt_fuse.c). */
 #include "sx_optim.h"
 
 #include <math.h>
@@ -10,173 +11,162 @@
 
 enum { OPTIM_MAX_STATES = 3 };
 
-/* One optimiser: the update op it emits, with inputs (param, states..., grad, rate) where
- * rate is `lr` or, when `rate` is set, what it builds from lr and step. */
+/* What a formula reads: the hyper-parameters, the graph, the parameter p, its states st[], the
+ * gradient g, the rate lr and the step; it writes the new states nst[] and the new parameter. */
+typedef struct optim_in {
+    sx_cg_graph *g;
+    const sx_optim_params *hp;
+    sx_cg_node *p, *gr, *lr, *step;
+    sx_cg_node *const *st;
+} optim_in;
+
+typedef sx_cg_node *(*formula_fn)(const optim_in *in, sx_cg_node **nst);
+
+/* One optimiser: its name, states and formula; `needs_step` when the formula reads the step. */
 typedef struct optim_row {
     const char *name;
-    sx_cg_op op;
     int n_states;
     const char *states[OPTIM_MAX_STATES];
-    void (*coef)(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a);
-    sx_cg_node *(*rate)(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr, sx_cg_node *step);
+    formula_fn formula;
+    bool needs_step;
 } optim_row;
 
-/* A coefficient as the kernel of dtype dt sees it (it computes in dt): stored rounded, so the
- * attribute says exactly what runs and is the value a rank-0 constant of dt would hold. */
-static double in_dtype(sx_dtype dt, double v)
+/* A coefficient of the graph's dtype (a f32 graph steps with (float)c). */
+static sx_cg_node *k_(const optim_in *in, double c)
 {
-    return dt == SX_F32 ? (double)(float)v : v;
+    return sx_cg_scalar_like(in->g, in->lr, c);
 }
 
-static void coef_none(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+#define ADD(a, b) sx_cg_add(in->g, a, b)
+#define SUB(a, b) sx_cg_sub(in->g, a, b)
+#define MUL(a, b) sx_cg_mul(in->g, a, b)
+#define DIV(a, b) sx_cg_div(in->g, a, b)
+#define SQRT(a) sx_cg_sqrt(in->g, a)
+#define K(c) k_(in, c)
+
+/* p <- p - lr g */
+static sx_cg_node *f_sgd(const optim_in *in, sx_cg_node **nst)
 {
-    (void)p;
-    (void)dt;
-    (void)a;
+    (void)nst;
+    return SUB(in->p, MUL(in->lr, in->gr));
 }
 
-static void coef_momentum(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+/* v <- mu v + c g (c = 1, or PyTorch's dampening: 1 on the first step, 1 - d after);
+ * p <- p - lr v, or (nesterov) p <- p - lr (g + mu v) */
+static sx_cg_node *f_momentum(const optim_in *in, sx_cg_node **nst)
 {
-    a->momentum.mu = in_dtype(dt, p->momentum);
+    const sx_optim_params *hp = in->hp;
+    sx_cg_node *mu = K(hp->momentum), *cg = in->gr;
+    if (hp->dampening != 0) {
+        sx_cg_node *later = sx_cg_min(in->g, SUB(in->step, K(1)), K(1));
+        cg = MUL(SUB(K(1), MUL(K(hp->dampening), later)), in->gr);
+    }
+    sx_cg_node *v = nst[0] = ADD(MUL(mu, in->st[0]), cg);
+    if (hp->kind == SX_OPTIM_NESTEROV)
+        return SUB(in->p, MUL(in->lr, ADD(in->gr, MUL(mu, v))));
+    return SUB(in->p, MUL(in->lr, v));
 }
 
-static void coef_nesterov(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+/* a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps)) */
+static sx_cg_node *f_adagrad(const optim_in *in, sx_cg_node **nst)
 {
-    coef_momentum(p, dt, a);
-    a->nesterov = true;
+    sx_cg_node *g = in->gr;
+    sx_cg_node *a = nst[0] = ADD(in->st[0], MUL(g, g));
+    return SUB(in->p, MUL(in->lr, DIV(g, ADD(SQRT(a), K(in->hp->eps)))));
 }
 
-static void coef_adagrad(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+/* a <- rho a + (1 - rho) (g g), and (centered) ga <- rho ga + (1 - rho) g;
+ * p <- p - lr (g / (sqrt(a) + eps)), centered: sqrt(a - ga ga);
+ * with momentum mu: b <- mu b + g / (sqrt(a) + eps);  p <- p - lr b */
+static sx_cg_node *f_rmsprop(const optim_in *in, sx_cg_node **nst)
 {
-    a->adagrad.eps = in_dtype(dt, p->eps);
+    const sx_optim_params *hp = in->hp;
+    sx_cg_node *g = in->gr, *rho = K(hp->rho), *c = K(1 - hp->rho);
+    sx_cg_node *a = nst[0] = ADD(MUL(rho, in->st[0]), MUL(c, MUL(g, g)));
+    sx_cg_node *var = a;
+    if (hp->kind == SX_OPTIM_RMSPROP_CENTERED) {
+        sx_cg_node *ga = nst[1] = ADD(MUL(rho, in->st[1]), MUL(c, g));
+        var = SUB(a, MUL(ga, ga));
+    }
+    sx_cg_node *step = DIV(g, ADD(SQRT(var), K(hp->eps)));
+    if (hp->kind == SX_OPTIM_RMSPROP_MOMENTUM)
+        step = nst[1] = ADD(MUL(K(hp->momentum), in->st[1]), step);
+    return SUB(in->p, MUL(in->lr, step));
 }
 
-static void coef_rmsprop(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+/* 1 - beta^t, in the graph (the step is an input: it follows it in a compiled graph) */
+static sx_cg_node *bias(const optim_in *in, double beta)
 {
-    a->rmsprop.rho = in_dtype(dt, p->rho);
-    a->rmsprop.one_minus_rho = in_dtype(dt, 1 - p->rho);
-    a->rmsprop.eps = in_dtype(dt, p->eps);
+    return SUB(K(1), sx_cg_pow(in->g, K(beta), in->step));
 }
 
-static void coef_rmsprop_momentum(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+/* m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) (g g) */
+static void moments(const optim_in *in, sx_cg_node **nst)
 {
-    a->rmsprop_momentum.rho = in_dtype(dt, p->rho);
-    a->rmsprop_momentum.one_minus_rho = in_dtype(dt, 1 - p->rho);
-    a->rmsprop_momentum.eps = in_dtype(dt, p->eps);
-    a->rmsprop_momentum.mu = in_dtype(dt, p->momentum);
+    const sx_optim_params *hp = in->hp;
+    sx_cg_node *g = in->gr;
+    nst[0] = ADD(MUL(K(hp->beta1), in->st[0]), MUL(K(1 - hp->beta1), g));
+    nst[1] = ADD(MUL(K(hp->beta2), in->st[1]), MUL(K(1 - hp->beta2), MUL(g, g)));
 }
 
-static void coef_adam(const sx_optim_params *p, sx_dtype dt, sx_cg_attr *a)
+/* PyTorch's Adam, AdamW and AMSGrad: p <- k p (AdamW: k = 1 - lr wd);  vmax <- max(vmax, v)
+ * (AMSGrad, read below in place of v);  p <- p - s (m / (sqrt(v) / q + eps)),
+ * s = lr / (1 - b1^t), q = sqrt(1 - b2^t) */
+static sx_cg_node *f_adam(const optim_in *in, sx_cg_node **nst)
 {
-    a->adam.beta1 = in_dtype(dt, p->beta1);
-    a->adam.one_minus_beta1 = in_dtype(dt, 1 - p->beta1);
-    a->adam.beta2 = in_dtype(dt, p->beta2);
-    a->adam.one_minus_beta2 = in_dtype(dt, 1 - p->beta2);
-    a->adam.eps = in_dtype(dt, p->eps);
+    const sx_optim_params *hp = in->hp;
+    sx_cg_node *s = DIV(in->lr, bias(in, hp->beta1)), *q = SQRT(bias(in, hp->beta2));
+    sx_cg_node *p = in->p;
+    if (hp->kind == SX_OPTIM_ADAMW)
+        p = MUL(SUB(K(1), MUL(in->lr, K(hp->weight_decay))), p);
+    moments(in, nst);
+    sx_cg_node *v = nst[1];
+    if (hp->kind == SX_OPTIM_AMSGRAD)
+        v = nst[2] = sx_cg_max(in->g, in->st[2], v);
+    return SUB(p, MUL(s, DIV(nst[0], ADD(DIV(SQRT(v), q), K(hp->eps)))));
 }
 
-/* Adam's bias-corrected rate lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)), one element, in the
- * graph (step is an input: the rate follows it in a compiled graph). */
-static sx_cg_node *rate_adam(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr,
-                             sx_cg_node *step)
+/* Keras's Adam: p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr (sqrt(1 - b2^t) / (1 - b1^t)) */
+static sx_cg_node *f_adam_keras(const optim_in *in, sx_cg_node **nst)
 {
-    sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
-    sx_cg_node *c2 =
-        sx_cg_sqrt(g, sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step)));
-    sx_cg_node *c1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
-    return sx_cg_mul(g, lr, sx_cg_div(g, c2, c1));
+    const sx_optim_params *hp = in->hp;
+    sx_cg_node *lr_t = MUL(in->lr, DIV(SQRT(bias(in, hp->beta2)), bias(in, hp->beta1)));
+    moments(in, nst);
+    return SUB(in->p, MUL(lr_t, DIV(nst[0], ADD(SQRT(nst[1]), K(hp->eps)))));
 }
 
-/* A one-element node of shape (1), for a rate vector. */
-static sx_cg_node *as_1(sx_cg_graph *g, sx_cg_node *x)
-{
-    const int64_t one[1] = {1};
-    return sx_cg_reshape(g, x, 1, one);
-}
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef K
 
-/* The rate vector (n elements) from rank-0 nodes: one concat. */
-static sx_cg_node *rates(sx_cg_graph *g, int n, sx_cg_node *const *r)
-{
-    sx_cg_node *v[3];
-    for (int i = 0; i < n; i++)
-        v[i] = as_1(g, r[i]);
-    return sx_cg_concat(g, n, v, 0);
-}
-
-/* PyTorch's Adam/AdamW rates (lr / (1 - b1^t), sqrt(1 - b2^t), 1 - lr wd), wd the decoupled
- * weight decay (AdamW's; 0 for Adam and AMSGrad, whose weight decay is in the gradient). */
-static sx_cg_node *rate_adamw(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr,
-                              sx_cg_node *step)
-{
-    sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
-    sx_cg_node *bc1 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta1), step));
-    sx_cg_node *bc2 = sx_cg_sub(g, one, sx_cg_pow(g, sx_cg_scalar_like(g, lr, p->beta2), step));
-    sx_cg_node *keep =
-        p->kind == SX_OPTIM_ADAMW
-            ? sx_cg_sub(g, one, sx_cg_mul(g, lr, sx_cg_scalar_like(g, lr, p->weight_decay)))
-            : one;
-    sx_cg_node *r[3] = {sx_cg_div(g, lr, bc1), sx_cg_sqrt(g, bc2), keep};
-    return rates(g, 3, r);
-}
-
-/* SGD with dampening: (lr, 1 - dampening min(t - 1, 1)): the whole gradient on the first
- * step, 1 - dampening of it after, as PyTorch's. */
-static sx_cg_node *rate_dampened(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *lr,
-                                 sx_cg_node *step)
-{
-    sx_cg_node *one = sx_cg_scalar_like(g, lr, 1.0);
-    sx_cg_node *later = sx_cg_min(g, sx_cg_sub(g, step, one), one);
-    sx_cg_node *r[2] = {
-        lr, sx_cg_sub(g, one, sx_cg_mul(g, sx_cg_scalar_like(g, lr, p->dampening), later))};
-    return rates(g, 2, r);
-}
-
-/* The rows by kind; then momentum's dampened form (row_of picks it; nesterov takes no
- * dampening, as PyTorch's). */
-enum { ROW_MOMENTUM_DAMPENED = SX_OPTIM_COUNT, N_ROWS };
-
-static const optim_row rows[N_ROWS] = {
-    [SX_OPTIM_SGD] = {"sgd", SX_OP_SGD_UPDATE, 0, {NULL, NULL, NULL}, coef_none, NULL},
-    [SX_OPTIM_MOMENTUM] =
-        {"momentum", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL, NULL}, coef_momentum, NULL},
-    [SX_OPTIM_NESTEROV] =
-        {"nesterov", SX_OP_MOMENTUM_UPDATE, 1, {"velocity", NULL, NULL}, coef_nesterov, NULL},
-    [SX_OPTIM_ADAGRAD] =
-        {"adagrad", SX_OP_ADAGRAD_UPDATE, 1, {"sum_sq", NULL, NULL}, coef_adagrad, NULL},
-    [SX_OPTIM_RMSPROP] =
-        {"rmsprop", SX_OP_RMSPROP_UPDATE, 1, {"mean_sq", NULL, NULL}, coef_rmsprop, NULL},
-    [SX_OPTIM_ADAM] = {"adam", SX_OP_ADAMW_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adamw},
-    [SX_OPTIM_ADAMW] = {"adamw", SX_OP_ADAMW_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adamw},
-    [SX_OPTIM_AMSGRAD] =
-        {"amsgrad", SX_OP_AMSGRAD_UPDATE, 3, {"m", "v", "v_max"}, coef_adam, rate_adamw},
-    [SX_OPTIM_RMSPROP_CENTERED] = {"rmsprop_centered",
-                                   SX_OP_RMSPROP_CENTERED_UPDATE,
-                                   2,
-                                   {"mean_sq", "mean_grad", NULL},
-                                   coef_rmsprop,
-                                   NULL},
-    [SX_OPTIM_ADAM_KERAS] =
-        {"adam_keras", SX_OP_ADAM_UPDATE, 2, {"m", "v", NULL}, coef_adam, rate_adam},
-    [SX_OPTIM_RMSPROP_MOMENTUM] = {"rmsprop_momentum",
-                                   SX_OP_RMSPROP_MOMENTUM_UPDATE,
-                                   2,
-                                   {"mean_sq", "momentum_buffer", NULL},
-                                   coef_rmsprop_momentum,
-                                   NULL},
-    [ROW_MOMENTUM_DAMPENED] = {"momentum",
-                               SX_OP_MOMENTUM_DAMPENED_UPDATE,
-                               1,
-                               {"velocity", NULL, NULL},
-                               coef_momentum,
-                               rate_dampened},
+static const optim_row rows[SX_OPTIM_COUNT] = {
+    [SX_OPTIM_SGD] = {"sgd", 0, {NULL, NULL, NULL}, f_sgd, false},
+    [SX_OPTIM_MOMENTUM] = {"momentum", 1, {"velocity", NULL, NULL}, f_momentum, false},
+    [SX_OPTIM_NESTEROV] = {"nesterov", 1, {"velocity", NULL, NULL}, f_momentum, false},
+    [SX_OPTIM_ADAGRAD] = {"adagrad", 1, {"sum_sq", NULL, NULL}, f_adagrad, false},
+    [SX_OPTIM_RMSPROP] = {"rmsprop", 1, {"mean_sq", NULL, NULL}, f_rmsprop, false},
+    [SX_OPTIM_ADAM] = {"adam", 2, {"m", "v", NULL}, f_adam, true},
+    [SX_OPTIM_ADAMW] = {"adamw", 2, {"m", "v", NULL}, f_adam, true},
+    [SX_OPTIM_AMSGRAD] = {"amsgrad", 3, {"m", "v", "v_max"}, f_adam, true},
+    [SX_OPTIM_RMSPROP_CENTERED] =
+        {"rmsprop_centered", 2, {"mean_sq", "mean_grad", NULL}, f_rmsprop, false},
+    [SX_OPTIM_ADAM_KERAS] = {"adam_keras", 2, {"m", "v", NULL}, f_adam_keras, true},
+    [SX_OPTIM_RMSPROP_MOMENTUM] =
+        {"rmsprop_momentum", 2, {"mean_sq", "momentum_buffer", NULL}, f_rmsprop, false},
 };
 
-/* The row that p's update uses: its kind's, or momentum's dampened form. */
+/* The row that p's update uses, and whether it reads the step (dampening does). */
 static const optim_row *row_of(const sx_optim_params *p)
 {
-    if (p->dampening != 0 && p->kind == SX_OPTIM_MOMENTUM)
-        return &rows[ROW_MOMENTUM_DAMPENED];
     return &rows[p->kind];
+}
+
+static bool needs_step(const sx_optim_params *p)
+{
+    return rows[p->kind].needs_step || (p->dampening != 0 && p->kind == SX_OPTIM_MOMENTUM);
 }
 
 const char *sx_optim_name(sx_optim_kind k)
@@ -259,7 +249,7 @@ static sx_status check(const sx_optim_params *p, sx_cg_node *param, sx_cg_node *
                         (long long)sx_cg_node_id(param), sx_cg_op_name(sx_cg_node_op(param)));
     if (sx_cg_node_size(lr) != 1 || (step != NULL && sx_cg_node_size(step) != 1))
         return sx_error(SX_E_SHAPE, "%s: lr and step must hold one element", who);
-    if (row_of(p)->rate != NULL && step == NULL)
+    if (needs_step(p) && step == NULL)
         return sx_error(SX_E_ARG, "%s: %s needs the step node (bias correction, dampening)", who,
                         rows[p->kind].name);
     if (!(p->eps >= 0) || !(p->momentum >= 0 && p->momentum < 1) || !(p->rho >= 0 && p->rho < 1) ||
@@ -284,35 +274,28 @@ static sx_status failed(sx_cg_graph *g, const char *what)
     return s != SX_OK ? s : sx_error(SX_E_STATE, "sx_optim_update: %s failed", what);
 }
 
-/* The update node u = op(param, states..., grad, rate) and, per state, seq(state, u): the
- * state's handle, ordered after the step that writes it. out gets the seqs, then u. In an eager
- * graph u has run when it is made and is stale at once (it reads what it wrote): a seq would
- * run it again, so the states themselves are the handles. */
-static sx_status emit(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *param, sx_cg_node *grad,
-                      sx_cg_node *rate, sx_cg_node *const *st, sx_cg_node **out)
+/* The formula's new states and parameter (out: states, then the parameter), each assigned in
+ * place. An eager graph computes each node as it is made and recomputes what an assign made
+ * stale, so there the new values are taken as constants first: every assign writes what the
+ * formula computed from the old values. */
+static sx_status emit(const optim_in *in, sx_cg_node **out)
 {
-    const optim_row *r = row_of(p);
-    sx_cg_node *ins[OPTIM_MAX_STATES + 3];
-    int n = 0;
-    ins[n++] = param;
-    for (int i = 0; i < r->n_states; i++)
-        ins[n++] = st[i];
-    ins[n++] = grad;
-    ins[n++] = rate;
-    sx_cg_attr a = sx_cg_attr_default();
-    r->coef(p, sx_cg_node_dtype(param), &a);
-    sx_cg_node *u = sx_cg_op_new(g, r->op, n, ins, &a);
-    if (u == NULL)
-        return failed(g, sx_cg_op_name(r->op));
-    const sx_cg_attr none = sx_cg_attr_default();
-    const bool eager = sx_cg_graph_mode(g) == SX_CG_EAGER;
-    for (int i = 0; i < r->n_states; i++) {
-        sx_cg_node *seq_in[2] = {st[i], u};
-        out[i] = eager ? st[i] : sx_cg_op_new(g, SX_OP_SEQ, 2, seq_in, &none);
+    sx_cg_graph *g = in->g;
+    const optim_row *r = row_of(in->hp);
+    sx_cg_node *val[OPTIM_MAX_STATES + 1] = {NULL};
+    val[r->n_states] = r->formula(in, val);
+    for (int i = 0; i <= r->n_states; i++)
+        if (val[i] == NULL)
+            return failed(g, "the formula");
+    if (sx_cg_graph_mode(g) == SX_CG_EAGER)
+        for (int i = 0; i <= r->n_states; i++)
+            if ((val[i] = sx_cg_const(g, sx_cg_value(val[i]))) == NULL)
+                return failed(g, "the new value");
+    for (int i = 0; i <= r->n_states; i++) {
+        out[i] = sx_cg_assign(g, i < r->n_states ? in->st[i] : in->p, val[i]);
         if (out[i] == NULL)
-            return failed(g, "seq");
+            return failed(g, "assign");
     }
-    out[r->n_states] = u;
     return SX_OK;
 }
 
@@ -342,11 +325,9 @@ sx_status sx_optim_update(sx_cg_graph *g, const sx_optim_params *p, sx_cg_node *
         if (grad == NULL)
             return failed(g, "the weight decay");
     }
-    sx_cg_node *rate = r->rate != NULL ? r->rate(g, p, lr, step) : lr;
-    if (rate == NULL)
-        return failed(g, "the learning rate");
+    const optim_in in = {g, p, param, grad, lr, step, st};
     sx_cg_node *out[OPTIM_MAX_STATES + 1];
-    SX_TRY(emit(g, p, param, grad, rate, st, out));
+    SX_TRY(emit(&in, out));
     for (int i = 0; i <= r->n_states; i++)
         updates[i] = out[i];
     *n = r->n_states + 1;

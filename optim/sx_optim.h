@@ -1,9 +1,10 @@
 /* sx_optim.h: losses and optimisers as graph builders. This layer knows graphs, not networks:
- * an optimiser turns (parameter, gradient) into one fused update node of the same graph (the
- * *_update rows of cgraph/sx_ops.def, one pass over memory each), with its coefficients named in
- * the attribute struct (sx_cg_adam_coef, ...). The node is there optimised or not, so training
- * with and without sx_cg_optimise runs the same kernel; the graph optimiser only folds a dense
- * layer's matmul gradient into it (SX_PASS_GEMM_UPDATE).
+ * an optimiser turns (parameter, gradient) into its formula in element-wise graph ops, whose new
+ * states and new parameter are assigned in place (sx_cg_assign). The graph optimiser's
+ * element-wise fusion turns those assigns into one fused_update node per parameter, a single
+ * pass over memory writing the parameter and its states, and folds a dense layer's matmul
+ * gradient into it (SX_PASS_GEMM_UPDATE). Optimised or not, the operations and their order are
+ * the same, so the bits are.
  *
  * Errors follow cgraph: status values, a message in sx_last_error(), out-parameters NULL.
  * NULL: the functions of this header that take a pointer return SX_E_ARG for a NULL one (a
@@ -68,41 +69,36 @@ sx_optim_params sx_optim_params_default(sx_optim_kind kind);
 int sx_optim_n_states(sx_optim_kind k);
 const char *sx_optim_state_name(sx_optim_kind k, int i);
 
-/* Build the update of one parameter: one fused update node writing the parameter and its
- * states in place, and the handles of what it writes, which it stores in updates[0..*n) (at
- * most 4): seq(state, update) per state (a view of the state ordered after the step), then the
- * update node itself (a view of the parameter). Ask for all of them as outputs. In an eager
- * graph the step runs once, as the update node is made, and the state handles are the states
- * themselves (evaluating the update node again takes another step). `states` holds
- * the optimiser's state parameters (sx_optim_n_states of them, shaped like the parameter, zero
- * at the start); NULL makes new zero-initialised ones named "<param name>.<state name>". `lr` is
- * a single-element node holding this step's learning rate (an input fed every step, or a
- * schedule computed in the graph from the step, so schedules advance in a compiled graph);
- * `step` is a single-element node holding the 1-based step number, used by Adam's bias
- * correction and by dampening (may be NULL for the other kinds). With weight_decay > 0 (not
- * adamw) the gradient g below is grad + wd param, made with graph ops. The update, per
- * element, in the graph's dtype, in this order (the kernels sx_tensor_*_step):
- *   sgd:      sgd_update(p, g, lr)           p <- p - lr g
- *   momentum: momentum_update(p, v, g, lr)   v <- mu v + g;  p <- p - lr v
- *   nesterov: the same with attr.nesterov    v <- mu v + g;  p <- p - lr (g + mu v)
- *   momentum with dampening d > 0: momentum_dampened_update(p, v, g, (lr, c)),
- *             c = 1 - d min(t - 1, 1):       v <- mu v + c g;  p <- p - lr v
- *   adagrad:  adagrad_update(p, a, g, lr)    a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
- *   rmsprop:  rmsprop_update(p, a, g, lr)    a <- rho a + (1 - rho) (g g);
- *                                            p <- p - lr (g / (sqrt(a) + eps))
- *   rmsprop_centered: rmsprop_centered_update(p, a, ga, g, lr)   a as rmsprop's;
- *             ga <- rho ga + (1 - rho) g;  p <- p - lr (g / (sqrt(a - ga ga) + eps))
- *   rmsprop_momentum: rmsprop_momentum_update(p, a, b, g, lr)   a as rmsprop's;
- *             b <- mu b + g / (sqrt(a) + eps);  p <- p - lr b  (PyTorch's RMSprop with
- *             momentum mu = p->momentum, not centered)
- *   adam, adamw: adamw_update(p, m, v, g, (s, q, k))   p <- k p;  m <- b1 m + (1 - b1) g;
- *             v <- b2 v + (1 - b2) (g g);  p <- p - s (m / (sqrt(v) / q + eps)),
- *             s = lr / (1 - b1^t), q = sqrt(1 - b2^t), k = 1 - lr wd (adamw) or 1 (adam)
- *   amsgrad:  amsgrad_update(p, m, v, vmax, g, (s, q, 1))   as adam with vmax <- max(vmax, v)
- *             in the denominator in place of v
- *   adam_keras: adam_update(p, m, v, g, lr_t)   m, v as adam's;
- *             p <- p - lr_t (m / (sqrt(v) + eps)),  lr_t = lr (sqrt(1 - b2^t) / (1 - b1^t))
- * (the rates in parentheses are a vector computed from lr and step as graph nodes). Each
+/* Build the update of one parameter: its formula in element-wise graph ops and one assign per
+ * tensor it writes, whose handles it stores in updates[0..*n) (at most 4): assign(state, new
+ * state) per state, then assign(param, new param). Ask for all of them as outputs; each is a view
+ * of what it writes. Optimised (sx_cg_optimise), they become one fused_update node (the last
+ * handle) and a seq(state, it) per state: one pass over the parameter and its states. In an
+ * eager graph the step runs once, as the handles are made (the new values are computed from the
+ * old ones first, then written). `states` holds the optimiser's state parameters
+ * (sx_optim_n_states of them, shaped like the parameter, zero at the start); NULL makes new
+ * zero-initialised ones named "<param name>.<state name>". `lr` is a single-element node holding
+ * this step's learning rate (an input fed every step, or a schedule computed in the graph from
+ * the step, so schedules advance in a compiled graph); `step` is a single-element node holding
+ * the 1-based step number, used by Adam's bias correction and by dampening (may be NULL for the
+ * other kinds). With weight_decay > 0 (not adamw) the gradient g below is grad + wd param. The
+ * update, per element, in the graph's dtype, in this order of operations:
+ *   sgd:      p <- p - lr g
+ *   momentum: v <- mu v + g;  p <- p - lr v       (nesterov: p <- p - lr (g + mu v))
+ *             with dampening d > 0: v <- mu v + c g, c = 1 - d min(t - 1, 1)
+ *   adagrad:  a <- a + g g;  p <- p - lr (g / (sqrt(a) + eps))
+ *   rmsprop:  a <- rho a + (1 - rho) (g g);  p <- p - lr (g / (sqrt(a) + eps))
+ *   rmsprop_centered: a as rmsprop's;  ga <- rho ga + (1 - rho) g;
+ *             p <- p - lr (g / (sqrt(a - ga ga) + eps))
+ *   rmsprop_momentum: a as rmsprop's;  b <- mu b + g / (sqrt(a) + eps);  p <- p - lr b
+ *             (PyTorch's RMSprop with momentum mu = p->momentum, not centered)
+ *   adam, adamw: p <- k p (adamw only);  m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) (g g);
+ *             p <- p - s (m / (sqrt(v) / q + eps)),
+ *             s = lr / (1 - b1^t), q = sqrt(1 - b2^t), k = 1 - lr wd
+ *   amsgrad:  as adam with vmax <- max(vmax, v) in the denominator in place of v
+ *   adam_keras: m, v as adam's;  p <- p - lr_t (m / (sqrt(v) + eps)),
+ *             lr_t = lr (sqrt(1 - b2^t) / (1 - b1^t))
+ * (the rates s, q, k, c and lr_t are single-element graph nodes computed from lr and step). Each
  * matches PyTorch's formula (tests/optim/test_torch.c: 10 steps to 1e-6 in f64).
  * Coefficients are rounded to the graph's dtype (a f32 graph steps with (float)mu).
  * Errors (*n = 0): SX_E_ARG (NULL g, p, param, grad, lr, updates or n, a NULL state in a

@@ -815,48 +815,6 @@ SX_NODISCARD sx_status sx_tensor_dropout_mask_at(sx_tensor *out, sx_rng *rng, do
 
 /* ---------------------------------------------------------------- fused kernels */
 
-/* Optimiser steps in one pass over memory, in place (the kernels of the update nodes optim/
- * emits). Each computes exactly what the optimiser's formula (sx_optim.h) written as separate
- * element-wise graph ops computes, in the same order of operations (same results bit for bit;
- * tests/optim checks it), for every element i; lr is the (scheduled) learning rate of this step:
- *   sgd:      p -= lr * g
- *   momentum: v = mu * v + g;  p -= lr * v                      (nesterov: p -= lr * (g + mu * v))
- *   adagrad:  a = a + g * g;  p -= lr * (g / (sqrt(a) + eps))
- *   rmsprop:  a = rho * a + c * (g * g);  p -= lr * (g / (sqrt(a) + eps))     (c = 1 - rho)
- *   adam:     m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);  p -= lr * (m / (sqrt(v) + eps))
- *             (c1 = 1 - b1, c2 = 1 - b2; lr already holds Adam's bias correction)
- * All tensors have p's shape and dtype. Parallel above a threshold. */
-SX_NODISCARD sx_status sx_tensor_sgd_step(sx_tensor *p, const sx_tensor *g, double lr);
-SX_NODISCARD sx_status sx_tensor_momentum_step(sx_tensor *p, sx_tensor *v, const sx_tensor *g,
-                                               double lr, double mu, bool nesterov);
-SX_NODISCARD sx_status sx_tensor_adagrad_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g,
-                                              double lr, double eps);
-SX_NODISCARD sx_status sx_tensor_rmsprop_step(sx_tensor *p, sx_tensor *a, const sx_tensor *g,
-                                              double lr, double rho, double c, double eps);
-SX_NODISCARD sx_status sx_tensor_adam_step(sx_tensor *p, sx_tensor *m, sx_tensor *v,
-                                           const sx_tensor *g, double lr, double b1, double c1,
-                                           double b2, double c2, double eps);
-/* PyTorch's forms, each as its formula in separate element-wise ops, in this order:
- *   adamw:    p = keep * p;  m = b1 * m + c1 * g;  v = b2 * v + c2 * (g * g);
- *             [amsgrad, vmax not NULL: vmax = max(vmax, v), read below in place of v]
- *             p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps))
- *             (step_size = lr / (1 - b1^t), bc2_sqrt = sqrt(1 - b2^t), keep = 1 - lr wd: Adam's
- *             eps after the bias correction, and decoupled weight decay; keep = 1 for Adam)
- *   rmsprop_centered: a = rho * a + c * (g * g);  ga = rho * ga + c * g;
- *             p -= lr * (g / (sqrt(a - ga * ga) + eps))
- *   momentum_dampened: v = mu * v + damp * g;  p -= lr * v    (nesterov: p -= lr * (g + mu * v))
- *             (damp = 1 on the first step, 1 - dampening after, as PyTorch's SGD) */
-SX_NODISCARD sx_status sx_tensor_adamw_step(sx_tensor *p, sx_tensor *m, sx_tensor *v,
-                                            sx_tensor *vmax, const sx_tensor *g, double step_size,
-                                            double bc2_sqrt, double keep, double b1, double c1,
-                                            double b2, double c2, double eps);
-SX_NODISCARD sx_status sx_tensor_rmsprop_centered_step(sx_tensor *p, sx_tensor *a, sx_tensor *ga,
-                                                       const sx_tensor *g, double lr, double rho,
-                                                       double c, double eps);
-SX_NODISCARD sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor *v,
-                                                        const sx_tensor *g, double lr, double damp,
-                                                        double mu, bool nesterov);
-
 /* A short element-wise program run as one loop over blocks of elements, with no temporaries
  * in memory (element-wise chain fusion). Instruction k computes register k from its sources:
  * a source s >= 0 is operand s, s < 0 is register -1-s (an earlier instruction). The result
@@ -869,13 +827,22 @@ SX_NODISCARD sx_status sx_tensor_momentum_dampened_step(sx_tensor *p, sx_tensor 
  * not read 0. Errors (out untouched): SX_E_ARG (a bad field, named with its instruction;
  * n_in outside 1..SX_FUSED_MAX_OPERANDS; NULL), SX_E_DTYPE, SX_E_SHAPE (an operand whose size
  * does not divide the output's). */
-#define SX_FUSED_MAX 16          /* instructions of a program */
+#define SX_FUSED_MAX 32          /* instructions of a program */
 #define SX_FUSED_MAX_OPERANDS 64 /* operands of a program */
-typedef enum { SX_FUSED_MAP, SX_FUSED_BINARY, SX_FUSED_FMA, SX_FUSED_WHERE } sx_fused_kind;
+/* SX_FUSED_STORE (sx_tensor_fused_update only): writes source a (an earlier register) into
+ * operand b, element for element, in place; it makes no register (reading it is an error). */
+typedef enum {
+    SX_FUSED_MAP,
+    SX_FUSED_BINARY,
+    SX_FUSED_FMA,
+    SX_FUSED_WHERE,
+    SX_FUSED_STORE
+} sx_fused_kind;
 typedef struct sx_fused_instr {
     uint8_t kind;    /* sx_fused_kind */
-    uint8_t op;      /* sx_map_op or sx_binary_op */
-    int16_t a, b, c; /* sources (b, c unused by maps, c by binaries: then 0) */
+    uint8_t op;      /* sx_map_op or sx_binary_op; 0 for the other kinds */
+    int16_t a, b, c; /* sources (b, c unused by maps, c by binaries: then 0); store: a the
+                        register, b the operand written, c 0 */
     double alpha;    /* map parameter */
 } sx_fused_instr;
 typedef struct sx_fused_prog {

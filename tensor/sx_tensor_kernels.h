@@ -96,6 +96,17 @@ SX_NODISCARD sx_status sx_tensor_maxpool2d_relu_backward_out(const sx_tensor *x,
  * operands into out. */
 SX_NODISCARD sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in,
                                            const sx_tensor *const *in, sx_tensor *out);
+/* The program over the operands in[0..n_in) with no result tensor: its STORE instructions write
+ * registers into operands in place (an optimiser step: p, m and v read and written in one pass
+ * over memory). Element i of every operand is read before any store writes element i, and the
+ * stores run in program order, so a program reads the old values of what it stores. The same
+ * rules as sx_tensor_fused_out, with: the size of the program is that of operand 0; an operand
+ * written has that size and overlaps no other operand. Errors (nothing written): those of
+ * sx_tensor_fused_out; SX_E_ARG for a store into an operand of another size, a store into an
+ * overlapping operand, or a source that names a store. */
+SX_NODISCARD sx_status sx_tensor_fused_update(const sx_fused_prog *prog, int n_in,
+                                              sx_tensor *const *in);
+
 /* y = prog(conv2d(x, k), ops[0], ..., ops[n_ops - 1]): a convolution with an epilogue.
  * The program runs as in sx_tensor_fused_out with the convolution's result as operand 0 and
  * ops[i] as operand i + 1, each operand of y's size or repeated over its leading axes (a bias of

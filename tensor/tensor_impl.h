@@ -55,9 +55,12 @@ sx_status sx__axis(const char *who, int axis, int rank, int *out);
  * field. */
 static inline int sx__fused_sources(int kind)
 {
-    return kind == SX_FUSED_MAP ? 1 : kind == SX_FUSED_BINARY ? 2 : 3;
+    return kind == SX_FUSED_MAP || kind == SX_FUSED_STORE ? 1 : kind == SX_FUSED_BINARY ? 2 : 3;
 }
 sx_status sx__fused_check(const char *who, const sx_fused_prog *p, int n_in);
+/* The same, with stores allowed into operands 0..n_store-1 (sx_tensor_fused_update: all of
+ * them; the update nodes: the parameters they write); n_store 0 is sx__fused_check. */
+sx_status sx__fused_check_stores(const char *who, const sx_fused_prog *p, int n_in, int n_store);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
 sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
 

@@ -1,18 +1,13 @@
-/* ops/update.c: ops that write parameters in place: assign, the fused optimiser steps that
- * optim/ emits (sgd, momentum, adagrad, rmsprop, adam; adamw, amsgrad, rmsprop_centered,
- * momentum_dampened with a rate vector), the matmul_update the gemm-update pass
- * makes, and seq (a value ordered after such a write). */
+/* ops/update.c: ops that write parameters in place: assign, the fused updates that element-wise
+ * fusion makes of assigns of element-wise chains (an optimiser step, sx_optim.h: its formula's
+ * program writing the parameter and its states in one pass), the matmul_update the gemm-update
+ * pass makes of one whose gradient is a product, and seq (a value ordered after such a write). */
 #include "cgraph_impl.h"
 
 #include <limits.h>
-#include <math.h>
 #include <stdatomic.h>
-
 #define IN_VALUE(i) (&n->in[i]->value)
 #define OUT (&n->value)
-/* The parameters a mutating node writes (its leading inputs' storage). */
-#define OUT0(n) (&(n)->in[0]->value)
-#define MUT(n, i) (&(n)->in[i]->value)
 
 /* ---------------------------------------------------------------- constructors */
 
@@ -41,64 +36,62 @@ sx_status cg_shape_seq(sx_cg_node *n)
     return SX_OK;
 }
 
-/* update(p, states..., g, lr): every tensor has p's shape, lr has cg_update_rates elements, and
- * the parameter and states are parameters (they are written in place). */
-sx_status cg_shape_update(sx_cg_node *n)
+/* The leading k inputs of n, written by its program (over n_ops operands), are parameters of
+ * the program's shape (attr.rank/shape, which n takes); inputs k..n_x-1 have its size or repeat
+ * over its leading axes. */
+static sx_status check_update(sx_cg_node *n, int n_ops, int n_x)
 {
+    const int64_t k = n->attr.ints[0];
+    if (k < 1 || k > n_ops)
+        return sx_error(SX_E_ARG, "%s: writes %lld of its %d operands (want 1..%d)", cg_who(n),
+                        (long long)k, n_ops, n_ops);
     SX_TRY(cg_same_dtypes(n));
-    int last = n->n_in - 1, mutated = cg_mutated(n);
-    for (int i = 0; i < mutated; i++)
-        if (n->in[i]->op != SX_OP_PARAM)
+    SX_TRY(sx__fused_check_stores(cg_who(n), &n->attr.prog, n_ops, (int)k));
+    SX_TRY(cg_attr_shape(n));
+    for (int i = 0; i < n_x; i++) {
+        const sx_tensor *x = IN_VALUE(i);
+        if (i < k && n->in[i]->op != SX_OP_PARAM)
             return sx_error(SX_E_ARG, "%s: input %d is a %s, not a parameter", cg_who(n), i,
                             sx_cg_op_name(n->in[i]->op));
-    for (int i = 1; i < last; i++)
-        SX_TRY(cg_want_same_shape(n, 0, i));
-    if (IN_VALUE(last)->size != cg_update_rates(n->op))
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
-                        cg_who(n), (long long)IN_VALUE(last)->size,
-                        (long long)cg_update_rates(n->op));
-    cg_set_shape(n, IN_VALUE(0)->rank, IN_VALUE(0)->shape);
+        if (i < k ? !sx_shape_equal(x->rank, x->shape, n->attr.rank, n->attr.shape)
+                  : x->size != OUT->size && !cg_trailing_bcast(x, n->attr.rank, n->attr.shape)) {
+            char a[128], b[128];
+            return sx_error(SX_E_SHAPE, "%s: input %d has shape %s, the update %s", cg_who(n), i,
+                            sx_shape_str(x->rank, x->shape, a, sizeof a),
+                            sx_shape_str(n->attr.rank, n->attr.shape, b, sizeof b));
+        }
+    }
     return SX_OK;
 }
 
-/* matmul_update(p, states..., a, b, lr): the update op in attr.ints[0] over p and its states,
- * with the gradient op(a) @ op(b) of p's (2-d) shape. */
+/* fused_update(x_0, ..., x_{n-1}): the program over the inputs, storing into the leading
+ * attr.ints[0]. */
+sx_status cg_shape_fused_update(sx_cg_node *n)
+{
+    return check_update(n, n->n_in, n->n_in);
+}
+
+/* matmul_update(x_0, ..., x_{n-1}, a, b): the program over x_0..x_{n-1} and op(a) @ op(b), a
+ * matrix of the program's (2-d) shape. */
 sx_status cg_shape_matmul_update(sx_cg_node *n)
 {
-    int64_t u = n->attr.ints[0];
-    if (u < 0 || u >= SX_OP_COUNT || !(sx_cg_ops[u].flags & SX_OPF_UPDATE))
-        return sx_error(SX_E_ARG, "%s: attr.ints[0] = %lld is not an update op", cg_who(n),
-                        (long long)u);
-    int k = cg_mutated(n);
-    if (n->n_in != k + 3)
-        return sx_error(SX_E_ARG, "%s: %d inputs (want %d for %s)", cg_who(n), n->n_in, k + 3,
-                        sx_cg_op_name((sx_cg_op)u));
-    SX_TRY(cg_same_dtypes(n));
-    for (int i = 0; i < k; i++) {
-        if (n->in[i]->op != SX_OP_PARAM)
-            return sx_error(SX_E_ARG, "%s: input %d is a %s, not a parameter", cg_who(n), i,
-                            sx_cg_op_name(n->in[i]->op));
-        SX_TRY(cg_want_same_shape(n, 0, i));
-    }
-    const sx_tensor *p = IN_VALUE(0), *a = IN_VALUE(k), *b = IN_VALUE(k + 1);
-    if (p->rank != 2 || a->rank != 2 || b->rank != 2)
+    if (n->n_in < 3)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want at least 3)", cg_who(n), n->n_in);
+    SX_TRY(check_update(n, n->n_in - 1, n->n_in - 2));
+    const sx_tensor *a = IN_VALUE(n->n_in - 2), *b = IN_VALUE(n->n_in - 1);
+    if (OUT->rank != 2 || a->rank != 2 || b->rank != 2)
         return sx_error(SX_E_RANK, "%s: the parameter and both factors must be matrices",
                         cg_who(n));
     int64_t m = n->attr.trans_a ? a->shape[1] : a->shape[0];
     int64_t ka = n->attr.trans_a ? a->shape[0] : a->shape[1];
     int64_t kb = n->attr.trans_b ? b->shape[1] : b->shape[0];
     int64_t nn = n->attr.trans_b ? b->shape[0] : b->shape[1];
-    if (m != p->shape[0] || nn != p->shape[1] || ka != kb || ka < 1 || ka > INT_MAX ||
+    if (m != OUT->shape[0] || nn != OUT->shape[1] || ka != kb || ka < 1 || ka > INT_MAX ||
         m > INT_MAX || nn > INT_MAX)
         return sx_error(SX_E_SHAPE, "%s: the product does not have the parameter's shape",
                         cg_who(n));
-    if (IN_VALUE(k + 2)->size != cg_update_rates((sx_cg_op)u))
-        return sx_error(SX_E_SHAPE, "%s: the learning rate has %lld elements (want %lld)",
-                        cg_who(n), (long long)IN_VALUE(k + 2)->size,
-                        (long long)cg_update_rates((sx_cg_op)u));
-    cg_set_shape(n, p->rank, p->shape);
-    n->ws_bytes = (size_t)CG_MMU_SLOTS * (size_t)cg_mmu_rows(m, nn, sx_dtype_size(p->dtype)) *
-                  (size_t)nn * sx_dtype_size(p->dtype);
+    const size_t esz = sx_dtype_size(OUT->dtype);
+    n->ws_bytes = (size_t)CG_MMU_SLOTS * (size_t)cg_mmu_rows(m, nn, esz) * (size_t)nn * esz;
     return SX_OK;
 }
 
@@ -113,140 +106,15 @@ sx_status cg_eval_assign(sx_cg_graph *g, sx_cg_node *n)
     return SX_OK;
 }
 
-/* An update op's step on p and its states st[] with gradient g and rates r (the rate input's
- * elements, cg_update_rates of them: the learning rate first). */
-typedef sx_status (*step_fn)(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                             const sx_tensor *g, const double *r);
-
-static sx_status step_sgd(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                          const sx_tensor *g, const double *r)
-{
-    (void)a;
-    (void)st;
-    return sx_tensor_sgd_step(p, g, r[0]);
-}
-
-static sx_status step_momentum(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                               const sx_tensor *g, const double *r)
-{
-    return sx_tensor_momentum_step(p, st[0], g, r[0], a->momentum.mu, a->nesterov);
-}
-
-static sx_status step_adagrad(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                              const sx_tensor *g, const double *r)
-{
-    return sx_tensor_adagrad_step(p, st[0], g, r[0], a->adagrad.eps);
-}
-
-static sx_status step_rmsprop(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                              const sx_tensor *g, const double *r)
-{
-    return sx_tensor_rmsprop_step(p, st[0], g, r[0], a->rmsprop.rho, a->rmsprop.one_minus_rho,
-                                  a->rmsprop.eps);
-}
-
-static sx_status step_adam(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                           const sx_tensor *g, const double *r)
-{
-    return sx_tensor_adam_step(p, st[0], st[1], g, r[0], a->adam.beta1, a->adam.one_minus_beta1,
-                               a->adam.beta2, a->adam.one_minus_beta2, a->adam.eps);
-}
-
-static sx_status step_adamw(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                            const sx_tensor *g, const double *r)
-{
-    return sx_tensor_adamw_step(p, st[0], st[1], st[2], g, r[0], r[1], r[2], a->adam.beta1,
-                                a->adam.one_minus_beta1, a->adam.beta2, a->adam.one_minus_beta2,
-                                a->adam.eps);
-}
-
-static sx_status step_rmsprop_centered(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                                       const sx_tensor *g, const double *r)
-{
-    return sx_tensor_rmsprop_centered_step(p, st[0], st[1], g, r[0], a->rmsprop.rho,
-                                           a->rmsprop.one_minus_rho, a->rmsprop.eps);
-}
-
-static sx_status step_momentum_dampened(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                                        const sx_tensor *g, const double *r)
-{
-    return sx_tensor_momentum_dampened_step(p, st[0], g, r[0], r[1], a->momentum.mu, a->nesterov);
-}
-
-/* RMSprop with momentum (PyTorch's RMSprop(momentum=mu)) in one pass, in the parameter's dtype:
- * a <- rho a + (1 - rho) g g;  b <- mu b + g / (sqrt(a) + eps);  p <- p - lr b. The operations
- * and their order are those of the formula written as separate element-wise ops. */
-#define RMSPROP_MOMENTUM_LOOP(T, SQRT)                                                             \
-    do {                                                                                           \
-        T *pp = p->data, *ap = st[0]->data, *bp = st[1]->data;                                     \
-        const T *gp = g->data;                                                                     \
-        const T l = (T)r[0], rho = (T)c->rho, cc = (T)c->one_minus_rho, e = (T)c->eps,             \
-                mu = (T)c->mu;                                                                     \
-        for (int64_t i = 0; i < p->size; i++) {                                                    \
-            T gi = gp[i];                                                                          \
-            T an = rho * ap[i] + cc * (gi * gi);                                                   \
-            T bn = mu * bp[i] + gi / (SQRT(an) + e);                                               \
-            ap[i] = an;                                                                            \
-            bp[i] = bn;                                                                            \
-            pp[i] = pp[i] - l * bn;                                                                \
-        }                                                                                          \
-    } while (0)
-
-static sx_status step_rmsprop_momentum(const sx_cg_attr *a, sx_tensor *p, sx_tensor *const *st,
-                                       const sx_tensor *g, const double *r)
-{
-    const sx_cg_rmsprop_momentum_coef *c = &a->rmsprop_momentum;
-    if (p->dtype == SX_F32)
-        RMSPROP_MOMENTUM_LOOP(float, sqrtf);
-    else
-        RMSPROP_MOMENTUM_LOOP(double, sqrt);
-    return SX_OK;
-}
-#undef RMSPROP_MOMENTUM_LOOP
-
-/* The step kernel of each update row (SX_OPF_UPDATE in sx_ops.def); NULL for the other ops. */
-static const step_fn update_steps[SX_OP_COUNT] = {
-    [SX_OP_SGD_UPDATE] = step_sgd,
-    [SX_OP_MOMENTUM_UPDATE] = step_momentum,
-    [SX_OP_ADAGRAD_UPDATE] = step_adagrad,
-    [SX_OP_RMSPROP_UPDATE] = step_rmsprop,
-    [SX_OP_ADAM_UPDATE] = step_adam,
-    [SX_OP_ADAMW_UPDATE] = step_adamw,
-    [SX_OP_AMSGRAD_UPDATE] = step_adamw,
-    [SX_OP_RMSPROP_CENTERED_UPDATE] = step_rmsprop_centered,
-    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = step_momentum_dampened,
-    [SX_OP_RMSPROP_MOMENTUM_UPDATE] = step_rmsprop_momentum};
-
-enum { CG_MAX_RATES = 3 };
-
-/* The rate input's elements (cg_update_rates(op) of them) into r. */
-static void read_rates(sx_cg_op op, const sx_tensor *t, double *r)
-{
-    int64_t k = cg_update_rates(op);
-    for (int64_t i = 0; i < CG_MAX_RATES; i++)
-        r[i] = i < k ? sx_tensor_get(t, i) : 0;
-}
-
-/* One optimiser step of update op `op` (n's own, or the update a matmul_update stands for) on
- * p and its states st[] with gradient g. */
-static sx_status run_step(const sx_cg_node *n, sx_cg_op op, sx_tensor *p, sx_tensor *const *st,
-                          const sx_tensor *g, const double *r)
-{
-    if ((unsigned)op >= SX_OP_COUNT || update_steps[op] == NULL)
-        return sx_error(SX_E_STATE, "%s: not an update op", cg_who(n));
-    return update_steps[op](&n->attr, p, st, g, r);
-}
-
-/* The fused optimiser steps; the node's value is the parameter (a view). */
-sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
+/* The program over the inputs, writing the parameter and its states in place; the node's value
+ * is the parameter (a view). */
+sx_status cg_eval_fused_update(sx_cg_graph *g, sx_cg_node *n)
 {
     (void)g;
-    int k = cg_mutated(n);
-    sx_tensor *st[3] = {k > 1 ? MUT(n, 1) : NULL, k > 2 ? MUT(n, 2) : NULL,
-                        k > 3 ? MUT(n, 3) : NULL};
-    double r[CG_MAX_RATES];
-    read_rates(n->op, IN_VALUE(n->n_in - 1), r);
-    sx_status s = run_step(n, n->op, OUT0(n), st, IN_VALUE(k), r);
+    sx_tensor *in[SX_CG_MAX_INPUTS];
+    for (int i = 0; i < n->n_in; i++)
+        in[i] = IN_VALUE(i);
+    sx_status s = sx_tensor_fused_update(&n->attr.prog, n->n_in, in);
     OUT->data = IN_VALUE(0)->data;
     return s;
 }
@@ -254,18 +122,17 @@ sx_status cg_eval_update(sx_cg_graph *g, sx_cg_node *n)
 /* One matmul-update: its operands, and the first failure of a block (SX_OK if none). */
 typedef struct mmu_ctx {
     sx_cg_node *n;
-    sx_cg_op op;
     const sx_tensor *a, *b, *p;
-    double lr[CG_MAX_RATES];
     bool ta, tb;
-    int k;
+    int n_ops; /* program operands: n->n_in - 2 inputs, then the product */
     int64_t m, cols, kk, lda, ldb, brows;
     size_t esz, slot_bytes;
     void *ws;
     _Atomic int first;
 } mmu_ctx;
 
-/* Block blk of rows on scratch slot `slot`. */
+/* Block blk of rows on scratch slot `slot`: its product, then the program over the same rows
+ * of every full-size operand (a repeated one, whose period divides a row, whole). */
 static void mmu_block(mmu_ctx *c, int64_t blk, int slot)
 {
     sx_cg_node *n = c->n;
@@ -279,14 +146,16 @@ static void mmu_block(mmu_ctx *c, int64_t blk, int slot)
              c->ldb, 0.0, gbuf, cols);
     int64_t shape[2] = {rows, cols};
     const size_t off = (size_t)(r0 * cols) * esz;
-    sx_tensor pv = sx_tensor_view(p->dtype, 2, shape, (char *)p->data + off);
-    sx_tensor sv[3], gv = sx_tensor_view(p->dtype, 2, shape, gbuf);
-    sx_tensor *st[3] = {NULL, NULL, NULL};
-    for (int i = 1; i < c->k; i++) {
-        sv[i - 1] = sx_tensor_view(p->dtype, 2, shape, (char *)MUT(n, i)->data + off);
-        st[i - 1] = &sv[i - 1];
+    sx_tensor v[SX_CG_MAX_INPUTS];
+    sx_tensor *ops[SX_CG_MAX_INPUTS];
+    for (int i = 0; i < c->n_ops - 1; i++) {
+        sx_tensor *x = IN_VALUE(i);
+        v[i] = x->size == p->size ? sx_tensor_view(p->dtype, 2, shape, (char *)x->data + off) : *x;
+        ops[i] = &v[i];
     }
-    sx_status s = run_step(n, c->op, &pv, st, &gv, c->lr);
+    v[c->n_ops - 1] = sx_tensor_view(p->dtype, 2, shape, gbuf);
+    ops[c->n_ops - 1] = &v[c->n_ops - 1];
+    sx_status s = sx_tensor_fused_update(&n->attr.prog, c->n_ops, ops);
     int ok = SX_OK;
     if (s != SX_OK)
         atomic_compare_exchange_strong(&c->first, &ok, (int)s);
@@ -297,16 +166,14 @@ static void mmu_task(void *ctx, int64_t blk)
     mmu_block(ctx, blk, sx__par_slot());
 }
 
-/* The step with gradient op(a) @ op(b), a block of rows at a time (cg_mmu_rows): each block's
- * gradient is made in a scratch slot (cache-sized) and applied to the same rows of the parameter
- * and its states at once. Blocks run in parallel, one slot per thread; the GEMM and the step inside
- * a block run on that thread alone. Every element sees the same operations as the unfused matmul +
- * update, so the results agree bit for bit. */
+/* The update with operand op(a) @ op(b), a block of rows at a time (cg_mmu_rows): each block's
+ * product is made in a scratch slot (cache-sized) and the program runs on the same rows of the
+ * parameter and its states at once. Blocks run in parallel, one slot per thread; the GEMM and the
+ * program inside a block run on that thread alone. Every element sees the same operations as the
+ * unfused matmul + fused_update, so the results agree bit for bit. */
 sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
 {
-    const int k = cg_mutated(n);
-    const sx_cg_op op = (sx_cg_op)n->attr.ints[0];
-    const sx_tensor *a = IN_VALUE(k), *b = IN_VALUE(k + 1), *p = IN_VALUE(0);
+    const sx_tensor *a = IN_VALUE(n->n_in - 2), *b = IN_VALUE(n->n_in - 1), *p = IN_VALUE(0);
     const bool ta = n->attr.trans_a, tb = n->attr.trans_b;
     const int64_t m = p->shape[0], cols = p->shape[1];
     const int64_t kk = ta ? a->shape[0] : a->shape[1];
@@ -323,13 +190,12 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
     if (threads > blocks)
         threads = (int)blocks;
     mmu_ctx c = {.n = n,
-                 .op = op,
                  .a = a,
                  .b = b,
                  .p = p,
                  .ta = ta,
                  .tb = tb,
-                 .k = k,
+                 .n_ops = n->n_in - 1,
                  .m = m,
                  .cols = cols,
                  .kk = kk,
@@ -339,7 +205,6 @@ sx_status cg_eval_matmul_update(sx_cg_graph *g, sx_cg_node *n)
                  .esz = esz,
                  .slot_bytes = slot_bytes,
                  .ws = ws};
-    read_rates(op, IN_VALUE(k + 2), c.lr);
     atomic_init(&c.first, SX_OK);
     if (threads <= 1) /* on this thread, in order; the GEMMs may use threads inside */
         for (int64_t blk = 0; blk < blocks; blk++)
@@ -358,21 +223,15 @@ cg_cost cg_eval_assign_cost(const sx_cg_node *n)
     return cg_cost_none(n);
 }
 
-/* (p, states..., a, b, lr): the product's flops (the update's are a few per element) */
+/* (x..., a, b): the product's flops (the program's are a few per element) */
 cg_cost cg_eval_matmul_update_cost(const sx_cg_node *n)
 {
-    const sx_tensor *a = IN_VALUE(n->n_in - 3);
+    const sx_tensor *a = IN_VALUE(n->n_in - 2);
     return cg_cost_gemm((double)OUT->size, n->attr.trans_a ? a->shape[0] : a->shape[1]);
 }
 
-/* a few operations per parameter element: sgd 2, momentum 4, adagrad 5, rmsprop 7, adam 12 */
-cg_cost cg_eval_update_cost(const sx_cg_node *n)
+/* one operation per instruction per element (the stores are copies) */
+cg_cost cg_eval_fused_update_cost(const sx_cg_node *n)
 {
-    double per = n->op == SX_OP_SGD_UPDATE                ? 2
-                 : n->op == SX_OP_MOMENTUM_UPDATE         ? 4
-                 : n->op == SX_OP_ADAGRAD_UPDATE          ? 5
-                 : n->op == SX_OP_RMSPROP_UPDATE          ? 7
-                 : n->op == SX_OP_RMSPROP_MOMENTUM_UPDATE ? 9
-                                                          : 12;
-    return cg_cost_per_out(n, per);
+    return cg_cost_per_out(n, n->attr.prog.n);
 }

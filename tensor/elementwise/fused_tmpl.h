@@ -8,17 +8,55 @@
 #define FU_CAT_(a, b) a##_##b
 #define FU_CAT(a, b) FU_CAT_(a, b)
 
-/* out[at .. at + len) = the program over elements at .. at + len of the operands. tile[s], when
- * not NULL, holds repeated operand s laid out for any block (fused.c's fused_run): element i of
- * the block is tile[s][at % period + i]. */
-static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *const *ops,
-                                     const int64_t *period, const void *const *tile, T *out,
-                                     int64_t at, int len)
+/* b[i] = v[(at + i) % p] for i < len, by copies: the rest of the period at r = at % p, one
+ * period, then doubling what is written. */
+static void FU_CAT(fused_periodic, SFX)(T *b, const T *v, int64_t p, int64_t at, int len)
 {
+    const int64_t r = at % p;
+    int n = (int)(p - r < len ? p - r : len);
+    memcpy(b, v + r, (size_t)n * sizeof(T));
+    if (n < len) {
+        int first = (int)(p < len - n ? p : len - n);
+        memcpy(b + n, v, (size_t)first * sizeof(T));
+        /* b[n .. n + have) holds whole periods (have = p, 2p, 4p, ...) until the last copy */
+        int have = first;
+        while (n + have < len) {
+            int more = have < len - n - have ? have : len - n - have;
+            memcpy(b + n + have, b + n, (size_t)more * sizeof(T));
+            have += more;
+        }
+    }
+}
+
+/* The stores of a block, in program order, after every other instruction has run. */
+static void FU_CAT(fused_stores, SFX)(const fused_ctx *f, T (*regs)[FUSED_BLOCK], int64_t at,
+                                      int len)
+{
+    for (int k = 0; k < f->prog->n; k++) {
+        const sx_fused_instr *ins = &f->prog->ins[k];
+        if (ins->kind == SX_FUSED_STORE)
+            memcpy((T *)f->wops[ins->b] + at, regs[f->reg[-1 - ins->a]], (size_t)len * sizeof(T));
+    }
+}
+
+/* out[at .. at + len) = the program over elements at .. at + len of the operands (out NULL: a
+ * program of stores, sx_tensor_fused_update; its stores run after every other instruction, into
+ * wops). tile[s], when not NULL, holds repeated operand s laid out for any block (fused.c's
+ * fused_run): element i of the block is tile[s][at % period + i]. Instruction k's register is
+ * regs[reg[k]] (fused_run's allocation: registers are reused once read for the last time). */
+static void FU_CAT(fused_block, SFX)(const fused_ctx *f, T *out, int64_t at, int len)
+{
+    const sx_fused_prog *prog = f->prog;
+    const void *const *ops = f->ops;
+    const int64_t *period = f->period;
+    const void *const *tile = f->tile;
+    const int8_t *reg = f->reg;
     T regs[SX_FUSED_MAX][FUSED_BLOCK];
     T bcast[8][FUSED_BLOCK];
     for (int k = 0; k < prog->n; k++) {
         const sx_fused_instr *ins = &prog->ins[k];
+        if (ins->kind == SX_FUSED_STORE)
+            continue;
         int16_t s3[3] = {ins->a, ins->b, ins->c};
         const T *src[3] = {NULL, NULL, NULL};
         int bslot = 0;
@@ -41,31 +79,14 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
                 src[j] = (const T *)ops[s] + at % period[s];
             } else if (s >= 0 && period[s] > 1) {
                 /* a periodic operand (element i is operand[i % period]) through a stack block */
-                const T *v = ops[s];
                 T *b = bcast[bslot++];
-                const int64_t p = period[s], r = at % p;
-                /* by copies, the same elements as b[i] = v[(at + i) % p]: the rest of the
-                 * period at r, one period, then doubling what is written */
-                int n = (int)(p - r < len ? p - r : len);
-                memcpy(b, v + r, (size_t)n * sizeof(T));
-                if (n < len) {
-                    int first = (int)(p < len - n ? p : len - n);
-                    memcpy(b + n, v, (size_t)first * sizeof(T));
-                    /* b[n .. n + have) holds whole periods (have = p, 2p, 4p, ...) until the
-                     * last copy */
-                    int have = first;
-                    while (n + have < len) {
-                        int more = have < len - n - have ? have : len - n - have;
-                        memcpy(b + n + have, b + n, (size_t)more * sizeof(T));
-                        have += more;
-                    }
-                }
+                FU_CAT(fused_periodic, SFX)(b, ops[s], period[s], at, len);
                 src[j] = b;
             } else {
-                src[j] = s < 0 ? regs[-1 - s] : (const T *)ops[s] + at;
+                src[j] = s < 0 ? regs[reg[-1 - s]] : (const T *)ops[s] + at;
             }
         }
-        T *dst = k == prog->n - 1 ? out + at : regs[k];
+        T *dst = out != NULL && k == prog->n - 1 ? out + at : regs[reg[k]];
         const T *xa = src[0], *xb = src[1], *xc = src[2];
         const T alpha_ = (T)ins->alpha;
         (void)alpha_;
@@ -107,8 +128,12 @@ static void FU_CAT(fused_block, SFX)(const sx_fused_prog *prog, const void *cons
             for (int i = 0; i < len; i++)
                 dst[i] = xa[i] != 0 ? xb[i] : xc[i];
             break;
+        case SX_FUSED_STORE:
+            break;
         }
     }
+    if (out == NULL)
+        FU_CAT(fused_stores, SFX)(f, regs, at, len);
 }
 
 #undef FU_CAT

@@ -200,7 +200,7 @@ Test(autodiff_api, differentiable_table)
     cr_assert(!sx_ad_differentiable(SX_OP_SPARSE_XENT, 1));
     cr_assert(!sx_ad_differentiable(SX_OP_ALLREDUCE_PART, 0));
     cr_assert(!sx_ad_differentiable(SX_OP_FUSED, 0) && !sx_ad_differentiable(SX_OP_FUSED, 40));
-    cr_assert(!sx_ad_differentiable(SX_OP_SGD_UPDATE, 2));
+    cr_assert(!sx_ad_differentiable(SX_OP_FUSED_UPDATE, 2));
 }
 
 /* The typed attribute views read what the constructors store, as the untyped fields the saved

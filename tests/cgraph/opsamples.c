@@ -3304,6 +3304,8 @@ static sx_status plain_fused(PLAIN_ARGS)
             case SX_FUSED_WHERE:
                 reg[k] = SRC(ins->a) != 0 ? SRC(ins->b) : SRC(ins->c);
                 break;
+            case SX_FUSED_STORE: /* not in a fused node's program */
+                break;
             }
             mag[i] += fabs(reg[k]); /* rounding accumulates along the chain */
         }
@@ -3313,526 +3315,154 @@ static sx_status plain_fused(PLAIN_ARGS)
     return SX_OK;
 }
 
-/* Fused optimiser steps: parameter and states are parameters (written in place), the gradient
- * and the learning rate (rank 0) inputs; mutations, not differentiated. States that a square
- * root reads are positive. */
+/* Fused updates: a momentum step as element-wise fusion makes it of its assigns. Operands (p, v,
+ * g, lr, mu): v <- mu v + g;  p <- p - lr v, stored into the parameters p and v (operands 0, 1);
+ * matmul_update: the same with g = alpha op(a) @ op(b), the program's last operand, after
+ * (p, v, lr, mu). Mutations, not differentiated. */
 static const shp update_shapes[] = {{2, {3, 4}}, {1, {5}}};
 
-static sx_cg_node *update(ctx *c, int v, sx_cg_op op, int n_states, const sx_cg_attr *at)
+/* The momentum program over (p, v, lr, mu) and g as operand `gi`. */
+static sx_fused_prog momentum_prog(int p, int v, int g, int lr, int mu)
 {
-    sx_cg_node *ops[5];
-    int k = 0;
-    ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, -2, 2, false, true);
-    for (int i = 0; i < n_states; i++) /* adam's first moment may be negative */
-        ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM,
-                             op == SX_OP_ADAM_UPDATE && i == 0 ? -1 : 0.1, 1, false, true);
-    ops[k++] = in_fixed(c, update_shapes[v], V_UNIFORM, -1, 1);
-    ops[k++] = in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.01, 0.1);
-    for (int i = 0; i < k; i++)
+    sx_fused_prog pr;
+    memset(&pr, 0, sizeof pr);
+    pr.ins[0] = fbin(SX_FUSED_BINARY, SX_BINARY_MUL, mu, v, 0);
+    pr.ins[1] = fbin(SX_FUSED_BINARY, SX_BINARY_ADD, REG(0), g, 0);
+    pr.ins[2] = fbin(SX_FUSED_BINARY, SX_BINARY_MUL, lr, REG(1), 0);
+    pr.ins[3] = fbin(SX_FUSED_BINARY, SX_BINARY_SUB, p, REG(2), 0);
+    pr.ins[4] = (sx_fused_instr){SX_FUSED_STORE, 0, REG(3), 0, 0, 0};
+    pr.ins[5] = (sx_fused_instr){SX_FUSED_STORE, 0, REG(1), 1, 0, 0};
+    pr.n = 6;
+    return pr;
+}
+
+#define SPEC_fused_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
+#define DT_fused_update EXCLUDED("fused update made by element-wise fusion: mutates parameters")
+static sx_cg_node *sample_fused_update(GEN_ARGS)
+{
+    CTX;
+    sx_cg_node *ops[5] = {
+        leaf_kind(c, update_shapes[v], V_UNIFORM, -2, 2, false, true),
+        leaf_kind(c, update_shapes[v], V_UNIFORM, -1, 1, false, true),
+        in_fixed(c, update_shapes[v], V_UNIFORM, -1, 1),
+        in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.01, 0.1),
+        in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.5, 0.9),
+    };
+    for (int i = 0; i < 5; i++)
         if (ops[i] == NULL)
             return NULL;
-    return sx_cg_op_new(c->g, op, k, ops, at);
-}
-
-#define SPEC_sgd_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_sgd_update EXCLUDED("fused optimiser step: mutates parameters, emitted by optim/")
-static sx_cg_node *sample_sgd_update(GEN_ARGS)
-{
-    CTX;
-    return update(c, v, SX_OP_SGD_UPDATE, 0, NULL);
-}
-
-#define SPEC_momentum_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_momentum_update(GEN_ARGS)
-{
-    CTX;
     sx_cg_attr at = sx_cg_attr_default();
-    at.momentum.mu = 0.9;
-    at.nesterov = v == 1;
-    return update(c, v, SX_OP_MOMENTUM_UPDATE, 1, &at);
+    at.rank = update_shapes[v].rank;
+    memcpy(at.shape, update_shapes[v].d, sizeof at.shape);
+    at.ints[0] = 2;
+    at.prog = momentum_prog(0, 1, 2, 3, 4);
+    return sx_cg_op_new(g, SX_OP_FUSED_UPDATE, 5, ops, &at);
 }
 
-#define SPEC_adagrad_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_adagrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_adagrad_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = sx_cg_attr_default();
-    at.adagrad.eps = 1e-8;
-    return update(c, v, SX_OP_ADAGRAD_UPDATE, 1, &at);
-}
-
-#define SPEC_rmsprop_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_rmsprop_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_rmsprop_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = sx_cg_attr_default();
-    at.rmsprop.rho = 0.9;
-    at.rmsprop.one_minus_rho = 1 - 0.9;
-    at.rmsprop.eps = 1e-8;
-    return update(c, v, SX_OP_RMSPROP_UPDATE, 1, &at);
-}
-
-#define SPEC_adam_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_adam_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_adam_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = sx_cg_attr_default();
-    at.adam.beta1 = 0.9;
-    at.adam.one_minus_beta1 = 1 - 0.9;
-    at.adam.beta2 = 0.999;
-    at.adam.one_minus_beta2 = 1 - 0.999;
-    at.adam.eps = 1e-8;
-    return update(c, v, SX_OP_ADAM_UPDATE, 2, &at);
-}
-
-/* ---- the update ops with a rate of several elements (lr first), states in the
- * ranges their kernels need (a centered RMSprop's mean gradient squared below its mean square,
- * so that the variance stays positive) */
-static sx_cg_node *update_rates(ctx *c, int v, sx_cg_op op, int n_states, int64_t n_rates,
-                                const sx_cg_attr *at)
-{
-    sx_cg_node *ops[7];
-    int k = 0;
-    ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, -2, 2, false, true);
-    for (int i = 0; i < n_states; i++) {
-        bool signed_state =
-            (op != SX_OP_MOMENTUM_DAMPENED_UPDATE && i == 0 &&
-             op != SX_OP_RMSPROP_CENTERED_UPDATE && op != SX_OP_RMSPROP_MOMENTUM_UPDATE) ||
-            ((op == SX_OP_RMSPROP_CENTERED_UPDATE || op == SX_OP_RMSPROP_MOMENTUM_UPDATE) &&
-             i == 1);
-        double lo = op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1 ? -0.3 : signed_state ? -1 : 0.1;
-        double hi = op == SX_OP_RMSPROP_CENTERED_UPDATE && i == 1 ? 0.3 : 1;
-        ops[k++] = leaf_kind(c, update_shapes[v], V_UNIFORM, lo, hi, false, true);
-    }
-    ops[k++] = in_fixed(c, update_shapes[v], V_UNIFORM, -1, 1);
-    ops[k++] = in_fixed(c, (shp){1, {n_rates}}, V_UNIFORM, 0.01, 0.1);
-    for (int i = 0; i < k; i++)
-        if (ops[i] == NULL)
-            return NULL;
-    return sx_cg_op_new(c->g, op, k, ops, at);
-}
-
-static sx_cg_attr adam_coef(void)
-{
-    sx_cg_attr at = sx_cg_attr_default();
-    at.adam.beta1 = 0.9;
-    at.adam.one_minus_beta1 = 1 - 0.9;
-    at.adam.beta2 = 0.999;
-    at.adam.one_minus_beta2 = 1 - 0.999;
-    at.adam.eps = 1e-3;
-    return at;
-}
-
-#define SPEC_adamw_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_adamw_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_adamw_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = adam_coef();
-    return update_rates(c, v, SX_OP_ADAMW_UPDATE, 2, 3, &at);
-}
-
-#define SPEC_amsgrad_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_amsgrad_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_amsgrad_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = adam_coef();
-    return update_rates(c, v, SX_OP_AMSGRAD_UPDATE, 3, 3, &at);
-}
-
-#define SPEC_rmsprop_centered_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_rmsprop_centered_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_rmsprop_centered_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = sx_cg_attr_default();
-    at.rmsprop.rho = 0.9;
-    at.rmsprop.one_minus_rho = 1 - 0.9;
-    at.rmsprop.eps = 1e-8;
-    return update_rates(c, v, SX_OP_RMSPROP_CENTERED_UPDATE, 2, 1, &at);
-}
-
-#define SPEC_momentum_dampened_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_momentum_dampened_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_momentum_dampened_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = sx_cg_attr_default();
-    at.momentum.mu = 0.9;
-    at.nesterov = v == 1;
-    return update_rates(c, v, SX_OP_MOMENTUM_DAMPENED_UPDATE, 1, 2, &at);
-}
-
-/* PyTorch's RMSprop(momentum=mu): the mean square positive, the buffer signed */
-#define SPEC_rmsprop_momentum_update 2, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_rmsprop_momentum_update EXCLUDED("fused optimiser step: mutates parameters and state")
-static sx_cg_node *sample_rmsprop_momentum_update(GEN_ARGS)
-{
-    CTX;
-    sx_cg_attr at = sx_cg_attr_default();
-    at.rmsprop_momentum.rho = 0.9;
-    at.rmsprop_momentum.one_minus_rho = 1 - 0.9;
-    at.rmsprop_momentum.eps = 1e-8;
-    at.rmsprop_momentum.mu = 0.9;
-    return update_rates(c, v, SX_OP_RMSPROP_MOMENTUM_UPDATE, 2, 1, &at);
-}
-/* ---- end of the update ops with a rate of several elements */
-
-/* The step with a matrix-product gradient: (p, states..., a, b, lr). Variants: each update
- * kind with another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */
-#define SPEC_matmul_update 5, OS_NONE, 0, 0, REF(kernel_update, plain_update)
-#define DT_matmul_update EXCLUDED("fused optimiser step made by the gemm-update pass: mutates")
+/* Variants: another transpose combination, parameters of 37 rows (two blocks of rows) or 3. */
+#define SPEC_matmul_update 4, OS_NONE, 0, 0, REF(kernel_update, plain_update)
+#define DT_matmul_update EXCLUDED("fused update made by the gemm-update pass: mutates")
 static sx_cg_node *sample_matmul_update(GEN_ARGS)
 {
     CTX;
-    static const sx_cg_op kinds[5] = {SX_OP_SGD_UPDATE, SX_OP_MOMENTUM_UPDATE, SX_OP_ADAGRAD_UPDATE,
-                                      SX_OP_RMSPROP_UPDATE, SX_OP_ADAM_UPDATE};
-    static const int states[5] = {0, 1, 1, 1, 2};
     const int64_t m = v % 2 == 0 ? 37 : 3, n = 5, kk = 4;
     const bool ta = v == 1 || v == 2, tb = v >= 2;
+    const shp ps = {2, {m, n}};
     sx_cg_attr at = sx_cg_attr_default();
-    at.ints[0] = kinds[v];
+    at.rank = 2;
+    at.shape[0] = m, at.shape[1] = n;
+    at.ints[0] = 2;
     at.trans_a = ta;
     at.trans_b = tb;
     at.alpha = v == 3 ? -0.5 : 1.0;
-    at.coef[0] = kinds[v] == SX_OP_MOMENTUM_UPDATE ? 0.9 : 1e-8;
-    at.nesterov = kinds[v] == SX_OP_MOMENTUM_UPDATE;
-    if (kinds[v] == SX_OP_RMSPROP_UPDATE) {
-        at.coef[0] = 0.9, at.coef[1] = 1 - 0.9, at.coef[2] = 1e-8;
-    } else if (kinds[v] == SX_OP_ADAM_UPDATE) {
-        at.coef[0] = 0.9, at.coef[1] = 0.1, at.coef[2] = 0.999, at.coef[3] = 0.001;
-        at.coef[4] = 1e-8;
-    }
-    sx_cg_node *ops[6];
-    int k = 0;
-    const shp ps = {2, {m, n}};
-    ops[k++] = leaf_kind(c, ps, V_UNIFORM, -2, 2, false, true);
-    for (int i = 0; i < states[v]; i++)
-        ops[k++] = leaf_kind(c, ps, V_UNIFORM, kinds[v] == SX_OP_ADAM_UPDATE && i == 0 ? -1 : 0.1,
-                             1, false, true);
-    ops[k++] = in_fixed(c, ta ? (shp){2, {kk, m}} : (shp){2, {m, kk}}, V_UNIFORM, -1, 1);
-    ops[k++] = in_fixed(c, tb ? (shp){2, {n, kk}} : (shp){2, {kk, n}}, V_UNIFORM, -1, 1);
-    ops[k++] = in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.01, 0.1);
-    for (int i = 0; i < k; i++)
+    at.prog = momentum_prog(0, 1, 4, 2, 3);
+    sx_cg_node *ops[6] = {
+        leaf_kind(c, ps, V_UNIFORM, -2, 2, false, true),
+        leaf_kind(c, ps, V_UNIFORM, -1, 1, false, true),
+        in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.01, 0.1),
+        in_fixed(c, (shp){0, {0}}, V_UNIFORM, 0.5, 0.9),
+        in_fixed(c, ta ? (shp){2, {kk, m}} : (shp){2, {m, kk}}, V_UNIFORM, -1, 1),
+        in_fixed(c, tb ? (shp){2, {n, kk}} : (shp){2, {kk, n}}, V_UNIFORM, -1, 1),
+    };
+    for (int i = 0; i < 6; i++)
         if (ops[i] == NULL)
             return NULL;
-    return sx_cg_op_new(g, SX_OP_MATMUL_UPDATE, k, ops, &at);
+    return sx_cg_op_new(g, SX_OP_MATMUL_UPDATE, 6, ops, &at);
 }
 
-/* ---- the fused optimiser steps' references. Inputs (p, states..., g, rates) (matmul_update:
- * (p, states..., a, b, rates), g = alpha op(a) @ op(b)); rates r[0] = lr, r[1], r[2] as the op
- * reads them. The kernel: the tensor step on copies of the values before the step (the states
- * the node wrote must equal the copies', bit for bit); the plain reference: the step in
- * double. Each update op has its row in ref_steps (its kernel call and formula). */
-typedef sx_status (*ref_step_fn)(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                                 const sx_tensor *g, const double *r, const double *c, bool nest);
-/* The step of element i, from p and the states' values before it (x: p, states...; g: the
- * gradient's element); may rescale *p (decoupled weight decay). */
-typedef double (*ref_formula_fn)(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                                 const double *c, bool nest, double *p);
-
-static sx_status step_sgd(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                          const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)s1, (void)s2, (void)s3, (void)c, (void)nest;
-    return sx_tensor_sgd_step(p, g, r[0]);
-}
-
-static double formula_sgd(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                          const double *c, bool nest, double *p)
-{
-    (void)x, (void)i, (void)r, (void)c, (void)nest, (void)p;
-    return g;
-}
-
-static sx_status step_momentum(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                               const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)s2, (void)s3;
-    return sx_tensor_momentum_step(p, s1, g, r[0], c[0], nest);
-}
-
-static double formula_momentum(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                               const double *c, bool nest, double *p)
-{
-    (void)r, (void)p;
-    double v = c[0] * ref_get(x[1], i) + g;
-    return nest ? g + c[0] * v : v;
-}
-
-static sx_status step_adagrad(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                              const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)s2, (void)s3, (void)nest;
-    return sx_tensor_adagrad_step(p, s1, g, r[0], c[0]);
-}
-
-static double formula_adagrad(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                              const double *c, bool nest, double *p)
-{
-    (void)r, (void)nest, (void)p;
-    return g / (sqrt(ref_get(x[1], i) + g * g) + c[0]);
-}
-
-static sx_status step_rmsprop(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                              const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)s2, (void)s3, (void)nest;
-    return sx_tensor_rmsprop_step(p, s1, g, r[0], c[0], c[1], c[2]);
-}
-
-static double formula_rmsprop(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                              const double *c, bool nest, double *p)
-{
-    (void)r, (void)nest, (void)p;
-    return g / (sqrt(c[0] * ref_get(x[1], i) + c[1] * g * g) + c[2]);
-}
-
-static sx_status step_adam(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                           const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)s3, (void)nest;
-    return sx_tensor_adam_step(p, s1, s2, g, r[0], c[0], c[1], c[2], c[3], c[4]);
-}
-
-static double formula_adam(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                           const double *c, bool nest, double *p)
-{
-    (void)r, (void)nest, (void)p;
-    return (c[0] * ref_get(x[1], i) + c[1] * g) /
-           (sqrt(c[2] * ref_get(x[2], i) + c[3] * g * g) + c[4]);
-}
-
-static sx_status step_adamw(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                            const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)s3, (void)nest;
-    return sx_tensor_adamw_step(p, s1, s2, NULL, g, r[0], r[1], r[2], c[0], c[1], c[2], c[3], c[4]);
-}
-
-static sx_status step_amsgrad(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                              const sx_tensor *g, const double *r, const double *c, bool nest)
-{
-    (void)nest;
-    return sx_tensor_adamw_step(p, s1, s2, s3, g, r[0], r[1], r[2], c[0], c[1], c[2], c[3], c[4]);
-}
-
-/* adamw, amsgrad (with a third state: the running maximum of v): p scaled by r[2] first; eps
- * after the correction r[1] */
-static double ref_adamw(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                        const double *c, bool ams, double *p)
-{
-    double v = c[2] * ref_get(x[2], i) + c[3] * g * g;
-    if (ams && ref_get(x[3], i) > v)
-        v = ref_get(x[3], i);
-    *p *= r[2];
-    return (c[0] * ref_get(x[1], i) + c[1] * g) / (sqrt(v) / r[1] + c[4]);
-}
-
-static double formula_adamw(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                            const double *c, bool nest, double *p)
-{
-    (void)nest;
-    return ref_adamw(x, i, g, r, c, false, p);
-}
-
-static double formula_amsgrad(const sx_tensor *const *x, int64_t i, double g, const double *r,
-                              const double *c, bool nest, double *p)
-{
-    (void)nest;
-    return ref_adamw(x, i, g, r, c, true, p);
-}
-
-static sx_status step_rmsprop_centered(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                                       const sx_tensor *g, const double *r, const double *c,
-                                       bool nest)
-{
-    (void)s3, (void)nest;
-    return sx_tensor_rmsprop_centered_step(p, s1, s2, g, r[0], c[0], c[1], c[2]);
-}
-
-static double formula_rmsprop_centered(const sx_tensor *const *x, int64_t i, double g,
-                                       const double *r, const double *c, bool nest, double *p)
-{
-    (void)r, (void)nest, (void)p;
-    double a = c[0] * ref_get(x[1], i) + c[1] * g * g, m = c[0] * ref_get(x[2], i) + c[1] * g;
-    return g / (sqrt(a - m * m) + c[2]);
-}
-
-static sx_status step_momentum_dampened(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                                        const sx_tensor *g, const double *r, const double *c,
-                                        bool nest)
-{
-    (void)s2, (void)s3;
-    return sx_tensor_momentum_dampened_step(p, s1, g, r[0], r[1], c[0], nest);
-}
-
-static double formula_momentum_dampened(const sx_tensor *const *x, int64_t i, double g,
-                                        const double *r, const double *c, bool nest, double *p)
-{
-    (void)p;
-    double v = c[0] * ref_get(x[1], i) + r[1] * g;
-    return nest ? g + c[0] * v : v;
-}
-
-/* RMSprop with momentum has no tensor kernel of its own (its loop is in cgraph/ops/update.c):
- * the same loop written here, in the parameter's dtype. */
-#define RMSPROP_MOMENTUM_REF(T, SQRT)                                                              \
-    do {                                                                                           \
-        T *pp = p->data, *ap = s1->data, *bp = s2->data;                                           \
-        const T *gp = g->data;                                                                     \
-        const T l = (T)r[0], rho = (T)c[0], cc = (T)c[1], e = (T)c[2], mu = (T)c[3];               \
-        for (int64_t i = 0; i < p->size; i++) {                                                    \
-            T gi = gp[i];                                                                          \
-            T an = rho * ap[i] + cc * (gi * gi);                                                   \
-            T bn = mu * bp[i] + gi / (SQRT(an) + e);                                               \
-            ap[i] = an;                                                                            \
-            bp[i] = bn;                                                                            \
-            pp[i] = pp[i] - l * bn;                                                                \
-        }                                                                                          \
-    } while (0)
-
-static sx_status step_rmsprop_momentum(sx_tensor *p, sx_tensor *s1, sx_tensor *s2, sx_tensor *s3,
-                                       const sx_tensor *g, const double *r, const double *c,
-                                       bool nest)
-{
-    (void)s3, (void)nest;
-    if (p->dtype == SX_F32)
-        RMSPROP_MOMENTUM_REF(float, sqrtf);
-    else
-        RMSPROP_MOMENTUM_REF(double, sqrt);
-    return SX_OK;
-}
-#undef RMSPROP_MOMENTUM_REF
-
-/* b <- mu b + g / (sqrt(a) + eps): the step is the new buffer */
-static double formula_rmsprop_momentum(const sx_tensor *const *x, int64_t i, double g,
-                                       const double *r, const double *c, bool nest, double *p)
-{
-    (void)r, (void)nest, (void)p;
-    double a = c[0] * ref_get(x[1], i) + c[1] * g * g;
-    return c[3] * ref_get(x[2], i) + g / (sqrt(a) + c[2]);
-}
-
-static const struct {
-    ref_step_fn step;
-    ref_formula_fn formula;
-} ref_steps[SX_OP_COUNT] = {
-    [SX_OP_SGD_UPDATE] = {step_sgd, formula_sgd},
-    [SX_OP_MOMENTUM_UPDATE] = {step_momentum, formula_momentum},
-    [SX_OP_ADAGRAD_UPDATE] = {step_adagrad, formula_adagrad},
-    [SX_OP_RMSPROP_UPDATE] = {step_rmsprop, formula_rmsprop},
-    [SX_OP_ADAM_UPDATE] = {step_adam, formula_adam},
-    [SX_OP_ADAMW_UPDATE] = {step_adamw, formula_adamw},
-    [SX_OP_AMSGRAD_UPDATE] = {step_amsgrad, formula_amsgrad},
-    [SX_OP_RMSPROP_CENTERED_UPDATE] = {step_rmsprop_centered, formula_rmsprop_centered},
-    [SX_OP_MOMENTUM_DAMPENED_UPDATE] = {step_momentum_dampened, formula_momentum_dampened},
-    [SX_OP_RMSPROP_MOMENTUM_UPDATE] = {step_rmsprop_momentum, formula_rmsprop_momentum},
-};
-
-/* The inputs of a step as (p, states..., g, rates): matmul_update's gradient computed whole
- * (*gm, freed by the caller; by the kernel when `plain` is false, else in double). Returns the
- * update op whose step it is (matmul_update: attr.ints[0]) and sets *last to the index of the
- * rates, or SX_OP_COUNT for an op with no row in ref_steps. */
-static sx_cg_op ref_step_inputs(const sx_cg_node *n, const sx_tensor *const *xin, bool plain,
-                                const sx_tensor **xs, sx_tensor **gm, int *last)
+/* The program's operands of an update node from its inputs' values before the step (x):
+ * matmul_update's product computed whole into *gm (by the kernel, or in double when `plain`),
+ * freed by the caller. Returns how many. */
+static int ref_update_operands(const sx_cg_node *n, const sx_tensor *const *x, bool plain,
+                               const sx_tensor **ops, sx_tensor **gm)
 {
     const sx_cg_attr *at = sx_cg_node_attr(n);
-    sx_cg_op op = sx_cg_node_op(n);
-    *last = sx_cg_node_n_inputs(n) - 1;
+    int k = sx_cg_node_n_inputs(n);
     *gm = NULL;
-    for (int i = 0; i <= *last; i++)
-        xs[i] = xin[i];
-    if (op == SX_OP_MATMUL_UPDATE) {
-        op = (sx_cg_op)at->ints[0];
-        int k = *last - 2;
-        const sx_tensor *a = xin[k], *b = xin[k + 1];
-        *gm = ref_zeros(plain ? SX_F64 : xin[0]->dtype, 2, xin[0]->shape);
-        if (!plain &&
-            sx_tensor_matmul_out(a, b, at->trans_a, at->trans_b, at->alpha, 0.0, *gm) != SX_OK)
-            return SX_OP_COUNT;
-        int64_t m = xin[0]->shape[0], cols = xin[0]->shape[1];
-        int64_t kk = at->trans_a ? a->shape[0] : a->shape[1];
-        for (int64_t i = 0; plain && i < m; i++) /* in double */
-            for (int64_t j = 0; j < cols; j++) {
-                double s = 0;
-                for (int64_t l = 0; l < kk; l++)
-                    s += ref_get(a, at->trans_a ? l * a->shape[1] + i : i * a->shape[1] + l) *
-                         ref_get(b, at->trans_b ? j * b->shape[1] + l : l * b->shape[1] + j);
-                sx_tensor_set(*gm, i * cols + j, at->alpha * s);
-            }
-        xs[k] = *gm;
-        xs[k + 1] = xin[*last];
-        *last = k + 1;
-    }
-    return (unsigned)op < SX_OP_COUNT && ref_steps[op].step != NULL ? op : SX_OP_COUNT;
+    for (int i = 0; i < k; i++)
+        ops[i] = x[i];
+    if (sx_cg_node_op(n) != SX_OP_MATMUL_UPDATE)
+        return k;
+    const sx_tensor *a = x[k - 2], *b = x[k - 1];
+    *gm = ref_zeros(plain ? SX_F64 : x[0]->dtype, 2, x[0]->shape);
+    if (!plain)
+        (void)sx_tensor_matmul_out(a, b, at->trans_a, at->trans_b, at->alpha, 0.0, *gm);
+    int64_t m = x[0]->shape[0], cols = x[0]->shape[1];
+    int64_t kk = at->trans_a ? a->shape[0] : a->shape[1];
+    for (int64_t i = 0; plain && i < m; i++) /* in double */
+        for (int64_t j = 0; j < cols; j++) {
+            double s = 0;
+            for (int64_t l = 0; l < kk; l++)
+                s += ref_get(a, at->trans_a ? l * a->shape[1] + i : i * a->shape[1] + l) *
+                     ref_get(b, at->trans_b ? j * b->shape[1] + l : l * b->shape[1] + j);
+            sx_tensor_set(*gm, i * cols + j, at->alpha * s);
+        }
+    ops[k - 2] = *gm;
+    return k - 1;
 }
 
-static void ref_rates(const sx_tensor *x, double *r)
-{
-    r[0] = ref_get(x, 0), r[1] = r[2] = 0;
-    for (int64_t i = 1; i < 3 && i < x->size; i++)
-        r[i] = ref_get(x, i);
-}
-
+/* The kernel on copies of the values before the step: the parameter it writes is the result,
+ * and the states the node wrote must equal the copies', bit for bit. */
 static sx_status kernel_update(KERNEL_ARGS)
 {
     (void)s;
-    const sx_tensor *x2[8];
-    sx_tensor *gm;
-    int last;
-    sx_cg_op op = ref_step_inputs(n, x, false, x2, &gm, &last);
-    if (op == SX_OP_COUNT) {
-        sx_tensor_free(gm);
-        return sx_error(SX_E_ARG, "kernel_update: %s: no step in ref_steps",
-                        sx_cg_op_name(sx_cg_node_op(n)));
-    }
-    double r[3];
-    ref_rates(x2[last], r);
-    sx_tensor *p = ref_clone(x2[0]), *st[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3 && i + 1 < last - 1; i++)
-        st[i] = ref_clone(x2[i + 1]);
-    sx_status rc = ref_steps[op].step(p, st[0], st[1], st[2], x2[last - 1], r,
-                                      sx_cg_node_attr(n)->coef, sx_cg_node_attr(n)->nesterov);
+    const sx_tensor *ops[8];
+    sx_tensor *gm, *w[8] = {NULL};
+    const int n_ops = ref_update_operands(n, x, false, ops, &gm);
+    const int k = (int)sx_cg_node_attr(n)->ints[0];
+    for (int i = 0; i < n_ops; i++)
+        w[i] = ref_clone(ops[i]);
+    sx_status rc = sx_tensor_fused_update(&sx_cg_node_attr(n)->prog, n_ops, w);
     if (rc == SX_OK)
-        rc = sx_tensor_copy_out(p, out);
-    static const char *const which[3] = {"first state", "second state", "third state"};
-    for (int i = 0; i < 3; i++) {
-        if (rc == SX_OK && st[i] != NULL)
-            rc = ref_same_bits(ref_in(n, i + 1), st[i], which[i]);
-        sx_tensor_free(st[i]);
-    }
-    sx_tensor_free(p);
+        rc = sx_tensor_copy_out(w[0], out);
+    for (int i = 1; i < k && rc == SX_OK; i++)
+        rc = ref_same_bits(ref_in(n, i), w[i], "a state");
+    for (int i = 0; i < n_ops; i++)
+        sx_tensor_free(w[i]);
     sx_tensor_free(gm);
     return rc;
 }
 
+/* The program element by element in double: what it stores into operand 0. */
 static sx_status plain_update(PLAIN_ARGS)
 {
     (void)compare;
-    const sx_tensor *x2[8];
+    const sx_tensor *ops[8];
     sx_tensor *gm;
-    int last;
-    sx_cg_op op = ref_step_inputs(n, x, true, x2, &gm, &last);
-    if (op == SX_OP_COUNT) {
-        sx_tensor_free(gm);
-        return sx_error(SX_E_ARG, "plain_update: %s: no formula in ref_steps",
-                        sx_cg_op_name(sx_cg_node_op(n)));
-    }
-    double r[3];
-    ref_rates(x2[last], r);
+    ref_update_operands(n, x, true, ops, &gm);
+    const sx_fused_prog *p = &sx_cg_node_attr(n)->prog;
     for (int64_t i = 0; i < sx_cg_value(n)->size; i++) {
-        double p = ref_get(x2[0], i);
-        double step =
-            ref_steps[op].formula(x2, i, ref_get(x2[last - 1], i), r, sx_cg_node_attr(n)->coef,
-                                  sx_cg_node_attr(n)->nesterov, &p);
-        want[i] = p - r[0] * step;
-        mag[i] = fabs(p) + fabs(r[0] * step);
+        double reg[SX_FUSED_MAX] = {0};
+#define SRC(s) ((s) >= 0 ? ref_get(ops[(s)], ops[(s)]->size == 1 ? 0 : i) : reg[-1 - (s)])
+        for (int k = 0; k < p->n; k++) {
+            const sx_fused_instr *ins = &p->ins[k];
+            if (ins->kind == SX_FUSED_BINARY)
+                reg[k] = ref_binary((sx_binary_op)ins->op, SRC(ins->a), SRC(ins->b));
+            else if (ins->kind == SX_FUSED_STORE && ins->b == 0)
+                want[i] = SRC(ins->a);
+            mag[i] += fabs(reg[k]);
+        }
+#undef SRC
     }
     sx_tensor_free(gm);
     return SX_OK;

@@ -324,9 +324,16 @@ Test(cgraph_shapes, assign_and_optimiser_ops)
     SHAPE(sx_cg_assign(g, p, grad), 3, 4);
     sx_cg_node *in2[2] = {grad, lr};
     SHAPE(sx_cg_op_new(g, SX_OP_SEQ, 2, in2, NULL), 3, 4);
-    sx_cg_node *sgd[3] = {p, grad, lr}, *adam[5] = {p, m, v, grad, lr};
-    SHAPE(sx_cg_op_new(g, SX_OP_SGD_UPDATE, 3, sgd, NULL), 3, 4);
-    SHAPE(sx_cg_op_new(g, SX_OP_ADAM_UPDATE, 5, adam, NULL), 3, 4);
+    /* p <- p - lr g;  m <- v */
+    sx_cg_node *upd[5] = {p, m, v, grad, lr};
+    sx_cg_attr ua = sx_cg_attr_default();
+    ua.rank = 2, ua.shape[0] = 3, ua.shape[1] = 4, ua.ints[0] = 2;
+    ua.prog.n = 4;
+    ua.prog.ins[0] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_MUL, 4, 3, 0, 0};
+    ua.prog.ins[1] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_SUB, 0, -1, 0, 0};
+    ua.prog.ins[2] = (sx_fused_instr){SX_FUSED_STORE, 0, -2, 0, 0, 0};
+    ua.prog.n = 3;
+    SHAPE(sx_cg_op_new(g, SX_OP_FUSED_UPDATE, 5, upd, &ua), 3, 4);
     sx_cg_attr at = sx_cg_attr_default();
     at.prog.n = 1;
     at.prog.ins[0] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_MUL, 0, 1, 0, 0};
@@ -660,11 +667,24 @@ Test(cgraph_shapes, optimiser_op_errors)
     sx_tensor *t = tu_zeros(SX_F32, 2, DIMS(3, 4));
     sx_cg_node *p = sx_cg_param(g, "p", t), *x = V(g, 3, 4), *lr = V0(g);
     sx_cg_node *not_param[3] = {x, x, lr}, *bad_lr[3] = {p, x, V(g, 2)};
-    sx_cg_node *bad_g[3] = {p, V(g, 4, 3), lr};
-    FAILS(g, SX_E_ARG, sx_cg_op_new(g, SX_OP_SGD_UPDATE, 3, not_param, NULL), "sx_cg_sgd_update:");
-    FAILS(g, SX_E_SHAPE, sx_cg_op_new(g, SX_OP_SGD_UPDATE, 3, bad_lr, NULL), "sx_cg_sgd_update:");
-    FAILS(g, SX_E_SHAPE, sx_cg_op_new(g, SX_OP_SGD_UPDATE, 3, bad_g, NULL),
-          "sx_cg_sgd_update:", "(3,4)", "(4,3)");
+    sx_cg_node *bad_g[3] = {p, V(g, 4, 4), lr}, *good[3] = {p, x, lr};
+    /* p <- p - lr g over (p, g, lr) */
+    sx_cg_attr ua = sx_cg_attr_default();
+    ua.rank = 2, ua.shape[0] = 3, ua.shape[1] = 4, ua.ints[0] = 1;
+    ua.prog.n = 3;
+    ua.prog.ins[0] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_MUL, 2, 1, 0, 0};
+    ua.prog.ins[1] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_SUB, 0, -1, 0, 0};
+    ua.prog.ins[2] = (sx_fused_instr){SX_FUSED_STORE, 0, -2, 0, 0, 0};
+    FAILS(g, SX_E_ARG, sx_cg_op_new(g, SX_OP_FUSED_UPDATE, 3, not_param, &ua),
+          "sx_cg_fused_update:", "not a parameter");
+    FAILS(g, SX_E_SHAPE, sx_cg_op_new(g, SX_OP_FUSED_UPDATE, 3, bad_lr, &ua),
+          "sx_cg_fused_update:");
+    FAILS(g, SX_E_SHAPE, sx_cg_op_new(g, SX_OP_FUSED_UPDATE, 3, bad_g, &ua),
+          "sx_cg_fused_update:", "(4,4)", "(3,4)");
+    sx_cg_attr bad = ua;
+    bad.prog.ins[2].b = 1; /* a store into an operand it does not write */
+    FAILS(g, SX_E_ARG, sx_cg_op_new(g, SX_OP_FUSED_UPDATE, 3, good, &bad),
+          "sx_cg_fused_update:", "stores");
     sx_cg_attr at = sx_cg_attr_default();
     at.prog.n = 1;
     at.rank = 1;

@@ -556,7 +556,9 @@ Test(tensor_map, fused_unused_source_out_of_range_is_refused)
         {{.kind = SX_FUSED_BINARY, .op = (uint8_t)SX_BINARY_COUNT, .a = 0, .b = 1},
          0,
          "instruction 0 (binary) has op"},
-        {{.kind = 4, .a = 0}, 0, "instruction 0 has kind 4 (want 0..3)"},
+        {{.kind = 5, .a = 0}, 0, "instruction 0 has kind 5 (want 0..4)"},
+        /* a store only in sx_tensor_fused_update's programs */
+        {{.kind = SX_FUSED_STORE, .a = -1, .b = 0}, 1, "instruction 1 stores source -1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sx_fused_prog prog = {.n = cases[i].at + 1};
@@ -580,4 +582,59 @@ Test(tensor_map, fused_unused_source_out_of_range_is_refused)
         cr_assert_float_eq(sx_tensor_get(out, k), 0.5 + exp(0.5), 1e-6);
     sx_tensor_free(x);
     sx_tensor_free(out);
+}
+
+/* A program of stores: v <- mu v + g;  p <- p - lr v, in place, over 1300 elements (several
+ * blocks), gives the separate kernels' bits; a store into an operand of another size, or into
+ * one that overlaps another, is refused with nothing written. */
+Test(tensor_map, fused_update_stores_into_its_operands_in_place)
+{
+    sx_rng rng;
+    sx_rng_seed(&rng, 3);
+    int64_t n = 1300, one = 1;
+    for (int dt = 0; dt < 2; dt++) {
+        sx_tensor *p = tu_rand(&rng, (sx_dtype)dt, 1, &n, -1, 1);
+        sx_tensor *v = tu_rand(&rng, (sx_dtype)dt, 1, &n, -1, 1);
+        sx_tensor *g = tu_rand(&rng, (sx_dtype)dt, 1, &n, -1, 1);
+        sx_tensor *lr = tu_rand(&rng, (sx_dtype)dt, 1, &one, 0.01, 0.1);
+        sx_tensor *mu = tu_rand(&rng, (sx_dtype)dt, 1, &one, 0.5, 0.9);
+        sx_tensor *wp = NULL, *wv = NULL, *t = NULL;
+        cr_assert_eq(sx_tensor_clone(p, &wp), SX_OK);
+        cr_assert_eq(sx_tensor_clone(v, &wv), SX_OK);
+        cr_assert_eq(sx_tensor_clone(v, &t), SX_OK);
+        cr_assert_eq(sx_tensor_binary_out(SX_BINARY_MUL, mu, v, wv), SX_OK);
+        cr_assert_eq(sx_tensor_binary_out(SX_BINARY_ADD, wv, g, wv), SX_OK);
+        cr_assert_eq(sx_tensor_binary_out(SX_BINARY_MUL, lr, wv, t), SX_OK);
+        cr_assert_eq(sx_tensor_binary_out(SX_BINARY_SUB, wp, t, wp), SX_OK);
+        sx_fused_prog prog = {.n = 6};
+        prog.ins[0] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_MUL, 4, 1, 0, 0};
+        prog.ins[1] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_ADD, -1, 2, 0, 0};
+        prog.ins[2] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_MUL, 3, -2, 0, 0};
+        prog.ins[3] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_SUB, 0, -3, 0, 0};
+        prog.ins[4] = (sx_fused_instr){SX_FUSED_STORE, 0, -4, 0, 0, 0};
+        prog.ins[5] = (sx_fused_instr){SX_FUSED_STORE, 0, -2, 1, 0, 0};
+        sx_tensor *ops[5] = {p, v, g, lr, mu};
+        cr_assert_eq(sx_tensor_fused_update(&prog, 5, ops), SX_OK, "%s", sx_last_error());
+        size_t bytes = (size_t)n * sx_dtype_size((sx_dtype)dt);
+        cr_assert_eq(memcmp(p->data, wp->data, bytes), 0, "p, dtype %d", dt);
+        cr_assert_eq(memcmp(v->data, wv->data, bytes), 0, "v, dtype %d", dt);
+        /* into the one-element lr: refused, nothing written */
+        prog.ins[5].b = 3;
+        cr_assert_eq(sx_tensor_fused_update(&prog, 5, ops), SX_E_ARG);
+        cr_assert(strstr(sx_last_error(), "stores into operand 3") != NULL, "%s", sx_last_error());
+        cr_assert_eq(memcmp(p->data, wp->data, bytes), 0, "nothing written");
+        /* g the parameter itself (read and written element by element); a g of n - 1 elements */
+        prog.ins[5].b = 1;
+        sx_tensor *bad[5] = {p, v, v, lr, mu};
+        bad[2] = p;
+        cr_assert_eq(sx_tensor_fused_update(&prog, 5, bad), SX_OK); /* p itself: element-wise */
+        sx_tensor half = sx_tensor_view((sx_dtype)dt, 1, (int64_t[]){n - 1},
+                                        (char *)v->data + sx_dtype_size((sx_dtype)dt));
+        bad[2] = &half;
+        bad[2]->size = n - 1;
+        cr_assert_eq(sx_tensor_fused_update(&prog, 5, bad), SX_E_SHAPE); /* n - 1 divides not n */
+        sx_tensor *all[] = {p, v, g, lr, mu, wp, wv, t};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            sx_tensor_free(all[i]);
+    }
 }
