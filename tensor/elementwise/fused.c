@@ -25,6 +25,8 @@ struct fused_ctx {
     const int64_t *period;
     const void *const *tile;
     const int8_t *reg;
+    const int8_t *direct; /* per instruction: the operand its result is written into directly
+                             (its only store, with nothing after it reading that operand), or -1 */
     sx_tensor *out;
     int64_t size;
     fused_f32_fn *k32;
@@ -114,6 +116,41 @@ static void fused_regs(const sx_fused_prog *prog, int8_t *reg)
     }
 }
 
+/* Which instructions write their result straight into the operand a store puts it in, instead
+ * of a register copied at the end of the block: those stored exactly once, into an operand no
+ * other store writes and no later instruction reads, itself or under another operand's name (the
+ * same memory) (the program reads old values: an operand is
+ * overwritten only once nothing needs its old value; the instruction itself reads element i
+ * before writing element i). Saves a copy per store and a register per block. */
+static void fused_direct(const sx_fused_prog *prog, void *const *wops, int8_t *direct)
+{
+    const bool stores = wops != NULL;
+    int n_stored[SX_FUSED_MAX] = {0}, writers[SX_FUSED_MAX_OPERANDS] = {0};
+    for (int k = 0; k < prog->n; k++) {
+        direct[k] = -1;
+        const sx_fused_instr *in = &prog->ins[k];
+        if (stores && in->kind == SX_FUSED_STORE) {
+            n_stored[-1 - in->a]++;
+            writers[in->b]++;
+        }
+    }
+    for (int k = 0; stores && k < prog->n; k++) {
+        const sx_fused_instr *in = &prog->ins[k];
+        if (in->kind != SX_FUSED_STORE || n_stored[-1 - in->a] != 1 || writers[in->b] != 1)
+            continue;
+        const int src = -1 - in->a, op = in->b;
+        bool read_after = false;
+        for (int j = src + 1; j < prog->n && !read_after; j++) {
+            const sx_fused_instr *r = &prog->ins[j];
+            const int16_t s[3] = {r->a, r->b, r->c};
+            for (int q = 0; r->kind != SX_FUSED_STORE && q < sx__fused_sources(r->kind); q++)
+                read_after = read_after || (s[q] >= 0 && wops[s[q]] == wops[op]); /* or its alias */
+        }
+        if (!read_after)
+            direct[src] = (int8_t)op;
+    }
+}
+
 /* The program over all `size` elements, block by block (the pool's threads over blocks above
  * SX_PAR_MIN elements), into out, or (out NULL) by its stores into wops. */
 static void fused_run(const sx_fused_prog *prog, int n_in, const void *const *ops,
@@ -139,10 +176,11 @@ static void fused_run(const sx_fused_prog *prog, int n_in, const void *const *op
         }
         tile[i] = t;
     }
-    int8_t reg[SX_FUSED_MAX];
+    int8_t reg[SX_FUSED_MAX], direct[SX_FUSED_MAX];
     fused_regs(prog, reg);
-    fused_ctx f = {
-        prog, ops, wops, period, tile, reg, out, size, dt == SX_F32 ? fused_f32_kernel() : NULL};
+    fused_direct(prog, wops, direct);
+    fused_ctx f = {prog, ops,    wops, period, tile,
+                   reg,  direct, out,  size,   dt == SX_F32 ? fused_f32_kernel() : NULL};
     sx__par_range((size + FUSED_BLOCK - 1) / FUSED_BLOCK, SX_PAR_MIN / 2 / FUSED_BLOCK,
                   fused_blocks, &f);
 }

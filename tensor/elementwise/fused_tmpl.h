@@ -34,7 +34,7 @@ static void FU_CAT(fused_stores, SFX)(const fused_ctx *f, T (*regs)[FUSED_BLOCK]
 {
     for (int k = 0; k < f->prog->n; k++) {
         const sx_fused_instr *ins = &f->prog->ins[k];
-        if (ins->kind == SX_FUSED_STORE)
+        if (ins->kind == SX_FUSED_STORE && f->direct[-1 - ins->a] < 0)
             memcpy((T *)f->wops[ins->b] + at, regs[f->reg[-1 - ins->a]], (size_t)len * sizeof(T));
     }
 }
@@ -83,10 +83,14 @@ static void FU_CAT(fused_block, SFX)(const fused_ctx *f, T *out, int64_t at, int
                 FU_CAT(fused_periodic, SFX)(b, ops[s], period[s], at, len);
                 src[j] = b;
             } else {
-                src[j] = s < 0 ? regs[reg[-1 - s]] : (const T *)ops[s] + at;
+                src[j] = s >= 0                   ? (const T *)ops[s] + at
+                         : f->direct[-1 - s] >= 0 ? (const T *)f->wops[f->direct[-1 - s]] + at
+                                                  : regs[reg[-1 - s]];
             }
         }
-        T *dst = out != NULL && k == prog->n - 1 ? out + at : regs[reg[k]];
+        T *dst = out != NULL && k == prog->n - 1 ? out + at
+                 : f->direct[k] >= 0             ? (T *)f->wops[f->direct[k]] + at
+                                                 : regs[reg[k]];
         const T *xa = src[0], *xb = src[1], *xc = src[2];
         const T alpha_ = (T)ins->alpha;
         (void)alpha_;

@@ -587,6 +587,34 @@ Test(tensor_map, fused_unused_source_out_of_range_is_refused)
 /* A program of stores: v <- mu v + g;  p <- p - lr v, in place, over 1300 elements (several
  * blocks), gives the separate kernels' bits; a store into an operand of another size, or into
  * one that overlaps another, is refused with nothing written. */
+/* A store whose operand a later instruction still reads (by its own index, or another index of
+ * the same memory) waits for the end of the block: the program reads old values. */
+Test(tensor_map, fused_update_later_readers_see_old_values)
+{
+    int64_t n = 1100;
+    for (int alias = 0; alias < 2; alias++) {
+        sx_tensor *x = tu_zeros(SX_F32, 1, &n), *y = tu_zeros(SX_F32, 1, &n);
+        for (int64_t i = 0; i < n; i++)
+            SX_F32P(x)[i] = (float)i;
+        sx_fused_prog prog = {.n = 4};
+        /* r0 = x + x (stored into x), r1 = x * x (x old: operand 0, or 2 naming the same x) */
+        prog.ins[0] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_ADD, 0, 0, 0, 0};
+        const int16_t src = alias ? 2 : 0;
+        prog.ins[1] = (sx_fused_instr){SX_FUSED_BINARY, SX_BINARY_MUL, src, src, 0, 0};
+        prog.ins[2] = (sx_fused_instr){SX_FUSED_STORE, 0, -1, 0, 0, 0};
+        prog.ins[3] = (sx_fused_instr){SX_FUSED_STORE, 0, -2, 1, 0, 0};
+        sx_tensor *ops[3] = {x, y, x};
+        cr_assert_eq(sx_tensor_fused_update(&prog, 3, ops), SX_OK, "%s", sx_last_error());
+        for (int64_t i = 0; i < n; i++) {
+            cr_assert_eq(SX_F32P(x)[i], (float)(2 * i));
+            cr_assert_eq(SX_F32P(y)[i], (float)i * (float)i, "alias %d, element %lld", alias,
+                         (long long)i);
+        }
+        sx_tensor_free(x);
+        sx_tensor_free(y);
+    }
+}
+
 Test(tensor_map, fused_update_stores_into_its_operands_in_place)
 {
     sx_rng rng;
