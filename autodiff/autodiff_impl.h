@@ -1,5 +1,5 @@
 /* autodiff_impl.h: the gradient rules' interface (never installed). One rule per row of
- * cgraph/sx_ops.def whose nograd column is NG_NONE, NG_INPUT(i) or NG_ALL_BUT(i), named
+ * include/strix/sx_ops.def whose nograd column is NG_NONE, NG_INPUT(i) or NG_ALL_BUT(i), named
  * grad_<op name> and written in autodiff/rules/<family>.c beside its family's
  * cgraph/ops/<family>.c; grad.c collects them into a table. */
 #ifndef SX_AUTODIFF_IMPL_H

@@ -1,6 +1,7 @@
 /* bench_load_nets.c: the LeNet-5 and small ResNet-style networks that bench/under_load trains
- * with and without competing processes (stand-ins until the CNN zoo lands), built from nn/sx_nn.h
- * layers and trained on MNIST with the compiled training loop; one `result:` line.
+ * with and without competing processes (stand-ins until the CNN zoo lands), built from
+ * include/strix/sx_nn.h layers and trained on MNIST with the compiled training loop; one `result:`
+ * line.
  *
  *     bench_load_nets --net lenet|resnet [--data DIR] [--limit N] [--threads T] [--seed S]
  *

@@ -1,6 +1,6 @@
 /* zoo_nets.h: the CNN zoo (bench/zoo, tests/bench/test_zoo.c): each network built by
- * name from nn/sx_nn.h layers, and one run of it (training on MNIST-like data, or inference on
- * random ImageNet-sized images) summarised in one `result:` line.
+ * name from include/strix/sx_nn.h layers, and one run of it (training on MNIST-like data, or
+ * inference on random ImageNet-sized images) summarised in one `result:` line.
  *
  * Networks (NHWC; every stride-2 or padded convolution with PyTorch's explicit padding, so that
  * bench/zoo_torch.py computes the same network; weights Glorot-uniform, biases 0, batch-norm

@@ -30,8 +30,8 @@ ls -l corpus_model
 {
     echo "# fuzz_model's dictionary, written by make_corpus.sh: op names as stored in files"
     {
-        sed -n 's/^X([A-Z0-9_]*, *\([a-z0-9_]*\),.*/\1/p' ../cgraph/sx_ops.def
-        sed -n 's/^X([A-Z0-9_]*, *"\([a-z0-9_]*\)",.*/\1/p' ../tensor/sx_map.def ../tensor/sx_binary.def
+        sed -n 's/^X([A-Z0-9_]*, *\([a-z0-9_]*\),.*/\1/p' ../include/strix/sx_ops.def
+        sed -n 's/^X([A-Z0-9_]*, *"\([a-z0-9_]*\)",.*/\1/p' ../include/strix/sx_map.def ../include/strix/sx_binary.def
     } | sort -u | while read -r name; do
         printf '"\\x%02x\\x00\\x00\\x00%s"\n' "${#name}" "$name"
     done

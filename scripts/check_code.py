@@ -41,13 +41,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def library_dirs(root):
     """The library folders: the modules that cmake/modules.txt lists (one a line, lines starting
     with # are comments; the list CMakeLists.txt and tests/format_check.cmake read too), root's
-    own list or, for a tree without one (the self-test's), this repository's; and tools."""
+    own list or, for a tree without one (the self-test's), this repository's; the public headers
+    (include); and tools."""
     path = os.path.join(root, "cmake", "modules.txt")
     if not os.path.exists(path):
         path = os.path.join(REPO, "cmake", "modules.txt")
     with open(path) as f:
         mods = tuple(s for s in (line.strip() for line in f) if s and not s.startswith("#"))
-    return mods + ("tools",)
+    return mods + ("include", "tools")
 
 
 OTHER_DIRS = ("tests", "bench", "examples", "fuzz")

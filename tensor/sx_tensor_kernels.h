@@ -44,7 +44,8 @@ SX_NODISCARD sx_status sx_tensor_batch_norm_sums_ws(const sx_tensor *x, const sx
                                                     const sx_tensor *dy, sx_tensor *sums, void *ws,
                                                     size_t ws_bytes);
 /* sx_tensor_batch_norm_ws, then relu when `relu` (y = max(x a + b, 0), relu's expression of
- * tensor/sx_map.def: the bits of the two kernels run one after the other) in the same pass. */
+ * include/strix/sx_map.def: the bits of the two kernels run one after the other) in the same pass.
+ */
 SX_NODISCARD sx_status sx_tensor_batch_norm_act_ws(const sx_tensor *x, const sx_tensor *stats,
                                                    const sx_tensor *gamma, const sx_tensor *beta,
                                                    double eps, bool relu, sx_tensor *y, void *ws,

@@ -1,8 +1,8 @@
 # Every C source and header of strix follows .clang-format (run: clang-format -i FILE): the
-# module folders that cmake/modules.txt lists, and the tool, examples, tests, benchmarks and
-# fuzz targets.
+# module folders that cmake/modules.txt lists, the public headers (include/), and the tool,
+# examples, tests, benchmarks and fuzz targets.
 file(STRINGS ${SRC}/cmake/modules.txt dirs REGEX "^[a-z]")
-list(APPEND dirs tools examples tests bench fuzz)
+list(APPEND dirs include tools examples tests bench fuzz)
 set(globs "")
 foreach(d IN LISTS dirs)
     list(APPEND globs ${SRC}/${d}/*.[ch])

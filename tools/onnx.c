@@ -1,4 +1,4 @@
-/* onnx.c: the `strix` tool's link to the onnx module (onnx/sx_onnx.h), compiled only when
+/* onnx.c: the `strix` tool's link to the onnx module (include/strix/sx_onnx.h), compiled only when
  * strix is built with it (STRIX_HAVE_ONNX); no_onnx.c stands in otherwise. Kept small: import,
  * export and the conformance runner, each one call. */
 #include "tool.h"

@@ -1,6 +1,6 @@
 /* elemwise.c: the gradient rules of the element-wise ops (cgraph/ops/elemwise.c): the unary
- * maps of tensor/sx_map.def (gin = G f'(x), written with y = f(x) where cheaper), the binary ops of
- * sx_binary.def (full-shape gradients summed back over the broadcast axes), fma and where.
+ * maps of include/strix/sx_map.def (gin = G f'(x), written with y = f(x) where cheaper), the binary
+ * ops of sx_binary.def (full-shape gradients summed back over the broadcast axes), fma and where.
  * y is the node, x_i = y's inputs, G = gy is the adjoint of y. */
 #include "rule.h"
 

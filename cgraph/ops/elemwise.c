@@ -1,6 +1,6 @@
 /* ops/elemwise.c: the element-wise ops' glue: the constructors generated from the rows of
- * tensor/sx_map.def and sx_binary.def (their family evaluators dispatch on the op table's kernel
- * column, so a new element-wise op is one row there and no code here), fma and where. */
+ * include/strix/sx_map.def and sx_binary.def (their family evaluators dispatch on the op table's
+ * kernel column, so a new element-wise op is one row there and no code here), fma and where. */
 #include "cgraph_impl.h"
 
 #include <string.h>

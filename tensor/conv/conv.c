@@ -1,4 +1,4 @@
-/* conv.c: the convolution's public entry points (tensor/sx_tensor.h): conv2d forward, fused
+/* conv.c: the convolution's public entry points (include/strix/sx_tensor.h): conv2d forward, fused
  * and both backward passes, the transposed convolution, their shapes and workspaces. Each
  * checks its tensors, builds the geometry (tensor/conv/conv_general.c) and hands the work to
  * the plan (tensor/conv/conv_plan.c: dense kernels) or to the general geometry's kernels

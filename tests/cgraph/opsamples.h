@@ -1,5 +1,5 @@
-/* opsamples.h: one sample generator per row of cgraph/sx_ops.def, shared by the per-op tests of
- * cgraph (lazy = eager = the tensor kernel) and of autodiff (gradients against central finite
+/* opsamples.h: one sample generator per row of include/strix/sx_ops.def, shared by the per-op tests
+ * of cgraph (lazy = eager = the tensor kernel) and of autodiff (gradients against central finite
  * differences). A generator builds input leaves with values that are valid for its op (positive
  * where a log needs it, away from kinks and ties, well-conditioned or SPD matrices, integral
  * indices) and the node under test; its table row says how many variants (shapes) it has,

@@ -841,7 +841,7 @@ Test(nn_misuse, every_accessor_and_function_accepts_null_handles)
     char root[1024], file[1024], path[1100];
     snprintf(file, sizeof file, "%s", __FILE__); /* tests/nn/test_misuse.c */
     snprintf(root, sizeof root, "%s", dirname(dirname(dirname(file))));
-    const char *headers[2] = {"nn/sx_nn.h", "optim/sx_optim.h"};
+    const char *headers[2] = {"include/strix/sx_nn.h", "include/strix/sx_optim.h"};
     int total = 0;
     for (int h = 0; h < 2; h++) {
         static char names[256][64];

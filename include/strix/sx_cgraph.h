@@ -218,7 +218,7 @@ SX_NODISCARD sx_status sx_cg_eval(sx_cg_graph *g, int n, sx_cg_node *const *node
 const sx_tensor *sx_cg_value(const sx_cg_node *node);
 bool sx_cg_valid(const sx_cg_node *node);
 
-/* Parallel evaluation (engine/sx_engine.h). With n >= 2 workers, sx_cg_eval hands
+/* Parallel evaluation (include/strix/sx_engine.h). With n >= 2 workers, sx_cg_eval hands
  * the nodes it runs to a dependency engine in the sequential order: each node reads its inputs'
  * variables (and through views, their storage's) and mutates its own; an assign or fused update
  * also mutates the parameters it writes; a dropout mask mutates its generator (masks from one
@@ -299,10 +299,11 @@ double sx_cg_node_flops(const sx_cg_node *n);
 sx_cg_node *sx_cg_op_new(sx_cg_graph *g, sx_cg_op op, int n_in, sx_cg_node *const *in,
                          const sx_cg_attr *attr);
 
-/* Element-wise constructors, one per row of tensor/sx_map.def and tensor/sx_binary.def (the
- * formulas are there): unary sx_cg_neg(g, x), sx_cg_sin(g, x), ...; those whose row has an
- * ALPHA(p) parameter take it after x: sx_cg_leaky_relu(g, x, slope), sx_cg_elu(g, x, alpha).
- * Binary with NumPy broadcasting, comparisons giving 1/0: sx_cg_add(g, a, b), ... */
+/* Element-wise constructors, one per row of include/strix/sx_map.def and
+ * include/strix/sx_binary.def (the formulas are there): unary sx_cg_neg(g, x), sx_cg_sin(g, x),
+ * ...; those whose row has an ALPHA(p) parameter take it after x: sx_cg_leaky_relu(g, x, slope),
+ * sx_cg_elu(g, x, alpha). Binary with NumPy broadcasting, comparisons giving 1/0: sx_cg_add(g, a,
+ * b), ... */
 #define SX_CG_MAP_PARAM_NONE
 #define SX_CG_MAP_PARAM_ALPHA(p) , double p
 #define SX_MAP_ROW(NAME, name, expr, ref, param, dom, at, nograd)                                  \

@@ -326,7 +326,7 @@ sx_nn_layer *sx_nn_input_add(sx_nn_net *net, int rank, const int64_t *shape);
 sx_nn_layer *sx_nn_input_ids(sx_nn_net *net, int rank, const int64_t *shape);
 /* A 2-d convolution layer over (h,w,c): y = act(conv2d(x, kernel) + bias), kernel
  * (kernel_h, kernel_w, c / groups, filters), bias (filters). `conv` is the op's own parameter
- * struct (tensor/sx_tensor.h): strides, padding (VALID, SAME(_UPPER), SAME_LOWER or EXPLICIT
+ * struct (include/strix/sx_tensor.h): strides, padding (VALID, SAME(_UPPER), SAME_LOWER or EXPLICIT
  * pads), dilation and groups, judged by sx_conv2d_shape (its errors, e.g. SX_E_ARG for a stride
  * < 1 or a padding the op does not take). With groups g, filter j reads the channels of group
  * j / (filters / g) only; groups = c is a depthwise convolution (sx_nn_depthwise_conv2d says it
@@ -414,7 +414,7 @@ sx_nn_conv1d_params sx_nn_conv1d_params_default(int filters, int kernel);
 sx_nn_layer *sx_nn_conv1d(sx_nn_net *net, sx_nn_layer *in, const sx_nn_conv1d_params *p);
 
 /* Max and average pooling over windows of (h,w,c). `pool` is the op's own parameter struct
- * (tensor/sx_tensor.h: kernel, strides, padding VALID / SAME(_UPPER) / SAME_LOWER / EXPLICIT
+ * (include/strix/sx_tensor.h: kernel, strides, padding VALID / SAME(_UPPER) / SAME_LOWER / EXPLICIT
  * pads, ceil_mode, count_include_pad for average pooling, dilation for max pooling), judged by
  * sx_pool2d_shape (PyTorch's MaxPool2d(k, s, padding=p, dilation=d, ceil_mode=...) is EXPLICIT
  * with all four pads p; AvgPool2d's count_include_pad defaults to true there, to off here). */
@@ -433,7 +433,7 @@ sx_nn_layer *sx_nn_global_avg_pool(sx_nn_net *net, sx_nn_layer *in);
 /* A transposed convolution layer ("deconvolution", PyTorch's ConvTranspose2d) over (h,w,c):
  * y = act(conv_transpose2d(x, kernel) + bias), kernel (kernel_h, kernel_w, filters / groups, c)
  * (PyTorch's weight (c, filters/groups, kh, kw) permuted by (2, 3, 1, 0)), bias (filters).
- * `conv` is the op's own parameter struct (tensor/sx_tensor.h): strides, padding, dilation,
+ * `conv` is the op's own parameter struct (include/strix/sx_tensor.h): strides, padding, dilation,
  * groups and output padding, judged by sx_conv_transpose2d_shape. The output size per axis is
  * PyTorch's (h - 1) * stride - pad_top - pad_bottom + dilation * (kh - 1) + output_padding + 1
  * (EXPLICIT or VALID padding). */
@@ -1380,8 +1380,8 @@ SX_NODISCARD sx_status sx_nn_model_save(sx_nn_model *m, const char *path);
  *
  * sx_nn_train and sx_nn_fit train data-parallel when they have a communicator of more than one
  * rank: p.comm, or (p.comm NULL and p.local false) the process's default, which
- * mpi/sx_mpi.h's sx_mpi_init sets when the program runs under mpirun with > 1 rank. nn itself
- * never links MPI: a communicator is this table of functions, which mpi/ implements.
+ * include/strix/sx_mpi.h's sx_mpi_init sets when the program runs under mpirun with > 1 rank. nn
+ * itself never links MPI: a communicator is this table of functions, which mpi/ implements.
  *
  * What every rank does: after compiling (and, on rank 0, resuming from a checkpoint) rank 0's
  * weights, optimiser state, step counters and dropout generator are broadcast; p.batch is the
