@@ -67,13 +67,13 @@ static bool operands_ok(const sx_cg_node *r)
     return true;
 }
 
-/* The VALID or SAME parameters under which conv.c's dense kernels compute exactly what the
- * explicit parameters p do for input x, kernel k and result y, in *out; false when there are
- * none. One group, no dilation, and the same output size and leading pads: the general path
- * (tensor/conv/conv_general.c) then calls the dense kernels with those very parameters, but runs an
- * epilogue over all of y after the convolution, where the dense kernels run it on each unit's
- * rows while they are in cache. (PyTorch-style pads of (k - 1) / 2 at stride 1, or 0 with a 1x1
- * kernel, are SAME or VALID.) */
+/* The VALID or SAME parameters under which the dense convolution kernels (tensor/conv/conv_plan.c)
+ * compute exactly what the explicit parameters p do for input x, kernel k and result y, in *out;
+ * false when there are none. One group, no dilation, and the same output size and leading pads: the
+ * general path (tensor/conv/conv_general.c) then calls the dense kernels with those very
+ * parameters, but runs an epilogue over all of y after the convolution, where the dense kernels run
+ * it on each unit's rows while they are in cache. (PyTorch-style pads of (k - 1) / 2 at stride 1,
+ * or 0 with a 1x1 kernel, are SAME or VALID.) */
 static bool dense_params(const sx_tensor *x, const sx_tensor *k, const sx_tensor *y,
                          const sx_conv2d_params *p, sx_conv2d_params *out)
 {
