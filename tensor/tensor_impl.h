@@ -61,6 +61,21 @@ sx_status sx__fused_check(const char *who, const sx_fused_prog *p, int n_in);
 /* The same, with stores allowed into operands 0..n_store-1 (sx_tensor_fused_update: all of
  * them; the update nodes: the parameters they write); n_store 0 is sx__fused_check. */
 sx_status sx__fused_check_stores(const char *who, const sx_fused_prog *p, int n_in, int n_store);
+/* Known fused programs (tensor/elementwise/fused_known.c): the programs element-wise fusion
+ * makes of the optimisers' formulas, each with a compiled kernel. run: when p over n_in operands
+ * (period as fused.c's: 0 the program's size, 1 one element) is one of them exactly, run its
+ * kernel over the `size` elements of ops (writing its stores in place, the interpreter's bits)
+ * and return true; else false (nothing done). find: the index of the program whose operand i
+ * holds one element where bit i of `scalar` is set (the others the program's size), or -1.
+ * entry: program i (false past the last); enable(false) makes run always return false (the
+ * tests compare the kernels with the interpreter). */
+bool sx__fused_known_run(const sx_fused_prog *p, int n_in, void *const *ops, const int64_t *period,
+                         sx_dtype dt, int64_t size);
+int sx__fused_known_find(const sx_fused_prog *p, int n_in, uint64_t scalar);
+int sx__fused_known_count(void);
+bool sx__fused_known_entry(int i, const char **name, sx_fused_prog *prog, int *n_ops,
+                           uint64_t *scalar);
+void sx__fused_known_enable(bool on);
 /* Allocate a tensor of the given shape for an allocating wrapper. */
 sx_status sx__new_like(sx_dtype dtype, int rank, const int64_t *shape, sx_tensor **out);
 

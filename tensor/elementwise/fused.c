@@ -300,7 +300,8 @@ sx_status sx_tensor_fused_update(const sx_fused_prog *prog, int n_in, sx_tensor 
     }
     for (int i = 0; i < n_in; i++)
         wops[i] = in[i]->data;
-    fused_run(prog, n_in, ops, wops, period, NULL, dt, size);
+    if (!sx__fused_known_run(prog, n_in, wops, period, dt, size)) /* else the interpreter */
+        fused_run(prog, n_in, ops, wops, period, NULL, dt, size);
     return SX_OK;
 }
 
