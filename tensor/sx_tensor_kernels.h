@@ -104,7 +104,10 @@ SX_NODISCARD sx_status sx_tensor_fused_out(const sx_fused_prog *prog, int n_in,
  * rules as sx_tensor_fused_out, with: the size of the program is that of operand 0; an operand
  * written has that size and overlaps no other operand. Errors (nothing written): those of
  * sx_tensor_fused_out; SX_E_ARG for a store into an operand of another size, a store into an
- * overlapping operand, or a source that names a store. */
+ * overlapping operand, or a source that names a store. A program in the table of known programs
+ * (the optimisers' updates, elementwise/fused_known.c) with its operands of the kinds it was
+ * compiled for (each of the program's size, or one element) runs as that program's compiled
+ * kernel, else through the interpreter: the same bits (a NaN may differ in sign or payload). */
 SX_NODISCARD sx_status sx_tensor_fused_update(const sx_fused_prog *prog, int n_in,
                                               sx_tensor *const *in);
 

@@ -4,7 +4,8 @@
  * of k times. Each instruction's loop is a plain loop the compiler vectorises; the expressions
  * are the rows of sx_map.def and sx_binary.def (with vmath.h's f32 functions, and the f32
  * interpreter built per instruction set like map.c's), so results match the unfused kernels
- * exactly. */
+ * exactly. The programs of the optimisers' updates are known in advance and run as compiled
+ * kernels instead (fused_known.c), with the same bits. */
 #include "tensor_impl.h"
 #include "vmath.h"
 

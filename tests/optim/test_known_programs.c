@@ -591,6 +591,45 @@ Test(optim_known_programs, training_gives_the_interpreters_bits)
             }
 }
 
+/* The reference network (examples/mnist_train's layers, on 12 x 12 images): every update of its
+ * training step, a convolution's, a dense layer's (matmul_update) and a bias's, runs compiled,
+ * with every optimiser kind. */
+Test(optim_known_programs, the_reference_networks_updates_run_compiled)
+{
+    for (int k = 0; k < SX_OPTIM_COUNT; k++) {
+        sx_nn_net *net = NULL;
+        cr_assert_eq(sx_nn_net_new("mnist", SX_F32, 42, &net), SX_OK);
+        sx_nn_layer *x = sx_nn_input(net, 3, (int64_t[]){12, 12, 1});
+        sx_nn_conv2d_params conv = sx_nn_conv2d_params_default(4, 5, 5);
+        conv.conv.padding = SX_PAD_SAME;
+        conv.act = SX_ACT_RELU;
+        x = sx_nn_conv2d(net, x, &conv);
+        sx_nn_pool2d_params pool = sx_nn_pool2d_params_default(2, 2);
+        x = sx_nn_max_pool2d(net, x, &pool);
+        x = sx_nn_dropout(net, x, 0.1);
+        x = sx_nn_fully_connected(net, x, 16, SX_ACT_RELU);
+        x = sx_nn_linear(net, x, 10, SX_ACT_SOFTMAX);
+        cr_assert_eq(sx_nn_net_status(net), SX_OK, "%s", sx_last_error());
+        sx_nn_train_params p = sx_nn_train_params_default();
+        p.verbose = 0;
+        p.optim = sx_optim_params_default((sx_optim_kind)k);
+        sx_nn_model *m = NULL;
+        cr_assert_eq(sx_nn_compile_train(net, &p, 8, &m), SX_OK, "%s", sx_last_error());
+        memset(&set, 0, sizeof set);
+        collect_graph(&set, sx_nn_model_graph(m), sx_optim_name((sx_optim_kind)k), 1);
+        int mm = 0;
+        for (int i = 0; i < set.n; i++) {
+            mm += strstr(set.f[i].who, "matmul_update") != NULL;
+            cr_assert_geq(sx__fused_known_find(&set.f[i].prog, set.f[i].n_ops, set.f[i].scalar), 0,
+                          "%s: not in the table", set.f[i].who);
+        }
+        cr_assert_geq(set.n, 1);
+        cr_assert_eq(mm, 1, "%s: %d matmul_update programs", sx_optim_name((sx_optim_kind)k), mm);
+        sx_nn_model_free(m);
+        sx_nn_net_free(net);
+    }
+}
+
 /* `--write PATH` writes the table to PATH; anything else runs the suite. */
 int main(int argc, char *argv[])
 {
