@@ -158,10 +158,12 @@ static void rope(nn_build *b, const attention_attr *a, sx_cg_node **qk, int64_t 
         qk[i] = rotate(b->g, qk[i], cs[0], cs[1], dh);
 }
 
-/* A generation step: q, k, v (n H, 1, dh) of the new position; softmax over the scores of the
- * cached keys (those past the cache's filled positions masked to -inf) and of the step's own
- * key, the weights applied to the cached values and the step's value: (n H, 1, dh). The caches
- * are made here (zeros) and borrowed by the graph; k and v are recorded for the generator. */
+/* A generation step: q, k, v (n H, 1, dh) of the new position. Attention over the cache's first
+ * pos keys (the filled part; the cost grows with the position, not with max_len) gives o_c and
+ * its log-sum-exp l_c (-inf at position 0), the step's own key the score s; the two softmax
+ * parts combine as o = (e^(l_c - m) o_c + e^(s - m) v) / (e^(l_c - m) + e^(s - m)), m their
+ * maximum: (n H, 1, dh). The caches are made here (zeros) and borrowed by the graph; k and v are
+ * recorded for the generator. */
 static sx_cg_node *cached(nn_build *b, sx_nn_layer *l, sx_cg_node **qkv, int64_t dh, double scale)
 {
     nn_gen *gen = b->gen;
@@ -185,16 +187,16 @@ static sx_cg_node *cached(nn_build *b, sx_nn_layer *l, sx_cg_node **qkv, int64_t
     sx_cg_node *vc = sx_cg_param_borrow(g, vn, gen->v_cache[i]);
     gen->k_new[i] = qkv[1];
     gen->v_new[i] = qkv[2];
-    sx_cg_node *sc =
-        sx_cg_add(g, sx_cg_gemm(g, qkv[0], kc, false, true, scale, NULL, 0), gen->mask);
+    sx_cg_node *y = sx_cg_attention_keys(g, qkv[0], kc, vc, gen->pos, scale);
+    const int64_t s3[3] = {cs[0], 1, 1};
+    sx_cg_node *lc = sx_cg_reshape(g, sx_cg_attention_lse(g, y), 3, s3);
     sx_cg_node *sn =
         sx_cg_mul_scalar(g, sx_cg_sum(g, sx_cg_mul(g, qkv[0], qkv[1]), SX_AXIS(2), true), scale);
-    sx_cg_node *both[2] = {sc, sn};
-    sx_cg_node *p = sx_cg_softmax(g, sx_cg_concat(g, 2, both, -1), -1);
-    sx_slice pc[3] = {SX_SLICE_ALL, SX_SLICE_ALL, {0, gen->max_len, 1}};
-    sx_slice pn[3] = {SX_SLICE_ALL, SX_SLICE_ALL, {gen->max_len, gen->max_len + 1, 1}};
-    return sx_cg_add(g, sx_cg_matmul(g, sx_cg_slice(g, p, pc), vc, false, false),
-                     sx_cg_mul(g, sx_cg_slice(g, p, pn), qkv[2]));
+    sx_cg_node *m = sx_cg_max(g, lc, sn);
+    sx_cg_node *wc = sx_cg_exp(g, sx_cg_sub(g, lc, m)), *wn = sx_cg_exp(g, sx_cg_sub(g, sn, m));
+    sx_cg_node *num = sx_cg_add(g, sx_cg_mul(g, wc, sx_cg_attention_o(g, y)),
+                                sx_cg_mul(g, wn, qkv[2]));
+    return sx_cg_div(g, num, sx_cg_add(g, wc, wn));
 }
 
 /* x (n, T, d) -> (n, T, d) */

@@ -21,7 +21,7 @@ struct sx_nn_generator {
     sx_cg_node *x, *logits;
     sx_cg_node **outs; /* logits, then each attention layer's new key and value */
     int n_outs;
-    sx_tensor *xt, *post, *maskt; /* the step's inputs: (batch, 1), (1, 1), (1, 1, max_len) */
+    sx_tensor *xt, *post; /* the step's inputs: (batch, 1), (1, 1) */
     sx_tensor *lt;                /* the last step's logits (batch, V) */
     int32_t *tok;                 /* (batch) */
 };
@@ -141,15 +141,13 @@ static sx_status build(sx_nn_generator *gen)
     gen->b.mode = NN_INFER;
     gen->b.gen = c;
     SX_TRY(sx_cg_rng_new(g, 0, &gen->b.rng_id));
-    int64_t xs[2] = {gen->batch, 1}, ps[2] = {1, 1}, ms[3] = {1, 1, gen->max_len};
+    int64_t xs[2] = {gen->batch, 1}, ps[2] = {1, 1};
     gen->x = sx_cg_input(g, "x", net->dtype, 2, xs);
     c->pos = sx_cg_input(g, "pos", net->dtype, 2, ps);
-    c->mask = sx_cg_input(g, "mask", net->dtype, 3, ms);
-    if (gen->x == NULL || c->pos == NULL || c->mask == NULL)
+    if (gen->x == NULL || c->pos == NULL)
         return sx_cg_graph_status(g);
     SX_TRY(sx_tensor_zeros(net->dtype, 2, xs, &gen->xt));
     SX_TRY(sx_tensor_zeros(net->dtype, 2, ps, &gen->post));
-    SX_TRY(sx_tensor_zeros(net->dtype, 3, ms, &gen->maskt));
     int64_t ls[2] = {gen->batch, gen->vocab};
     SX_TRY(sx_tensor_zeros(net->dtype, 2, ls, &gen->lt));
     sx_cg_node *out = NULL;
@@ -163,8 +161,7 @@ static sx_status build(sx_nn_generator *gen)
     SX_TRY(sx_cg_optimise(g, gen->n_outs, gen->outs, NULL, NULL));
     SX_TRY(sx_cg_freeze(g, gen->n_outs, gen->outs));
     SX_TRY(sx_cg_input_set(g, gen->x, gen->xt, SX_CG_BORROW));
-    SX_TRY(sx_cg_input_set(g, c->pos, gen->post, SX_CG_BORROW));
-    return sx_cg_input_set(g, c->mask, gen->maskt, SX_CG_BORROW);
+    return sx_cg_input_set(g, c->pos, gen->post, SX_CG_BORROW);
 }
 
 void sx_nn_generator_free(sx_nn_generator *gen)
@@ -186,7 +183,6 @@ void sx_nn_generator_free(sx_nn_generator *gen)
     sx_free(gen->outs);
     sx_tensor_free(gen->xt);
     sx_tensor_free(gen->post);
-    sx_tensor_free(gen->maskt);
     sx_tensor_free(gen->lt);
     sx_free(gen->tok);
     sx_nn_net *net = gen->net; /* NULL: a generator that failed to build, not counted */
@@ -266,8 +262,6 @@ void sx_nn_generator_reset(sx_nn_generator *gen)
     if (gen == NULL)
         return;
     gen->pos = 0;
-    for (int64_t j = 0; j < gen->max_len; j++)
-        sx_tensor_set(gen->maskt, j, -INFINITY);
 }
 
 /* ---------------------------------------------------------------- stepping */
@@ -316,21 +310,15 @@ sx_status sx_nn_generator_step(sx_nn_generator *gen, const int32_t *tokens, sx_t
     for (int64_t b = 0; b < gen->batch; b++)
         sx_tensor_set(gen->xt, b, tokens[b]);
     sx_tensor_set(gen->post, 0, (double)gen->pos);
-    if (gen->pos > 0) /* the position before is cached now: visible */
-        sx_tensor_set(gen->maskt, gen->pos - 1, 0);
     sx_cg_graph *g = gen->g;
     SX_TRY(sx_cg_invalidate(g, gen->x)); /* the borrowed inputs changed in place */
     SX_TRY(sx_cg_invalidate(g, gen->gen.pos));
-    SX_TRY(sx_cg_invalidate(g, gen->gen.mask));
     for (int i = 0; gen->b.param_nodes != NULL && i < gen->n_layers * NN_MAX_PARAMS; i++)
         if (gen->b.param_nodes[i] != NULL) /* the weights may have changed since */
             SX_TRY(sx_cg_invalidate(g, gen->b.param_nodes[i]));
     sx_status s = sx_cg_eval(g, gen->n_outs, gen->outs);
-    if (s != SX_OK) {
-        if (gen->pos > 0)
-            sx_tensor_set(gen->maskt, gen->pos - 1, -INFINITY);
+    if (s != SX_OK)
         return s;
-    }
     append_kv(gen);
     gen->pos++;
     const sx_tensor *z = sx_cg_value(gen->logits); /* (batch, 1, V) */

@@ -182,12 +182,11 @@ struct sx_nn_net {
 /* Generation with a key/value cache (generate.c): a step graph runs one new position of each
  * sequence (its x is (batch, 1)). The layers that depend on where a position is read this:
  * the position embedding takes row `pos` of its table; attention rotates (rope) at `pos`,
- * attends over its cache (keys and values of the positions before, masked by `mask`) and the
- * step's own key and value, and records those (k_new, v_new) for the generator to append. */
+ * attends over the filled part of its cache (the `pos` keys and values before: the cost of a step
+ * grows with the position, not with max_len) and the step's own key and value, and records those (k_new, v_new) for the generator to append. */
 typedef struct nn_gen {
     int64_t batch, max_len;
-    sx_cg_node *pos;  /* (1, 1) input: the step's position, an index of the network's dtype */
-    sx_cg_node *mask; /* (1, 1, max_len) input: 0 at the cached positions (< pos), -inf after */
+    sx_cg_node *pos; /* (1, 1) input: the step's position (the keys cached), of the net's dtype */
     /* per layer index; attention layers only: */
     sx_tensor **k_cache, **v_cache; /* (batch heads, max_len, dh), owned by the generator */
     sx_cg_node **k_new, **v_new;    /* (batch heads, 1, dh): the step's key and value */

@@ -23,6 +23,14 @@ size_t sx_attention_workspace(sx_dtype dtype, const int64_t *q_shape, bool backw
 SX_NODISCARD sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k,
                                               const sx_tensor *v, double scale, bool causal,
                                               sx_tensor *out, void *ws, size_t ws_bytes);
+/* sx_tensor_attention_ws over the first n_keys keys of each head only (0..tk; the others, as if
+ * masked, are never read): the step of a generator attending to the filled part of its cache,
+ * whose cost is then proportional to n_keys. A query that sees no key (n_keys 0) gets o = 0 and
+ * lse = -inf. Errors: those of sx_tensor_attention_ws, SX_E_RANGE (n_keys outside 0..tk). */
+SX_NODISCARD sx_status sx_tensor_attention_keys_ws(const sx_tensor *q, const sx_tensor *k,
+                                                   const sx_tensor *v, int64_t n_keys, double scale,
+                                                   bool causal, sx_tensor *out, void *ws,
+                                                   size_t ws_bytes);
 SX_NODISCARD sx_status sx_tensor_attention_backward_ws(const sx_tensor *q, const sx_tensor *k,
                                                        const sx_tensor *v, const sx_tensor *y,
                                                        const sx_tensor *dy, double scale,

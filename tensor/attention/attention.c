@@ -21,6 +21,7 @@
  * out the packed output or the gradients; ws holds `slots` slots of slot_bytes. */
 typedef struct attn_job {
     int64_t bh, tq, tk, dh, nqb;
+    int64_t seen; /* forward: the leading keys of each head a query may see (tk: all) */
     double scale;
     bool causal;
     const void *q, *k, *v, *y, *dy;
@@ -156,20 +157,26 @@ static void attn_go(attn_job *jb, size_t ws_bytes, attn_task_fn *fn, int64_t n_t
     sx__par_for_upto((int)slots, n_tasks, fn, jb);
 }
 
+/* n_keys < 0: every key */
 static sx_status attn_forward(const char *who, const sx_tensor *q, const sx_tensor *k,
-                              const sx_tensor *v, double scale, bool causal, sx_tensor *out,
-                              void *ws, size_t ws_bytes)
+                              const sx_tensor *v, int64_t n_keys, double scale, bool causal,
+                              sx_tensor *out, void *ws, size_t ws_bytes)
 {
     SX_TRY(attn_check(who, q, k, v, scale, causal));
     const int64_t bh = q->shape[0], tq = q->shape[1], tk = k->shape[1], dh = q->shape[2];
+    if (n_keys > tk)
+        return sx_error(SX_E_RANGE, "%s: %lld keys seen of %lld (want 0..%lld)", who,
+                        (long long)n_keys, (long long)tk, (long long)tk);
+    n_keys = n_keys < 0 ? tk : n_keys;
     const int64_t os[3] = {bh, tq, dh + 1};
     SX_TRY(sx__check_out(who, out, q->dtype, 3, os));
     SX_TRY(sx__check_apart(who, "q", q, "out", out));
     SX_TRY(sx__check_apart(who, "k", k, "out", out));
     SX_TRY(sx__check_apart(who, "v", v, "out", out));
-    attn_job jb = {bh,    tq,     tk,        dh,      (tq + ATTN_BQ - 1) / ATTN_BQ,
-                   scale, causal, q->data,   k->data, v->data,
-                   NULL,  NULL,   out->data, NULL,    0};
+    attn_job jb = {bh,      tq,    tk,     dh,        (tq + ATTN_BQ - 1) / ATTN_BQ,
+                   n_keys,  scale, causal, q->data,   k->data,
+                   v->data, NULL,  NULL,   out->data, NULL,
+                   0};
     void *own = NULL;
     SX_TRY(attn_ws(who, q, false, ws, &ws_bytes, &jb, &own));
     attn_go(&jb, ws_bytes, attn_kernel(q->dtype, false), attn_tasks(bh, tq, false));
@@ -181,13 +188,24 @@ sx_status sx_tensor_attention_ws(const sx_tensor *q, const sx_tensor *k, const s
                                  double scale, bool causal, sx_tensor *out, void *ws,
                                  size_t ws_bytes)
 {
-    return attn_forward("sx_tensor_attention_ws", q, k, v, scale, causal, out, ws, ws_bytes);
+    return attn_forward("sx_tensor_attention_ws", q, k, v, -1, scale, causal, out, ws, ws_bytes);
+}
+
+sx_status sx_tensor_attention_keys_ws(const sx_tensor *q, const sx_tensor *k, const sx_tensor *v,
+                                      int64_t n_keys, double scale, bool causal, sx_tensor *out,
+                                      void *ws, size_t ws_bytes)
+{
+    if (n_keys < 0)
+        return sx_error(SX_E_RANGE, "sx_tensor_attention_keys_ws: %lld keys seen (want >= 0)",
+                        (long long)n_keys);
+    return attn_forward("sx_tensor_attention_keys_ws", q, k, v, n_keys, scale, causal, out, ws,
+                        ws_bytes);
 }
 
 sx_status sx_tensor_attention_out(const sx_tensor *q, const sx_tensor *k, const sx_tensor *v,
                                   double scale, bool causal, sx_tensor *out)
 {
-    return attn_forward("sx_tensor_attention_out", q, k, v, scale, causal, out, NULL, 0);
+    return attn_forward("sx_tensor_attention_out", q, k, v, -1, scale, causal, out, NULL, 0);
 }
 
 /* y and dy (bh, tq, dh + 1) of q's dtype. */
@@ -220,9 +238,10 @@ static sx_status attn_backward(const char *who, const sx_tensor *q, const sx_ten
     const char *names[5] = {"q", "k", "v", "y", "dy"};
     for (int i = 0; i < 5; i++)
         SX_TRY(sx__check_apart(who, names[i], in[i], "out", out));
-    attn_job jb = {bh,      tq,       tk,        dh,      (tq + ATTN_BQ - 1) / ATTN_BQ,
-                   scale,   causal,   q->data,   k->data, v->data,
-                   y->data, dy->data, out->data, NULL,    0};
+    attn_job jb = {bh,      tq,      tk,       dh,        (tq + ATTN_BQ - 1) / ATTN_BQ,
+                   tk,      scale,   causal,   q->data,   k->data,
+                   v->data, y->data, dy->data, out->data, NULL,
+                   0};
     void *own = NULL;
     SX_TRY(attn_ws(who, q, true, ws, &ws_bytes, &jb, &own));
     attn_go(&jb, ws_bytes, attn_kernel(q->dtype, true), attn_tasks(bh, tq, true));

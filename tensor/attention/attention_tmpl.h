@@ -36,7 +36,7 @@ static void AT_CAT(attn_fwd_task, SFX)(void *ctx, int64_t task)
     T *s = (T *)(void *)(jb->ws + (size_t)sx__par_slot() * jb->slot_bytes);
     T *acc = s + ATTN_BQ * ATTN_BK, *m = acc + ATTN_BQ * dh, *l = m + ATTN_BQ;
     int64_t kend = jb->causal ? i0 + nq + tk - tq : tk;
-    kend = kend < tk ? kend : tk;
+    kend = kend < jb->seen ? kend : jb->seen;
     for (int64_t i = 0; i < nq * dh; i++)
         acc[i] = 0;
     for (int64_t i = 0; i < nq; i++) {
@@ -74,6 +74,12 @@ static void AT_CAT(attn_fwd_task, SFX)(void *ctx, int64_t task)
     for (int64_t i = 0; i < nq; i++) {
         T *restrict oi = out + (i0 + i) * (dh + 1);
         const T *restrict ai = acc + i * dh;
+        if (l[i] == 0) { /* no key seen (none of the first n_keys): o = 0, lse = -inf */
+            for (int64_t d = 0; d < dh; d++)
+                oi[d] = 0;
+            oi[dh] = (T)-INFINITY;
+            continue;
+        }
         const T inv = 1 / l[i];
         for (int64_t d = 0; d < dh; d++)
             oi[d] = ai[d] * inv;

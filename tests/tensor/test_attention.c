@@ -251,3 +251,61 @@ Test(tensor_attention, errors)
     sx_tensor_free(g);
     sx_tensor_free(r2);
 }
+
+/* Attention over the first n keys of each head (a generator's filled cache): the same bits as
+ * attention over a copy of those keys alone, for n across the 64-key blocks, causal or not (the
+ * causal diagonal stays that of the full length); n = 0 gives o = 0 and lse = -inf; n outside
+ * 0..tk is refused. */
+Test(tensor_attention, leading_keys_only)
+{
+    const int64_t bh = 3, tq = 2, tk = 150, dh = 5;
+    const int64_t qs[3] = {bh, tq, dh}, ks[3] = {bh, tk, dh}, ys[3] = {bh, tq, dh + 1};
+    sx_rng rng;
+    sx_rng_seed(&rng, 17);
+    for (int t = 0; t < 2; t++) {
+        const sx_dtype dt = dtypes[t];
+        const size_t el = dt == SX_F32 ? 4 : 8;
+        sx_tensor *q = tu_rand(&rng, dt, 3, qs, -2, 2), *k = tu_rand(&rng, dt, 3, ks, -2, 2);
+        sx_tensor *v = tu_rand(&rng, dt, 3, ks, -1, 1);
+        sx_tensor *y = tu_zeros(dt, 3, ys), *want = tu_zeros(dt, 3, ys);
+        const int64_t ns[] = {1, 2, 63, 64, 65, 128, 149, 150};
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+            const int64_t n = ns[c], cs[3] = {bh, n, dh};
+            const bool causal = c % 2 == 1 && n >= tq;
+            sx_tensor *kn = tu_zeros(dt, 3, cs), *vn = tu_zeros(dt, 3, cs);
+            for (int64_t h = 0; h < bh; h++) {
+                memcpy((char *)kn->data + (size_t)(h * n * dh) * el,
+                       (char *)k->data + (size_t)(h * tk * dh) * el, (size_t)(n * dh) * el);
+                memcpy((char *)vn->data + (size_t)(h * n * dh) * el,
+                       (char *)v->data + (size_t)(h * tk * dh) * el, (size_t)(n * dh) * el);
+            }
+            /* causal over the full length hides nothing from these queries' first n keys when
+             * n <= tk - tq + 1; past that the comparison is with the shorter diagonal, so only
+             * the non-causal cases and those n compare */
+            bool cmp_causal = causal && n <= tk - tq + 1;
+            cr_assert_eq(sx_tensor_attention_keys_ws(q, k, v, n, 0.3, cmp_causal, y, NULL, 0),
+                         SX_OK, "%s", sx_last_error());
+            cr_assert_eq(sx_tensor_attention_out(q, kn, vn, 0.3, false, want), SX_OK, "%s",
+                         sx_last_error());
+            cr_assert(memcmp(y->data, want->data, (size_t)y->size * el) == 0, "%s n %lld",
+                      sx_dtype_name(dt), (long long)n);
+            sx_tensor_free(kn);
+            sx_tensor_free(vn);
+        }
+        cr_assert_eq(sx_tensor_attention_keys_ws(q, k, v, 0, 0.3, false, y, NULL, 0), SX_OK);
+        for (int64_t i = 0; i < y->size; i++)
+            cr_assert(i % (dh + 1) == dh ? sx_tensor_get(y, i) == -INFINITY
+                                         : sx_tensor_get(y, i) == 0,
+                      "element %lld of no key seen: %g", (long long)i, sx_tensor_get(y, i));
+        cr_assert_eq(sx_tensor_attention_keys_ws(q, k, v, tk + 1, 0.3, false, y, NULL, 0),
+                     SX_E_RANGE);
+        cr_assert(strstr(sx_last_error(), "151 keys seen of 150") != NULL, "%s", sx_last_error());
+        cr_assert_eq(sx_tensor_attention_keys_ws(q, k, v, -1, 0.3, false, y, NULL, 0),
+                     SX_E_RANGE);
+        sx_tensor_free(q);
+        sx_tensor_free(k);
+        sx_tensor_free(v);
+        sx_tensor_free(y);
+        sx_tensor_free(want);
+    }
+}
