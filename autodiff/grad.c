@@ -6,113 +6,11 @@
 
 #include <string.h>
 
-/* The rule of an NG_ALL op: no input has a gradient. */
-sx_status ad_rule_none(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                       sx_cg_node **gin)
-{
-    (void)g, (void)y, (void)gy, (void)need, (void)gin;
-    return SX_OK;
-}
-
-/* The rule of an NG_REFUSED op: it writes state (assign, the fused optimiser steps, collectives)
- * or is made by the optimiser after differentiation (fused chains). */
-sx_status ad_rule_refused(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
-                          sx_cg_node **gin)
-{
-    (void)g, (void)gy, (void)need, (void)gin;
-    return sx_error(SX_E_UNSUPPORTED,
-                    "sx_ad_grad: cannot differentiate through %s (it writes state or is made "
-                    "after differentiation: differentiate before optimising)",
-                    sx_cg_op_name(sx_cg_node_op(y)));
-}
-
-static const ad_rule rules[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel, nograd)                                   \
-    [SX_OP_##NAME] = AD_RULE(name, nograd),
-#include "sx_ops.def"
-#undef X
-};
-_Static_assert(sizeof rules / sizeof rules[0] == SX_OP_COUNT, "one gradient rule per op");
-
-/* The nograd column of sx_ops.def as bit masks. */
-static const unsigned no_gradient[SX_OP_COUNT] = {
-#define X(NAME, name, arity, shape, eval, flags, kernel, nograd) [SX_OP_##NAME] = AD_NOGRAD(nograd),
-#include "sx_ops.def"
-#undef X
-};
-
 bool sx_ad_differentiable(sx_cg_op op, int input)
 {
     if ((unsigned)op >= SX_OP_COUNT || input < 0)
         return false;
-    return !((no_gradient[op] >> (input < 31 ? input : 31)) & 1u);
-}
-
-sx_cg_node *ad_scale(sx_cg_graph *g, sx_cg_node *x, double s)
-{
-    return sx_cg_mul(g, x, sx_cg_scalar_like(g, x, s));
-}
-
-sx_cg_node *ad_positive_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
-{
-    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0);
-    return sx_cg_where(g, sx_cg_gt(g, x, zero), G, zero);
-}
-
-sx_cg_node *ad_signed_part(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *G)
-{
-    sx_cg_node *zero = sx_cg_scalar_like(g, x, 0.0);
-    return sx_cg_where(g, sx_cg_gt(g, x, zero), G,
-                       sx_cg_where(g, sx_cg_lt(g, x, zero), sx_cg_neg(g, G), zero));
-}
-
-sx_status ad_status(sx_cg_graph *g)
-{
-    sx_status s = sx_cg_graph_status(g);
-    return s != SX_OK ? s : sx_error(SX_E_STATE, "autodiff: a gradient node could not be made");
-}
-
-sx_cg_node *ad_full(sx_cg_graph *g, const sx_cg_node *like, int rank, const int64_t *shape,
-                    double v)
-{
-    if (like == NULL)
-        return NULL;
-    sx_tensor *t = NULL;
-    sx_status s = sx_tensor_full(sx_cg_node_dtype(like), rank, shape, v, &t);
-    if (s != SX_OK) {
-        sx_cg_graph_fail(g, s);
-        return NULL;
-    }
-    sx_cg_node *c = sx_cg_const(g, t);
-    sx_tensor_free(t);
-    return c;
-}
-
-sx_cg_node *ad_unbroadcast(sx_cg_graph *g, sx_cg_node *grad, const sx_cg_node *x)
-{
-    if (grad == NULL || x == NULL)
-        return NULL;
-    int gr = sx_cg_node_rank(grad), xr = sx_cg_node_rank(x);
-    const int64_t *gs = sx_cg_node_shape(grad), *xs = sx_cg_node_shape(x);
-    if (sx_shape_equal(gr, gs, xr, xs))
-        return grad;
-    unsigned axes = 0;
-    for (int i = 0; i < gr; i++) {
-        int xi = i - (gr - xr);
-        if (xi < 0 || (xs[xi] == 1 && gs[i] != 1))
-            axes |= SX_AXIS(i);
-    }
-    sx_cg_node *s = axes ? sx_cg_sum(g, grad, axes, false) : grad;
-    if (s != NULL && !sx_shape_equal(sx_cg_node_rank(s), sx_cg_node_shape(s), xr, xs))
-        s = sx_cg_reshape(g, s, xr, xs);
-    return s;
-}
-
-sx_cg_node *ad_select(sx_cg_graph *g, sx_cg_node *mask, sx_cg_node *v)
-{
-    if (mask == NULL || v == NULL)
-        return NULL;
-    return sx_cg_where(g, mask, v, sx_cg_scalar_like(g, v, 0.0));
+    return !((sx__cg_grad_nograd(op) >> (input < 31 ? input : 31)) & 1u);
 }
 
 /* A rule must give input k a gradient of input k's shape (sx_ad_grad promises grads[i] the shape
@@ -201,7 +99,7 @@ static sx_status backprop_node(const char *who, sx_cg_graph *g, sx_cg_node *v, c
      * already in the graph are set without allocating */
     s = sx_cg_scope_set(g, sx_cg_node_scope(v));
     if (s == SX_OK)
-        s = rules[sx_cg_node_op(v)](g, v, adj[sx_cg_node_id(v)], need, gin);
+        s = sx__cg_grad_rule(sx_cg_node_op(v))(g, v, adj[sx_cg_node_id(v)], need, gin);
     for (int k = 0; k < m && s == SX_OK; k++) {
         if (!need[k] || gin[k] == NULL)
             continue;
@@ -210,7 +108,7 @@ static sx_status backprop_node(const char *who, sx_cg_graph *g, sx_cg_node *v, c
         int64_t in = sx_cg_node_id(sx_cg_node_input(v, k));
         adj[in] = accumulate(g, adj[in], gin[k]);
         if (adj[in] == NULL)
-            s = ad_status(g);
+            s = sx__cg_grad_status(g);
     }
 done:
     if (need != need_buf) {
@@ -266,9 +164,10 @@ sx_status sx_ad_vjp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *seed, int n, sx_c
         int64_t id = sx_cg_node_id(xs[i]);
         grads[i] = id <= top ? adj[id] : NULL;
         if (grads[i] == NULL) /* the output does not depend on xs[i] */
-            grads[i] = ad_full(g, xs[i], sx_cg_node_rank(xs[i]), sx_cg_node_shape(xs[i]), 0);
+            grads[i] =
+                sx__cg_grad_full(g, xs[i], sx_cg_node_rank(xs[i]), sx_cg_node_shape(xs[i]), 0);
         if (grads[i] == NULL)
-            s = ad_status(g);
+            s = sx__cg_grad_status(g);
     }
     if (s != SX_OK)
         for (int i = 0; i < n; i++)
@@ -288,9 +187,9 @@ sx_status sx_ad_grad(sx_cg_graph *g, sx_cg_node *y, int n, sx_cg_node *const *xs
                         "sx_ad_grad: y has shape %s; differentiate a scalar, or use sx_ad_vjp",
                         sx_shape_str(sx_cg_node_rank(y), sx_cg_node_shape(y), s, sizeof s));
     }
-    sx_cg_node *one = ad_full(g, y, sx_cg_node_rank(y), sx_cg_node_shape(y), 1.0);
+    sx_cg_node *one = sx__cg_grad_full(g, y, sx_cg_node_rank(y), sx_cg_node_shape(y), 1.0);
     if (one == NULL)
-        return ad_status(g);
+        return sx__cg_grad_status(g);
     return sx_ad_vjp(g, y, one, n, xs, grads);
 }
 
@@ -329,17 +228,17 @@ sx_status sx_ad_jacobian(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_nod
         sx_cg_node *seed = sx_cg_const(g, e);
         sx_tensor_set(e, i, 0.0);
         sx_cg_node *gi = NULL;
-        s = seed ? sx_ad_vjp(g, y, seed, 1, xs, &gi) : ad_status(g);
+        s = seed ? sx_ad_vjp(g, y, seed, 1, xs, &gi) : sx__cg_grad_status(g);
         if (s == SX_OK) {
             rows[i] = sx_cg_reshape(g, gi, 2, row_shape);
             if (rows[i] == NULL)
-                s = ad_status(g);
+                s = sx__cg_grad_status(g);
         }
     }
     if (s == SX_OK) {
         *jac = concat_rows(g, rows, m);
         if (*jac == NULL)
-            s = ad_status(g);
+            s = sx__cg_grad_status(g);
     }
     sx_tensor_free(e);
     sx_free(rows);
@@ -356,7 +255,7 @@ sx_status sx_ad_hvp(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *x, sx_cg_node *v,
     SX_TRY(sx_ad_grad(g, y, 1, xs, &gx));
     sx_cg_node *inner = sx_cg_sum(g, sx_cg_mul(g, gx, v), SX_AXES_ALL, false);
     if (inner == NULL)
-        return ad_status(g);
+        return sx__cg_grad_status(g);
     return sx_ad_grad(g, inner, 1, xs, hv);
 }
 

@@ -2,6 +2,7 @@
  * fusion makes of assigns of element-wise chains (an optimiser step, sx_optim.h: its formula's
  * program writing the parameter and its states in one pass), the matmul_update the gemm-update
  * pass makes of one whose gradient is a product, and seq (a value ordered after such a write). */
+#ifndef CG_GRAD_RULES /* the ops; their gradient rules, at the end, build apart (ops/rule.h) */
 #include "cgraph_impl.h"
 
 #include <limits.h>
@@ -235,3 +236,24 @@ cg_cost cg_eval_fused_update_cost(const sx_cg_node *n)
 {
     return cg_cost_per_out(n, n->attr.prog.n);
 }
+
+#else
+/* ---------------------------------------------------------------- gradient rules */
+
+/* Only seq, a view of its first
+ * input, passes a gradient; assign and the fused optimiser steps are NG_REFUSED in sx_ops.def
+ * (sx_ad_grad refuses to differentiate through them: they write state, and the optimiser makes
+ * the steps after differentiation). */
+#include "rule.h"
+
+/* seq(x, after) = x */
+sx_status grad_seq(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool *need,
+                   sx_cg_node **gin)
+{
+    (void)g, (void)y;
+    if (need[0])
+        gin[0] = gy;
+    return SX_OK;
+}
+
+#endif

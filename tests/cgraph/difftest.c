@@ -1742,7 +1742,7 @@ static int gen_sample(gen *G, sx_cg_op op, int dom)
 
 /* ---------------------------------------------------------------- the op table */
 
-/* The rows DT_<name> (beside each op's sample in opsamples.c, which this file includes):
+/* The rows DT_<name> (beside each op's sample in samples/<family>.c, through opsamples.c):
  * generator, weight, domain; or EXCLUDED(reason). Leaves are made by every generator (LEAF).
  * A row of sx_ops.def without its DT_<name> does not compile. The macros below spell them. */
 #define EXCLUDED(why) NULL, 0, 0, why

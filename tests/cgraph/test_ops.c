@@ -3,8 +3,8 @@
  * kernel on the same input values; a plain double reference (or, for linear algebra, the defining
  * identities) agrees within rounding; results hold no NaN/Inf; a frozen graph recomputes only
  * after a leaf changes, and nothing when nothing changed. The direct kernel call and the plain
- * reference of each op sit beside its sample in opsamples.c (REF(kernel, plain) in its SPEC_),
- * written independently of the op's evaluator; an op without them fails
+ * reference of each op sit beside its sample in samples/<family>.c (REF(kernel, plain) in its
+ * SPEC_), written independently of the op's evaluator; an op without them fails
  * every_op_has_its_references and its own case. The samples are also checked to be ready for
  * autodiff's finite differences (stable, away from kinks). */
 #include "testutil.h"
@@ -99,15 +99,15 @@ static void *xmalloc(size_t bytes)
 
 /* ---------------------------------------------------------------- plain references */
 
-/* Compare a node's value with its op's plain double reference (opsamples.c, beside the
+/* Compare a node's value with its op's plain double reference (samples/<family>.c, beside the
  * sample: per element, |got - want| <= tol (1 + |want| + mag), mag bounding the rounding of
  * sums), or let the reference check the identities that define it. */
 static void plain_check(const sx_cg_node *n, const sx_tensor *const *x, const char *what)
 {
     const sx_tensor *y = sx_cg_value(n);
     os_plain_fn plain = os_plain(sx_cg_node_op(n));
-    cr_assert_not_null(
-        plain, "%s: no plain reference: REF(kernel, plain) in its SPEC_ (opsamples.c)", what);
+    cr_assert_not_null(plain, "%s: no plain reference: REF(kernel, plain) in its SPEC_ (samples/)",
+                       what);
     int64_t N = y->size;
     double *want = xmalloc((size_t)(N + 1) * sizeof *want);
     double *mag = xmalloc((size_t)(N + 1) * sizeof *mag);
@@ -183,7 +183,7 @@ static void assert_kernel_equal(const sx_cg_node *n, const os_sample *s, const i
     sx_tensor *want = tu_zeros(y->dtype, y->rank, y->shape);
     os_kernel_fn kernel = os_kernel(sx_cg_node_op(n));
     cr_assert_not_null(
-        kernel, "%s: no direct kernel call: REF(kernel, plain) in its SPEC_ (opsamples.c)", what);
+        kernel, "%s: no direct kernel call: REF(kernel, plain) in its SPEC_ (samples/)", what);
     cr_assert_eq(kernel(n, s, v->x, want), SX_OK, "%s: kernel: %s", what, sx_last_error());
     assert_same_bits(y, want, what, "graph vs direct kernel call");
     sx_tensor_free(want);
@@ -523,19 +523,19 @@ Test(cgraph_ops, table_has_one_sample_per_op)
 }
 
 /* Every op has both references beside its sample (REF(kernel, plain) at the end of its SPEC_ in
- * opsamples.c; the element-wise rows get theirs from sx_map.def / sx_binary.def): a row without
- * them fails here, by name, besides failing its own case. */
+ * samples/<family>.c; the element-wise rows get theirs from sx_map.def / sx_binary.def): a row
+ * without them fails here, by name, besides failing its own case. */
 Test(cgraph_ops, every_op_has_its_references)
 {
     for (int op = 0; op < SX_OP_COUNT; op++) {
         const char *name = sx_cg_op_name((sx_cg_op)op);
         cr_expect_not_null(os_kernel((sx_cg_op)op),
                            "%s: no direct kernel call: REF(kernel_%s, plain_...) at the end of "
-                           "SPEC_%s in tests/cgraph/opsamples.c",
+                           "SPEC_%s in tests/cgraph/samples/<family>.c",
                            name, name, name);
         cr_expect_not_null(os_plain((sx_cg_op)op),
                            "%s: no plain reference: REF(kernel_..., plain_%s) at the end of "
-                           "SPEC_%s in tests/cgraph/opsamples.c",
+                           "SPEC_%s in tests/cgraph/samples/<family>.c",
                            name, name, name);
     }
     cr_assert_null(os_kernel(SX_OP_COUNT));
