@@ -187,15 +187,15 @@ static sx_cg_node *cached(nn_build *b, sx_nn_layer *l, sx_cg_node **qkv, int64_t
     sx_cg_node *vc = sx_cg_param_borrow(g, vn, gen->v_cache[i]);
     gen->k_new[i] = qkv[1];
     gen->v_new[i] = qkv[2];
-    sx_cg_node *y = sx_cg_attention_keys(g, qkv[0], kc, vc, gen->pos, scale);
+    sx_cg_node *y = sx_cg_attention_keys(g, qkv[0], kc, vc, gen->pos, scale, false);
     const int64_t s3[3] = {cs[0], 1, 1};
     sx_cg_node *lc = sx_cg_reshape(g, sx_cg_attention_lse(g, y), 3, s3);
     sx_cg_node *sn =
         sx_cg_mul_scalar(g, sx_cg_sum(g, sx_cg_mul(g, qkv[0], qkv[1]), SX_AXIS(2), true), scale);
     sx_cg_node *m = sx_cg_max(g, lc, sn);
     sx_cg_node *wc = sx_cg_exp(g, sx_cg_sub(g, lc, m)), *wn = sx_cg_exp(g, sx_cg_sub(g, sn, m));
-    sx_cg_node *num = sx_cg_add(g, sx_cg_mul(g, wc, sx_cg_attention_o(g, y)),
-                                sx_cg_mul(g, wn, qkv[2]));
+    sx_cg_node *num =
+        sx_cg_add(g, sx_cg_mul(g, wc, sx_cg_attention_o(g, y)), sx_cg_mul(g, wn, qkv[2]));
     return sx_cg_div(g, num, sx_cg_add(g, wc, wn));
 }
 

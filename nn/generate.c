@@ -22,8 +22,8 @@ struct sx_nn_generator {
     sx_cg_node **outs; /* logits, then each attention layer's new key and value */
     int n_outs;
     sx_tensor *xt, *post; /* the step's inputs: (batch, 1), (1, 1) */
-    sx_tensor *lt;                /* the last step's logits (batch, V) */
-    int32_t *tok;                 /* (batch) */
+    sx_tensor *lt;        /* the last step's logits (batch, V) */
+    int32_t *tok;         /* (batch) */
 };
 
 sx_nn_generate_params sx_nn_generate_params_default(void)

@@ -183,7 +183,8 @@ struct sx_nn_net {
  * sequence (its x is (batch, 1)). The layers that depend on where a position is read this:
  * the position embedding takes row `pos` of its table; attention rotates (rope) at `pos`,
  * attends over the filled part of its cache (the `pos` keys and values before: the cost of a step
- * grows with the position, not with max_len) and the step's own key and value, and records those (k_new, v_new) for the generator to append. */
+ * grows with the position, not with max_len) and the step's own key and value, and records those
+ * (k_new, v_new) for the generator to append. */
 typedef struct nn_gen {
     int64_t batch, max_len;
     sx_cg_node *pos; /* (1, 1) input: the step's position (the keys cached), of the net's dtype */

@@ -33,6 +33,14 @@ sx_cg_node *sx_cg_attention(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_
     return cg_op3(g, SX_OP_ATTENTION, q, k, v, &a);
 }
 
+sx_cg_node *sx_cg_attention_keys(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
+                                 sx_cg_node *n_keys, double scale, bool causal)
+{
+    sx_cg_attr a = attention_attr(scale, causal);
+    sx_cg_node *in[4] = {q, k, v, n_keys};
+    return sx_cg_op_new(g, SX_OP_ATTENTION, 4, in, &a);
+}
+
 sx_cg_node *sx_cg_attention_backward(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
                                      sx_cg_node *y, sx_cg_node *dy, double scale, bool causal)
 {
@@ -108,19 +116,25 @@ static sx_status check_qkv(const sx_cg_node *n)
     return SX_OK;
 }
 
-/* attention -> (bh, tq, dh + 1); attention_backward(q, k, v, y, dy), y and dy (bh, tq, dh + 1)
- * -> (bh, tq + 2 tk, dh) */
+/* attention(q, k, v[, n_keys]) -> (bh, tq, dh + 1), n_keys one element; attention_backward(q, k,
+ * v, y, dy), y and dy (bh, tq, dh + 1) -> (bh, tq + 2 tk, dh) */
 sx_status cg_shape_attention(sx_cg_node *n)
 {
+    const bool backward = n->op == SX_OP_ATTENTION_BACKWARD;
+    if (!backward && n->n_in != 3 && n->n_in != 4)
+        return sx_error(SX_E_ARG, "%s: %d inputs (want q, k, v and an optional key count)",
+                        cg_who(n), n->n_in);
+    if (!backward && n->n_in == 4 && IN_VALUE(3)->size != 1)
+        return sx_error(SX_E_SHAPE, "%s: the key count has %lld elements (want 1)", cg_who(n),
+                        (long long)IN_VALUE(3)->size);
     SX_TRY(cg_same_dtypes(n));
     if (n->value.dtype != SX_F32 && n->value.dtype != SX_F64)
         return sx_error(SX_E_DTYPE, "%s: %s inputs (want f32 or f64)", cg_who(n),
                         sx_dtype_name(n->value.dtype));
     SX_TRY(check_qkv(n));
     const int64_t *qs = IN_VALUE(0)->shape, tk = IN_VALUE(1)->shape[1];
-    const bool backward = n->op == SX_OP_ATTENTION_BACKWARD;
     const int64_t ys[3] = {qs[0], qs[1], qs[2] + 1};
-    for (int i = 3; i < n->n_in; i++)
+    for (int i = 3; backward && i < n->n_in; i++)
         if (!sx_shape_equal(IN_VALUE(i)->rank, IN_VALUE(i)->shape, 3, ys)) {
             char a[128], b[128];
             return sx_error(SX_E_SHAPE, "%s: %s has shape %s, want %s", cg_who(n),
@@ -140,8 +154,18 @@ sx_status cg_eval_attention(sx_cg_graph *g, sx_cg_node *n)
 {
     void *ws;
     SX_TRY(cg_workspace(g, n->ws_bytes, &ws));
-    return sx_tensor_attention_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), n->attr.attention.scale,
-                                  n->attr.attention.causal != 0, OUT, ws, n->ws_bytes);
+    if (n->n_in == 3)
+        return sx_tensor_attention_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2),
+                                      n->attr.attention.scale, n->attr.attention.causal != 0, OUT,
+                                      ws, n->ws_bytes);
+    const double c = sx_tensor_get(IN_VALUE(3), 0);
+    const int64_t tk = IN_VALUE(1)->shape[1];
+    if (!(c >= 0 && c <= (double)tk) || c != floor(c))
+        return sx_error(SX_E_RANGE, "%s: key count %g (want an integer 0..%lld)", cg_who(n), c,
+                        (long long)tk);
+    return sx_tensor_attention_keys_ws(IN_VALUE(0), IN_VALUE(1), IN_VALUE(2), (int64_t)c,
+                                       n->attr.attention.scale, n->attr.attention.causal != 0, OUT,
+                                       ws, n->ws_bytes);
 }
 
 sx_status cg_eval_attention_backward(sx_cg_graph *g, sx_cg_node *n)
@@ -202,6 +226,10 @@ sx_status grad_attention(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bo
                          sx_cg_node **gin)
 {
     const sx_cg_attr *a = sx_cg_node_attr(y);
+    if (sx_cg_node_n_inputs(y) == 4)
+        return sx_cg_graph_fail(g, sx_error(SX_E_UNSUPPORTED,
+                                            "sx_ad_grad: attention over a key count (a "
+                                            "generator's step) has no gradient rule"));
     const int64_t tq = sx_cg_node_shape(IN(0))[1], tk = sx_cg_node_shape(IN(1))[1];
     sx_cg_node *b = sx_cg_attention_backward(g, IN(0), IN(1), IN(2), y, gy, a->attention.scale,
                                              a->attention.causal != 0);

@@ -491,6 +491,14 @@ sx_cg_node *sx_cg_sparse_xent_backward(sx_cg_graph *g, sx_cg_node *logits, sx_cg
  * SX_E_DTYPE (not f32 or f64), SX_E_ARG (a non-finite scale; y not of rank 3). */
 sx_cg_node *sx_cg_attention(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
                             double scale, bool causal);
+/* attention over the first n_keys keys of each head only (n_keys a one-element node of q's dtype
+ * holding an integer 0..tk, read when the graph runs: a generator's filled cache); the other
+ * keys are never read, so the cost grows with n_keys. A query that sees no key gets o = 0 and
+ * lse = -inf. Errors as sx_cg_attention's, SX_E_SHAPE (n_keys not of one element), and at
+ * evaluation SX_E_RANGE (a count that is not an integer in 0..tk); no gradient (sx_ad_grad
+ * through it fails with SX_E_UNSUPPORTED). */
+sx_cg_node *sx_cg_attention_keys(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
+                                 sx_cg_node *n_keys, double scale, bool causal);
 sx_cg_node *sx_cg_attention_o(sx_cg_graph *g, sx_cg_node *y);
 sx_cg_node *sx_cg_attention_lse(sx_cg_graph *g, sx_cg_node *y);
 sx_cg_node *sx_cg_attention_backward(sx_cg_graph *g, sx_cg_node *q, sx_cg_node *k, sx_cg_node *v,
