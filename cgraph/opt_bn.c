@@ -1,11 +1,12 @@
 /* opt_bn.c: the batch-norm passes (batch norm: the norm op with the per-channel axes,
- * cg_norm_per_channel). SX_PASS_BN_FOLD: inference batch norm is a per-channel scale and shift, y = x a + b (nn/batch_norm.c); when x is a convolution read by
- * nothing else, the scale moves into the kernel's output channels: conv(x, k) a = conv(x, k a).
- * The shift stays an addition (a bias, fused with what follows). Equal in exact arithmetic
- * only, so the pass is off by default. SX_PASS_BN_RECOMPUTE: training's relu(batch_norm) is
- * computed again for the backward pass instead of kept (same bits, less memory). SX_PASS_BN_ADD:
- * relu(add(batch_norm(x), res)) (a residual block's end) as one batch norm that adds res and
- * applies relu in its pass (same bits, one pass over the activations fewer). */
+ * cg_norm_per_channel). SX_PASS_BN_FOLD: inference batch norm is a per-channel scale and shift, y =
+ * x a + b (nn/batch_norm.c); when x is a convolution read by nothing else, the scale moves into the
+ * kernel's output channels: conv(x, k) a = conv(x, k a). The shift stays an addition (a bias, fused
+ * with what follows). Equal in exact arithmetic only, so the pass is off by default.
+ * SX_PASS_BN_RECOMPUTE: training's relu(batch_norm) is computed again for the backward pass instead
+ * of kept (same bits, less memory). SX_PASS_BN_ADD: relu(add(batch_norm(x), res)) (a residual
+ * block's end) as one batch norm that adds res and applies relu in its pass (same bits, one pass
+ * over the activations fewer). */
 #include "opt_impl.h"
 
 /* a multiplies each output channel of conv (f of them) by one number: a holds f elements, or
@@ -58,12 +59,12 @@ sx_status opt_pass_bn_fold(sx_cg_graph *g, int64_t *changed)
 
 /* ---------------------------------------------------------------- batch-norm recompute */
 
-/* relu(norm(x, stats, gamma, beta)) (per channel) read again long after the forward pass (a training
- * graph's gradient: the next convolution's backward-kernel op and relu's own gradient) gets a
- * second copy for those readers, made from the batch norm's inputs, which the backward pass keeps
- * anyway: the planner then frees the first relu's memory after its forward reader, and the copy
- * lives only in the backward pass. The same kernels on the same inputs: the same bits. The copy
- * of the batch norm is told apart by attr.norm.copy = 1 (so that structural hashing and common
+/* relu(norm(x, stats, gamma, beta)) (per channel) read again long after the forward pass (a
+ * training graph's gradient: the next convolution's backward-kernel op and relu's own gradient)
+ * gets a second copy for those readers, made from the batch norm's inputs, which the backward pass
+ * keeps anyway: the planner then frees the first relu's memory after its forward reader, and the
+ * copy lives only in the backward pass. The same kernels on the same inputs: the same bits. The
+ * copy of the batch norm is told apart by attr.norm.copy = 1 (so that structural hashing and common
  * subexpressions keep the two, and the pass does not copy it again). The first reader (lowest
  * id: the forward pass comes first in the renumbered graph) keeps the original. */
 sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
@@ -159,8 +160,8 @@ static sx_cg_node *bn_addend(const sx_cg_node *add, int *k)
     return NULL;
 }
 
-/* add(norm(x, ...), res) (either order, per channel) whose batch norm has no other reader -> the batch
- * norm with res as a fifth input (sx_tensor_batch_norm_res_ws: the normalised value rounded,
+/* add(norm(x, ...), res) (either order, per channel) whose batch norm has no other reader -> the
+ * batch norm with res as a fifth input (sx_tensor_batch_norm_res_ws: the normalised value rounded,
  * then res added); when add's only reader is relu, relu goes in too (attr.norm.relu = 1). The
  * same bits as the normalise, add and relu kernels (addition commutes), one pass over the
  * activations instead of two. Both inputs batch norms (a projection shortcut): the first takes

@@ -26,8 +26,8 @@ static sx_cg_node *stats_row(sx_cg_graph *g, sx_cg_node *st, int r)
 }
 
 /* The training graph's statistics of x (norm_stats with the per-channel axes: (mean; biased
- * variance) per channel, one pass), and the assigns that fold them into the running averages rm, rv:
- * running <- m running + (1 - m) batch. The running variance takes the unbiased batch variance
+ * variance) per channel, one pass), and the assigns that fold them into the running averages rm,
+ * rv: running <- m running + (1 - m) batch. The running variance takes the unbiased batch variance
  * (times count / (count - 1)), as PyTorch and Keras do, while the batch is normalised with the
  * biased one. */
 static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, sx_cg_node *rm,

@@ -26,13 +26,6 @@ static sx_cg_attr norm_attr(sx_norm_axes ax, double eps)
     return a;
 }
 
-bool cg_norm_per_channel(const sx_cg_node *n)
-{
-    const sx_tensor *x = &n->in[0]->value;
-    const sx_cg_norm_attr *a = &n->attr.norm;
-    return a->lead == 0 && a->tail == 1 && x->rank >= 1 && a->groups == x->shape[x->rank - 1];
-}
-
 /* x's view under the node's axes: p = n groups (the statistics' columns). The per-channel
  * geometry's kernels take scratch from the graph's workspace. */
 static sx_status norm_want_x(sx_cg_node *n, int64_t *p)
@@ -341,7 +334,8 @@ static bool batch_axes(sx_cg_graph *g, sx_cg_node *x, const char *who, sx_norm_a
 {
     int r = x != NULL ? sx_cg_node_rank(x) : 1;
     if (r < 1) {
-        sx_cg_graph_fail(g, sx_error(SX_E_RANK, "%s: x has rank 0 (want a channel axis last)", who));
+        sx_cg_graph_fail(g,
+                         sx_error(SX_E_RANK, "%s: x has rank 0 (want a channel axis last)", who));
         return false;
     }
     *ax = (sx_norm_axes){0, 1, x != NULL ? sx_cg_node_shape(x)[r - 1] : 1};
@@ -358,9 +352,8 @@ sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, s
                              sx_cg_node *beta, double eps)
 {
     sx_norm_axes ax;
-    return batch_axes(g, x, "sx_cg_batch_norm", &ax)
-               ? sx_cg_norm(g, x, stats, gamma, beta, ax, eps)
-               : NULL;
+    return batch_axes(g, x, "sx_cg_batch_norm", &ax) ? sx_cg_norm(g, x, stats, gamma, beta, ax, eps)
+                                                     : NULL;
 }
 
 sx_cg_node *sx_cg_layer_norm(sx_cg_graph *g, sx_cg_node *x, int axes, sx_cg_node *gamma,

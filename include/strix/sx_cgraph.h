@@ -673,10 +673,10 @@ typedef enum {
                              output differs by a few roundings of sum |x k a| (tests/cgraph/
                              test_opt_bn.c) */
     SX_PASS_BN_RECOMPUTE, /* relu(norm(x, ...)), batch norm (per-channel geometry), with readers
-                             after its first (a training graph's backward pass) gets a copy for them, recomputed from the
-                             batch norm's inputs (which the gradient keeps): the first relu's
-                             memory is freed after its forward reader. Same bits; one more
-                             normalise and relu per step for less memory */
+                             after its first (a training graph's backward pass) gets a copy for
+                             them, recomputed from the batch norm's inputs (which the gradient
+                             keeps): the first relu's memory is freed after its forward reader. Same
+                             bits; one more normalise and relu per step for less memory */
     SX_PASS_BN_RELU,      /* relu(norm(...)) whose per-channel norm has no other reader -> one
                              norm op that applies relu in its pass (attr.norm.relu = 1; same
                              bits, one pass fewer) */

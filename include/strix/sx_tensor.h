@@ -773,8 +773,9 @@ typedef struct sx_norm_axes {
 SX_NODISCARD sx_status sx_tensor_norm_stats_out(const sx_tensor *x, sx_norm_axes ax,
                                                 sx_tensor *stats);
 /* y = (x - mean) / sqrt(var + eps) per group, then * gamma + beta per channel when gamma and beta
- * are given (both, of the shape of x's last `tail` axes; both NULL: no affine). y has x's shape; it may be x itself (in place), else apart from x;
- * apart from stats, gamma and beta. eps finite and >= 0. */
+ * are given (both, of the shape of x's last `tail` axes; both NULL: no affine). y has x's shape; it
+ * may be x itself (in place), else apart from x; apart from stats, gamma and beta. eps finite and
+ * >= 0. */
 SX_NODISCARD sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats,
                                           const sx_tensor *gamma, const sx_tensor *beta,
                                           sx_norm_axes ax, double eps, sx_tensor *y);

@@ -3626,8 +3626,8 @@ static sx_status kernel_norm(KERNEL_ARGS)
     const sx_cg_norm_attr *a = &sx_cg_node_attr(n)->norm;
     if (sx_cg_node_n_inputs(n) == 5 || a->relu != 0)
         return sx_tensor_batch_norm_res_ws(x[0], x[1], x[2], x[3], a->eps,
-                                           sx_cg_node_n_inputs(n) == 5 ? x[4] : NULL,
-                                           a->relu != 0, out, NULL, 0);
+                                           sx_cg_node_n_inputs(n) == 5 ? x[4] : NULL, a->relu != 0,
+                                           out, NULL, 0);
     bool affine = sx_cg_node_n_inputs(n) == 4;
     return sx_tensor_norm_out(x[0], x[1], affine ? x[2] : NULL, affine ? x[3] : NULL,
                               norm_axes_of(n), a->eps, out);
@@ -3709,7 +3709,6 @@ static sx_status plain_batch_norm(PLAIN_ARGS)
     }
     return SX_OK;
 }
-
 
 /* Group norm by its definition, in double: x as (n, s, c) with c in G groups of k; group
  * q = (i, g) holds x[i, t, g k + j] for every t < s, j < k. The statistics (two passes), the

@@ -42,7 +42,8 @@ static census count(const sx_cg_graph *g)
             continue;
         sx_cg_op op = sx_cg_node_op(n);
         c.ops[op]++;
-        cr_assert_null(strstr(sx_cg_op_name(op), "batch_norm"), "an op named %s", sx_cg_op_name(op));
+        cr_assert_null(strstr(sx_cg_op_name(op), "batch_norm"), "an op named %s",
+                       sx_cg_op_name(op));
         if (op != SX_OP_NORM_STATS && op != SX_OP_NORM && op != SX_OP_NORM_SUMS &&
             op != SX_OP_NORM_DX)
             continue;
