@@ -158,6 +158,25 @@ static inline cg_cost cg_cost_gemm(double out_size, int64_t k)
  * from the name's bytes b[0..len); -1 when the name was never an op's. For loading saved graphs
  * (opnames.c). */
 int cg_op_alias(const unsigned char *b, size_t len);
+/* The attributes a, read from a node stored under that old name with the given shape, rewritten
+ * as its op now reads them (the batch_norm ops: the norm axes); nothing for plain renames. */
+void cg_op_alias_attr(const unsigned char *b, size_t len, int rank, const int64_t *shape,
+                      sx_cg_attr *a);
+
+/* A node of the norm family (ops/norm.c) with the per-channel axes (lead 0, tail 1, groups c):
+ * batch norm, run on the batch-norm kernels, the one geometry with the fused forms. */
+static inline bool cg_norm_per_channel(const sx_cg_node *n)
+{
+    const sx_tensor *x = &n->in[0]->value;
+    const sx_cg_norm_attr *a = &n->attr.norm;
+    return a->lead == 0 && a->tail == 1 && x->rank >= 1 && a->groups == x->shape[x->rank - 1];
+}
+/* May norm n be written over its input i (of the result's size)? The batch-norm kernels read
+ * every input of a row before writing it (any input); the group kernels only over x (input 0). */
+static inline bool cg_norm_inplace_ok(const sx_cg_node *n, int i)
+{
+    return i == 0 || (cg_norm_per_channel(n) && n->n_in >= 4);
+}
 
 /* How many of where's operands its kernel broadcasts into scratch (those with neither the
  * result's size nor one element): its workspace is that many results (ops/elemwise.c). */

@@ -1,11 +1,12 @@
-/* opt_bn.c: the batch-norm passes. SX_PASS_BN_FOLD: inference batch norm is a
- * per-channel scale and shift, y = x a + b (nn/batch_norm.c); when x is a convolution read by
- * nothing else, the scale moves into the kernel's output channels: conv(x, k) a = conv(x, k a).
- * The shift stays an addition (a bias, fused with what follows). Equal in exact arithmetic
- * only, so the pass is off by default. SX_PASS_BN_RECOMPUTE: training's relu(batch_norm) is
- * computed again for the backward pass instead of kept (same bits, less memory). SX_PASS_BN_ADD:
- * relu(add(batch_norm(x), res)) (a residual block's end) as one batch norm that adds res and
- * applies relu in its pass (same bits, one pass over the activations fewer). */
+/* opt_bn.c: the batch-norm passes (batch norm: the norm op with the per-channel axes,
+ * cg_norm_per_channel). SX_PASS_BN_FOLD: inference batch norm is a per-channel scale and shift, y =
+ * x a + b (nn/batch_norm.c); when x is a convolution read by nothing else, the scale moves into the
+ * kernel's output channels: conv(x, k) a = conv(x, k a). The shift stays an addition (a bias, fused
+ * with what follows). Equal in exact arithmetic only, so the pass is off by default.
+ * SX_PASS_BN_RECOMPUTE: training's relu(batch_norm) is computed again for the backward pass instead
+ * of kept (same bits, less memory). SX_PASS_BN_ADD: relu(add(batch_norm(x), res)) (a residual
+ * block's end) as one batch norm that adds res and applies relu in its pass (same bits, one pass
+ * over the activations fewer). */
 #include "opt_impl.h"
 
 /* a multiplies each output channel of conv (f of them) by one number: a holds f elements, or
@@ -58,12 +59,12 @@ sx_status opt_pass_bn_fold(sx_cg_graph *g, int64_t *changed)
 
 /* ---------------------------------------------------------------- batch-norm recompute */
 
-/* relu(batch_norm(x, stats, gamma, beta)) read again long after the forward pass (a training
- * graph's gradient: the next convolution's backward-kernel op and relu's own gradient) gets a
- * second copy for those readers, made from the batch norm's inputs, which the backward pass keeps
- * anyway: the planner then frees the first relu's memory after its forward reader, and the copy
- * lives only in the backward pass. The same kernels on the same inputs: the same bits. The copy
- * of the batch norm is told apart by attr.ints[0] = 1 (so that structural hashing and common
+/* relu(norm(x, stats, gamma, beta)) (per channel) read again long after the forward pass (a
+ * training graph's gradient: the next convolution's backward-kernel op and relu's own gradient)
+ * gets a second copy for those readers, made from the batch norm's inputs, which the backward pass
+ * keeps anyway: the planner then frees the first relu's memory after its forward reader, and the
+ * copy lives only in the backward pass. The same kernels on the same inputs: the same bits. The
+ * copy of the batch norm is told apart by attr.norm.copy = 1 (so that structural hashing and common
  * subexpressions keep the two, and the pass does not copy it again). The first reader (lowest
  * id: the forward pass comes first in the renumbered graph) keeps the original. */
 sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
@@ -78,17 +79,18 @@ sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
         sx_cg_node *y = r->op == SX_OP_RELU ? r->in[0] : r;
         /* not with a residual (SX_PASS_BN_ADD): a copy would keep it alive into the backward
          * pass, and the block's output is read there anyway */
-        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[0] != 0 || y->n_in != 4)
+        if (y->op != SX_OP_NORM || y->attr.norm.copy != 0 || y->n_in != 4 ||
+            !cg_norm_per_channel(y))
             continue;
-        if (y != r ? y->n_users != 1 || y->pinned : y->attr.ints[1] == 0)
+        if (y != r ? y->n_users != 1 || y->pinned : y->attr.norm.relu == 0)
             continue;
         sx_cg_node *first = r->users[0];
         for (int k = 1; k < r->n_users; k++)
             if (r->users[k]->id < first->id)
                 first = r->users[k];
         sx_cg_attr a = y->attr;
-        a.ints[0] = 1;
-        sx_cg_node *y2 = sx_cg_op_new(g, SX_OP_BATCH_NORM, y->n_in, y->in, &a);
+        a.norm.copy = 1;
+        sx_cg_node *y2 = sx_cg_op_new(g, SX_OP_NORM, y->n_in, y->in, &a);
         sx_cg_node *r2 = y2 == NULL || y == r ? y2 : sx_cg_op_new(g, SX_OP_RELU, 1, &y2, &r->attr);
         if (r2 == NULL)
             return sx_cg_graph_status(g);
@@ -118,8 +120,8 @@ sx_status opt_pass_bn_recompute(sx_cg_graph *g, int64_t *changed)
 
 /* ---------------------------------------------------------------- batch norm + relu */
 
-/* relu(batch_norm(...)) where the batch norm has no other reader -> the batch norm with
- * attr.ints[1] = 1, which applies relu in its own pass (sx_tensor_batch_norm_act_ws: the same
+/* relu(norm(...)) where the per-channel norm has no other reader -> the norm with
+ * attr.norm.relu = 1, which applies relu in its own pass (sx_tensor_batch_norm_act_ws: the same
  * bits as the two kernels): one pass over the activations fewer, forward and recomputed. */
 sx_status opt_pass_bn_relu(sx_cg_graph *g, int64_t *changed)
 {
@@ -128,9 +130,10 @@ sx_status opt_pass_bn_relu(sx_cg_graph *g, int64_t *changed)
         if (r->dead || r->op != SX_OP_RELU)
             continue;
         sx_cg_node *y = r->in[0];
-        if (y->op != SX_OP_BATCH_NORM || y->attr.ints[1] != 0 || y->n_users != 1 || y->pinned)
+        if (y->op != SX_OP_NORM || y->n_in < 4 || !cg_norm_per_channel(y) ||
+            y->attr.norm.relu != 0 || y->n_users != 1 || y->pinned)
             continue;
-        y->attr.ints[1] = 1;
+        y->attr.norm.relu = 1;
         y->valid = false;
         if (y->scope == 0)
             y->scope = r->scope;
@@ -149,16 +152,17 @@ static sx_cg_node *bn_addend(const sx_cg_node *add, int *k)
 {
     for (*k = 0; *k < 2; (*k)++) {
         const sx_cg_node *y = add->in[*k], *res = add->in[1 - *k];
-        if (y->op == SX_OP_BATCH_NORM && y->n_in == 4 && y->attr.ints[1] == 0 && y->n_users == 1 &&
-            !y->pinned && opt_same_shape(y, add) && opt_same_shape(res, add))
+        if (y->op == SX_OP_NORM && y->n_in == 4 && cg_norm_per_channel(y) &&
+            y->attr.norm.relu == 0 && y->n_users == 1 && !y->pinned && opt_same_shape(y, add) &&
+            opt_same_shape(res, add))
             return add->in[*k];
     }
     return NULL;
 }
 
-/* add(batch_norm(x, ...), res) (either order) whose batch norm has no other reader -> the batch
- * norm with res as a fifth input (sx_tensor_batch_norm_res_ws: the normalised value rounded,
- * then res added); when add's only reader is relu, relu goes in too (attr.ints[1] = 1). The
+/* add(norm(x, ...), res) (either order, per channel) whose batch norm has no other reader -> the
+ * batch norm with res as a fifth input (sx_tensor_batch_norm_res_ws: the normalised value rounded,
+ * then res added); when add's only reader is relu, relu goes in too (attr.norm.relu = 1). The
  * same bits as the normalise, add and relu kernels (addition commutes), one pass over the
  * activations instead of two. Both inputs batch norms (a projection shortcut): the first takes
  * the second as its residual. Runs before element-wise fusion, which would take add and relu
@@ -183,7 +187,7 @@ sx_status opt_pass_bn_add(sx_cg_graph *g, int64_t *changed)
         SX_TRY(opt_set_inputs(y, 5, ins));
         y->valid = false;
         if (r != NULL) {
-            y->attr.ints[1] = 1;
+            y->attr.norm.relu = 1;
             SX_TRY(opt_replace(r, y)); /* r is removed: add has no reader left */
             opt_kill(add);
         } else {

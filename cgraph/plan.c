@@ -247,7 +247,7 @@ typedef struct mem_plan {
  * factor that shares the addend's storage, and only when that gives the bits of adding the
  * addend after the product (cg_matmul_inplace_ok); max-pool backward over x when no two windows
  * share a cell (pool_disjoint: each window is read whole before its cells are written) and the
- * upstream gradient is not x's storage too. */
+ * upstream gradient is not x's storage too; norm as cg_norm_inplace_ok says. */
 /* No two pooling windows share a cell: stride >= kernel on both axes and no dilation (the
  * kernel's own test, sx_tensor_maxpool2d_backward_out; a dilated window spans more cells than
  * its kernel, and the kernel refuses dx = x then). Pads and ceil_mode only clip windows. */
@@ -264,7 +264,7 @@ static bool inplace_ok(const sx_cg_node *n, int i, const struct plan_slot *s)
     if (x->value.size != n->value.size || x->value.dtype != n->value.dtype)
         return false;
     if (f & SX_OPF_INPLACE)
-        return true;
+        return n->op != SX_OP_NORM || cg_norm_inplace_ok(n, i);
     if ((f & SX_OPF_INPLACE_POOL) && i == 0)
         return pool_disjoint(&n->attr.pool) && s[n->in[1]->step].root != s[x->step].root;
     if ((f & SX_OPF_INPLACE_ADDEND) && i == 2 && cg_matmul_inplace_ok(n)) {

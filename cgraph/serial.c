@@ -102,7 +102,6 @@ static const char magic[8] = {'S', 'T', 'R', 'I', 'X', 'M', 'D', 'L'};
 TYPED_VIEW(sparse_xent, smoothing, ignore)
 TYPED_VIEW(attention, scale, causal)
 TYPED_VIEW(norm, eps, lead)
-TYPED_VIEW(batch_norm, eps, folded)
 #undef TYPED_VIEW
 _Static_assert(offsetof(sx_cg_attr, embedding.pad) == offsetof(sx_cg_attr, ints) &&
                    offsetof(sx_cg_attr, adaptive_pool.out_h) == offsetof(sx_cg_attr, ints) &&
@@ -903,7 +902,8 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
         return cg_rd_bad(r, "node %lld: op name of %u bytes", (long long)i, len);
     SX_TRY(cg_rd_bytes(r, len, &b));
     int op = find_name(b, len, SX_OP_COUNT, graph_op_name);
-    if (op < 0)
+    bool alias = op < 0;
+    if (alias)
         op = cg_op_alias(b, len); /* a name an older strix wrote */
     if (op < 0) {
         char name[MAX_OP_NAME + 1];
@@ -946,6 +946,8 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
         fn->in[k] = (int64_t)in;
     }
     SX_TRY(get_attr(r, &fn->attr));
+    if (alias)
+        cg_op_alias_attr(b, len, fn->rank, fn->shape, &fn->attr);
     if (leaf) {
         sx_cg_attr none = sx_cg_attr_default();
         if (memcmp(&fn->attr, &none, sizeof none) != 0)

@@ -25,9 +25,9 @@ static sx_cg_node *stats_row(sx_cg_graph *g, sx_cg_node *st, int r)
     return sx_cg_reshape(g, sx_cg_slice(g, st, s), 1, &c);
 }
 
-/* The training graph's statistics of x (batch_norm_stats: (mean; biased variance) per channel,
- * one pass), and the assigns that fold them into the running averages rm, rv:
- * running <- m running + (1 - m) batch. The running variance takes the unbiased batch variance
+/* The training graph's statistics of x (norm_stats with the per-channel axes: (mean; biased
+ * variance) per channel, one pass), and the assigns that fold them into the running averages rm,
+ * rv: running <- m running + (1 - m) batch. The running variance takes the unbiased batch variance
  * (times count / (count - 1)), as PyTorch and Keras do, while the batch is normalised with the
  * biased one. */
 static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, sx_cg_node *rm,
@@ -55,9 +55,9 @@ static sx_status batch_stats(nn_build *b, const bn_attr *a, sx_cg_node *x, sx_cg
     return nn_build_add_update(b, uv);
 }
 
-/* x (batch, ..., c) -> the same shape. Training: one batch_norm op over the batch's statistics
- * (without affine, gamma 1 and beta 0); its gradient is two passes (batch_norm_sums and one fused
- * element-wise pass). Inference: the running statistics as a per-channel scale and shift. */
+/* x (batch, ..., c) -> the same shape. Training: one norm op with the per-channel axes over the
+ * batch's statistics (without affine, gamma 1 and beta 0); its gradient is two passes (norm_sums
+ * and norm_dx). Inference: the running statistics as a per-channel scale and shift. */
 static sx_cg_node *bn_forward(nn_build *b, sx_nn_layer *l, sx_cg_node *const *in,
                               sx_cg_node **pre_softmax)
 {

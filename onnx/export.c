@@ -545,6 +545,12 @@ static void export_norm(ex *e, const sx_cg_node *n, char **in, const char *out, 
         unsupported(e, n, "statistics that are not norm_stats of the normalised value");
         return;
     }
+    if (sx_cg_node_n_inputs(n) == 5 || at->norm.relu != 0) {
+        unsupported(e, n,
+                    "batch norm with a residual or relu fused in (export the unoptimised "
+                    "graph)");
+        return;
+    }
     int r = sx_cg_node_rank(x), lead = (int)at->ints[0], tail = (int)at->ints[1];
     int64_t groups = at->ints[2];
     const int64_t *xs = sx_cg_node_shape(x);

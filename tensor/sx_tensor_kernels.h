@@ -39,6 +39,31 @@ SX_NODISCARD sx_status sx_tensor_attention_backward_ws(const sx_tensor *q, const
 
 /* ---------------------------------------------------------------- batch normalisation */
 
+/* The batch-norm kernels (tensor/norm/batch_norm.c): the per-channel geometry of the norm family
+ * (sx_tensor_norm_*_out of sx_tensor.h, lead 0, tail 1, groups c, dispatch here), with the
+ * fused and workspace forms the graph evaluator runs. x (..., c) of rank >= 1 is viewed as
+ * (m, c), m the product of the other dims (m = 0 is fine: zero statistics and sums).
+ * Reductions accumulate in double in chunks of rows fixed by the shape alone, so results never
+ * depend on the thread count. Errors: SX_E_ARG (NULL tensor or data; an output overlapping an
+ * input it must not, see each), SX_E_DTYPE (dtypes differ), SX_E_RANK (x of rank 0), SX_E_SHAPE
+ * (a per-channel tensor not (c), stats/sums not (2,c), dy not x's shape), SX_E_NOMEM (scratch of
+ * a few doubles per channel and chunk).
+ * stats (2,c): row 0 the mean, row 1 the biased variance (clamped at 0) of each channel, from
+ * sums of x - x[0,j] (the first row as shift); stats apart from x. */
+SX_NODISCARD sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats);
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta, as y = x a + b in the dtype, with
+ * a = gamma / sqrt(var + eps) (in double, rounded to the dtype) and b = beta - mean a (the same);
+ * mean and var the rows of stats (2,c), gamma and beta (c). y has x's shape; it may be x itself
+ * (in place), else apart from x; it may overlap stats, gamma or beta (read before y is
+ * written). eps finite and >= 0 (SX_E_ARG). */
+SX_NODISCARD sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
+                                                const sx_tensor *gamma, const sx_tensor *beta,
+                                                double eps, sx_tensor *y);
+/* The two per-channel reductions of batch norm's backward pass in one pass: sums (2,c), row 0
+ * sum(dy), row 1 sum(dy (x - mean)) over the m rows, mean row 0 of stats (2,c); dy of x's shape;
+ * sums apart from every input. */
+SX_NODISCARD sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
+                                                     const sx_tensor *dy, sx_tensor *sums);
 /* The same three with a caller's workspace (what a compiled graph passes: no allocation): ws of
  * at least sx_batch_norm_workspace(x's rank, x's shape) bytes, aligned for doubles; ws NULL with
  * ws_bytes 0 allocates one (as the _out forms do); a smaller one is SX_E_ARG naming both sizes. */

@@ -89,15 +89,12 @@ typedef struct sx_cg_attention_attr { /* attention, attention_backward */
     double scale;                     /* the scores' factor (1 / sqrt(dh) usually) */
     int64_t causal;                   /* 1: query i sees keys j <= i + tk - tq only */
 } sx_cg_attention_attr;
-typedef struct sx_cg_norm_attr { /* norm_stats, norm, norm_sums (sx_norm_axes) */
+typedef struct sx_cg_norm_attr { /* norm_stats, norm, norm_sums, norm_dx (sx_norm_axes) */
     double eps;                  /* added to the variance */
     int64_t lead, tail, groups;  /* x viewed as (n, s, c), c in groups */
+    int64_t copy;                /* norm: 1 marks a copy made by SX_PASS_BN_RECOMPUTE */
+    int64_t relu;                /* norm: 1 applies relu last in the same pass (per channel) */
 } sx_cg_norm_attr;
-typedef struct sx_cg_batch_norm_attr { /* batch_norm, batch_norm_dx, ... */
-    double eps;                        /* added to the variance */
-    int64_t folded;                    /* 1: a batch norm the optimiser folded (SX_PASS_BN_*) */
-    int64_t relu;                      /* 1: relu applied last in the same pass */
-} sx_cg_batch_norm_attr;
 typedef struct sx_cg_embedding_attr { /* embedding, embedding_backward */
     int64_t pad;                      /* the padding index (its rows zero; -1: none) */
     int64_t vocab;                    /* embedding_backward: the table's rows */
@@ -140,7 +137,6 @@ typedef struct sx_cg_attr {
         sx_cg_sparse_xent_attr sparse_xent;
         sx_cg_attention_attr attention;
         sx_cg_norm_attr norm;
-        sx_cg_batch_norm_attr batch_norm;
     };
     int64_t ints2[SX_MAX_RANK]; /* pad after */
     sx_slice slice[SX_MAX_RANK];
@@ -413,50 +409,47 @@ sx_cg_node *sx_cg_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_log_softmax(sx_cg_graph *g, sx_cg_node *x, int axis);
 sx_cg_node *sx_cg_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
 sx_cg_node *sx_cg_log_softmax_backward(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *dy, int axis);
-/* Batch normalisation over the last axis of x (..., c): batch_norm_stats -> (2,c),
- * row 0 the mean and row 1 the biased variance of each channel; batch_norm(x, stats, gamma (c),
- * beta (c), eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's shape; eps finite, >= 0);
- * batch_norm_sums(x, stats, dy) -> (2,c), row 0 sum(dy) and row 1 sum(dy (x - mean)) over all
- * but the last axis. Kernels and rounding: sx_tensor_batch_norm_*_out (sx_tensor.h). Errors:
- * SX_E_RANK (x of rank 0), SX_E_SHAPE (stats not (2,c), gamma/beta not (c), dy not x's shape),
- * SX_E_DTYPE, SX_E_ARG (eps). */
-sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
-sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
-                             sx_cg_node *beta, double eps);
-sx_cg_node *sx_cg_batch_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy);
-/* batch_norm(x, stats, gamma, beta, eps) + res in one pass (res NULL: sx_cg_batch_norm): the
- * normalised value rounded to the dtype, then the residual added (sx_tensor_batch_norm_res_ws;
- * SX_PASS_BN_ADD makes these from add(batch_norm, res)). Errors: as above, and SX_E_SHAPE /
- * SX_E_DTYPE for res not of x's shape and dtype (no broadcast). */
-sx_cg_node *sx_cg_batch_norm_res(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
-                                 sx_cg_node *gamma, sx_cg_node *beta, sx_cg_node *res, double eps);
-/* batch_norm_sums of where(y > 0, dy, 0) (relu's gradient) without that tensor: y of x's shape
- * (NULL: sx_cg_batch_norm_sums). */
-sx_cg_node *sx_cg_batch_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats,
-                                       sx_cg_node *dy, sx_cg_node *y);
-/* batch_norm_dx(x, stats, gamma, dy, sums, y or NULL, eps) -> x's shape: the gradient of x
- * through y = batch_norm(x, stats, gamma, beta) with stats = batch_norm_stats(x) (both paths)
- * for the output gradient dy, sums = batch_norm_sums(x, stats, dy); y (x's shape) or NULL: a relu
- * mask, dy taken as 0 where y <= 0 (sums then of the masked dy). Kernel and rounding:
- * sx_tensor_batch_norm_dx_ws. Errors: as above, and SX_E_SHAPE for sums not (2,c) or dy/y not
- * x's shape. */
-sx_cg_node *sx_cg_batch_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
-                                sx_cg_node *dy, sx_cg_node *sums, sx_cg_node *y, double eps);
-/* Group normalisation: x viewed as (n, s, c), its c channels in groups, each (row of
- * n, group) normalised over its s c/groups elements (sx_norm_axes, sx_tensor.h).
- * norm_stats(x) -> (2, p), p = n groups: row 0 the mean and row 1 the biased variance of each
- * group; norm(x, stats, gamma, beta, eps) -> (x - mean) / sqrt(var + eps) * gamma + beta (x's
- * shape; gamma and beta of x's last `tail` axes, both NULL for no affine; eps finite, >= 0);
- * norm_sums(x, stats, dy) -> (2, p), row 0 sum(dy) and row 1 sum(dy (x - mean)) per group.
- * Kernels and rounding: sx_tensor_norm_*_out. Errors (recorded in the graph, NULL returned):
- * SX_E_AXIS (lead/tail do not fit x), SX_E_ARG (groups not dividing c; eps; one of gamma, beta
- * NULL), SX_E_SHAPE (stats not (2,p), gamma/beta not x's last tail axes, dy not x's shape),
- * SX_E_DTYPE. */
+/* The normalisation ops, one family for batch, layer, group and instance norm: x viewed as
+ * (n, s, c), its c channels in groups, each (row of n, group) normalised over its s c/groups
+ * elements (sx_norm_axes, sx_tensor.h; attr.norm). norm_stats(x) -> (2, p), p = n groups: row 0
+ * the mean and row 1 the biased variance of each group; norm(x, stats, gamma, beta, eps) ->
+ * (x - mean) / sqrt(var + eps) * gamma + beta (x's shape; gamma and beta of x's last `tail`
+ * axes, both NULL for no affine; eps finite, >= 0); norm_sums(x, stats, dy) -> (2, p), row 0
+ * sum(dy) and row 1 sum(dy (x - mean)) per group. Batch norm is the per-channel geometry
+ * (lead 0, tail 1, groups c: statistics over every leading element of x (..., c)); the
+ * evaluator runs it on the batch-norm kernels, everything else on the group kernels (kernels and
+ * rounding: sx_tensor_norm_*_out). Errors (recorded in the graph, NULL returned): SX_E_AXIS
+ * (lead/tail do not fit x), SX_E_ARG (groups not dividing c; eps; one of gamma, beta NULL; a
+ * fused form below outside the per-channel geometry), SX_E_SHAPE (stats not (2,p), gamma/beta
+ * not x's last tail axes, dy not x's shape), SX_E_DTYPE. */
 sx_cg_node *sx_cg_norm_stats(sx_cg_graph *g, sx_cg_node *x, sx_norm_axes ax);
 sx_cg_node *sx_cg_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
                        sx_cg_node *beta, sx_norm_axes ax, double eps);
 sx_cg_node *sx_cg_norm_sums(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy,
                             sx_norm_axes ax);
+/* The fused forms, per-channel geometry only (batch norm's training graph; SX_E_ARG
+ * otherwise). norm_res: norm(x, stats, gamma, beta, eps) + res in one pass (res NULL: sx_cg_norm;
+ * gamma and beta required): the normalised value rounded to the dtype, then the residual added
+ * (SX_PASS_BN_ADD makes these from add(norm, res); SX_E_SHAPE / SX_E_DTYPE for res not of x's
+ * shape and dtype, no broadcast). norm_sums_mask: norm_sums of where(y > 0, dy, 0) (relu's
+ * gradient) without that tensor, y of x's shape (NULL: sx_cg_norm_sums). norm_dx(x, stats, gamma,
+ * dy, sums, y or NULL, eps) -> x's shape: the gradient of x through norm(x, stats, gamma, beta)
+ * with stats = norm_stats(x) (both paths) for the output gradient dy, sums = norm_sums(x, stats,
+ * dy); y (x's shape) or NULL: a relu mask, dy taken as 0 where y <= 0 (sums then of the masked dy);
+ * SX_E_SHAPE for sums not (2,c) or dy/y not x's shape. */
+sx_cg_node *sx_cg_norm_res(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                           sx_cg_node *beta, sx_cg_node *res, sx_norm_axes ax, double eps);
+sx_cg_node *sx_cg_norm_sums_mask(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *dy,
+                                 sx_cg_node *y, sx_norm_axes ax);
+sx_cg_node *sx_cg_norm_dx(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                          sx_cg_node *dy, sx_cg_node *sums, sx_cg_node *y, sx_norm_axes ax,
+                          double eps);
+/* Batch normalisation of x (..., c) as the norm ops with the per-channel axes (lead 0, tail 1,
+ * groups c): batch_norm_stats(x) = norm_stats(x) -> (2,c), batch_norm(x, stats, gamma (c),
+ * beta (c), eps) = norm(...). Errors as above, and SX_E_RANK for x of rank 0. */
+sx_cg_node *sx_cg_batch_norm_stats(sx_cg_graph *g, sx_cg_node *x);
+sx_cg_node *sx_cg_batch_norm(sx_cg_graph *g, sx_cg_node *x, sx_cg_node *stats, sx_cg_node *gamma,
+                             sx_cg_node *beta, double eps);
 /* norm(x, norm_stats(x)) as PyTorch's layers (gamma, beta NULL: no affine). layer_norm: over the
  * last `axes` axes of x (PyTorch's normalized_shape = those axes; gamma/beta of their shape);
  * group_norm: x (n, ..., c) NHWC, channels in `groups` groups (gamma/beta (c));
@@ -687,13 +680,13 @@ typedef enum {
                              and fma in each round. Exact in real arithmetic; in floating point each
                              output differs by a few roundings of sum |x k a| (tests/cgraph/
                              test_opt_bn.c) */
-    SX_PASS_BN_RECOMPUTE, /* relu(batch_norm(x, ...)) with readers after its first (a training
-                             graph's backward pass) gets a copy for them, recomputed from the
-                             batch norm's inputs (which the gradient keeps): the first relu's
-                             memory is freed after its forward reader. Same bits; one more
-                             normalise and relu per step for less memory */
-    SX_PASS_BN_RELU,      /* relu(batch_norm(...)) whose batch norm has no other reader -> one
-                             batch_norm op that applies relu in its pass (attr.ints[1] = 1; same
+    SX_PASS_BN_RECOMPUTE, /* relu(norm(x, ...)), batch norm (per-channel geometry), with readers
+                             after its first (a training graph's backward pass) gets a copy for
+                             them, recomputed from the batch norm's inputs (which the gradient
+                             keeps): the first relu's memory is freed after its forward reader. Same
+                             bits; one more normalise and relu per step for less memory */
+    SX_PASS_BN_RELU,      /* relu(norm(...)) whose per-channel norm has no other reader -> one
+                             norm op that applies relu in its pass (attr.norm.relu = 1; same
                              bits, one pass fewer) */
     SX_PASS_CONV_EPILOGUE, /* conv2d whose only reader is element-wise (a map, binary op, fma,
                               where or fused chain: a bias or batch norm's shift per channel, a
@@ -701,10 +694,10 @@ typedef enum {
                               program on its output rows as it writes them (attr.prog, the
                               reader's other inputs after x and k; sx_tensor_conv2d_fused_out).
                               Same bits, one pass over memory fewer */
-    SX_PASS_BN_ADD,        /* add(batch_norm(x, ...), res) (a residual block's end; either order;
-                              res of the sum's shape) whose batch norm has no other reader -> one
-                              batch_norm op that adds res in its pass (a fifth input), and applies
-                              relu too when add's only reader is relu (attr.ints[1] = 1). Same
+    SX_PASS_BN_ADD,        /* add(norm(x, ...), res) (a residual block's end; either order;
+                              res of the sum's shape) whose per-channel norm has no other reader ->
+                              one norm op that adds res in its pass (a fifth input), and applies
+                              relu too when add's only reader is relu (attr.norm.relu = 1). Same
                               bits, one pass over the activations fewer. Runs before element-wise
                               fusion; SX_PASS_BN_RECOMPUTE leaves these batch norms stored (a copy
                               would keep res alive into the backward pass) */

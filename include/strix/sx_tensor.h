@@ -744,53 +744,38 @@ SX_NODISCARD sx_status sx_tensor_attention_backward_out(const sx_tensor *q, cons
                                                         const sx_tensor *v, const sx_tensor *y,
                                                         const sx_tensor *dy, double scale,
                                                         bool causal, sx_tensor *out);
-/* Batch normalisation over the last axis (tensor/norm/batch_norm.c). x (..., c) of rank
- * >= 1 is viewed as (m, c), m the product of the other dims (m = 0 is fine: zero statistics
- * and sums). Reductions accumulate in double in chunks of rows fixed by the shape alone, so
- * results never depend on the thread count. Errors: SX_E_ARG (NULL tensor or data; an output
- * overlapping an input it must not, see each), SX_E_DTYPE (dtypes differ), SX_E_RANK (x of rank
- * 0), SX_E_SHAPE (a per-channel tensor not (c), stats/sums not (2,c), dy not x's shape),
- * SX_E_NOMEM (scratch of a few doubles per channel and chunk; sx_tensor_kernels.h has forms
- * with a caller's workspace and fused forms, which a compiled graph runs).
- * stats (2,c): row 0 the mean, row 1 the biased variance (clamped at 0) of each channel, from
- * sums of x - x[0,j] (the first row as shift); stats apart from x. */
-SX_NODISCARD sx_status sx_tensor_batch_norm_stats_out(const sx_tensor *x, sx_tensor *stats);
-/* y = (x - mean) / sqrt(var + eps) * gamma + beta, as y = x a + b in the dtype, with
- * a = gamma / sqrt(var + eps) (in double, rounded to the dtype) and b = beta - mean a (the same);
- * mean and var the rows of stats (2,c), gamma and beta (c). y has x's shape; it may be x itself
- * (in place), else apart from x; it may overlap stats, gamma or beta (read before y is
- * written). eps finite and >= 0 (SX_E_ARG). */
-SX_NODISCARD sx_status sx_tensor_batch_norm_out(const sx_tensor *x, const sx_tensor *stats,
-                                                const sx_tensor *gamma, const sx_tensor *beta,
-                                                double eps, sx_tensor *y);
-/* The two per-channel reductions of batch norm's backward pass in one pass: sums (2,c), row 0
- * sum(dy), row 1 sum(dy (x - mean)) over the m rows, mean row 0 of stats (2,c); dy of x's shape;
- * sums apart from every input. */
-SX_NODISCARD sx_status sx_tensor_batch_norm_sums_out(const sx_tensor *x, const sx_tensor *stats,
-                                                     const sx_tensor *dy, sx_tensor *sums);
-/* Group normalisation (tensor/norm/norm.c): LayerNorm, GroupNorm and InstanceNorm in one
+/* Normalisation (tensor/norm/): batch norm, LayerNorm, GroupNorm and InstanceNorm in one
  * kernel family. x of rank r is viewed as (n, s, c): n the product of its first `lead` axes, c of
  * its last `tail` axes, s of those between; its c channels form `groups` groups of k = c / groups
  * adjacent channels, and each of the p = n * groups (batch row, group) pairs is normalised
- * over its s k elements. LayerNorm over the last d axes: lead r - d, tail d, groups 1 (PyTorch's
- * normalized_shape); GroupNorm of NHWC x: lead 1, tail 1, groups G; InstanceNorm: groups c.
- * (Batch norm is the case lead 0, tail 1, groups c.) Each group is summed by one thread in
- * memory order, in double, so results never depend on the thread count. Errors: SX_E_ARG (NULL
- * tensor or data; groups < 1 or not dividing c; an output overlapping an input, see each; eps),
- * SX_E_AXIS (lead < 0, tail < 1 or lead + tail > r), SX_E_DTYPE (dtypes differ), SX_E_SHAPE
- * (stats/sums not (2,p), dy not x's shape, gamma/beta not x's last `tail` axes). */
+ * over its s k elements. Batch norm of x (..., c): lead 0, tail 1, groups c (statistics per
+ * channel over every leading element); LayerNorm over the last d axes: lead r - d, tail d,
+ * groups 1 (PyTorch's normalized_shape); GroupNorm of NHWC x: lead 1, tail 1, groups G;
+ * InstanceNorm: lead 1, tail 1, groups c.
+ * Batch norm's geometry runs on the batch-norm kernels (tensor/norm/batch_norm.c): one pass per
+ * reduction, accumulated in double in chunks of rows fixed by the shape alone, statistics from
+ * sums of x - x[0,j] (the first row as shift), normalising as y = x a + b in the dtype with
+ * a = gamma / sqrt(var + eps) and b = beta - mean a (in double, rounded to the dtype); they
+ * allocate scratch of a few doubles per channel and chunk (SX_E_NOMEM). Every other geometry
+ * (and batch norm without gamma and beta) runs on the group kernels (tensor/norm/norm.c): each
+ * group summed by one thread in memory order, in double, the variance about the mean in a second
+ * pass, the normalised value computed in double and rounded once. Either way results never
+ * depend on the thread count. Errors: SX_E_ARG (NULL tensor or data; groups < 1 or not dividing
+ * c; an output overlapping an input, see each; eps), SX_E_AXIS (lead < 0, tail < 1 or
+ * lead + tail > r), SX_E_DTYPE (dtypes differ), SX_E_SHAPE (stats/sums not (2,p), dy not x's
+ * shape, gamma/beta not x's last `tail` axes), SX_E_NOMEM (batch norm's scratch). */
 typedef struct sx_norm_axes {
     int lead, tail; /* leading axes kept (the batch), trailing axes forming the channels */
     int64_t groups; /* groups of channels, >= 1, dividing c */
 } sx_norm_axes;
-/* stats (2,p): row 0 the mean and row 1 the biased variance (about the mean, a second pass) of
- * each group, p = n groups in order (n, group); stats apart from x. */
+/* stats (2,p): row 0 the mean and row 1 the biased variance (clamped at 0) of each group, p = n
+ * groups in order (n, group); stats apart from x. */
 SX_NODISCARD sx_status sx_tensor_norm_stats_out(const sx_tensor *x, sx_norm_axes ax,
                                                 sx_tensor *stats);
 /* y = (x - mean) / sqrt(var + eps) per group, then * gamma + beta per channel when gamma and beta
- * are given (both, of the shape of x's last `tail` axes; both NULL: no affine), computed in
- * double and rounded once. y has x's shape; it may be x itself (in place), else apart from x;
- * apart from stats, gamma and beta. eps finite and >= 0. */
+ * are given (both, of the shape of x's last `tail` axes; both NULL: no affine). y has x's shape; it
+ * may be x itself (in place), else apart from x; apart from stats, gamma and beta. eps finite and
+ * >= 0. */
 SX_NODISCARD sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats,
                                           const sx_tensor *gamma, const sx_tensor *beta,
                                           sx_norm_axes ax, double eps, sx_tensor *y);

@@ -1,9 +1,10 @@
-/* norm.c: group normalisation in fused passes: LayerNorm, GroupNorm and
- * InstanceNorm are all one kernel family. x is viewed as (n, s, c) (sx_norm_axes) and its c
+/* norm.c: the normalisation family's entry points sx_tensor_norm_*_out, and the group kernels:
+ * LayerNorm, GroupNorm and InstanceNorm. x is viewed as (n, s, c) (sx_norm_axes) and its c
  * channels as G groups of k adjacent ones; each of the n G groups of s k elements is normalised
  * by its own mean and variance. A group is always summed by one thread, in memory order, in
  * double, so results never depend on the thread count; tasks are whole groups (statistics,
- * backward sums) or whole rows of c (normalising). */
+ * backward sums) or whole rows of c (normalising). Batch norm's geometry (lead 0, tail 1,
+ * groups c) is checked here, then run on the batch-norm kernels (batch_norm.c). */
 #include "tensor_impl.h"
 
 #include <math.h>
@@ -139,6 +140,12 @@ static sx_status norm_view(const char *who, const sx_tensor *x, sx_norm_axes ax,
     return SX_OK;
 }
 
+/* Batch norm's geometry: statistics per channel of the last axis over every other element. */
+static bool per_channel(sx_norm_axes ax, const norm_job *jb)
+{
+    return ax.lead == 0 && ax.tail == 1 && ax.groups == jb->c;
+}
+
 /* stats / sums (2, n G) of x's dtype. */
 static sx_status check_rows(const char *who, const char *name, const sx_tensor *x,
                             const sx_tensor *v, const norm_job *jb)
@@ -168,6 +175,8 @@ sx_status sx_tensor_norm_stats_out(const sx_tensor *x, sx_norm_axes ax, sx_tenso
     SX_TRY(norm_view(who, x, ax, &jb));
     SX_TRY(check_rows(who, "stats", x, stats, &jb));
     SX_TRY(sx__check_apart(who, "x", x, "stats", stats));
+    if (per_channel(ax, &jb))
+        return sx_tensor_batch_norm_stats_out(x, stats);
     jb.out = stats->data;
     sx__par_range(jb.n * jb.groups, grain_of(jb.s * jb.k), stats_range, &jb);
     return SX_OK;
@@ -192,6 +201,8 @@ sx_status sx_tensor_norm_sums_out(const sx_tensor *x, const sx_tensor *stats, co
     SX_TRY(sx__check_apart(who, "x", x, "sums", sums));
     SX_TRY(sx__check_apart(who, "dy", dy, "sums", sums));
     SX_TRY(sx__check_apart(who, "stats", stats, "sums", sums));
+    if (per_channel(ax, &jb))
+        return sx_tensor_batch_norm_sums_out(x, stats, dy, sums);
     jb.dy = dy->data, jb.stats = stats->data, jb.out = sums->data;
     sx__par_range(jb.n * jb.groups, grain_of(jb.s * jb.k), sums_range, &jb);
     return SX_OK;
@@ -230,6 +241,8 @@ sx_status sx_tensor_norm_out(const sx_tensor *x, const sx_tensor *stats, const s
     SX_TRY(sx__check_apart(who, "stats", stats, "y", y));
     for (int i = 0; i < 2 && gamma != NULL; i++)
         SX_TRY(sx__check_apart(who, i == 0 ? "gamma" : "beta", aff[i], "y", y));
+    if (per_channel(ax, &jb) && gamma != NULL)
+        return sx_tensor_batch_norm_out(x, stats, gamma, beta, eps, y);
     jb.stats = stats->data, jb.out = y->data, jb.eps = eps;
     jb.gamma = gamma ? gamma->data : NULL, jb.beta = beta ? beta->data : NULL;
     sx__par_range(jb.n * jb.s, grain_of(jb.c),

@@ -109,8 +109,8 @@ static void check(int rank, const int64_t *shape, bool relu)
     cr_assert_eq(sx_ad_grad(g, k.loss_fused, 3, wrt, gf), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_ad_grad(g, k.loss_plain, 3, wrt, gp), SX_OK, "%s", sx_last_error());
     /* the whole dx is one op; relu's mask goes into it and into the sums */
-    cr_assert_eq(count_op(g, SX_OP_BATCH_NORM_DX, relu ? 6 : 5), 1);
-    cr_assert_eq(count_op(g, SX_OP_BATCH_NORM_SUMS, relu ? 4 : 3), 1);
+    cr_assert_eq(count_op(g, SX_OP_NORM_DX, relu ? 6 : 5), 1);
+    cr_assert_eq(count_op(g, SX_OP_NORM_SUMS, relu ? 4 : 3), 1);
     cr_assert_eq(sx_cg_eval(g, 3, gf), SX_OK, "%s", sx_last_error());
     cr_assert_eq(sx_cg_eval(g, 3, gp), SX_OK, "%s", sx_last_error());
     for (int i = 0; i < 3; i++)

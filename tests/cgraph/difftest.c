@@ -1496,52 +1496,49 @@ static int gen_softmax_xent(gen *G, sx_cg_op op, int dom)
     return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
 }
 
-/* batch norm over a node's last axis: the statistics of the node itself (as a network
- * uses them), gamma and beta new leaves, dy a new leaf of x's shape; batch_norm with a residual
- * (a new leaf of x's shape) half the time. */
-static int gen_batch_norm(gen *G, sx_cg_op op, int dom)
+/* batch norm (the norm ops with the per-channel axes) over x's last axis: the statistics of x
+ * itself (as a network uses them), gamma and beta new leaves, dy a new leaf of x's shape; norm
+ * with a residual (a new leaf of x's shape) half the time. */
+static int gen_batch_norm(gen *G, sx_cg_op op, int x_id)
 {
-    (void)dom;
-    int in[4];
-    in[0] = g_pick(G);
+    int in[4] = {x_id};
     const dt_node *x = gn(G, in[0]);
-    if (x->rank == 0)
-        return -1;
     int64_t c = x->shape[x->rank - 1];
     int rank = x->rank;
     int64_t shape[SX_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);
-    in[1] = g_op(G, SX_OP_BATCH_NORM_STATS, 1, in, NULL);
-    if (op == SX_OP_BATCH_NORM_STATS || in[1] < 0)
-        return in[1];
-    if (op == SX_OP_BATCH_NORM_SUMS) {
-        in[2] = g_of_shape(G, rank, shape, -1, 1);
-        return in[2] < 0 ? -1 : g_op(G, op, 3, in, NULL);
-    }
     sx_cg_attr at = sx_cg_attr_default();
-    at.alpha = 1e-2;
-    if (op == SX_OP_BATCH_NORM_DX) { /* x, stats, gamma, dy, batch_norm_sums(x, stats, dy) */
+    at.norm.lead = 0, at.norm.tail = 1, at.norm.groups = c;
+    in[1] = g_op(G, SX_OP_NORM_STATS, 1, in, &at);
+    if (op == SX_OP_NORM_STATS || in[1] < 0)
+        return in[1];
+    if (op == SX_OP_NORM_SUMS) {
+        in[2] = g_of_shape(G, rank, shape, -1, 1);
+        return in[2] < 0 ? -1 : g_op(G, op, 3, in, &at);
+    }
+    at.norm.eps = 1e-2;
+    if (op == SX_OP_NORM_DX) { /* x, stats, gamma, dy, norm_sums(x, stats, dy) */
         int dx[5] = {in[0], in[1], g_of_shape(G, 1, &c, 0.5, 1.5),
                      g_of_shape(G, rank, shape, -1, 1)};
         if (dx[2] < 0 || dx[3] < 0)
             return -1;
         int sin[3] = {in[0], in[1], dx[3]};
-        dx[4] = g_op(G, SX_OP_BATCH_NORM_SUMS, 3, sin, NULL);
+        dx[4] = g_op(G, SX_OP_NORM_SUMS, 3, sin, &at);
         return dx[4] < 0 ? -1 : g_op(G, op, 5, dx, &at);
     }
     int bn[5] = {in[0], in[1], g_of_shape(G, 1, &c, 0.5, 1.5), g_of_shape(G, 1, &c, -1, 1), -1};
     if (bn[2] < 0 || bn[3] < 0)
         return -1;
-    /* half the time a residual of x's shape (a residual block's end, sx_cg_batch_norm_res) */
+    /* half the time a residual of x's shape (a residual block's end, sx_cg_norm_res) */
     if (sx_rng_below(&G->rng, 2) == 0)
         return g_op(G, op, 4, bn, &at);
     bn[4] = g_of_shape(G, rank, shape, -2, 2);
     return bn[4] < 0 ? -1 : g_op(G, op, 5, bn, &at);
 }
 
-/* group norm of a node: random lead and tail axes, one group or one channel per
- * group; the statistics of the node itself, gamma and beta new leaves (or none), dy a new leaf of
- * x's shape. */
+/* normalisation of a node: a third of the time (norm_dx always) batch norm (gen_batch_norm),
+ * else random lead and tail axes, one group or one channel per group; the statistics of the node
+ * itself, gamma and beta new leaves (or none), dy a new leaf of x's shape. */
 static int gen_norm(gen *G, sx_cg_op op, int dom)
 {
     (void)dom;
@@ -1550,6 +1547,8 @@ static int gen_norm(gen *G, sx_cg_op op, int dom)
     const dt_node *x = gn(G, in[0]);
     if (x->rank == 0)
         return -1;
+    if (op == SX_OP_NORM_DX || gb(G, 3) == 0)
+        return gen_batch_norm(G, op, in[0]);
     int rank = x->rank;
     int64_t shape[SX_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);

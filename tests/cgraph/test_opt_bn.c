@@ -272,7 +272,7 @@ Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
         int64_t one = 0, three = 0;
         for (int64_t i = 0; i < sx_cg_graph_size(b.g); i++) {
             sx_cg_node *n = sx_cg_graph_node(b.g, i);
-            if (n != NULL && sx_cg_node_op(n) == SX_OP_BATCH_NORM) {
+            if (n != NULL && sx_cg_node_op(n) == SX_OP_NORM) {
                 one += sx_cg_node_n_users(n) == 1;
                 three += sx_cg_node_n_users(n) == 3;
             }
@@ -280,8 +280,8 @@ Test(cgraph_opt_bn, recompute_gives_the_same_bits_with_less_memory_live)
         cr_assert_eq(one, LAYERS - 1);
         cr_assert_eq(three, LAYERS - 1);
         cr_assert_gt(sx_cg_node_n_users(a.r), 1);
-        cr_assert_eq(count_op(a.g, SX_OP_BATCH_NORM), LAYERS - 1);
-        cr_assert_eq(count_op(b.g, SX_OP_BATCH_NORM), 2 * (LAYERS - 1));
+        cr_assert_eq(count_op(a.g, SX_OP_NORM), LAYERS - 1);
+        cr_assert_eq(count_op(b.g, SX_OP_NORM), 2 * (LAYERS - 1));
         sx_cg_plan_report pa, pb;
         sx_cg_freeze_params fp = sx_cg_freeze_params_default();
         cr_assert_eq(sx_cg_freeze_ex(a.g, 1 + LAYERS, a.outs, &fp, &pa), SX_OK, "%s",
@@ -434,10 +434,10 @@ Test(cgraph_opt_bn, residual_add_in_batch_norm_keeps_every_bit)
         int64_t with_res = 0, with_both = 0;
         for (int64_t i = 0; i < sx_cg_graph_size(b.g); i++) {
             sx_cg_node *n = sx_cg_graph_node(b.g, i);
-            if (n == NULL || sx_cg_node_op(n) != SX_OP_BATCH_NORM || sx_cg_node_n_inputs(n) != 5)
+            if (n == NULL || sx_cg_node_op(n) != SX_OP_NORM || sx_cg_node_n_inputs(n) != 5)
                 continue;
             with_res++;
-            with_both += sx_cg_node_attr(n)->ints[1] != 0;
+            with_both += sx_cg_node_attr(n)->norm.relu != 0;
         }
         cr_assert_eq(with_res, 3);
         cr_assert_eq(with_both, 2, "relu went in where the sum's only reader is relu");
@@ -528,14 +528,14 @@ Test(cgraph_opt_bn, residual_of_another_shape_is_refused)
     int64_t xs[2] = {4, 3}, c[1] = {3}, s2[2] = {2, 3};
     sx_cg_node *x = sx_cg_input(g, "x", SX_F32, 2, xs), *st = sx_cg_input(g, "st", SX_F32, 2, s2);
     sx_cg_node *gm = sx_cg_input(g, "g", SX_F32, 1, c), *bt = sx_cg_input(g, "b", SX_F32, 1, c);
-    cr_assert_null(sx_cg_batch_norm_res(g, x, st, gm, bt, gm, 1e-3));
+    cr_assert_null(sx_cg_norm_res(g, x, st, gm, bt, gm, (sx_norm_axes){0, 1, 3}, 1e-3));
     cr_assert(strstr(sx_last_error(), "res has shape (3)") != NULL, "%s", sx_last_error());
     sx_cg_graph_free(g);
     cr_assert_eq(sx_cg_graph_new(SX_CG_LAZY, SX_F32, &g), SX_OK);
     x = sx_cg_input(g, "x", SX_F32, 2, xs), st = sx_cg_input(g, "st", SX_F32, 2, s2);
     gm = sx_cg_input(g, "g", SX_F32, 1, c), bt = sx_cg_input(g, "b", SX_F32, 1, c);
     sx_cg_node *r64 = sx_cg_input(g, "r", SX_F64, 2, xs);
-    cr_assert_null(sx_cg_batch_norm_res(g, x, st, gm, bt, r64, 1e-3));
+    cr_assert_null(sx_cg_norm_res(g, x, st, gm, bt, r64, (sx_norm_axes){0, 1, 3}, 1e-3));
     cr_assert(strstr(sx_last_error(), "res is f64") != NULL, "%s", sx_last_error());
     sx_cg_graph_free(g);
 }

@@ -93,8 +93,9 @@ static sx_cg_node *step(cg_rand *r, sx_rng *rng)
         sx_cg_node *st = ok(sx_cg_batch_norm_stats(g, x));
         if (sx_rng_below(rng, 2) == 0)
             return ok(sx_cg_batch_norm(g, x, st, r->gamma, r->beta, eps));
-        sx_cg_node *sums = ok(sx_cg_batch_norm_sums(g, x, st, y));
-        return ok(sx_cg_batch_norm_dx(g, x, st, r->gamma, y, sums, NULL, eps));
+        sx_norm_axes ax = {0, 1, sx_cg_node_shape(x)[sx_cg_node_rank(x) - 1]};
+        sx_cg_node *sums = ok(sx_cg_norm_sums(g, x, st, y, ax));
+        return ok(sx_cg_norm_dx(g, x, st, r->gamma, y, sums, NULL, ax, eps));
     }
     case 6:
         return ok(sx_cg_add(g, x, y)); /* a residual sum */
