@@ -197,7 +197,7 @@ static inline bool cg_matmul_inplace_ok(const sx_cg_node *n)
 static inline int cg_mutated(const sx_cg_node *n)
 {
     if (n->op == SX_OP_FUSED_UPDATE || n->op == SX_OP_MATMUL_UPDATE)
-        return (int)n->attr.ints[0];
+        return (int)n->attr.update.stores;
     return (sx_cg_ops[n->op].flags & SX_OPF_MUTATES) ? sx_cg_ops[n->op].kernel : 0;
 }
 

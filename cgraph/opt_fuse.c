@@ -31,7 +31,7 @@ static bool only_for(const sx_cg_node *n, const sx_cg_node *user)
  * it a write and a read of it per step. The product becomes the program's last operand. */
 static int product_operand(const sx_cg_node *u)
 {
-    const int k = (int)u->attr.ints[0];
+    const int k = (int)u->attr.update.stores;
     for (int j = k; j < u->n_in; j++) {
         const sx_cg_node *mm = u->in[j];
         if (is(mm, SX_OP_MATMUL) && mm->n_in == 2 && only_for(mm, u) &&
@@ -382,7 +382,7 @@ static sx_status rewrite_group(fuse_tree *t, const upd_group *u, int64_t *change
     sx_cg_attr a = none;
     a.rank = main->value.rank;
     memcpy(a.shape, main->value.shape, sizeof a.shape);
-    a.ints[0] = u->n_assigns;
+    a.update.stores = u->n_assigns;
     a.prog = t->prog;
     main->op = SX_OP_FUSED_UPDATE;
     main->attr = a;

@@ -106,7 +106,9 @@ TYPED_VIEW(norm, eps, lead)
 _Static_assert(offsetof(sx_cg_attr, embedding.pad) == offsetof(sx_cg_attr, ints) &&
                    offsetof(sx_cg_attr, adaptive_pool.out_h) == offsetof(sx_cg_attr, ints) &&
                    offsetof(sx_cg_attr, allreduce.offset) == offsetof(sx_cg_attr, ints) &&
-                   offsetof(sx_cg_attr, index.count) == offsetof(sx_cg_attr, ints),
+                   offsetof(sx_cg_attr, index.count) == offsetof(sx_cg_attr, ints) &&
+                   offsetof(sx_cg_attr, update.stores) == offsetof(sx_cg_attr, ints) &&
+                   offsetof(sx_cg_attr, dropout.p) == offsetof(sx_cg_attr, alpha),
                "the integer views of sx_cg_attr start at ints[0]");
 _Static_assert(sizeof(sx_cg_attr) == 1040, "sx_cg_attr changed: update the attribute encoding "
                                            "of serial.c and bump FORMAT_VERSION");
@@ -958,7 +960,7 @@ static sx_status parse_node(sx_cg_file *f, reader *r, int64_t i)
         /* the program's operands: the inputs, or (matmul_update) all but a and b, then the
          * product */
         const int n_ops = fn->op == SX_OP_FUSED_UPDATE ? fn->n_in : fn->n_in - 1;
-        const int64_t k = fn->attr.ints[0];
+        const int64_t k = fn->attr.update.stores;
         if (k < 1 || k > n_ops)
             return cg_rd_bad(r, "node %lld: a %s writing %lld of %d inputs", (long long)i, opname,
                              (long long)k, fn->n_in);

@@ -541,7 +541,8 @@ static void export_norm(ex *e, const sx_cg_node *n, char **in, const char *out, 
     const sx_cg_node *x = sx_cg_node_input(n, 0), *st = sx_cg_node_input(n, 1);
     const sx_cg_attr *sa = sx_cg_node_attr(st);
     if (sx_cg_node_op(st) != SX_OP_NORM_STATS || sx_cg_node_input(st, 0) != x ||
-        memcmp(sa->ints, at->ints, 3 * sizeof at->ints[0]) != 0) {
+        sa->norm.lead != at->norm.lead || sa->norm.tail != at->norm.tail ||
+        sa->norm.groups != at->norm.groups) {
         unsupported(e, n, "statistics that are not norm_stats of the normalised value");
         return;
     }
@@ -551,8 +552,8 @@ static void export_norm(ex *e, const sx_cg_node *n, char **in, const char *out, 
                     "graph)");
         return;
     }
-    int r = sx_cg_node_rank(x), lead = (int)at->ints[0], tail = (int)at->ints[1];
-    int64_t groups = at->ints[2];
+    int r = sx_cg_node_rank(x), lead = (int)at->norm.lead, tail = (int)at->norm.tail;
+    int64_t groups = at->norm.groups;
     const int64_t *xs = sx_cg_node_shape(x);
     bool affine = sx_cg_node_n_inputs(n) == 4;
     Onnx__AttributeProto *a[3] = {NULL, NULL, NULL};

@@ -42,7 +42,7 @@ sx_status cg_shape_seq(sx_cg_node *n)
  * over its leading axes. */
 static sx_status check_update(sx_cg_node *n, int n_ops, int n_x)
 {
-    const int64_t k = n->attr.ints[0];
+    const int64_t k = n->attr.update.stores;
     if (k < 1 || k > n_ops)
         return sx_error(SX_E_ARG, "%s: writes %lld of its %d operands (want 1..%d)", cg_who(n),
                         (long long)k, n_ops, n_ops);
@@ -66,7 +66,7 @@ static sx_status check_update(sx_cg_node *n, int n_ops, int n_x)
 }
 
 /* fused_update(x_0, ..., x_{n-1}): the program over the inputs, storing into the leading
- * attr.ints[0]. */
+ * attr.update.stores. */
 sx_status cg_shape_fused_update(sx_cg_node *n)
 {
     return check_update(n, n->n_in, n->n_in);

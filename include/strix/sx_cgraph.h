@@ -108,6 +108,12 @@ typedef struct sx_cg_allreduce_attr { /* allreduce_part */
 typedef struct sx_cg_index_attr { /* one_hot: depth; scatter_add: the rows of its result */
     int64_t count;
 } sx_cg_index_attr;
+typedef struct sx_cg_update_attr { /* fused_update, matmul_update */
+    int64_t stores;                /* the leading inputs the program writes */
+} sx_cg_update_attr;
+typedef struct sx_cg_dropout_attr { /* dropout_mask */
+    double p;                       /* the probability of dropping an element */
+} sx_cg_dropout_attr;
 
 /* Op attributes. One struct for every op (unused fields stay zero), so that generic code
  * (structural hashing, autodiff, the optimiser, save/load) handles every op alike: the shared
@@ -123,11 +129,11 @@ typedef struct sx_cg_attr {
     int64_t shape[SX_MAX_RANK];
     union {
         struct {          /* the untyped view (the saved form's fields) */
-            double alpha; /* map parameter; matmul alpha; pad value; dropout p */
+            double alpha; /* map parameter; matmul alpha; pad value */
             union {
                 int64_t ints[SX_MAX_RANK]; /* per axis: repeat/tile reps, permute perm, pad
-                                              before; fused_update, matmul_update: the
-                                              inputs they write */
+                                              before */
+                sx_cg_update_attr update;
                 sx_cg_embedding_attr embedding;
                 sx_cg_adaptive_pool_attr adaptive_pool;
                 sx_cg_allreduce_attr allreduce;
@@ -137,6 +143,7 @@ typedef struct sx_cg_attr {
         sx_cg_sparse_xent_attr sparse_xent;
         sx_cg_attention_attr attention;
         sx_cg_norm_attr norm;
+        sx_cg_dropout_attr dropout;
     };
     int64_t ints2[SX_MAX_RANK]; /* pad after */
     sx_slice slice[SX_MAX_RANK];
