@@ -16,6 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The larger functions (erf, log1p, softplus) are inlined wherever they are used: out of line,
+ * a kernel's loop makes a scalar call per element (and a block scan calls it once more, as the
+ * compiler cannot see the call is pure), where inlined it vectorises. */
+#if defined(__GNUC__)
+#define VM_HEAVY static inline __attribute__((always_inline))
+#else
+#define VM_HEAVY static inline
+#endif
+
 /* Accuracy: the largest error against double libm, in ulps of the f32 result, measured over
  * every f32 input for exp, log, log1p and over every 5th (sin, cos, tan: |x| <= 2^20) or 7th
  * bit pattern for the others (tests/tensor/test_vmath.c checks dense samples of each domain):
@@ -180,7 +189,7 @@ static inline float vm_logf(float x)
 
 /* log(1 + x) = log u + c/u, u = 1 + x rounded and c its rounding error, exact (Sterbenz) as
  * 1 - (u - x) for x >= 1 and x - (u - 1) below; so x near 0 keeps all its digits. */
-static inline float vm_log1pf(float x)
+VM_HEAVY float vm_log1pf(float x)
 {
     const float u = 1.0f + x;
     int32_t e;
@@ -283,7 +292,7 @@ static inline float vm_sigmoidf(float x)
 }
 
 /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|); 1 + e^-|x| > sqrt(2) for |x| < asinh(1). */
-static inline float vm_softplusf(float x)
+VM_HEAVY float vm_softplusf(float x)
 {
     const double e = vm_exp_d(-vm_seld(fabsf(x) > 200.0f, 200.0, fabs((double)x)));
     const double l = vm_log1p01_d(e, fabsf(x) < 0.88137359f);
@@ -292,7 +301,7 @@ static inline float vm_softplusf(float x)
 
 /* erf x: x P(x^2) for |x| < 1 (minimax, 3e-11); above, 1 - e^-x^2 Q(t) with t = 1 / (1 + |x|/2)
  * and Q minimax for erfc(x) e^x^2 on [1, 3.95] (1.2e-10; x^2 is exact in double); +-1 beyond. */
-static inline float vm_erff(float x)
+VM_HEAVY float vm_erff(float x)
 {
     const double xd = (double)x, a = vm_seld(fabsf(x) > 3.95f, 3.95, fabs(xd)), z = xd * xd;
     double p = -9.641519445188179e-06;
