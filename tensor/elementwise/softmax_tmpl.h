@@ -44,6 +44,38 @@ static void SM_CAT(sm_block_fwd, SFX)(const T *restrict x, T *restrict y, int64_
             y[i * st + j] = (T)((double)y[i * st + j] * s[j]);
 }
 
+/* The same for one contiguous row (the reduced axis is the last one: a single lane, stride 1),
+ * its loops vectorised: the maximum, then exp and its sum (in double; the order of the partial
+ * sums is fixed by the row's length alone, whatever the thread count), then the scaling. */
+static void SM_CAT(sm_row_fwd, SFX)(const T *restrict x, T *restrict y, int64_t len, bool log_form)
+{
+    T m = x[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 1; i < len; i++)
+        m = x[i] > m ? x[i] : m;
+    double s = 0;
+    if (log_form) {
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < len; i++)
+            s += (double)VM_EXP(x[i] - m);
+        const double ls = log(s);
+#pragma omp simd
+        for (int64_t i = 0; i < len; i++)
+            y[i] = (T)((double)(x[i] - m) - ls);
+        return;
+    }
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < len; i++) {
+        const T e = VM_EXP(x[i] - m);
+        y[i] = e;
+        s += (double)e;
+    }
+    const double r = 1.0 / s;
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++)
+        y[i] = (T)((double)y[i] * r);
+}
+
 /* dx from the forward result y and dy, one block:
  *   softmax:      dx = y * (dy - sum(dy * y))
  *   log-softmax:  dx = dy - exp(y) * sum(dy) */
@@ -91,7 +123,9 @@ static void SM_CAT(sm_blocks, SFX)(void *ctx, int64_t t0, int64_t t1)
         const int64_t o = t / ncb, j0 = (t % ncb) * SM_CB;
         const int64_t cn = g->inner - j0 < SM_CB ? g->inner - j0 : SM_CB;
         const int64_t base = o * g->len * g->inner + j0;
-        if (c->dy == NULL) {
+        if (c->dy == NULL && g->inner == 1) {
+            SM_CAT(sm_row_fwd, SFX)(c->a + base, c->out + base, g->len, c->log_form);
+        } else if (c->dy == NULL) {
             SM_CAT(sm_block_fwd, SFX)
             (c->a + base, c->out + base, g->len, g->inner, cn, c->log_form);
         } else {
