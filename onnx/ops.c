@@ -269,7 +269,28 @@ BINARY(Add, add)
 BINARY(Sub, sub)
 BINARY(Mul, mul)
 BINARY(Div, div)
-BINARY(Pow, pow)
+
+/* a * a: Pow with a known exponent of 2 (LayerNorm's variance as exported), one multiply per
+ * element instead of a pow */
+static sx_cg_node *square(sx_cg_graph *g, sx_cg_node *a, sx_cg_node *b)
+{
+    (void)b;
+    return sx_cg_mul(g, a, a);
+}
+
+static sx_status op_Pow(ox_ctx *c)
+{
+    ox_val *a = ox_in(c, 0), *b = ox_in(c, 1);
+    double e = 0;
+    bool present = false;
+    if (a != NULL && b != NULL && ox_known(b) && b->rank <= a->rank &&
+        sx_shape_size(b->rank, b->shape) == 1) {
+        SX_TRY(ox_in_scalar(c, 1, &e, &present));
+        if (present && e == 2)
+            return binary(c, square);
+    }
+    return binary(c, sx_cg_pow);
+}
 /* Comparisons and logic on graph values give 1/0 (the booleans of a graph value); and, or and
  * xor read 1/0 inputs. */
 BINARY(Equal, eq)
