@@ -43,7 +43,8 @@ set(ENV{PKG_CONFIG_LIBDIR}
 # not match: threads hang), the multiarch libraries from /usr/lib/aarch64-linux-gnu and the
 # unpacked Criterion. A guest cannot execve an AArch64 program without binfmt_misc, and Criterion
 # starts its workers so: tests/cross/qemu_exec.c, preloaded, runs them under qemu-aarch64 again
-# (the settings travel in the QEMU_* variables).
+# (the settings travel in the QEMU_* variables). SX_TEST_EMULATED tells the suites they run
+# emulated (tu_emulated in tests/testutil.h).
 set(CMAKE_CROSSCOMPILING_EMULATOR env QEMU_LD_PREFIX=/usr/${triple}
-    "QEMU_SET_ENV=LD_LIBRARY_PATH=/usr/${triple}/lib:${extra_libdir},LD_PRELOAD=${CMAKE_BINARY_DIR}/libstrix_qemu_exec.so"
+    "QEMU_SET_ENV=SX_TEST_EMULATED=1,LD_LIBRARY_PATH=/usr/${triple}/lib:${extra_libdir},LD_PRELOAD=${CMAKE_BINARY_DIR}/libstrix_qemu_exec.so"
     qemu-aarch64 -L /usr/${triple})

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 sx_tensor *tu_rand(sx_rng *rng, sx_dtype dt, int rank, const int64_t *shape, double lo, double hi)
 {
@@ -125,6 +126,12 @@ void tu_mnist_dir(char *buf, size_t n)
     char file[1024]; /* this file is tests/testutil.c: the root is two levels up */
     snprintf(file, sizeof file, "%s", __FILE__);
     snprintf(buf, n, "%s/data/mnist", dirname(dirname(file)));
+}
+
+bool tu_emulated(void)
+{
+    const char *env = getenv("SX_TEST_EMULATED");
+    return env != NULL && strcmp(env, "1") == 0;
 }
 
 /* ---------------------------------------------------------------- optimiser reference */

@@ -24,6 +24,12 @@ double tu_rtol(sx_dtype dt);
  * tree (where scripts/fetch_mnist puts the files). */
 void tu_mnist_dir(char *buf, size_t n);
 
+/* True when the suite runs under emulation: qemu-aarch64 in the AArch64 cross build, whose
+ * toolchain file (cmake/aarch64-linux-gnu.cmake) sets SX_TEST_EMULATED=1 for the guest. The
+ * longest sweeps then take every few of their steps (the same kernels, 30-50x slower there);
+ * the native builds run them all. */
+bool tu_emulated(void);
+
 /* Failing allocator: after tu_fail_after(k), allocations 0..k-1 succeed and every later one
  * fails until tu_fail_reset(). tu_live_allocs() counts allocations not yet freed since the last
  * reset (for leak checks without ASan). */

@@ -1,7 +1,7 @@
-/* test_errors.c: errors always say why, over the whole public API. One test per public function
- * that returns sx_status (generated from the installed headers by scripts/gen_error_tests.py
- * into api_errors.h at build time): called with NULL pointers and invalid scalars, it fails and
- * leaves an sx_last_error() message that names it. */
+/* test_errors.c: errors always say why, over the whole public API. Every public function that
+ * returns sx_status (the calls generated from the installed headers by scripts/gen_error_tests.py
+ * into api_errors.h at build time, a few functions per test): called with NULL pointers and
+ * invalid scalars, it fails and leaves an sx_last_error() message that names it. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdbool.h>
