@@ -1289,15 +1289,31 @@ static sx_status op_Slice(ox_ctx *c)
     return slice_with(c, v, st, en, ax, sp, n);
 }
 
-static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, double value);
+/* Pad's modes: constant (a value), reflect (mirrored without the edge: 3 2 | 1 2 3 | 2 1) and edge
+ * (the edge repeated: 1 1 | 1 2 3 | 3 3). Wrap and the axes input came in opsets 18-19, past
+ * OX_OPSET_MAX. */
+typedef enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE } pad_mode;
+static const char *const pad_modes[] = {"constant", "reflect", "edge"};
 
-/* Pad, constant mode, with known pads (opset 11+: inputs) and value. */
+static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, pad_mode mode, double value);
+
+static sx_status pad_mode_of(ox_ctx *c, pad_mode *mode)
+{
+    char m[32];
+    SX_TRY(ox_attr_str(c, "mode", "constant", m, sizeof m));
+    for (int i = 0; i < 3; i++)
+        if (strcmp(m, pad_modes[i]) == 0) {
+            *mode = (pad_mode)i;
+            return SX_OK;
+        }
+    return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s'", m);
+}
+
+/* Pad (opset 11+): pads and the constant value are inputs, known at import. */
 static sx_status op_Pad(ox_ctx *c)
 {
-    char mode[32];
-    SX_TRY(ox_attr_str(c, "mode", "constant", mode, sizeof mode));
-    if (strcmp(mode, "constant") != 0)
-        return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s' (only constant)", mode);
+    pad_mode mode = PAD_CONSTANT;
+    SX_TRY(pad_mode_of(c, &mode));
     const int64_t *pads;
     int64_t n;
     SX_TRY(ox_in_ints(c, 1, &pads, &n));
@@ -1306,11 +1322,34 @@ static sx_status op_Pad(ox_ctx *c)
     double value = 0;
     bool has;
     SX_TRY(ox_in_scalar(c, 2, &value, &has));
-    return pad_with(c, pads, n, value);
+    return pad_with(c, pads, n, mode, value);
 }
 
-/* Pad input 0 by pads (n of them: begins then ends, ONNX order) with value. */
-static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, double value)
+/* The part of x (n long on axis a) that reflect or edge puts before it (after: false) or after
+ * it, k long: a slice of x, tiled for edge. */
+static sx_cg_node *pad_part(sx_cg_graph *g, sx_cg_node *x, int rank, int a, int64_t n, int64_t k,
+                            pad_mode mode, bool after)
+{
+    sx_slice sl[SX_MAX_RANK];
+    for (int i = 0; i < rank; i++)
+        sl[i] = SX_SLICE_ALL;
+    if (mode == PAD_REFLECT) /* before: k .. 1; after: n-2 .. n-1-k */
+        sl[a] = after ? (sx_slice){n - 2, n - 2 - k < 0 ? SX_SLICE_END : n - 2 - k, -1}
+                      : (sx_slice){k, 0, -1};
+    else /* edge: the one element, k times */
+        sl[a] = after ? (sx_slice){n - 1, n, 1} : (sx_slice){0, 1, 1};
+    sx_cg_node *y = sx_cg_slice(g, x, sl);
+    if (mode == PAD_EDGE && k > 1) {
+        int64_t reps[SX_MAX_RANK];
+        for (int i = 0; i < rank; i++)
+            reps[i] = i == a ? k : 1;
+        y = sx_cg_tile(g, y, reps);
+    }
+    return y;
+}
+
+/* Pad input 0 by pads (n of them: begins then ends, ONNX order) in mode (value: constant's). */
+static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, pad_mode mode, double value)
 {
     ox_val *v;
     sx_cg_node *x;
@@ -1324,9 +1363,35 @@ static sx_status pad_with(ox_ctx *c, const int64_t *pads, int64_t n, double valu
             return ox_fail(c, SX_E_UNSUPPORTED, "negative pads");
         before[a] = pads[k];
         after[a] = pads[k + v->rank];
+        /* reflect mirrors without the edge element: fewer pads than elements; edge needs an
+         * element to repeat */
+        const int64_t dim = v->shape[k];
+        const bool padded = pads[k] > 0 || pads[k + v->rank] > 0;
+        if (padded && ((mode == PAD_REFLECT && (pads[k] >= dim || pads[k + v->rank] >= dim)) ||
+                       (mode == PAD_EDGE && dim == 0)))
+            return ox_fail(c, SX_E_SHAPE, "mode %s: pads %lld and %lld on axis %d of size %lld",
+                           pad_modes[mode], (long long)pads[k], (long long)pads[k + v->rank], k,
+                           (long long)dim);
     }
     c->no_batch = v->rank > 0 && (pads[0] != 0 || pads[v->rank] != 0);
-    return ox_out(c, 0, sx_cg_pad(c->g, x, before, after, value), v->lay);
+    if (mode == PAD_CONSTANT)
+        return ox_out(c, 0, sx_cg_pad(c->g, x, before, after, value), v->lay);
+    /* one axis after the other, each a concatenation of slices of the padded-so-far value */
+    sx_cg_node *y = x;
+    for (int k = 0; k < v->rank && y != NULL; k++) {
+        const int a = lay_axis(v->lay, k);
+        if (before[a] == 0 && after[a] == 0)
+            continue;
+        sx_cg_node *parts[3];
+        int np = 0;
+        if (before[a] > 0)
+            parts[np++] = pad_part(c->g, y, v->rank, a, v->shape[k], before[a], mode, false);
+        parts[np++] = y;
+        if (after[a] > 0)
+            parts[np++] = pad_part(c->g, y, v->rank, a, v->shape[k], after[a], mode, true);
+        y = sx_cg_concat(c->g, np, parts, a);
+    }
+    return ox_out(c, 0, y, v->lay);
 }
 
 static sx_status op_Expand(ox_ctx *c)
@@ -2105,16 +2170,14 @@ static sx_status op_Pad_any(ox_ctx *c)
         SX_TRY(no_attr(c, "value", 11));
         return op_Pad(c);
     }
-    char mode[32];
-    SX_TRY(ox_attr_str(c, "mode", "constant", mode, sizeof mode));
-    if (strcmp(mode, "constant") != 0)
-        return ox_fail(c, SX_E_UNSUPPORTED, "attribute mode '%s' (only constant)", mode);
+    pad_mode mode = PAD_CONSTANT;
+    SX_TRY(pad_mode_of(c, &mode));
     const int64_t *pads;
     int n;
     double value;
     SX_TRY(ox_attr_ints(c, "pads", &pads, &n));
     SX_TRY(ox_attr_float(c, "value", 0, &value));
-    return pad_with(c, pads, n, value);
+    return pad_with(c, pads, n, mode, value);
 }
 
 /* Clip before 11: min and max attributes (absent: unbounded). */

@@ -298,10 +298,52 @@ def bad_div():
         ["d_q_node", "Div", "division by zero"]
 
 
+def case_pad_modes():
+    """Reflect then edge padding (ReflectionPad2d, ReplicationPad2d), pads as inputs (opset 13),
+    then a constant pad."""
+    nodes = [node("Pad", ["x", "p_reflect"], ["p_r"], mode="reflect"),
+             node("Pad", ["p_r", "p_edge"], ["p_e"], mode="edge"),
+             node("Pad", ["p_e", "p_const", "p_value"], ["p_c"]),
+             node("Flatten", ["p_c"], ["y"], axis=1)]
+    inits = [ints("p_reflect", [0, 0, 2, 1, 0, 1, 1, 3]), ints("p_edge", [0, 1, 0, 7, 0, 0, 3, 0]),
+             ints("p_const", [0, 0, 1, 0, 0, 0, 0, 1]), floats("p_value", 0.5)]
+    m = model(nodes, inits, (2, 4, 5), 2)
+
+    def ref(x):
+        y = np.pad(x, ((0, 0), (0, 1), (2, 1), (1, 3)), mode="reflect")
+        y = np.pad(y, ((0, 0), (1, 0), (0, 3), (7, 0)), mode="edge")
+        y = np.pad(y, ((0, 0), (0, 0), (1, 0), (0, 1)), constant_values=0.5)
+        return y.reshape(y.shape[0], -1)
+    return m, (2, 4, 5), ref
+
+
+def case_pad_modes_v2():
+    """The same modes as attributes (Pad before opset 11)."""
+    nodes = [node("Pad", ["x"], ["p_r"], mode="reflect", pads=[0, 2, 1, 0, 1, 3]),
+             node("Pad", ["p_r"], ["p_e"], mode="edge", pads=[0, 0, 4, 0, 2, 0]),
+             node("Flatten", ["p_e"], ["y"], axis=1)]
+    m = model(nodes, [], (3, 4), 2, opset=10)
+
+    def ref(x):
+        y = np.pad(x, ((0, 0), (2, 1), (1, 3)), mode="reflect")
+        y = np.pad(y, ((0, 0), (0, 2), (4, 0)), mode="edge")
+        return y.reshape(y.shape[0], -1)
+    return m, (3, 4), ref
+
+
 CASES = {"flatten": case_flatten, "heads": case_heads, "shuffle": case_shuffle,
          "window_mask": case_window_mask, "class_token": case_class_token, "causal": case_causal,
-         "int_arith": case_int_arith, "external": case_external, "embed": case_embed}
-BAD = {"gather": bad_gather, "range": bad_range, "div": bad_div, "external": bad_external,
+         "int_arith": case_int_arith, "external": case_external, "embed": case_embed,
+         "pad_modes": case_pad_modes, "pad_modes_v2": case_pad_modes_v2}
+def bad_reflect():
+    """Reflect padding as wide as the axis (it mirrors without the edge element)."""
+    nodes = [node("Pad", ["x", "p_reflect"], ["p_r"], mode="reflect"),
+             node("Flatten", ["p_r"], ["y"], axis=1)]
+    return (model(nodes, [ints("p_reflect", [0, 0, 4, 0, 0, 0])], (3, 4), 2),
+            ["p_r_node", "Pad", "mode reflect", "size 4"])
+
+
+BAD = {"reflect": bad_reflect, "gather": bad_gather, "range": bad_range, "div": bad_div, "external": bad_external,
        "int_div": bad_int_div}
 
 

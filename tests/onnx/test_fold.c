@@ -119,6 +119,16 @@ Test(onnx_fold, integer_input_as_gather_indices)
     remove_models();
 }
 
+/* Pad's reflect and edge modes (ReflectionPad2d, ReplicationPad2d), pads as inputs and, before
+ * opset 11, as attributes, on several axes at once and wider than half an axis. */
+Test(onnx_fold, pad_reflect_and_edge)
+{
+    make_models();
+    check_case("pad_modes");
+    check_case("pad_modes_v2");
+    remove_models();
+}
+
 Test(onnx_fold, channel_shuffle_of_rank_5)
 {
     make_models();
@@ -141,7 +151,7 @@ Test(onnx_fold, masks_from_scatter_range_and_where)
 Test(onnx_fold, what_does_not_fold_is_a_clear_error)
 {
     make_models();
-    static const char *const bad[] = {"gather", "range", "div", "external", "int_div"};
+    static const char *const bad[] = {"gather", "range", "div", "external", "int_div", "reflect"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char path[512], words[512];
         snprintf(path, sizeof path, "%s/bad_%s.txt", dir, bad[i]);
