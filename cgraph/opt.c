@@ -531,6 +531,20 @@ static sx_status pass_gemm_fold(sx_cg_graph *g, int64_t *changed)
         sx_cg_node *n = g->nodes[i];
         if (!live_op(n))
             continue;
+        if (is_transpose(n) && n->in[0]->op == SX_OP_MATMUL && n->in[0]->n_in == 2 &&
+            single_use(n->in[0], n)) {
+            /* (alpha op(a) op(b))^T = alpha op(b)^T op(a)^T: the product written transposed (a
+             * gradient through a transposed weight) instead of written, then transposed */
+            sx_cg_node *m = n->in[0];
+            sx_cg_node *ins[2] = {m->in[1], m->in[0]};
+            SX_TRY(opt_set_inputs(n, 2, ins));
+            n->op = SX_OP_MATMUL;
+            n->attr = m->attr;
+            n->attr.trans_a = !m->attr.trans_b;
+            n->attr.trans_b = !m->attr.trans_a;
+            opt_kill(m);
+            (*changed)++;
+        }
         if (n->op == SX_OP_MATMUL) {
             /* transposes into the flags */
             for (int k = 0; k < 2; k++) {

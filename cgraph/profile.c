@@ -30,6 +30,48 @@ void sx_cg_profile_reset(sx_cg_graph *g)
     }
 }
 
+/* The `top` nodes taking the most time (at most 10 when top <= 0), with their op, shape, input
+ * shapes and scope: which product or pass of a layer costs what. */
+static void print_top_nodes(const sx_cg_graph *g, int top, double total, FILE *f)
+{
+    enum { MAX_TOP = 64 };
+    const sx_cg_node *best[MAX_TOP];
+    int want = top <= 0 ? 10 : top < MAX_TOP ? top : MAX_TOP, n = 0;
+    for (int64_t i = 0; i < g->n_nodes; i++) {
+        const sx_cg_node *x = g->nodes[i];
+        if (x->prof_calls == 0 || (n == want && x->prof_seconds <= best[n - 1]->prof_seconds))
+            continue;
+        int j = n < want ? n++ : n - 1;
+        for (; j > 0 && best[j - 1]->prof_seconds < x->prof_seconds; j--)
+            best[j] = best[j - 1];
+        best[j] = x;
+    }
+    if (n == 0)
+        return;
+    fprintf(f, "%-20s %10s %12s %7s  %s\n", "node", "calls", "ms", "share",
+            "shape <- inputs [scope]");
+    for (int i = 0; i < n; i++) {
+        const sx_cg_node *x = best[i];
+        char buf[256];
+        size_t k = 0;
+        for (int in = -1; in < x->n_in && k < sizeof buf - 40; in++) {
+            const sx_tensor *t = in < 0 ? &x->value : &x->in[in]->value;
+            k += (size_t)snprintf(buf + k, sizeof buf - k, "%s(",
+                                  in < 0    ? ""
+                                  : in == 0 ? " <- "
+                                            : " ");
+            for (int d = 0; d < t->rank && k < sizeof buf - 24; d++)
+                k += (size_t)snprintf(buf + k, sizeof buf - k, d ? ",%lld" : "%lld",
+                                      (long long)t->shape[d]);
+            k += (size_t)snprintf(buf + k, sizeof buf - k, ")");
+        }
+        fprintf(f, "%-20s %10lld %12.1f %6.1f%%  %s [%s]\n", sx_cg_op_name(x->op),
+                (long long)x->prof_calls, 1e3 * x->prof_seconds,
+                total > 0 ? 100 * x->prof_seconds / total : 0, buf,
+                x->scope ? g->scopes[x->scope - 1] : "-");
+    }
+}
+
 void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
 {
     int idx[SX_OP_COUNT], n = 0;
@@ -72,4 +114,5 @@ void sx_cg_profile_print(const sx_cg_graph *g, int top, FILE *f)
         fprintf(f, "%-20.20s %10lld %12.1f %6.1f%% %12.1f\n", want ? g->scopes[want - 1] : "(none)",
                 (long long)calls, 1e3 * t, total > 0 ? 100 * t / total : 0, 1e3 * c);
     }
+    print_top_nodes(g, top, total, f);
 }

@@ -144,9 +144,23 @@ sx_status grad_matmul(sx_cg_graph *g, sx_cg_node *y, sx_cg_node *gy, const bool 
         gin[0] = cg_grad_unbroadcast(g, d, a);
     }
     if (need[1]) {
-        /* db = alpha A^T G (tb = 0) or alpha G^T A (tb = 1) */
-        sx_cg_node *d = tb ? sx_cg_gemm(g, gy, a, true, ta, alpha, NULL, 0)
-                           : sx_cg_gemm(g, a, gy, !ta, false, alpha, NULL, 0);
+        /* db = alpha A^T G (tb = 0) or alpha G^T A (tb = 1). A matrix b shared by a batch of
+         * a's rows (a linear layer on (B, T, C), a tied output layer): the sum over the batch
+         * is the product's own sum over a's rows stacked, one GEMM of depth B T instead of B
+         * products of depth T summed apart */
+        sx_cg_node *fa = a, *fg = gy;
+        const int ra = sx_cg_node_rank(a);
+        if (!ta && ra > 2 && sx_cg_node_rank(b) == 2) {
+            const int64_t *sa = sx_cg_node_shape(a), *sg = sx_cg_node_shape(gy);
+            int64_t rows = 1;
+            for (int i = 0; i < ra - 1; i++)
+                rows *= sa[i];
+            const int64_t s2[2] = {rows, sa[ra - 1]}, g2[2] = {rows, sg[ra - 1]};
+            fa = sx_cg_reshape(g, a, 2, s2);
+            fg = sx_cg_reshape(g, gy, 2, g2);
+        }
+        sx_cg_node *d = tb ? sx_cg_gemm(g, fg, fa, true, ta, alpha, NULL, 0)
+                           : sx_cg_gemm(g, fa, fg, !ta, false, alpha, NULL, 0);
         gin[1] = cg_grad_unbroadcast(g, d, b);
     }
     if (sx_cg_node_n_inputs(y) == 3 && need[2]) /* beta G, summed over c's broadcast axes */

@@ -249,7 +249,8 @@ int sx_cg_workers(const sx_cg_graph *g);
 
 /* Profiling: while enabled, every kernel run is timed per op kind and per node. The report lists
  * the op kinds by total time (count, ms, share, cpu_ms), at most `top` rows (0 = all), then the
- * time per scope (layer; see sx_cg_scope_set), all scopes, in order of first appearance. cpu_ms
+ * time per scope (layer; see sx_cg_scope_set), all scopes, in order of first appearance, then the
+ * `top` nodes (10 when top = 0) taking the most time, with their shapes and scope. cpu_ms
  * is the CPU time of all the process's threads during the op's kernels (the kernels' own threads
  * included: more than ms when they split well, and its excess over one thread's is what
  * spinning, waiting and duplicated work cost); 0 for nodes run by engine workers (sx_cg_set_workers

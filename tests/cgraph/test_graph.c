@@ -451,6 +451,9 @@ Test(cgraph_graph, scopes_follow_nodes_through_copy_and_optimiser)
     sx_cg_profile_print(g, 0, f);
     fclose(f);
     cr_assert(strstr(buf, "layer_a") && strstr(buf, "layer_b") && strstr(buf, "(none)"), "%s", buf);
+    /* then the nodes by time, each with its shape, its inputs' and its scope */
+    const char *top = strstr(buf, "\nnode ");
+    cr_assert(top && strstr(top, " <- (") && strstr(top, "[layer_"), "%s", buf);
     sx_cg_graph_free(c);
     sx_cg_graph_free(g);
 }

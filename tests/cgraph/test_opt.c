@@ -268,6 +268,33 @@ Test(cgraph_opt, gemm_folding)
     sx_cg_graph_free(g);
 }
 
+/* A transposed product is the product of the transposed factors, swapped: batched, broadcast
+ * and with transposed factors, bit for bit; a product read by another node stays. */
+Test(cgraph_opt, transposed_product_swaps_its_factors)
+{
+    sx_cg_graph *g = lazy();
+    sx_rng r;
+    sx_rng_seed(&r, 9);
+    int64_t sa[3] = {2, 3, 300}, sb[2] = {7, 300}, sc[3] = {2, 300, 3}, sd[4] = {2, 1, 5, 3};
+    sx_cg_node *a = rand_input(g, &r, "a", 3, sa, -1, 1);
+    sx_cg_node *b = rand_input(g, &r, "b", 2, sb, -1, 1);
+    sx_cg_node *c = rand_input(g, &r, "c", 3, sc, -1, 1);
+    sx_cg_node *d = rand_input(g, &r, "d", 4, sd, -1, 1);
+    sx_cg_node *shared = sx_cg_matmul(g, c, a, true, true); /* (2, 3, 3), read twice */
+    sx_cg_node *outs[4] = {
+        sx_cg_transpose(g, sx_cg_gemm(g, a, b, false, true, 0.5, NULL, 0)), /* (2, 7, 3) */
+        sx_cg_transpose(g, sx_cg_matmul(g, d, c, false, true)),             /* (2, 2, 300, 5) */
+        sx_cg_transpose(g, shared), shared};
+    for (int i = 0; i < 4; i++)
+        cr_assert_not_null(outs[i], "%s", sx_last_error());
+    sx_cg_opt_params p = only(SX_PASS_GEMM_FOLD);
+    p.enable[SX_PASS_DCE] = true;
+    optimise_and_compare(g, 4, outs, &p, 0, NULL); /* bit for bit */
+    cr_assert_eq(count_op(g, SX_OP_PERMUTE), 1, "only the transpose of the shared product");
+    cr_assert_eq(count_op(g, SX_OP_MATMUL), 3);
+    sx_cg_graph_free(g);
+}
+
 /* Folding keeps the bits of the unfolded nodes for inner sizes of one GEMM K block and of
  * several: the addend is added after the product, a scalar scales the finished sum. A scalar
  * times a product that already has a factor or an addend is left alone (one rounding fewer
@@ -294,7 +321,8 @@ Test(cgraph_opt, gemm_folding_keeps_bits_past_one_k_block)
             sx_cg_mul(g, sx_cg_add(g, sx_cg_matmul(g, a, b[1], false, false), c), three),
             /* 3 * gemm(a, b, 0.1): not folded (0) */
             sx_cg_mul(g, three, sx_cg_gemm(g, a, b[2], false, false, 0.1, NULL, 0)),
-            /* c + (b^T a^T)^T: the inner transposes go into the flags (2) */
+            /* c + (b^T a^T)^T: the inner transposes go into the flags, the outer one swaps
+             * the factors back, then c becomes the addend (4) */
             sx_cg_add(g, c,
                       sx_cg_transpose(g, sx_cg_matmul(g, sx_cg_transpose(g, b[3]),
                                                       sx_cg_transpose(g, a), false, false))),
@@ -306,9 +334,11 @@ Test(cgraph_opt, gemm_folding_keeps_bits_past_one_k_block)
         p.enable[SX_PASS_DCE] = true;
         sx_cg_opt_report rep;
         optimise_and_compare(g, 5, outs, &p, 0, &rep);
-        cr_assert_eq(rep.changed[SX_PASS_GEMM_FOLD], 5, "k %lld: %lld folds", (long long)k,
+        cr_assert_eq(rep.changed[SX_PASS_GEMM_FOLD], 7, "k %lld: %lld folds", (long long)k,
                      (long long)rep.changed[SX_PASS_GEMM_FOLD]);
         cr_assert_eq(count_op(g, SX_OP_MUL), 2, "the two scalars over a gemm stay");
+        cr_assert_eq(count_op(g, SX_OP_PERMUTE), 0);
+        cr_assert_eq(count_op(g, SX_OP_ADD), 0);
         sx_cg_graph_free(g);
     }
 }

@@ -22,8 +22,12 @@ static const struct {
     {{2, {4, 3}}, {2, {4, 2}}, true, false, {1, {2}}},
     {{2, {3, 4}}, {2, {2, 4}}, false, true, {0, {0}}},
     {{3, {2, 3, 4}}, {2, {4, 2}}, false, false, {2, {3, 1}}},
+    /* a transposed matrix shared by a batch (a tied output layer), and over two batch axes
+     * with an addend per position: b's gradient is one product over the stacked rows */
+    {{3, {2, 3, 4}}, {2, {5, 4}}, false, true, {-1, {0}}},
+    {{4, {2, 2, 3, 4}}, {2, {5, 4}}, false, true, {3, {2, 3, 5}}},
 };
-#define SPEC_matmul 12, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_matmul, plain_matmul)
+#define SPEC_matmul 14, OS_SMOOTH, 1e-6, 1e-6, REF(kernel_matmul, plain_matmul)
 #define DT_matmul GEN(gen_matmul, 8)
 static sx_cg_node *sample_matmul(GEN_ARGS)
 {
