@@ -537,7 +537,9 @@ SX_NODISCARD sx_status sx_conv2d_shape(const char *who, const sx_tensor *x, cons
  *   of whole images or of a band of rows, or a zero-padded band of the image for the direct
  *   and Winograd (AVX2 and AVX-512) kernels - plus, for backward-kernel, up to 8 partial sums of dk
  * (at most 4 MB, or two), and for Winograd's F(2x2, 5x5) and F(4x4, 3x3) (5x5 and 3x3 kernels at
- *   stride 1 with enough channels) the transformed kernel (36 * c * f elements). A smaller
+ *   stride 1 with enough channels, when the transformed kernel, 36 * c * f elements, stays
+ *   in half the last-level cache: a quarter for backward-kernel's partial sums; else the
+ *   direct kernels, which then win) that transformed kernel. A smaller
  *   workspace runs smaller units, fewer at once, fewer partial sums, or the direct kernels
  *   instead of Winograd. A 1x1 kernel at stride 1 without padding (or a window covering the
  *   whole unpadded image) is one GEMM over x and needs no workspace.

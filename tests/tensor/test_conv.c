@@ -623,6 +623,26 @@ Test(tensor_conv, winograd_shapes, .timeout = 120)
         check_cfg(&rng, &wino3[i]);
 }
 
+/* Winograd's transformed kernel (36 c f elements) is read whole by every block of tiles: too
+ * large for the last-level cache (1024 channels: 151 MB), the best workspace leaves it out and
+ * the direct kernels run (still against the references); a small one keeps it where the CPU
+ * has Winograd. */
+Test(tensor_conv, winograd_only_while_its_kernel_stays_in_cache, .timeout = 120)
+{
+    sx_conv2d_params p = {.stride_h = 1, .stride_w = 1, .padding = SX_PAD_SAME};
+    const int64_t xs[4] = {1, 5, 5, 1024}, ks[4] = {3, 3, 1024, 1024};
+    const size_t big = (size_t)36 * 1024 * 1024 * sizeof(float);
+    size_t ws = sx_conv2d_workspace(xs, ks, &p);
+    cr_assert(ws > 0 && ws < big, "best workspace %zu holds the transformed kernel (%zu)", ws, big);
+    const int64_t xs2[4] = {1, 8, 8, 64}, ks2[4] = {3, 3, 64, 64};
+    if (strcmp(sx_isa_name(), "avx512") == 0 || strcmp(sx_isa_name(), "avx2") == 0)
+        cr_assert_geq(sx_conv2d_workspace(xs2, ks2, &p), (size_t)36 * 64 * 64 * sizeof(double));
+    sx_rng rng;
+    sx_rng_seed(&rng, 25);
+    const cfg big_c = {1, 5, 5, 1024, 3, 3, 40, 1, 1, SX_PAD_SAME, 0, 0, 0, 0};
+    check_cfg(&rng, &big_c);
+}
+
 /* Explicit pads smaller than the window (PyTorch's Conv2d(padding=p)) run conv.c's dense kernels
  * like SAME: resnet's stride-2 3x3 convolutions with one pad on every side (direct forward and
  * backward-kernel, backward-input by phases), pads on one side only, Winograd's shapes
