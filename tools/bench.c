@@ -1,14 +1,14 @@
-/* bench.c: `strix bench MODEL [--batch N] [--runs R] [--input [NAME=]FILE...]`: inference speed
- * of a model on random inputs (or given ones): the latency of one example and the time of one batch
- * of N, each the median of R timed runs after one untimed run (which makes the graphs and touches
- * their memory). */
+/* bench.c: `strix bench MODEL [--batch N] [--runs R] [--input [NAME=]FILE...] [--profile]`:
+ * inference speed of a model on random inputs (or given ones): the latency of one example and the
+ * time of one batch of N, each the median of R timed runs after one untimed run (which makes the
+ * graphs and touches their memory); with --profile, where a batch's time goes. */
 #include "tool.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const bench_help =
-    "usage: strix bench MODEL [--batch N] [--runs R] [--input [NAME=]FILE...]\n"
+    "usage: strix bench MODEL [--batch N] [--runs R] [--input [NAME=]FILE...] [--profile]\n"
     "Time MODEL's inference on random inputs in [0, 1): the latency of one example and of a\n"
     "batch of N (32), each the median of R (10) runs after a warm-up run; prints\n"
     "  result: batch=N runs=R latency_ms=L batch_ms=B images_per_second=T\n"
@@ -17,7 +17,10 @@ static const char *const bench_help =
     "of integers, token ids, gets 0s).\n"
     "  --input [NAME=]FILE  the inputs' values instead of random ones, as strix predict\n"
     "                       takes them (one file per input, by name; e.g. token ids, which\n"
-    "                       random values are not); their examples repeat to fill the batch\n";
+    "                       random values are not); their examples repeat to fill the batch\n"
+    "  --profile            then R more runs of the batch, profiled: the time per op kind,\n"
+    "                       per layer and of the 25 costliest nodes with their shapes (stderr;\n"
+    "                       the batch runs whole, not cut into sub-batches)\n";
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -78,7 +81,8 @@ static sx_status fill(const char *model, const tool_io *io, int n_specs, const c
     return s;
 }
 
-static int bench(const char *model, long batch, long runs, int n_specs, const char *const *specs)
+static int bench(const char *model, long batch, long runs, bool profile, int n_specs,
+                 const char *const *specs)
 {
     sx_nn_model *m = NULL;
     sx_tensor *x = NULL, *out = NULL;
@@ -99,6 +103,14 @@ static int bench(const char *model, long batch, long runs, int n_specs, const ch
         s = time_rows(m, x, out, 1, runs, &one);
     if (s == SX_OK)
         s = time_rows(m, x, out, batch, runs, &all);
+    sx_cg_graph *g = profile && s == SX_OK ? sx_nn_model_graph(m) : NULL;
+    if (g != NULL) {
+        double ignored;
+        sx_cg_profile_enable(g, true);
+        s = time_rows(m, x, out, batch, runs, &ignored);
+        if (s == SX_OK)
+            sx_cg_profile_print(g, 25, stderr);
+    }
     sx_tensor_free(x);
     sx_tensor_free(out);
     sx_nn_model_free(m);
@@ -114,6 +126,7 @@ int tool_cmd_bench(int argc, char **argv)
     const char *model = NULL, *specs[SX_NN_MAX_HEADS];
     long batch = 32, runs = 10;
     int n_specs = 0;
+    bool profile = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -124,6 +137,8 @@ int tool_cmd_bench(int argc, char **argv)
             ok = tool_parse_long(v, 1, 65536, &batch), i++;
         else if (strcmp(a, "--runs") == 0)
             ok = tool_parse_long(v, 1, 100000, &runs), i++;
+        else if (strcmp(a, "--profile") == 0)
+            profile = true;
         else if (strcmp(a, "--input") == 0 && n_specs == SX_NN_MAX_HEADS)
             return tool_usage("bench", "more than %d --input", SX_NN_MAX_HEADS);
         else if (strcmp(a, "--input") == 0)
@@ -139,5 +154,5 @@ int tool_cmd_bench(int argc, char **argv)
     }
     if (model == NULL)
         return tool_usage("bench", "no MODEL");
-    return bench(model, batch, runs, n_specs, specs);
+    return bench(model, batch, runs, profile, n_specs, specs);
 }

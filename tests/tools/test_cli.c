@@ -328,6 +328,14 @@ Test(tools_cli, dot_and_bench)
                         &lat, &bms, &ips),
                  3, "%s", r->out);
     cr_assert(lat > 0 && bms > 0 && ips > 0, "%s", r->out);
+    /* --profile: the same result line, then the profile on stderr, down to the costliest
+     * nodes with their shapes */
+    snprintf(args, sizeof args, "bench %s --batch 4 --runs 2 --profile", model);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert(strncmp(r->out, "result: batch=4 runs=2 ", 23) == 0, "%s", r->out);
+    cr_assert(strstr(r->err, "conv2d") && strstr(r->err, "\nnode ") && strstr(r->err, "(4,"),
+              "%s", r->err);
     free(r);
 }
 
