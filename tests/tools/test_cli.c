@@ -334,8 +334,8 @@ Test(tools_cli, dot_and_bench)
     run(r, args);
     cr_assert_eq(r->status, 0, "%s", r->err);
     cr_assert(strncmp(r->out, "result: batch=4 runs=2 ", 23) == 0, "%s", r->out);
-    cr_assert(strstr(r->err, "conv2d") && strstr(r->err, "\nnode ") && strstr(r->err, "(4,"),
-              "%s", r->err);
+    cr_assert(strstr(r->err, "conv2d") && strstr(r->err, "\nnode ") && strstr(r->err, "(4,"), "%s",
+              r->err);
     free(r);
 }
 
