@@ -352,10 +352,22 @@ static void xplan_run(xplan *p, const char *src, char *dst)
         par_split(threads_for(bytes, n / 1024), n, 1024, xrun_elems, &c);
         return;
     }
-    const int pa = transpose_axis(p);
-    if (pa >= 0 && p->n[pa] >= 4 && p->n[p->k - 1] >= 4) {
+    const int pa = transpose_axis(p), ia = p->k - 1;
+    if (pa >= 0 && p->n[pa] >= 4 && p->n[ia] >= 4) {
         xplan_tiles(p, src, dst, pa, bytes);
         return;
+    }
+    if (pa >= 0 && p->n[pa] > p->n[ia]) {
+        /* a transpose with a short innermost axis (an image's 3 channels to the last place):
+         * the long axis becomes the rows, one strided run each, instead of a run of 3 per
+         * pixel ((1, 3, 224, 224) to NHWC, best of 200: 0.085 -> 0.059 ms on Zen 5) */
+        const int64_t n = p->n[pa], ss = p->ss[pa], ds = p->ds[pa];
+        p->n[pa] = p->n[ia];
+        p->ss[pa] = p->ss[ia];
+        p->ds[pa] = p->ds[ia];
+        p->n[ia] = n;
+        p->ss[ia] = ss;
+        p->ds[ia] = ds;
     }
     const int64_t rows = total / p->n[p->k - 1];
     xrun_ctx c = {p, src, dst};

@@ -810,6 +810,16 @@ Test(tensor_layout, permute_large_and_transpose)
         check_permute(x4, p4a, false, true); /* NHWC -> NCHW */
         check_permute(x4, p4b, false, true); /* NCHW -> NHWC */
         check_permute(x4, p4c, false, true);
+        /* an image's 3 channels moved last and back (a short innermost axis: rows along the
+         * long one) */
+        int64_t si[4] = {2, 3, 67, 45};
+        sx_tensor *xi = tu_rand(&r, dtypes[d], 4, si, -1, 1);
+        check_permute(xi, p4b, false, true);
+        int64_t sj[4] = {2, 67, 45, 3};
+        sx_tensor *xj = tu_rand(&r, dtypes[d], 4, sj, -1, 1);
+        check_permute(xj, p4a, false, true);
+        sx_tensor_free(xi);
+        sx_tensor_free(xj);
         sx_tensor_free(x2);
         sx_tensor_free(x3);
         sx_tensor_free(x4);
